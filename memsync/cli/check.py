@@ -1,0 +1,34 @@
+"""``memsync check``: prove that the stores agree, finding by finding (reads only)."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+
+from memsync import check
+from memsync.cli import render
+from memsync.cli.common import load_config
+
+HELP = "prove that vectors and history agree (reads only; exit 3 on error findings)"
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser, epilog: str) -> None:  # type: ignore[type-arg]
+    """Add the ``check`` subcommand."""
+    parser = subparsers.add_parser(
+        "check", parents=[common], help=HELP, description=HELP, epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--limit", type=int, default=50, metavar="N",
+                        help="findings shown in the text report (default 50; --json shows all)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Capture both stores, judge them, print the report; return 0 or 3."""
+    config = load_config(args)
+    report = check.run_check(config, datetime.now(UTC))
+    if args.json:
+        render.emit_json(render.check_json(report))
+    else:
+        render.emit_text(render.check_text(report, limit=max(args.limit, 0)))
+    return int(report.exit_code)

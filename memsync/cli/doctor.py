@@ -1,0 +1,33 @@
+"""``memsync doctor``: health check of every path and store, for people and monitoring."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+
+from memsync import doctor
+from memsync.cli import render
+from memsync.cli.common import load_config
+from memsync.errors import ExitCode
+
+HELP = "health check of paths, mounts, locks, SQLite files, versions and a check summary"
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser, epilog: str) -> None:  # type: ignore[type-arg]
+    """Add the ``doctor`` subcommand."""
+    parser = subparsers.add_parser(
+        "doctor", parents=[common], help=HELP, description=HELP, epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run every probe; print the results; return 0, or 3 when a result is an error."""
+    config = load_config(args)
+    report = doctor.run_doctor(config, datetime.now(UTC))
+    if args.json:
+        render.emit_json(render.doctor_json(report))
+    else:
+        render.emit_text(render.doctor_text(report))
+    return int(ExitCode.OK if report.ok else ExitCode.PROBLEMS_FOUND)

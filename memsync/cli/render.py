@@ -1,0 +1,108 @@
+"""The only writer to stdout: text reports or one JSON document; error lines go to stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from memsync.doctor import DoctorReport, summarize
+from memsync.model import CheckReport, Finding
+
+
+def emit_json(document: dict[str, Any]) -> None:
+    """Write exactly one JSON document (and a newline) to stdout."""
+    sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=False) + "\n")
+    sys.stdout.flush()
+
+
+def emit_text(text: str) -> None:
+    """Write human-readable text to stdout."""
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
+def exit_error(code: int, message: str, hint: str | None, *, as_json: bool) -> None:
+    """Write the one stderr line of a failed command (contract: ``exit_error``)."""
+    if as_json:
+        line = json.dumps({"type": "exit_error", "code": code, "message": message, "hint": hint})
+    else:
+        line = f"memsync: error: {message}" + (f" (hint: {hint})" if hint else "")
+    sys.stderr.write(line.replace("\n", " ") + "\n")
+    sys.stderr.flush()
+
+
+def _iso(moment: Any) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def check_json(report: CheckReport) -> dict[str, Any]:
+    """The contract's ``check --json`` document."""
+    window = report.window
+    return {
+        "command": "check",
+        "ok": report.ok,
+        "counts": {**report.counts(), "history_rows": report.history_rows},
+        "capture": {
+            "vectors_at": _iso(window.vectors_at),
+            "history_at": _iso(window.history_at),
+            "vectors_finished_at": _iso(window.vectors_finished_at),
+            "history_finished_at": _iso(window.history_finished_at),
+            "longest_read_s": round(window.longest_read_s, 4),
+        },
+        "findings": [finding.to_json() for finding in report.findings],
+    }
+
+
+def _finding_lines(finding: Finding) -> list[str]:
+    where = finding.memory_id or finding.path or finding.collection or "-"
+    lines = [f"{finding.severity.value.upper():<8} {finding.code:<22} {where}", f"         {finding.message}"]
+    if finding.fix:
+        lines.append(f"         fix: {finding.fix}")
+    return lines
+
+
+def check_text(report: CheckReport, limit: int | None = None) -> str:
+    """A readable check report: one block per finding, then a summary line."""
+    lines: list[str] = []
+    shown = report.findings if limit is None else report.findings[:limit]
+    for finding in shown:
+        lines += _finding_lines(finding)
+    if limit is not None and len(report.findings) > limit:
+        lines.append(f"... and {len(report.findings) - limit} more (use --json for all)")
+    counts = report.counts()
+    verdict = "stores agree" if report.ok else "STORES DISAGREE"
+    lines.append(
+        f"check: {verdict}: {counts['errors']} errors, {counts['warnings']} warnings, "
+        f"{counts['infos']} infos ({counts['points']} points, {counts['history_memories']} "
+        f"memories in history; captured vectors at {_iso(report.window.vectors_at)}, "
+        f"history at {_iso(report.window.history_at)})"
+    )
+    return "\n".join(lines)
+
+
+def doctor_json(report: DoctorReport) -> dict[str, Any]:
+    """The contract's ``doctor --json`` document."""
+    return {
+        "command": "doctor",
+        "ok": report.ok,
+        "counts": summarize(report.results),
+        "results": [result.to_json() for result in report.results],
+        "check": report.check.counts() if report.check else None,
+    }
+
+
+def doctor_text(report: DoctorReport) -> str:
+    """A readable doctor report: one line per result, fixes indented, then a summary."""
+    lines = []
+    for result in report.results:
+        where = f" [{result.path}]" if result.path else ""
+        lines.append(f"{result.status.upper():<8} {result.code:<22} {result.message}{where}")
+        if result.fix and result.status != "ok":
+            lines.append(f"{'':<32}fix: {result.fix}")
+    counts = summarize(report.results)
+    lines.append(
+        f"doctor: {'healthy' if report.ok else 'UNHEALTHY'}: {counts['errors']} errors, "
+        f"{counts['warnings']} warnings, {counts['ok']} ok"
+    )
+    return "\n".join(lines)

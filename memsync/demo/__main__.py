@@ -1,0 +1,181 @@
+"""The demo (``make demo``): a real mem0 deployment built offline, then memsync working on it.
+
+1. builds a deployment with mem0's own API (2,000+ memories, 5 users, 3 agents, updates,
+   deletes, metadata, expiration dates) with the offline MiniLM embedder;
+2. runs ``memsync doctor`` and ``memsync check`` on it (no error findings);
+3. reproduces each way the stores drift, through mem0 itself where the field does, and shows
+   ``memsync check`` naming each with its code and memory id.
+
+Every memsync step runs the real CLI as a subprocess. Exits 0 only when every expectation
+holds; the deployment is left in ``$MEMSYNC_DEMO_DIR`` (default ``./demo-run``) to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from memsync.demo import deployment as build
+
+MEMORIES = int(os.environ.get("MEMSYNC_DEMO_MEMORIES", "2000"))
+
+
+class DemoFailed(Exception):
+    """An expectation of the demo did not hold."""
+
+
+def say(text: str = "") -> None:
+    """Print one line of the narrative."""
+    print(text, flush=True)
+
+
+def heading(text: str) -> None:
+    """Print a section heading."""
+    say()
+    say(f"== {text} " + "=" * max(0, 70 - len(text)))
+
+
+def memsync(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the real ``memsync`` CLI as a subprocess; return its result."""
+    command = [sys.executable, "-m", "memsync", "--config", str(config), *args]
+    say(f"$ memsync {' '.join(args)}")
+    return subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
+
+
+def check_json(config: Path) -> tuple[int, dict[str, Any]]:
+    """Run ``memsync check --json``; return its exit status and document."""
+    result = memsync(config, "check", "--json")
+    if result.returncode not in (0, 3):
+        raise DemoFailed(f"check exited {result.returncode}: {result.stderr.strip()}")
+    return result.returncode, json.loads(result.stdout)
+
+
+def expect(config: Path, wanted: dict[str, set[str]], story: str) -> None:
+    """Run check and require exactly the ``wanted`` error codes with these memory ids."""
+    code, report = check_json(config)
+    errors = [f for f in report["findings"] if f["severity"] == "error"]
+    found: dict[str, set[str]] = {}
+    for finding in errors:
+        found.setdefault(finding["code"], set()).add(finding["memory_id"] or finding["collection"])
+    for finding in errors:
+        say(f"   {finding['code']:<20} {finding['memory_id'] or finding['collection']}")
+    counts = report["counts"]
+    say(f"   -> exit {code}: {counts['errors']} errors, {counts['warnings']} warnings "
+        f"({counts['points']} points, {counts['history_memories']} memories in history)")
+    if found != wanted or code != 3:
+        raise DemoFailed(f"{story}: expected {wanted}, check found {found} (exit {code})")
+    say(f"   OK: check named {sum(len(v) for v in wanted.values())} problem(s) exactly as caused")
+
+
+def progress(done: int, total: int) -> None:
+    """A progress line on a terminal."""
+    if sys.stdout.isatty():
+        sys.stdout.write(f"\r   adding memories: {done}/{total}")
+        sys.stdout.flush()
+        if done >= total:
+            sys.stdout.write("\n")
+
+
+def main() -> int:
+    """Run the demo; return 0 when every step behaved as expected."""
+    root = Path(os.environ.get("MEMSYNC_DEMO_DIR", "demo-run")).absolute()
+    shutil.rmtree(root, ignore_errors=True)
+    paths = build.Paths(root)
+    config = build.write_memsync_config(paths)
+    try:
+        run(paths, config)
+    except DemoFailed as failure:
+        say(f"\nDEMO FAILED: {failure}")
+        return 1
+    heading("done")
+    say(f"Every drift was named by its code and memory id. The deployment is in {root}.")
+    return 0
+
+
+def run(paths: build.Paths, config: Path) -> None:
+    """The demo's acts."""
+    heading("1. a real mem0 deployment, built offline")
+    say(f"mem0ai with embedded Qdrant at {paths.qdrant} and history at {paths.history_db};")
+    say("embeddings: all-MiniLM-L6-v2 (int8 ONNX, 384 dims) from an installed package, no network.")
+    started = time.monotonic()
+    memory = build.open_memory(paths)
+    seeded = build.seed(memory, MEMORIES, progress=progress)
+    say(f"added {MEMORIES} memories for {len(build.USERS)} users and {len(build.AGENTS)} agents in "
+        f"{time.monotonic() - started:.1f} s; updated {len(seeded.updated)}, deleted "
+        f"{len(seeded.deleted)}, {len(seeded.expired)} already expired.")
+    build.close_memory(memory)
+
+    heading("2. doctor and check on the healthy deployment")
+    doctor = memsync(config, "doctor")
+    say("\n".join("   " + line for line in doctor.stdout.splitlines()
+                  if not line.startswith("OK ") and "fix:" not in line))
+    code, report = check_json(config)
+    counts = report["counts"]
+    say(f"   check exit {code}: {counts['errors']} errors, {counts['warnings']} warnings "
+        f"({counts['points']} points, {counts['history_memories']} memories in history)")
+    warned = sorted({f["code"] for f in report["findings"] if f["severity"] == "warning"})
+    if warned:
+        say(f"   warnings are policy, not damage: {', '.join(warned)}")
+    if code != 0:
+        raise DemoFailed("check found errors on a healthy deployment")
+
+    keep = paths.root / "qdrant-copy-before-changes"
+    build.copy_qdrant(paths, keep)
+    say(f"(an hourly file backup copies the Qdrant directory to {keep.name})")
+
+    memory = build.open_memory(paths)
+    live = list(seeded.live)
+
+    heading("3a. a history write fails during delete")
+    say("mem0 deletes the point, then its DELETE row cannot be written (database is locked):")
+    victim = build.delete_with_failing_history(memory, paths, live.pop())
+    expect(config, {"missing-point": {victim}}, "failed delete")
+
+    heading("3b. a history write fails during add")
+    orphan = build.add_with_failing_history(memory, paths, "speaks Basque at home", "alice")
+    expect(config, {"missing-point": {victim}, "orphan-point": {orphan}}, "failed add")
+
+    heading("3c. a history write fails during update")
+    changed = build.update_with_failing_history(memory, paths, live.pop(), "moved to Porto in May")
+    expect(config, {"missing-point": {victim}, "orphan-point": {orphan}, "text-mismatch": {changed}},
+           "failed update")
+
+    heading("3d. history rows deleted by hand")
+    say("someone runs DELETE FROM history WHERE memory_id=... to 'forget' a memory:")
+    by_hand = live.pop()
+    rows = build.delete_history_rows(paths, by_hand)
+    say(f"   {rows} history row(s) deleted; the memory is still in Qdrant, and still answers searches")
+    expect(config, {"missing-point": {victim}, "orphan-point": {orphan, by_hand},
+                    "text-mismatch": {changed}}, "rows deleted by hand")
+
+    heading("3e. an older Qdrant copy put back over a newer history.db")
+    rng_memories = [live.pop() for _ in range(3)]
+    for memory_id in rng_memories[:2]:
+        memory.delete(memory_id)
+    memory.update(rng_memories[2], "now prefers oolong tea")
+    added = memory.add("joined the climbing club", user_id="bob", infer=False)["results"][0]["id"]
+    build.close_memory(memory)
+    say("after the copy: 2 deletes, 1 update and 1 add went through mem0 (both stores);")
+    say("then the Qdrant directory is restored from the copy, history.db is not:")
+    build.put_back_qdrant(paths, keep)
+    expect(config, {"resurrected-point": set(rng_memories[:2]), "missing-point": {added},
+                    "text-mismatch": {rng_memories[2]}, "orphan-point": {by_hand}},
+           "older Qdrant copy over newer history")
+    say("   (faults 3a-3c happened after the copy, so the older files hide them; the rows")
+    say("    deleted by hand in 3d still leave their point orphaned; deleted memories are back)")
+
+    heading("3f. the Qdrant directory wiped, as a reboot wipes a tmpfs /tmp")
+    build.wipe_qdrant(paths)
+    expect(config, {"collection-missing": {"mem0"}}, "wiped Qdrant directory")
+    result = memsync(config, "check")
+    say("\n".join("   " + line for line in result.stdout.splitlines()[-3:]))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

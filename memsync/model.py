@@ -1,0 +1,250 @@
+"""Frozen value types shared by every layer: what the stores hold and what memsync finds.
+
+Nothing here does I/O. Datetimes are timezone-aware UTC; sizes are bytes; durations seconds.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memsync.errors import ExitCode
+
+
+class Severity(enum.Enum):
+    """How bad a finding is; ERROR findings make check/doctor exit 3."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """Sort rank: errors first."""
+        return {"error": 0, "warning": 1, "info": 2}[self.value]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Point:
+    """One point of a Qdrant collection, as read from a capture (the vector itself is dropped).
+
+    Attributes:
+        id: the point id as Qdrant normalises it (a lowercase hyphenated UUID for mem0).
+        payload: the point's payload (mem0 keys: data, hash, created_at, updated_at, user_id, ...).
+        vector_size: length of the default (unnamed) dense vector; None when there is none.
+    """
+
+    id: str
+    payload: Mapping[str, Any]
+    vector_size: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryEvent:
+    """One row of mem0's ``history`` table (mem0ai 2.2.1 schema).
+
+    Attributes:
+        rowid: SQLite rowid; the highest rowid of a memory is its last event.
+        event: ``ADD``, ``UPDATE`` or ``DELETE`` (as stored; other values are kept as is).
+        created_at, updated_at: the row's own timestamps, parsed to UTC; None when NULL or
+            unparseable.
+    """
+
+    rowid: int
+    id: str
+    memory_id: str
+    old_memory: str | None
+    new_memory: str | None
+    event: str
+    created_at: datetime | None
+    updated_at: datetime | None
+    is_deleted: int | None
+    actor_id: str | None
+    role: str | None
+
+    @property
+    def at(self) -> datetime | None:
+        """When the event happened: ``updated_at``, else ``created_at``."""
+        return self.updated_at or self.created_at
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryHistory:
+    """What history says about one memory: its last event and how many rows it has."""
+
+    memory_id: str
+    last: HistoryEvent
+    row_count: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CollectionInfo:
+    """A collection's parameters from Qdrant's ``meta.json``.
+
+    Attributes:
+        vector_size: size of the default dense vector; None for named-vector collections.
+        distance: Qdrant's distance name (``Cosine``, ``Dot``, ``Euclid``, ``Manhattan``).
+        sparse_vectors: names of the sparse vectors (mem0 adds ``bm25``).
+    """
+
+    name: str
+    vector_size: int | None
+    distance: str | None
+    sparse_vectors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EntityLink:
+    """An entity point of ``<collection>_entities`` and the memory ids it links."""
+
+    entity_id: str
+    text: str | None
+    linked_memory_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageScope:
+    """Raw ``messages`` rows of one session scope (mem0's scope string)."""
+
+    scope: str
+    row_count: int
+    newest_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaptureWindow:
+    """When the stores were captured (UTC): vectors first, then history.
+
+    Attributes:
+        vectors_at: start of the first collection's copy (its read snapshot).
+        vectors_finished_at: end of the last collection's copy.
+        history_at: start of the history copy (its read snapshot).
+        history_finished_at: end of the history copy.
+        longest_read_s: the longest single read transaction on a live file, seconds.
+    """
+
+    vectors_at: datetime
+    vectors_finished_at: datetime
+    history_at: datetime
+    history_finished_at: datetime
+    longest_read_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Inventory:
+    """Everything ``check`` judges, read from one capture of both stores.
+
+    Attributes:
+        collection: the configured memory collection's name.
+        qdrant_present: whether the embedded Qdrant directory (with meta.json) exists.
+        collections: parameters of every collection in meta.json, by name.
+        points: the memory collection's points by id (newest row wins); empty when absent.
+        history_present: whether history.db exists and has a ``history`` table.
+        history: per memory_id, its last event and row count.
+        history_rows: number of rows in ``history``.
+        entities: entity points of ``<collection>_entities`` (empty when absent).
+        message_scopes: the ``messages`` table grouped by session scope.
+        expected_dims: ``(config key, size)`` pairs the collections' vector size must match.
+        window: the capture instants.
+    """
+
+    collection: str
+    qdrant_present: bool
+    collections: Mapping[str, CollectionInfo]
+    points: Mapping[str, Point]
+    history_present: bool
+    history: Mapping[str, MemoryHistory]
+    history_rows: int
+    entities: tuple[EntityLink, ...]
+    message_scopes: tuple[MessageScope, ...]
+    expected_dims: tuple[tuple[str, int], ...]
+    window: CaptureWindow
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """One problem found, with a stable code (docs/reference/findings.md) and a fix."""
+
+    code: str
+    severity: Severity
+    message: str
+    collection: str | None = None
+    memory_id: str | None = None
+    path: str | None = None
+    fix: str | None = None
+
+    def sort_key(self) -> tuple[int, str, str, str]:
+        """Contract order: severity, code, collection, memory_id."""
+        return (self.severity.rank, self.code, self.collection or "", self.memory_id or "")
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the finding as the contract's JSON object."""
+        return {
+            "code": self.code,
+            "severity": self.severity.value,
+            "collection": self.collection,
+            "memory_id": self.memory_id,
+            "path": self.path,
+            "message": self.message,
+            "fix": self.fix,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckReport:
+    """The result of ``check``: sorted findings plus the counts and capture instants."""
+
+    findings: tuple[Finding, ...]
+    points: int
+    history_memories: int
+    history_rows: int
+    window: CaptureWindow
+    extra_counts: Mapping[str, int] = field(default_factory=dict)
+
+    def count(self, severity: Severity) -> int:
+        """Number of findings of ``severity``."""
+        return sum(1 for finding in self.findings if finding.severity is severity)
+
+    @property
+    def ok(self) -> bool:
+        """True when no finding is an error."""
+        return self.count(Severity.ERROR) == 0
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """0 when ok, else 3."""
+        return ExitCode.OK if self.ok else ExitCode.PROBLEMS_FOUND
+
+    def counts(self) -> dict[str, int]:
+        """The contract's ``counts`` object."""
+        return {
+            "points": self.points,
+            "history_memories": self.history_memories,
+            "errors": self.count(Severity.ERROR),
+            "warnings": self.count(Severity.WARNING),
+            "infos": self.count(Severity.INFO),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DoctorResult:
+    """One doctor probe result: ``status`` is ``ok``, ``warning`` or ``error``."""
+
+    code: str
+    status: str
+    message: str
+    path: str | None = None
+    fix: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the result as the contract's JSON object."""
+        return {
+            "code": self.code,
+            "status": self.status,
+            "path": self.path,
+            "message": self.message,
+            "fix": self.fix,
+        }

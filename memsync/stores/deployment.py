@@ -1,0 +1,182 @@
+"""Capture a whole embedded deployment (vectors first, then history) and read it into values.
+
+This is the pipeline's first two stages (DESIGN.md): ``capture`` copies every store file in one
+short job, ``read_inventory`` turns the copies into an ``Inventory`` for ``check``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import structlog
+
+from memsync.config import Config
+from memsync.errors import TryLaterError, UnavailableError
+from memsync.model import CaptureWindow, CollectionInfo, Inventory
+from memsync.stores import history, local_qdrant
+from memsync.stores.sqlite_files import CopyResult
+
+logger = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Captured:
+    """A capture of both stores under ``root`` (``qdrant/`` and ``history.db``).
+
+    Attributes:
+        root: the capture directory.
+        qdrant_present: the embedded Qdrant directory had a meta.json.
+        collections: parameters of every collection in meta.json.
+        collection_copies: each copied collection's copy result, by name.
+        history_copy: the history.db copy, or None when history.db does not exist.
+        window: the capture instants (UTC).
+    """
+
+    root: Path
+    qdrant_present: bool
+    collections: dict[str, CollectionInfo]
+    collection_copies: dict[str, CopyResult]
+    history_copy: CopyResult | None
+    window: CaptureWindow
+
+    @property
+    def qdrant_dir(self) -> Path:
+        """The captured Qdrant directory."""
+        return self.root / "qdrant"
+
+    @property
+    def history_path(self) -> Path:
+        """The captured history.db (may not exist)."""
+        return self.root / "history.db"
+
+
+def capture(config: Config, dest: Path) -> Captured:
+    """Copy the deployment's stores into ``dest``: every collection first, then history.db.
+
+    Takes no lock; each live file is read in one short transaction (``VACUUM INTO``).
+    Writes under ``dest`` only.
+
+    Raises:
+        UnavailableError: neither store exists, or a store file is unreadable or damaged.
+        TryLaterError: a store is busy, or ``dest``'s disk is full.
+    """
+    qdrant_dir = dest / "qdrant"
+    meta_text = _read_meta_text(config.qdrant_path)
+    collections = (
+        local_qdrant.parse_meta(meta_text, config.qdrant_path / local_qdrant.META_FILE)
+        if meta_text is not None
+        else {}
+    )
+    if meta_text is None and not config.history_db_path.exists():
+        raise UnavailableError(
+            f"neither the Qdrant directory {config.qdrant_path} nor history.db "
+            f"{config.history_db_path} exists",
+            "check the [mem0] paths and mem0_dir in the memsync config",
+        )
+    clock_start = datetime.now(UTC)
+    copies: dict[str, CopyResult] = {}
+    if meta_text is not None:
+        local_qdrant.write_meta_copy(meta_text, qdrant_dir)
+        ordered = sorted(collections, key=lambda name: (name != config.collection, name))
+        copies = local_qdrant.capture(config.qdrant_path, qdrant_dir, ordered)
+    vectors_end = datetime.now(UTC)
+    history_copy = None
+    if config.history_db_path.exists():
+        history_copy = history.capture(config.history_db_path, dest / "history.db")
+    history_end = datetime.now(UTC)
+    all_copies = [*copies.values(), *([history_copy] if history_copy else [])]
+    window = CaptureWindow(
+        vectors_at=min((c.started_at for c in copies.values()), default=clock_start),
+        vectors_finished_at=max((c.finished_at for c in copies.values()), default=vectors_end),
+        history_at=history_copy.started_at if history_copy else vectors_end,
+        history_finished_at=history_copy.finished_at if history_copy else history_end,
+        longest_read_s=max((c.duration_s for c in all_copies), default=0.0),
+    )
+    logger.info(
+        "capture_finished",
+        collections=len(copies),
+        size_bytes=sum(c.size_bytes for c in all_copies),
+        duration_s=round((history_end - clock_start).total_seconds(), 3),
+        longest_read_s=round(window.longest_read_s, 3),
+    )
+    return Captured(
+        root=dest,
+        qdrant_present=meta_text is not None,
+        collections=collections,
+        collection_copies=copies,
+        history_copy=history_copy,
+        window=window,
+    )
+
+
+def _read_meta_text(qdrant_path: Path) -> str | None:
+    meta = qdrant_path / local_qdrant.META_FILE
+    try:
+        return meta.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UnavailableError(
+            f"Qdrant metadata {meta} is not readable: {error}",
+            "check its permissions (memsync needs read access to the Qdrant directory)",
+        ) from error
+
+
+@contextmanager
+def temporary_capture(config: Config) -> Iterator[Captured]:
+    """Capture into a fresh directory under ``work_dir``, removed (with its copies) on exit.
+
+    Raises:
+        TryLaterError: ``work_dir`` cannot be created or written.
+        UnavailableError: as ``capture``.
+    """
+    dest = config.work_dir / f"capture-{uuid.uuid4().hex[:12]}"
+    try:
+        config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        dest.mkdir(mode=0o700)
+    except OSError as error:
+        raise TryLaterError(
+            f"work directory {config.work_dir} cannot be written: {error.strerror}",
+            "set work_dir in the memsync config to a writable directory on a disk with space",
+        ) from error
+    try:
+        yield capture(config, dest)
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
+
+
+def read_inventory(captured: Captured, config: Config) -> Inventory:
+    """Read a capture into an ``Inventory``. Reads the copies only.
+
+    Raises:
+        UnavailableError: a copied file is damaged or a point undecodable.
+    """
+    points = {}
+    copy = captured.collection_copies.get(config.collection)
+    if copy is not None:
+        points = {point.id: point for point in local_qdrant.iter_points(copy.dest)}
+    entity_copy = captured.collection_copies.get(config.entities_collection)
+    entities = local_qdrant.read_entities(entity_copy.dest) if entity_copy else ()
+    if captured.history_copy is not None:
+        contents = history.read_contents(captured.history_copy.dest)
+    else:
+        contents = history.HistoryContents(present=False, memories={}, rows=0, message_scopes=())
+    return Inventory(
+        collection=config.collection,
+        qdrant_present=captured.qdrant_present,
+        collections=captured.collections,
+        points=points,
+        history_present=contents.present,
+        history=contents.memories,
+        history_rows=contents.rows,
+        entities=entities,
+        message_scopes=contents.message_scopes,
+        expected_dims=config.expected_dims,
+        window=captured.window,
+    )

@@ -1,0 +1,171 @@
+"""SQLite file helpers shared by the store adapters: read-only opens, VACUUM INTO, checks.
+
+Every read transaction on a live file is kept as short as one statement: mem0's writers
+(mem0ai 2.2.1, Python's default 5 s busy timeout) fail with "database is locked" when a reader
+holds a shared lock longer than that, and a failed history write is exactly the drift memsync
+exists to find.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import structlog
+
+from memsync.errors import MemsyncError, TryLaterError, UnavailableError
+
+logger = structlog.get_logger(__name__)
+
+SLOW_READ_S = 2.0
+SQLITE_VERSION = sqlite3.sqlite_version  # the library this Python links
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CopyResult:
+    """One ``VACUUM INTO`` copy: where it went, when its read snapshot began (UTC), seconds."""
+
+    source: Path
+    dest: Path
+    started_at: datetime
+    finished_at: datetime
+    duration_s: float
+    size_bytes: int
+
+
+def readonly_uri(path: Path) -> str:
+    """Return the ``file:`` URI that opens ``path`` read-only (percent-encoded)."""
+    return f"{path.absolute().as_uri()}?mode=ro"
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open ``path`` read-only with a short busy timeout. Reads only.
+
+    Raises:
+        UnavailableError: the file cannot be opened.
+    """
+    try:
+        return sqlite3.connect(readonly_uri(path), uri=True, timeout=1.0)
+    except sqlite3.Error as error:
+        raise UnavailableError(
+            f"SQLite file {path} cannot be opened: {error}",
+            "check that the path exists and is readable by this user",
+        ) from error
+
+
+def translate(error: sqlite3.Error, path: Path, action: str) -> MemsyncError:
+    """Map a sqlite3 error on ``path`` to the memsync error (and exit code) it means."""
+    text = str(error)
+    lowered = text.lower()
+    if "locked" in lowered or "busy" in lowered:
+        return TryLaterError(
+            f"SQLite file {path} is busy ({text}) while trying to {action}",
+            "a writer holds it; run the command again in a moment",
+        )
+    if "disk is full" in lowered:
+        return TryLaterError(
+            f"no space left to {action} for {path} ({text})",
+            "free space in memsync's work_dir (or point work_dir elsewhere) and retry",
+        )
+    if "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
+        return UnavailableError(
+            f"SQLite file {path} is not a valid database ({text})",
+            "the file is damaged: move it aside and restore it from a snapshot "
+            "(memsync snapshot list); memsync changed nothing",
+        )
+    return UnavailableError(
+        f"SQLite file {path} could not be read to {action} ({text})",
+        "check the file's permissions and the disk; memsync changed nothing",
+    )
+
+
+def vacuum_into(source: Path, dest: Path) -> CopyResult:
+    """Copy ``source`` into the new file ``dest`` with ``VACUUM INTO``, in one read transaction.
+
+    The copy is consistent (one snapshot), compact (no free pages, so no deleted text) and
+    made without taking any lock a writer would wait on for long. Writes ``dest`` only.
+
+    Raises:
+        UnavailableError: ``source`` is missing, unreadable or not a valid database.
+        TryLaterError: ``source`` is locked by a writer, or ``dest``'s disk is full.
+    """
+    if not source.is_file():
+        raise UnavailableError(f"SQLite file {source} does not exist", None)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    connection = connect_readonly(source)
+    try:
+        started = datetime.now(UTC)
+        clock = time.monotonic()
+        connection.execute("VACUUM INTO ?", (str(dest),))
+        duration = time.monotonic() - clock
+        finished = datetime.now(UTC)
+    except sqlite3.Error as error:
+        dest.unlink(missing_ok=True)
+        raise translate(error, source, "copy it") from error
+    finally:
+        connection.close()
+    if duration > SLOW_READ_S:
+        logger.warning(
+            "capture_slow",
+            path=str(source),
+            duration_s=round(duration, 3),
+            limit_s=SLOW_READ_S,
+            hint="mem0's writers give up after 5 s; consider WAL mode (memsync doctor)",
+        )
+    logger.debug("file_captured", path=str(source), duration_s=round(duration, 4))
+    return CopyResult(
+        source=source,
+        dest=dest,
+        started_at=started,
+        finished_at=finished,
+        duration_s=duration,
+        size_bytes=dest.stat().st_size,
+    )
+
+
+def integrity(path: Path, quick: bool = True) -> str:
+    """Run ``PRAGMA quick_check`` (or ``integrity_check``) on a copy; return ``"ok"`` or problems.
+
+    Never call this on a live file: it reads every page in one transaction. Reads only.
+
+    Raises:
+        UnavailableError: the file cannot be opened at all.
+    """
+    connection = connect_readonly(path)
+    try:
+        pragma = "quick_check" if quick else "integrity_check"
+        rows = connection.execute(f"PRAGMA {pragma}").fetchall()
+    except sqlite3.Error as error:
+        return f"{error}"
+    finally:
+        connection.close()
+    messages = [str(row[0]) for row in rows]
+    return "ok" if messages == ["ok"] else "; ".join(messages[:5])
+
+
+def header_journal_mode(path: Path) -> str:
+    """Return ``"wal"`` or ``"rollback"`` from the file header, without opening it in SQLite.
+
+    Reads the first 20 bytes only (no lock). Raises UnavailableError if the file is not SQLite.
+    """
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(20)
+    except OSError as error:
+        raise UnavailableError(f"{path} is not readable: {error.strerror}") from error
+    if len(header) < 20 or not header.startswith(SQLITE_HEADER):
+        raise UnavailableError(
+            f"SQLite file {path} is not a valid database (bad header)",
+            "move it aside and restore it from a snapshot",
+        )
+    return "wal" if header[18] == 2 and header[19] == 2 else "rollback"
+
+
+def table_names(connection: sqlite3.Connection) -> set[str]:
+    """Names of the tables in an open database."""
+    rows = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    return {str(row[0]) for row in rows}
