@@ -27,6 +27,23 @@ from memsync.model import (
 from memsync.stores import deployment
 from memsync.stores.history import parse_time
 
+# Every finding code check emits, with its severity (CONTRACT.md; docs/reference/findings.md).
+FINDING_CODES: dict[str, Severity] = {
+    "collection-missing": Severity.ERROR,
+    "history-missing": Severity.ERROR,
+    "dimension-mismatch": Severity.ERROR,
+    "missing-point": Severity.ERROR,
+    "resurrected-point": Severity.ERROR,
+    "orphan-point": Severity.ERROR,
+    "text-mismatch": Severity.ERROR,
+    "hash-mismatch": Severity.ERROR,
+    "missing-payload": Severity.ERROR,
+    "dangling-entity-link": Severity.WARNING,
+    "expired-memory": Severity.WARNING,
+    "duplicate-memory": Severity.WARNING,
+    "orphan-messages": Severity.WARNING,
+    "in-flight": Severity.INFO,
+}
 # Writes start a little before they land (mem0 stamps created_at, embeds, then inserts).
 IN_FLIGHT_MARGIN = timedelta(seconds=2)
 FIX_RECONCILE = "memsync reconcile"
@@ -46,8 +63,11 @@ def session_scope(payload: Mapping[str, Any]) -> str:
 
 
 def in_window(moment: datetime | None, window: CaptureWindow) -> bool:
-    """True when ``moment`` lies between the vector capture's start (less the margin) and the
-    history capture's end. None never counts."""
+    """Tell whether ``moment`` lies inside the capture window.
+
+    The window runs from the vector capture's start, less ``IN_FLIGHT_MARGIN``, to the history
+    capture's end. None never counts.
+    """
     if moment is None:
         return False
     return window.vectors_at - IN_FLIGHT_MARGIN <= moment <= window.history_finished_at

@@ -23,7 +23,7 @@ from typing import Any
 from memsync.errors import ConfigError
 
 DEFAULT_CONFIG_PATH = Path("/etc/memsync/memsync.toml")
-MEM0_DEFAULT_QDRANT_PATH = "/tmp/qdrant"  # mem0ai 2.2.1 QdrantConfig.path
+MEM0_DEFAULT_QDRANT_PATH = "/tmp/qdrant"  # noqa: S108 - mem0ai 2.2.1 QdrantConfig.path
 MEM0_DEFAULT_COLLECTION = "mem0"
 MEM0_DEFAULT_DIMS = 1536
 
@@ -306,7 +306,8 @@ def _mem0_dict(
     if not isinstance(inline, Mapping):
         errors.append("mem0: must be a table")
         return {}
-    return _with_secrets(dict(inline), "mem0", errors)
+    resolved: dict[str, Any] = _with_secrets(dict(inline), "mem0", errors)
+    return resolved
 
 
 def _read_mem0_file(path: Path, errors: list[str]) -> dict[str, Any]:
@@ -331,7 +332,8 @@ def _read_mem0_file(path: Path, errors: list[str]) -> dict[str, Any]:
     if not isinstance(data, dict):
         errors.append(f"mem0_config_file: {path} must hold a mapping")
         return {}
-    return _with_secrets(data, "mem0", errors)
+    resolved: dict[str, Any] = _with_secrets(data, "mem0", errors)
+    return resolved
 
 
 def _with_secrets(value: Any, dotted: str, errors: list[str]) -> Any:
@@ -417,8 +419,16 @@ def _snapshot(value: Any, errors: list[str], base: Path, home: Path) -> Snapshot
             errors.append(f"snapshot.{key}: must be an integer >= 0 (got {number!r})")
             number = 0
         counts[key] = number
-    paths = {key: _path(value, key, errors, base, home, "snapshot.") for key in files}
-    return SnapshotConfig(**counts, **paths)
+    directory, encrypt, signing = (_path(value, key, errors, base, home, "snapshot.") for key in files)
+    return SnapshotConfig(
+        directory=directory,
+        keep_last=counts["keep_last"],
+        keep_daily=counts["keep_daily"],
+        keep_weekly=counts["keep_weekly"],
+        keep_monthly=counts["keep_monthly"],
+        encrypt_key_file=encrypt,
+        signing_key_file=signing,
+    )
 
 
 def _s3(value: Any, errors: list[str]) -> S3Config | None:

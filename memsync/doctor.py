@@ -29,6 +29,13 @@ from memsync.stores.deployment import Captured
 from memsync.stores.sqlite_files import SLOW_READ_S, SQLITE_VERSION, header_journal_mode, integrity
 
 OK, WARNING, ERROR = "ok", "warning", "error"
+# Every result code doctor emits (docs/reference/commands/doctor.md).
+RESULT_CODES = (
+    "path-mount", "path-volatile", "path-under-tmp", "disk-space", "path-permissions",
+    "store-lock", "private-tmp-mismatch", "sqlite-integrity", "journal-mode", "sqlite-version",
+    "collection-params", "check", "capture-duration", "mem0-version", "qdrant-client-version",
+    "version-mismatch", "last-snapshot",
+)  # fmt: skip
 VOLATILE_FS = frozenset({"tmpfs", "ramfs"})
 MIN_FREE_BYTES = 256 * 1024 * 1024
 WAL_FIXED_SQLITE = (3, 51, 3)  # WAL-reset corruption bug fixed in SQLite 3.51.3
@@ -146,7 +153,8 @@ def _probe_one_path(label: str, path: Path, precious: bool) -> list[DoctorResult
 
 def _under_tmp(path: Path) -> bool:
     absolute = str(path.absolute())
-    return any(absolute == root or absolute.startswith(root + "/") for root in ("/tmp", "/var/tmp"))
+    roots = ("/tmp", "/var/tmp")  # noqa: S108 - we detect them, we do not write there
+    return any(absolute == root or absolute.startswith(root + "/") for root in roots)
 
 
 def _probe_free_space(label: str, path: Path) -> DoctorResult:
@@ -232,9 +240,11 @@ def probe_locks(config: Config) -> list[DoctorResult]:
 
 def probe_sqlite(config: Config, captured: Captured) -> list[DoctorResult]:
     """Integrity (quick_check on the copies), journal mode and SQLite version of each file."""
-    files = [(config.history_db_path, captured.history_copy.dest if captured.history_copy else None)]
-    for name, copy in sorted(captured.collection_copies.items()):
-        files.append((local_qdrant.storage_path(config.qdrant_path, name), copy.dest))
+    files: list[tuple[Path, Path | None]] = [
+        (config.history_db_path, captured.history_copy.dest if captured.history_copy else None)
+    ]
+    for name, copied in sorted(captured.collection_copies.items()):
+        files.append((local_qdrant.storage_path(config.qdrant_path, name), copied.dest))
     results = []
     uses_wal = False
     for live, copy in files:

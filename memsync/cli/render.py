@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime
 from typing import Any
 
 from memsync.doctor import DoctorReport, summarize
@@ -32,7 +33,7 @@ def exit_error(code: int, message: str, hint: str | None, *, as_json: bool) -> N
     sys.stderr.flush()
 
 
-def _iso(moment: Any) -> str:
+def _iso(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 

@@ -1,0 +1,1 @@
+"""The offline demo deployment: providers, builder and faults (``python -m memsync.demo``)."""

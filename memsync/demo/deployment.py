@@ -59,12 +59,12 @@ class Paths:
 
     @property
     def state(self) -> Path:
-        """memsync's state directory."""
+        """Memsync's state directory."""
         return self.root / "memsync-state"
 
     @property
     def config(self) -> Path:
-        """memsync's config file."""
+        """Memsync's config file."""
         return self.root / "memsync.toml"
 
 
@@ -132,8 +132,9 @@ def open_memory(paths: Paths, embedder: str = "memsync_minilm", dims: int = 384)
     os.environ.setdefault("MEM0_TELEMETRY", "False")
     # mem0 warns at every start that optional NLP packages (spaCy, fastembed) are absent.
     logging.getLogger("mem0").setLevel(logging.ERROR)
-    import memsync.demo.providers  # noqa: F401 - registers the offline providers
     from mem0 import Memory
+
+    import memsync.demo.providers  # noqa: F401 - registers the offline providers
 
     return Memory.from_config(mem0_config(paths, embedder, dims))
 

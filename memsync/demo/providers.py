@@ -102,9 +102,11 @@ class MiniLMEmbedding(_embedder_base()):  # type: ignore[misc]
     """mem0 embedder provider ``memsync_minilm`` (384 dimensions, offline)."""
 
     def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        """Return the 384-float embedding of ``text``."""
         return MiniLMOnnx.embed_texts([text])[0]
 
     def embed_batch(self, texts: list[str], memory_action: str = "add") -> list[list[float]]:
+        """Return one embedding per text, in one ONNX run."""
         return MiniLMOnnx.embed_texts(list(texts))
 
 
@@ -115,6 +117,7 @@ class HashEmbedding(_embedder_base()):  # type: ignore[misc]
     """
 
     def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        """Return a deterministic unit vector for ``text``."""
         import hashlib
         import struct
 
@@ -140,6 +143,7 @@ class EchoLLM(_llm_base()):  # type: ignore[misc]
     """mem0 LLM provider ``memsync_echo``: every user message becomes one fact."""
 
     def generate_response(self, messages: list[dict[str, Any]], **kwargs: Any) -> str:
+        """Return ``{"memory": [{"text": ...}]}`` with one fact per new user message."""
         prompt = messages[-1]["content"] if messages else ""
         facts = []
         marker = "## New Messages"

@@ -89,12 +89,13 @@ def _holder(pid: int, path_seen: Path) -> LockHolder:
         same_ns = os.readlink(f"/proc/{pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt")
     except OSError:
         same_ns = None
+    sees_same: bool | None
     try:
         ours = path_seen.stat()
         theirs = os.stat(f"/proc/{pid}/root{path_seen.resolve()}")
         sees_same = (ours.st_dev, ours.st_ino) == (theirs.st_dev, theirs.st_ino)
     except OSError:
-        sees_same = None if same_ns is None else (same_ns or False)
+        sees_same = None if same_ns is None else bool(same_ns)
     return LockHolder(pid=pid, cmdline=cmdline, same_mount_namespace=same_ns, sees_same_file=sees_same)
 
 

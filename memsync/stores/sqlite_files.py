@@ -95,6 +95,14 @@ def vacuum_into(source: Path, dest: Path) -> CopyResult:
     """
     if not source.is_file():
         raise UnavailableError(f"SQLite file {source} does not exist", None)
+    try:
+        with source.open("rb"):
+            pass
+    except OSError as error:
+        raise UnavailableError(
+            f"SQLite file {source} is not readable: {error.strerror}",
+            "run memsync as the app's user, or give its group read access (see doctor)",
+        ) from error
     dest.parent.mkdir(parents=True, exist_ok=True)
     connection = connect_readonly(source)
     try:

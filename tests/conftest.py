@@ -1,0 +1,115 @@
+"""Shared fixtures: real mem0 deployments in temporary directories, and the CLI in process.
+
+mem0 reads ``MEM0_DIR`` and ``MEM0_TELEMETRY`` when it is first imported, so both are set
+here, before any test imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_SESSION_MEM0_DIR = tempfile.mkdtemp(prefix="memsync-tests-mem0-")
+os.environ["MEM0_DIR"] = _SESSION_MEM0_DIR
+os.environ["MEM0_TELEMETRY"] = "False"
+os.environ["ORT_DISABLE_TELEMETRY"] = "1"
+os.environ.pop("MEMSYNC_CONFIG", None)
+
+from memsync.cli import main  # noqa: E402
+from memsync.demo import deployment as build  # noqa: E402
+
+HASH = "memsync_hash"
+
+
+@dataclass
+class Deployment:
+    """A real mem0 deployment under a temporary directory, with memsync's config beside it."""
+
+    paths: build.Paths
+    config: Path
+    memory: Any
+    seeded: build.Seeded | None
+
+    def close(self) -> None:
+        if self.memory is not None:
+            build.close_memory(self.memory)
+            self.memory = None
+
+    def reopen(self) -> Any:
+        self.close()
+        self.memory = build.open_memory(self.paths, embedder=HASH)
+        return self.memory
+
+
+@pytest.fixture
+def make_deployment(tmp_path: Path) -> Iterator[Any]:
+    """Build deployments: ``make_deployment(count=40, name="dep")``."""
+    made: list[Deployment] = []
+
+    def factory(count: int = 40, name: str = "dep", extra_config: str = "") -> Deployment:
+        paths = build.Paths(tmp_path / name)
+        config = build.write_memsync_config(paths, embedder=HASH, extra=extra_config)
+        memory = build.open_memory(paths, embedder=HASH)
+        seeded = build.seed(memory, count, batch=5) if count else None
+        deployment = Deployment(paths=paths, config=config, memory=memory, seeded=seeded)
+        made.append(deployment)
+        return deployment
+
+    yield factory
+    for deployment in made:
+        deployment.close()
+
+
+@pytest.fixture
+def deployment(make_deployment: Any) -> Deployment:
+    """A seeded deployment of 40 memories (hash embedder), its Memory open."""
+    return make_deployment()  # type: ignore[no-any-return]
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Any:
+    """Run ``memsync`` in process: ``cli("check", "--json", config=path)``."""
+
+    def run(*argv: str, config: Path | None = None) -> CliResult:
+        capsys.readouterr()
+        args = [*argv, "--config", str(config)] if config else list(argv)
+        code = main(args)
+        captured = capsys.readouterr()
+        return CliResult(code=code, out=captured.out, err=captured.err)
+
+    return run
+
+
+def error_findings(report: dict[str, Any]) -> dict[str, set[str]]:
+    """``{code: {memory_id or collection}}`` of a check report's error findings."""
+    found: dict[str, set[str]] = {}
+    for finding in report["findings"]:
+        if finding["severity"] == "error":
+            found.setdefault(finding["code"], set()).add(finding["memory_id"] or finding["collection"])
+    return found
+
+
+def findings_of(report: dict[str, Any], severity: str) -> dict[str, set[str | None]]:
+    """``{code: {memory_id}}`` of a check report's findings of one severity."""
+    found: dict[str, set[str | None]] = {}
+    for finding in report["findings"]:
+        if finding["severity"] == severity:
+            found.setdefault(finding["code"], set()).add(finding["memory_id"])
+    return found

@@ -1,0 +1,67 @@
+"""A separate process writing through mem0 continuously (the app under traffic).
+
+Usage: ``python -m tests.helpers.live_writer ROOT SECONDS``. Prints ``ready`` once the Memory
+is built, then writes (add, update, delete) until SECONDS pass, then prints one JSON line:
+``{"writes": n, "failures": n, "errors": [...]}``. mem0 swallows some history failures and
+only logs them (mem0ai 2.2.1, batch add path), so ERROR records from mem0's loggers count too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import sys
+import time
+from pathlib import Path
+
+from memsync.demo import deployment as build
+
+
+class _Counter(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def main() -> int:
+    root, seconds = Path(sys.argv[1]), float(sys.argv[2])
+    counter = _Counter()
+    logging.getLogger().addHandler(counter)
+    memory = build.open_memory(build.Paths(root), embedder="memsync_hash")
+    logging.getLogger("mem0").addHandler(counter)
+    rng = random.Random(11)
+    live: list[str] = []
+    writes = failures = 0
+    errors: list[str] = []
+    print("ready", flush=True)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        action = rng.random()
+        try:
+            if action < 0.5 or len(live) < 5:
+                if rng.random() < 0.5:
+                    result = memory.add(build.fact(rng), user_id=rng.choice(build.USERS), infer=False)
+                else:
+                    messages = [{"role": "user", "content": build.fact(rng)} for _ in range(3)]
+                    result = memory.add(messages, user_id=rng.choice(build.USERS), infer=True)
+                live += [item["id"] for item in result["results"]]
+            elif action < 0.8:
+                memory.update(rng.choice(live), build.fact(rng))
+            else:
+                memory.delete(live.pop(rng.randrange(len(live))))
+            writes += 1
+        except Exception as error:  # noqa: BLE001 - every failure is what we count
+            failures += 1
+            errors.append(f"{type(error).__name__}: {error}")
+    build.close_memory(memory)
+    print(json.dumps({"writes": writes, "failures": failures + len(counter.messages),
+                      "errors": errors + counter.messages}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

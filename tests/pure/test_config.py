@@ -1,0 +1,129 @@
+"""Configuration: every problem reported at once with its dotted path; defaults as mem0's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memsync import config
+from memsync.errors import ConfigError, ExitCode
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {"HOME": "/home/op", "MEM0_DIR": "/srv/mem0dir"}
+
+
+def parse(raw):
+    return config.parse(raw, source="test.toml", base_dir=Path("/etc/memsync"), environ=ENV)
+
+
+def test_example_config_loads_with_every_section():
+    loaded = config.load(ROOT / "ops" / "memsync.example.toml", {"HOME": "/root"})
+    assert loaded.qdrant_path == Path("/srv/agent/qdrant")
+    assert loaded.history_db_path == Path("/srv/agent/mem0/history.db")
+    assert loaded.expected_dims == (
+        ("mem0.vector_store.config.embedding_model_dims", 384),
+        ("mem0.embedder.config.embedding_dims", 384),
+    )
+    assert loaded.snapshot.keep_daily == 7
+    assert loaded.s3 is not None and loaded.s3.prefix == "memsync/host1"
+    assert loaded.daemon.jobs["check"].every is not None
+    assert isinstance(loaded.mem0["embedder"]["config"]["api_key"], config.Secret)
+
+
+def test_mem0_defaults_when_config_is_empty():
+    loaded = parse({})
+    assert loaded.qdrant_path == Path("/tmp/qdrant")
+    assert loaded.collection == "mem0"
+    assert loaded.expected_dims == (("mem0.vector_store.config.embedding_model_dims", 1536),)
+    assert loaded.history_db_path == Path("/srv/mem0dir/history.db")
+    assert loaded.state_dir == Path("/home/op/.local/state/memsync")
+    assert loaded.work_dir == loaded.state_dir / "tmp"
+
+
+def test_state_directory_from_systemd_when_not_configured():
+    loaded = config.parse({}, source="x", base_dir=Path("/"), environ={**ENV, "STATE_DIRECTORY": "/var/lib/memsync"})
+    assert loaded.state_dir == Path("/var/lib/memsync")
+
+
+def test_every_problem_is_listed_with_its_dotted_path():
+    raw = {
+        "plugins": "not-a-list",
+        "bogus": 1,
+        "mem0": {"vector_store": {"provider": "chroma", "config": {"path": "relative/qdrant", "embedding_model_dims": -3}},
+                 "history_db_path": "rel.db"},
+        "snapshot": {"keep_daily": -1},
+        "s3": {"bucket": "Bad_Bucket"},
+        "daemon": {"check_every": "soon", "prune_at": "25:00", "timezone": "Mars/Olympus"},
+    }
+    with pytest.raises(ConfigError) as raised:
+        parse(raw)
+    problems = "\n".join(raised.value.problems)
+    for path in ("plugins:", "bogus:", "mem0.vector_store.provider:", "mem0.vector_store.config.path:",
+                 "mem0.vector_store.config.embedding_model_dims:", "mem0.history_db_path:",
+                 "snapshot.keep_daily:", "s3.bucket:", "daemon.check_every:", "daemon.prune_at:",
+                 "daemon.timezone:"):
+        assert path in problems, path
+    assert raised.value.exit_code == ExitCode.CONFIG
+    assert "(got -1)" in problems
+
+
+def test_secret_reference_is_validated_but_not_resolved_at_load():
+    loaded = parse({"mem0": {"embedder": {"provider": "openai", "config": {"api_key": {"env": "NOPE"}}}}})
+    secret = loaded.mem0["embedder"]["config"]["api_key"]
+    assert secret == config.Secret(env="NOPE")
+    with pytest.raises(ConfigError, match="NOPE"):
+        config.resolve_secrets(loaded.mem0, {})
+    assert config.resolve_secrets(loaded.mem0, {"NOPE": "k"})["embedder"]["config"]["api_key"] == "k"
+
+
+def test_secret_from_file_is_read_when_resolved(tmp_path):
+    key = tmp_path / "key"
+    key.write_text("s3cret\n")
+    assert config.resolve_secrets({"a": config.Secret(file=str(key))}, {}) == {"a": "s3cret"}
+
+
+def test_malformed_secret_reference_is_an_error():
+    with pytest.raises(ConfigError, match="mem0.embedder.config.api_key"):
+        parse({"mem0": {"embedder": {"config": {"api_key": {"env": "A", "file": "B"}}}}})
+
+
+def test_server_mode_is_refused_until_supported():
+    with pytest.raises(ConfigError, match="server mode"):
+        parse({"mem0": {"vector_store": {"config": {"url": "http://q:6333", "api_key": "x"}}}})
+
+
+def test_mem0_config_file_json_is_read(tmp_path):
+    mem0_file = tmp_path / "mem0.json"
+    mem0_file.write_text('{"vector_store": {"provider": "qdrant", "config": {"path": "/data/q", "collection_name": "c"}}}')
+    loaded = config.parse({"mem0_config_file": str(mem0_file)}, source="x", base_dir=tmp_path, environ=ENV)
+    assert loaded.qdrant_path == Path("/data/q") and loaded.collection == "c"
+
+
+def test_mem0_config_file_and_table_together_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="not both"):
+        parse({"mem0_config_file": "/x.json", "mem0": {}})
+
+
+def test_missing_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="file not found"):
+        config.load(tmp_path / "absent.toml", ENV)
+
+
+def test_invalid_toml_is_a_config_error(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[mem0\npath = ")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        config.load(bad, ENV)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("2s", 2), ("15m", 900), ("6h", 21600), ("1d", 86400)],
+                         ids=["seconds", "minutes", "hours", "days"])
+def test_durations_parse_with_their_unit(text, seconds):
+    assert config.parse_duration(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("text", ["0s", "5", "1w", "-1m", ""], ids=["zero", "bare", "weeks", "negative", "empty"])
+def test_bad_durations_are_refused(text):
+    with pytest.raises(ValueError):
+        config.parse_duration(text)
