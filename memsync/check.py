@@ -23,9 +23,9 @@ from memsync.model import (
     MemoryHistory,
     Point,
     Severity,
+    parse_time,
 )
 from memsync.stores import deployment
-from memsync.stores.history import parse_time
 
 # Every finding code check emits, with its severity (CONTRACT.md; docs/reference/findings.md).
 FINDING_CODES: dict[str, Severity] = {
@@ -176,7 +176,6 @@ def _point_vs_history(inventory: Inventory) -> list[Finding]:
     points, history = inventory.points, inventory.history
     for point_id, point in points.items():
         memory = history.get(point_id)
-        moment = _point_time(point)
         if memory is None:
             findings.append(
                 _finding(
@@ -186,7 +185,7 @@ def _point_vs_history(inventory: Inventory) -> list[Finding]:
                     point_id,
                     "point exists but history has no event for it (its history write failed "
                     "or history rows were deleted)",
-                    moment,
+                    _point_time(point),
                 )
             )
             continue
@@ -214,7 +213,7 @@ def _point_vs_history(inventory: Inventory) -> list[Finding]:
                         point_id,
                         f"payload data differs from the new_memory of the last {last.event} "
                         f"event (history row {last.id})",
-                        _latest(last.at, moment),
+                        _latest(last.at, _point_time(point)),
                     )
                 )
     for memory_id, memory in history.items():
@@ -332,9 +331,10 @@ def _expired(inventory: Inventory, today: date) -> list[Finding]:
 def _duplicates(inventory: Inventory) -> list[Finding]:
     groups: dict[tuple[object, ...], list[Point]] = defaultdict(list)
     for point in inventory.points.values():
-        digest = point.payload.get("hash")
+        payload = point.payload
+        digest = payload.get("hash")
         if isinstance(digest, str):
-            key = (digest, *(point.payload.get(name) for name in SCOPE_KEYS))
+            key = (digest, payload.get("agent_id"), payload.get("run_id"), payload.get("user_id"))
             groups[key].append(point)
     findings = []
     for group in groups.values():

@@ -1,6 +1,8 @@
 """Frozen value types shared by every layer: what the stores hold and what memsync finds.
 
-Nothing here does I/O. Datetimes are timezone-aware UTC; sizes are bytes; durations seconds.
+The per-row types (``Point``, ``HistoryEvent``, ``MemoryHistory``) are NamedTuples: a check
+builds one per point and per memory, and a NamedTuple is built several times faster than a
+frozen dataclass. Nothing here does I/O. Datetimes are timezone-aware UTC; sizes are bytes; durations seconds.
 """
 
 from __future__ import annotations
@@ -8,10 +10,24 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
 
 from memsync.errors import ExitCode
+
+
+def parse_time(value: object) -> datetime | None:
+    """Parse a stored ISO 8601 timestamp to aware UTC; naive values are taken as UTC. Pure.
+
+    Returns None for NULL or unparseable values (they never count as "in the window").
+    """
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 class Severity(enum.Enum):
@@ -27,8 +43,7 @@ class Severity(enum.Enum):
         return {"error": 0, "warning": 1, "info": 2}[self.value]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Point:
+class Point(NamedTuple):
     """One point of a Qdrant collection, as read from a capture (the vector itself is dropped).
 
     Attributes:
@@ -42,15 +57,14 @@ class Point:
     vector_size: int | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HistoryEvent:
+class HistoryEvent(NamedTuple):
     """One row of mem0's ``history`` table (mem0ai 2.2.1 schema).
 
     Attributes:
         rowid: SQLite rowid; the highest rowid of a memory is its last event.
         event: ``ADD``, ``UPDATE`` or ``DELETE`` (as stored; other values are kept as is).
-        created_at, updated_at: the row's own timestamps, parsed to UTC; None when NULL or
-            unparseable.
+        created_at, updated_at: the row's own timestamps as stored (ISO 8601 text, or None);
+            parsed only when needed, through ``at``.
     """
 
     rowid: int
@@ -59,20 +73,19 @@ class HistoryEvent:
     old_memory: str | None
     new_memory: str | None
     event: str
-    created_at: datetime | None
-    updated_at: datetime | None
+    created_at: str | None
+    updated_at: str | None
     is_deleted: int | None
     actor_id: str | None
     role: str | None
 
     @property
     def at(self) -> datetime | None:
-        """When the event happened: ``updated_at``, else ``created_at``."""
-        return self.updated_at or self.created_at
+        """When the event happened (UTC): ``updated_at``, else ``created_at``; None if neither parses."""
+        return parse_time(self.updated_at) or parse_time(self.created_at)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MemoryHistory:
+class MemoryHistory(NamedTuple):
     """What history says about one memory: its last event and how many rows it has."""
 
     memory_id: str

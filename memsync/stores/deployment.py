@@ -24,6 +24,11 @@ from memsync.stores.sqlite_files import CopyResult
 
 logger = structlog.get_logger(__name__)
 
+# The payload keys check reads (mem0ai 2.2.1 payload); the rest is dropped while reading.
+CHECKED_PAYLOAD_KEYS = frozenset(
+    {"data", "hash", "created_at", "updated_at", "user_id", "agent_id", "run_id", "expiration_date"}
+)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Captured:
@@ -160,7 +165,7 @@ def read_inventory(captured: Captured, config: Config) -> Inventory:
     points = {}
     copy = captured.collection_copies.get(config.collection)
     if copy is not None:
-        points = {point.id: point for point in local_qdrant.iter_points(copy.dest)}
+        points = local_qdrant.read_points(copy.dest, CHECKED_PAYLOAD_KEYS)
     entity_copy = captured.collection_copies.get(config.entities_collection)
     entities = local_qdrant.read_entities(entity_copy.dest) if entity_copy else ()
     if captured.history_copy is not None:

@@ -11,10 +11,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
-from memsync.model import HistoryEvent, MemoryHistory, MessageScope
+from memsync.model import HistoryEvent, MemoryHistory, MessageScope, parse_time
 from memsync.stores.sqlite_files import (
     CopyResult,
     connect_readonly,
@@ -46,20 +45,6 @@ class HistoryContents:
     message_scopes: tuple[MessageScope, ...]
 
 
-def parse_time(value: object) -> datetime | None:
-    """Parse a stored ISO 8601 timestamp to aware UTC; naive values are taken as UTC.
-
-    Returns None for NULL or unparseable values (they never count as "in the window").
-    """
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-
-
 def capture(history_path: Path, dest: Path) -> CopyResult:
     """Copy history.db into ``dest`` with one ``VACUUM INTO``. Writes ``dest`` only.
 
@@ -69,8 +54,10 @@ def capture(history_path: Path, dest: Path) -> CopyResult:
     return vacuum_into(history_path, dest)
 
 
-def _select_list(connection: sqlite3.Connection, alias: str) -> str:
-    present = {str(row[1]) for row in connection.execute("PRAGMA table_info(history)")}
+def _select_list(
+    connection: sqlite3.Connection, alias: str, skip: frozenset[str] = frozenset()
+) -> str:
+    present = {str(row[1]) for row in connection.execute("PRAGMA table_info(history)")} - skip
     return ", ".join(
         f"{alias}.{column}" if column in present else "NULL" for column in HISTORY_COLUMNS
     )
@@ -79,24 +66,29 @@ def _select_list(connection: sqlite3.Connection, alias: str) -> str:
 def _event(row: tuple[object, ...]) -> HistoryEvent:
     rowid, hid, memory_id, old, new, event, created, updated, deleted, actor, role = row
     return HistoryEvent(
-        rowid=int(rowid),  # type: ignore[call-overload]
-        id=str(hid),
-        memory_id=str(memory_id),
-        old_memory=old if isinstance(old, str) else None,
-        new_memory=new if isinstance(new, str) else None,
-        event=str(event).upper() if event is not None else "",
-        created_at=parse_time(created),
-        updated_at=parse_time(updated),
-        is_deleted=deleted if isinstance(deleted, int) else None,
-        actor_id=actor if isinstance(actor, str) else None,
-        role=role if isinstance(role, str) else None,
+        int(rowid),  # type: ignore[call-overload]
+        str(hid),
+        str(memory_id),
+        _text(old),
+        _text(new),
+        str(event).upper() if event is not None else "",
+        _text(created),
+        _text(updated),
+        deleted if isinstance(deleted, int) else None,
+        _text(actor),
+        _text(role),
     )
+
+
+def _text(value: object) -> str | None:
+    return value if value.__class__ is str else None  # type: ignore[return-value]
 
 
 def read_contents(copy: Path) -> HistoryContents:
     """Read a captured history.db: last event per memory, row count, message scopes.
 
-    Runs on a copy; its queries may take a while on a large file. Reads only.
+    Runs on a copy; its queries may take a while on a large file. The events returned carry
+    no ``old_memory`` (None), which check never reads. Reads only.
 
     Raises:
         UnavailableError: the file is not a valid SQLite database.
@@ -107,19 +99,25 @@ def read_contents(copy: Path) -> HistoryContents:
         scopes = _message_scopes(connection) if "messages" in tables else ()
         if "history" not in tables:
             return HistoryContents(present=False, memories={}, rows=0, message_scopes=scopes)
-        query = (
-            f"SELECT h.rowid, {_select_list(connection, 'h')}, g.n FROM history AS h "
-            "JOIN (SELECT MAX(rowid) AS last, COUNT(*) AS n FROM history "
-            "WHERE memory_id IS NOT NULL GROUP BY memory_id) AS g ON h.rowid = g.last"
-        )
-        memories: dict[str, MemoryHistory] = {}
+        # One pass in rowid order: a later row of a memory replaces the earlier one.
+        # old_memory is never judged: leave it out (the last events' ``old_memory`` is None).
+        select = _select_list(connection, "h", frozenset({"old_memory"}))
+        query = f"SELECT h.rowid, {select} FROM history AS h ORDER BY h.rowid"
+        last: dict[str, tuple[object, ...]] = {}
+        counts: dict[str, int] = {}
         rows = 0
         for row in connection.execute(query):
-            event = _event(row[:-1])
-            memories[event.memory_id] = MemoryHistory(
-                memory_id=event.memory_id, last=event, row_count=int(row[-1])
-            )
-            rows += int(row[-1])
+            rows += 1
+            memory_id = row[2]
+            if memory_id is None:
+                continue
+            key = str(memory_id)
+            last[key] = row
+            counts[key] = counts.get(key, 0) + 1
+        memories: dict[str, MemoryHistory] = {}
+        while last:  # popitem frees each raw row as its event is built
+            key, row = last.popitem()
+            memories[key] = MemoryHistory(memory_id=key, last=_event(row), row_count=counts[key])
         return HistoryContents(present=True, memories=memories, rows=rows, message_scopes=scopes)
     except sqlite3.Error as error:
         raise translate(error, copy, "read its history") from error

@@ -37,8 +37,9 @@ def point(pid, text="a fact", **payload):
 
 
 def event(memory_id, kind="ADD", new="a fact", at=LONG_AGO, rowid=1):
+    stamp = at.isoformat()
     return HistoryEvent(rowid=rowid, id=f"h{rowid}", memory_id=memory_id, old_memory=None, new_memory=new,
-                        event=kind, created_at=at, updated_at=at, is_deleted=0, actor_id=None, role="user")
+                        event=kind, created_at=stamp, updated_at=stamp, is_deleted=0, actor_id=None, role="user")
 
 
 def inventory(points=(), events=(), entities=(), scopes=(), collections=None, qdrant=True, history=True):
