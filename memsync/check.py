@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -376,7 +376,12 @@ def _orphan_messages(inventory: Inventory) -> list[Finding]:
     return findings
 
 
-def run_check(config: Config, now: datetime, settle: bool = True) -> CheckReport:
+def run_check(
+    config: Config,
+    now: datetime,
+    settle: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> CheckReport:
     """Capture both stores into ``work_dir``, judge them, remove the copies.
 
     When some disagreement falls inside the capture window (``in-flight``) and ``settle`` is
@@ -389,22 +394,25 @@ def run_check(config: Config, now: datetime, settle: bool = True) -> CheckReport
         config: the validated configuration.
         now: the current time (aware UTC); ``today`` for expiry is its date.
         settle: allow the one re-capture.
+        progress: called as ``progress(points_read, points_total)`` while decoding.
 
     Raises:
         UnavailableError: both stores absent, or a store file unreadable or damaged.
         TryLaterError: a store is busy, or the work directory is full or unwritable.
     """
-    report = _capture_and_judge(config, now.date())
+    report = _capture_and_judge(config, now.date(), progress)
     if settle and report.count(Severity.INFO):
-        wait = (report.window.history_finished_at + IN_FLIGHT_MARGIN - datetime.now(UTC))
+        wait = report.window.history_finished_at + IN_FLIGHT_MARGIN - datetime.now(UTC)
         time.sleep(min(max(wait.total_seconds(), 0.0) + 0.05, 3.0))
-        report = _capture_and_judge(config, now.date())
+        report = _capture_and_judge(config, now.date(), progress)
     return report
 
 
-def _capture_and_judge(config: Config, today: date) -> CheckReport:
+def _capture_and_judge(
+    config: Config, today: date, progress: Callable[[int, int], None] | None
+) -> CheckReport:
     with deployment.temporary_capture(config) as captured:
-        inventory = deployment.read_inventory(captured, config)
+        inventory = deployment.read_inventory(captured, config, progress)
     return judge(inventory, today)
 
 

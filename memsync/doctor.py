@@ -229,10 +229,11 @@ def probe_locks(config: Config) -> list[DoctorResult]:
                     code="private-tmp-mismatch",
                     status=ERROR,
                     path=str(directory),
-                    message=f"{holder.describe()} lives in another mount namespace and sees a "
-                    f"different {directory} than memsync (PrivateTmp=yes?): memsync is "
-                    "checking a store the app does not use",
-                    fix="move the store out of /tmp, or run memsync in the app's namespace",
+                    message=f"{holder.describe()} holds {lock_file} in another mount namespace "
+                    f"(PrivateTmp=yes?): the {directory} it writes is not the one memsync "
+                    "sees, so checks and snapshots here cover the wrong files",
+                    fix="move the store out of /tmp (docs/how-to/move-store-off-tmp.md), or "
+                    "set PrivateTmp=no on the app's unit",
                 )
             )
     return results

@@ -26,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 def run(args: argparse.Namespace) -> int:
     """Capture both stores, judge them, print the report; return 0 or 3."""
     config = load_config(args)
-    report = check.run_check(config, datetime.now(UTC))
+    with render.progress("reading points") as progress:
+        report = check.run_check(config, datetime.now(UTC), progress=progress)
     if args.json:
         render.emit_json(render.check_json(report))
     else:

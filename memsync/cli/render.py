@@ -4,11 +4,34 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 from memsync.doctor import DoctorReport, summarize
 from memsync.model import CheckReport, Finding
+
+
+@contextmanager
+def progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr when it is a terminal (tqdm); None otherwise."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(desc=label, unit=" points", file=sys.stderr, leave=False, mininterval=0.2)
+
+    def update(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    try:
+        yield update
+    finally:
+        bar.close()
 
 
 def emit_json(document: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -156,8 +156,12 @@ def temporary_capture(config: Config) -> Iterator[Captured]:
         shutil.rmtree(dest, ignore_errors=True)
 
 
-def read_inventory(captured: Captured, config: Config) -> Inventory:
+def read_inventory(
+    captured: Captured, config: Config, progress: Callable[[int, int], None] | None = None
+) -> Inventory:
     """Read a capture into an ``Inventory``. Reads the copies only.
+
+    ``progress(points_read, points_total)`` is called while the memory collection is decoded.
 
     Raises:
         UnavailableError: a copied file is damaged or a point undecodable.
@@ -165,7 +169,7 @@ def read_inventory(captured: Captured, config: Config) -> Inventory:
     points = {}
     copy = captured.collection_copies.get(config.collection)
     if copy is not None:
-        points = local_qdrant.read_points(copy.dest, CHECKED_PAYLOAD_KEYS)
+        points = local_qdrant.read_points(copy.dest, CHECKED_PAYLOAD_KEYS, progress)
     entity_copy = captured.collection_copies.get(config.entities_collection)
     entities = local_qdrant.read_entities(entity_copy.dest) if entity_copy else ()
     if captured.history_copy is not None:

@@ -81,7 +81,7 @@ def _event(row: tuple[object, ...]) -> HistoryEvent:
 
 
 def _text(value: object) -> str | None:
-    return value if value.__class__ is str else None  # type: ignore[return-value]
+    return value if isinstance(value, str) else None
 
 
 def read_contents(copy: Path) -> HistoryContents:

@@ -15,7 +15,7 @@ import io
 import json
 import pickle
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -236,7 +236,11 @@ def iter_points(storage: Path) -> Iterator[Point]:
         connection.close()
 
 
-def read_points(storage: Path, keys: frozenset[str] | None = None) -> dict[str, Point]:
+def read_points(
+    storage: Path,
+    keys: frozenset[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Point]:
     """Read every current point of a captured ``storage.sqlite`` into a dict by id.
 
     Rows are read in rowid order and a later row replaces an earlier one, so the newest row
@@ -244,18 +248,30 @@ def read_points(storage: Path, keys: frozenset[str] | None = None) -> dict[str, 
     trimmed to those keys, so memory stays bounded whatever metadata the app stores (100,000
     points: about 110 MB of payload objects with mem0's own keys). Reads only.
 
+    Args:
+        storage: the captured storage.sqlite.
+        keys: payload keys to keep (None: all).
+        progress: called as ``progress(rows_read, rows_total)`` every 1,000 rows and at the end.
+
     Raises:
         UnavailableError: as ``iter_points``.
     """
     connection = connect_readonly(storage)
     points: dict[str, Point] = {}
     try:
+        total = int(connection.execute("SELECT count(*) FROM points").fetchone()[0]) if progress else 0
+        read = 0
         for rowid, blob in connection.execute("SELECT rowid, point FROM points ORDER BY rowid"):
+            read += 1
+            if progress is not None and read % 1000 == 0:
+                progress(read, total)
             try:
                 point = decode_point(blob, keys)
             except PointDecodeError as error:
                 raise _undecodable(storage, rowid, error) from error
             points[point.id] = point
+        if progress is not None:
+            progress(read, total)
     except sqlite3.Error as error:
         raise translate(error, storage, "read its points") from error
     finally:

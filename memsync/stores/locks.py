@@ -44,13 +44,25 @@ def find_holder(lock_file: Path, path_seen: Path | None = None) -> LockHolder | 
     try:
         stat = lock_file.stat()
     except OSError:
-        return None
-    pid = _pid_from_proc_locks(stat.st_dev, stat.st_ino)
-    if pid is None:
-        pid = _pid_from_open_files(lock_file)
-    if pid is None:
-        return None
-    return _holder(pid, path_seen or lock_file.parent)
+        stat = None
+    if stat is not None:
+        pid = _pid_from_proc_locks(stat.st_dev, stat.st_ino)
+        if pid is not None:
+            return _holder(pid, path_seen or lock_file.parent)
+    # Not held at our inode: is a process holding a file of the same name that we do not
+    # see (another mount namespace, e.g. systemd's PrivateTmp=yes)?
+    for pid, theirs in _processes_with_open(lock_file):
+        same = stat is not None and (stat.st_dev, stat.st_ino) == theirs
+        holder = _holder(pid, path_seen or lock_file.parent)
+        if not same:
+            return LockHolder(
+                pid=holder.pid,
+                cmdline=holder.cmdline,
+                same_mount_namespace=holder.same_mount_namespace,
+                sees_same_file=False,
+            )
+        return holder
+    return None
 
 
 def _pid_from_proc_locks(device: int, inode: int) -> int | None:
@@ -69,15 +81,22 @@ def _pid_from_proc_locks(device: int, inode: int) -> int | None:
     return None
 
 
-def _pid_from_open_files(lock_file: Path) -> int | None:
-    target = str(lock_file.resolve())
+def _processes_with_open(lock_file: Path) -> list[tuple[int, tuple[int, int]]]:
+    """Processes with a file open at the path ``lock_file`` (as each sees it): pid, (dev, ino)."""
+    targets = {str(lock_file.absolute())}
+    if lock_file.exists():
+        targets.add(str(lock_file.resolve()))
+    found = []
     for process in psutil.process_iter(["pid"]):
         try:
-            if any(f.path == target for f in process.open_files()):
-                return int(process.pid)
+            for handle in process.open_files():
+                if handle.path in targets:
+                    theirs = os.stat(f"/proc/{process.pid}/fd/{handle.fd}")
+                    found.append((int(process.pid), (theirs.st_dev, theirs.st_ino)))
+                    break
         except (psutil.Error, OSError):
             continue
-    return None
+    return found
 
 
 def _holder(pid: int, path_seen: Path) -> LockHolder:

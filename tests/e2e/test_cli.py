@@ -242,3 +242,26 @@ def test_doctor_reads_the_app_interpreters_versions(make_deployment, cli):
     messages = [r["message"] for r in report["results"] if r["code"] == "mem0-version"]
     assert any("the app's interpreter" in message for message in messages)
     assert not [r for r in report["results"] if r["code"] == "version-mismatch"]
+
+
+def test_doctor_flags_an_app_that_sees_another_tmp(deployment, cli, tmp_path):
+    """The app runs in its own mount namespace (as under PrivateTmp=yes) with a private
+    tmpfs over the store's parent: it holds a store memsync cannot see."""
+    assert shutil.which("unshare"), "util-linux unshare is needed"
+    deployment.close()
+    private = deployment.paths.root
+    script = (f"mount -t tmpfs tmpfs {private} && exec {sys.executable} -c "
+              f"\"import time; from qdrant_client import QdrantClient; "
+              f"c = QdrantClient(path='{deployment.paths.qdrant}'); print('ready', flush=True); time.sleep(60)\"")
+    app = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = app.stdout.readline().strip()
+        assert line == "ready", app.stderr.read()
+        result = cli("doctor", "--json", config=deployment.config)
+    finally:
+        app.kill()
+        app.wait()
+    mismatches = [r for r in result.json()["results"] if r["code"] == "private-tmp-mismatch"]
+    assert result.code == 3
+    assert len(mismatches) == 1 and "another mount namespace" in mismatches[0]["message"]
