@@ -155,16 +155,15 @@ def main() -> int:
         store_bytes = storage.stat().st_size + (root / "history.db").stat().st_size
         assert results["check"]["points"] == size == results["raw"]["points"] == results["client"]["points"]
         assert results["check"]["code"] == 0
-        rate = store_bytes / max(results["check"]["longest_read_s"], 1e-9)  # upper bound: longest file
-        rows.append((size, store_bytes, results, rate))
+        rows.append((size, store_bytes, results))
     print(f"{'points':>8} {'store MB':>9} {'check s':>8} {'raw s':>7} {'client s':>9} "
           f"{'check/raw':>10} {'client/check':>13} {'check MB':>9} {'raw MB':>7} {'client MB':>10}")
-    for size, store_bytes, r, _rate in rows:
+    for size, store_bytes, r in rows:
         print(f"{size:>8} {store_bytes / 1e6:>9.0f} {r['check']['wall_s']:>8.2f} {r['raw']['wall_s']:>7.2f} "
               f"{r['client']['wall_s']:>9.2f} {r['check']['wall_s'] / r['raw']['wall_s']:>10.2f} "
               f"{r['client']['wall_s'] / r['check']['wall_s']:>13.2f} {r['check']['peak_rss_mb']:>9.0f} "
               f"{r['raw']['peak_rss_mb']:>7.0f} {r['client']['peak_rss_mb']:>10.0f}")
-    for size, store_bytes, r, _rate in rows:
+    for size, _store_bytes, r in rows:
         storage = Path(args.out) / f"deployment-{size}" / "qdrant" / "collection" / "mem0" / "storage.sqlite"
         longest = r["check"]["longest_read_s"]
         per_second = storage.stat().st_size / longest
