@@ -113,3 +113,40 @@ def findings_of(report: dict[str, Any], severity: str) -> dict[str, set[str | No
         if finding["severity"] == severity:
             found.setdefault(finding["code"], set()).add(finding["memory_id"])
     return found
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A real S3 protocol server (moto's) on 127.0.0.1, for the whole session."""
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "memsync-test")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "memsync-test-secret")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def bucket(s3_endpoint: str, request: pytest.FixtureRequest) -> str:
+    """A fresh bucket on the session's S3 server."""
+    import re
+    import uuid
+
+    import boto3
+
+    name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-") + "-" + uuid.uuid4().hex[:8]
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    client.create_bucket(Bucket=name)
+    return name
+
+
+def s3_section(endpoint: str, bucket_name: str, prefix: str = "memsync/test") -> str:
+    """The ``[s3]`` TOML section for a test bucket."""
+    return f'\n[s3]\nbucket = "{bucket_name}"\nprefix = "{prefix}"\nregion = "us-east-1"\nendpoint_url = "{endpoint}"\n'

@@ -34,6 +34,24 @@ def progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
         bar.close()
 
 
+@contextmanager
+def byte_progress(label: str, total: int) -> Iterator[Callable[[int], None] | None]:
+    """A byte-count progress bar on stderr when it is a terminal (tqdm); None otherwise.
+
+    The callback takes the bytes just transferred (boto3's Callback convention).
+    """
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(desc=label, total=total, unit="B", unit_scale=True, file=sys.stderr, leave=False)
+    try:
+        yield bar.update
+    finally:
+        bar.close()
+
+
 def emit_json(document: dict[str, Any]) -> None:
     """Write exactly one JSON document (and a newline) to stdout."""
     sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=False) + "\n")

@@ -120,6 +120,50 @@ def capture(config: Config, dest: Path) -> Captured:
     )
 
 
+def from_directory(root: Path, window: CaptureWindow) -> Captured:
+    """Describe an existing capture layout (a snapshot's plaintext files) as a ``Captured``.
+
+    Reads meta.json only. Raises UnavailableError when meta.json is unreadable.
+    """
+    meta_text = _read_meta_text(root / "qdrant")
+    collections = (
+        local_qdrant.parse_meta(meta_text, root / "qdrant" / local_qdrant.META_FILE)
+        if meta_text is not None
+        else {}
+    )
+    copies = {}
+    for name in collections:
+        storage = local_qdrant.storage_path(root / "qdrant", name)
+        if storage.is_file():
+            copies[name] = CopyResult(
+                source=storage,
+                dest=storage,
+                started_at=window.vectors_at,
+                finished_at=window.vectors_finished_at,
+                duration_s=0.0,
+                size_bytes=storage.stat().st_size,
+            )
+    history_file = root / "history.db"
+    history_copy = None
+    if history_file.is_file():
+        history_copy = CopyResult(
+            source=history_file,
+            dest=history_file,
+            started_at=window.history_at,
+            finished_at=window.history_finished_at,
+            duration_s=0.0,
+            size_bytes=history_file.stat().st_size,
+        )
+    return Captured(
+        root=root,
+        qdrant_present=meta_text is not None,
+        collections=collections,
+        collection_copies=copies,
+        history_copy=history_copy,
+        window=window,
+    )
+
+
 def _read_meta_text(qdrant_path: Path) -> str | None:
     meta = qdrant_path / local_qdrant.META_FILE
     try:

@@ -24,7 +24,7 @@ def fingerprint(root: Path) -> dict[str, str]:
     return {
         str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(root.rglob("*"))
-        if path.is_file() and path.name != ".lock" and "memsync-state" not in path.parts
+        if path.is_file() and path.name != ".lock" and not {"memsync-state", "snapshots"} & set(path.parts)
     }
 
 

@@ -1,0 +1,237 @@
+"""``memsync snapshot create|verify|list|upload|download|prune``."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memsync import snapshot
+from memsync.cli import render
+from memsync.cli.common import load_config
+from memsync.errors import ExitCode, UsageError
+from memsync.state import operation_lock
+from memsync.stores import snapshots
+
+HELP = "capture both stores into one dated, verified snapshot; upload, list, verify, prune"
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser, epilog: str) -> None:  # type: ignore[type-arg]
+    """Add ``snapshot`` and its subcommands."""
+    parser = subparsers.add_parser("snapshot", parents=[common], help=HELP, description=HELP, epilog=epilog,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def add(name: str, text: str) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = actions.add_parser(name, parents=[common], help=text, description=text, epilog=epilog,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+        return sub
+
+    create = add("create", "capture vectors then history into <snapshot.directory>/<id>/ with a manifest")
+    create.add_argument("--upload", action="store_true", help="upload it to [s3] when complete")
+    create.add_argument("--dry-run", action="store_true", help="say what would be captured; write nothing")
+    create.set_defaults(run=run_create)
+    verify = add("verify", "recompute checksums, signature and integrity; re-run check on the pair")
+    verify.add_argument("target", metavar="ID|PATH|s3://BUCKET/PREFIX/ID")
+    verify.set_defaults(run=run_verify)
+    listing = add("list", "list local (and with --remote, S3) snapshots")
+    listing.add_argument("--remote", action="store_true", help="also list the snapshots in [s3]")
+    listing.set_defaults(run=run_list)
+    upload = add("upload", "upload a local snapshot (resumes: files already there are skipped)")
+    upload.add_argument("id", metavar="ID|PATH")
+    upload.add_argument("--dry-run", action="store_true", help="say what would be sent; send nothing")
+    upload.set_defaults(run=run_upload)
+    download = add("download", "download a remote snapshot into DIR/<id>/, verifying every byte")
+    download.add_argument("id", metavar="ID|s3://BUCKET/PREFIX/ID")
+    download.add_argument("dest", metavar="DIR", type=Path)
+    download.set_defaults(run=run_download)
+    prune = add("prune", "remove snapshots that retention (keep_*) does not keep")
+    prune.add_argument("--dry-run", action="store_true", help="print the decisions; remove nothing")
+    prune.add_argument("--remote", action="store_true", help="prune the snapshots in [s3] instead")
+    prune.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    prune.set_defaults(run=run_prune)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def run_create(args: argparse.Namespace) -> int:
+    """Create one snapshot (and upload it with --upload)."""
+    config = load_config(args)
+    directory = snapshot.snapshot_dir(config)
+    if args.dry_run:
+        plan = {"command": "snapshot create", "dry_run": True, "directory": str(directory),
+                "sources": [str(config.qdrant_path), str(config.history_db_path)], "upload": args.upload}
+        if args.upload:
+            snapshot.object_store(config)
+        return _emit(args, plan, f"would capture {config.qdrant_path} and {config.history_db_path} "
+                     f"into {directory}/<id>/" + (" and upload it" if args.upload else ""))
+    with render.progress("reading points") as progress:
+        created = snapshot.create_snapshot(config, _now(), progress)
+    upload: dict[str, int] | None = None
+    if args.upload:
+        with render.byte_progress("uploading", sum(snapshot.stored_digest(f)[0] for f in created.manifest["files"])) as sent:
+            upload = snapshot.upload_snapshot(config, created.path, sent)
+    manifest = created.manifest
+    document = {
+        "command": "snapshot create",
+        "id": created.id,
+        "path": str(created.path),
+        "size_bytes": sum(f["size"] for f in manifest["files"]),
+        "files": len(manifest["files"]),
+        "collections": manifest["collections"],
+        "history": manifest["history"],
+        "check": {k: v for k, v in manifest["check"].items() if k != "findings"},
+        "encrypted": bool(manifest.get("encryption")),
+        "signed": "signature" in manifest,
+        "upload": upload,
+        "removed_partials": [str(p) for p in created.removed_partials],
+    }
+    counts = manifest["check"]
+    text = (f"snapshot {created.id}: {document['size_bytes']} bytes in {created.path}; "
+            f"{manifest['collections'].get(config.collection, {}).get('points', 0)} points, "
+            f"{manifest['history']['memories']} memories; check: {counts['errors']} errors, "
+            f"{counts['warnings']} warnings")
+    if upload is not None:
+        text += f"; uploaded {upload['sent']} files ({upload['skipped']} already there)"
+    return _emit(args, document, text)
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """Verify a local or remote snapshot; exit 0 or 3."""
+    config = load_config(args)
+    if args.target.startswith("s3://"):
+        report = snapshot.verify_remote(config, args.target, _now())
+    else:
+        report = snapshot.verify_directory(config, snapshots.resolve_local(args.target, config.snapshot.directory), _now())
+    errors = sum(1 for f in report.findings if f.severity.value == "error")
+    document = {"command": "snapshot verify", "target": report.target, "id": report.snapshot_id,
+                "ok": report.ok, "findings": [f.to_json() for f in report.findings]}
+    lines = [f"{f.severity.value.upper():<8} {f.code:<20} {f.path or f.memory_id or ''}\n         {f.message}"
+             for f in report.findings]
+    lines.append(f"verify {report.snapshot_id}: {'ok' if report.ok else 'FAILED'} ({errors} errors)")
+    _emit(args, document, "\n".join(lines))
+    return int(ExitCode.OK if report.ok else ExitCode.PROBLEMS_FOUND)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """List snapshots, local and (with --remote) in S3."""
+    config = load_config(args)
+    rows: dict[str, dict[str, Any]] = {}
+    if config.snapshot.directory is not None:
+        for info in snapshots.iter_local(config.snapshot.directory):
+            rows[info.id] = _row(info.id, info.manifest, info.complete, info.is_verified, info.size_bytes, "local")
+    if args.remote:
+        for remote in snapshot.remote_candidates(snapshot.object_store(config)):
+            row = rows.get(remote["id"])
+            if row is None:
+                rows[remote["id"]] = _row(remote["id"], remote["manifest"], remote["complete"],
+                                          remote["verified"], remote["size_bytes"], "remote")
+            else:
+                row["remote"] = {"complete": remote["complete"], "verified": remote["verified"]}
+    ordered = [rows[key] for key in sorted(rows)]
+    lines = [f"{'id':<20} {'complete':<8} {'verified':<8} {'size':>12} {'points':>8} {'memories':>8} where"]
+    for row in ordered:
+        where = "local" if row["local"] else ""
+        if row["remote"]:
+            where += ("+" if where else "") + "remote"
+        lines.append(f"{row['id']:<20} {str(row['complete']).lower():<8} {str(row['verified']).lower():<8} "
+                     f"{row['size_bytes']:>12} {row['points'] if row['points'] is not None else '-':>8} "
+                     f"{row['memories'] if row['memories'] is not None else '-':>8} {where}")
+    return _emit(args, {"command": "snapshot list", "snapshots": ordered}, "\n".join(lines))
+
+
+def _row(snapshot_id: str, manifest: dict[str, Any] | None, complete: bool, verified: bool, size: int,
+         where: str) -> dict[str, Any]:
+    collection = (manifest or {}).get("collection")
+    points = (manifest or {}).get("collections", {}).get(collection, {}).get("points") if manifest else None
+    return {
+        "id": snapshot_id,
+        "created_at": snapshots.id_time(snapshot_id).isoformat().replace("+00:00", "Z"),
+        "complete": complete,
+        "verified": verified,
+        "size_bytes": size,
+        "points": points,
+        "memories": (manifest or {}).get("history", {}).get("memories"),
+        "local": {"complete": complete, "verified": verified} if where == "local" else None,
+        "remote": {"complete": complete, "verified": verified} if where == "remote" else None,
+    }
+
+
+def run_upload(args: argparse.Namespace) -> int:
+    """Upload a local snapshot to S3 (manifest last)."""
+    config = load_config(args)
+    directory = snapshots.resolve_local(args.id, config.snapshot.directory)
+    manifest = snapshots.read_manifest(directory)
+    store = snapshot.object_store(config)
+    if args.dry_run:
+        return _emit(args, {"command": "snapshot upload", "dry_run": True, "id": directory.name,
+                            "files": [f["path"] for f in manifest["files"]], "to": store.where},
+                     f"would upload {len(manifest['files'])} files and the manifest of {directory.name} to {store.where}")
+    total = sum(snapshot.stored_digest(f)[0] for f in manifest["files"])
+    with render.byte_progress("uploading", total) as sent:
+        result = snapshot.upload_snapshot(config, directory, sent)
+    return _emit(args, {"command": "snapshot upload", "id": directory.name, **result, "to": store.where},
+                 f"uploaded {directory.name} to {store.where}: {result['sent']} files sent, "
+                 f"{result['skipped']} already there")
+
+
+def run_download(args: argparse.Namespace) -> int:
+    """Download a remote snapshot, verifying every byte against its manifest."""
+    config = load_config(args)
+    target = args.id if args.id.startswith("s3://") else f"s3://{args.id}"
+    store, snapshot_id = snapshot.parse_s3_target(config, target)
+    args.dest.mkdir(parents=True, exist_ok=True)
+    path = snapshot.download_snapshot(config, store, snapshot_id, args.dest)
+    return _emit(args, {"command": "snapshot download", "id": snapshot_id, "path": str(path)},
+                 f"downloaded {snapshot_id} into {path}; every file matches its manifest")
+
+
+def run_prune(args: argparse.Namespace) -> int:
+    """Apply retention locally (or in S3 with --remote)."""
+    config = load_config(args)
+    if args.remote:
+        remote = snapshot.remote_candidates(snapshot.object_store(config))
+        candidates = [snapshot.Candidate(id=r["id"], time=snapshots.id_time(r["id"]), complete=r["complete"],
+                                         verified=r["verified"]) for r in remote]
+    else:
+        candidates = snapshot.local_candidates(config)
+    decisions = snapshot.plan_prune(candidates, config.snapshot)
+    skipped = sorted(c.id for c in candidates if not c.complete)
+    document: dict[str, Any] = {
+        "command": "snapshot prune", "dry_run": args.dry_run, "location": "remote" if args.remote else "local",
+        "decisions": [{"id": d.id, "action": "keep" if d.keep else "remove", "reasons": list(d.reasons)}
+                      for d in decisions],
+        "skipped_incomplete": skipped, "removed": [],
+    }
+    lines = [f"{'keep' if d.keep else 'REMOVE':<7} {d.id:<20} {', '.join(d.reasons)}" for d in decisions]
+    lines += [f"skip    {item:<20} incomplete: never pruned" for item in skipped]
+    if not args.dry_run and any(not d.keep for d in decisions):
+        _confirm(args, f"remove {sum(1 for d in decisions if not d.keep)} snapshots")
+        with operation_lock(config.state_dir, "snapshot prune"):
+            document["removed"] = snapshot.apply_prune(config, decisions, args.remote)
+    lines.append(f"prune ({document['location']}): keep {sum(d.keep for d in decisions)}, "
+                 f"{'would remove' if args.dry_run else 'removed'} {sum(not d.keep for d in decisions)}")
+    return _emit(args, document, "\n".join(lines))
+
+
+def _confirm(args: argparse.Namespace, what: str) -> None:
+    import sys
+
+    if args.yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(f"confirmation needed to {what}", "pass --yes (or --dry-run to see the plan)")
+    answer = input(f"{what}? [y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        raise UsageError("not confirmed")
+
+
+def _emit(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:
+    if args.json:
+        render.emit_json(document)
+    else:
+        render.emit_text(text)
+    return int(ExitCode.OK)

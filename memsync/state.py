@@ -1,0 +1,79 @@
+"""memsync's state directory: the operation lock and small atomic JSON files.
+
+Mutating commands take ``operation.lock`` (an flock) for their duration; a second one gets
+``LockedError`` (exit 12) naming the holder's pid and command line, read from the lock file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from memsync.errors import LockedError, TryLaterError
+
+OPERATION_LOCK = "operation.lock"
+
+
+@contextmanager
+def operation_lock(state_dir: Path, what: str) -> Iterator[None]:
+    """Hold ``<state_dir>/operation.lock`` while the block runs.
+
+    Writes the holder's pid and command line into the file (for the next one's message).
+
+    Raises:
+        LockedError: another process holds it.
+        TryLaterError: the state directory cannot be created or written.
+    """
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handle = (state_dir / OPERATION_LOCK).open("a+")
+    except OSError as error:
+        raise TryLaterError(
+            f"state directory {state_dir} cannot be written: {error.strerror}",
+            "set state_dir to a writable directory",
+        ) from error
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "an unknown process"
+            raise LockedError(
+                f"{what}: another memsync operation holds {state_dir / OPERATION_LOCK} ({holder})",
+                "wait for it to finish, or stop it; the lock is released when it exits",
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} ({' '.join(sys.argv)})\n")
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
+def write_json_atomic(path: Path, document: Any, mode: int = 0o600) -> None:
+    """Write ``document`` as JSON to ``path`` atomically (temp file, fsync, rename, fsync dir)."""
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with temporary.open("w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.chmod(temporary, mode)
+    os.replace(temporary, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Flush a directory to disk (fsync) so a rename inside it is durable."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
