@@ -154,7 +154,8 @@ def load(path: Path, environ: Mapping[str, str]) -> Config:
         raise ConfigError(
             source,
             ["file not found"],
-            "create it from ops/memsync.example.toml, or pass --config PATH",
+            "create it (every key is in docs/reference/config.md and ops/memsync.example.toml), "
+            "or pass --config PATH / set MEMSYNC_CONFIG",
         ) from None
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(source, [f"cannot read: {error}"]) from error

@@ -165,9 +165,13 @@ def _probe_free_space(label: str, path: Path) -> DoctorResult:
         code="disk-space",
         status=status,
         path=str(path),
-        message=f"{label}: {free} bytes free of {total} ({ratio:.0%})",
+        message=f"{label}: {_gib(free)} free of {_gib(total)} ({ratio:.0%}; {free} bytes)",
         fix=None if status == OK else "free space: SQLite writes and memsync's captures fail on a full disk",
     )
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.1f} GiB"
 
 
 def _probe_permissions(label: str, path: Path) -> DoctorResult:
@@ -176,7 +180,7 @@ def _probe_permissions(label: str, path: Path) -> DoctorResult:
             code="path-permissions",
             status=OK,
             path=str(path),
-            message=f"{label} does not exist yet",
+            message=f"{label} does not exist",
         )
     info = path.stat()
     mode = stat.S_IMODE(info.st_mode)

@@ -75,7 +75,7 @@ class ConfigError(MemsyncError):
         self.problems = list(problems)
         joined = "; ".join(self.problems)
         super().__init__(
-            f"configuration {source} is invalid: {joined}",
+            f"configuration {source}: {joined}",
             hint or "fix the listed keys (see ops/memsync.example.toml and docs/reference/config.md)",
         )
 

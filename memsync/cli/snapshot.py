@@ -132,12 +132,13 @@ def run_list(args: argparse.Namespace) -> int:
             else:
                 row["remote"] = {"complete": remote["complete"], "verified": remote["verified"]}
     ordered = [rows[key] for key in sorted(rows)]
-    lines = [f"{'id':<20} {'complete':<8} {'verified':<8} {'size':>12} {'points':>8} {'memories':>8} where"]
+    lines = [f"{'id':<20} {'complete':<8} {'verified':<12} {'size':>12} {'points':>8} {'memories':>8} where"]
     for row in ordered:
-        where = "local" if row["local"] else ""
-        if row["remote"]:
-            where += ("+" if where else "") + "remote"
-        lines.append(f"{row['id']:<20} {str(row['complete']).lower():<8} {str(row['verified']).lower():<8} "
+        places = [name for name in ("local", "remote") if row[name]]
+        where = "+".join(places)
+        verified = "+".join(name for name in places if row[name]["verified"]) or "no"
+        complete = all(row[name]["complete"] for name in places)
+        lines.append(f"{row['id']:<20} {str(complete).lower():<8} {verified:<12} "
                      f"{row['size_bytes']:>12} {row['points'] if row['points'] is not None else '-':>8} "
                      f"{row['memories'] if row['memories'] is not None else '-':>8} {where}")
     return _emit(args, {"command": "snapshot list", "snapshots": ordered}, "\n".join(lines))

@@ -3,7 +3,9 @@
 1. builds a deployment with mem0's own API (2,000+ memories, 5 users, 3 agents, updates,
    deletes, metadata, expiration dates) with the offline MiniLM embedder;
 2. runs ``memsync doctor`` and ``memsync check`` on it (no error findings);
-3. reproduces each way the stores drift, through mem0 itself where the field does, and shows
+3. takes a snapshot, uploads it to an S3 protocol server it starts on 127.0.0.1 (moto), and
+   verifies the remote copy;
+4. reproduces each way the stores drift, through mem0 itself where the field does, and shows
    ``memsync check`` naming each with its code and memory id.
 
 Every memsync step runs the real CLI as a subprocess. Exits 0 only when every expectation
@@ -12,6 +14,8 @@ holds; the deployment is left in ``$MEMSYNC_DEMO_DIR`` (default ``./demo-run``) 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -82,10 +86,66 @@ def progress(done: int, total: int) -> None:
             sys.stdout.write("\n")
 
 
+def snapshot_act(paths: build.Paths, config: Path) -> None:
+    """Snapshot the healthy deployment, upload it to a local S3 server, verify the remote copy."""
+    heading("3. a snapshot of both stores, uploaded to S3 and verified there")
+    endpoint, bucket = start_s3()
+    with config.open("a", encoding="utf-8") as handle:
+        handle.write(f'\n[s3]\nbucket = "{bucket}"\nprefix = "demo/host1"\nregion = "us-east-1"\n'
+                     f'endpoint_url = "{endpoint}"\n')
+    say(f"an S3 protocol server (moto) listens on {endpoint}; bucket {bucket!r}")
+    created = memsync(config, "snapshot", "create", "--upload", "--json")
+    if created.returncode != 0:
+        raise DemoFailed(f"snapshot create exited {created.returncode}: {created.stderr.strip()}")
+    made = json.loads(created.stdout)
+    say(f"   snapshot {made['id']}: {made['files']} files, {made['size_bytes']} bytes, "
+        f"{made['collections']['mem0']['points']} points, {made['history']['memories']} memories; "
+        f"uploaded {made['upload']['sent']} files, manifest last")
+    target = f"s3://{bucket}/demo/host1/{made['id']}"
+    verified = memsync(config, "snapshot", "verify", target)
+    say("\n".join("   " + line for line in verified.stdout.splitlines()))
+    if verified.returncode != 0:
+        raise DemoFailed(f"remote verify exited {verified.returncode}: {verified.stderr.strip()}")
+    listing = memsync(config, "snapshot", "list", "--remote")
+    say("\n".join("   " + line for line in listing.stdout.splitlines()))
+
+
+def start_s3() -> tuple[str, str]:
+    """Start moto's S3 server on 127.0.0.1 in this process; return its endpoint and a bucket."""
+    import logging
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "demo")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "demo-secret")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    with contextlib.redirect_stdout(io.StringIO()):  # moto announces itself on stdout
+        server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="memsync-demo")
+    return endpoint, "memsync-demo"
+
+
+def show_mem0_errors() -> None:
+    """Print mem0's own error log lines indented and labelled, so the reader can tell them apart."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("   mem0 logged: %(message)s"))
+    handler.setLevel(logging.ERROR)
+    mem0_logger = logging.getLogger("mem0")
+    mem0_logger.addHandler(handler)
+    mem0_logger.propagate = False
+
+
 def main() -> int:
     """Run the demo; return 0 when every step behaved as expected."""
     root = Path(os.environ.get("MEMSYNC_DEMO_DIR", "demo-run")).absolute()
     shutil.rmtree(root, ignore_errors=True)
+    show_mem0_errors()
     paths = build.Paths(root)
     config = build.write_memsync_config(paths)
     try:
@@ -94,7 +154,9 @@ def main() -> int:
         say(f"\nDEMO FAILED: {failure}")
         return 1
     heading("done")
-    say(f"Every drift was named by its code and memory id. The deployment is in {root}.")
+    say("Every drift was named by its code and memory id.")
+    say(f"{root} is left as act 4f left it (Qdrant wiped); the healthy pair of act 3 is in")
+    say(f"{root / 'snapshots'} (memsync snapshot list --config {root / 'memsync.toml'}).")
     return 0
 
 
@@ -121,9 +183,13 @@ def run(paths: build.Paths, config: Path) -> None:
         f"({counts['points']} points, {counts['history_memories']} memories in history)")
     warned = sorted({f["code"] for f in report["findings"] if f["severity"] == "warning"})
     if warned:
-        say(f"   warnings are policy, not damage: {', '.join(warned)}")
+        say(f"   check's warnings are policy, not damage: {', '.join(warned)}")
+    say("   (doctor's warnings: mem0 created history.db with the default umask, so every user can")
+    say("    read it; and there is no snapshot yet: act 3 takes one)")
     if code != 0:
         raise DemoFailed("check found errors on a healthy deployment")
+
+    snapshot_act(paths, config)
 
     keep = paths.root / "qdrant-copy-before-changes"
     build.copy_qdrant(paths, keep)
@@ -132,21 +198,21 @@ def run(paths: build.Paths, config: Path) -> None:
     memory = build.open_memory(paths)
     live = list(seeded.live)
 
-    heading("3a. a history write fails during delete")
+    heading("4a. a history write fails during delete")
     say("mem0 deletes the point, then its DELETE row cannot be written (database is locked):")
     victim = build.delete_with_failing_history(memory, paths, live.pop())
     expect(config, {"missing-point": {victim}}, "failed delete")
 
-    heading("3b. a history write fails during add")
+    heading("4b. a history write fails during add")
     orphan = build.add_with_failing_history(memory, paths, "speaks Basque at home", "alice")
     expect(config, {"missing-point": {victim}, "orphan-point": {orphan}}, "failed add")
 
-    heading("3c. a history write fails during update")
+    heading("4c. a history write fails during update")
     changed = build.update_with_failing_history(memory, paths, live.pop(), "moved to Porto in May")
     expect(config, {"missing-point": {victim}, "orphan-point": {orphan}, "text-mismatch": {changed}},
            "failed update")
 
-    heading("3d. history rows deleted by hand")
+    heading("4d. history rows deleted by hand")
     say("someone runs DELETE FROM history WHERE memory_id=... to 'forget' a memory:")
     by_hand = live.pop()
     rows = build.delete_history_rows(paths, by_hand)
@@ -154,7 +220,7 @@ def run(paths: build.Paths, config: Path) -> None:
     expect(config, {"missing-point": {victim}, "orphan-point": {orphan, by_hand},
                     "text-mismatch": {changed}}, "rows deleted by hand")
 
-    heading("3e. an older Qdrant copy put back over a newer history.db")
+    heading("4e. an older Qdrant copy put back over a newer history.db")
     rng_memories = [live.pop() for _ in range(3)]
     for memory_id in rng_memories[:2]:
         memory.delete(memory_id)
@@ -167,14 +233,14 @@ def run(paths: build.Paths, config: Path) -> None:
     expect(config, {"resurrected-point": set(rng_memories[:2]), "missing-point": {added},
                     "text-mismatch": {rng_memories[2]}, "orphan-point": {by_hand}},
            "older Qdrant copy over newer history")
-    say("   (faults 3a-3c happened after the copy, so the older files hide them; the rows")
-    say("    deleted by hand in 3d still leave their point orphaned; deleted memories are back)")
+    say("   (faults 4a-4c happened after the copy, so the older files hide them; the rows")
+    say("    deleted by hand in 4d still leave their point orphaned; deleted memories are back)")
 
-    heading("3f. the Qdrant directory wiped, as a reboot wipes a tmpfs /tmp")
+    heading("4f. the Qdrant directory wiped, as a reboot wipes a tmpfs /tmp")
     build.wipe_qdrant(paths)
     expect(config, {"collection-missing": {"mem0"}}, "wiped Qdrant directory")
     result = memsync(config, "check")
-    say("\n".join("   " + line for line in result.stdout.splitlines()[-3:]))
+    say("\n".join("   " + line for line in result.stdout.splitlines()))
 
 
 if __name__ == "__main__":
