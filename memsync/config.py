@@ -57,6 +57,7 @@ class S3Config:
     storage_class: str | None = None
     sse: str | None = None
     sse_kms_key_id: str | None = None
+    checksums: str = "when_supported"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -438,7 +439,8 @@ def _s3(value: Any, errors: list[str]) -> S3Config | None:
     if not isinstance(value, Mapping):
         errors.append("s3: must be a table")
         return None
-    keys = ("bucket", "prefix", "region", "endpoint_url", "storage_class", "sse", "sse_kms_key_id")
+    keys = ("bucket", "prefix", "region", "endpoint_url", "storage_class", "sse", "sse_kms_key_id",
+            "checksums")
     _unknown_keys(value, set(keys), "s3.", errors)
     for key in keys:
         if key in value and not isinstance(value[key], str):
@@ -452,6 +454,8 @@ def _s3(value: Any, errors: list[str]) -> S3Config | None:
     sse = value.get("sse")
     if sse is not None and sse not in ("AES256", "aws:kms"):
         errors.append(f"s3.sse: must be 'AES256' or 'aws:kms' (got {sse!r})")
+    if value.get("checksums", "when_supported") not in ("when_supported", "when_required"):
+        errors.append(f"s3.checksums: must be 'when_supported' or 'when_required' (got {value.get('checksums')!r})")
     if sse == "aws:kms" and not value.get("sse_kms_key_id"):
         errors.append("s3.sse_kms_key_id: required when s3.sse is 'aws:kms'")
     strings = {key: value[key] for key in keys if isinstance(value.get(key), str)}

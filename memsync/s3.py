@@ -4,8 +4,10 @@ Credentials come from boto3's own chain only (environment, shared files, instanc
 Every object memsync writes carries its sha256 in the metadata (``x-amz-meta-sha256``): a
 multipart object's ETag is not an MD5 and its ChecksumSHA256 is a checksum of part checksums,
 so memsync compares its own digest. Since botocore 1.36 the client adds CRC checksums to every
-upload, which several S3-compatible services reject; ``when_required`` keeps them off
-(FIELD_NOTES.md).
+upload (``s3.checksums = "when_supported"``, boto3's default); several S3-compatible services
+(R2, MinIO, others by version) reject them, and ``"when_required"`` keeps them off
+(FIELD_NOTES.md). Measured against moto here, ``when_required`` halved upload throughput
+(bench/README.md), so it is opt-in.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from boto3.s3.transfer import TransferConfig
 from memsync.config import S3Config
 from memsync.errors import MemsyncError, UnavailableError
 
-MULTIPART_THRESHOLD = 64 * 1024 * 1024
-MULTIPART_CHUNK = 16 * 1024 * 1024
+# boto3's own defaults (8 MiB parts, 10 threads): larger parts were slower against moto here.
+MULTIPART_THRESHOLD = 8 * 1024 * 1024
+MULTIPART_CHUNK = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,8 +56,8 @@ class ObjectStore:
             read_timeout=max(connect_timeout_s, 60.0),
             retries={"max_attempts": 3, "mode": "standard"},
             s3={"addressing_style": "path" if config.endpoint_url else "auto"},
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
+            request_checksum_calculation=config.checksums,
+            response_checksum_validation=config.checksums,
         )
         self.client: Any = boto3.session.Session().client(
             "s3",

@@ -468,18 +468,22 @@ def object_store(config: Config) -> ObjectStore:
 
 
 def upload_snapshot(
-    config: Config, directory: Path, progress: Callable[[int], None] | None = None
+    config: Config,
+    directory: Path,
+    progress: Callable[[int], None] | None = None,
+    store: ObjectStore | None = None,
 ) -> dict[str, int]:
     """Upload a complete local snapshot: every file with its sha256, then the manifest last.
 
     Files already in the bucket with the same size and sha256 are not sent again, so an
-    interrupted upload resumes. Returns ``{"sent": n, "skipped": n, "bytes": n}``.
+    interrupted upload resumes. ``store`` defaults to the configured one. Returns
+    ``{"sent": n, "skipped": n, "bytes": n}``.
 
     Raises:
         UnavailableError: the snapshot is incomplete, or S3 fails (nothing local is removed).
     """
     manifest = snapshots.read_manifest(directory)
-    store = object_store(config)
+    store = store or object_store(config)
     sent = skipped = sent_bytes = 0
     for entry in manifest["files"]:
         size, digest = stored_digest(entry)
