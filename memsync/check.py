@@ -260,15 +260,16 @@ def _payload_checks(points: Iterable[Point], collection: str) -> list[Finding]:
             )
             continue
         stored = point.payload.get("hash")
-        expected = hashlib.md5(data.encode("utf-8"), usedforsecurity=False).hexdigest()
+        expected = hashlib.md5(data.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()
         if stored != expected:
+            shown = repr(stored) if isinstance(stored, str | None) else f"of type {type(stored).__name__}"
             findings.append(
                 Finding(
                     code="hash-mismatch",
                     severity=Severity.ERROR,
                     collection=collection,
                     memory_id=point.id,
-                    message=f"payload hash {stored!r} is not the md5 of payload data "
+                    message=f"payload hash {shown} is not the md5 of payload data "
                     f"({expected}): the payload was edited outside mem0",
                     fix=FIX_RECONCILE,
                 )
@@ -334,7 +335,7 @@ def _duplicates(inventory: Inventory) -> list[Finding]:
         payload = point.payload
         digest = payload.get("hash")
         if isinstance(digest, str):
-            key = (digest, payload.get("agent_id"), payload.get("run_id"), payload.get("user_id"))
+            key = (digest, *(_hashable(payload.get(name)) for name in SCOPE_KEYS))
             groups[key].append(point)
     findings = []
     for group in groups.values():
@@ -354,6 +355,13 @@ def _duplicates(inventory: Inventory) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _hashable(value: object) -> object:
+    """A scope value usable as a dict key (payloads may hold lists or dicts)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return repr(value)[:200]
 
 
 def _orphan_messages(inventory: Inventory) -> list[Finding]:

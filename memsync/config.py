@@ -27,7 +27,7 @@ MEM0_DEFAULT_QDRANT_PATH = "/tmp/qdrant"  # noqa: S108 - mem0ai 2.2.1 QdrantConf
 MEM0_DEFAULT_COLLECTION = "mem0"
 MEM0_DEFAULT_DIMS = 1536
 
-_DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
+_DURATION = re.compile(r"(\d{1,12})(s|m|h|d)")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _TIME_OF_DAY = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 _JOBS = ("check", "prune", "snapshot", "retention")
@@ -162,7 +162,10 @@ def load(path: Path, environ: Mapping[str, str]) -> Config:
         raise ConfigError(source, [f"cannot read: {error}"]) from error
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(source, [f"not valid TOML: {error}"]) from error
-    return parse(raw, source=source, base_dir=path.parent, environ=environ)
+    try:
+        return parse(raw, source=source, base_dir=path.parent, environ=environ)
+    except RecursionError:
+        raise ConfigError(source, ["nested too deeply to be a memsync configuration"]) from None
 
 
 def parse(
@@ -196,8 +199,9 @@ def parse(
     checked = _check_mem0(mem0, errors)
     qdrant_path, collection, dims = checked
     history = mem0.get("history_db_path")
-    history_db_path = Path(history) if isinstance(history, str) else mem0_dir / "history.db"
-    if "history_db_path" in mem0 and not (isinstance(history, str) and Path(history).is_absolute()):
+    valid_history = isinstance(history, str) and "\x00" not in history and Path(history).is_absolute()
+    history_db_path = Path(str(history)) if valid_history else mem0_dir / "history.db"
+    if "history_db_path" in mem0 and not valid_history:
         errors.append(f"mem0.history_db_path: must be an absolute path string (got {history!r})")
 
     snapshot = _snapshot(raw.get("snapshot", {}), errors, base_dir, home)
@@ -248,10 +252,13 @@ def resolve_secrets(value: Any, environ: Mapping[str, str]) -> Any:
 
 def parse_duration(text: str) -> timedelta:
     """Parse ``"15m"``-style durations (units s, m, h, d). Raises ValueError."""
-    match = _DURATION.match(text)
+    match = _DURATION.fullmatch(text)
     if not match or int(match.group(1)) <= 0:
         raise ValueError(f"expected a positive duration like '30s', '15m', '6h', '1d' (got {text!r})")
-    return timedelta(seconds=int(match.group(1)) * _DURATION_UNITS[match.group(2)])
+    seconds = int(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    if seconds > 366 * 86400:
+        raise ValueError(f"a duration must be at most a year (got {text!r})")
+    return timedelta(seconds=seconds)
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -276,7 +283,7 @@ def _path(
     value = table.get(key)
     if value is None:
         return None
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value or "\x00" in value:
         errors.append(f"{prefix}{key}: must be a non-empty path string (got {value!r})")
         return None
     return _absolute(value, base, home)
@@ -362,6 +369,9 @@ def _positive_int(value: Any, dotted: str, errors: list[str]) -> int | None:
 def _check_mem0(
     mem0: Mapping[str, Any], errors: list[str]
 ) -> tuple[Path, str, tuple[tuple[str, int], ...]]:
+    if not isinstance(mem0, Mapping):
+        errors.append("mem0: must be a table")
+        mem0 = {}
     vector_store = mem0.get("vector_store") or {}
     if not isinstance(vector_store, Mapping):
         errors.append("mem0.vector_store: must be a table")
@@ -381,11 +391,11 @@ def _check_mem0(
             "memsync works on embedded Qdrant (path)"
         )
     path_value = vs_config.get("path", MEM0_DEFAULT_QDRANT_PATH)
-    if not isinstance(path_value, str) or not path_value:
+    if not isinstance(path_value, str) or not path_value or "\x00" in path_value:
         errors.append(f"mem0.vector_store.config.path: must be a path string (got {path_value!r})")
         path_value = MEM0_DEFAULT_QDRANT_PATH
     collection = vs_config.get("collection_name", MEM0_DEFAULT_COLLECTION)
-    if not isinstance(collection, str) or not re.fullmatch(r"[\w.-]+", collection):
+    if not isinstance(collection, str) or not re.fullmatch(r"(?!\.{1,2}$)[A-Za-z0-9_.-]{1,255}", collection):
         errors.append(f"mem0.vector_store.config.collection_name: invalid name {collection!r}")
         collection = MEM0_DEFAULT_COLLECTION
     dims: list[tuple[str, int]] = []
@@ -394,7 +404,10 @@ def _check_mem0(
     if (checked := _positive_int(model_dims, key, errors)) is not None:
         dims.append((key, checked))
     embedder = mem0.get("embedder") or {}
-    embedder_config = embedder.get("config") if isinstance(embedder, Mapping) else None
+    if not isinstance(embedder, Mapping):
+        errors.append("mem0.embedder: must be a table")
+        embedder = {}
+    embedder_config = embedder.get("config")
     if isinstance(embedder_config, Mapping) and embedder_config.get("embedding_dims") is not None:
         key = "mem0.embedder.config.embedding_dims"
         if (checked := _positive_int(embedder_config["embedding_dims"], key, errors)) is not None:
@@ -483,7 +496,7 @@ def _daemon(value: Any, errors: list[str], base: Path, home: Path) -> DaemonConf
         errors.append(f"daemon.upload: must be true or false (got {upload!r})")
         upload = True
     stop = value.get("stop_timeout_s", 120)
-    if isinstance(stop, bool) or not isinstance(stop, int | float) or stop <= 0:
+    if isinstance(stop, bool) or not isinstance(stop, int | float) or not 0 < stop < 86400:
         errors.append(f"daemon.stop_timeout_s: must be a positive number of seconds (got {stop!r})")
         stop = 120
     ping = value.get("ping_url")
@@ -506,7 +519,7 @@ def _job(value: Mapping[str, Any], job: str, errors: list[str]) -> JobSchedule |
         errors.append(f"daemon.{job}_at: give {job}_at or {job}_every, not both")
         return None
     if at is not None:
-        match = _TIME_OF_DAY.match(at) if isinstance(at, str) else None
+        match = _TIME_OF_DAY.fullmatch(at) if isinstance(at, str) else None
         if not match:
             errors.append(f"daemon.{job}_at: must be a time 'HH:MM' (got {at!r})")
             return None

@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from memsync import check
 from memsync.config import Config
-from memsync.errors import MemsyncError, UnavailableError
+from memsync.errors import MemsyncError
 from memsync.model import CheckReport, DoctorResult, Severity
 from memsync.stores import deployment, local_qdrant, locks
 from memsync.stores.deployment import Captured
@@ -109,7 +109,18 @@ def probe_paths(config: Config) -> list[DoctorResult]:
         data_paths.append(("snapshot directory", config.snapshot.directory, True))
     results: list[DoctorResult] = []
     for label, path, precious in data_paths:
-        results += _probe_one_path(label, path, precious)
+        try:
+            results += _probe_one_path(label, path, precious)
+        except OSError as error:
+            results.append(
+                DoctorResult(
+                    code="path-permissions",
+                    status=ERROR if precious else WARNING,
+                    path=str(path),
+                    message=f"{label} cannot be inspected: {error.strerror}",
+                    fix="run memsync as the app's user, or give its group access (UMask=0007)",
+                )
+            )
     return results
 
 
@@ -347,7 +358,9 @@ def probe_versions(config: Config) -> list[DoctorResult]:
     """mem0ai and qdrant-client versions here (and in the app's interpreter) vs known-bad ones."""
     ours = {name: _installed(name) for name in ("mem0ai", "qdrant-client")}
     results = []
-    on_disk = bool((config.mem0.get("vector_store") or {}).get("config", {}).get("on_disk"))
+    vector_store = config.mem0.get("vector_store") or {}
+    store_config = (vector_store.get("config") if isinstance(vector_store, dict) else None) or {}
+    on_disk = isinstance(store_config, dict) and store_config.get("on_disk") is True
     for where, versions in [("memsync's environment", ours), *_app_versions(config)]:
         mem0_version = versions.get("mem0ai")
         if mem0_version is None:
@@ -423,7 +436,11 @@ def _app_versions(config: Config) -> list[tuple[str, dict[str, str | None]]]:
             timeout=20,
             check=True,
         )
-        return [(f"the app's interpreter {config.app_python}", json.loads(completed.stdout))]
+        versions = json.loads(completed.stdout)
+        if not isinstance(versions, dict):
+            raise ValueError("not an object")
+        return [(f"the app's interpreter {config.app_python}",
+                 {k: v for k, v in versions.items() if isinstance(v, str)})]
     except (OSError, subprocess.SubprocessError, ValueError):
         return [(f"the app's interpreter {config.app_python} (unreadable)", {})]
 
@@ -494,8 +511,19 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
     Never raises for a store problem: an unreadable store becomes an error result.
     """
     results: list[DoctorResult] = []
-    results += probe_paths(config)
-    results += probe_locks(config)
+    for probe in (probe_paths, probe_locks):
+        try:
+            results += probe(config)
+        except OSError as error:  # an unreachable path is a finding, not a crash
+            results.append(
+                DoctorResult(
+                    code="path-permissions",
+                    status=ERROR,
+                    path=getattr(error, "filename", None),
+                    message=f"cannot inspect {getattr(error, 'filename', 'a path')}: {error.strerror}",
+                    fix="run memsync as the app's user, or give its group access (UMask=0007)",
+                )
+            )
     report: CheckReport | None = None
     try:
         with deployment.temporary_capture(config) as captured:
@@ -503,10 +531,9 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
             results += probe_sqlite(config, captured)
             report = check.judge(deployment.read_inventory(captured, config), now.date())
         results += _check_results(report)
-    except MemsyncError as error:
-        status = ERROR if isinstance(error, UnavailableError) else WARNING
+    except MemsyncError as error:  # the stores could not be checked: never "healthy"
         results.append(
-            DoctorResult(code="check", status=status, message=error.message, fix=error.hint)
+            DoctorResult(code="check", status=ERROR, message=error.message, fix=error.hint)
         )
     results += probe_versions(config)
     results.append(probe_last_snapshot(config, now))

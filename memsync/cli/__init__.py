@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 
@@ -60,6 +62,25 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one memsync command and return its exit status (see ``memsync --help``)."""
     parser = build_parser()
+    for stream in (sys.stdout, sys.stderr):  # never die on a character the terminal lacks
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+    if threading.current_thread() is not threading.main_thread():
+        return _main(parser, argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _main(parser, argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM (systemd stop, timeout) unwinds like Ctrl-C, so temporary copies are removed."""
+    raise KeyboardInterrupt
+
+
+def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_request:  # argparse: --help, --version, usage errors

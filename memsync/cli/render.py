@@ -35,7 +35,7 @@ def progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
 
 
 @contextmanager
-def byte_progress(label: str, total: int) -> Iterator[Callable[[int], None] | None]:
+def byte_progress(label: str, total: int | None) -> Iterator[Callable[[int], None] | None]:
     """A byte-count progress bar on stderr when it is a terminal (tqdm); None otherwise.
 
     The callback takes the bytes just transferred (boto3's Callback convention).
@@ -54,7 +54,8 @@ def byte_progress(label: str, total: int) -> Iterator[Callable[[int], None] | No
 
 def emit_json(document: dict[str, Any]) -> None:
     """Write exactly one JSON document (and a newline) to stdout."""
-    sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=False) + "\n")
+    # ASCII escapes keep the document valid UTF-8 whatever a payload or command line holds.
+    sys.stdout.write(json.dumps(document, ensure_ascii=True, sort_keys=False) + "\n")
     sys.stdout.flush()
 
 

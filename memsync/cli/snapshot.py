@@ -185,7 +185,8 @@ def run_download(args: argparse.Namespace) -> int:
     target = args.id if args.id.startswith("s3://") else f"s3://{args.id}"
     store, snapshot_id = snapshot.parse_s3_target(config, target)
     args.dest.mkdir(parents=True, exist_ok=True)
-    path = snapshot.download_snapshot(config, store, snapshot_id, args.dest)
+    with render.byte_progress("downloading", None) as received:
+        path = snapshot.download_snapshot(config, store, snapshot_id, args.dest, received)
     return _emit(args, {"command": "snapshot download", "id": snapshot_id, "path": str(path)},
                  f"downloaded {snapshot_id} into {path}; every file matches its manifest")
 

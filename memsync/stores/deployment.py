@@ -6,7 +6,9 @@ short job, ``read_inventory`` turns the copies into an ``Inventory`` for ``check
 
 from __future__ import annotations
 
+import fcntl
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,12 +19,14 @@ from pathlib import Path
 import structlog
 
 from memsync.config import Config
-from memsync.errors import TryLaterError, UnavailableError
+from memsync.errors import UnavailableError
 from memsync.model import CaptureWindow, CollectionInfo, Inventory
 from memsync.stores import history, local_qdrant
-from memsync.stores.sqlite_files import CopyResult
+from memsync.stores.sqlite_files import CopyResult, work_dir_error
 
 logger = structlog.get_logger(__name__)
+CAPTURING_LOCK = ".capturing"
+STALE_CAPTURE_S = 60
 
 # The payload keys check reads (mem0ai 2.2.1 payload); the rest is dropped while reading.
 CHECKED_PAYLOAD_KEYS = frozenset(
@@ -78,7 +82,8 @@ def capture(config: Config, dest: Path) -> Captured:
         if meta_text is not None
         else {}
     )
-    if meta_text is None and not config.history_db_path.exists():
+    history_present = _present(config.history_db_path)
+    if meta_text is None and not history_present:
         raise UnavailableError(
             f"neither the Qdrant directory {config.qdrant_path} nor history.db "
             f"{config.history_db_path} exists",
@@ -92,7 +97,7 @@ def capture(config: Config, dest: Path) -> Captured:
         copies = local_qdrant.capture(config.qdrant_path, qdrant_dir, ordered)
     vectors_end = datetime.now(UTC)
     history_copy = None
-    if config.history_db_path.exists():
+    if history_present:
         history_copy = history.capture(config.history_db_path, dest / "history.db")
     history_end = datetime.now(UTC)
     all_copies = [*copies.values(), *([history_copy] if history_copy else [])]
@@ -164,12 +169,31 @@ def from_directory(root: Path, window: CaptureWindow) -> Captured:
     )
 
 
+def _present(path: Path) -> bool:
+    """Tell whether a store file is there at all.
+
+    A dangling symlink counts as there (and then fails to read, exit 11), never as absent.
+    """
+    try:
+        path.lstat()
+    except FileNotFoundError:
+        return False
+    except OSError as error:
+        raise UnavailableError(
+            f"{path} is not reachable: {error.strerror}",
+            "run memsync as the app's user, or give its group access to the directories (see doctor)",
+        ) from error
+    return True
+
+
 def _read_meta_text(qdrant_path: Path) -> str | None:
     meta = qdrant_path / local_qdrant.META_FILE
+    if not _present(meta):
+        return None
     try:
         return meta.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return None
+        raise UnavailableError(f"Qdrant metadata {meta} is a dangling link") from None
     except (OSError, UnicodeDecodeError) as error:
         raise UnavailableError(
             f"Qdrant metadata {meta} is not readable: {error}",
@@ -188,19 +212,61 @@ def temporary_capture(config: Config) -> Iterator[Captured]:
     dest = config.work_dir / f"capture-{uuid.uuid4().hex[:12]}"
     try:
         config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        remove_stale_captures(config.work_dir)
         dest.mkdir(mode=0o700)
+        holder = (dest / CAPTURING_LOCK).open("w")
     except OSError as error:
-        raise TryLaterError(
-            f"work directory {config.work_dir} cannot be written: {error.strerror}",
-            "set work_dir in the memsync config to a writable directory on a disk with space",
-        ) from error
+        raise work_dir_error(config.work_dir, error) from error
     try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
         yield capture(config, dest)
     finally:
+        holder.close()
         shutil.rmtree(dest, ignore_errors=True)
 
 
+def remove_stale_captures(work_dir: Path) -> list[Path]:
+    """Remove ``capture-*`` directories left by a memsync that died (their flock is free).
+
+    They hold full copies of the stores (personal data), so they must not outlive a crash.
+    """
+    removed = []
+    for child in sorted(work_dir.glob("capture-*")):
+        lock = child / CAPTURING_LOCK
+        try:
+            if not lock.exists():
+                if time.time() - child.stat().st_mtime < STALE_CAPTURE_S:
+                    continue  # just made by a check that has not locked it yet
+            else:
+                with lock.open("a") as handle:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # a running check owns it
+        except OSError:
+            continue
+        shutil.rmtree(child, ignore_errors=True)
+        removed.append(child)
+    return removed
+
+
 def read_inventory(
+    captured: Captured, config: Config, progress: Callable[[int, int], None] | None = None
+) -> Inventory:
+    """Read a capture into an ``Inventory`` (see ``_read_inventory``).
+
+    Errors name the live file the copy was made from, not the temporary copy.
+    """
+    try:
+        return _read_inventory(captured, config, progress)
+    except UnavailableError as error:
+        message = error.message
+        for copy in [*captured.collection_copies.values(), captured.history_copy]:
+            if copy is not None and copy.source != copy.dest:
+                message = message.replace(str(copy.dest), f"{copy.source} (read from a fresh copy)")
+        raise UnavailableError(message, error.hint) from error
+
+
+def _read_inventory(
     captured: Captured, config: Config, progress: Callable[[int, int], None] | None = None
 ) -> Inventory:
     """Read a capture into an ``Inventory``. Reads the copies only.

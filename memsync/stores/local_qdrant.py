@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import re
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -21,7 +22,13 @@ from typing import Any
 
 from memsync.errors import UnavailableError
 from memsync.model import CollectionInfo, EntityLink, Point
-from memsync.stores.sqlite_files import CopyResult, connect_readonly, translate, vacuum_into
+from memsync.stores.sqlite_files import (
+    CopyResult,
+    connect_readonly,
+    translate,
+    vacuum_into,
+    work_dir_error,
+)
 
 META_FILE = "meta.json"
 STORAGE_FILE = "storage.sqlite"
@@ -144,8 +151,14 @@ def read_meta(qdrant_path: Path) -> dict[str, CollectionInfo] | None:
     return parse_meta(text, meta)
 
 
+COLLECTION_NAME = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,255}$")
+
+
 def parse_meta(text: str, where: Path) -> dict[str, CollectionInfo]:
     """Parse meta.json text into collection parameters. Pure.
+
+    Collection names become paths, so a name that is not a plain file name (``..``, ``/``)
+    makes the file invalid rather than a path outside the store.
 
     Raises:
         UnavailableError: the text is not Qdrant's meta.json.
@@ -155,8 +168,11 @@ def parse_meta(text: str, where: Path) -> dict[str, CollectionInfo]:
         collections = data["collections"]
         if not isinstance(collections, dict):
             raise TypeError("collections is not an object")
+        for name in collections:
+            if not COLLECTION_NAME.match(name):
+                raise ValueError(f"invalid collection name {name!r}")
         return {name: _collection_info(name, params) for name, params in collections.items()}
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as error:
         raise UnavailableError(
             f"Qdrant metadata {where} is not valid ({type(error).__name__}: {error})",
             "the embedded Qdrant directory is damaged: restore it from a snapshot",
@@ -167,7 +183,9 @@ def _collection_info(name: str, params: Mapping[str, Any]) -> CollectionInfo:
     vectors = params.get("vectors")
     size = distance = None
     if isinstance(vectors, dict) and "size" in vectors:
-        size, distance = int(vectors["size"]), vectors.get("distance")
+        if not isinstance(vectors["size"], int) or isinstance(vectors["size"], bool):
+            raise TypeError(f"collection {name!r} has a vector size of {vectors['size']!r}")
+        size, distance = vectors["size"], vectors.get("distance")
     sparse = params.get("sparse_vectors") or {}
     return CollectionInfo(
         name=name,
@@ -185,28 +203,34 @@ def storage_path(qdrant_path: Path, collection: str) -> Path:
 def capture(
     qdrant_path: Path, dest: Path, collections: Iterator[str] | list[str]
 ) -> dict[str, CopyResult]:
-    """Copy meta.json and each collection's storage.sqlite into ``dest`` (same layout).
+    """Copy each collection's storage.sqlite into ``dest`` (same layout).
 
-    Each collection is copied with one ``VACUUM INTO`` (one short read transaction). A
-    collection listed in meta.json without a storage file is skipped (it has no points).
+    Each collection is copied with one ``VACUUM INTO`` (one short read transaction).
     Writes under ``dest`` only.
 
     Raises:
         UnavailableError, TryLaterError: as ``vacuum_into``.
     """
-    dest.mkdir(parents=True, exist_ok=True)
     copies: dict[str, CopyResult] = {}
     for name in collections:
         source = storage_path(qdrant_path, name)
-        if source.is_file():
-            copies[name] = vacuum_into(source, storage_path(dest, name))
+        # qdrant-client creates storage.sqlite with every collection: a listed collection
+        # without a readable one is damage (exit 11), never "no points".
+        copies[name] = vacuum_into(source, storage_path(dest, name))
     return copies
 
 
 def write_meta_copy(text: str, dest: Path) -> None:
-    """Write the captured meta.json text into the capture directory ``dest``."""
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / META_FILE).write_text(text, encoding="utf-8")
+    """Write the captured meta.json text into the capture directory ``dest``.
+
+    Raises:
+        TryLaterError: the disk is full; UnavailableError: ``dest`` cannot be written.
+    """
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / META_FILE).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise work_dir_error(dest, error) from error
 
 
 def iter_points(storage: Path) -> Iterator[Point]:
@@ -307,3 +331,40 @@ def read_entities(storage: Path) -> tuple[EntityLink, ...]:
             )
         )
     return tuple(sorted(links, key=lambda link: link.entity_id))
+
+
+def find_point(storage: Path, point_id: str) -> tuple[dict[str, Any], Any] | None:
+    """Return ``(payload, vector)`` of one point of a captured or snapshot ``storage.sqlite``.
+
+    The vector is as stored (mem0: ``{"": [floats], ...}``). Looks the row up by qdrant-client's
+    key, then by scanning (older files may spell keys differently); newest row wins. None when
+    absent. Reads only; decodes through ``PointUnpickler``.
+
+    Raises:
+        UnavailableError: the file is unreadable.
+    """
+    import base64
+
+    key = base64.b64encode(pickle.dumps(point_id, protocol=4)).decode("ascii")
+    connection = connect_readonly(storage)
+    try:
+        rows = connection.execute("SELECT point FROM points WHERE id = ? ORDER BY rowid DESC", (key,)).fetchall()
+        if not rows:
+            rows = [
+                (blob,)
+                for (blob,) in connection.execute("SELECT point FROM points ORDER BY rowid DESC")
+                if point_id.encode() in blob
+            ]
+        for (blob,) in rows:
+            decoded = PointUnpickler(io.BytesIO(blob)).load()
+            fields = decoded.fields() if isinstance(decoded, PointStructStandIn) else {}
+            if str(fields.get("id")) == point_id:
+                vector = fields.get("vector")
+                if isinstance(vector, dict):
+                    vector = {name: (v.fields() if isinstance(v, _Decoded) else v) for name, v in vector.items()}
+                return dict(fields.get("payload") or {}), vector
+        return None
+    except (sqlite3.Error, pickle.UnpicklingError, PointDecodeError) as error:
+        raise UnavailableError(f"point {point_id} of {storage} cannot be read: {error}") from error
+    finally:
+        connection.close()

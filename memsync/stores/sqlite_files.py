@@ -8,7 +8,9 @@ exists to find.
 
 from __future__ import annotations
 
+import errno
 import sqlite3
+import stat
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,19 +39,32 @@ class CopyResult:
     size_bytes: int
 
 
-def readonly_uri(path: Path) -> str:
+def readonly_uri(path: Path, immutable: bool = False) -> str:
     """Return the ``file:`` URI that opens ``path`` read-only (percent-encoded)."""
-    return f"{path.absolute().as_uri()}?mode=ro"
+    return f"{path.absolute().as_uri()}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def wal_without_writer(path: Path) -> bool:
+    """True for a WAL-mode file whose ``-shm`` does not exist (no connection has it open).
+
+    Opening such a file, even read-only, would create ``-wal`` and ``-shm`` beside it, owned by
+    memsync's user (the app may then fail to write). ``immutable=1`` reads it without creating
+    anything; the copy is then checked like any other.
+    """
+    try:
+        return header_journal_mode(path) == "wal" and not Path(f"{path}-shm").exists()
+    except UnavailableError:
+        return False
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
-    """Open ``path`` read-only with a short busy timeout. Reads only.
+    """Open ``path`` read-only with a short busy timeout; never creates files beside it.
 
     Raises:
         UnavailableError: the file cannot be opened.
     """
     try:
-        return sqlite3.connect(readonly_uri(path), uri=True, timeout=1.0)
+        return sqlite3.connect(readonly_uri(path, wal_without_writer(path)), uri=True, timeout=1.0)
     except sqlite3.Error as error:
         raise UnavailableError(
             f"SQLite file {path} cannot be opened: {error}",
@@ -71,7 +86,7 @@ def translate(error: sqlite3.Error, path: Path, action: str) -> MemsyncError:
             f"no space left to {action} for {path} ({text})",
             "free space in memsync's work_dir (or point work_dir elsewhere) and retry",
         )
-    if "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
+    if "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered or "no such" in lowered:
         return UnavailableError(
             f"SQLite file {path} is not a valid database ({text})",
             "the file is damaged: move it aside and restore it from a snapshot "
@@ -93,17 +108,13 @@ def vacuum_into(source: Path, dest: Path) -> CopyResult:
         UnavailableError: ``source`` is missing, unreadable or not a valid database.
         TryLaterError: ``source`` is locked by a writer, or ``dest``'s disk is full.
     """
-    if not source.is_file():
-        raise UnavailableError(f"SQLite file {source} does not exist", None)
+    require_regular_file(source)
     try:
-        with source.open("rb"):
-            pass
+        dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise UnavailableError(
-            f"SQLite file {source} is not readable: {error.strerror}",
-            "run memsync as the app's user, or give its group read access (see doctor)",
-        ) from error
-    dest.parent.mkdir(parents=True, exist_ok=True)
+        raise work_dir_error(dest.parent, error) from error
+    if dest.exists():
+        raise UnavailableError(f"capture target {dest} already exists", "memsync refuses to overwrite it")
     connection = connect_readonly(source)
     try:
         started = datetime.now(UTC)
@@ -112,12 +123,12 @@ def vacuum_into(source: Path, dest: Path) -> CopyResult:
         duration = time.monotonic() - clock
         finished = datetime.now(UTC)
     except sqlite3.Error as error:
-        dest.unlink(missing_ok=True)
+        dest.unlink(missing_ok=True)  # ours: it did not exist before
         raise translate(error, source, "copy it") from error
     finally:
         connection.close()
     if duration > SLOW_READ_S:
-        logger.warning(
+        logger.info(
             "capture_slow",
             path=str(source),
             duration_s=round(duration, 3),
@@ -132,6 +143,45 @@ def vacuum_into(source: Path, dest: Path) -> CopyResult:
         finished_at=finished,
         duration_s=duration,
         size_bytes=dest.stat().st_size,
+    )
+
+
+def require_regular_file(path: Path) -> None:
+    """Raise UnavailableError unless ``path`` is a regular file memsync can open for reading.
+
+    A directory, FIFO, device, dangling symlink or unreadable file is "unreadable", not "absent".
+    """
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise UnavailableError(f"SQLite file {path} does not exist", None) from None
+    except OSError as error:
+        raise UnavailableError(
+            f"SQLite file {path} is not reachable: {error.strerror}",
+            "run memsync as the app's user, or give its group access to the directories (see doctor)",
+        ) from error
+    if not stat.S_ISREG(info.st_mode):
+        raise UnavailableError(f"{path} is not a regular file", "it should be an SQLite database file")
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as error:
+        raise UnavailableError(
+            f"SQLite file {path} is not readable: {error.strerror}",
+            "run memsync as the app's user, or give its group read access (see doctor)",
+        ) from error
+
+
+def work_dir_error(directory: Path, error: OSError) -> MemsyncError:
+    """The error for a work or snapshot directory that cannot be written."""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return TryLaterError(
+            f"no space left in {directory} ({error.strerror})",
+            "free space there, or point work_dir (or snapshot.directory) at a larger disk",
+        )
+    return UnavailableError(
+        f"cannot write to {directory}: {error.strerror}",
+        "set work_dir (or snapshot.directory) to a directory memsync can write",
     )
 
 
