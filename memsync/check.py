@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from memsync import state
 from memsync.config import Config
+from memsync.errors import UnavailableError
 from memsync.model import (
     CaptureWindow,
     CheckReport,
@@ -408,20 +410,39 @@ def run_check(
         UnavailableError: both stores absent, or a store file unreadable or damaged.
         TryLaterError: a store is busy, or the work directory is full or unwritable.
     """
-    report = _capture_and_judge(config, now.date(), progress)
+    pending = state.unfinished_restore(config.state_dir)
+    if pending is not None:
+        raise UnavailableError(
+            f"a restore of snapshot {pending} did not finish: the stores may be a mix",
+            "memsync restore --resume (finishes it or rolls it back), then check again",
+        )
+    return settled_inventory(config, now, settle, progress)[1]
+
+
+def settled_inventory(
+    config: Config,
+    now: datetime,
+    settle: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Inventory, CheckReport]:
+    """Capture and judge, re-capturing once when writes were in flight (see ``run_check``).
+
+    Returns the inventory and its report; the copies are removed. Raises as ``run_check``.
+    """
+    inventory, report = _capture_and_judge(config, now.date(), progress)
     if settle and report.count(Severity.INFO):
         wait = report.window.history_finished_at + IN_FLIGHT_MARGIN - datetime.now(UTC)
         time.sleep(min(max(wait.total_seconds(), 0.0) + 0.05, 3.0))
-        report = _capture_and_judge(config, now.date(), progress)
-    return report
+        inventory, report = _capture_and_judge(config, now.date(), progress)
+    return inventory, report
 
 
 def _capture_and_judge(
     config: Config, today: date, progress: Callable[[int, int], None] | None
-) -> CheckReport:
+) -> tuple[Inventory, CheckReport]:
     with deployment.temporary_capture(config) as captured:
         inventory = deployment.read_inventory(captured, config, progress)
-    return judge(inventory, today)
+    return inventory, judge(inventory, today)
 
 
 def judge(inventory: Inventory, today: date) -> CheckReport:

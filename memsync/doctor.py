@@ -20,7 +20,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from memsync import check
+from memsync import check, state
 from memsync.config import Config
 from memsync.errors import MemsyncError
 from memsync.model import CheckReport, DoctorResult, Severity
@@ -34,7 +34,7 @@ RESULT_CODES = (
     "path-mount", "path-volatile", "path-under-tmp", "disk-space", "path-permissions",
     "store-lock", "private-tmp-mismatch", "sqlite-integrity", "journal-mode", "sqlite-version",
     "collection-params", "check", "capture-duration", "mem0-version", "qdrant-client-version",
-    "version-mismatch", "last-snapshot",
+    "version-mismatch", "last-snapshot", "restore-unfinished", "pre-restore-copy",
 )  # fmt: skip
 VOLATILE_FS = frozenset({"tmpfs", "ramfs"})
 MIN_FREE_BYTES = 256 * 1024 * 1024
@@ -476,6 +476,33 @@ def probe_last_snapshot(config: Config, now: datetime) -> DoctorResult:
     )
 
 
+def probe_restores(config: Config) -> list[DoctorResult]:
+    """An unfinished restore (error) and the pre-restore copies kept beside the stores."""
+    results = []
+    pending = state.unfinished_restore(config.state_dir)
+    if pending is not None:
+        results.append(
+            DoctorResult(
+                code="restore-unfinished",
+                status=ERROR,
+                path=str(config.state_dir / state.RESTORE_JOURNAL),
+                message=f"a restore of snapshot {pending} did not finish",
+                fix="memsync restore --resume (finishes it or rolls it back)",
+            )
+        )
+    for copy in state.pre_restore_copies([config.qdrant_path, config.history_db_path]):
+        results.append(
+            DoctorResult(
+                code="pre-restore-copy",
+                status=OK,
+                path=str(copy),
+                message="files a restore moved aside (kept, never deleted by memsync)",
+                fix=f"remove it once the restored deployment is trusted: rm -r {copy}",
+            )
+        )
+    return results
+
+
 def _check_results(report: CheckReport) -> list[DoctorResult]:
     counts = report.counts()
     status = ERROR if counts["errors"] else WARNING if counts["warnings"] else OK
@@ -537,6 +564,7 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
         )
     results += probe_versions(config)
     results.append(probe_last_snapshot(config, now))
+    results += probe_restores(config)
     return DoctorReport(results=tuple(results), check=report)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from memsync.errors import LockedError, TryLaterError
 
 OPERATION_LOCK = "operation.lock"
+RESTORE_JOURNAL = "restore-journal.json"
 
 
 @contextmanager
@@ -77,3 +78,23 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+def unfinished_restore(state_dir: Path) -> str | None:
+    """The snapshot id of a restore that died (its journal is still there), or None. Reads only."""
+    path = state_dir / RESTORE_JOURNAL
+    if not path.is_file():
+        return None
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8")).get("snapshot_id"))
+    except (OSError, ValueError):
+        return "unknown"
+
+
+def pre_restore_copies(targets: list[Path]) -> list[Path]:
+    """The ``<target>.pre-restore-*`` copies beside each target. Reads only."""
+    found: list[Path] = []
+    for target in targets:
+        if target.parent.is_dir():
+            found += sorted(target.parent.glob(f"{target.name}.pre-restore-*"))
+    return found

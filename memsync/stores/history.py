@@ -155,3 +155,49 @@ def _message_scopes(connection: sqlite3.Connection) -> tuple[MessageScope, ...]:
         MessageScope(scope=str(scope or ""), row_count=int(count), newest_at=parse_time(newest))
         for scope, count, newest in rows
     )
+
+
+def insert_repair_events(history_db: Path, events: list[HistoryEvent]) -> int:
+    """Insert history rows that record a repair, in one short transaction.
+
+    Rows follow CONTRACT.md (``memsync-<uuid4>`` ids, ``actor_id = "memsync"``). ``INSERT OR
+    IGNORE``: re-inserting an id is a no-op, so a resumed plan never writes a row twice.
+    Returns the rows inserted.
+
+    Raises:
+        TryLaterError: the database stays locked for 5 s.
+        UnavailableError: it cannot be written.
+    """
+    connection = sqlite3.connect(history_db, timeout=5.0)
+    try:
+        with connection:
+            cursor = connection.executemany(
+                "INSERT OR IGNORE INTO history (id, memory_id, old_memory, new_memory, event, "
+                "created_at, updated_at, is_deleted, actor_id, role) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                [
+                    (e.id, e.memory_id, e.old_memory, e.new_memory, e.event, e.created_at,
+                     e.updated_at, e.is_deleted, e.actor_id, e.role)
+                    for e in events
+                ],
+            )
+            return int(cursor.rowcount)
+    except sqlite3.Error as error:
+        raise translate(error, history_db, "record repair events") from error
+    finally:
+        connection.close()
+
+
+def delete_message_scope(history_db: Path, scope: str) -> int:
+    """Delete the raw ``messages`` rows of one session scope. Returns rows deleted.
+
+    Raises:
+        TryLaterError, UnavailableError: as ``insert_repair_events``.
+    """
+    connection = sqlite3.connect(history_db, timeout=5.0)
+    try:
+        with connection:
+            return int(connection.execute("DELETE FROM messages WHERE session_scope = ?", (scope,)).rowcount)
+    except sqlite3.Error as error:
+        raise translate(error, history_db, "delete raw messages") from error
+    finally:
+        connection.close()

@@ -1,0 +1,70 @@
+"""``memsync reconcile``: make the stores agree again, through mem0, with a journal."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from typing import Any
+
+from memsync import reconcile, restore
+from memsync.check import FINDING_CODES
+from memsync.cli import render
+from memsync.cli.common import load_config
+from memsync.errors import UsageError
+
+HELP = "plan and apply the repairs check's findings call for (tombstones win; nothing invented)"
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser, epilog: str) -> None:  # type: ignore[type-arg]
+    """Add the ``reconcile`` subcommand."""
+    parser = subparsers.add_parser("reconcile", parents=[common], help=HELP, description=HELP, epilog=epilog,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing (exit 3 when there is work)")
+    parser.add_argument("--only", metavar="CODE,...", help="answer only these finding codes (needed for "
+                        "duplicate-memory, expired-memory, orphan-messages)")
+    parser.add_argument("--no-snapshot", action="store_true", help="skip the safety snapshot taken first")
+    parser.add_argument("--record-lost", action="store_true",
+                        help="record memories that no snapshot can bring back as deleted")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan, apply, check again; exit 0, 3 (dry run with work), 4 (some failed or unrecoverable)."""
+    config = load_config(args)
+    only = None
+    if args.only:
+        only = frozenset(code.strip() for code in args.only.split(",") if code.strip())
+        unknown = sorted(only - set(FINDING_CODES))
+        if unknown:
+            raise UsageError(f"--only: unknown finding codes {unknown}", "see docs/reference/findings.md")
+    restore.recover(config)  # a restore that died is finished or rolled back first
+    outcome = reconcile.run_reconcile(config, datetime.now(UTC), dry_run=args.dry_run, only=only,
+                                      take_snapshot=not args.no_snapshot, record_lost=args.record_lost)
+    document: dict[str, Any] = {
+        "command": "reconcile",
+        "dry_run": outcome.dry_run,
+        "resumed": outcome.resumed,
+        "plan_id": outcome.plan_id,
+        "safety_snapshot": outcome.snapshot_id,
+        "counts": {status: sum(1 for a in outcome.actions if a.status == status)
+                   for status in ("pending", "done", "failed", "unrecoverable")},
+        "actions": [{"kind": a.kind, "code": a.code, "memory_id": a.memory_id, "why": a.why,
+                     "status": a.status, "error": a.error} for a in outcome.actions],
+        "check_after": outcome.after.counts() if outcome.after else None,
+    }
+    lines = [f"{a.status.upper():<13} {a.kind:<15} {a.code:<22} {a.memory_id or ''}\n"
+             f"{'':<14}{a.why}" + (f"\n{'':<14}error: {a.error}" if a.error else "") for a in outcome.actions]
+    counts = document["counts"]
+    if outcome.dry_run:
+        lines.append(f"reconcile --dry-run: {len(outcome.actions)} actions planned, nothing changed")
+    else:
+        after = outcome.after.counts() if outcome.after else {}
+        lines.append(f"reconcile: {counts['done']} applied, {counts['failed']} failed, "
+                     f"{counts['unrecoverable']} unrecoverable"
+                     + (f"; safety snapshot {outcome.snapshot_id}" if outcome.snapshot_id else "")
+                     + (f"; check after: {after.get('errors', 0)} errors" if after else ""))
+    if args.json:
+        render.emit_json(document)
+    else:
+        render.emit_text("\n".join(lines))
+    return int(outcome.exit_code)

@@ -1,0 +1,278 @@
+"""``restore``: put both stores of a snapshot in place together, or neither.
+
+``plan_restore`` is pure (which files move where). ``run_restore`` verifies the snapshot first,
+refuses while the app holds the store, stages the snapshot's files on each target's own
+filesystem, writes an intent journal, moves the current files aside to
+``<path>.pre-restore-<id>`` (never deleting them), moves the new ones in with the owner and mode
+of the files they replace, and checks the result. ``recover`` finishes or rolls back a restore
+that died, so the deployment is always the old one or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from memsync import check, snapshot
+from memsync.config import Config
+from memsync.errors import ConfigError, UnavailableError, UsageError
+from memsync.model import CheckReport, Severity
+from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
+from memsync.stores import mem0, snapshots
+
+logger = structlog.get_logger(__name__)
+
+SIDE_SUFFIXES = ("-journal", "-wal", "-shm")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Move:
+    """One target of a restore: the live path, the staged copy beside it, where the old goes."""
+
+    live: str
+    staged: str
+    aside: str
+    had_live: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Restored:
+    """What a restore did."""
+
+    snapshot_id: str
+    dry_run: bool
+    skipped: bool
+    moves: tuple[Move, ...]
+    check: CheckReport | None
+    recovered: str | None = None
+
+
+def plan_restore(config: Config, snapshot_id: str) -> list[Move]:
+    """The moves of a restore of ``snapshot_id``: the Qdrant directory, then history.db. Pure."""
+    targets = [config.qdrant_path, config.history_db_path]
+    return [
+        Move(live=str(target), staged=f"{target}.restore-{snapshot_id}", aside=f"{target}.pre-restore-{snapshot_id}")
+        for target in targets
+    ]
+
+
+def _with_existence(moves: list[Move]) -> list[Move]:
+    """Record which targets exist now (a rollback must remove what had nothing before)."""
+    return [replace(m, had_live=Path(m.live).exists() or Path(m.live).is_symlink()) for m in moves]
+
+
+def journal_path(config: Config) -> Path:
+    """The intent journal of a restore in progress."""
+    return config.state_dir / RESTORE_JOURNAL
+
+
+def has_data(config: Config) -> bool:
+    """Whether the deployment holds anything a restore would replace (any file at either path)."""
+    qdrant = config.qdrant_path
+    has_qdrant = qdrant.is_dir() and any(p.name != ".lock" for p in qdrant.iterdir())
+    history = config.history_db_path
+    return has_qdrant or (history.exists() and history.stat().st_size > 0)
+
+
+def _verify(config: Config, directory: Path, now: datetime) -> dict[str, Any]:
+    report = snapshot.verify_directory(config, directory, now)
+    broken = [f for f in report.findings if f.code in snapshot.VERIFY_CODES and f.severity is Severity.ERROR]
+    if broken:
+        listed = "; ".join(f"{f.code} {f.path}" for f in broken[:5])
+        raise UnavailableError(f"snapshot {directory.name} fails verification: {listed}",
+                               "restore from another snapshot (memsync snapshot list)")
+    manifest = snapshots.read_manifest(directory)
+    problems = []
+    if manifest.get("collection") != config.collection:
+        problems.append(f"mem0.vector_store.config.collection_name: the snapshot holds collection "
+                        f"{manifest.get('collection')!r}, the config says {config.collection!r}")
+    size = (manifest.get("collections", {}).get(config.collection) or {}).get("vector_size")
+    for key, dims in config.expected_dims:
+        if size is not None and size != dims:
+            problems.append(f"{key}: the snapshot's vectors have {size} dimensions, the config says {dims}")
+    if problems:
+        raise ConfigError(config.source, problems, "restore a snapshot made with this configuration")
+    return manifest
+
+
+def _materialize(config: Config, target: str, now: datetime, scratch: Path) -> Path:
+    """A plaintext snapshot directory for ``target`` (downloaded and/or decrypted into ``scratch``)."""
+    if target.startswith("s3://"):
+        store, snapshot_id = snapshot.parse_s3_target(config, target)
+        directory = snapshot.download_snapshot(config, store, snapshot_id, scratch / "download")
+    else:
+        directory = snapshots.resolve_local(target, config.snapshot.directory)
+    return directory
+
+
+def _plaintext(config: Config, directory: Path, manifest: dict[str, Any], scratch: Path) -> Path:
+    if not manifest.get("encryption"):
+        return directory
+    from memsync import seal
+
+    if config.snapshot.encrypt_key_file is None:
+        raise ConfigError(config.source, ["snapshot.encrypt_key_file: the snapshot is encrypted"])
+    key = seal.load_key(config.snapshot.encrypt_key_file)
+    root = scratch / "plain"
+    for entry in manifest["files"]:
+        relative = str(entry["path"])
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        seal.open_file(directory / relative, root / relative, key, relative)
+    return root
+
+
+def run_restore(
+    config: Config, target: str, now: datetime, *, dry_run: bool, force: bool, if_empty: bool
+) -> Restored:
+    """Restore a snapshot (an id, a path or ``s3://…``) over the deployment.
+
+    Raises:
+        UnavailableError: the snapshot is missing or fails verification (exit 11).
+        ConfigError: it does not fit the config (collection, dimensions) (exit 10).
+        LockedError: the app holds the embedded store, or another memsync operation runs (12).
+        UsageError: the deployment has data and neither --force nor --if-empty was given (2).
+    """
+    recovered = recover(config)
+    config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="restore-") as temporary:
+        scratch = Path(temporary)
+        directory = _materialize(config, target, now, scratch)
+        manifest = _verify(config, directory, now)
+        snapshot_id = str(manifest["id"])
+        moves = plan_restore(config, snapshot_id)
+        if has_data(config):
+            if if_empty:
+                return Restored(snapshot_id=snapshot_id, dry_run=dry_run, skipped=True, moves=tuple(moves),
+                                check=None, recovered=recovered)
+            if not force and not dry_run:
+                raise UsageError("the deployment has data: a restore would replace it",
+                                 "pass --force (the current files are moved aside, never deleted)")
+        if dry_run:
+            return Restored(snapshot_id=snapshot_id, dry_run=True, skipped=False, moves=tuple(moves), check=None,
+                            recovered=recovered)
+        mem0.require_store_free(config, "restore")
+        plain = _plaintext(config, directory, manifest, scratch)
+        with operation_lock(config.state_dir, "restore"):
+            moves = _with_existence(moves)
+            _stage(plain, moves)
+            write_json_atomic(journal_path(config), {"snapshot_id": snapshot_id, "phase": "staged",
+                                                     "moves": [asdict(m) for m in moves]})
+            try:
+                _swap(config, snapshot_id, moves)
+            except BaseException:
+                _rollback(moves)
+                journal_path(config).unlink(missing_ok=True)
+                raise
+            journal_path(config).unlink(missing_ok=True)
+    report = check.run_check(config, now)
+    logger.info("restore_finished", snapshot_id=snapshot_id, errors=report.count(Severity.ERROR))
+    return Restored(snapshot_id=snapshot_id, dry_run=False, skipped=False, moves=tuple(moves), check=report,
+                    recovered=recovered)
+
+
+def _stage(plain: Path, moves: list[Move]) -> None:
+    sources = [plain / "qdrant", plain / "history.db"]
+    for source, move in zip(sources, moves, strict=True):
+        staged = Path(move.staged)
+        if staged.is_dir():
+            shutil.rmtree(staged)
+        else:
+            staged.unlink(missing_ok=True)
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, staged)
+        else:
+            shutil.copy2(source, staged)
+        _match_owner(staged, Path(move.live))
+        for path in [staged, *(staged.rglob("*") if staged.is_dir() else [])]:
+            if path.is_file():
+                with path.open("rb+") as handle:
+                    os.fsync(handle.fileno())
+        fsync_dir(staged.parent)
+
+
+def _match_owner(staged: Path, live: Path) -> None:
+    """Give the staged files the owner and mode of the files they replace (or of the parent)."""
+    reference = live if live.exists() else live.parent
+    info = reference.stat()
+    for path in [staged, *(staged.rglob("*") if staged.is_dir() else [])]:
+        try:
+            os.chown(path, info.st_uid, info.st_gid)
+        except PermissionError:
+            pass  # not root: the files stay ours, which is the app's user when we run as it
+        if live.exists() and path == staged and not staged.is_dir():
+            os.chmod(path, info.st_mode & 0o777)
+
+
+def _swap(config: Config, snapshot_id: str, moves: list[Move]) -> None:
+    for move in moves:  # 1: everything current goes aside
+        live = Path(move.live)
+        if live.exists() or live.is_symlink():
+            os.rename(live, move.aside)
+        for suffix in SIDE_SUFFIXES:
+            side = Path(move.live + suffix)
+            if side.exists():
+                os.rename(side, move.aside + suffix)
+        fsync_dir(live.parent)
+    _write_phase(config, snapshot_id, moves, "aside")
+    for move in moves:  # 2: everything new comes in
+        os.rename(move.staged, move.live)
+        fsync_dir(Path(move.live).parent)
+    _write_phase(config, snapshot_id, moves, "in")
+
+
+def _write_phase(config: Config, snapshot_id: str, moves: list[Move], phase: str) -> None:
+    write_json_atomic(journal_path(config), {"snapshot_id": snapshot_id, "phase": phase,
+                                             "moves": [asdict(m) for m in moves]})
+
+
+def _rollback(moves: list[Move]) -> None:
+    """Put the old files back: new ones that came in go back to their staged name."""
+    for move in moves:
+        live, aside = Path(move.live), Path(move.aside)
+        if aside.exists() or aside.is_symlink():
+            if live.exists():
+                os.rename(live, move.staged)
+            os.rename(aside, live)
+        elif not move.had_live and live.exists() and not Path(move.staged).exists():
+            os.rename(live, move.staged)  # there was nothing here before: take the new one out
+            for suffix in SIDE_SUFFIXES:
+                side = Path(move.aside + suffix)
+                if side.exists():
+                    os.rename(side, move.live + suffix)
+        fsync_dir(live.parent)
+    for move in moves:
+        staged = Path(move.staged)
+        if staged.is_dir():
+            shutil.rmtree(staged, ignore_errors=True)
+        else:
+            staged.unlink(missing_ok=True)
+
+
+def recover(config: Config) -> str | None:
+    """Finish or roll back a restore that died; return what was done, or None.
+
+    A restore whose every new file was moved in is finished (its journal removed); anything
+    earlier is rolled back to the old files. Idempotent.
+    """
+    path = journal_path(config)
+    if not path.is_file():
+        return None
+    document = json.loads(path.read_text(encoding="utf-8"))
+    moves = [Move(**item) for item in document["moves"]]
+    if document.get("phase") == "in":
+        outcome = f"finished the restore of {document['snapshot_id']}"
+    else:
+        _rollback(moves)
+        outcome = f"rolled back the unfinished restore of {document['snapshot_id']}"
+    path.unlink()
+    logger.info("restore_recovered", outcome=outcome)
+    return outcome

@@ -1,0 +1,241 @@
+"""reconcile on real damaged deployments: a clean check after, the right memories present or absent."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from memsync.demo import deployment as build
+from tests.conftest import error_findings, findings_of
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def reconcile(cli, deployment, *extra):
+    deployment.close()
+    result = cli("reconcile", "--json", *extra, config=deployment.config)
+    return result.code, (result.json() if result.out else json.loads(result.err))
+
+
+def clean(cli, deployment):
+    report = cli("check", "--json", config=deployment.config).json()
+    assert report["counts"]["errors"] == 0, error_findings(report)
+    return report
+
+
+def live_texts(deployment) -> dict[str, str]:
+    memory = deployment.reopen()
+    try:
+        points, _ = memory.vector_store.client.scroll("mem0", limit=100_000)
+        return {str(p.id): p.payload.get("data") for p in points}
+    finally:
+        deployment.close()
+
+
+def test_resurrected_points_are_deleted_through_mem0_and_stay_deleted(deployment, cli, tmp_path):
+    deployment.close()
+    older = build.copy_qdrant(deployment.paths, tmp_path / "older")
+    memory = deployment.reopen()
+    deleted = deployment.seeded.live[:3]
+    for memory_id in deleted:
+        memory.delete(memory_id)
+    deployment.close()
+    build.put_back_qdrant(deployment.paths, older)
+    code, outcome = reconcile(cli, deployment)
+    assert code == 0, outcome
+    assert {a["kind"] for a in outcome["actions"]} == {"delete-point"}
+    assert outcome["safety_snapshot"] is not None
+    clean(cli, deployment)
+    texts = live_texts(deployment)
+    assert not set(deleted) & set(texts)
+    memory = deployment.reopen()
+    listed = memory.get_all(filters={"user_id": "alice"}, top_k=1000)["results"]
+    assert not {m["id"] for m in listed} & set(deleted)
+
+
+def test_missing_point_comes_back_from_the_newest_snapshot_with_its_vector(deployment, cli):
+    deployment.close()
+    assert cli("snapshot", "create", config=deployment.config).code == 0
+    memory = deployment.reopen()
+    victim = deployment.seeded.live[0]
+    before = memory.vector_store.client.retrieve("mem0", [victim], with_vectors=True)[0]
+    build.delete_with_failing_history(memory, deployment.paths, victim)
+    code, outcome = reconcile(cli, deployment, "--no-snapshot")
+    assert code == 0, outcome
+    assert [a["kind"] for a in outcome["actions"]] == ["restore-point"]
+    clean(cli, deployment)
+    memory = deployment.reopen()
+    after = memory.vector_store.client.retrieve("mem0", [victim], with_vectors=True)[0]
+    assert after.payload == before.payload and after.vector == before.vector
+
+
+def test_missing_point_without_a_snapshot_is_reported_not_invented(deployment, cli):
+    victim = build.delete_with_failing_history(deployment.memory, deployment.paths, deployment.seeded.live[0])
+    code, outcome = reconcile(cli, deployment, "--no-snapshot")
+    assert code == 4 and [a["status"] for a in outcome["actions"]] == ["unrecoverable"]
+    assert error_findings(cli("check", "--json", config=deployment.config).json()) == {"missing-point": {victim}}
+    code, outcome = reconcile(cli, deployment, "--no-snapshot", "--record-lost")
+    assert code == 0 and [a["kind"] for a in outcome["actions"]] == ["record-event"]
+    clean(cli, deployment)
+
+
+def test_orphan_point_is_kept_and_its_add_recorded(deployment, cli):
+    orphan = build.add_with_failing_history(deployment.memory, deployment.paths, "plays the oboe", "bob")
+    code, outcome = reconcile(cli, deployment)
+    assert code == 0 and [a["kind"] for a in outcome["actions"]] == ["record-event"]
+    clean(cli, deployment)
+    assert live_texts(deployment)[orphan] == "plays the oboe"
+    memory = deployment.reopen()
+    events = memory.history(orphan)
+    assert events[-1]["event"] == "ADD" and events[-1]["actor_id"] == "memsync"
+
+
+def test_text_mismatch_newer_point_wins_and_its_update_is_recorded(deployment, cli):
+    target = deployment.seeded.live[1]
+    build.update_with_failing_history(deployment.memory, deployment.paths, target, "moved to Tromsø")
+    code, outcome = reconcile(cli, deployment)
+    assert code == 0 and [a["kind"] for a in outcome["actions"]] == ["record-event"]
+    clean(cli, deployment)
+    assert live_texts(deployment)[target] == "moved to Tromsø"
+
+
+def test_text_mismatch_newer_history_wins_and_the_point_is_updated_through_mem0(deployment, cli, tmp_path):
+    deployment.close()
+    older = build.copy_qdrant(deployment.paths, tmp_path / "older")
+    memory = deployment.reopen()
+    target = deployment.seeded.live[2]
+    memory.update(target, "now drinks rooibos")
+    deployment.close()
+    build.put_back_qdrant(deployment.paths, older)
+    code, outcome = reconcile(cli, deployment)
+    assert code == 0 and [a["kind"] for a in outcome["actions"]] == ["update-point"]
+    clean(cli, deployment)
+    assert live_texts(deployment)[target] == "now drinks rooibos"
+
+
+def test_hash_and_payload_damage_are_rewritten_through_mem0(deployment, cli):
+    client = deployment.memory.vector_store.client
+    hashed, emptied = deployment.seeded.live[3], deployment.seeded.live[4]
+    expected = deployment.memory.get(emptied)["memory"]
+    client.set_payload("mem0", payload={"hash": "0" * 32}, points=[hashed])
+    client.overwrite_payload("mem0", payload={"user_id": "alice"}, points=[emptied])
+    code, outcome = reconcile(cli, deployment)
+    assert code == 0, outcome
+    clean(cli, deployment)
+    assert live_texts(deployment)[emptied] == expected
+
+
+def test_dangling_entity_links_are_dropped(deployment, cli):
+    kept, gone = deployment.seeded.live[5], deployment.seeded.live[6]
+    store = deployment.memory.entity_store
+    store.insert(vectors=[[0.1] * 384, [0.2] * 384],
+                 ids=["00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"],
+                 payloads=[{"data": "Oslo", "linked_memory_ids": [kept, gone]},
+                           {"data": "Bergen", "linked_memory_ids": [gone]}])
+    memory = deployment.reopen()
+    memory.delete(gone)  # a fresh process: mem0 skips the entity cleanup
+    assert findings_of(cli("check", "--json", config=deployment.config).json(), "warning")["dangling-entity-link"]
+    code, outcome = reconcile(cli, deployment)
+    assert code == 0, outcome
+    report = cli("check", "--json", config=deployment.config).json()
+    assert "dangling-entity-link" not in findings_of(report, "warning")
+    memory = deployment.reopen()
+    assert memory.entity_store.get(vector_id="00000000-0000-4000-8000-000000000002") is None
+    remaining = memory.entity_store.get(vector_id="00000000-0000-4000-8000-000000000001")
+    assert remaining.payload["linked_memory_ids"] == [kept]
+
+
+def test_policy_codes_only_with_only(deployment, cli):
+    first = deployment.memory.add("owns a kayak", user_id="eve", infer=False)["results"][0]["id"]
+    second = deployment.memory.add("owns a kayak", user_id="eve", infer=False)["results"][0]["id"]
+    code, outcome = reconcile(cli, deployment, "--dry-run")
+    assert code == 0 and outcome["actions"] == []  # warnings are policy: nothing by default
+    code, outcome = reconcile(cli, deployment, "--only", "duplicate-memory,expired-memory,orphan-messages")
+    assert code == 0, outcome
+    texts = live_texts(deployment)
+    assert first in texts and second not in texts
+    assert set(deployment.seeded.expired).isdisjoint(texts)
+    report = cli("check", "--json", config=deployment.config).json()
+    assert not {"duplicate-memory", "expired-memory", "orphan-messages"} & set(findings_of(report, "warning"))
+
+
+def test_second_reconcile_does_nothing(deployment, cli):
+    build.add_with_failing_history(deployment.memory, deployment.paths, "likes jazz", "bob")
+    assert reconcile(cli, deployment)[0] == 0
+    code, outcome = reconcile(cli, deployment)
+    assert code == 0 and outcome["actions"] == [] and outcome["counts"]["done"] == 0
+
+
+def test_dry_run_exits_3_with_work_and_changes_nothing(deployment, cli):
+    from tests.e2e.test_cli import fingerprint
+
+    build.delete_history_rows(deployment.paths, deployment.seeded.live[0])
+    deployment.close()
+    before = fingerprint(deployment.paths.root)
+    result = cli("reconcile", "--dry-run", config=deployment.config)
+    assert result.code == 3 and "record-event" in result.out
+    assert fingerprint(deployment.paths.root) == before
+
+
+def test_reconcile_refuses_while_the_app_holds_the_store(deployment, cli):
+    build.delete_history_rows(deployment.paths, deployment.seeded.live[0])
+    deployment.close()
+    app = subprocess.Popen([sys.executable, "-c", "import time; from qdrant_client import QdrantClient; "
+                            f"c = QdrantClient(path={str(deployment.paths.qdrant)!r}); print('ready', flush=True); "
+                            "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert app.stdout.readline().strip() == "ready"
+        result = cli("reconcile", "--json", config=deployment.config)
+    finally:
+        app.kill()
+        app.wait()
+    assert result.code == 12 and f"pid {app.pid}" in json.loads(result.err)["message"]
+
+
+def test_older_history_over_newer_vectors_never_brings_deleted_memories_back(deployment, cli, tmp_path):
+    deployment.close()
+    old_history = tmp_path / "history-old.db"
+    old_history.write_bytes(deployment.paths.history_db.read_bytes())
+    memory = deployment.reopen()
+    gone = deployment.seeded.live[:2]
+    for memory_id in gone:
+        memory.delete(memory_id)
+    newer = memory.add("started a pottery class", user_id="ana", infer=False)["results"][0]["id"]
+    deployment.close()
+    assert cli("snapshot", "create", config=deployment.config).code == 0  # has the deletes too
+    deployment.paths.history_db.write_bytes(old_history.read_bytes())  # history restored from the old file
+    time.sleep(0.1)
+    code, outcome = reconcile(cli, deployment)
+    assert code in (0, 4), outcome
+    texts = live_texts(deployment)
+    assert newer in texts and not set(gone) & set(texts)
+    memory = deployment.reopen()
+    assert all(memory.get(m) is None for m in gone)
+
+
+def test_sigkill_during_reconcile_resumes_without_repeating(make_deployment, cli):
+    deployment = make_deployment(count=60)
+    orphans = [build.add_with_failing_history(deployment.memory, deployment.paths, f"orphan {i}", "bob")
+               for i in range(40)]
+    deployment.close()
+    journal = deployment.paths.state / "reconcile-journal.json"
+    process = subprocess.Popen([sys.executable, "-m", "memsync", "reconcile", "--no-snapshot", "--config",
+                                str(deployment.config)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        if journal.exists() and '"done"' in journal.read_text():
+            process.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.001)
+    process.wait()
+    code, outcome = reconcile(cli, deployment, "--no-snapshot")
+    assert code == 0, outcome
+    clean(cli, deployment)
+    memory = deployment.reopen()
+    for orphan in orphans:
+        adds = [e for e in memory.history(orphan) if e["event"] == "ADD"]
+        assert len(adds) == 1, orphan  # recorded exactly once, never twice
