@@ -8,6 +8,7 @@ done so a crash resumes instead of repeating. Policy: DESIGN.md ("Reconcile poli
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import uuid
 from collections import defaultdict
@@ -19,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from memsync import check
+from memsync import check, snapshot
 from memsync.config import Config
 from memsync.errors import ExitCode
 from memsync.model import CheckReport, Finding, HistoryEvent, Inventory, Point, Severity, parse_time
@@ -236,10 +237,12 @@ def find_recoveries(config: Config, inventory: Inventory, missing: Iterable[str]
         return found
     blocked: set[str] = set()
     complete = [s for s in snapshots.iter_local(config.snapshot.directory) if s.complete]
-    for info in sorted(complete, key=lambda s: s.id, reverse=True):
+    for info in sorted([*complete, *_remote_only(config, complete)], key=lambda s: s.id, reverse=True):
         pending = [m for m in wanted if found[m] is None and m not in blocked]
         if not pending:
             break
+        if info.path.name.startswith("remote:"):
+            info = _download(config, info)
         root = _plaintext_root(config, info, work)
         storage = local_qdrant.storage_path(root / "qdrant", inventory.collection)
         contents = history.read_contents(root / "history.db") if (root / "history.db").is_file() else None
@@ -254,6 +257,29 @@ def find_recoveries(config: Config, inventory: Inventory, missing: Iterable[str]
             if stored is not None and stored[0].get("data") == wanted[memory_id].new_memory:
                 found[memory_id] = Recovery(snapshot_id=info.id, storage=storage)
     return found
+
+
+def _remote_only(config: Config, local: list[snapshots.SnapshotInfo]) -> list[snapshots.SnapshotInfo]:
+    """Complete remote snapshots with no local copy (placeholders, downloaded when reached)."""
+    if config.s3 is None:
+        return []
+    have = {info.id for info in local}
+    return [
+        snapshots.SnapshotInfo(id=item["id"], path=Path(f"remote:{item['id']}"), complete=True,
+                               manifest=item["manifest"], verified=None, size_bytes=0)
+        for item in snapshot.remote_candidates(snapshot.object_store(config))
+        if item["complete"] and item["id"] not in have
+    ]
+
+
+def _download(config: Config, info: snapshots.SnapshotInfo) -> snapshots.SnapshotInfo:
+    """Download a remote snapshot into the snapshot directory, verified byte for byte."""
+    assert config.snapshot.directory is not None
+    store = snapshot.object_store(config)
+    path = snapshot.download_snapshot(config, store, info.id, config.snapshot.directory)
+    described = snapshots.describe(path)
+    assert described is not None
+    return described
 
 
 def _plaintext_root(config: Config, info: snapshots.SnapshotInfo, work: Path) -> Path:
@@ -328,7 +354,18 @@ def apply_action(action: Action, memory: Any, config: Config) -> Action:
             memory.delete(memory_id)
     elif kind == "restore-point":
         if memory.vector_store.get(vector_id=memory_id) is None:
-            stored = local_qdrant.find_point(Path(action.params["storage"]), str(memory_id))
+            storage = Path(action.params["storage"])
+            if not storage.is_file():  # decrypted into a work directory that is gone: again
+                info = snapshots.describe(snapshot_path(config, action.params["snapshot_id"]))
+                scratch = Path(tempfile.mkdtemp(dir=config.work_dir, prefix="reconcile-"))
+                try:
+                    root = _plaintext_root(config, info, scratch) if info else scratch
+                    storage = local_qdrant.storage_path(root / "qdrant", config.collection)
+                    stored = local_qdrant.find_point(storage, str(memory_id)) if storage.is_file() else None
+                finally:
+                    shutil.rmtree(scratch, ignore_errors=True)
+            else:
+                stored = local_qdrant.find_point(storage, str(memory_id))
             if stored is None:
                 return replace(action, status="failed", error="the snapshot no longer holds the point")
             payload, vector = stored
@@ -360,6 +397,12 @@ def apply_action(action: Action, memory: Any, config: Config) -> Action:
     elif kind == "delete-messages":
         history.delete_message_scope(config.history_db_path, action.params["scope"])
     return replace(action, status="done")
+
+
+def snapshot_path(config: Config, snapshot_id: str) -> Path:
+    """The local directory of a snapshot id."""
+    assert config.snapshot.directory is not None
+    return config.snapshot.directory / snapshot_id
 
 
 def run_reconcile(
@@ -399,8 +442,6 @@ def run_reconcile(
                            snapshot_id=None, after=report if not actions else None)
         mem0.require_store_free(config, "reconcile")
         if take_snapshot:
-            from memsync import snapshot  # noqa: PLC0415 - a sibling operation, used only here
-
             snapshot_id = snapshot.create_snapshot(config, now).id
         save_journal(config, plan_id, actions, "running")
     actions = _apply_all(config, plan_id, actions)

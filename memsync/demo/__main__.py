@@ -6,7 +6,10 @@
 3. takes a snapshot, uploads it to an S3 protocol server it starts on 127.0.0.1 (moto), and
    verifies the remote copy;
 4. reproduces each way the stores drift, through mem0 itself where the field does, and shows
-   ``memsync check`` naming each with its code and memory id.
+   ``memsync check`` naming each with its code and memory id;
+5. restores the snapshot of act 3 over the wreck;
+6. reproduces a restore mix-up (an older Qdrant copy over newer history) and settles it with
+   ``memsync reconcile --dry-run`` and ``memsync reconcile``, ending with a clean check.
 
 Every memsync step runs the real CLI as a subprocess. Exits 0 only when every expectation
 holds; the deployment is left in ``$MEMSYNC_DEMO_DIR`` (default ``./demo-run``) to look at.
@@ -154,9 +157,9 @@ def main() -> int:
         say(f"\nDEMO FAILED: {failure}")
         return 1
     heading("done")
-    say("Every drift was named by its code and memory id.")
-    say(f"{root} is left as act 4f left it (Qdrant wiped); the healthy pair of act 3 is in")
-    say(f"{root / 'snapshots'} (memsync snapshot list --config {root / 'memsync.toml'}).")
+    say("Every drift was named by its code and memory id, the snapshot restored both stores,")
+    say(f"and reconcile settled a restore mix-up. The deployment is in {root}, healthy;")
+    say("what restore moved aside is beside it (*.pre-restore-*).")
     return 0
 
 
@@ -241,6 +244,66 @@ def run(paths: build.Paths, config: Path) -> None:
     expect(config, {"collection-missing": {"mem0"}}, "wiped Qdrant directory")
     result = memsync(config, "check")
     say("\n".join("   " + line for line in result.stdout.splitlines()))
+
+    repair_act(paths, config, seeded)
+
+
+def repair_act(paths: build.Paths, config: Path, seeded: build.Seeded) -> None:
+    """Restore the snapshot of act 3, reproduce a restore mix-up, then reconcile to a clean check."""
+    heading("5. restore the snapshot of act 3 (both stores together)")
+    restored = memsync(config, "restore", "--force", "--json", snapshot_ids(config)[0])
+    if restored.returncode != 0:
+        raise DemoFailed(f"restore exited {restored.returncode}: {restored.stderr.strip()}")
+    document = json.loads(restored.stdout)
+    say(f"   restored {document['snapshot_id']}; the wiped and damaged files were moved aside, not deleted;")
+    say(f"   check after the restore: {document['check_after']['errors']} errors")
+
+    heading("6. a restore mix-up, settled by reconcile")
+    live = [m for m in seeded.live if m not in set(seeded.expired)]
+    keep = paths.root / "qdrant-before-mixup"
+    build.copy_qdrant(paths, keep)
+    memory = build.open_memory(paths)
+    doomed = live[-3:]
+    for memory_id in doomed:
+        memory.delete(memory_id)
+    changed = live[-4]
+    memory.update(changed, "switched to decaf")
+    build.close_memory(memory)
+    build.put_back_qdrant(paths, keep)
+    say("3 memories deleted and 1 updated through mem0, then last night's Qdrant copy put back:")
+    code, report = check_json(config)
+    found = sorted({(f["code"], f["memory_id"]) for f in report["findings"] if f["severity"] == "error"})
+    for code_name, memory_id in found:
+        say(f"   {code_name:<20} {memory_id}")
+    if {m for c, m in found if c == "resurrected-point"} != set(doomed):
+        raise DemoFailed(f"expected the 3 deleted memories to be resurrected, check found {found}")
+    planned = memsync(config, "reconcile", "--dry-run")
+    say("\n".join("   " + line for line in planned.stdout.splitlines()))
+    if planned.returncode != 3:
+        raise DemoFailed(f"reconcile --dry-run exited {planned.returncode}, expected 3 (work to do)")
+    applied = memsync(config, "reconcile")
+    say("\n".join("   " + line for line in applied.stdout.splitlines()[-1:]))
+    if applied.returncode != 0:
+        raise DemoFailed(f"reconcile exited {applied.returncode}: {applied.stderr.strip()}")
+    code, report = check_json(config)
+    say(f"   check after reconcile: exit {code}, {report['counts']['errors']} errors")
+    if code != 0:
+        raise DemoFailed("check is not clean after reconcile")
+    memory = build.open_memory(paths)
+    try:
+        back = [m for m in doomed if memory.get(m) is not None]
+        text = memory.get(changed)["memory"]
+    finally:
+        build.close_memory(memory)
+    if back or text != "switched to decaf":
+        raise DemoFailed(f"after reconcile: deleted memories back {back}, updated text {text!r}")
+    say("   the deleted memories stay deleted; the update is back in the point (re-embedded by mem0)")
+
+
+def snapshot_ids(config: Path) -> list[str]:
+    """Ids of the complete local snapshots, oldest first."""
+    listed = memsync(config, "snapshot", "list", "--json")
+    return [s["id"] for s in json.loads(listed.stdout)["snapshots"] if s["complete"]]
 
 
 if __name__ == "__main__":

@@ -239,3 +239,39 @@ def test_sigkill_during_reconcile_resumes_without_repeating(make_deployment, cli
     for orphan in orphans:
         adds = [e for e in memory.history(orphan) if e["event"] == "ADD"]
         assert len(adds) == 1, orphan  # recorded exactly once, never twice
+
+
+def test_missing_point_comes_back_from_a_remote_snapshot(make_deployment, cli, s3_endpoint, bucket):
+    from tests.conftest import s3_section
+
+    deployment = make_deployment(count=20, extra_config=s3_section(s3_endpoint, bucket))
+    deployment.close()
+    made = cli("snapshot", "create", "--upload", "--json", config=deployment.config).json()
+    import shutil
+
+    shutil.rmtree(deployment.paths.root / "snapshots" / made["id"])  # only the bucket has it now
+    memory = deployment.reopen()
+    victim = build.delete_with_failing_history(memory, deployment.paths, deployment.seeded.live[0])
+    code, outcome = reconcile(cli, deployment, "--no-snapshot")
+    assert code == 0, outcome
+    assert [a["kind"] for a in outcome["actions"]] == ["restore-point"]
+    clean(cli, deployment)
+    assert victim in live_texts(deployment)
+
+
+def test_missing_point_comes_back_from_an_encrypted_snapshot(make_deployment, cli, tmp_path):
+    import os
+
+    key = tmp_path / "snapshot.key"
+    key.write_text(os.urandom(32).hex())
+    deployment = make_deployment(count=10)
+    deployment.config.write_text(deployment.config.read_text().replace(
+        "keep_last = 3", f'keep_last = 3\nencrypt_key_file = "{key}"'))
+    deployment.close()
+    assert cli("snapshot", "create", config=deployment.config).code == 0
+    memory = deployment.reopen()
+    victim = build.delete_with_failing_history(memory, deployment.paths, deployment.seeded.live[0])
+    code, outcome = reconcile(cli, deployment, "--no-snapshot")
+    assert code == 0, outcome
+    clean(cli, deployment)
+    assert victim in live_texts(deployment)
