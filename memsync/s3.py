@@ -155,6 +155,22 @@ class ObjectStore:
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
             raise self._translate(error, f"list {prefix}") from error
 
+    def noncurrent_versions(self, prefix: str) -> list[str]:
+        """``key?versionId=…`` of every non-current version under ``prefix`` (versioned buckets).
+
+        Empty for unversioned buckets or services without versioning. Reads only.
+        """
+        found = []
+        try:
+            paginator = self.client.get_paginator("list_object_versions")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+                for version in page.get("Versions", []):
+                    if not version.get("IsLatest") and version.get("VersionId") not in (None, "null"):
+                        found.append(f"{version['Key']}?versionId={version['VersionId']}")
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+            return []
+        return found
+
     def delete(self, keys: list[str]) -> None:
         """Delete ``keys`` (idempotent: missing keys are fine)."""
         for start in range(0, len(keys), 1000):

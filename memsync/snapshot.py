@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +214,29 @@ def _fill(
     progress: Progress | None,
 ) -> dict[str, Any]:
     captured = deployment.capture(config, partial)
+    return finish_directory(config, partial, captured, snapshot_id, now, now.date(), signing_key, encryption_key,
+                            progress)
+
+
+def finish_directory(
+    config: Config,
+    partial: Path,
+    captured: deployment.Captured,
+    snapshot_id: str,
+    created_at: datetime,
+    today: date,
+    signing_key: bytes | None,
+    encryption_key: bytes | None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Check a captured layout in ``partial`` and write its manifest (sealing files when keyed).
+
+    Runs ``integrity_check`` on every SQLite file, decodes every point, judges the pair,
+    hashes (and with a key, seals) every file, sets modes 0600/0700, writes the manifest.
+
+    Raises:
+        UnavailableError: a file fails its integrity check or a point does not decode.
+    """
     results: dict[str, Any] = {}
     for path in _sqlite_files(captured):
         verdict = integrity(path, quick=False)
@@ -240,11 +263,11 @@ def _fill(
         }
     results["points_decoded"] = True
     results["vector_sizes_ok"] = wrong_sizes == 0
-    report = check.judge(inventory, now.date())
+    report = check.judge(inventory, today)
     files = _file_entries(partial, encryption_key)
     manifest = build_manifest(
         snapshot_id=snapshot_id,
-        created_at=now,
+        created_at=created_at,
         collection=config.collection,
         window=captured.window,
         files=files,

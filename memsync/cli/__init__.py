@@ -18,6 +18,7 @@ import structlog
 from memsync import __version__, log
 from memsync.cli import check as check_command
 from memsync.cli import doctor as doctor_command
+from memsync.cli import forget as forget_command
 from memsync.cli import reconcile as reconcile_command
 from memsync.cli import render
 from memsync.cli import restore as restore_command
@@ -27,7 +28,7 @@ from memsync.errors import EXIT_CODE_TABLE, ExitCode, MemsyncError
 logger = structlog.get_logger(__name__)
 
 EPILOG = "exit status:\n" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODE_TABLE)
-COMMANDS = (check_command, doctor_command, snapshot_command, restore_command, reconcile_command)
+COMMANDS = (check_command, doctor_command, snapshot_command, restore_command, reconcile_command, forget_command)
 
 
 def common_options() -> argparse.ArgumentParser:

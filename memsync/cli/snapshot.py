@@ -46,6 +46,12 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     download.add_argument("id", metavar="ID|s3://BUCKET/PREFIX/ID")
     download.add_argument("dest", metavar="DIR", type=Path)
     download.set_defaults(run=run_download)
+    purge = add("purge-memory", "rewrite the snapshots that still hold erased memories (new checksums)")
+    purge.add_argument("memory_ids", nargs="+", metavar="MEMORY_ID")
+    purge.add_argument("--remote", action="store_true", help="also the bucket's copies (re-uploaded)")
+    purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    purge.add_argument("--dry-run", action="store_true", help="list the snapshots that hold them; change nothing")
+    purge.set_defaults(run=run_purge)
     prune = add("prune", "remove snapshots that retention (keep_*) does not keep")
     prune.add_argument("--dry-run", action="store_true", help="print the decisions; remove nothing")
     prune.add_argument("--remote", action="store_true", help="prune the snapshots in [s3] instead")
@@ -217,6 +223,26 @@ def run_prune(args: argparse.Namespace) -> int:
     lines.append(f"prune ({document['location']}): keep {sum(d.keep for d in decisions)}, "
                  f"{'would remove' if args.dry_run else 'removed'} {sum(not d.keep for d in decisions)}")
     return _emit(args, document, "\n".join(lines))
+
+
+def run_purge(args: argparse.Namespace) -> int:
+    """Rewrite the snapshots holding the memories; exit 0."""
+    from memsync import erase, purge
+
+    config = load_config(args)
+    holding = erase.snapshots_holding(config, args.memory_ids)
+    if args.dry_run:
+        return _emit(args, {"command": "snapshot purge-memory", "dry_run": True, "holding": holding},
+                     "\n".join([f"holds them: {i}" for i in holding] + [f"{len(holding)} local snapshots hold them"]))
+    _confirm(args, f"rewrite {len(holding)} snapshots without {len(args.memory_ids)} memories")
+    with operation_lock(config.state_dir, "snapshot purge-memory"):
+        done = purge.run_purge(config, args.memory_ids, _now(), args.remote)
+    document = {"command": "snapshot purge-memory", "rewritten": list(done.rewritten),
+                "uploaded": list(done.uploaded), "old_versions": list(done.old_versions)}
+    text = f"rewrote {len(done.rewritten)} snapshots" + (f", re-uploaded {len(done.uploaded)}" if done.uploaded else "")
+    if done.old_versions:
+        text += f"; {len(done.old_versions)} older S3 object versions still hold the text (delete them by version id)"
+    return _emit(args, document, text)
 
 
 def _confirm(args: argparse.Namespace, what: str) -> None:

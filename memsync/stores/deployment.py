@@ -26,7 +26,6 @@ from memsync.stores.sqlite_files import CopyResult, work_dir_error
 
 logger = structlog.get_logger(__name__)
 CAPTURING_LOCK = ".capturing"
-STALE_CAPTURE_S = 60
 
 # The payload keys check reads (mem0ai 2.2.1 payload); the rest is dropped while reading.
 CHECKED_PAYLOAD_KEYS = frozenset(
@@ -225,7 +224,7 @@ def temporary_capture(config: Config) -> Iterator[Captured]:
         shutil.rmtree(dest, ignore_errors=True)
 
 
-def remove_stale_captures(work_dir: Path) -> list[Path]:
+def remove_stale_captures(work_dir: Path, max_age_s: float = 60) -> list[Path]:
     """Remove ``capture-*`` directories left by a memsync that died (their flock is free).
 
     They hold full copies of the stores (personal data), so they must not outlive a crash.
@@ -235,7 +234,7 @@ def remove_stale_captures(work_dir: Path) -> list[Path]:
         lock = child / CAPTURING_LOCK
         try:
             if not lock.exists():
-                if time.time() - child.stat().st_mtime < STALE_CAPTURE_S:
+                if time.time() - child.stat().st_mtime < max_age_s:
                     continue  # just made by a check that has not locked it yet
             else:
                 with lock.open("a") as handle:

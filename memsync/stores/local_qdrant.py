@@ -333,6 +333,13 @@ def read_entities(storage: Path) -> tuple[EntityLink, ...]:
     return tuple(sorted(links, key=lambda link: link.entity_id))
 
 
+def point_key(point_id: str) -> str:
+    """qdrant-client's key for a point id in ``points.id`` (1.20.0: base64 of a protocol-4 pickle)."""
+    import base64
+
+    return base64.b64encode(pickle.dumps(point_id, protocol=4)).decode("ascii")
+
+
 def find_point(storage: Path, point_id: str) -> tuple[dict[str, Any], Any] | None:
     """Return ``(payload, vector)`` of one point of a captured or snapshot ``storage.sqlite``.
 
@@ -343,9 +350,7 @@ def find_point(storage: Path, point_id: str) -> tuple[dict[str, Any], Any] | Non
     Raises:
         UnavailableError: the file is unreadable.
     """
-    import base64
-
-    key = base64.b64encode(pickle.dumps(point_id, protocol=4)).decode("ascii")
+    key = point_key(point_id)
     connection = connect_readonly(storage)
     try:
         rows = connection.execute("SELECT point FROM points WHERE id = ? ORDER BY rowid DESC", (key,)).fetchall()

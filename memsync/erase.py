@@ -1,0 +1,167 @@
+"""Erasure: after a delete, the memory's text leaves every place memsync controls.
+
+History rows keep their events and times but lose their text (a DELETE row by ``memsync``
+with no text records the erasure); raw ``messages`` of scopes left without memories go; both
+SQLite files are rewritten (``secure_delete``, ``VACUUM``) so no free page keeps the text;
+memsync's own work copies, stale ``.partial`` snapshots, reconcile journals and pre-restore
+copies are purged too. Snapshots that still hold the memory are listed
+(``memsync snapshot purge-memory`` rewrites them).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memsync import check, state
+from memsync.config import Config
+from memsync.model import Inventory
+from memsync.stores import deployment, local_qdrant, snapshots
+from memsync.stores.sqlite_files import translate
+
+
+def erase_texts(config: Config, before: Inventory, memory_ids: Sequence[str], now: datetime) -> dict[str, Any]:
+    """Remove the texts of deleted memories from every place memsync controls.
+
+    Blanks their history texts, drops raw messages of scopes left empty, VACUUMs the stores and
+    purges memsync's own copies. Returns what was done and which snapshots still hold them.
+    """
+    scopes = {check.session_scope(before.points[m].payload) for m in memory_ids if m in before.points}
+    remaining = {check.session_scope(p.payload) for p in before.points.values() if p.id not in set(memory_ids)}
+    empty_scopes = sorted(scopes - remaining)
+    rows = blank_history(config.history_db_path, memory_ids, empty_scopes, now)
+    for storage in _storages(config.qdrant_path):
+        vacuum(storage)
+    purged = purge_own_copies(config, memory_ids, empty_scopes, now)
+    return {"history_rows_blanked": rows, "message_scopes_removed": empty_scopes, "purged": purged,
+            "snapshots_holding": snapshots_holding(config, memory_ids)}
+
+
+def blank_history(history_db: Path, memory_ids: Sequence[str], scopes: Iterable[str], now: datetime,
+                  record: bool = True) -> int:
+    """Blank the memories' history texts, record the erasure, drop raw messages, VACUUM.
+
+    ``old_memory``/``new_memory`` become NULL (events and times stay); a DELETE row by memsync
+    with no text records the erasure (``record``); the raw messages of ``scopes`` are deleted.
+    Returns the rows blanked.
+    """
+    connection = sqlite3.connect(history_db, timeout=5.0)
+    try:
+        connection.execute("PRAGMA secure_delete = ON")
+        with connection:
+            marks = ",".join("?" * len(memory_ids))
+            blanked = connection.execute(
+                f"UPDATE history SET old_memory = NULL, new_memory = NULL WHERE memory_id IN ({marks})",
+                list(memory_ids)).rowcount
+            if record:
+                connection.executemany(
+                    "INSERT INTO history (id, memory_id, old_memory, new_memory, event, created_at, updated_at, "
+                    "is_deleted, actor_id, role) VALUES (?, ?, NULL, NULL, 'DELETE', ?, ?, 1, 'memsync', NULL)",
+                    [(f"memsync-{uuid.uuid4()}", m, now.isoformat(), now.isoformat()) for m in memory_ids])
+            tables = {r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "messages" in tables:
+                connection.executemany("DELETE FROM messages WHERE session_scope = ?", [(s,) for s in scopes])
+        connection.execute("VACUUM")
+        return int(blanked)
+    except sqlite3.Error as error:
+        raise translate(error, history_db, "erase texts") from error
+    finally:
+        connection.close()
+
+
+def vacuum(path: Path) -> None:
+    """Rewrite an SQLite file so no free page keeps deleted content."""
+    connection = sqlite3.connect(path, timeout=5.0)
+    try:
+        connection.execute("VACUUM")
+    except sqlite3.Error as error:
+        raise translate(error, path, "rewrite it") from error
+    finally:
+        connection.close()
+
+
+def delete_points(storage: Path, memory_ids: Sequence[str]) -> int:
+    """Delete the rows of ``memory_ids`` from a Qdrant ``storage.sqlite`` copy, then VACUUM."""
+    connection = sqlite3.connect(storage, timeout=5.0)
+    try:
+        with connection:
+            removed = 0
+            for memory_id in memory_ids:
+                key = local_qdrant.point_key(memory_id)
+                removed += connection.execute("DELETE FROM points WHERE id = ?", (key,)).rowcount
+        connection.execute("VACUUM")
+        return removed
+    except sqlite3.Error as error:
+        raise translate(error, storage, "delete points") from error
+    finally:
+        connection.close()
+
+
+def _storages(qdrant: Path) -> list[Path]:
+    return sorted(qdrant.glob("collection/*/storage.sqlite")) if qdrant.is_dir() else []
+
+
+def purge_own_copies(config: Config, memory_ids: Sequence[str], scopes: Sequence[str], now: datetime) -> list[str]:
+    """Purge memsync's own copies of the memories.
+
+    Stale captures and partial snapshots are removed, a finished reconcile journal too, and
+    pre-restore copies are rewritten without the memories.
+    """
+    done: list[str] = []
+    if config.work_dir.is_dir():
+        done += [str(p) for p in deployment.remove_stale_captures(config.work_dir, max_age_s=0)]
+    if config.snapshot.directory is not None:
+        done += [str(p) for p in snapshots.remove_stale_partials(config.snapshot.directory)]
+    journal = config.state_dir / "reconcile-journal.json"
+    if journal.is_file() and '"status": "done"' in journal.read_text(encoding="utf-8"):
+        journal.unlink()
+        done.append(str(journal))
+    for copy in state.pre_restore_copies([config.qdrant_path, config.history_db_path]):
+        if copy.is_dir():
+            for storage in _storages(copy):
+                delete_points(storage, memory_ids)
+        elif copy.is_file():
+            blank_history(copy, memory_ids, scopes, now, record=False)
+        done.append(str(copy))
+    return done
+
+
+def snapshots_holding(config: Config, memory_ids: Sequence[str]) -> list[str]:
+    """List the local snapshots whose files still hold any of the memories.
+
+    Matched by history rows with text or by points. Encrypted snapshots are listed when they
+    might (their bytes cannot be searched).
+    """
+    holding: list[str] = []
+    if config.snapshot.directory is None:
+        return holding
+    for info in snapshots.iter_local(config.snapshot.directory):
+        if not info.complete:
+            continue
+        if (info.manifest or {}).get("encryption"):
+            holding.append(info.id)
+            continue
+        if _snapshot_holds(info.path, config.collection, memory_ids):
+            holding.append(info.id)
+    return holding
+
+
+def _snapshot_holds(root: Path, collection: str, memory_ids: Sequence[str]) -> bool:
+    history_db = root / "history.db"
+    if history_db.is_file():
+        connection = sqlite3.connect(f"file:{history_db}?mode=ro", uri=True)
+        try:
+            marks = ",".join("?" * len(memory_ids))
+            found = connection.execute(
+                f"SELECT 1 FROM history WHERE memory_id IN ({marks}) AND "
+                "(old_memory IS NOT NULL OR new_memory IS NOT NULL) LIMIT 1", list(memory_ids)).fetchone()
+        finally:
+            connection.close()
+        if found:
+            return True
+    storage = local_qdrant.storage_path(root / "qdrant", collection)
+    return storage.is_file() and any(local_qdrant.find_point(storage, m) is not None for m in memory_ids)

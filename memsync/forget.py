@@ -1,0 +1,278 @@
+"""``forget`` and ``prune``: deletes that always go through mem0, then are proven.
+
+``select_targets`` and ``select_expired`` are pure. ``run_forget`` and ``run_prune`` delete
+through ``mem0.Memory`` (entity store initialised first, so entity links go too), re-read the
+stores and require every target gone with its DELETE recorded and no entity link left.
+``--erase`` (``erase_texts``) then removes the memory's text from every place memsync controls.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+import structlog
+from packaging.version import InvalidVersion, Version
+
+from memsync import check
+from memsync.config import Config
+from memsync.errors import ConfigError, ExitCode
+from memsync.model import HistoryEvent, Inventory
+from memsync.stores import history, local_qdrant, mem0
+
+logger = structlog.get_logger(__name__)
+
+# mem0ai releases whose deletes are known to misbehave (FIELD_NOTES.md, public tracker).
+BAD_DELETE_RANGES = (("0.1.118", "1.0.5", "delete_all(user_id=...) also wiped every other user's points"),)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Targets:
+    """What a forget will delete: memory ids with a point, ids only history knows, unknown ids."""
+
+    with_point: tuple[str, ...]
+    history_only: tuple[str, ...]
+    not_found: tuple[str, ...]
+    already_deleted: tuple[str, ...] = ()
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        """Every memory id that will be deleted."""
+        return self.with_point + self.history_only
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Forgotten:
+    """What a forget or prune did, and what the re-read proved."""
+
+    targets: Targets
+    dry_run: bool
+    deleted: tuple[str, ...] = ()
+    recorded: tuple[str, ...] = ()
+    unproven: tuple[str, ...] = ()
+    snapshot_id: str | None = None
+    erased: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """3 when an id was not found, 4 when a delete could not be proven, else 0."""
+        if self.targets.not_found:
+            return ExitCode.PROBLEMS_FOUND
+        return ExitCode.PARTIAL if self.unproven else ExitCode.OK
+
+
+def select_targets(
+    inventory: Inventory,
+    memory_ids: Sequence[str] = (),
+    user_id: str | None = None,
+    agent_id: str | None = None,
+    run_id: str | None = None,
+) -> Targets:
+    """Resolve ids or a scope to memory ids, sorted. Pure.
+
+    A scope matches points whose payload carries all the given ids. An id with a point is
+    deleted through mem0; an id whose history is live but has no point is closed with a
+    DELETE event; an id history ends with DELETE is already deleted; any other id is unknown.
+    """
+    with_point: list[str] = []
+    history_only: list[str] = []
+    not_found: list[str] = []
+    already: list[str] = []
+    if memory_ids:
+        for memory_id in dict.fromkeys(memory_ids):
+            if memory_id in inventory.points:
+                with_point.append(memory_id)
+            elif memory_id in inventory.history:
+                last = inventory.history[memory_id].last
+                (already if last.event == "DELETE" else history_only).append(memory_id)
+            else:
+                not_found.append(memory_id)
+    else:
+        scope = {k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)) if v}
+        with_point = [
+            point.id for point in inventory.points.values()
+            if scope and all(point.payload.get(k) == v for k, v in scope.items())
+        ]
+    return Targets(with_point=tuple(sorted(with_point)), history_only=tuple(sorted(history_only)),
+                   not_found=tuple(sorted(not_found)), already_deleted=tuple(sorted(already)))
+
+
+def select_expired(inventory: Inventory, today: date) -> Targets:
+    """The memories whose ``expiration_date`` is before ``today`` (UTC), sorted. Pure."""
+    expired = []
+    for point in inventory.points.values():
+        value = point.payload.get("expiration_date")
+        try:
+            when = date.fromisoformat(str(value)[:10]) if value else None
+        except ValueError:
+            when = None
+        if when is not None and when < today:
+            expired.append(point.id)
+    return Targets(with_point=tuple(sorted(expired)), history_only=(), not_found=())
+
+
+def refuse_bad_mem0(version: str | None, bulk: bool) -> None:
+    """Raise ConfigError (exit 10) when the installed mem0ai has a known delete bug. Pure."""
+    if version is None:
+        raise ConfigError("environment", ["mem0ai is not installed: deletes go through mem0's API"])
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        return
+    for first, last, problem in BAD_DELETE_RANGES:
+        if bulk and Version(first) <= parsed <= Version(last):
+            raise ConfigError("environment", [f"mem0ai {version}: {problem}; upgrade mem0ai first"])
+
+
+def _installed_mem0() -> str | None:
+    try:
+        return importlib.metadata.version("mem0ai")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def delete_through_mem0(
+    config: Config,
+    targets: Targets,
+    now: datetime,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[str], list[str]]:
+    """Delete every target through mem0, entity store first.
+
+    History-only targets are closed with a DELETE row. Returns (deleted through mem0, recorded
+    directly). Holds the store meanwhile.
+    """
+    deleted: list[str] = []
+    recorded: list[str] = []
+    with mem0.open_memory(config) as memory:
+        mem0.touch_entity_store(memory)
+        for index, memory_id in enumerate(targets.with_point):
+            if memory.vector_store.get(vector_id=memory_id) is not None:
+                memory.delete(memory_id)
+            deleted.append(memory_id)
+            if progress is not None and (index + 1) % 50 == 0:
+                progress(index + 1, len(targets.all))
+        unlink_entities(config, memory, set(targets.all))
+    if targets.history_only:
+        rows = [
+            HistoryEvent(0, f"memsync-{uuid.uuid4()}", memory_id, None, None, "DELETE", now.isoformat(),
+                         now.isoformat(), 1, "memsync", None)
+            for memory_id in targets.history_only
+        ]
+        history.insert_repair_events(config.history_db_path, rows)
+        recorded = list(targets.history_only)
+    if progress is not None:
+        progress(len(targets.all), len(targets.all))
+    return deleted, recorded
+
+
+def unlink_entities(config: Config, memory: Any, gone: set[str]) -> int:
+    """Drop links to ``gone`` memories that mem0's own cleanup left; delete entities left bare.
+
+    mem0ai 2.2.1's cleanup filters by the memory's scope and scans 10,000 entity rows.
+
+    A documented direct write (entity links). Returns the entities changed.
+    """
+    storage = local_qdrant.storage_path(config.qdrant_path, config.entities_collection)
+    if not gone or not storage.is_file():
+        return 0
+    changed = 0
+    for entity in local_qdrant.read_entities(storage):
+        if not gone & set(entity.linked_memory_ids):
+            continue
+        remaining = [m for m in entity.linked_memory_ids if m not in gone]
+        if remaining:
+            memory.entity_store.update(vector_id=entity.entity_id, vector=None, payload={"linked_memory_ids": remaining})
+        else:
+            memory.entity_store.delete(vector_id=entity.entity_id)
+        changed += 1
+    return changed
+
+
+def prove_gone(inventory: Inventory, memory_ids: Iterable[str]) -> list[str]:
+    """The ids that are not gone: a point left, last event not DELETE, or an entity link. Pure."""
+    linked = {m for entity in inventory.entities for m in entity.linked_memory_ids}
+    unproven = []
+    for memory_id in memory_ids:
+        last = inventory.history.get(memory_id)
+        if memory_id in inventory.points or last is None or last.last.event != "DELETE" or memory_id in linked:
+            unproven.append(memory_id)
+    return sorted(unproven)
+
+
+def reread(config: Config, now: datetime) -> Inventory:
+    """Capture and read the stores again (no settle: our own writes are done)."""
+    return check.settled_inventory(config, now, settle=False)[0]
+
+
+def installed_mem0_version() -> str | None:
+    """The mem0ai version memsync would delete through."""
+    return _installed_mem0()
+
+
+def run_forget(
+    config: Config,
+    now: datetime,
+    *,
+    memory_ids: Sequence[str],
+    user_id: str | None,
+    agent_id: str | None,
+    run_id: str | None,
+    dry_run: bool,
+    take_snapshot: bool,
+    erase: bool,
+    progress: Callable[[int, int], None] | None = None,
+) -> Forgotten:
+    """Delete memories through mem0 and prove it; with ``erase``, remove their text everywhere.
+
+    Nothing is touched when an id is unknown (exit 3) or in a dry run.
+
+    Raises:
+        LockedError: the app holds the embedded store (exit 12).
+        ConfigError: the installed mem0ai has a known delete bug, or mem0 cannot be built.
+    """
+    before = check.settled_inventory(config, now)[0]
+    targets = select_targets(before, memory_ids, user_id, agent_id, run_id)
+    if targets.not_found or dry_run or not targets.all:
+        return Forgotten(targets=targets, dry_run=dry_run)
+    refuse_bad_mem0(_installed_mem0(), bulk=not memory_ids)
+    mem0.require_store_free(config, "forget")
+    snapshot_id = None
+    if take_snapshot and not erase:
+        from memsync import snapshot
+
+        snapshot_id = snapshot.create_snapshot(config, now).id
+    deleted, recorded = delete_through_mem0(config, targets, now, progress)
+    erased: dict[str, Any] = {}
+    if erase:
+        from memsync import erase as erasure
+
+        erased = erasure.erase_texts(config, before, targets.all, now)
+    after = reread(config, now)
+    unproven = prove_gone(after, targets.all)
+    logger.info("forget_finished", deleted=len(deleted), recorded=len(recorded), unproven=len(unproven))
+    return Forgotten(targets=targets, dry_run=False, deleted=tuple(deleted), recorded=tuple(recorded),
+                     unproven=tuple(unproven), snapshot_id=snapshot_id, erased=erased)
+
+
+def run_prune(
+    config: Config, now: datetime, *, dry_run: bool, progress: Callable[[int, int], None] | None = None
+) -> Forgotten:
+    """Delete through mem0 every memory whose expiration_date has passed; prove it. Idempotent.
+
+    Raises:
+        LockedError: the app holds the embedded store (exit 12).
+    """
+    before = check.settled_inventory(config, now)[0]
+    targets = select_expired(before, now.date())
+    if dry_run or not targets.all:
+        return Forgotten(targets=targets, dry_run=dry_run)
+    mem0.require_store_free(config, "prune")
+    deleted, _ = delete_through_mem0(config, targets, now, progress)
+    unproven = prove_gone(reread(config, now), targets.all)
+    logger.info("prune_finished", deleted=len(deleted), unproven=len(unproven))
+    return Forgotten(targets=targets, dry_run=False, deleted=tuple(deleted), unproven=tuple(unproven))
