@@ -22,13 +22,15 @@ from memsync.cli import forget as forget_command
 from memsync.cli import reconcile as reconcile_command
 from memsync.cli import render
 from memsync.cli import restore as restore_command
+from memsync.cli import review as review_command
 from memsync.cli import snapshot as snapshot_command
 from memsync.errors import EXIT_CODE_TABLE, ExitCode, MemsyncError
 
 logger = structlog.get_logger(__name__)
 
 EPILOG = "exit status:\n" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODE_TABLE)
-COMMANDS = (check_command, doctor_command, snapshot_command, restore_command, reconcile_command, forget_command)
+COMMANDS = (check_command, doctor_command, snapshot_command, restore_command, reconcile_command, forget_command,
+            review_command)
 
 
 def common_options() -> argparse.ArgumentParser:

@@ -1,0 +1,151 @@
+"""``review``, ``confirm``, ``audit``, ``export-context``: what the agent remembers, and from whom.
+
+``plan_review``, ``find_audit`` and ``build_context`` are pure. ``confirm`` stamps the payload
+key ``confirmed_at`` (UTC ISO 8601) through ``mem0.Memory.update``; mem0ai 2.2.1 records that as
+an UPDATE whose old and new text are equal, which review and audit treat as a metadata change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from memsync.config import Config
+from memsync.model import HistoryEvent, Point, parse_time
+from memsync.stores import deployment, history, local_qdrant, mem0
+
+CONFIRMED_AT = "confirmed_at"
+SOURCE_KEYS = ("source", "role", "actor_id", "user_id", "agent_id", "run_id", "created_at", "updated_at")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reviewed:
+    """One memory to review: its text, when it was last confirmed, and where it came from."""
+
+    memory_id: str
+    text: str | None
+    confirmed_at: datetime | None
+    confirmed_by: str
+    source: dict[str, Any]
+
+
+def last_confirmed(point: Point) -> tuple[datetime | None, str]:
+    """``confirmed_at`` when memsync stamped it, else ``updated_at``/``created_at``. Pure."""
+    stamped = parse_time(point.payload.get(CONFIRMED_AT))
+    if stamped is not None:
+        return stamped, CONFIRMED_AT
+    return parse_time(point.payload.get("updated_at")) or parse_time(point.payload.get("created_at")), "updated_at"
+
+
+def plan_review(points: Iterable[Point], now: datetime, older_than: timedelta, limit: int) -> list[Reviewed]:
+    """The memories last confirmed longest ago (before ``now - older_than``), oldest first. Pure."""
+    cutoff = now - older_than
+    rows = []
+    for point in points:
+        confirmed, by = last_confirmed(point)
+        if confirmed is None or confirmed <= cutoff:
+            rows.append(Reviewed(memory_id=point.id, text=_text(point), confirmed_at=confirmed, confirmed_by=by,
+                                 source={k: point.payload.get(k) for k in SOURCE_KEYS if k in point.payload}))
+    rows.sort(key=lambda r: (r.confirmed_at is not None, r.confirmed_at or now, r.memory_id))
+    return rows[:limit]
+
+
+def _text(point: Point) -> str | None:
+    value = point.payload.get("data")
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Audited:
+    """One change in the audit window: what kind, by whom, and whether to look twice."""
+
+    memory_id: str
+    kind: str  # added | changed | metadata | deleted
+    at: datetime
+    actor_id: str | None
+    role: str | None
+    text: str | None
+    source: str | None
+    flagged: bool
+
+
+def find_audit(events: Iterable[HistoryEvent], points: Mapping[str, Point], since: datetime) -> list[Audited]:
+    """Memories added or changed since ``since``, newest first. Pure.
+
+    An UPDATE with equal old and new text is a ``metadata`` change (``confirm`` writes those).
+    A change whose role is not ``user`` is flagged: text that came from tools or fetched pages
+    can become standing instructions.
+    """
+    found = []
+    for event in events:
+        moment = event.at
+        if moment is None or moment < since:
+            continue
+        if event.event == "ADD":
+            kind = "added"
+        elif event.event == "UPDATE":
+            kind = "metadata" if event.old_memory == event.new_memory else "changed"
+        elif event.event == "DELETE":
+            kind = "deleted"
+        else:
+            continue
+        point = points.get(event.memory_id)
+        payload = point.payload if point else {}
+        role = event.role or (payload.get("role") if isinstance(payload.get("role"), str) else None)
+        source = payload.get("source") if isinstance(payload.get("source"), str) else None
+        flagged = kind in ("added", "changed") and role not in ("user", None)
+        found.append(Audited(memory_id=event.memory_id, kind=kind, at=moment, actor_id=event.actor_id, role=role,
+                             text=event.new_memory, source=source, flagged=flagged))
+    found.sort(key=lambda a: (a.at, a.memory_id), reverse=True)
+    return found
+
+
+def build_context(points: Iterable[Point], user_id: str, today: date) -> list[Reviewed]:
+    """The user's live memories (expired ones left out), most recently confirmed first. Pure."""
+    rows = []
+    for point in points:
+        if point.payload.get("user_id") != user_id:
+            continue
+        expires = point.payload.get("expiration_date")
+        try:
+            if expires and date.fromisoformat(str(expires)[:10]) < today:
+                continue
+        except ValueError:
+            pass
+        confirmed, by = last_confirmed(point)
+        rows.append(Reviewed(memory_id=point.id, text=_text(point), confirmed_at=confirmed, confirmed_by=by,
+                             source={k: point.payload.get(k) for k in SOURCE_KEYS if k in point.payload}))
+    rows.sort(key=lambda r: (r.confirmed_at is None, -(r.confirmed_at.timestamp() if r.confirmed_at else 0),
+                             r.memory_id))
+    return rows
+
+
+def load_points_and_events(config: Config, with_events: bool) -> tuple[dict[str, Point], list[HistoryEvent]]:
+    """Capture the stores; return every point (full payload) and, optionally, every history event.
+
+    Reads only (no lock); the copies are removed.
+    """
+    with deployment.temporary_capture(config) as captured:
+        copy = captured.collection_copies.get(config.collection)
+        points = local_qdrant.read_points(copy.dest) if copy else {}
+        events = list(history.iter_events(captured.history_copy.dest)) if with_events and captured.history_copy else []
+    return points, events
+
+
+def confirm(config: Config, memory_ids: Sequence[str], now: datetime) -> tuple[list[str], list[str]]:
+    """Stamp ``confirmed_at`` on each memory through mem0; return (confirmed, not found).
+
+    Raises:
+        LockedError: the app holds the embedded store.
+    """
+    done, missing = [], []
+    with mem0.open_memory(config) as memory:
+        for memory_id in memory_ids:
+            if memory.vector_store.get(vector_id=memory_id) is None:
+                missing.append(memory_id)
+                continue
+            memory.update(memory_id, metadata={CONFIRMED_AT: now.isoformat()})
+            done.append(memory_id)
+    return done, missing
