@@ -9,7 +9,9 @@
    ``memsync check`` naming each with its code and memory id;
 5. restores the snapshot of act 3 over the wreck;
 6. reproduces a restore mix-up (an older Qdrant copy over newer history) and settles it with
-   ``memsync reconcile --dry-run`` and ``memsync reconcile``, ending with a clean check.
+   ``memsync reconcile --dry-run`` and ``memsync reconcile``, ending with a clean check;
+7. prunes expired memories, and forgets one with ``--erase`` (its snapshots purged too), proven by
+   a byte search of every file.
 
 Every memsync step runs the real CLI as a subprocess. Exits 0 only when every expectation
 holds; the deployment is left in ``$MEMSYNC_DEMO_DIR`` (default ``./demo-run``) to look at.
@@ -158,8 +160,8 @@ def main() -> int:
         return 1
     heading("done")
     say("Every drift was named by its code and memory id, the snapshot restored both stores,")
-    say(f"and reconcile settled a restore mix-up. The deployment is in {root}, healthy;")
-    say("what restore moved aside is beside it (*.pre-restore-*).")
+    say("reconcile settled a restore mix-up, and an erased memory left no byte behind.")
+    say(f"The deployment is in {root}, healthy; what restore moved aside is beside it (*.pre-restore-*).")
     return 0
 
 
@@ -298,6 +300,36 @@ def repair_act(paths: build.Paths, config: Path, seeded: build.Seeded) -> None:
     if back or text != "switched to decaf":
         raise DemoFailed(f"after reconcile: deleted memories back {back}, updated text {text!r}")
     say("   the deleted memories stay deleted; the update is back in the point (re-embedded by mem0)")
+    erase_act(paths, config, seeded)
+
+
+def erase_act(paths: build.Paths, config: Path, seeded: build.Seeded) -> None:
+    """Prune expired memories, then forget one with --erase and prove it by a byte search."""
+    heading("7. expiry and erasure, through mem0")
+    pruned = memsync(config, "prune", "--json")
+    if pruned.returncode != 0:
+        raise DemoFailed(f"prune exited {pruned.returncode}: {pruned.stderr.strip()}")
+    say(f"   pruned {len(json.loads(pruned.stdout)['deleted'])} expired memories (mem0 hides them, never deletes them)")
+    secret = "my passport number is P-7731-0042 and my PIN is 5519"
+    memory = build.open_memory(paths)
+    try:
+        target = memory.add([{"role": "user", "content": secret}], user_id="erin", infer=True)["results"][0]["id"]
+    finally:
+        build.close_memory(memory)
+    created = memsync(config, "snapshot", "create", "--json")
+    snapshot_id = json.loads(created.stdout)["id"]
+    say(f"   added a memory holding a passport number ({target}); snapshot {snapshot_id} now holds it too")
+    forgotten = memsync(config, "forget", target, "--erase", "--yes", "--json")
+    if forgotten.returncode != 0:
+        raise DemoFailed(f"forget --erase exited {forgotten.returncode}: {forgotten.stderr.strip()}")
+    holding = json.loads(forgotten.stdout)["erased"]["snapshots_holding"]
+    say(f"   forgotten and erased; snapshots still holding it: {', '.join(holding) or 'none'}")
+    purged = memsync(config, "snapshot", "purge-memory", target, "--yes")
+    say("\n".join("   " + line for line in purged.stdout.splitlines()))
+    hits = [str(p) for p in paths.root.rglob("*") if p.is_file() and b"P-7731-0042" in p.read_bytes()]
+    say(f"   byte search of every file under {paths.root} for the passport number: {len(hits)} hits")
+    if hits:
+        raise DemoFailed(f"the erased text is still in {hits}")
 
 
 def snapshot_ids(config: Path) -> list[str]:
