@@ -137,12 +137,14 @@ def config_path(cli_path: str | None, environ: Mapping[str, str]) -> Path:
     return DEFAULT_CONFIG_PATH
 
 
-def load(path: Path, environ: Mapping[str, str]) -> Config:
+def load(path: Path, environ: Mapping[str, str], text_from: Path | None = None) -> Config:
     """Read and validate the configuration at ``path``. Reads only.
 
     Args:
         path: the TOML file.
         environ: the environment (``MEM0_DIR``, ``STATE_DIRECTORY``, ``HOME`` are read).
+        text_from: read the text from this file instead (the daemon's last accepted copy);
+            relative paths still resolve against ``path``'s directory.
 
     Raises:
         ConfigError: the file is missing, unreadable, not TOML, or any key is invalid; every
@@ -150,7 +152,7 @@ def load(path: Path, environ: Mapping[str, str]) -> Config:
     """
     source = str(path)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads((text_from or path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(
             source,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from memsync import check, state
+from memsync import check, jobs, state
 from memsync.config import Config
 from memsync.errors import MemsyncError
 from memsync.model import CheckReport, DoctorResult, Severity
@@ -34,7 +34,8 @@ RESULT_CODES = (
     "path-mount", "path-volatile", "path-under-tmp", "disk-space", "path-permissions",
     "store-lock", "private-tmp-mismatch", "sqlite-integrity", "journal-mode", "sqlite-version",
     "collection-params", "check", "capture-duration", "mem0-version", "qdrant-client-version",
-    "version-mismatch", "last-snapshot", "restore-unfinished", "pre-restore-copy",
+    "version-mismatch", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
+    "daemon-job", "prune-skipped",
 )  # fmt: skip
 VOLATILE_FS = frozenset({"tmpfs", "ramfs"})
 MIN_FREE_BYTES = 256 * 1024 * 1024
@@ -476,6 +477,36 @@ def probe_last_snapshot(config: Config, now: datetime) -> DoctorResult:
     )
 
 
+PRUNE_SKIP_LIMIT_S = 7 * 86400
+
+
+def probe_daemon(config: Config, now: datetime) -> list[DoctorResult]:
+    """The daemon's health when it is configured: running, jobs overdue or failing, prune skipped."""
+    if not config.daemon.jobs:
+        return []
+    document = jobs.load_state(config)
+    pid = jobs.daemon_pid(config)
+    results = [DoctorResult(code="daemon", status=OK if pid else WARNING,
+                            message=f"daemon running as pid {pid}" if pid else "no memsync daemon runs for this state directory",
+                            fix=None if pid else "systemctl start memsync (docs/how-to/install-on-a-vps.md)")]
+    for row in jobs.job_health(config, document, now):
+        if row["overdue"] or row["failing"]:
+            problem = "overdue" if row["overdue"] else f"failing ({row['last_outcome']})"
+            results.append(DoctorResult(code="daemon-job", status=WARNING,
+                                        message=f"job {row['job']} is {problem}; last success {row['last_success_at']}",
+                                        fix="memsync status; journalctl -u memsync"))
+    prune = document.get("jobs", {}).get("prune", {})
+    skipped = jobs.parse(prune.get("last_skipped_at"))
+    success = jobs.parse(prune.get("last_success_at"))
+    if skipped and (success is None or success < skipped) and (success is None or
+                                                               (now - success).total_seconds() > PRUNE_SKIP_LIMIT_S):
+        results.append(DoctorResult(code="prune-skipped", status=WARNING,
+                                    message="expired memories have not been pruned for more than 7 days: the app "
+                                    "holds the store whenever prune runs",
+                                    fix="schedule prune in a maintenance window when the app is stopped"))
+    return results
+
+
 def probe_restores(config: Config) -> list[DoctorResult]:
     """An unfinished restore (error) and the pre-restore copies kept beside the stores."""
     results = []
@@ -565,6 +596,7 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
     results += probe_versions(config)
     results.append(probe_last_snapshot(config, now))
     results += probe_restores(config)
+    results += probe_daemon(config, now)
     return DoctorReport(results=tuple(results), check=report)
 
 

@@ -17,6 +17,7 @@ import structlog
 
 from memsync import __version__, log
 from memsync.cli import check as check_command
+from memsync.cli import daemon as daemon_command
 from memsync.cli import doctor as doctor_command
 from memsync.cli import forget as forget_command
 from memsync.cli import reconcile as reconcile_command
@@ -30,7 +31,7 @@ logger = structlog.get_logger(__name__)
 
 EPILOG = "exit status:\n" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODE_TABLE)
 COMMANDS = (check_command, doctor_command, snapshot_command, restore_command, reconcile_command, forget_command,
-            review_command)
+            review_command, daemon_command)
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -92,7 +93,8 @@ def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
         return int(exit_request.code or 0)
     as_json = bool(getattr(args, "json", False))
     args.json = as_json
-    log.configure(getattr(args, "log_level", "warning"), getattr(args, "log_format", "auto"))
+    default_level = getattr(args, "default_log_level", "warning")  # the daemon logs each job: info
+    log.configure(getattr(args, "log_level", default_level), getattr(args, "log_format", "auto"))
     run: Callable[[argparse.Namespace], int] = args.run
     with structlog.contextvars.bound_contextvars(run_id=uuid.uuid4().hex[:12], command=args.command):
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from memsync import config
 
@@ -11,4 +12,10 @@ from memsync import config
 def load_config(args: argparse.Namespace) -> config.Config:
     """Load the configuration the command line names. Raises ConfigError (exit 10)."""
     path = config.config_path(getattr(args, "config", None), os.environ)
-    return config.load(path, os.environ)
+    accepted = os.environ.get(ACCEPTED_COPY_ENV)  # set by the daemon for its jobs
+    return config.load(path, os.environ, Path(accepted) if accepted else None)
+
+
+# The daemon runs its jobs with the configuration it accepted last (a SIGHUP with a broken file
+# keeps the old one), written to this path in its state directory.
+ACCEPTED_COPY_ENV = "MEMSYNC_ACCEPTED_CONFIG"

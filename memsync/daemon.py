@@ -1,0 +1,447 @@
+"""``memsync daemon``: check, prune, snapshot and retention on a schedule, as a systemd service.
+
+Each job is the same command the CLI runs (``python -m memsync <command> --json``), in a child
+process, one at a time: the daemon stays small, never imports mem0, and a stuck job can be
+stopped. ``plan_catch_up``, ``classify`` and ``backoff_s`` are pure; the loop around them is a
+``schedule.Scheduler``. State (last run, success, outcome per job) is kept in
+``<state_dir>/daemon-state.json``; ``daemon.lock`` allows one daemon per state directory.
+systemd: READY/STATUS/WATCHDOG over ``$NOTIFY_SOCKET``; SIGTERM finishes the current job (up to
+``stop_timeout_s``) then exits 0, a second SIGTERM stops at once; SIGHUP reloads the config.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+from zoneinfo import ZoneInfo
+
+import schedule
+import structlog
+
+from memsync import config as config_module
+from memsync.config import Config
+from memsync.errors import ConfigError, ExitCode, LockedError, TryLaterError
+from memsync.jobs import LOCK_FILE, Job, build_jobs, iso, latest_slot, load_state, parse, state_path
+from memsync.state import write_json_atomic
+
+logger = structlog.get_logger(__name__)
+
+MAX_BACKOFF_S = 3600.0
+FIRST_BACKOFF_S = 30.0
+PING_TIMEOUT_S = 5.0
+ACCEPTED_CONFIG = "daemon-config.toml"
+ACCEPTED_COPY_ENV = "MEMSYNC_ACCEPTED_CONFIG"  # read by memsync.cli.common
+
+
+def plan_catch_up(jobs: list[Job], state: Mapping[str, Mapping[str, Any]], now: datetime, zone: ZoneInfo) -> list[str]:
+    """Jobs to run once at start: their last success predates their latest scheduled time. Pure.
+
+    A job already done for its slot is not rerun; one that missed its slot (the daemon was
+    down) is.
+    """
+    due = []
+    for job in jobs:
+        last = parse(state.get(job.name, {}).get("last_success_at"))
+        slot = latest_slot(job.when, now, zone, last)
+        if slot is not None and slot <= now and (last is None or last < slot):
+            due.append(job.name)
+    return due
+
+
+def classify(exit_code: int) -> str:
+    """A job's outcome from its command's exit status. Pure.
+
+    0 ok; 3 problems (the command ran and found errors); 12 and 75 skipped (the app holds the
+    store, or a temporary condition); anything else failed.
+    """
+    if exit_code == ExitCode.OK:
+        return "ok"
+    if exit_code == ExitCode.PROBLEMS_FOUND:
+        return "problems"
+    if exit_code in (ExitCode.LOCKED, ExitCode.TRY_LATER):
+        return "skipped"
+    return "failed"
+
+
+def backoff_s(failures: int, interval_s: float | None) -> float:
+    """Seconds before retrying a failed job: 30 s doubling to 1 h. Pure.
+
+    For an interval job, at most a quarter of its interval, so a retry comes before its next run.
+    """
+    delay = min(FIRST_BACKOFF_S * 2.0 ** max(failures - 1, 0), MAX_BACKOFF_S)
+    return float(min(delay, interval_s / 4)) if interval_s else float(delay)
+
+
+class Notifier:
+    """sd_notify over ``$NOTIFY_SOCKET`` (a leading ``@`` is an abstract socket); no-op without it."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        address = environ.get("NOTIFY_SOCKET", "")
+        self.address = "\0" + address[1:] if address.startswith("@") else address
+
+    def send(self, message: str) -> None:
+        """Send one datagram such as ``READY=1`` or ``STATUS=...``; errors are ignored."""
+        if not self.address:
+            return
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+                sock.setblocking(False)  # a listener that stops reading must never stall a job
+                sock.connect(self.address)
+                sock.sendall(message.encode())
+        except OSError:
+            pass
+
+
+@dataclass
+class Daemon:
+    """The scheduler loop. ``run`` returns the exit status."""
+
+    config_path: Path
+    config: Config
+    environ: Mapping[str, str]
+    notifier: Notifier = field(init=False)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    stop_now: threading.Event = field(default_factory=threading.Event)
+    reload_requested: threading.Event = field(default_factory=threading.Event)
+    retry_at: dict[str, float] = field(default_factory=dict)
+    current: str | None = None
+    _lock_handle: TextIO | None = None
+
+    def __post_init__(self) -> None:
+        self.notifier = Notifier(self.environ)
+        self.state = load_state(self.config)
+        self.state.setdefault("jobs", {})
+        self.scheduler = schedule.Scheduler()
+
+    # --- setup ------------------------------------------------------------------------------
+
+    def acquire_lock(self) -> None:
+        """Hold ``daemon.lock`` for the daemon's life. Raises LockedError (exit 12) naming the holder."""
+        self.config.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self.config.state_dir / LOCK_FILE
+        handle = path.open("a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise LockedError(f"another memsync daemon runs on {self.config.state_dir}: {holder}",
+                              "stop it first (systemctl stop memsync), or give this one another state_dir") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} ({' '.join(sys.argv)})\n")
+        handle.flush()
+        self._lock_handle = handle
+
+    def accept(self) -> None:
+        """Keep a copy of the configuration just accepted: the jobs read that one."""
+        copy = self.config.state_dir / ACCEPTED_CONFIG
+        temporary = copy.with_name(f".{copy.name}.tmp")
+        temporary.write_text(self.config_path.read_text(encoding="utf-8"), encoding="utf-8")
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, copy)
+
+    def schedule_jobs(self) -> None:
+        """(Re)build the scheduler from the current config."""
+        self.scheduler.clear()
+        zone = self.config.daemon.timezone
+        for job in build_jobs(self.config):
+            if job.when.every is not None:
+                self.scheduler.every(int(job.when.every.total_seconds())).seconds.do(self.run_job, job)
+            elif job.when.at is not None:
+                self.scheduler.every().day.at(job.when.at.strftime("%H:%M"), zone).do(self.run_job, job)
+
+    def install_signals(self) -> None:
+        """SIGTERM/SIGINT: finish the current job, then stop (twice: stop now). SIGHUP: reload."""
+
+        def terminate(signum: int, frame: object) -> None:
+            if self.stopping.is_set():
+                self.stop_now.set()
+            self.stopping.set()
+
+        def hangup(signum: int, frame: object) -> None:
+            self.reload_requested.set()
+
+        signal.signal(signal.SIGTERM, terminate)
+        signal.signal(signal.SIGINT, terminate)
+        signal.signal(signal.SIGHUP, hangup)
+
+    def start_watchdog(self) -> None:
+        """Ping WATCHDOG=1 from its own thread at half of ``$WATCHDOG_USEC``, so a long job is fine."""
+        usec = self.environ.get("WATCHDOG_USEC")
+        if not usec or not usec.isdigit():
+            return
+        interval = int(usec) / 2_000_000
+
+        def ping() -> None:
+            while not self.stop_now.wait(interval):
+                self.notifier.send("WATCHDOG=1")
+
+        threading.Thread(target=ping, name="watchdog", daemon=True).start()
+
+    # --- loop -------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run until SIGTERM; return 0."""
+        self.acquire_lock()
+        self.accept()
+        self.install_signals()
+        self.schedule_jobs()
+        self.state.update({"pid": os.getpid(), "started_at": iso(datetime.now(UTC)), "stopped_at": None})
+        self.save()
+        self.notifier.send("READY=1\nSTATUS=idle")
+        self.start_watchdog()
+        logger.info("daemon_started", pid=os.getpid(), jobs=[j.name for j in build_jobs(self.config)])
+        zone = ZoneInfo(self.config.daemon.timezone)
+        for name in plan_catch_up(build_jobs(self.config), self.state["jobs"], datetime.now(UTC), zone):
+            job = next(j for j in build_jobs(self.config) if j.name == name)
+            logger.info("job_catch_up", job=name)
+            self.run_job(job)
+            if self.stopping.is_set():
+                break
+        while not self.stopping.is_set():
+            if self.reload_requested.is_set():
+                self.reload()
+            self.scheduler.run_pending()
+            self.run_retries()
+            self.stopping.wait(self.sleep_s())
+        self.notifier.send("STOPPING=1")
+        self.state["stopped_at"] = iso(datetime.now(UTC))
+        self.state["current_job"] = None
+        self.save()
+        logger.info("daemon_stopped", pid=os.getpid())
+        return int(ExitCode.OK)
+
+    def sleep_s(self) -> float:
+        """Until the next job or retry, at most 60 s (no busy loop)."""
+        idle = self.scheduler.idle_seconds
+        candidates = [60.0, *([max(idle, 0.05)] if idle is not None else [])]
+        candidates += [max(at - time.monotonic(), 0.05) for at in self.retry_at.values()]
+        return min(candidates)
+
+    def run_retries(self) -> None:
+        """Run the failed jobs whose backoff has passed."""
+        for name, at in sorted(self.retry_at.items(), key=lambda item: item[1]):
+            if at <= time.monotonic() and not self.stopping.is_set():
+                job = next((j for j in build_jobs(self.config) if j.name == name), None)
+                del self.retry_at[name]
+                if job is not None:
+                    logger.info("job_retry", job=name)
+                    self.run_job(job)
+
+    def reload(self) -> None:
+        """SIGHUP: load the config again; an invalid one is rejected and the old one kept."""
+        self.reload_requested.clear()
+        try:
+            fresh = config_module.load(self.config_path, self.environ)
+        except ConfigError as error:
+            logger.error("config_reload_failed", error=error.message, kept="previous configuration")
+            return
+        self.config = fresh
+        self.accept()
+        self.schedule_jobs()
+        logger.info("config_reloaded", jobs=[j.name for j in build_jobs(fresh)])
+
+    def save(self) -> None:
+        """Write the state document atomically."""
+        write_json_atomic(state_path(self.config), self.state)
+
+    # --- one job ----------------------------------------------------------------------------
+
+    def run_job(self, job: Job) -> None:
+        """Run one job in a child process; record its outcome; never raise (the loop lives on)."""
+        if self.stopping.is_set():
+            return
+        with structlog.contextvars.bound_contextvars(job=job.name):
+            started = datetime.now(UTC)
+            self.current = job.name
+            record = self.state["jobs"].setdefault(job.name, {})
+            record["last_run_at"] = iso(started)
+            self.state["current_job"] = job.name
+            self.save()
+            self.notifier.send(f"STATUS=running {job.name}")
+            self.ping(job, "/start")
+            clock = time.monotonic()
+            try:
+                code, output = self.child(job)
+            except Exception as error:  # noqa: BLE001 - the job wrapper is a boundary
+                logger.error("job_failed", error=f"{type(error).__name__}: {error}", exc_info=True)
+                code, output = int(ExitCode.FAILURE), {}
+            duration = time.monotonic() - clock
+            outcome = classify(code)
+            record.update({"last_outcome": outcome, "last_exit": code, "duration_s": round(duration, 3)})
+            if outcome in ("ok", "problems"):
+                record["last_success_at"] = iso(started)
+                record["consecutive_failures"] = 0
+                record["summary"] = summarize(job.name, output)
+            elif outcome == "skipped":
+                record["last_skipped_at"] = iso(started)
+            else:
+                failures = int(record.get("consecutive_failures", 0)) + 1
+                record["consecutive_failures"] = failures
+                interval = job.when.every.total_seconds() if job.when.every else None
+                delay = backoff_s(failures, interval)
+                self.retry_at[job.name] = time.monotonic() + delay
+                record["retry_in_s"] = delay
+            self.current = None
+            self.state["current_job"] = None
+            self.save()
+            self.write_textfile()
+            self.ping(job, "" if outcome in ("ok", "skipped") else "/fail")
+            self.notifier.send("STATUS=idle")
+            log = logger.warning if outcome in ("failed", "problems") else logger.info
+            log("job_finished", outcome=outcome, exit_code=code, duration_s=round(duration, 3),
+                **{k: v for k, v in record.get("summary", {}).items() if isinstance(v, int | float | str)})
+
+    def child(self, job: Job) -> tuple[int, dict[str, Any]]:
+        """Run the job's command; honour SIGTERM (finish within stop_timeout_s) and a 2nd one."""
+        argv = [sys.executable, "-m", "memsync", *job.argv, "--json", "--config", str(self.config_path)]
+        env = {**self.environ, ACCEPTED_COPY_ENV: str(self.config.state_dir / ACCEPTED_CONFIG)}
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,  # noqa: S603
+                                   start_new_session=True, env=env)
+        reader = _Collector(process)
+        deadline: float | None = None
+        while process.poll() is None:
+            if self.stop_now.is_set():
+                process.kill()
+                break
+            if self.stopping.is_set() and deadline is None:
+                deadline = time.monotonic() + self.config.daemon.stop_timeout_s
+                logger.info("job_finishing_before_stop", stop_timeout_s=self.config.daemon.stop_timeout_s)
+            if deadline is not None and time.monotonic() > deadline:
+                process.terminate()
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                break
+            time.sleep(0.05)
+        process.wait()
+        reader.join()
+        try:
+            output = json.loads(reader.stdout) if reader.stdout.strip() else {}
+        except ValueError:
+            output = {}
+        if process.returncode not in (0, 3) and reader.stderr.strip():
+            logger.warning("job_error_output", stderr=reader.stderr.strip().splitlines()[-1][:500])
+        return process.returncode if process.returncode >= 0 else int(ExitCode.INTERRUPTED), output
+
+    def ping(self, job: Job, suffix: str) -> None:
+        """healthchecks.io-style ping (``/start``, success, ``/fail``) in the background."""
+        url = self.config.daemon.ping_url
+        if not url:
+            return
+        target = url.replace("{job}", job.name).rstrip("/") + suffix
+
+        def send() -> None:
+            try:
+                urllib.request.urlopen(target, timeout=PING_TIMEOUT_S).close()  # noqa: S310 - configured URL
+            except OSError as error:
+                logger.warning("ping_failed", error=str(error))
+
+        threading.Thread(target=send, name="ping", daemon=True).start()
+
+    def write_textfile(self) -> None:
+        """The Prometheus textfile (node_exporter's textfile collector), written atomically."""
+        path = self.config.daemon.textfile_path
+        if path is None:
+            return
+        try:
+            temporary = path.with_name(f".{path.name}.tmp")
+            temporary.write_text(render_textfile(self.state), encoding="utf-8")
+            os.replace(temporary, path)
+        except OSError as error:
+            logger.warning("textfile_failed", path=str(path), error=error.strerror)
+
+
+class _Collector:
+    """Drain a child's stdout and stderr in threads (no pipe deadlock on large output)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.stdout = ""
+        self.stderr = ""
+        self._threads = [
+            threading.Thread(target=self._drain, args=(process.stdout, "stdout"), daemon=True),
+            threading.Thread(target=self._drain, args=(process.stderr, "stderr"), daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _drain(self, stream: Any, name: str) -> None:
+        setattr(self, name, stream.read() if stream else "")
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join(timeout=30)
+
+
+def summarize(job: str, output: Mapping[str, Any]) -> dict[str, Any]:
+    """The few figures of a job's JSON output worth keeping (counts, snapshot id and size). Pure."""
+    if job == "check":
+        counts = output.get("counts") or {}
+        by_code: dict[str, int] = {}
+        for finding in output.get("findings") or []:
+            by_code[str(finding.get("code"))] = by_code.get(str(finding.get("code")), 0) + 1
+        return {"errors": counts.get("errors", 0), "warnings": counts.get("warnings", 0),
+                "points": counts.get("points", 0), "findings_by_code": by_code}
+    if job == "prune":
+        return {"deleted": len(output.get("deleted") or [])}
+    if job == "snapshot":
+        return {"snapshot_id": output.get("id"), "size_bytes": output.get("size_bytes", 0)}
+    if job == "retention":
+        return {"removed": len(output.get("removed") or [])}
+    return {}
+
+
+def render_textfile(state: Mapping[str, Any]) -> str:
+    """Prometheus text format of the daemon state. Pure."""
+    lines = [
+        "# HELP memsync_job_last_success_timestamp_seconds Last successful run of a memsync job (UTC).",
+        "# TYPE memsync_job_last_success_timestamp_seconds gauge",
+    ]
+    jobs = state.get("jobs", {})
+    for name, record in sorted(jobs.items()):
+        success = parse(record.get("last_success_at"))
+        if success is not None:
+            lines.append(f'memsync_job_last_success_timestamp_seconds{{job="{name}"}} {success.timestamp():.0f}')
+    lines += ["# HELP memsync_job_duration_seconds Duration of the last run of a memsync job.",
+              "# TYPE memsync_job_duration_seconds gauge"]
+    lines += [f'memsync_job_duration_seconds{{job="{n}"}} {r.get("duration_s", 0)}' for n, r in sorted(jobs.items())]
+    lines += ["# HELP memsync_job_failing 1 when the last run of a job failed or found problems.",
+              "# TYPE memsync_job_failing gauge"]
+    lines += [f'memsync_job_failing{{job="{n}"}} {int(r.get("last_outcome") in ("failed", "problems"))}'
+              for n, r in sorted(jobs.items())]
+    summary = jobs.get("check", {}).get("summary", {})
+    lines += ["# HELP memsync_findings Findings of the last check, by code.", "# TYPE memsync_findings gauge"]
+    lines += [f'memsync_findings{{code="{code}"}} {count}' for code, count in sorted(summary.get("findings_by_code", {}).items())]
+    size = jobs.get("snapshot", {}).get("summary", {}).get("size_bytes")
+    if size is not None:
+        lines += ["# HELP memsync_snapshot_size_bytes Size of the last snapshot.", "# TYPE memsync_snapshot_size_bytes gauge",
+                  f"memsync_snapshot_size_bytes {size}"]
+    return "\n".join(lines) + "\n"
+
+
+def run_daemon(config_path: Path, environ: Mapping[str, str]) -> int:
+    """Load the config and run the daemon. Raises ConfigError, LockedError."""
+    loaded = config_module.load(config_path, environ)
+    if not loaded.daemon.jobs:
+        raise ConfigError(loaded.source, ["daemon: no job scheduled (set check_every, snapshot_at, ...)"])
+    try:
+        return Daemon(config_path=config_path, config=loaded, environ=environ).run()
+    except OSError as error:
+        raise TryLaterError(f"daemon state directory {loaded.state_dir}: {error.strerror}") from error
+
