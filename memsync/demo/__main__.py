@@ -11,7 +11,8 @@
 6. reproduces a restore mix-up (an older Qdrant copy over newer history) and settles it with
    ``memsync reconcile --dry-run`` and ``memsync reconcile``, ending with a clean check;
 7. prunes expired memories, and forgets one with ``--erase`` (its snapshots purged too), proven by
-   a byte search of every file.
+   a byte search of every file;
+8. runs the daemon for a few seconds and shows ``memsync status``.
 
 Every memsync step runs the real CLI as a subprocess. Exits 0 only when every expectation
 holds; the deployment is left in ``$MEMSYNC_DEMO_DIR`` (default ``./demo-run``) to look at.
@@ -330,6 +331,34 @@ def erase_act(paths: build.Paths, config: Path, seeded: build.Seeded) -> None:
     say(f"   byte search of every file under {paths.root} for the passport number: {len(hits)} hits")
     if hits:
         raise DemoFailed(f"the erased text is still in {hits}")
+    daemon_act(paths, config)
+
+
+def daemon_act(paths: build.Paths, config: Path) -> None:
+    """Run the daemon briefly (check every 2 s, a snapshot at start) and show ``memsync status``."""
+    heading("8. the daemon, briefly")
+    with config.open("a", encoding="utf-8") as handle:
+        handle.write('\n[daemon]\ncheck_every = "2s"\nsnapshot_every = "1d"\n')
+    say("$ memsync daemon   (check every 2 s, snapshot daily; here for a few seconds)")
+    process = subprocess.Popen([sys.executable, "-m", "memsync", "daemon", "--config", str(config)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    state_file = paths.state / "daemon-state.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if state_file.exists() and '"last_outcome": "ok"' in state_file.read_text() and \
+                state_file.read_text().count('"last_success_at"') >= 2:
+            break
+        time.sleep(0.2)
+    status = memsync(config, "status")
+    say("\n".join("   " + line for line in status.stdout.splitlines()))
+    process.terminate()
+    _, err = process.communicate(timeout=120)
+    finished = [json.loads(line) for line in err.splitlines() if '"job_finished"' in line]
+    say(f"   SIGTERM: the daemon exited {process.returncode} after {len(finished)} jobs; one JSON log line per job, e.g.")
+    if finished:
+        say("   " + json.dumps({k: finished[0][k] for k in ("event", "job", "outcome", "duration_s")}))
+    if process.returncode != 0 or status.returncode != 0:
+        raise DemoFailed(f"daemon exited {process.returncode}, status exited {status.returncode}")
 
 
 def snapshot_ids(config: Path) -> list[str]:
