@@ -92,6 +92,7 @@ def find_problems(inventory: Inventory, today: date) -> list[Finding]:
         if inventory.history_present:
             findings += _point_vs_history(inventory)
         findings += _payload_checks(inventory.points.values(), inventory.collection)
+        findings += _point_sizes(inventory)
         findings += _warnings(inventory, today)
     return sorted(findings, key=Finding.sort_key)
 
@@ -277,6 +278,25 @@ def _payload_checks(points: Iterable[Point], collection: str) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _point_sizes(inventory: Inventory) -> list[Finding]:
+    """Points whose vector is not the collection's size: mem0 cannot even open such a store."""
+    expected = inventory.collections[inventory.collection].vector_size
+    if expected is None:
+        return []
+    return [
+        Finding(
+            code="dimension-mismatch",
+            severity=Severity.ERROR,
+            collection=inventory.collection,
+            memory_id=point.id,
+            message=f"point's vector has {point.vector_size} dimensions, the collection {expected}",
+            fix="memsync reconcile re-embeds it through mem0 (or restore a snapshot)",
+        )
+        for point in inventory.points.values()
+        if point.vector_size is not None and point.vector_size != expected
+    ]
 
 
 def _warnings(inventory: Inventory, today: date) -> list[Finding]:

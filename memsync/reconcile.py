@@ -22,7 +22,7 @@ import structlog
 
 from memsync import check, snapshot
 from memsync.config import Config
-from memsync.errors import ExitCode
+from memsync.errors import ExitCode, UnavailableError
 from memsync.model import CheckReport, Finding, HistoryEvent, Inventory, Point, Severity, parse_time
 from memsync.state import write_json_atomic
 from memsync.stores import history, local_qdrant, mem0, snapshots
@@ -37,6 +37,8 @@ DAMAGE_CODES = frozenset({
 })  # fmt: skip
 POLICY_CODES = frozenset({"duplicate-memory", "expired-memory", "orphan-messages"})
 NEEDS_EMBEDDER = frozenset({"update-point"})
+KNOWN_KINDS = frozenset({"delete-point", "restore-point", "record-event", "update-point", "relink-entity",
+                         "delete-messages", "report"})
 # A live collection this much newer than history means an old history.db was put back.
 VECTORS_NEWER_MARGIN = timedelta(seconds=60)
 
@@ -172,6 +174,9 @@ def plan_reconcile(
             for entity in inventory.entities:
                 if memory_id in entity.linked_memory_ids:
                     entity_dead[entity.entity_id].add(memory_id)
+        elif code == "dimension-mismatch" and point is not None and _text(point) is not None:
+            add("update-point", "its vector has the wrong size: re-embed its text through mem0", text=_text(point),
+                force=True)
         elif code in ("collection-missing", "dimension-mismatch"):
             add("report", "not something reconcile can repair: restore the deployment from a snapshot "
                 "(memsync restore) or fix the config", target=finding.collection, status="unrecoverable")
@@ -243,6 +248,9 @@ def find_recoveries(config: Config, inventory: Inventory, missing: Iterable[str]
             break
         if info.path.name.startswith("remote:"):
             info = _download(config, info)
+        if not _checksums_hold(info, inventory.collection):
+            logger.warning("snapshot_skipped", snapshot_id=info.id, reason="files differ from the manifest")
+            continue
         root = _plaintext_root(config, info, work)
         storage = local_qdrant.storage_path(root / "qdrant", inventory.collection)
         contents = history.read_contents(root / "history.db") if (root / "history.db").is_file() else None
@@ -282,6 +290,18 @@ def _download(config: Config, info: snapshots.SnapshotInfo) -> snapshots.Snapsho
     return described
 
 
+def _checksums_hold(info: snapshots.SnapshotInfo, collection: str) -> bool:
+    """Whether the snapshot's history.db and memory collection match their manifest (stored bytes)."""
+    wanted = {"history.db", f"qdrant/collection/{collection}/storage.sqlite"}
+    for entry in (info.manifest or {}).get("files", []):
+        if entry["path"] in wanted:
+            path = info.path / str(entry["path"])
+            expected = (int(entry.get("stored_size", entry["size"])), str(entry.get("stored_sha256", entry["sha256"])))
+            if not path.is_file() or snapshots.sha256_file(path) != expected:
+                return False
+    return True
+
+
 def _plaintext_root(config: Config, info: snapshots.SnapshotInfo, work: Path) -> Path:
     if not (info.manifest or {}).get("encryption"):
         return info.path
@@ -317,6 +337,8 @@ class Outcome:
             return ExitCode.PROBLEMS_FOUND if work or self.actions else ExitCode.OK
         if any(a.status in ("failed", "unrecoverable") for a in self.actions):
             return ExitCode.PARTIAL
+        if self.after is not None and not self.after.ok:
+            return ExitCode.PARTIAL  # errors remain that no action answered
         return ExitCode.OK
 
 
@@ -338,15 +360,21 @@ def load_journal(config: Config) -> tuple[str, list[Action]] | None:
     path = journal_path(config)
     if not path.is_file():
         return None
-    document = json.loads(path.read_text(encoding="utf-8"))
-    if document.get("status") == "done":
-        return None
-    return str(document["plan_id"]), [Action(**item) for item in document["actions"]]
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        if document.get("status") == "done":
+            return None
+        return str(document["plan_id"]), [Action(**item) for item in document["actions"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise UnavailableError(f"reconcile journal {path} is unreadable ({type(error).__name__})",
+                               "move it aside; the next reconcile plans afresh from a new check") from error
 
 
 def apply_action(action: Action, memory: Any, config: Config) -> Action:
     """Apply one action idempotently (its effect already present: done). Returns it with status."""
     kind, memory_id = action.kind, action.memory_id
+    if kind not in KNOWN_KINDS:
+        return replace(action, status="failed", error=f"unknown action kind {kind!r}")
     if kind == "report":
         return action if action.status != "pending" else replace(action, status="unrecoverable")
     if kind == "delete-point":
@@ -384,6 +412,9 @@ def apply_action(action: Action, memory: Any, config: Config) -> Action:
 
         settled = payload.get("data") == text and payload.get("hash") == hashlib.md5(
             str(text).encode(), usedforsecurity=False).hexdigest()
+        if action.params.get("force"):
+            vector = current.vector.get("") if isinstance(current.vector, dict) else current.vector
+            settled = settled and vector is not None and len(vector) == (config.expected_dims[0][1] if config.expected_dims else len(vector))
         if not settled:
             memory.update(memory_id, text)
     elif kind == "relink-entity":
@@ -428,6 +459,8 @@ def run_reconcile(
     snapshot_id = None
     if resumed is not None:
         plan_id, actions = resumed
+        mem0.require_store_free(config, "reconcile")
+        actions = revalidate(actions, check.settled_inventory(config, now)[1])
     else:
         plan_id = uuid.uuid4().hex[:12]
         inventory, report = check.settled_inventory(config, now)
@@ -448,6 +481,22 @@ def run_reconcile(
     after = check.run_check(config, now)
     return Outcome(plan_id=plan_id, actions=tuple(actions), dry_run=False, resumed=resumed is not None,
                    snapshot_id=snapshot_id, after=after)
+
+
+def revalidate(actions: list[Action], report: CheckReport) -> list[Action]:
+    """On resume, keep a pending action only while its finding still stands. Pure.
+
+    The stores may have changed since the plan was made (the app ran, someone deleted or
+    edited a memory): an action whose finding is gone is ``superseded``, never applied blindly.
+    """
+    standing = {(f.code, f.memory_id) for f in report.findings if f.severity is not Severity.INFO}
+    standing |= {("dangling-entity-link", f.memory_id) for f in report.findings if f.code == "dangling-entity-link"}
+    kept = []
+    for action in actions:
+        if action.status == "pending" and action.kind != "report" and (action.code, action.memory_id) not in standing:
+            action = replace(action, status="superseded", why=action.why + " (superseded: the finding is gone)")
+        kept.append(action)
+    return kept
 
 
 def _apply_all(config: Config, plan_id: str, actions: list[Action]) -> list[Action]:

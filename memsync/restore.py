@@ -27,6 +27,7 @@ from memsync.errors import ConfigError, UnavailableError, UsageError
 from memsync.model import CheckReport, Severity
 from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
 from memsync.stores import mem0, snapshots
+from memsync.stores.sqlite_files import work_dir_error
 
 logger = structlog.get_logger(__name__)
 
@@ -64,6 +65,19 @@ def plan_restore(config: Config, snapshot_id: str) -> list[Move]:
     ]
 
 
+def _unique_asides(moves: list[Move]) -> list[Move]:
+    """Never reuse an existing ``.pre-restore-<id>`` name: earlier copies are kept, never replaced."""
+    unique = []
+    for move in moves:
+        aside, number = move.aside, 1
+        while Path(aside).exists() or Path(aside).is_symlink() or any(
+                Path(aside + suffix).exists() for suffix in SIDE_SUFFIXES):
+            aside = f"{move.aside}-{number}"
+            number += 1
+        unique.append(replace(move, aside=aside))
+    return unique
+
+
 def _with_existence(moves: list[Move]) -> list[Move]:
     """Record which targets exist now (a rollback must remove what had nothing before)."""
     return [replace(m, had_live=Path(m.live).exists() or Path(m.live).is_symlink()) for m in moves]
@@ -83,6 +97,9 @@ def has_data(config: Config) -> bool:
 
 
 def _verify(config: Config, directory: Path, now: datetime) -> dict[str, Any]:
+    manifest = snapshots.read_manifest(directory)
+    if manifest.get("encryption") and config.snapshot.encrypt_key_file is None:
+        raise ConfigError(config.source, ["snapshot.encrypt_key_file: the snapshot is encrypted; set the key it was made with"])
     report = snapshot.verify_directory(config, directory, now)
     broken = [f for f in report.findings if f.code in snapshot.VERIFY_CODES and f.severity is Severity.ERROR]
     if broken:
@@ -119,7 +136,7 @@ def _plaintext(config: Config, directory: Path, manifest: dict[str, Any], scratc
     from memsync import seal
 
     if config.snapshot.encrypt_key_file is None:
-        raise ConfigError(config.source, ["snapshot.encrypt_key_file: the snapshot is encrypted"])
+        raise ConfigError(config.source, ["snapshot.encrypt_key_file: the snapshot is encrypted; set the key it was made with"])
     key = seal.load_key(config.snapshot.encrypt_key_file)
     root = scratch / "plain"
     for entry in manifest["files"]:
@@ -141,6 +158,7 @@ def run_restore(
         UsageError: the deployment has data and neither --force nor --if-empty was given (2).
     """
     recovered = recover(config)
+    mem0.require_store_free(config, "restore")
     config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="restore-") as temporary:
         scratch = Path(temporary)
@@ -158,11 +176,11 @@ def run_restore(
         if dry_run:
             return Restored(snapshot_id=snapshot_id, dry_run=True, skipped=False, moves=tuple(moves), check=None,
                             recovered=recovered)
-        mem0.require_store_free(config, "restore")
         plain = _plaintext(config, directory, manifest, scratch)
         with operation_lock(config.state_dir, "restore"):
-            moves = _with_existence(moves)
-            _stage(plain, moves)
+            mem0.require_store_free(config, "restore")
+            moves = _unique_asides(_with_existence(moves))
+            _stage(plain, moves, [str(e["path"]) for e in manifest["files"]])
             write_json_atomic(journal_path(config), {"snapshot_id": snapshot_id, "phase": "staged",
                                                      "moves": [asdict(m) for m in moves]})
             try:
@@ -178,19 +196,30 @@ def run_restore(
                     recovered=recovered)
 
 
-def _stage(plain: Path, moves: list[Move]) -> None:
-    sources = [plain / "qdrant", plain / "history.db"]
-    for source, move in zip(sources, moves, strict=True):
+def _stage(plain: Path, moves: list[Move], listed: list[str]) -> None:
+    """Copy the snapshot's listed files (and nothing else) beside each target."""
+    qdrant_move, history_move = moves
+    for move in moves:
         staged = Path(move.staged)
         if staged.is_dir():
             shutil.rmtree(staged)
         else:
             staged.unlink(missing_ok=True)
-        staged.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, staged)
-        else:
-            shutil.copy2(source, staged)
+    try:
+        for relative in listed:
+            if relative.startswith("qdrant/"):
+                target = Path(qdrant_move.staged) / relative.removeprefix("qdrant/")
+            else:
+                target = Path(history_move.staged)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(plain / relative, target)
+    except OSError as error:
+        for move in moves:
+            staged = Path(move.staged)
+            shutil.rmtree(staged, ignore_errors=True) if staged.is_dir() else staged.unlink(missing_ok=True)
+        raise work_dir_error(Path(qdrant_move.staged).parent, error) from error
+    for move in moves:
+        staged = Path(move.staged)
         _match_owner(staged, Path(move.live))
         for path in [staged, *(staged.rglob("*") if staged.is_dir() else [])]:
             if path.is_file():
@@ -244,10 +273,10 @@ def _rollback(moves: list[Move]) -> None:
             os.rename(aside, live)
         elif not move.had_live and live.exists() and not Path(move.staged).exists():
             os.rename(live, move.staged)  # there was nothing here before: take the new one out
-            for suffix in SIDE_SUFFIXES:
-                side = Path(move.aside + suffix)
-                if side.exists():
-                    os.rename(side, move.live + suffix)
+        for suffix in SIDE_SUFFIXES:  # history.db's -journal/-wal/-shm go back with it
+            side = Path(move.aside + suffix)
+            if side.exists():
+                os.rename(side, move.live + suffix)
         fsync_dir(live.parent)
     for move in moves:
         staged = Path(move.staged)
@@ -266,8 +295,25 @@ def recover(config: Config) -> str | None:
     path = journal_path(config)
     if not path.is_file():
         return None
-    document = json.loads(path.read_text(encoding="utf-8"))
-    moves = [Move(**item) for item in document["moves"]]
+    with operation_lock(config.state_dir, "finishing an unfinished restore"):
+        return _recover_locked(config, path)
+
+
+def _recover_locked(config: Config, path: Path) -> str | None:
+    if not path.is_file():  # another process finished it while we waited for nothing
+        return None
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        moves = [Move(**item) for item in document["moves"]]
+        snapshot_id = str(document["snapshot_id"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UnavailableError(
+            f"restore journal {path} is unreadable ({type(error).__name__}): memsync cannot tell which "
+            "files are old and which new",
+            "compare the *.restore-* and *.pre-restore-* paths beside the stores by hand, then move the "
+            "journal aside",
+        ) from error
+    document["snapshot_id"] = snapshot_id
     if document.get("phase") == "in":
         outcome = f"finished the restore of {document['snapshot_id']}"
     else:

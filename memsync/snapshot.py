@@ -29,7 +29,7 @@ from memsync.model import CaptureWindow, CheckReport, Finding, Severity
 from memsync.s3 import ObjectStore
 from memsync.state import fsync_dir, write_json_atomic
 from memsync.stores import deployment, local_qdrant, snapshots
-from memsync.stores.sqlite_files import SQLITE_VERSION, integrity
+from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
 
 logger = structlog.get_logger(__name__)
 
@@ -184,11 +184,21 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
     directory = snapshot_dir(config)
     signing_key = _signing_key(config.snapshot)
     encryption_key = _encryption_key(config.snapshot)
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except (FileExistsError, NotADirectoryError) as error:
+        raise ConfigError(config.source, [f"snapshot.directory: {directory} is not a directory"]) from error
+    except OSError as error:
+        raise work_dir_error(directory, error) from error
     removed = snapshots.remove_stale_partials(directory)
-    snapshot_id = snapshots.new_id(now, {child.name for child in directory.iterdir()})
-    partial = directory / f"{snapshot_id}{snapshots.PARTIAL_SUFFIX}"
-    partial.mkdir(mode=0o700)
+    while True:  # two creates in the same second: the second takes the next -N
+        snapshot_id = snapshots.new_id(now, {child.name for child in directory.iterdir()})
+        partial = directory / f"{snapshot_id}{snapshots.PARTIAL_SUFFIX}"
+        try:
+            partial.mkdir(mode=0o700)
+            break
+        except FileExistsError:
+            continue
     with (partial / snapshots.CREATING_LOCK).open("w") as creating:
         fcntl.flock(creating, fcntl.LOCK_EX)
         try:
@@ -370,6 +380,12 @@ def _verify_findings(config: Config, directory: Path, now: datetime) -> list[Fin
                          "the snapshot was altered or signed with another key; nothing was decoded",
                          "use another snapshot, or the signing key it was made with")]
     findings: list[Finding] = []
+    listed_paths = {str(entry["path"]) for entry in manifest.get("files", [])}
+    for extra in sorted(p for p in directory.rglob("*") if p.is_file()):
+        relative = str(extra.relative_to(directory))
+        if relative not in listed_paths and relative not in (snapshots.MANIFEST, snapshots.VERIFIED):
+            findings.append(_problem("checksum-mismatch", str(extra), f"{relative} is not listed in the manifest: "
+                                     "something was added to the snapshot after it was made"))
     good: list[dict[str, Any]] = []
     for entry in manifest.get("files", []):
         path = directory / str(entry["path"])
@@ -510,6 +526,10 @@ def upload_snapshot(
     sent = skipped = sent_bytes = 0
     for entry in manifest["files"]:
         size, digest = stored_digest(entry)
+        local = directory / str(entry["path"])
+        if snapshots.sha256_file(local) != (size, digest):
+            raise UnavailableError(f"{local} differs from its manifest: it was changed after the snapshot",
+                                   f"memsync snapshot verify {directory.name}; upload another snapshot")
         key = store.key(directory.name, str(entry["path"]))
         if store.put_file(key, directory / str(entry["path"]), digest, progress):
             sent += 1
@@ -564,13 +584,23 @@ def download_snapshot(
             "memsync snapshot list --remote shows complete snapshots",
         )
     final = dest_parent / snapshot_id
+    if dest_parent.exists() and not dest_parent.is_dir():
+        raise UsageError(f"{dest_parent} is not a directory")
     if final.exists():
         raise UsageError(f"{final} already exists", "choose another directory or remove it")
     partial = dest_parent / f"{snapshot_id}{snapshots.PARTIAL_SUFFIX}"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True, mode=0o700)
     try:
-        manifest = json.loads(raw)
+        try:
+            manifest = json.loads(raw)
+        except ValueError:
+            manifest = None
+        problem = snapshots.manifest_problem(manifest, snapshot_id)
+        if problem:
+            raise UnavailableError(f"remote manifest of {snapshot_id} at {store.where} is not valid: {problem}",
+                                   "use another snapshot")
+        assert isinstance(manifest, dict)
         for entry in manifest["files"]:
             target = partial / str(entry["path"])
             store.get_file(store.key(snapshot_id, str(entry["path"])), target, progress)
@@ -628,11 +658,19 @@ def remote_candidates(store: ObjectStore) -> list[dict[str, Any]]:
         manifest = None
         if snapshots.MANIFEST in entry["names"]:
             raw = store.get_bytes(store.key(snapshot_id, snapshots.MANIFEST))
-            manifest = json.loads(raw) if raw else None
+            try:
+                manifest = json.loads(raw) if raw else None
+            except ValueError:
+                manifest = None
+            if snapshots.manifest_problem(manifest, snapshot_id) is not None:
+                manifest = None  # a damaged or foreign manifest: the snapshot is not complete
         verified = None
         if snapshots.VERIFIED in entry["names"]:
             raw = store.get_bytes(store.key(snapshot_id, snapshots.VERIFIED))
-            verified = json.loads(raw) if raw else None
+            try:
+                verified = json.loads(raw) if raw else None
+            except ValueError:
+                verified = None
         results.append({"id": snapshot_id, "complete": manifest is not None, "manifest": manifest,
                         "verified": bool(verified and verified.get("ok")),
                         "size_bytes": entry["size_bytes"]})

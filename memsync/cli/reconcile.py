@@ -11,6 +11,7 @@ from memsync.check import FINDING_CODES
 from memsync.cli import render
 from memsync.cli.common import load_config
 from memsync.errors import UsageError
+from memsync.state import operation_lock
 
 HELP = "plan and apply the repairs check's findings call for (tombstones win; nothing invented)"
 
@@ -32,14 +33,21 @@ def run(args: argparse.Namespace) -> int:
     """Plan, apply, check again; exit 0, 3 (dry run with work), 4 (some failed or unrecoverable)."""
     config = load_config(args)
     only = None
-    if args.only:
+    if args.only is not None:
         only = frozenset(code.strip() for code in args.only.split(",") if code.strip())
+        if not only:
+            raise UsageError("--only needs at least one finding code", "e.g. --only resurrected-point,orphan-point")
         unknown = sorted(only - set(FINDING_CODES))
         if unknown:
             raise UsageError(f"--only: unknown finding codes {unknown}", "see docs/reference/findings.md")
     restore.recover(config)  # a restore that died is finished or rolled back first
-    outcome = reconcile.run_reconcile(config, datetime.now(UTC), dry_run=args.dry_run, only=only,
-                                      take_snapshot=not args.no_snapshot, record_lost=args.record_lost)
+    if args.dry_run:
+        outcome = reconcile.run_reconcile(config, datetime.now(UTC), dry_run=True, only=only,
+                                          take_snapshot=False, record_lost=args.record_lost)
+    else:
+        with operation_lock(config.state_dir, "reconcile"):
+            outcome = reconcile.run_reconcile(config, datetime.now(UTC), dry_run=False, only=only,
+                                              take_snapshot=not args.no_snapshot, record_lost=args.record_lost)
     document: dict[str, Any] = {
         "command": "reconcile",
         "dry_run": outcome.dry_run,

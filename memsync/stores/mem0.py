@@ -45,6 +45,9 @@ def open_memory(config: Config) -> Iterator[Any]:
     """
     require_store_free(config, "writing through mem0")
     os.environ["MEM0_DIR"] = str(config.mem0_dir)
+    # A maintenance tool sends nothing anywhere, and must not open mem0's second embedded
+    # Qdrant (migrations_qdrant) that telemetry keeps (mem0ai 2.2.1).
+    os.environ["MEM0_TELEMETRY"] = "False"
     for plugin in config.plugins:
         try:
             importlib.import_module(plugin)
@@ -55,6 +58,13 @@ def open_memory(config: Config) -> Iterator[Any]:
 
     try:
         memory = Memory.from_config(settings)
+    except RuntimeError as error:
+        if "already accessed" in str(error):
+            raise LockedError(
+                f"the embedded Qdrant store {config.qdrant_path} was taken by another process just now",
+                "another memsync command or the app started; try again when it is done",
+            ) from error
+        raise ConfigError(config.source, [f"mem0: Memory.from_config failed: {error}"]) from error
     except Exception as error:  # noqa: BLE001 - mem0 raises many kinds on a bad config
         raise ConfigError(config.source, [f"mem0: Memory.from_config failed: {error}"]) from error
     try:

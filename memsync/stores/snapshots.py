@@ -131,9 +131,58 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         raise UnavailableError(f"snapshot {directory} has no {MANIFEST}", "it is incomplete") from None
     except (OSError, ValueError) as error:
         raise UnavailableError(f"manifest {path} is unreadable: {error}") from error
-    if not isinstance(document, dict) or document.get("format") != FORMAT_VERSION:
-        raise UnavailableError(f"{path} is not a memsync manifest (format {FORMAT_VERSION})")
+    problem = manifest_problem(document, directory.name)
+    if problem or not isinstance(document, dict):
+        raise UnavailableError(f"manifest {path} is not valid: {problem}", "use another snapshot")
     return document
+
+
+_LAYOUT = re.compile(r"^(history\.db|qdrant/meta\.json|qdrant/collection/(?!\.{1,2}/)[A-Za-z0-9_.-]{1,255}/storage\.sqlite)$")
+
+
+def manifest_problem(document: object, expected_id: str | None) -> str | None:
+    """What makes a manifest unusable, or None. Pure.
+
+    Every listed path must be one of the snapshot layout's own files (``history.db``,
+    ``qdrant/meta.json``, ``qdrant/collection/<name>/storage.sqlite``), listed once, with an
+    integer size and a hex sha256; the id must be a snapshot id (and the expected one). A
+    manifest is data from disk or a bucket: nothing in it may name a path outside the snapshot.
+    """
+    if not isinstance(document, dict) or document.get("format") != FORMAT_VERSION:
+        return f"not a memsync manifest (format {FORMAT_VERSION})"
+    snapshot_id = document.get("id")
+    if not isinstance(snapshot_id, str) or not ID_PATTERN.match(snapshot_id) or not _valid_time(snapshot_id):
+        return f"invalid snapshot id {snapshot_id!r}"
+    if expected_id is not None and snapshot_id != expected_id.split(".", 1)[0]:  # id, id.partial, id.purging
+        return f"its id {snapshot_id!r} is not the snapshot's name {expected_id!r}"
+    files = document.get("files")
+    if not isinstance(files, list) or not files:
+        return "no file list"
+    seen: set[str] = set()
+    for entry in files:
+        if not isinstance(entry, dict):
+            return "a file entry is not an object"
+        path = entry.get("path")
+        if not isinstance(path, str) or not _LAYOUT.match(path) or path in seen:
+            return f"file path {path!r} is not part of the snapshot layout (or listed twice)"
+        seen.add(path)
+        for size_key, sha_key in (("size", "sha256"), ("stored_size", "stored_sha256")):
+            if size_key not in entry and size_key == "stored_size":
+                continue
+            size, digest = entry.get(size_key), entry.get(sha_key)
+            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                return f"{path}: invalid {size_key}"
+            if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
+                return f"{path}: invalid {sha_key}"
+    return None
+
+
+def _valid_time(snapshot_id: str) -> bool:
+    try:
+        id_time(snapshot_id)
+    except ValueError:
+        return False
+    return True
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -149,10 +198,12 @@ def describe(directory: Path) -> SnapshotInfo | None:
     name = directory.name
     partial = name.endswith(PARTIAL_SUFFIX)
     snapshot_id = name[: -len(PARTIAL_SUFFIX)] if partial else name
-    if not ID_PATTERN.match(snapshot_id) or not directory.is_dir():
+    if not ID_PATTERN.match(snapshot_id) or not _valid_time(snapshot_id):
         return None
+    if directory.is_symlink() or not directory.is_dir():
+        return None  # memsync never makes links: not one of its snapshots
     manifest = None if partial else _read_json(directory / MANIFEST)
-    if manifest is not None and manifest.get("format") != FORMAT_VERSION:
+    if manifest is not None and manifest_problem(manifest, snapshot_id) is not None:
         manifest = None
     size = sum(int(item.get("size", 0)) for item in (manifest or {}).get("files", []))
     return SnapshotInfo(

@@ -275,3 +275,45 @@ def test_missing_point_comes_back_from_an_encrypted_snapshot(make_deployment, cl
     assert code == 0, outcome
     clean(cli, deployment)
     assert victim in live_texts(deployment)
+
+
+def test_a_resumed_plan_never_undoes_what_the_app_did_meanwhile(deployment, cli):
+    orphan = build.add_with_failing_history(deployment.memory, deployment.paths, "short-lived orphan", "bob")
+    deployment.close()
+    journal = deployment.paths.state / "reconcile-journal.json"
+    from memsync import config as config_module
+    from memsync import reconcile as reconcile_module
+
+    loaded = config_module.load(deployment.config, {"HOME": str(deployment.paths.root)})
+    from datetime import UTC, datetime
+
+    from memsync import check
+
+    inventory, report = check.settled_inventory(loaded, datetime.now(UTC))
+    actions = reconcile_module.plan_reconcile(report.findings, inventory, {}, only=None, record_lost=False,
+                                              now=datetime.now(UTC), new_id=lambda: "memsync-fixed-id")
+    reconcile_module.save_journal(loaded, "died-here", actions, "running")  # as a SIGKILL leaves it
+    assert journal.exists()
+    memory = deployment.reopen()
+    memory.delete(orphan)  # the app deleted the memory before anyone resumed
+    code, outcome = reconcile(cli, deployment, "--no-snapshot")
+    assert code == 0, outcome
+    assert outcome["resumed"] is True and [a["status"] for a in outcome["actions"]] == ["superseded"]
+    clean(cli, deployment)
+    memory = deployment.reopen()
+    assert memory.get(orphan) is None
+    assert [e["event"] for e in memory.history(orphan)] == ["DELETE"]
+
+
+def test_reconcile_refuses_while_another_memsync_operation_runs(deployment, cli):
+    import fcntl
+
+    build.delete_history_rows(deployment.paths, deployment.seeded.live[0])
+    deployment.close()
+    deployment.paths.state.mkdir(parents=True, exist_ok=True)
+    with (deployment.paths.state / "operation.lock").open("a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.write("pid 4242 (memsync restore)\n")
+        handle.flush()
+        result = cli("reconcile", "--json", config=deployment.config)
+    assert result.code == 12 and "4242" in json.loads(result.err)["message"]

@@ -147,3 +147,65 @@ def test_sigkill_during_restore_leaves_the_old_or_the_new_deployment_never_a_mix
                     target.unlink()
                 Path(f"{target}.pre-restore-{snapshot_id}").rename(target)
     assert outcomes == {"old", "new"}
+
+
+def test_restoring_the_same_snapshot_twice_keeps_every_pre_restore_copy(deployment, cli):
+    snapshot_id = snapshot(cli, deployment)
+    assert cli("restore", "--force", snapshot_id, config=deployment.config).code == 0
+    first_aside = Path(f"{deployment.paths.history_db}.pre-restore-{snapshot_id}")
+    kept = first_aside.read_bytes()
+    memory = deployment.reopen()
+    memory.add("added between the restores", user_id="ana", infer=False)
+    deployment.close()
+    assert cli("restore", "--force", snapshot_id, config=deployment.config).code == 0
+    assert first_aside.read_bytes() == kept
+    second_aside = Path(f"{deployment.paths.history_db}.pre-restore-{snapshot_id}-1")
+    assert second_aside.is_file() and b"added between the restores" in second_aside.read_bytes()
+
+
+def test_rollback_brings_history_wal_files_back(deployment, cli):
+    import sqlite3
+
+    snapshot_id = snapshot(cli, deployment)
+    history = deployment.paths.history_db
+    with sqlite3.connect(history) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
+    # a writer killed after its commit: the row lives only in the -wal file
+    script = (f"import os, sqlite3; c = sqlite3.connect({str(history)!r}); "
+              "c.execute('PRAGMA wal_autocheckpoint=0'); "
+              "c.execute(\"INSERT INTO history (id, memory_id, event) VALUES ('wal-only', 'x', 'ADD')\"); "
+              "c.commit(); os._exit(0)")
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    wal = Path(f"{history}-wal")
+    assert wal.exists() and wal.stat().st_size > 0
+    wal_bytes = wal.read_bytes()
+    # a restore that dies after moving everything aside, before moving anything in
+    from memsync import config as config_module
+    from memsync import restore
+
+    loaded = config_module.load(deployment.config, {"HOME": str(deployment.paths.root)})
+    moves = restore._unique_asides(restore._with_existence(restore.plan_restore(loaded, snapshot_id)))
+    import shutil as _shutil
+
+    for move in moves:
+        Path(move.staged).mkdir() if move.live.endswith("qdrant") else Path(move.staged).write_bytes(b"new")
+    for move in moves:
+        import os
+
+        os.rename(move.live, move.aside)
+        for suffix in restore.SIDE_SUFFIXES:
+            if Path(move.live + suffix).exists():
+                os.rename(move.live + suffix, move.aside + suffix)
+    from dataclasses import asdict
+
+    from memsync.state import write_json_atomic
+
+    loaded.state_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(loaded.state_dir / "restore-journal.json",
+                      {"snapshot_id": snapshot_id, "phase": "aside", "moves": [asdict(m) for m in moves]})
+    result = cli("restore", "--resume", "--json", config=deployment.config)
+    assert result.code == 0 and "rolled back" in result.json()["recovered"]
+    assert wal.read_bytes() == wal_bytes
+    with sqlite3.connect(history) as connection:
+        assert connection.execute("SELECT count(*) FROM history WHERE id = 'wal-only'").fetchone()[0] == 1
+    _shutil.rmtree(Path(moves[0].staged), ignore_errors=True)

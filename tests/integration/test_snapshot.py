@@ -269,3 +269,42 @@ def test_snapshot_restorable_byte_for_byte_opens_in_mem0(deployment, cli, tmp_pa
         assert memory.get(deployment.seeded.deleted[0]) is None
     finally:
         build.close_memory(memory)
+
+
+def test_a_manifest_naming_paths_outside_the_snapshot_is_refused(deployment, cli, tmp_path):
+    root = Path(create(cli, deployment)["path"])
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["files"].append({"path": "../../victim.txt", "size": 8,
+                              "sha256": hashlib.sha256(b"precious").hexdigest()})
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    code, report = verify(cli, deployment, root)
+    assert code == 3 and report["findings"][0]["code"] == "manifest-missing"
+    assert "not part of the snapshot layout" in report["findings"][0]["message"]
+    assert victim.read_text() == "precious"
+
+
+def test_a_file_added_to_a_snapshot_is_reported(deployment, cli):
+    root = Path(create(cli, deployment)["path"])
+    (root / "qdrant" / "collection" / "mem0" / "extra.sqlite").write_bytes(b"sneaky")
+    code, report = verify(cli, deployment, root)
+    assert code == 3 and ("checksum-mismatch", "extra.sqlite") in codes_and_paths(report)
+
+
+def test_point_with_a_wrong_vector_size_fails_check_and_verify(deployment, cli):
+    from qdrant_client.http import models
+
+    deployment.close()
+    storage = deployment.paths.qdrant / "collection" / "mem0" / "storage.sqlite"
+    target = deployment.seeded.live[0]
+    with sqlite3.connect(storage) as connection:
+        rows = connection.execute("SELECT rowid, point FROM points").fetchall()
+        for rowid, blob in rows:
+            point = pickle.loads(blob)
+            if str(point.id) == target:
+                short = models.PointStruct(id=point.id, vector={"": [0.1] * 5}, payload=point.payload)
+                connection.execute("UPDATE points SET point = ? WHERE rowid = ?", (pickle.dumps(short), rowid))
+    report = cli("check", "--json", config=deployment.config).json()
+    assert {(f["code"], f["memory_id"]) for f in report["findings"] if f["severity"] == "error"} == {
+        ("dimension-mismatch", target)}

@@ -155,8 +155,9 @@ def test_collection_missing_only_with_live_memories_in_history():
 def test_dimension_mismatch_names_the_config_key():
     wrong = {"mem0": CollectionInfo(name="mem0", vector_size=1536, distance="Cosine")}
     findings = find_problems(inventory([point("a")], [event("a")], collections=wrong), T0.date())
-    assert codes(findings) == [("dimension-mismatch", "error", None)]
+    assert codes(findings) == [("dimension-mismatch", "error", None), ("dimension-mismatch", "error", "a")]
     assert "embedding_model_dims" in findings[0].message
+    assert "384 dimensions, the collection 1536" in findings[1].message
 
 
 @pytest.mark.parametrize(
