@@ -83,9 +83,34 @@ def with_daemon(deployment, section: str) -> None:
     deployment.config.write_text(deployment.config.read_text() + "\n[daemon]\n" + section)
 
 
+class Pings:
+    """A tiny HTTP server on 127.0.0.1 recording the paths the daemon pings."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        paths: list[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                paths.append(self.path)
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.paths = paths
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/ping/{{job}}"
+
+
 def test_ready_jobs_run_status_and_sigterm(deployment, cli, tmp_path):
     deployment.close()
-    with_daemon(deployment, 'check_every = "2s"\nsnapshot_every = "1d"\n')
+    pings = Pings()
+    with_daemon(deployment, f'check_every = "2s"\nsnapshot_every = "1d"\nping_url = "{pings.url}"\n')
     notify = Notify(tmp_path)
     process = start(deployment.config, notify)
     try:
@@ -110,6 +135,8 @@ def test_ready_jobs_run_status_and_sigterm(deployment, cli, tmp_path):
     assert finished and all({"outcome", "duration_s", "job"} <= set(e) for e in finished)
     stopped = cli("status", "--json", config=deployment.config)
     assert stopped.json()["daemon"]["running"] is False
+    assert {"/ping/check/start", "/ping/check", "/ping/snapshot/start", "/ping/snapshot"} <= set(pings.paths)
+    pings.server.shutdown()
 
 
 def test_restart_does_not_rerun_a_job_done_for_its_slot(deployment, tmp_path):
