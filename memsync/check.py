@@ -25,6 +25,7 @@ from memsync.model import (
     MemoryHistory,
     Point,
     Severity,
+    expires_on,
     parse_time,
 )
 from memsync.stores import deployment
@@ -331,11 +332,7 @@ def _dangling_links(inventory: Inventory) -> list[Finding]:
 def _expired(inventory: Inventory, today: date) -> list[Finding]:
     findings = []
     for point in inventory.points.values():
-        value = point.payload.get("expiration_date")
-        try:
-            expires = date.fromisoformat(str(value)[:10]) if value else None
-        except ValueError:
-            expires = None
+        expires = expires_on(point.payload)
         if expires is not None and expires < today:
             findings.append(
                 Finding(

@@ -21,7 +21,7 @@ from packaging.version import InvalidVersion, Version
 from memsync import check
 from memsync.config import Config
 from memsync.errors import ConfigError, ExitCode
-from memsync.model import HistoryEvent, Inventory
+from memsync.model import HistoryEvent, Inventory, is_expired
 from memsync.stores import history, local_qdrant, mem0
 
 logger = structlog.get_logger(__name__)
@@ -103,15 +103,7 @@ def select_targets(
 
 def select_expired(inventory: Inventory, today: date) -> Targets:
     """The memories whose ``expiration_date`` is before ``today`` (UTC), sorted. Pure."""
-    expired = []
-    for point in inventory.points.values():
-        value = point.payload.get("expiration_date")
-        try:
-            when = date.fromisoformat(str(value)[:10]) if value else None
-        except ValueError:
-            when = None
-        if when is not None and when < today:
-            expired.append(point.id)
+    expired = [point.id for point in inventory.points.values() if is_expired(point, today)]
     return Targets(with_point=tuple(sorted(expired)), history_only=(), not_found=())
 
 

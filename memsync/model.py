@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any, NamedTuple
 
 from memsync.errors import ExitCode
@@ -28,6 +28,21 @@ def parse_time(value: object) -> datetime | None:
         return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
     except (ValueError, OverflowError):
         return None
+
+
+def expires_on(payload: Mapping[str, Any]) -> date | None:
+    """The payload's ``expiration_date`` (mem0ai 2.2.1: ``YYYY-MM-DD``), or None. Pure."""
+    value = payload.get("expiration_date")
+    try:
+        return date.fromisoformat(str(value)[:10]) if value else None
+    except ValueError:
+        return None
+
+
+def is_expired(point: Point, today: date) -> bool:
+    """Whether a point's expiration date is before ``today`` (UTC), as mem0 hides it. Pure."""
+    expires = expires_on(point.payload)
+    return expires is not None and expires < today
 
 
 class Severity(enum.Enum):

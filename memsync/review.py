@@ -13,7 +13,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from memsync.config import Config
-from memsync.model import HistoryEvent, Point, parse_time
+from memsync.model import HistoryEvent, Point, is_expired, parse_time
 from memsync.stores import deployment, history, local_qdrant, mem0
 
 CONFIRMED_AT = "confirmed_at"
@@ -108,12 +108,8 @@ def build_context(points: Iterable[Point], user_id: str, today: date) -> list[Re
     for point in points:
         if point.payload.get("user_id") != user_id:
             continue
-        expires = point.payload.get("expiration_date")
-        try:
-            if expires and date.fromisoformat(str(expires)[:10]) < today:
-                continue
-        except ValueError:
-            pass
+        if is_expired(point, today):
+            continue
         confirmed, by = last_confirmed(point)
         rows.append(Reviewed(memory_id=point.id, text=_text(point), confirmed_at=confirmed, confirmed_by=by,
                              source={k: point.payload.get(k) for k in SOURCE_KEYS if k in point.payload}))

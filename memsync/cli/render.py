@@ -52,6 +52,15 @@ def byte_progress(label: str, total: int | None) -> Iterator[Callable[[int], Non
         bar.close()
 
 
+def emit(as_json: bool, document: dict[str, Any], text: str) -> int:
+    """Write the JSON document or the text; return 0 (the commands' usual success)."""
+    if as_json:
+        emit_json(document)
+    else:
+        emit_text(text)
+    return 0
+
+
 def emit_json(document: dict[str, Any]) -> None:
     """Write exactly one JSON document (and a newline) to stdout."""
     # ASCII escapes keep the document valid UTF-8 whatever a payload or command line holds.

@@ -112,8 +112,4 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def _emit(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:
-    if args.json:
-        render.emit_json(document)
-    else:
-        render.emit_text(text)
-    return int(ExitCode.OK)
+    return render.emit(bool(args.json), document, text)

@@ -258,8 +258,4 @@ def _confirm(args: argparse.Namespace, what: str) -> None:
 
 
 def _emit(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:
-    if args.json:
-        render.emit_json(document)
-    else:
-        render.emit_text(text)
-    return int(ExitCode.OK)
+    return render.emit(bool(args.json), document, text)
