@@ -317,3 +317,24 @@ def test_reconcile_refuses_while_another_memsync_operation_runs(deployment, cli)
         handle.flush()
         result = cli("reconcile", "--json", config=deployment.config)
     assert result.code == 12 and "4242" in json.loads(result.err)["message"]
+
+
+def test_history_missing_records_the_add_of_every_point(deployment, cli):
+    deployment.close()
+    deployment.paths.history_db.unlink()
+    code, outcome = reconcile(cli, deployment, "--no-snapshot")
+    assert code == 0, outcome
+    assert {a["kind"] for a in outcome["actions"]} == {"record-event"}
+    assert len(outcome["actions"]) == len(deployment.seeded.live)
+    clean(cli, deployment)
+
+
+def test_collection_missing_is_reported_unrecoverable_with_restore_as_the_way(deployment, cli):
+    deployment.close()
+    import shutil
+
+    shutil.rmtree(deployment.paths.qdrant)
+    code, outcome = reconcile(cli, deployment, "--no-snapshot")
+    assert code == 4
+    assert [(a["code"], a["status"]) for a in outcome["actions"]] == [("collection-missing", "unrecoverable")]
+    assert "restore" in outcome["actions"][0]["why"]
