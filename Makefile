@@ -31,4 +31,4 @@ bench: $(STAMP)
 	$(PY) bench/bench_check.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache demo-run bench/out

@@ -239,7 +239,7 @@ def run_purge(args: argparse.Namespace) -> int:
         done = purge.run_purge(config, args.memory_ids, _now(), args.remote)
     document = {"command": "snapshot purge-memory", "rewritten": list(done.rewritten),
                 "uploaded": list(done.uploaded), "old_versions": list(done.old_versions)}
-    text = f"rewrote {len(done.rewritten)} snapshots" + (f", re-uploaded {len(done.uploaded)}" if done.uploaded else "")
+    text = f"rewrote {len(done.rewritten)} snapshot(s)" + (f", re-uploaded {len(done.uploaded)}" if done.uploaded else "")
     if done.old_versions:
         text += f"; {len(done.old_versions)} older S3 object versions still hold the text (delete them by version id)"
     return _emit(args, document, text)

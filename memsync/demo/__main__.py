@@ -109,7 +109,7 @@ def snapshot_act(paths: build.Paths, config: Path) -> None:
         f"uploaded {made['upload']['sent']} files, manifest last")
     target = f"s3://{bucket}/demo/host1/{made['id']}"
     verified = memsync(config, "snapshot", "verify", target)
-    say("\n".join("   " + line for line in verified.stdout.splitlines()))
+    say("   " + (verified.stdout.splitlines() or ["(no output)"])[-1] + "  (downloaded, every byte and the pair re-checked)")
     if verified.returncode != 0:
         raise DemoFailed(f"remote verify exited {verified.returncode}: {verified.stderr.strip()}")
     listing = memsync(config, "snapshot", "list", "--remote")
@@ -186,7 +186,7 @@ def run(paths: build.Paths, config: Path) -> None:
     code, report = check_json(config)
     counts = report["counts"]
     say(f"   check exit {code}: {counts['errors']} errors, {counts['warnings']} warnings "
-        f"({counts['points']} points, {counts['history_memories']} memories in history)")
+        f"({counts['points']} points; {counts['history_memories']} memories in history, deleted ones included)")
     warned = sorted({f["code"] for f in report["findings"] if f["severity"] == "warning"})
     if warned:
         say(f"   check's warnings are policy, not damage: {', '.join(warned)}")
@@ -204,6 +204,7 @@ def run(paths: build.Paths, config: Path) -> None:
     memory = build.open_memory(paths)
     live = list(seeded.live)
 
+    say("\nEach step below adds one fault; check lists every error still present, so the lists grow.")
     heading("4a. a history write fails during delete")
     say("mem0 deletes the point, then its DELETE row cannot be written (database is locked):")
     victim = build.delete_with_failing_history(memory, paths, live.pop())
@@ -254,7 +255,9 @@ def run(paths: build.Paths, config: Path) -> None:
 def repair_act(paths: build.Paths, config: Path, seeded: build.Seeded) -> None:
     """Restore the snapshot of act 3, reproduce a restore mix-up, then reconcile to a clean check."""
     heading("5. restore the snapshot of act 3 (both stores together)")
-    restored = memsync(config, "restore", "--force", "--json", snapshot_ids(config)[0])
+    first = snapshot_ids(config)[0]
+    say(f"   the snapshot of act 3 is {first}; --force because the deployment has files (they are moved aside)")
+    restored = memsync(config, "restore", "--force", "--json", first)
     if restored.returncode != 0:
         raise DemoFailed(f"restore exited {restored.returncode}: {restored.stderr.strip()}")
     document = json.loads(restored.stdout)
@@ -273,11 +276,12 @@ def repair_act(paths: build.Paths, config: Path, seeded: build.Seeded) -> None:
     memory.update(changed, "switched to decaf")
     build.close_memory(memory)
     build.put_back_qdrant(paths, keep)
-    say("3 memories deleted and 1 updated through mem0, then last night's Qdrant copy put back:")
+    say("3 memories deleted and 1 updated through mem0, then the Qdrant copy taken just before put back:")
     code, report = check_json(config)
     found = sorted({(f["code"], f["memory_id"]) for f in report["findings"] if f["severity"] == "error"})
     for code_name, memory_id in found:
         say(f"   {code_name:<20} {memory_id}")
+    say(f"   -> exit {code}: {report['counts']['errors']} errors")
     if {m for c, m in found if c == "resurrected-point"} != set(doomed):
         raise DemoFailed(f"expected the 3 deleted memories to be resurrected, check found {found}")
     planned = memsync(config, "reconcile", "--dry-run")
@@ -310,16 +314,18 @@ def erase_act(paths: build.Paths, config: Path, seeded: build.Seeded) -> None:
     pruned = memsync(config, "prune", "--json")
     if pruned.returncode != 0:
         raise DemoFailed(f"prune exited {pruned.returncode}: {pruned.stderr.strip()}")
-    say(f"   pruned {len(json.loads(pruned.stdout)['deleted'])} expired memories (mem0 hides them, never deletes them)")
+    say(f"   pruned {len(json.loads(pruned.stdout)['deleted'])} expired memories through mem0 "
+        "(mem0 itself only hides expired memories)")
     secret = "my passport number is P-7731-0042 and my PIN is 5519"
     memory = build.open_memory(paths)
     try:
         target = memory.add([{"role": "user", "content": secret}], user_id="erin", infer=True)["results"][0]["id"]
     finally:
         build.close_memory(memory)
+    say(f"the app (mem0) adds a memory holding a passport number: {target}")
     created = memsync(config, "snapshot", "create", "--json")
     snapshot_id = json.loads(created.stdout)["id"]
-    say(f"   added a memory holding a passport number ({target}); snapshot {snapshot_id} now holds it too")
+    say(f"   snapshot {snapshot_id} now holds it too")
     forgotten = memsync(config, "forget", target, "--erase", "--yes", "--json")
     if forgotten.returncode != 0:
         raise DemoFailed(f"forget --erase exited {forgotten.returncode}: {forgotten.stderr.strip()}")
@@ -339,7 +345,7 @@ def daemon_act(paths: build.Paths, config: Path) -> None:
     heading("8. the daemon, briefly")
     with config.open("a", encoding="utf-8") as handle:
         handle.write('\n[daemon]\ncheck_every = "2s"\nsnapshot_every = "1d"\n')
-    say("$ memsync daemon   (check every 2 s, snapshot daily; here for a few seconds)")
+    say("$ memsync daemon   (check every 2 s, snapshot daily: it never ran, so it runs at start)")
     process = subprocess.Popen([sys.executable, "-m", "memsync", "daemon", "--config", str(config)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     state_file = paths.state / "daemon-state.json"
