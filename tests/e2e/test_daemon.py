@@ -280,3 +280,18 @@ def test_systemd_units_verify_cleanly(unit, tmp_path):
             (tmp_path / "memsync-oneshot@test.service").read_text())
     result = subprocess.run([analyze, "verify", str(tmp_path / target)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+def test_doctor_warns_when_prune_was_skipped_for_more_than_a_week(deployment, cli):
+    from datetime import UTC, datetime, timedelta
+
+    deployment.close()
+    with_daemon(deployment, 'prune_at = "03:10"\n')
+    week_ago = (datetime.now(UTC) - timedelta(days=8)).isoformat().replace("+00:00", "Z")
+    recent = (datetime.now(UTC) - timedelta(hours=2)).isoformat().replace("+00:00", "Z")
+    deployment.paths.state.mkdir(parents=True, exist_ok=True)
+    (deployment.paths.state / "daemon-state.json").write_text(json.dumps(
+        {"jobs": {"prune": {"last_success_at": week_ago, "last_skipped_at": recent, "last_outcome": "skipped"}}}))
+    report = cli("doctor", "--json", config=deployment.config).json()
+    codes = {r["code"]: r["status"] for r in report["results"]}
+    assert codes["prune-skipped"] == "warning" and codes["daemon"] == "warning"
