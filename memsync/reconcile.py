@@ -174,9 +174,10 @@ def plan_reconcile(
             for entity in inventory.entities:
                 if memory_id in entity.linked_memory_ids:
                     entity_dead[entity.entity_id].add(memory_id)
-        elif code == "dimension-mismatch" and point is not None and _text(point) is not None:
-            add("update-point", "its vector has the wrong size: re-embed its text through mem0", text=_text(point),
-                force=True)
+        elif code == "dimension-mismatch" and point is not None:
+            add("report", "its vector has the wrong size, and qdrant-client 1.20 cannot even open a collection "
+                "with mixed sizes, so mem0 cannot repair it: restore a snapshot (memsync restore)",
+                status="unrecoverable")
         elif code in ("collection-missing", "dimension-mismatch"):
             add("report", "not something reconcile can repair: restore the deployment from a snapshot "
                 "(memsync restore) or fix the config", target=finding.collection, status="unrecoverable")
@@ -412,9 +413,6 @@ def apply_action(action: Action, memory: Any, config: Config) -> Action:
 
         settled = payload.get("data") == text and payload.get("hash") == hashlib.md5(
             str(text).encode(), usedforsecurity=False).hexdigest()
-        if action.params.get("force"):
-            vector = current.vector.get("") if isinstance(current.vector, dict) else current.vector
-            settled = settled and vector is not None and len(vector) == (config.expected_dims[0][1] if config.expected_dims else len(vector))
         if not settled:
             memory.update(memory_id, text)
     elif kind == "relink-entity":
@@ -474,7 +472,7 @@ def run_reconcile(
             return Outcome(plan_id=plan_id, actions=tuple(actions), dry_run=dry_run, resumed=False,
                            snapshot_id=None, after=report if not actions else None)
         mem0.require_store_free(config, "reconcile")
-        if take_snapshot:
+        if take_snapshot and any(a.kind != "report" for a in actions):
             snapshot_id = snapshot.create_snapshot(config, now).id
         save_journal(config, plan_id, actions, "running")
     actions = _apply_all(config, plan_id, actions)
@@ -500,6 +498,10 @@ def revalidate(actions: list[Action], report: CheckReport) -> list[Action]:
 
 
 def _apply_all(config: Config, plan_id: str, actions: list[Action]) -> list[Action]:
+    if not any(a.status == "pending" and a.kind != "report" for a in actions):
+        actions = [replace(a, status="unrecoverable") if a.status == "pending" else a for a in actions]
+        save_journal(config, plan_id, actions, "done")
+        return actions  # nothing to write: mem0 is not even built
     with mem0.open_memory(config) as memory:
         if any(a.kind in NEEDS_EMBEDDER and a.status == "pending" for a in actions):
             mem0.probe_embedder(memory, config)

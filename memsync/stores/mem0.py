@@ -15,7 +15,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from memsync.config import Config, resolve_secrets
-from memsync.errors import ConfigError, LockedError
+from memsync.errors import ConfigError, LockedError, UnavailableError
 from memsync.stores import local_qdrant, locks
 
 PROBE_TEXT = "memsync embedder probe"
@@ -63,6 +63,14 @@ def open_memory(config: Config) -> Iterator[Any]:
             raise LockedError(
                 f"the embedded Qdrant store {config.qdrant_path} was taken by another process just now",
                 "another memsync command or the app started; try again when it is done",
+            ) from error
+        raise ConfigError(config.source, [f"mem0: Memory.from_config failed: {error}"]) from error
+    except ValueError as error:
+        if "inhomogeneous" in str(error):
+            raise UnavailableError(
+                f"the collection in {config.qdrant_path} holds vectors of different sizes: qdrant-client "
+                "cannot open it, so nothing can be written through mem0",
+                "memsync check names the points (dimension-mismatch); restore a snapshot",
             ) from error
         raise ConfigError(config.source, [f"mem0: Memory.from_config failed: {error}"]) from error
     except Exception as error:  # noqa: BLE001 - mem0 raises many kinds on a bad config

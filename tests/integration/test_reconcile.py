@@ -338,3 +338,25 @@ def test_collection_missing_is_reported_unrecoverable_with_restore_as_the_way(de
     assert code == 4
     assert [(a["code"], a["status"]) for a in outcome["actions"]] == [("collection-missing", "unrecoverable")]
     assert "restore" in outcome["actions"][0]["why"]
+
+
+def test_a_point_with_a_wrong_size_vector_is_unrecoverable_by_reconcile(deployment, cli):
+    import pickle
+    import sqlite3
+
+    from qdrant_client.http import models
+
+    deployment.close()
+    target = deployment.seeded.live[0]
+    storage = deployment.paths.qdrant / "collection" / "mem0" / "storage.sqlite"
+    with sqlite3.connect(storage) as connection:
+        for rowid, blob in connection.execute("SELECT rowid, point FROM points").fetchall():
+            point = pickle.loads(blob)
+            if str(point.id) == target:
+                short = models.PointStruct(id=point.id, vector={"": [0.1] * 5}, payload=point.payload)
+                connection.execute("UPDATE points SET point = ? WHERE rowid = ?", (pickle.dumps(short), rowid))
+    assert error_findings(cli("check", "--json", config=deployment.config).json()) == {"dimension-mismatch": {target}}
+    code, outcome = reconcile(cli, deployment, "--no-snapshot")
+    assert code == 4, outcome
+    assert [(a["kind"], a["status"]) for a in outcome["actions"]] == [("report", "unrecoverable")]
+    assert "restore" in outcome["actions"][0]["why"]
