@@ -427,12 +427,6 @@ def run_check(
         UnavailableError: both stores absent, or a store file unreadable or damaged.
         TryLaterError: a store is busy, or the work directory is full or unwritable.
     """
-    pending = state.unfinished_restore(config.state_dir)
-    if pending is not None:
-        raise UnavailableError(
-            f"a restore of snapshot {pending} did not finish: the stores may be a mix",
-            "memsync restore --resume (finishes it or rolls it back), then check again",
-        )
     return settled_inventory(config, now, settle, progress)[1]
 
 
@@ -444,8 +438,15 @@ def settled_inventory(
 ) -> tuple[Inventory, CheckReport]:
     """Capture and judge, re-capturing once when writes were in flight (see ``run_check``).
 
-    Returns the inventory and its report; the copies are removed. Raises as ``run_check``.
+    Returns the inventory and its report; the copies are removed. Raises as ``run_check``, and
+    UnavailableError while a restore that died is unfinished (the stores may be a mix).
     """
+    pending = state.unfinished_restore(config.state_dir)
+    if pending is not None:
+        raise UnavailableError(
+            f"a restore of snapshot {pending} did not finish: the stores may be a mix",
+            "memsync restore --resume (finishes it or rolls it back), then try again",
+        )
     inventory, report = _capture_and_judge(config, now.date(), progress)
     if settle and report.count(Severity.INFO):
         wait = report.window.history_finished_at + IN_FLIGHT_MARGIN - datetime.now(UTC)

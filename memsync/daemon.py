@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -73,6 +74,8 @@ def classify(exit_code: int) -> str:
         return "problems"
     if exit_code in (ExitCode.LOCKED, ExitCode.TRY_LATER):
         return "skipped"
+    if exit_code == ExitCode.INTERRUPTED:
+        return "interrupted"  # stopped by the daemon's own SIGTERM: not a failure
     return "failed"
 
 
@@ -83,6 +86,17 @@ def backoff_s(failures: int, interval_s: float | None) -> float:
     """
     delay = min(FIRST_BACKOFF_S * 2.0 ** max(failures - 1, 0), MAX_BACKOFF_S)
     return float(min(delay, interval_s / 4)) if interval_s else float(delay)
+
+
+def _mem0_config_file(text: str, config_path: Path) -> Path | None:
+    """The ``mem0_config_file`` a config text names (absolute), or None."""
+    import tomllib
+
+    value = tomllib.loads(text).get("mem0_config_file")
+    if not isinstance(value, str):
+        return None
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else config_path.parent / path
 
 
 class Notifier:
@@ -151,7 +165,14 @@ class Daemon:
         """Keep a copy of the configuration just accepted: the jobs read that one."""
         copy = self.config.state_dir / ACCEPTED_CONFIG
         temporary = copy.with_name(f".{copy.name}.tmp")
-        temporary.write_text(self.config_path.read_text(encoding="utf-8"), encoding="utf-8")
+        text = self.config_path.read_text(encoding="utf-8")
+        mem0_file = _mem0_config_file(text, self.config_path)
+        if mem0_file is not None:  # the jobs must read the accepted mem0 file too, not the one on disk
+            kept = self.config.state_dir / f"daemon-mem0{mem0_file.suffix}"
+            kept.write_bytes(mem0_file.read_bytes())
+            os.chmod(kept, 0o600)
+            text = re.sub(r'(?m)^(\s*mem0_config_file\s*=\s*).*$', lambda m: m.group(1) + json.dumps(str(kept)), text)
+        temporary.write_text(text, encoding="utf-8")
         os.chmod(temporary, 0o600)
         os.replace(temporary, copy)
 
@@ -248,6 +269,13 @@ class Daemon:
         self.reload_requested.clear()
         try:
             fresh = config_module.load(self.config_path, self.environ)
+            problems = []
+            if fresh.state_dir != self.config.state_dir:
+                problems.append("state_dir cannot change on reload (the daemon's lock lives there): restart it")
+            if not fresh.daemon.jobs:
+                problems.append("daemon: no job scheduled")
+            if problems:
+                raise ConfigError(str(self.config_path), problems)
         except ConfigError as error:
             logger.error("config_reload_failed", error=error.message, kept="previous configuration")
             return

@@ -24,13 +24,31 @@ from memsync.stores import deployment, local_qdrant, snapshots
 from memsync.stores.sqlite_files import translate
 
 
-def erase_texts(config: Config, before: Inventory, memory_ids: Sequence[str], now: datetime) -> dict[str, Any]:
+def _scope_fields(scope: str) -> dict[str, str]:
+    """mem0's scope string back into its fields (``agent_id=a&user_id=u``). Pure."""
+    fields = {}
+    for part in scope.split("&"):
+        key, _, value = part.partition("=")
+        fields[key] = value.replace("%3D", "=").replace("%26", "&").replace("%25", "%")
+    return fields
+
+
+# Raw messages are deleted when they contain a version of an erased text at least this long
+# (shorter texts would match unrelated messages).
+MIN_MESSAGE_MATCH = 12
+
+
+def erase_texts(config: Config, before: Inventory, memory_ids: Sequence[str], now: datetime,
+                scope: dict[str, str] | None = None) -> dict[str, Any]:
     """Remove the texts of deleted memories from every place memsync controls.
 
     Blanks their history texts, drops raw messages of scopes left empty, VACUUMs the stores and
     purges memsync's own copies. Returns what was done and which snapshots still hold them.
     """
     scopes = {check.session_scope(before.points[m].payload) for m in memory_ids if m in before.points}
+    if scope:  # a whole user/agent/run: every raw-message scope of it, also of memories deleted earlier
+        scopes |= {s.scope for s in before.message_scopes
+                   if all(_scope_fields(s.scope).get(k) == v for k, v in scope.items())}
     remaining = {check.session_scope(p.payload) for p in before.points.values() if p.id not in set(memory_ids)}
     empty_scopes = sorted(scopes - remaining)
     rows = blank_history(config.history_db_path, memory_ids, empty_scopes, now)
@@ -54,6 +72,11 @@ def blank_history(history_db: Path, memory_ids: Sequence[str], scopes: Iterable[
         connection.execute("PRAGMA secure_delete = ON")
         with connection:
             marks = ",".join("?" * len(memory_ids))
+            texts = {
+                text for row in connection.execute(
+                    f"SELECT old_memory, new_memory FROM history WHERE memory_id IN ({marks})", list(memory_ids))
+                for text in row if isinstance(text, str) and len(text) >= MIN_MESSAGE_MATCH
+            }
             blanked = connection.execute(
                 f"UPDATE history SET old_memory = NULL, new_memory = NULL WHERE memory_id IN ({marks})",
                 list(memory_ids)).rowcount
@@ -65,6 +88,8 @@ def blank_history(history_db: Path, memory_ids: Sequence[str], scopes: Iterable[
             tables = {r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "messages" in tables:
                 connection.executemany("DELETE FROM messages WHERE session_scope = ?", [(s,) for s in scopes])
+                # raw messages that contain any version of the text, whatever their scope
+                connection.executemany("DELETE FROM messages WHERE instr(content, ?) > 0", [(t,) for t in texts])
         connection.execute("VACUUM")
         return int(blanked)
     except sqlite3.Error as error:

@@ -9,6 +9,7 @@ stores and require every target gone with its DELETE recorded and no entity link
 from __future__ import annotations
 
 import importlib.metadata
+import sqlite3
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,9 +21,11 @@ from packaging.version import InvalidVersion, Version
 
 from memsync import check
 from memsync.config import Config
-from memsync.errors import ConfigError, ExitCode
+from memsync.errors import ConfigError, ExitCode, TryLaterError
 from memsync.model import HistoryEvent, Inventory, is_expired
+from memsync.state import write_json_atomic
 from memsync.stores import history, local_qdrant, mem0
+from memsync.stores.intent import FORGET_JOURNAL, load_forgetting
 
 logger = structlog.get_logger(__name__)
 
@@ -59,8 +62,8 @@ class Forgotten:
 
     @property
     def exit_code(self) -> ExitCode:
-        """3 when an id was not found, 4 when a delete could not be proven, else 0."""
-        if self.targets.not_found:
+        """3 when an id was not found (0 in a dry run), 4 when a delete could not be proven, else 0."""
+        if self.targets.not_found and not self.dry_run:
             return ExitCode.PROBLEMS_FOUND
         return ExitCode.PARTIAL if self.unproven else ExitCode.OK
 
@@ -229,26 +232,64 @@ def run_forget(
     """
     before = check.settled_inventory(config, now)[0]
     targets = select_targets(before, memory_ids, user_id, agent_id, run_id)
-    if targets.not_found or dry_run or not targets.all:
+    to_erase = (*targets.all, *targets.already_deleted) if erase else ()
+    if targets.not_found or dry_run or not (targets.all or to_erase):
         return Forgotten(targets=targets, dry_run=dry_run)
     refuse_bad_mem0(_installed_mem0(), bulk=not memory_ids)
     mem0.require_store_free(config, "forget")
     snapshot_id = None
-    if take_snapshot and not erase:
+    if take_snapshot and not erase and targets.all:
         from memsync import snapshot
 
         snapshot_id = snapshot.create_snapshot(config, now).id
-    deleted, recorded = delete_through_mem0(config, targets, now, progress)
+    deleted: list[str] = []
+    recorded: list[str] = []
+    if targets.all:
+        save_intent(config, targets.all)
+        try:
+            deleted, recorded = delete_through_mem0(config, targets, now, progress)
+        except sqlite3.OperationalError as error:
+            raise TryLaterError(
+                f"history.db {config.history_db_path} is busy ({error}): some deletes may lack their DELETE event",
+                "run the same forget again (or memsync reconcile): the targets are journaled and will be closed",
+            ) from error
     erased: dict[str, Any] = {}
     if erase:
         from memsync import erase as erasure
 
-        erased = erasure.erase_texts(config, before, targets.all, now)
+        scope = {k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)) if v}
+        erased = erasure.erase_texts(config, before, to_erase, now, scope)
     after = reread(config, now)
     unproven = prove_gone(after, targets.all)
+    if not unproven:
+        clear_intent(config)
     logger.info("forget_finished", deleted=len(deleted), recorded=len(recorded), unproven=len(unproven))
     return Forgotten(targets=targets, dry_run=False, deleted=tuple(deleted), recorded=tuple(recorded),
                      unproven=tuple(unproven), snapshot_id=snapshot_id, erased=erased)
+
+
+INTENT = FORGET_JOURNAL
+
+
+def save_intent(config: Config, memory_ids: Sequence[str]) -> None:
+    """Journal the memories being forgotten before touching them.
+
+    If memsync dies between mem0's point delete and its DELETE row, the memory looks like a
+    ``missing-point``; reconcile reads this journal and closes it instead of restoring it.
+    """
+    path = config.state_dir / INTENT
+    existing = load_intent(config)
+    write_json_atomic(path, {"memory_ids": sorted(set(existing) | set(memory_ids))})
+
+
+def load_intent(config: Config) -> list[str]:
+    """The memory ids of a forget that did not finish (empty when none). Reads only."""
+    return load_forgetting(config.state_dir)
+
+
+def clear_intent(config: Config) -> None:
+    """Forget is proven: drop its journal."""
+    (config.state_dir / INTENT).unlink(missing_ok=True)
 
 
 def run_prune(
@@ -264,7 +305,14 @@ def run_prune(
     if dry_run or not targets.all:
         return Forgotten(targets=targets, dry_run=dry_run)
     mem0.require_store_free(config, "prune")
-    deleted, _ = delete_through_mem0(config, targets, now, progress)
+    save_intent(config, targets.all)
+    try:
+        deleted, _ = delete_through_mem0(config, targets, now, progress)
+    except sqlite3.OperationalError as error:
+        raise TryLaterError(f"history.db {config.history_db_path} is busy ({error})",
+                            "run prune again: the targets are journaled and will be closed") from error
     unproven = prove_gone(reread(config, now), targets.all)
+    if not unproven:
+        clear_intent(config)
     logger.info("prune_finished", deleted=len(deleted), unproven=len(unproven))
     return Forgotten(targets=targets, dry_run=False, deleted=tuple(deleted), unproven=tuple(unproven))

@@ -31,10 +31,16 @@ def parse_time(value: object) -> datetime | None:
 
 
 def expires_on(payload: Mapping[str, Any]) -> date | None:
-    """The payload's ``expiration_date`` (mem0ai 2.2.1: ``YYYY-MM-DD``), or None. Pure."""
+    """The payload's ``expiration_date``, or None. Pure.
+
+    Parsed exactly as mem0ai 2.2.1 does (``date.fromisoformat`` of the whole value): a value
+    that is not a plain date never expires for mem0, so not for memsync either.
+    """
     value = payload.get("expiration_date")
+    if not value:
+        return None
     try:
-        return date.fromisoformat(str(value)[:10]) if value else None
+        return date.fromisoformat(str(value))
     except ValueError:
         return None
 

@@ -78,7 +78,7 @@ def purge_snapshot(config: Config, info: snapshots.SnapshotInfo, memory_ids: Seq
         for storage in sorted(work.glob("qdrant/collection/*/storage.sqlite")):
             erase.delete_points(storage, memory_ids)
         if (work / "history.db").is_file():
-            erase.blank_history(work / "history.db", memory_ids, scopes, now, record=False)
+            erase.blank_history(work / "history.db", memory_ids, scopes, now, record=True)
         old = info.manifest or {}
         window = snapshot.window_from_manifest(old)
         captured = deployment.from_directory(work, window)
@@ -126,6 +126,12 @@ def run_purge(config: Config, memory_ids: Sequence[str], now: datetime, remote: 
             purge_snapshot(config, info, memory_ids, now)
             rewritten.append(info.id)
             if store is not None and info.id in remote_ids:
+                snapshot.upload_snapshot(config, info.path, store=store)
+                uploaded.append(info.id)
+        elif info.complete and store is not None and info.id in remote_ids:
+            # purged here earlier (without --remote): the bucket may still hold the old copy
+            in_bucket = store.get_bytes(store.key(info.id, snapshots.MANIFEST))
+            if in_bucket is not None and in_bucket != (info.path / snapshots.MANIFEST).read_bytes():
                 snapshot.upload_snapshot(config, info.path, store=store)
                 uploaded.append(info.id)
     if store is not None:

@@ -26,6 +26,7 @@ from memsync.errors import ExitCode, UnavailableError
 from memsync.model import CheckReport, Finding, HistoryEvent, Inventory, Point, Severity, parse_time
 from memsync.state import write_json_atomic
 from memsync.stores import history, local_qdrant, mem0, snapshots
+from memsync.stores.intent import load_forgetting
 
 logger = structlog.get_logger(__name__)
 
@@ -90,6 +91,7 @@ def plan_reconcile(
     record_lost: bool,
     now: datetime,
     new_id: Callable[[], str],
+    forgetting: frozenset[str] = frozenset(),
 ) -> list[Action]:
     """Return the actions that answer ``findings``, in a stable order. Pure.
 
@@ -101,6 +103,7 @@ def plan_reconcile(
         record_lost: record an unrecoverable missing memory as deleted (a DELETE event).
         now: the current time (UTC), for event rows.
         new_id: makes ``memsync-<uuid4>`` ids for event rows (kept in the journal).
+        forgetting: memory ids of a forget that did not finish: closed, never recovered.
     """
     wanted = only if only is not None else DAMAGE_CODES
     actions: list[Action] = []
@@ -126,7 +129,11 @@ def plan_reconcile(
             add("delete-point", "its last history event is DELETE: tombstones win, delete it through mem0")
         elif code == "missing-point" and memory_id and last is not None:
             source = recoveries.get(memory_id)
-            if source is not None:
+            if memory_id in forgetting:
+                add("record-event", "a forget was deleting it when memsync stopped: close it with its DELETE "
+                    "event (never brought back)",
+                    row=_event_row(memory_id, "DELETE", last.new_memory, None, last.created_at, stamp, new_id()))
+            elif source is not None:
                 add("restore-point", f"history says it is live; snapshot {source.snapshot_id} holds it with "
                     "the text history expects: put it back with its original id, vector and payload",
                     snapshot_id=source.snapshot_id, storage=str(source.storage), text=last.new_memory)
@@ -467,7 +474,8 @@ def run_reconcile(
         with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="reconcile-") as work:
             recoveries = find_recoveries(config, inventory, missing, Path(work))
         actions = plan_reconcile(report.findings, inventory, recoveries, only=only, record_lost=record_lost,
-                                 now=now, new_id=lambda: f"memsync-{uuid.uuid4()}")
+                                 now=now, new_id=lambda: f"memsync-{uuid.uuid4()}",
+                                 forgetting=frozenset(load_forgetting(config.state_dir)))
         if dry_run or not actions:
             return Outcome(plan_id=plan_id, actions=tuple(actions), dry_run=dry_run, resumed=False,
                            snapshot_id=None, after=report if not actions else None)

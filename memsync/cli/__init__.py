@@ -100,7 +100,7 @@ def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
         try:
             return int(run(args))
         except MemsyncError as error:
-            logger.info("command_failed", error=error.message, exit_code=int(error.exit_code))
+            logger.debug("command_failed", error=error.message, exit_code=int(error.exit_code))
             render.exit_error(int(error.exit_code), error.message, error.hint, as_json=as_json)
             return int(error.exit_code)
         except KeyboardInterrupt:

@@ -90,7 +90,8 @@ def run_forget(args: argparse.Namespace) -> int:
     what = f"forget {len(args.memory_ids)} memories" if args.memory_ids else "forget every memory of the scope"
     if not args.dry_run:
         _confirm(args, what + (" and erase their text" if args.erase else ""))
-    restore.recover(config)
+    if not args.dry_run:
+        restore.recover(config)
     with operation_lock(config.state_dir, "forget"), render.progress("deleting") as progress:
         done = forget.run_forget(config, datetime.now(UTC), memory_ids=args.memory_ids, user_id=args.user_id,
                                  agent_id=args.agent_id, run_id=args.run_id, dry_run=args.dry_run,
@@ -101,7 +102,8 @@ def run_forget(args: argparse.Namespace) -> int:
 def run_prune(args: argparse.Namespace) -> int:
     """Prune expired memories; exit 0, 4 (not proven), 12 (the app holds the store)."""
     config = load_config(args)
-    restore.recover(config)
+    if not args.dry_run:
+        restore.recover(config)
     with operation_lock(config.state_dir, "prune"), render.progress("deleting") as progress:
         done = forget.run_prune(config, datetime.now(UTC), dry_run=args.dry_run, progress=progress)
     return _emit(args, "prune", done)

@@ -40,11 +40,11 @@ def run(args: argparse.Namespace) -> int:
         unknown = sorted(only - set(FINDING_CODES))
         if unknown:
             raise UsageError(f"--only: unknown finding codes {unknown}", "see docs/reference/findings.md")
-    restore.recover(config)  # a restore that died is finished or rolled back first
     if args.dry_run:
         outcome = reconcile.run_reconcile(config, datetime.now(UTC), dry_run=True, only=only,
                                           take_snapshot=False, record_lost=args.record_lost)
     else:
+        restore.recover(config)  # a restore that died is finished or rolled back first
         with operation_lock(config.state_dir, "reconcile"):
             outcome = reconcile.run_reconcile(config, datetime.now(UTC), dry_run=False, only=only,
                                               take_snapshot=not args.no_snapshot, record_lost=args.record_lost)

@@ -9,6 +9,7 @@ register themselves; secrets are resolved only here.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -56,6 +57,9 @@ def open_memory(config: Config) -> Iterator[Any]:
     settings = resolve_secrets(config.mem0, os.environ)
     from mem0 import Memory
 
+    mem0_logger = logging.getLogger("mem0")
+    level = mem0_logger.level
+    mem0_logger.setLevel(logging.CRITICAL)  # mem0 logs validation errors with the input (secrets)
     try:
         memory = Memory.from_config(settings)
     except RuntimeError as error:
@@ -66,6 +70,10 @@ def open_memory(config: Config) -> Iterator[Any]:
             ) from error
         raise ConfigError(config.source, [f"mem0: Memory.from_config failed: {error}"]) from error
     except ValueError as error:
+        if hasattr(error, "errors"):  # pydantic: name the keys, never the values (secrets)
+            where = "; ".join(f"mem0.{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
+                              for e in error.errors())
+            raise ConfigError(config.source, [where or "mem0 rejected the configuration"]) from None
         if "inhomogeneous" in str(error):
             raise UnavailableError(
                 f"the collection in {config.qdrant_path} holds vectors of different sizes: qdrant-client "
@@ -74,7 +82,9 @@ def open_memory(config: Config) -> Iterator[Any]:
             ) from error
         raise ConfigError(config.source, [f"mem0: Memory.from_config failed: {error}"]) from error
     except Exception as error:  # noqa: BLE001 - mem0 raises many kinds on a bad config
-        raise ConfigError(config.source, [f"mem0: Memory.from_config failed: {error}"]) from error
+        raise ConfigError(config.source, [f"mem0: Memory.from_config failed ({type(error).__name__})"]) from None
+    finally:
+        mem0_logger.setLevel(level)
     try:
         yield memory
     finally:

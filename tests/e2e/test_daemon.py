@@ -295,3 +295,28 @@ def test_doctor_warns_when_prune_was_skipped_for_more_than_a_week(deployment, cl
     report = cli("doctor", "--json", config=deployment.config).json()
     codes = {r["code"]: r["status"] for r in report["results"]}
     assert codes["prune-skipped"] == "warning" and codes["daemon"] == "warning"
+
+
+def test_sighup_that_moves_state_dir_or_drops_every_job_is_rejected(deployment, tmp_path):
+    deployment.close()
+    with_daemon(deployment, 'check_every = "1s"\n')
+    notify = Notify(tmp_path)
+    process = start(deployment.config, notify)
+    good = deployment.config.read_text()
+    try:
+        notify.wait_for("READY=1")
+        moved = tmp_path / "elsewhere"
+        moved.mkdir()
+        deployment.config.write_text(good.replace(f'state_dir = "{deployment.paths.state}"', f'state_dir = "{moved}"'))
+        process.send_signal(signal.SIGHUP)
+        time.sleep(1.5)
+        deployment.config.write_text(good.replace('check_every = "1s"', ""))
+        process.send_signal(signal.SIGHUP)
+        time.sleep(1.5)
+        assert process.poll() is None
+    finally:
+        deployment.config.write_text(good)
+        code, err = stop(process)
+    assert code == 0
+    failures = [e for e in events(err) if e.get("event") == "config_reload_failed"]
+    assert len(failures) == 2 and "state_dir" in failures[0]["error"] and "no job" in failures[1]["error"]

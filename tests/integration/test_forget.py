@@ -178,3 +178,52 @@ def test_erase_then_purge_memory_leaves_no_byte_locally_or_in_the_bucket(make_de
         assert secret.encode() not in body, item["Key"]
     assert cli("snapshot", "verify", made["id"], config=deployment.config).code == 0
     assert cli("snapshot", "verify", f"s3://{bucket}/memsync/test/{made['id']}", config=deployment.config).code == 0
+
+
+def test_erase_reaches_a_memory_deleted_earlier_when_named_by_id(deployment, cli):
+    secret = "old secret VX-99-ALPHA"
+    target = deployment.memory.add([{"role": "user", "content": secret}], user_id="vic", agent_id="a1",
+                                   infer=True)["results"][0]["id"]
+    deployment.memory.delete(target)  # the app deleted it long ago; history and messages keep the text
+    code, outcome = run(cli, deployment, "forget", target, "--erase", "--yes")
+    assert code == 0, outcome
+    for path, data in all_bytes([deployment.paths.root]):
+        assert b"VX-99-ALPHA" not in data, path
+
+
+def test_purged_snapshots_verify_and_a_later_remote_purge_reuploads(make_deployment, cli, s3_endpoint, bucket):
+    import boto3
+
+    from tests.conftest import s3_section
+
+    deployment = make_deployment(count=8, extra_config=s3_section(s3_endpoint, bucket))
+    target = deployment.memory.add("temporary code QQ-4411", user_id="zed", infer=False)["results"][0]["id"]
+    deployment.close()
+    made = cli("snapshot", "create", "--upload", "--json", config=deployment.config).json()
+    assert run(cli, deployment, "forget", target, "--erase", "--yes")[0] == 0
+    assert cli("snapshot", "purge-memory", target, "--yes", config=deployment.config).code == 0  # local only
+    assert cli("snapshot", "verify", made["id"], config=deployment.config).code == 0
+    result = cli("snapshot", "purge-memory", target, "--remote", "--yes", "--json", config=deployment.config)
+    assert result.code == 0 and result.json()["uploaded"] == [made["id"]]
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    for item in client.list_objects_v2(Bucket=bucket)["Contents"]:
+        assert b"QQ-4411" not in client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read(), item["Key"]
+
+
+def test_prune_leaves_what_mem0_does_not_consider_expired(deployment, cli):
+    kept = [deployment.memory.add(f"odd date {i}", user_id="ana", infer=False, metadata={"expiration_date": value})
+            ["results"][0]["id"] for i, value in enumerate(("2020-01-01T00:00:00Z", "2020-01-01 "))]
+    code, outcome = run(cli, deployment, "prune")
+    assert code == 0 and not set(kept) & set(outcome["deleted"])
+
+
+def test_a_bad_mem0_config_never_shows_a_secret(deployment, cli, monkeypatch):
+    monkeypatch.setenv("MEMSYNC_SECRET_KEY", "hunter2-secret")
+    deployment.config.write_text(deployment.config.read_text().replace(
+        '[mem0.embedder]\nprovider = "memsync_hash"',
+        '[mem0.embedder]\nprovider = "opneai"\n[mem0.embedder.config]\napi_key = {env = "MEMSYNC_SECRET_KEY"}'))
+    deployment.close()
+    result = cli("forget", deployment.seeded.live[0], "--yes", "--no-snapshot", "--json", "--log-level", "debug",
+                 config=deployment.config)
+    assert result.code == 10
+    assert "hunter2-secret" not in result.err + result.out

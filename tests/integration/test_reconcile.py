@@ -360,3 +360,20 @@ def test_a_point_with_a_wrong_size_vector_is_unrecoverable_by_reconcile(deployme
     assert code == 4, outcome
     assert [(a["kind"], a["status"]) for a in outcome["actions"]] == [("report", "unrecoverable")]
     assert "restore" in outcome["actions"][0]["why"]
+
+
+def test_a_forget_that_died_is_closed_by_reconcile_never_restored(deployment, cli):
+    deployment.close()
+    assert cli("snapshot", "create", config=deployment.config).code == 0  # holds the memory
+    memory = deployment.reopen()
+    victim = deployment.seeded.live[0]
+    from memsync.state import write_json_atomic
+
+    deployment.paths.state.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(deployment.paths.state / "forget-journal.json", {"memory_ids": [victim]})
+    build.delete_with_failing_history(memory, deployment.paths, victim)  # killed between the two writes
+    code, outcome = reconcile(cli, deployment, "--no-snapshot")
+    assert code == 0, outcome
+    assert [a["kind"] for a in outcome["actions"]] == ["record-event"]
+    clean(cli, deployment)
+    assert victim not in live_texts(deployment)
