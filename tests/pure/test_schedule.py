@@ -42,7 +42,7 @@ def test_at_slots_follow_the_configured_time_zone():
 
 
 @pytest.mark.parametrize(("code", "outcome"), [(0, "ok"), (3, "problems"), (12, "skipped"), (75, "skipped"),
-                                               (11, "failed"), (1, "failed"), (130, "failed")],
+                                               (11, "failed"), (1, "failed"), (130, "interrupted")],
                          ids=["ok", "problems", "locked", "try-later", "unavailable", "bug", "interrupted"])
 def test_outcomes_from_exit_statuses(code, outcome):
     assert classify(code) == outcome
