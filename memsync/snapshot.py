@@ -655,26 +655,26 @@ def remote_candidates(store: ObjectStore) -> list[dict[str, Any]]:
         entry["size_bytes"] += item.size
     results = []
     for snapshot_id, entry in sorted(grouped.items()):
-        manifest = None
-        if snapshots.MANIFEST in entry["names"]:
-            raw = store.get_bytes(store.key(snapshot_id, snapshots.MANIFEST))
-            try:
-                manifest = json.loads(raw) if raw else None
-            except ValueError:
-                manifest = None
-            if snapshots.manifest_problem(manifest, snapshot_id) is not None:
-                manifest = None  # a damaged or foreign manifest: the snapshot is not complete
-        verified = None
-        if snapshots.VERIFIED in entry["names"]:
-            raw = store.get_bytes(store.key(snapshot_id, snapshots.VERIFIED))
-            try:
-                verified = json.loads(raw) if raw else None
-            except ValueError:
-                verified = None
+        manifest = _remote_json(store, snapshot_id, snapshots.MANIFEST, entry["names"])
+        if snapshots.manifest_problem(manifest, snapshot_id) is not None:
+            manifest = None  # a damaged or foreign manifest: the snapshot is not complete
+        verified = _remote_json(store, snapshot_id, snapshots.VERIFIED, entry["names"])
         results.append({"id": snapshot_id, "complete": manifest is not None, "manifest": manifest,
                         "verified": bool(verified and verified.get("ok")),
                         "size_bytes": entry["size_bytes"]})
     return results
+
+
+def _remote_json(store: ObjectStore, snapshot_id: str, name: str, names: set[str]) -> dict[str, Any] | None:
+    """A small JSON object of a remote snapshot, or None when absent or not JSON."""
+    if name not in names:
+        return None
+    raw = store.get_bytes(store.key(snapshot_id, name))
+    try:
+        document = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) else None
 
 
 # --- retention -------------------------------------------------------------------------------
