@@ -227,7 +227,11 @@ def test_sigkill_during_reconcile_resumes_without_repeating(make_deployment, cli
                                 str(deployment.config)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and process.poll() is None:
-        if journal.exists() and '"done"' in journal.read_text():
+        try:
+            text = journal.read_text()
+        except FileNotFoundError:
+            text = ""
+        if '"done"' in text:
             process.send_signal(signal.SIGKILL)
             break
         time.sleep(0.001)
