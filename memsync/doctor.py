@@ -8,7 +8,6 @@ docs/reference/doctor.md.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import stat
@@ -24,7 +23,7 @@ from memsync import check, jobs, state
 from memsync.config import Config
 from memsync.errors import MemsyncError
 from memsync.model import CheckReport, DoctorResult, Severity
-from memsync.stores import deployment, local_qdrant, locks
+from memsync.stores import deployment, local_qdrant, locks, versions
 from memsync.stores.deployment import Captured
 from memsync.stores.sqlite_files import SLOW_READ_S, SQLITE_VERSION, header_journal_mode, integrity
 
@@ -357,13 +356,13 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
 
 def probe_versions(config: Config) -> list[DoctorResult]:
     """mem0ai and qdrant-client versions here (and in the app's interpreter) vs known-bad ones."""
-    ours = {name: _installed(name) for name in ("mem0ai", "qdrant-client")}
+    ours = versions.tracked_versions()
     results = []
     vector_store = config.mem0.get("vector_store") or {}
     store_config = (vector_store.get("config") if isinstance(vector_store, dict) else None) or {}
     on_disk = isinstance(store_config, dict) and store_config.get("on_disk") is True
-    for where, versions in [("memsync's environment", ours), *_app_versions(config)]:
-        mem0_version = versions.get("mem0ai")
+    for where, found in [("memsync's environment", ours), *_app_versions(config)]:
+        mem0_version = found.get("mem0ai")
         if mem0_version is None:
             results.append(
                 DoctorResult(
@@ -388,8 +387,8 @@ def probe_versions(config: Config) -> list[DoctorResult]:
         results.append(
             DoctorResult(
                 code="qdrant-client-version",
-                status=OK if versions.get("qdrant-client") else WARNING,
-                message=f"qdrant-client {versions.get('qdrant-client') or 'not installed'} in {where}",
+                status=OK if found.get("qdrant-client") else WARNING,
+                message=f"qdrant-client {found.get('qdrant-client') or 'not installed'} in {where}",
             )
         )
     app = dict(_app_versions(config))
@@ -408,13 +407,6 @@ def probe_versions(config: Config) -> list[DoctorResult]:
                 )
             )
     return results
-
-
-def _installed(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 _APP_VERSION_SCRIPT = (
@@ -437,11 +429,11 @@ def _app_versions(config: Config) -> list[tuple[str, dict[str, str | None]]]:
             timeout=20,
             check=True,
         )
-        versions = json.loads(completed.stdout)
-        if not isinstance(versions, dict):
+        reported = json.loads(completed.stdout)
+        if not isinstance(reported, dict):
             raise ValueError("not an object")
         return [(f"the app's interpreter {config.app_python}",
-                 {k: v for k, v in versions.items() if isinstance(v, str)})]
+                 {k: v for k, v in reported.items() if isinstance(v, str)})]
     except (OSError, subprocess.SubprocessError, ValueError):
         return [(f"the app's interpreter {config.app_python} (unreadable)", {})]
 
@@ -569,10 +561,10 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
     Never raises for a store problem: an unreadable store becomes an error result.
     """
     results: list[DoctorResult] = []
-    for probe in (probe_paths, probe_locks):
-        try:
-            results += probe(config)
-        except OSError as error:  # an unreachable path is a finding, not a crash
+    results += probe_paths(config)  # catches its own OSErrors, path by path
+    try:
+        results += probe_locks(config)
+    except OSError as error:  # an unreachable path is a finding, not a crash
             results.append(
                 DoctorResult(
                     code="path-permissions",

@@ -8,7 +8,6 @@ stores and require every target gone with its DELETE recorded and no entity link
 
 from __future__ import annotations
 
-import importlib.metadata
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -24,7 +23,7 @@ from memsync.config import Config
 from memsync.errors import ConfigError, ExitCode, TryLaterError
 from memsync.model import HistoryEvent, Inventory, is_expired
 from memsync.state import write_json_atomic
-from memsync.stores import history, local_qdrant, mem0
+from memsync.stores import history, local_qdrant, mem0, versions
 from memsync.stores.intent import FORGET_JOURNAL, load_forgetting
 
 logger = structlog.get_logger(__name__)
@@ -123,13 +122,6 @@ def refuse_bad_mem0(version: str | None, bulk: bool) -> None:
             raise ConfigError("environment", [f"mem0ai {version}: {problem}; upgrade mem0ai first"])
 
 
-def _installed_mem0() -> str | None:
-    try:
-        return importlib.metadata.version("mem0ai")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def delete_through_mem0(
     config: Config,
     targets: Targets,
@@ -204,11 +196,6 @@ def reread(config: Config, now: datetime) -> Inventory:
     return check.settled_inventory(config, now, settle=False)[0]
 
 
-def installed_mem0_version() -> str | None:
-    """The mem0ai version memsync would delete through."""
-    return _installed_mem0()
-
-
 def run_forget(
     config: Config,
     now: datetime,
@@ -235,7 +222,7 @@ def run_forget(
     to_erase = (*targets.all, *targets.already_deleted) if erase else ()
     if targets.not_found or dry_run or not (targets.all or to_erase):
         return Forgotten(targets=targets, dry_run=dry_run)
-    refuse_bad_mem0(_installed_mem0(), bulk=not memory_ids)
+    refuse_bad_mem0(versions.installed_version("mem0ai"), bulk=not memory_ids)
     mem0.require_store_free(config, "forget")
     snapshot_id = None
     if take_snapshot and not erase and targets.all:

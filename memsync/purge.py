@@ -41,13 +41,7 @@ def _copy_plain(config: Config, info: snapshots.SnapshotInfo, target: Path) -> N
         config.snapshot.encrypt_key_file else None
     if manifest.get("encryption") and key is None:
         raise UnavailableError(f"snapshot {info.id} is encrypted and no snapshot.encrypt_key_file is set")
-    for entry in manifest.get("files", []):
-        relative = str(entry["path"])
-        (target / relative).parent.mkdir(parents=True, exist_ok=True)
-        if key is not None:
-            seal.open_file(info.path / relative, target / relative, key, relative)
-        else:
-            shutil.copy2(info.path / relative, target / relative)
+    seal.open_files(info.path, [str(e["path"]) for e in manifest.get("files", [])], key, target)
 
 
 def _scopes_left_empty(root: Path, collection: str, memory_ids: Sequence[str]) -> list[str]:

@@ -319,10 +319,7 @@ def _plaintext_root(config: Config, info: snapshots.SnapshotInfo, work: Path) ->
     root = work / info.id
     if key is None or root.exists():
         return root
-    for entry in (info.manifest or {}).get("files", []):
-        relative = str(entry["path"])
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        seal.open_file(info.path / relative, root / relative, key, relative)
+    seal.open_files(info.path, [str(e["path"]) for e in (info.manifest or {}).get("files", [])], key, root)
     return root
 
 

@@ -139,10 +139,7 @@ def _plaintext(config: Config, directory: Path, manifest: dict[str, Any], scratc
         raise ConfigError(config.source, ["snapshot.encrypt_key_file: the snapshot is encrypted; set the key it was made with"])
     key = seal.load_key(config.snapshot.encrypt_key_file)
     root = scratch / "plain"
-    for entry in manifest["files"]:
-        relative = str(entry["path"])
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        seal.open_file(directory / relative, root / relative, key, relative)
+    seal.open_files(directory, [str(e["path"]) for e in manifest["files"]], key, root)
     return root
 
 

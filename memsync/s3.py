@@ -81,14 +81,9 @@ class ObjectStore:
 
     def head(self, key: str) -> ObjectInfo | None:
         """Return the object's info, or None when it does not exist. Reads only."""
-        try:
-            response = self.client.head_object(Bucket=self.bucket, Key=key)
-        except botocore.exceptions.ClientError as error:
-            if _code(error) in ("404", "NoSuchKey", "NotFound"):
-                return None
-            raise self._translate(error, f"read {key}") from error
-        except botocore.exceptions.BotoCoreError as error:
-            raise self._translate(error, f"read {key}") from error
+        response = self._read(key, self.client.head_object)
+        if response is None:
+            return None
         metadata = response.get("Metadata") or {}
         return ObjectInfo(key=key, size=int(response["ContentLength"]), sha256=metadata.get("sha256"))
 
@@ -189,9 +184,18 @@ class ObjectStore:
 
     def get_bytes(self, key: str) -> bytes | None:
         """Read a small object; None when it does not exist."""
+        response = self._read(key, self.client.get_object)
+        if response is None:
+            return None
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=key)
             return bytes(response["Body"].read())
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+            raise self._translate(error, f"read {key}") from error
+
+    def _read(self, key: str, call: Any) -> Any:
+        """``call(Bucket=…, Key=key)``; None when the object does not exist."""
+        try:
+            return call(Bucket=self.bucket, Key=key)
         except botocore.exceptions.ClientError as error:
             if _code(error) in ("404", "NoSuchKey", "NotFound"):
                 return None

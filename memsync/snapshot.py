@@ -28,7 +28,7 @@ from memsync.errors import ConfigError, UnavailableError, UsageError
 from memsync.model import CaptureWindow, CheckReport, Finding, Severity
 from memsync.s3 import ObjectStore
 from memsync.state import fsync_dir, write_json_atomic
-from memsync.stores import deployment, local_qdrant, snapshots
+from memsync.stores import deployment, local_qdrant, snapshots, versions
 from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
 
 logger = structlog.get_logger(__name__)
@@ -82,18 +82,6 @@ class Candidate:
     time: datetime
     complete: bool
     verified: bool
-
-
-def _versions() -> dict[str, str | None]:
-    import importlib.metadata
-
-    found: dict[str, str | None] = {}
-    for name in ("mem0ai", "qdrant-client"):
-        try:
-            found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            found[name] = None
-    return found
 
 
 def _iso(moment: datetime) -> str:
@@ -285,7 +273,7 @@ def finish_directory(
         history={"rows": inventory.history_rows, "memories": len(inventory.history)},
         integrity_results=results,
         report=report,
-        versions=_versions(),
+        versions=versions.tracked_versions(),
         encryption={"algorithm": seal.ALGORITHM} if encryption_key else None,
     )
     if signing_key is not None:
