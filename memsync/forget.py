@@ -217,6 +217,9 @@ def run_forget(
         LockedError: the app holds the embedded store (exit 12).
         ConfigError: the installed mem0ai has a known delete bug, or mem0 cannot be built.
     """
+    if not dry_run:
+        mem0.require_store_free(config, "forget")
+        mem0.prepare_for_writing(config)
     before = check.settled_inventory(config, now)[0]
     targets = select_targets(before, memory_ids, user_id, agent_id, run_id)
     to_erase = (*targets.all, *targets.already_deleted) if erase else ()
@@ -287,6 +290,9 @@ def run_prune(
     Raises:
         LockedError: the app holds the embedded store (exit 12).
     """
+    if not dry_run:
+        mem0.require_store_free(config, "prune")
+        mem0.prepare_for_writing(config)
     before = check.settled_inventory(config, now)[0]
     targets = select_expired(before, now.date())
     if dry_run or not targets.all:

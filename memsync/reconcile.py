@@ -462,9 +462,13 @@ def run_reconcile(
     if resumed is not None:
         plan_id, actions = resumed
         mem0.require_store_free(config, "reconcile")
+        mem0.prepare_for_writing(config)
         actions = revalidate(actions, check.settled_inventory(config, now)[1])
     else:
         plan_id = uuid.uuid4().hex[:12]
+        if not dry_run:
+            mem0.require_store_free(config, "reconcile")
+            mem0.prepare_for_writing(config)
         inventory, report = check.settled_inventory(config, now)
         missing = [f.memory_id for f in report.findings if f.code == "missing-point" and f.memory_id]
         config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -18,8 +18,20 @@ from typing import Any
 from memsync.config import Config, resolve_secrets
 from memsync.errors import ConfigError, LockedError, UnavailableError
 from memsync.stores import local_qdrant, locks
+from memsync.stores.sqlite_files import roll_back_hot_journal
 
 PROBE_TEXT = "memsync embedder probe"
+
+
+def prepare_for_writing(config: Config) -> None:
+    """Roll back hot journals a crashed writer (the app or memsync) left, before capturing.
+
+    Only commands that write call this: read-only copies cannot roll a journal back.
+    """
+    paths = [config.history_db_path, *sorted(config.qdrant_path.glob("collection/*/storage.sqlite"))]
+    for path in paths:
+        if path.is_file():
+            roll_back_hot_journal(path)
 
 
 def require_store_free(config: Config, what: str) -> None:

@@ -76,6 +76,13 @@ def translate(error: sqlite3.Error, path: Path, action: str) -> MemsyncError:
     """Map a sqlite3 error on ``path`` to the memsync error (and exit code) it means."""
     text = str(error)
     lowered = text.lower()
+    if "readonly database" in lowered and Path(f"{path}-journal").exists():
+        return TryLaterError(
+            f"SQLite file {path} has a hot journal left by a writer that crashed; a read-only "
+            "reader cannot roll it back",
+            "the app's next start rolls it back, or run a memsync command that writes "
+            "(reconcile, forget, prune), which does",
+        )
     if "locked" in lowered or "busy" in lowered:
         return TryLaterError(
             f"SQLite file {path} is busy ({text}) while trying to {action}",
@@ -183,6 +190,25 @@ def work_dir_error(directory: Path, error: OSError) -> MemsyncError:
         f"cannot write to {directory}: {error.strerror}",
         "set work_dir (or snapshot.directory) to a directory memsync can write",
     )
+
+
+def roll_back_hot_journal(path: Path) -> None:
+    """Let SQLite roll back a hot ``-journal`` a crashed writer left, as any writer's open does.
+
+    Only commands that write to the deployment call this (before they capture it).
+
+    Raises:
+        TryLaterError, UnavailableError: as ``translate``.
+    """
+    if not Path(f"{path}-journal").exists():
+        return
+    connection = sqlite3.connect(path, timeout=5.0)
+    try:
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as error:
+        raise translate(error, path, "roll back its hot journal") from error
+    finally:
+        connection.close()
 
 
 def integrity(path: Path, quick: bool = True) -> str:

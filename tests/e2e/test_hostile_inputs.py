@@ -143,3 +143,20 @@ def test_sigterm_during_check_removes_its_copies_and_exits_130(cli, tmp_path):
     process.wait(timeout=60)
     assert process.returncode == 130
     assert not list(work.glob("capture-*"))
+
+
+def test_a_hot_journal_from_a_crashed_writer_is_75_for_check_and_rolled_back_by_reconcile(deployment, cli):
+    deployment.close()
+    history = deployment.paths.history_db
+    # a writer killed inside its transaction: the rollback journal stays beside the file
+    script = (f"import os, sqlite3; c = sqlite3.connect({str(history)!r}, isolation_level=None); "
+              "c.execute('PRAGMA cache_size=1'); c.execute('BEGIN'); "
+              "c.execute(\"UPDATE history SET new_memory = new_memory || randomblob(4000)\"); os._exit(0)")
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    assert Path(f"{history}-journal").exists()
+    result = cli("check", config=deployment.config)
+    assert result.code == 75 and "hot journal" in result.err
+    fixed = cli("reconcile", "--json", "--no-snapshot", config=deployment.config)
+    assert fixed.code == 0, fixed.err
+    assert not Path(f"{history}-journal").exists()
+    assert cli("check", config=deployment.config).code == 0
