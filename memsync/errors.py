@@ -1,4 +1,4 @@
-"""memsync's exception hierarchy and its one exit-code table (CONTRACT.md, "Exit status").
+"""memsync's exception hierarchy and its one exit-code table (docs/reference/exit-codes.md).
 
 Only ``memsync.cli.main`` turns an exception into an exit status; everything else raises.
 Any exit status not listed here means failure (scripts must treat it so).

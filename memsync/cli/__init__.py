@@ -1,6 +1,6 @@
 """memsync's command line: parser, logging setup, dispatch, and exceptions -> exit codes.
 
-``main`` is the only place an exception becomes an exit status (CONTRACT.md). On exit 1 or
+``main`` is the only place an exception becomes an exit status (docs/reference/contract.md). On exit 1 or
 >= 10 stdout stays empty and stderr gets one line (a JSON ``exit_error`` with ``--json``).
 """
 
