@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -39,10 +40,56 @@ class Notify:
         raise AssertionError(f"{text!r} never arrived; got {self.messages}")
 
 
-def start(config: Path, notify: Notify, extra_env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+class Daemon:
+    """``memsync daemon`` as a subprocess whose stderr (JSON log lines) is read as it comes."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line)
+
+    def send_signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def communicate(self, timeout: float) -> tuple[str, str]:
+        self.process.wait(timeout=timeout)
+        self.reader.join(timeout=timeout)
+        return "", "".join(self.lines)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    def wait_event(self, name: str, count: int = 1, timeout_s: float = 60) -> list[dict]:
+        """Wait until the daemon has logged ``name`` at least ``count`` times; return those events."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = [e for e in events("".join(self.lines)) if e.get("event") == name]
+            if len(found) >= count:
+                return found
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"{name!r} x{count} never logged; stderr so far:\n{''.join(self.lines)[-3000:]}")
+
+
+def start(config: Path, notify: Notify, extra_env: dict[str, str] | None = None) -> Daemon:
     env = {**os.environ, "NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "1000000", **(extra_env or {})}
-    return subprocess.Popen([sys.executable, "-m", "memsync", "daemon", "--config", str(config)], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return Daemon(subprocess.Popen([sys.executable, "-m", "memsync", "daemon", "--config", str(config)], cwd=ROOT,
+                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
 
 
 def state(deployment_root: Path) -> dict:
@@ -63,7 +110,7 @@ def wait_state(root: Path, predicate, timeout_s: float = 60) -> dict:
     raise AssertionError(f"state never matched: {state(root)}")
 
 
-def stop(process: subprocess.Popen[str]) -> tuple[int, str]:
+def stop(process: Daemon) -> tuple[int, str]:
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=120)
     return process.returncode, err
@@ -186,10 +233,10 @@ def test_sighup_with_a_broken_config_keeps_the_old_one(deployment, tmp_path):
         good = deployment.config.read_text()
         deployment.config.write_text(good + "\n[daemon\nbroken = ")
         process.send_signal(signal.SIGHUP)
-        time.sleep(1.5)
+        process.wait_event("config_reload_failed")
         runs = state(deployment.paths.root)["jobs"]["check"]["last_run_at"]
-        time.sleep(2.5)
-        current = state(deployment.paths.root)["jobs"]["check"]
+        current = wait_state(deployment.paths.root, lambda s: s["jobs"]["check"]["last_run_at"] != runs
+                             and s["jobs"]["check"].get("last_outcome") == "ok")["jobs"]["check"]
         assert current["last_run_at"] != runs and current["last_outcome"] == "ok"  # the old config still runs
         assert process.poll() is None
     finally:
@@ -309,10 +356,10 @@ def test_sighup_that_moves_state_dir_or_drops_every_job_is_rejected(deployment, 
         moved.mkdir()
         deployment.config.write_text(good.replace(f'state_dir = "{deployment.paths.state}"', f'state_dir = "{moved}"'))
         process.send_signal(signal.SIGHUP)
-        time.sleep(1.5)
+        process.wait_event("config_reload_failed", count=1)
         deployment.config.write_text(good.replace('check_every = "1s"', ""))
         process.send_signal(signal.SIGHUP)
-        time.sleep(1.5)
+        process.wait_event("config_reload_failed", count=2)
         assert process.poll() is None
     finally:
         deployment.config.write_text(good)
