@@ -31,6 +31,7 @@ from memsync.config.schema import (
     SnapshotConfig,
     absolute,
     find_cross_field_problems,
+    home_dir,
     parse_duration,
 )
 from memsync.errors import ConfigError
@@ -164,7 +165,7 @@ def parse(
     """
     from pydantic import ValidationError
 
-    home = Path(environ.get("HOME") or Path.home())
+    home = home_dir(environ)
     errors: list[str] = []
     mem0 = _mem0_dict(raw, errors, base_dir, home)
     document = {**raw, "mem0": mem0}

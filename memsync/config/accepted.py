@@ -13,9 +13,25 @@ from datetime import date, time
 from pathlib import Path
 from typing import Any
 
+from memsync.config import Config, parse, read_document
 from memsync.config.mem0_file import read_mem0_file
-from memsync.config.schema import absolute
+from memsync.config.schema import absolute, home_dir
 from memsync.errors import ConfigError
+
+
+def load_self_contained(path: Path, environ: Mapping[str, str]) -> tuple[dict[str, Any], Config]:
+    """Read ``path``, inline its ``mem0_config_file``, validate; return the document and config.
+
+    Reads the config file and the mem0 file. The document is what ``accept`` keeps.
+
+    Raises:
+        ConfigError: as ``memsync.config.load``.
+    """
+    document = inline_mem0_file(read_document(path), path.parent, home_dir(environ))
+    try:
+        return document, parse(document, source=str(path), base_dir=path.parent, environ=environ)
+    except RecursionError:
+        raise ConfigError(str(path), ["nested too deeply to be a memsync configuration"]) from None
 
 
 def inline_mem0_file(raw: Mapping[str, Any], base_dir: Path, home: Path) -> dict[str, Any]:

@@ -58,6 +58,11 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
+def home_dir(environ: Mapping[str, str]) -> Path:
+    """The home directory ``~`` stands for: ``$HOME``, else the user's. Reads only."""
+    return Path(environ.get("HOME") or Path.home())
+
+
 def absolute(value: str, base_dir: Path, home: Path) -> Path:
     """``value`` as an absolute path: ``~`` under ``home``, relative under ``base_dir``. Pure."""
     path = Path(value)
