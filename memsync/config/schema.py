@@ -187,14 +187,14 @@ class QdrantSettings(_Mem0Section):
     path: Mem0Path = key(Path(MEM0_DEFAULT_QDRANT_PATH), "absolute path of the embedded Qdrant "
                          "(doctor flags /tmp and tmpfs)")
     collection_name: Annotated[str, _matching(_COLLECTION_NAME, "invalid collection name")] = key(
-        MEM0_DEFAULT_COLLECTION, "the memory collection (mem0 adds <name>_entities)")
+        MEM0_DEFAULT_COLLECTION, "the memory collection (mem0 adds `<name>_entities`)")
     embedding_model_dims: int = key(MEM0_DEFAULT_DIMS, "the collection's vector size", gt=0)
     on_disk: bool = key(False, "keep vectors on disk; mem0ai < 1.0.8 deletes the directory at "
                         "start without it")
 
 
 class VectorStoreSettings(_Mem0Section):
-    """``[mem0.vector_store]``."""
+    """``[mem0.vector_store]``: which vector store mem0 uses."""
 
     provider: Literal["qdrant"] = key("qdrant", "memsync supports embedded Qdrant only, for now")
     config: Annotated[QdrantSettings, _OrEmpty] = Field(default_factory=QdrantSettings,
@@ -202,14 +202,14 @@ class VectorStoreSettings(_Mem0Section):
 
 
 class EmbedderConfigSettings(_Mem0Section):
-    """``[mem0.embedder.config]``."""
+    """``[mem0.embedder.config]``: the embedder's settings."""
 
     embedding_dims: int | None = key(None, "when set, every collection's vector size must match it "
                                      "too", gt=0)
 
 
 class EmbedderSettings(_Mem0Section):
-    """``[mem0.embedder]``."""
+    """``[mem0.embedder]``: mem0's embedder."""
 
     config: Annotated[EmbedderConfigSettings, _OrEmpty] = Field(default_factory=EmbedderConfigSettings,
                                            description="the embedder's config")
@@ -219,7 +219,7 @@ class Mem0Settings(_Mem0Section):
     """``[mem0]``: the dict the app passes to ``mem0.Memory.from_config`` (mem0ai 2.2.1 keys)."""
 
     history_db_path: Mem0Path | None = key(None, "mem0's history database (absolute)",
-                                           shown="<mem0_dir>/history.db")
+                                           shown="`<mem0_dir>/history.db`")
     vector_store: Annotated[VectorStoreSettings, _OrEmpty] = Field(default_factory=VectorStoreSettings,
                                               description="mem0's vector store")
     embedder: Annotated[EmbedderSettings, _OrEmpty] = Field(default_factory=EmbedderSettings,
@@ -249,7 +249,7 @@ class S3Config(_Section):
     bucket: Annotated[str, _matching(_BUCKET_NAME, "must be a valid bucket name")] = key(
         ..., "the bucket (required when [s3] is present)")
     prefix: Annotated[str, BeforeValidator(_strip_slashes)] = key(
-        "", "objects go under s3://<bucket>/<prefix>/<snapshot id>/")
+        "", "objects go under `s3://<bucket>/<prefix>/<snapshot id>/`")
     region: str | None = key(None, "the bucket's region (default: boto3's)")
     endpoint_url: HttpUrl | None = key(None, "S3-compatible services: their endpoint")
     storage_class: str | None = key(None, "e.g. STANDARD_IA (default: the bucket's)")
@@ -275,7 +275,7 @@ _EVERY = "duration '30s'/'15m'/'6h'/'1d'"
 class DaemonConfig(_Section):
     """``[daemon]``: the schedule of the daemon's jobs; each job takes ``*_at`` or ``*_every``."""
 
-    timezone: Annotated[str, BeforeValidator(_time_zone)] = key("UTC", "time zone of the *_at times")
+    timezone: Annotated[str, BeforeValidator(_time_zone)] = key("UTC", "time zone of the `*_at` times")
     check_at: TimeOfDay | None = key(None, "run check daily at this time", toml=_AT)
     check_every: Duration | None = key(None, "run check at this interval", toml=_EVERY)
     prune_at: TimeOfDay | None = key(None, "run prune daily at this time", toml=_AT)
@@ -288,8 +288,8 @@ class DaemonConfig(_Section):
     stop_timeout_s: float = key(120.0, "on SIGTERM, how long the current job may take to finish "
                                 "(seconds)", gt=0, lt=86400, allow_inf_nan=False)
     textfile_path: ConfigPath | None = key(None, "Prometheus textfile collector file")
-    ping_url: HttpUrl | None = key(None, "healthchecks-style URL; /start and /fail appended, {job} "
-                                   "replaced", secret=True)
+    ping_url: HttpUrl | None = key(None, "healthchecks-style URL; `/start` and `/fail` appended, "
+                                   "`{job}` replaced", secret=True)
 
     @property
     def jobs(self) -> Mapping[str, JobSchedule]:
@@ -307,16 +307,16 @@ class ConfigFile(_Section):
 
     mem0_dir: ConfigPath | None = key(None, "the app's MEM0_DIR (mem0 keeps config.json and, with "
                                       "telemetry on, migrations_qdrant/ there)",
-                                      shown="$MEM0_DIR, else ~/.mem0")
+                                      shown="`$MEM0_DIR`, else `~/.mem0`")
     mem0_config_file: ConfigPath | None = key(None, "JSON or YAML file holding the mem0 dict, "
                                               "instead of [mem0] (not both)")
     plugins: Annotated[list[str], BeforeValidator(_plugins)] = key(
         [], "modules imported before mem0.Memory is built (custom providers)",
-        toml="array of module names")
+        toml="array of strings")
     state_dir: ConfigPath | None = key(None, "memsync's state (locks, journals, job times)",
-                                       shown="$STATE_DIRECTORY, else ~/.local/state/memsync")
+                                       shown="`$STATE_DIRECTORY`, else `~/.local/state/memsync`")
     work_dir: ConfigPath | None = key(None, "temporary copies of the stores for check and doctor",
-                                      shown="<state_dir>/tmp")
+                                      shown="`<state_dir>/tmp`")
     app_python: ConfigPath | None = key(None, "the app's interpreter, to read its mem0ai and "
                                         "qdrant-client versions")
     mem0: Mem0Settings = Field(default_factory=Mem0Settings, description="mem0's own dict")
