@@ -7,6 +7,7 @@ stopped. ``plan_catch_up``, ``classify`` and ``backoff_s`` are pure; the loop ar
 ``<state_dir>/daemon-state.json``; ``daemon.lock`` allows one daemon per state directory.
 systemd: READY/STATUS/WATCHDOG over ``$NOTIFY_SOCKET``; SIGTERM finishes the current job (up to
 ``stop_timeout_s``) then exits 0, a second SIGTERM stops at once; SIGHUP reloads the config.
+The jobs read the configuration last accepted, kept as JSON (``memsync.config.accepted``).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ MAX_BACKOFF_S = 3600.0
 FIRST_BACKOFF_S = 30.0
 PING_TIMEOUT_S = 5.0
 ACCEPTED_CONFIG = "daemon-config.json"  # the validated document, mem0_config_file inlined
+# memsync 0.1 kept the accepted TOML text and a copy of the mem0 file; removed once replaced.
+LEGACY_COPIES = ("daemon-config.toml", "daemon-mem0.json", "daemon-mem0.yaml", "daemon-mem0.yml")
 ACCEPTED_COPY_ENV = "MEMSYNC_ACCEPTED_CONFIG"  # read by memsync.cli.common
 
 
@@ -154,6 +157,8 @@ class Daemon:
     def accept(self) -> None:
         """Keep the document just accepted (JSON, mem0 file inlined): the jobs read that one."""
         write_json_atomic(self.config.state_dir / ACCEPTED_CONFIG, jsonable(self.document))
+        for name in LEGACY_COPIES:
+            (self.config.state_dir / name).unlink(missing_ok=True)
 
     def schedule_jobs(self) -> None:
         """(Re)build the scheduler from the current config."""
