@@ -54,14 +54,16 @@ def inline_mem0_file(raw: Mapping[str, Any], base_dir: Path, home: Path) -> dict
 
 
 def jsonable(value: Any) -> Any:
-    """``value`` with TOML's dates and times as ISO text, so ``json.dumps`` takes it. Pure."""
+    """``value`` with TOML's dates and times as ISO text (anything else odd as text), for JSON. Pure."""
     if isinstance(value, date | time):
         return value.isoformat()
     if isinstance(value, Mapping):
         return {str(key): jsonable(item) for key, item in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [jsonable(item) for item in value]
-    return value
+    if value is None or isinstance(value, str | int | float):
+        return value
+    return str(value)  # what YAML alone can hold (sets, bytes): mem0's dict never needs them
 
 
 def read_accepted(path: Path, source: str) -> dict[str, Any]:
