@@ -7,14 +7,13 @@ stopped. ``plan_catch_up``, ``classify`` and ``backoff_s`` are pure; the loop ar
 ``<state_dir>/daemon-state.json``; ``daemon.lock`` allows one daemon per state directory.
 systemd: READY/STATUS/WATCHDOG over ``$NOTIFY_SOCKET``; SIGTERM finishes the current job (up to
 ``stop_timeout_s``) then exits 0, a second SIGTERM stops at once; SIGHUP reloads the config.
+The jobs read the configuration last accepted, kept as JSON (``memsync.config.accepted``).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -32,18 +31,32 @@ from zoneinfo import ZoneInfo
 import schedule
 import structlog
 
-from memsync import config as config_module
+from memsync import flock
 from memsync.config import Config
+from memsync.config.accepted import jsonable, load_self_contained
 from memsync.errors import ConfigError, ExitCode, LockedError, TryLaterError
-from memsync.jobs import LOCK_FILE, Job, build_jobs, iso, latest_slot, load_state, parse, state_path
+from memsync.jobs import (
+    LOCK_FILE,
+    Job,
+    build_jobs,
+    latest_slot,
+    load_state,
+    parse,
+    render_textfile,
+    state_path,
+    summarize,
+)
 from memsync.state import write_json_atomic
+from memsync.utc import iso
 
 logger = structlog.get_logger(__name__)
 
 MAX_BACKOFF_S = 3600.0
 FIRST_BACKOFF_S = 30.0
 PING_TIMEOUT_S = 5.0
-ACCEPTED_CONFIG = "daemon-config.toml"
+ACCEPTED_CONFIG = "daemon-config.json"  # the validated document, mem0_config_file inlined
+# memsync 0.1 kept the accepted TOML text and a copy of the mem0 file; removed once replaced.
+LEGACY_COPIES = ("daemon-config.toml", "daemon-mem0.json", "daemon-mem0.yaml", "daemon-mem0.yml")
 ACCEPTED_COPY_ENV = "MEMSYNC_ACCEPTED_CONFIG"  # read by memsync.cli.common
 
 
@@ -88,17 +101,6 @@ def backoff_s(failures: int, interval_s: float | None) -> float:
     return float(min(delay, interval_s / 4)) if interval_s else float(delay)
 
 
-def _mem0_config_file(text: str, config_path: Path) -> Path | None:
-    """The ``mem0_config_file`` a config text names (absolute), or None."""
-    import tomllib
-
-    value = tomllib.loads(text).get("mem0_config_file")
-    if not isinstance(value, str):
-        return None
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else config_path.parent / path
-
-
 class Notifier:
     """sd_notify over ``$NOTIFY_SOCKET`` (a leading ``@`` is an abstract socket); no-op without it."""
 
@@ -125,6 +127,7 @@ class Daemon:
 
     config_path: Path
     config: Config
+    document: dict[str, Any]  # what ``config`` was validated from, self-contained (accepted.py)
     environ: Mapping[str, str]
     notifier: Notifier = field(init=False)
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -145,36 +148,17 @@ class Daemon:
     def acquire_lock(self) -> None:
         """Hold ``daemon.lock`` for the daemon's life. Raises LockedError (exit 12) naming the holder."""
         self.config.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = self.config.state_dir / LOCK_FILE
-        handle = path.open("a+")
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            handle.close()
-            raise LockedError(f"another memsync daemon runs on {self.config.state_dir}: {holder}",
+            self._lock_handle = flock.acquire(self.config.state_dir / LOCK_FILE)
+        except flock.LockHeld as held:
+            raise LockedError(f"another memsync daemon runs on {self.config.state_dir}: {held.holder or 'another process'}",
                               "stop it first (systemctl stop memsync), or give this one another state_dir") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()} ({' '.join(sys.argv)})\n")
-        handle.flush()
-        self._lock_handle = handle
 
     def accept(self) -> None:
-        """Keep a copy of the configuration just accepted: the jobs read that one."""
-        copy = self.config.state_dir / ACCEPTED_CONFIG
-        temporary = copy.with_name(f".{copy.name}.tmp")
-        text = self.config_path.read_text(encoding="utf-8")
-        mem0_file = _mem0_config_file(text, self.config_path)
-        if mem0_file is not None:  # the jobs must read the accepted mem0 file too, not the one on disk
-            kept = self.config.state_dir / f"daemon-mem0{mem0_file.suffix}"
-            kept.write_bytes(mem0_file.read_bytes())
-            os.chmod(kept, 0o600)
-            text = re.sub(r'(?m)^(\s*mem0_config_file\s*=\s*).*$', lambda m: m.group(1) + json.dumps(str(kept)), text)
-        temporary.write_text(text, encoding="utf-8")
-        os.chmod(temporary, 0o600)
-        os.replace(temporary, copy)
+        """Keep the document just accepted (JSON, mem0 file inlined): the jobs read that one."""
+        write_json_atomic(self.config.state_dir / ACCEPTED_CONFIG, jsonable(self.document))
+        for name in LEGACY_COPIES:
+            (self.config.state_dir / name).unlink(missing_ok=True)
 
     def schedule_jobs(self) -> None:
         """(Re)build the scheduler from the current config."""
@@ -268,7 +252,7 @@ class Daemon:
         """SIGHUP: load the config again; an invalid one is rejected and the old one kept."""
         self.reload_requested.clear()
         try:
-            fresh = config_module.load(self.config_path, self.environ)
+            document, fresh = load_self_contained(self.config_path, self.environ)
             problems = []
             if fresh.state_dir != self.config.state_dir:
                 problems.append("state_dir cannot change on reload (the daemon's lock lives there): restart it")
@@ -279,7 +263,7 @@ class Daemon:
         except ConfigError as error:
             logger.error("config_reload_failed", error=error.message, kept="previous configuration")
             return
-        self.config = fresh
+        self.config, self.document = fresh, document
         self.accept()
         self.schedule_jobs()
         logger.info("config_reloaded", jobs=[j.name for j in build_jobs(fresh)])
@@ -417,59 +401,13 @@ class _Collector:
             thread.join(timeout=30)
 
 
-def summarize(job: str, output: Mapping[str, Any]) -> dict[str, Any]:
-    """The few figures of a job's JSON output worth keeping (counts, snapshot id and size). Pure."""
-    if job == "check":
-        counts = output.get("counts") or {}
-        by_code: dict[str, int] = {}
-        for finding in output.get("findings") or []:
-            by_code[str(finding.get("code"))] = by_code.get(str(finding.get("code")), 0) + 1
-        return {"errors": counts.get("errors", 0), "warnings": counts.get("warnings", 0),
-                "points": counts.get("points", 0), "findings_by_code": by_code}
-    if job == "prune":
-        return {"deleted": len(output.get("deleted") or [])}
-    if job == "snapshot":
-        return {"snapshot_id": output.get("id"), "size_bytes": output.get("size_bytes", 0)}
-    if job == "retention":
-        return {"removed": len(output.get("removed") or [])}
-    return {}
-
-
-def render_textfile(state: Mapping[str, Any]) -> str:
-    """Prometheus text format of the daemon state. Pure."""
-    lines = [
-        "# HELP memsync_job_last_success_timestamp_seconds Last successful run of a memsync job (UTC).",
-        "# TYPE memsync_job_last_success_timestamp_seconds gauge",
-    ]
-    jobs = state.get("jobs", {})
-    for name, record in sorted(jobs.items()):
-        success = parse(record.get("last_success_at"))
-        if success is not None:
-            lines.append(f'memsync_job_last_success_timestamp_seconds{{job="{name}"}} {success.timestamp():.0f}')
-    lines += ["# HELP memsync_job_duration_seconds Duration of the last run of a memsync job.",
-              "# TYPE memsync_job_duration_seconds gauge"]
-    lines += [f'memsync_job_duration_seconds{{job="{n}"}} {r.get("duration_s", 0)}' for n, r in sorted(jobs.items())]
-    lines += ["# HELP memsync_job_failing 1 when the last run of a job failed or found problems.",
-              "# TYPE memsync_job_failing gauge"]
-    lines += [f'memsync_job_failing{{job="{n}"}} {int(r.get("last_outcome") in ("failed", "problems"))}'
-              for n, r in sorted(jobs.items())]
-    summary = jobs.get("check", {}).get("summary", {})
-    lines += ["# HELP memsync_findings Findings of the last check, by code.", "# TYPE memsync_findings gauge"]
-    lines += [f'memsync_findings{{code="{code}"}} {count}' for code, count in sorted(summary.get("findings_by_code", {}).items())]
-    size = jobs.get("snapshot", {}).get("summary", {}).get("size_bytes")
-    if size is not None:
-        lines += ["# HELP memsync_snapshot_size_bytes Size of the last snapshot.", "# TYPE memsync_snapshot_size_bytes gauge",
-                  f"memsync_snapshot_size_bytes {size}"]
-    return "\n".join(lines) + "\n"
-
-
 def run_daemon(config_path: Path, environ: Mapping[str, str]) -> int:
     """Load the config and run the daemon. Raises ConfigError, LockedError."""
-    loaded = config_module.load(config_path, environ)
+    document, loaded = load_self_contained(config_path, environ)
     if not loaded.daemon.jobs:
         raise ConfigError(loaded.source, ["daemon: no job scheduled (set check_every, snapshot_at, ...)"])
     try:
-        return Daemon(config_path=config_path, config=loaded, environ=environ).run()
+        return Daemon(config_path=config_path, config=loaded, document=document, environ=environ).run()
     except OSError as error:
         raise TryLaterError(f"daemon state directory {loaded.state_dir}: {error.strerror}") from error
 

@@ -28,9 +28,6 @@ from memsync.stores.intent import FORGET_JOURNAL, load_forgetting
 
 logger = structlog.get_logger(__name__)
 
-# mem0ai releases whose deletes are known to misbehave (FIELD_NOTES.md, public tracker).
-BAD_DELETE_RANGES = (("0.1.118", "1.0.5", "delete_all(user_id=...) also wiped every other user's points"),)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Targets:
@@ -117,9 +114,9 @@ def refuse_bad_mem0(version: str | None, bulk: bool) -> None:
         parsed = Version(version)
     except InvalidVersion:
         return
-    for first, last, problem in BAD_DELETE_RANGES:
-        if bulk and Version(first) <= parsed <= Version(last):
-            raise ConfigError("environment", [f"mem0ai {version}: {problem}; upgrade mem0ai first"])
+    for row in versions.known_bad_mem0(str(parsed)):
+        if bulk and row.refuses_bulk_delete:
+            raise ConfigError("environment", [f"mem0ai {version}: {row.problem}; upgrade mem0ai first"])
 
 
 def delete_through_mem0(

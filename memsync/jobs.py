@@ -5,7 +5,6 @@ Reads only: the state document is written by the daemon alone (``memsync.daemon`
 
 from __future__ import annotations
 
-import fcntl
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,10 +13,13 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from memsync.config import Config, JobSchedule
+from memsync import flock, utc
+from memsync.config import Config, JobSchedule, schema
+from memsync.utc import iso
 
 STATE_FILE = "daemon-state.json"
 LOCK_FILE = "daemon.lock"
+JOB_NAMES = schema.JOB_NAMES
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,9 +29,6 @@ class Job:
     name: str
     argv: tuple[str, ...]
     when: JobSchedule
-
-
-JOB_NAMES = ("check", "prune", "snapshot", "retention")
 
 
 def job_argv(config: Config, name: str) -> tuple[str, ...]:
@@ -67,18 +66,13 @@ def latest_slot(when: JobSchedule, now: datetime, zone: ZoneInfo, last_success: 
 
 
 def parse(value: object) -> datetime | None:
-    """Parse a state timestamp; None when absent or malformed."""
+    """Parse a state timestamp (``utc.parse``); None when absent or malformed. Pure."""
     if not isinstance(value, str):
         return None
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return utc.parse(value)
     except ValueError:
         return None
-
-
-def iso(moment: datetime) -> str:
-    """UTC ISO 8601 with a ``Z``."""
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def state_path(config: Config) -> Path:
@@ -96,19 +90,15 @@ def load_state(config: Config) -> dict[str, Any]:
 
 
 def daemon_pid(config: Config) -> int | None:
-    """The pid of the daemon holding ``daemon.lock``, or None (probes without blocking)."""
-    path = config.state_dir / LOCK_FILE
-    if not path.is_file():
+    """The pid of the daemon holding ``daemon.lock`` (-1 when it wrote none), or None.
+
+    Probes without blocking; writes nothing.
+    """
+    note = flock.holder(config.state_dir / LOCK_FILE)
+    if note is None:
         return None
-    with path.open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            text = handle.read().split()
-            return int(text[1]) if len(text) > 1 and text[1].isdigit() else -1
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return None
+    pid = flock.holder_pid(note)
+    return -1 if pid is None else pid
 
 
 def job_health(config: Config, state: Mapping[str, Any], now: datetime) -> list[dict[str, Any]]:
@@ -134,3 +124,49 @@ def job_health(config: Config, state: Mapping[str, Any], now: datetime) -> list[
                      last >= slot else (iso(slot) if slot else None),
                      "overdue": overdue, "failing": failing})
     return rows
+
+
+def summarize(job: str, output: Mapping[str, Any]) -> dict[str, Any]:
+    """The few figures of a job's JSON output worth keeping (counts, snapshot id and size). Pure."""
+    if job == "check":
+        counts = output.get("counts") or {}
+        by_code: dict[str, int] = {}
+        for finding in output.get("findings") or []:
+            by_code[str(finding.get("code"))] = by_code.get(str(finding.get("code")), 0) + 1
+        return {"errors": counts.get("errors", 0), "warnings": counts.get("warnings", 0),
+                "points": counts.get("points", 0), "findings_by_code": by_code}
+    if job == "prune":
+        return {"deleted": len(output.get("deleted") or [])}
+    if job == "snapshot":
+        return {"snapshot_id": output.get("id"), "size_bytes": output.get("size_bytes", 0)}
+    if job == "retention":
+        return {"removed": len(output.get("removed") or [])}
+    return {}
+
+
+def render_textfile(state: Mapping[str, Any]) -> str:
+    """Prometheus text format of the daemon state. Pure."""
+    lines = [
+        "# HELP memsync_job_last_success_timestamp_seconds Last successful run of a memsync job (UTC).",
+        "# TYPE memsync_job_last_success_timestamp_seconds gauge",
+    ]
+    jobs = state.get("jobs", {})
+    for name, record in sorted(jobs.items()):
+        success = parse(record.get("last_success_at"))
+        if success is not None:
+            lines.append(f'memsync_job_last_success_timestamp_seconds{{job="{name}"}} {success.timestamp():.0f}')
+    lines += ["# HELP memsync_job_duration_seconds Duration of the last run of a memsync job.",
+              "# TYPE memsync_job_duration_seconds gauge"]
+    lines += [f'memsync_job_duration_seconds{{job="{n}"}} {r.get("duration_s", 0)}' for n, r in sorted(jobs.items())]
+    lines += ["# HELP memsync_job_failing 1 when the last run of a job failed or found problems.",
+              "# TYPE memsync_job_failing gauge"]
+    lines += [f'memsync_job_failing{{job="{n}"}} {int(r.get("last_outcome") in ("failed", "problems"))}'
+              for n, r in sorted(jobs.items())]
+    summary = jobs.get("check", {}).get("summary", {})
+    lines += ["# HELP memsync_findings Findings of the last check, by code.", "# TYPE memsync_findings gauge"]
+    lines += [f'memsync_findings{{code="{code}"}} {count}' for code, count in sorted(summary.get("findings_by_code", {}).items())]
+    size = jobs.get("snapshot", {}).get("summary", {}).get("size_bytes")
+    if size is not None:
+        lines += ["# HELP memsync_snapshot_size_bytes Size of the last snapshot.", "# TYPE memsync_snapshot_size_bytes gauge",
+                  f"memsync_snapshot_size_bytes {size}"]
+    return "\n".join(lines) + "\n"

@@ -6,15 +6,14 @@ Mutating commands take ``operation.lock`` (an flock) for their duration; a secon
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from memsync import flock
 from memsync.errors import LockedError, TryLaterError
 
 OPERATION_LOCK = "operation.lock"
@@ -23,7 +22,7 @@ RESTORE_JOURNAL = "restore-journal.json"
 
 @contextmanager
 def operation_lock(state_dir: Path, what: str) -> Iterator[None]:
-    """Hold ``<state_dir>/operation.lock`` while the block runs.
+    """Hold ``<state_dir>/operation.lock`` while the block runs (``memsync.flock``).
 
     Writes the holder's pid and command line into the file (for the next one's message).
 
@@ -31,31 +30,22 @@ def operation_lock(state_dir: Path, what: str) -> Iterator[None]:
         LockedError: another process holds it.
         TryLaterError: the state directory cannot be created or written.
     """
+    path = state_dir / OPERATION_LOCK
     try:
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handle = (state_dir / OPERATION_LOCK).open("a+")
+        handle = flock.acquire(path)
+    except flock.LockHeld as held:
+        raise LockedError(
+            f"{what}: another memsync operation holds {path} ({held.holder or 'an unknown process'})",
+            "wait for it to finish, or stop it; the lock is released when it exits",
+        ) from None
     except OSError as error:
         raise TryLaterError(
             f"state directory {state_dir} cannot be written: {error.strerror}",
             "set state_dir to a writable directory",
         ) from error
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "an unknown process"
-            raise LockedError(
-                f"{what}: another memsync operation holds {state_dir / OPERATION_LOCK} ({holder})",
-                "wait for it to finish, or stop it; the lock is released when it exits",
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()} ({' '.join(sys.argv)})\n")
-        handle.flush()
+    with handle:
         yield
-    finally:
-        handle.close()
 
 
 def write_json_atomic(path: Path, document: Any, mode: int = 0o600) -> None:

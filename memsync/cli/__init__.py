@@ -17,6 +17,7 @@ import structlog
 
 from memsync import __version__, log
 from memsync.cli import check as check_command
+from memsync.cli import config as config_command
 from memsync.cli import daemon as daemon_command
 from memsync.cli import doctor as doctor_command
 from memsync.cli import forget as forget_command
@@ -31,7 +32,7 @@ logger = structlog.get_logger(__name__)
 
 EPILOG = "exit status:\n" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODE_TABLE)
 COMMANDS = (check_command, doctor_command, snapshot_command, restore_command, reconcile_command, forget_command,
-            review_command, daemon_command)
+            review_command, daemon_command, config_command)
 
 
 def common_options() -> argparse.ArgumentParser:

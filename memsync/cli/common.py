@@ -17,5 +17,5 @@ def load_config(args: argparse.Namespace) -> config.Config:
 
 
 # The daemon runs its jobs with the configuration it accepted last (a SIGHUP with a broken file
-# keeps the old one), written to this path in its state directory.
+# keeps the old one): the JSON document it keeps in its state directory (memsync.config.accepted).
 ACCEPTED_COPY_ENV = "MEMSYNC_ACCEPTED_CONFIG"

@@ -127,3 +127,42 @@ def test_durations_parse_with_their_unit(text, seconds):
 def test_bad_durations_are_refused(text):
     with pytest.raises(ValueError):
         config.parse_duration(text)
+
+
+def test_cross_field_rules_are_reported_with_the_per_field_problems():
+    with pytest.raises(ConfigError) as raised:
+        parse({"snapshot": {"keep_last": "3", "nope": 1},
+               "s3": {"bucket": "my-bucket", "sse": "aws:kms"},
+               "daemon": {"check_at": "01:00", "check_every": "1h"}})
+    assert raised.value.problems == [
+        "snapshot.keep_last: must be an integer (got '3')",
+        "snapshot.nope: unknown key (known: directory, encrypt_key_file, keep_daily, keep_last, keep_monthly, "
+        "keep_weekly, signing_key_file)",
+        "s3.sse_kms_key_id: required when s3.sse is 'aws:kms'",
+        "daemon.check_at: give check_at or check_every, not both",
+    ]
+
+
+def test_paths_resolve_against_the_file_and_home():
+    loaded = parse({"state_dir": "state", "work_dir": "~/work", "snapshot": {"directory": "/abs/snaps"}})
+    assert loaded.state_dir == Path("/etc/memsync/state") and loaded.work_dir == Path("/home/op/work")
+    assert loaded.snapshot.directory == Path("/abs/snaps")
+
+
+def test_accepted_document_is_self_contained_and_parses_alike(tmp_path):
+    import json
+
+    from memsync.config import accepted
+
+    (tmp_path / "mem0.yaml").write_text("vector_store:\n  config:\n    path: /data/q\n")
+    path = tmp_path / "memsync.toml"
+    path.write_text('mem0_config_file = "mem0.yaml"\nstate_dir = "state"\n[daemon]\nprune_at = "03:10"\n')
+    document, loaded = accepted.load_self_contained(path, ENV)
+    assert "mem0_config_file" not in document and document["mem0"] == {"vector_store": {"config": {"path": "/data/q"}}}
+    kept = tmp_path / "kept.json"
+    kept.write_text(json.dumps(accepted.jsonable(document)))
+    (tmp_path / "mem0.yaml").write_text("[broken")
+    again = config.load(path, ENV, text_from=kept)
+    assert again == loaded and again.qdrant_path == Path("/data/q") and again.state_dir == tmp_path / "state"
+    with pytest.raises(ConfigError, match="mem0_config_file"):
+        config.load(path, ENV)

@@ -1,0 +1,263 @@
+"""memsync's configuration: TOML in, validated frozen objects out; the only reader of config and env.
+
+Lookup order: ``--config PATH``, else ``$MEMSYNC_CONFIG``, else ``/etc/memsync/memsync.toml``.
+Every key is declared once in ``memsync.config.schema``; ``parse`` checks each key there (per
+field), then the rules tying keys together (``find_cross_field_problems``), and raises one
+``ConfigError`` listing every problem as ``dotted.path: what is wrong (got VALUE)``.
+Secrets (``{env = "NAME"}`` / ``{file = "PATH"}`` values in the mem0 dict) are validated for
+form at load time and resolved only by ``resolve_secrets``, so read-only commands work
+without them. Defaults follow mem0ai 2.2.1 (``mem0/configs``): Qdrant at ``/tmp/qdrant``,
+collection ``mem0``, 1536 dimensions, ``$MEM0_DIR/history.db``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memsync.config.mem0_file import read_mem0_file
+from memsync.config.messages import describe_errors
+from memsync.config.schema import (
+    MEM0_DEFAULT_COLLECTION,
+    MEM0_DEFAULT_DIMS,
+    MEM0_DEFAULT_QDRANT_PATH,
+    ConfigFile,
+    DaemonConfig,
+    JobSchedule,
+    S3Config,
+    SnapshotConfig,
+    absolute,
+    find_cross_field_problems,
+    home_dir,
+    parse_duration,
+)
+from memsync.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH", "MEM0_DEFAULT_COLLECTION", "MEM0_DEFAULT_DIMS", "MEM0_DEFAULT_QDRANT_PATH",
+    "Config", "DaemonConfig", "JobSchedule", "S3Config", "Secret", "SnapshotConfig", "config_path",
+    "load", "parse", "parse_duration", "read_document", "resolve_secrets",
+]  # fmt: skip
+
+DEFAULT_CONFIG_PATH = Path("/etc/memsync/memsync.toml")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Secret:
+    """A reference to a secret value: an environment variable or a file (never inline)."""
+
+    env: str | None = None
+    file: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    """The whole configuration, validated and resolved; paths are absolute.
+
+    Attributes:
+        source: where it was read from (a path), for messages.
+        mem0: the dict the app passes to ``mem0.Memory.from_config``, with ``Secret``
+            objects where the file had ``{env=...}``/``{file=...}``.
+        qdrant_path: the embedded Qdrant directory.
+        collection: the memory collection's name.
+        expected_dims: ``(key, size)`` pairs every collection's vector size must match.
+        history_db_path: mem0's history.db.
+        settings: the validated document with every default filled in (``config show``).
+    """
+
+    source: str
+    mem0_dir: Path
+    mem0: Mapping[str, Any] = field(repr=False)
+    plugins: tuple[str, ...]
+    state_dir: Path
+    work_dir: Path
+    app_python: Path | None
+    qdrant_path: Path
+    collection: str
+    expected_dims: tuple[tuple[str, int], ...]
+    history_db_path: Path
+    snapshot: SnapshotConfig
+    s3: S3Config | None
+    daemon: DaemonConfig
+    settings: ConfigFile = field(repr=False, compare=False)
+
+    @property
+    def migrations_qdrant_path(self) -> Path:
+        """The second embedded Qdrant mem0 opens when telemetry is on (mem0ai 2.2.1)."""
+        return self.mem0_dir / "migrations_qdrant"
+
+    @property
+    def entities_collection(self) -> str:
+        """mem0's entity collection for the memory collection (mem0ai 2.2.1)."""
+        return f"{self.collection}_entities"
+
+
+def config_path(cli_path: str | None, environ: Mapping[str, str]) -> Path:
+    """Return the config file to read: ``--config``, ``$MEMSYNC_CONFIG`` or the default."""
+    if cli_path:
+        return Path(cli_path)
+    if environ.get("MEMSYNC_CONFIG"):
+        return Path(environ["MEMSYNC_CONFIG"])
+    return DEFAULT_CONFIG_PATH
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """Read the TOML document at ``path`` without validating it. Reads only.
+
+    Raises:
+        ConfigError: the file is missing, unreadable or not TOML.
+    """
+    source = str(path)
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            source,
+            ["file not found"],
+            "create it (every key is in docs/reference/config.md and ops/memsync.example.toml), "
+            "or pass --config PATH / set MEMSYNC_CONFIG",
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(source, [f"cannot read: {error}"]) from error
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(source, [f"not valid TOML: {error}"]) from error
+
+
+def load(path: Path, environ: Mapping[str, str], text_from: Path | None = None) -> Config:
+    """Read and validate the configuration at ``path``. Reads only.
+
+    Args:
+        path: the TOML file.
+        environ: the environment (``MEM0_DIR``, ``STATE_DIRECTORY``, ``HOME`` are read).
+        text_from: read the document from this file instead (the daemon's last accepted copy,
+            TOML or JSON by its suffix); relative paths still resolve against ``path``'s directory.
+
+    Raises:
+        ConfigError: the file is missing, unreadable, not TOML, or any key is invalid; every
+            problem is listed with its dotted path.
+    """
+    source = str(path)
+    if text_from is not None and text_from.suffix == ".json":
+        from memsync.config.accepted import read_accepted
+
+        raw = read_accepted(text_from, source)
+    else:
+        raw = read_document(text_from or path)
+    try:
+        return parse(raw, source=source, base_dir=path.parent, environ=environ)
+    except RecursionError:
+        raise ConfigError(source, ["nested too deeply to be a memsync configuration"]) from None
+
+
+def parse(
+    raw: Mapping[str, Any], *, source: str, base_dir: Path, environ: Mapping[str, str]
+) -> Config:
+    """Validate an already-parsed TOML document. Pure apart from reading ``mem0_config_file``.
+
+    Per-field checks (``schema.ConfigFile``) first, then the cross-field rules; every problem
+    of both is reported.
+
+    Raises:
+        ConfigError: every invalid key, with its dotted path.
+    """
+    from pydantic import ValidationError
+
+    home = home_dir(environ)
+    errors: list[str] = []
+    mem0 = _mem0_dict(raw, errors, base_dir, home)
+    document = {**raw, "mem0": mem0}
+    settings: ConfigFile | None = None
+    try:
+        settings = ConfigFile.model_validate(document, context={"base_dir": base_dir, "home": home})
+    except ValidationError as error:
+        errors += describe_errors(error)
+    errors += find_cross_field_problems(raw, mem0)
+    if errors or settings is None:
+        raise ConfigError(source, errors)
+    return _resolve(settings, mem0, source, environ, home)
+
+
+def _resolve(
+    settings: ConfigFile, mem0: dict[str, Any], source: str, environ: Mapping[str, str], home: Path
+) -> Config:
+    """The defaults computed from the environment, and the values derived from the mem0 dict."""
+    state_default = environ.get("STATE_DIRECTORY", "").split(":")[0] or str(home / ".local/state/memsync")
+    mem0_dir = settings.mem0_dir or Path(environ.get("MEM0_DIR") or home / ".mem0")
+    state_dir = settings.state_dir or Path(state_default)
+    store = settings.mem0.vector_store.config
+    dims = [("mem0.vector_store.config.embedding_model_dims", store.embedding_model_dims)]
+    embedder_dims = settings.mem0.embedder.config.embedding_dims
+    if embedder_dims is not None:
+        dims.append(("mem0.embedder.config.embedding_dims", embedder_dims))
+    return Config(
+        source=source,
+        mem0_dir=mem0_dir,
+        mem0=mem0,
+        plugins=tuple(settings.plugins),
+        state_dir=state_dir,
+        work_dir=settings.work_dir or state_dir / "tmp",
+        app_python=settings.app_python,
+        qdrant_path=store.path,
+        collection=store.collection_name,
+        expected_dims=tuple(dims),
+        history_db_path=settings.mem0.history_db_path or mem0_dir / "history.db",
+        snapshot=settings.snapshot,
+        s3=settings.s3,
+        daemon=settings.daemon,
+        settings=settings,
+    )
+
+
+def resolve_secrets(value: Any, environ: Mapping[str, str]) -> Any:
+    """Return ``value`` with every ``Secret`` replaced by its value. Reads secret files.
+
+    Raises:
+        ConfigError: an environment variable is unset or a secret file is unreadable.
+    """
+    if isinstance(value, Secret):
+        if value.env is not None:
+            if value.env not in environ:
+                raise ConfigError("environment", [f"{value.env}: environment variable is not set"])
+            return environ[value.env]
+        assert value.file is not None
+        try:
+            return Path(value.file).read_text(encoding="utf-8").strip()
+        except OSError as error:
+            raise ConfigError(value.file, [f"secret file unreadable: {error.strerror}"]) from error
+    if isinstance(value, Mapping):
+        return {key: resolve_secrets(item, environ) for key, item in value.items()}
+    if isinstance(value, list):
+        return [resolve_secrets(item, environ) for item in value]
+    return value
+
+
+def _mem0_dict(raw: Mapping[str, Any], errors: list[str], base_dir: Path, home: Path) -> Any:
+    """The mem0 dict, from ``[mem0]`` or ``mem0_config_file``, with ``Secret`` references.
+
+    A value of the wrong type is returned as is, for the per-field checks to report.
+    """
+    inline, file_key = raw.get("mem0"), raw.get("mem0_config_file")
+    if inline is not None and file_key is not None:
+        return {}  # a cross-field problem
+    if isinstance(file_key, str) and file_key and "\x00" not in file_key:
+        return _with_secrets(read_mem0_file(absolute(file_key, base_dir, home), errors), "mem0", errors)
+    if inline is None:
+        return {}
+    return _with_secrets(dict(inline), "mem0", errors) if isinstance(inline, Mapping) else inline
+
+
+def _with_secrets(value: Any, dotted: str, errors: list[str]) -> Any:
+    if isinstance(value, Mapping):
+        keys = set(value)
+        if keys and keys <= {"env", "file"}:
+            if len(keys) != 1 or not all(isinstance(v, str) and v for v in value.values()):
+                errors.append(f"{dotted}: a secret is {{env = \"NAME\"}} or {{file = \"PATH\"}}")
+                return Secret()
+            return Secret(env=value.get("env"), file=value.get("file"))
+        return {key: _with_secrets(item, f"{dotted}.{key}", errors) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_with_secrets(item, f"{dotted}[{i}]", errors) for i, item in enumerate(value)]
+    return value

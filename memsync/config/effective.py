@@ -1,0 +1,112 @@
+"""The effective configuration as a plain document, for ``memsync config show``; secrets redacted.
+
+Never shows a secret's value: ``{env}``/``{file}`` references stay references (never resolved),
+keys the schema marks ``secret`` (``daemon.ping_url``) and inline mem0 values under secret-like
+names (``api_key``, ``password``, ``token``...) become ``"<redacted>"``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import time, timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from memsync.config import Config, Secret
+
+REDACTED = "<redacted>"
+_SECRET_NAME = re.compile(r"(api_?key|password|passwd|secret|token|credential|auth)", re.IGNORECASE)
+
+
+def effective_document(config: Config) -> dict[str, Any]:
+    """Every key with its value or default, resolved (paths absolute), secrets redacted. Pure."""
+    settings = config.settings
+    document = _model(settings, skip=("mem0", "snapshot", "s3", "daemon"))
+    document.update(mem0_dir=str(config.mem0_dir), state_dir=str(config.state_dir),
+                    work_dir=str(config.work_dir))
+    declared = _model(settings.mem0)
+    declared["history_db_path"] = str(config.history_db_path)
+    document["mem0"] = _merge(_redact_mem0(config.mem0), declared)
+    document["snapshot"] = _model(settings.snapshot)
+    document["s3"] = _model(settings.s3) if settings.s3 is not None else None
+    document["daemon"] = _model(settings.daemon)
+    return document
+
+
+def flatten(document: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """``(dotted.key, value)`` pairs of a nested document, tables first-come. Pure."""
+    pairs: list[tuple[str, Any]] = []
+    for key, value in document.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and not _is_reference(value):
+            pairs += flatten(value, dotted + ".")
+        else:
+            pairs.append((dotted, value))
+    return pairs
+
+
+def format_duration(span: timedelta) -> str:
+    """``span`` in the largest unit that divides it (``"15m"``, ``"1d"``, ``"90s"``). Pure."""
+    seconds = int(span.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _model(model: BaseModel, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for name, info in type(model).model_fields.items():
+        if name in skip:
+            continue
+        value = getattr(model, name)
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        if extra.get("secret") and value is not None:
+            found[name] = REDACTED
+        elif isinstance(value, BaseModel):
+            found[name] = _model(value)
+        else:
+            found[name] = _plain(value)
+    return found
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, time):
+        return value.strftime("%H:%M")
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _redact_mem0(value: Any, name: str = "") -> Any:
+    if isinstance(value, Secret):
+        return {"env": value.env} if value.env is not None else {"file": value.file}
+    if isinstance(value, Mapping):
+        return {key: _redact_mem0(item, str(key)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redact_mem0(item, name) for item in value]
+    if isinstance(value, str) and _SECRET_NAME.search(name):
+        return REDACTED
+    return _plain(value)
+
+
+def _merge(given: Any, declared: Mapping[str, Any]) -> Any:
+    """``given`` (mem0's dict as written) with memsync's declared keys and defaults over it."""
+    merged = dict(given) if isinstance(given, Mapping) else {}
+    for key, value in declared.items():
+        if isinstance(value, Mapping):
+            merged[key] = _merge(merged.get(key), value)
+        elif value is not None:
+            merged[key] = value
+    return merged
+
+
+def _is_reference(value: Mapping[str, Any]) -> bool:
+    return set(value) in ({"env"}, {"file"})

@@ -1,0 +1,351 @@
+"""The one declaration of memsync's configuration: every key, its type, default and meaning.
+
+Each key is declared once, as a pydantic v2 field with a one-line ``description`` and its
+constraints; validation (``memsync.config.load``), the reference page
+(``memsync.config.reference``) and the example file's test all read these models. Validation
+is strict (TOML types, no coercion: ``"3"`` is not an integer, ``true`` is not a number).
+Relative paths resolve against the config file's directory and ``~`` against ``$HOME``, both
+given in the validation context (``{"base_dir": Path, "home": Path}``).
+
+The ``[mem0]`` models declare only the keys memsync reads from mem0's own dict (mem0ai 2.2.1
+``mem0/configs``); every other key there is mem0's and passes through unchecked.
+"""
+
+from __future__ import annotations
+
+import re
+import zoneinfo
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import time, timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
+from pydantic.config import JsonDict
+from pydantic_core import PydanticCustomError
+
+MEM0_DEFAULT_QDRANT_PATH = "/tmp/qdrant"  # noqa: S108 - mem0ai 2.2.1 QdrantConfig.path
+MEM0_DEFAULT_COLLECTION = "mem0"
+MEM0_DEFAULT_DIMS = 1536
+JOB_NAMES = ("check", "prune", "snapshot", "retention")
+
+_DURATION = re.compile(r"(\d{1,12})(s|m|h|d)")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_TIME_OF_DAY = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
+_MODULE_NAME = re.compile(r"[A-Za-z_][\w.]*")
+_COLLECTION_NAME = re.compile(r"(?!\.{1,2}$)[A-Za-z0-9_.-]{1,255}")
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_HTTP_URL = re.compile(r"^https?://")
+
+
+def _problem(text: str) -> PydanticCustomError:
+    return PydanticCustomError("memsync", text)
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse ``"15m"``-style durations (units s, m, h, d; at most a year). Pure.
+
+    Raises:
+        ValueError: not a positive duration with a unit, or longer than 366 days.
+    """
+    match = _DURATION.fullmatch(text)
+    if not match or int(match.group(1)) <= 0:
+        raise ValueError(f"expected a positive duration like '30s', '15m', '6h', '1d' (got {text!r})")
+    seconds = int(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    if seconds > 366 * 86400:
+        raise ValueError(f"a duration must be at most a year (got {text!r})")
+    return timedelta(seconds=seconds)
+
+
+def home_dir(environ: Mapping[str, str]) -> Path:
+    """The home directory ``~`` stands for: ``$HOME``, else the user's. Reads only."""
+    return Path(environ.get("HOME") or Path.home())
+
+
+def absolute(value: str, base_dir: Path, home: Path) -> Path:
+    """``value`` as an absolute path: ``~`` under ``home``, relative under ``base_dir``. Pure."""
+    path = Path(value)
+    if value.startswith("~"):
+        path = home / value[2:] if value.startswith("~/") else Path(value).expanduser()
+    return path if path.is_absolute() else (base_dir / path).absolute()
+
+
+def _config_path(value: Any, info: ValidationInfo) -> Any:
+    if isinstance(value, Path):
+        return value
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise _problem("must be a non-empty path string")
+    context = info.context or {}
+    if "base_dir" not in context:
+        return Path(value)
+    return absolute(value, context["base_dir"], context["home"])
+
+
+def _mem0_path(value: Any) -> Any:
+    if isinstance(value, Path):
+        return value
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise _problem("must be an absolute path string")
+    if not Path(value).is_absolute():
+        raise _problem("must be absolute; mem0 resolves a relative path against the app's working "
+                       "directory, which memsync cannot know")
+    return Path(value)
+
+
+def _time_of_day(value: Any) -> Any:
+    match = _TIME_OF_DAY.fullmatch(value) if isinstance(value, str) else None
+    if not match:
+        raise _problem("must be a time 'HH:MM'")
+    return time(int(match.group(1)), int(match.group(2)))
+
+
+def _duration(value: Any) -> Any:
+    try:
+        return parse_duration(str(value))
+    except ValueError as error:
+        raise _problem(str(error).rsplit(" (got ", 1)[0]) from None  # describe() adds the value
+
+
+def _matching(pattern: re.Pattern[str], text: str) -> Any:
+    def check(value: Any) -> Any:
+        if isinstance(value, str) and not pattern.fullmatch(value):
+            raise _problem(text)
+        return value
+
+    return BeforeValidator(check)
+
+
+def _time_zone(value: Any) -> Any:
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):
+        raise _problem("unknown time zone") from None
+    return value
+
+
+def _plugins(value: Any) -> Any:
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        bad = [item for item in value if not _MODULE_NAME.fullmatch(item)]
+        if bad:
+            raise _problem(f"not importable module names: {bad}")
+    return value
+
+
+def _http_url(value: Any) -> Any:
+    if isinstance(value, str) and not _HTTP_URL.match(value):
+        raise _problem("must start with http:// or https://")
+    return value
+
+
+def _none_is_empty(value: Any) -> Any:
+    return {} if value is None else value  # a mem0 JSON file may say "config": null
+
+
+ConfigPath = Annotated[Path, BeforeValidator(_config_path)]
+Mem0Path = Annotated[Path, BeforeValidator(_mem0_path)]
+TimeOfDay = Annotated[time, BeforeValidator(_time_of_day)]
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
+HttpUrl = Annotated[str, BeforeValidator(_http_url)]
+_OrEmpty = BeforeValidator(_none_is_empty)
+
+
+def key(default: Any, description: str, *, toml: str | None = None, shown: str | None = None,
+        secret: bool = False, **constraints: Any) -> Any:
+    """Declare one key: its default, one-line description and constraints.
+
+    Args:
+        default: the value when the key is absent (``...`` for required).
+        description: one line for the reference page and ``config show``.
+        toml: the type as the reference shows it, when the annotation does not say it well.
+        shown: the default as the reference shows it, when it is computed at load time.
+        secret: ``config show`` prints a placeholder instead of the value.
+        constraints: pydantic ``Field`` constraints (``ge``, ``gt``, ...).
+    """
+    extra: JsonDict = {name: value for name, value in (("toml", toml), ("shown", shown)) if value}
+    if secret:
+        extra["secret"] = True
+    return Field(default, description=description, json_schema_extra=extra or None,
+                 repr=not secret, **constraints)
+
+
+class _Section(BaseModel):
+    """A memsync-owned table: strict TOML types, unknown keys refused, frozen."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class _Mem0Section(BaseModel):
+    """A table of mem0's own dict: only the keys memsync reads are checked."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+
+
+class QdrantSettings(_Mem0Section):
+    """``[mem0.vector_store.config]``: mem0's QdrantConfig (embedded mode only)."""
+
+    path: Mem0Path = key(Path(MEM0_DEFAULT_QDRANT_PATH), "absolute path of the embedded Qdrant "
+                         "(doctor flags /tmp and tmpfs)")
+    collection_name: Annotated[str, _matching(_COLLECTION_NAME, "invalid collection name")] = key(
+        MEM0_DEFAULT_COLLECTION, "the memory collection (mem0 adds `<name>_entities`)")
+    embedding_model_dims: int = key(MEM0_DEFAULT_DIMS, "the collection's vector size", gt=0)
+    on_disk: bool = key(False, "keep vectors on disk; mem0ai < 1.0.8 deletes the directory at "
+                        "start without it")
+
+
+class VectorStoreSettings(_Mem0Section):
+    """``[mem0.vector_store]``: which vector store mem0 uses."""
+
+    provider: Literal["qdrant"] = key("qdrant", "memsync supports embedded Qdrant only, for now")
+    config: Annotated[QdrantSettings, _OrEmpty] = Field(default_factory=QdrantSettings,
+                                                        description="mem0's QdrantConfig")
+
+
+class EmbedderConfigSettings(_Mem0Section):
+    """``[mem0.embedder.config]``: the embedder's settings."""
+
+    embedding_dims: int | None = key(None, "when set, every collection's vector size must match it "
+                                     "too", gt=0)
+
+
+class EmbedderSettings(_Mem0Section):
+    """``[mem0.embedder]``: mem0's embedder."""
+
+    config: Annotated[EmbedderConfigSettings, _OrEmpty] = Field(default_factory=EmbedderConfigSettings,
+                                           description="the embedder's config")
+
+
+class Mem0Settings(_Mem0Section):
+    """``[mem0]``: the dict the app passes to ``mem0.Memory.from_config`` (mem0ai 2.2.1 keys)."""
+
+    history_db_path: Mem0Path | None = key(None, "mem0's history database (absolute)",
+                                           shown="`<mem0_dir>/history.db`")
+    vector_store: Annotated[VectorStoreSettings, _OrEmpty] = Field(default_factory=VectorStoreSettings,
+                                              description="mem0's vector store")
+    embedder: Annotated[EmbedderSettings, _OrEmpty] = Field(default_factory=EmbedderSettings,
+                                                            description="mem0's embedder")
+
+
+class SnapshotConfig(_Section):
+    """``[snapshot]``: where snapshots live and how many to keep."""
+
+    directory: ConfigPath | None = key(None, "where dated snapshot directories are written")
+    keep_last: int = key(0, "retention: the newest N snapshots", ge=0)
+    keep_daily: int = key(0, "retention: the newest snapshot of each of the last N days (UTC)", ge=0)
+    keep_weekly: int = key(0, "retention: ... of each of the last N ISO weeks", ge=0)
+    keep_monthly: int = key(0, "retention: ... of each of the last N months", ge=0)
+    encrypt_key_file: ConfigPath | None = key(None, "client-side encryption key file (optional)")
+    signing_key_file: ConfigPath | None = key(None, "HMAC-SHA256 key file signing the manifest "
+                                              "(optional)")
+
+
+def _strip_slashes(value: Any) -> Any:
+    return value.strip("/") if isinstance(value, str) else value
+
+
+class S3Config(_Section):
+    """``[s3]``: the bucket snapshots are uploaded to (credentials: boto3's own chain only)."""
+
+    bucket: Annotated[str, _matching(_BUCKET_NAME, "must be a valid bucket name")] = key(
+        ..., "the bucket (required when [s3] is present)")
+    prefix: Annotated[str, BeforeValidator(_strip_slashes)] = key(
+        "", "objects go under `s3://<bucket>/<prefix>/<snapshot id>/`")
+    region: str | None = key(None, "the bucket's region (default: boto3's)")
+    endpoint_url: HttpUrl | None = key(None, "S3-compatible services: their endpoint")
+    storage_class: str | None = key(None, "e.g. STANDARD_IA (default: the bucket's)")
+    sse: Literal["AES256", "aws:kms"] | None = key(None, "server-side encryption")
+    sse_kms_key_id: str | None = key(None, "the KMS key; required when sse is 'aws:kms'")
+    checksums: Literal["when_supported", "when_required"] = key(
+        "when_supported", "boto3's CRC checksums on uploads; 'when_required' for services that "
+        "reject them (Cloudflare R2, some MinIO)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobSchedule:
+    """When a daemon job runs: at a time of day, or every interval (seconds)."""
+
+    at: time | None = None
+    every: timedelta | None = None
+
+
+_AT = "string 'HH:MM'"
+_EVERY = "duration '30s'/'15m'/'6h'/'1d'"
+
+
+class DaemonConfig(_Section):
+    """``[daemon]``: the schedule of the daemon's jobs; each job takes ``*_at`` or ``*_every``."""
+
+    timezone: Annotated[str, BeforeValidator(_time_zone)] = key("UTC", "time zone of the `*_at` times")
+    check_at: TimeOfDay | None = key(None, "run check daily at this time", toml=_AT)
+    check_every: Duration | None = key(None, "run check at this interval", toml=_EVERY)
+    prune_at: TimeOfDay | None = key(None, "run prune daily at this time", toml=_AT)
+    prune_every: Duration | None = key(None, "run prune at this interval", toml=_EVERY)
+    snapshot_at: TimeOfDay | None = key(None, "run snapshot create daily at this time", toml=_AT)
+    snapshot_every: Duration | None = key(None, "run snapshot create at this interval", toml=_EVERY)
+    retention_at: TimeOfDay | None = key(None, "run snapshot prune daily at this time", toml=_AT)
+    retention_every: Duration | None = key(None, "run snapshot prune at this interval", toml=_EVERY)
+    upload: bool = key(True, "upload each scheduled snapshot to [s3]")
+    stop_timeout_s: float = key(120.0, "on SIGTERM, how long the current job may take to finish "
+                                "(seconds)", gt=0, lt=86400, allow_inf_nan=False)
+    textfile_path: ConfigPath | None = key(None, "Prometheus textfile collector file")
+    ping_url: HttpUrl | None = key(None, "healthchecks-style URL; `/start` and `/fail` appended, "
+                                   "`{job}` replaced", secret=True)
+
+    @property
+    def jobs(self) -> Mapping[str, JobSchedule]:
+        """The scheduled jobs by name, in ``JOB_NAMES`` order (``*_at`` wins when both are set)."""
+        found: dict[str, JobSchedule] = {}
+        for name in JOB_NAMES:
+            at, every = getattr(self, f"{name}_at"), getattr(self, f"{name}_every")
+            if at is not None or every is not None:
+                found[name] = JobSchedule(at=at, every=None if at is not None else every)
+        return found
+
+
+class ConfigFile(_Section):
+    """The whole TOML document, validated but not yet resolved (see ``memsync.config.Config``)."""
+
+    mem0_dir: ConfigPath | None = key(None, "the app's MEM0_DIR (mem0 keeps config.json and, with "
+                                      "telemetry on, migrations_qdrant/ there)",
+                                      shown="`$MEM0_DIR`, else `~/.mem0`")
+    mem0_config_file: ConfigPath | None = key(None, "JSON or YAML file holding the mem0 dict, "
+                                              "instead of [mem0] (not both)")
+    plugins: Annotated[list[str], BeforeValidator(_plugins)] = key(
+        [], "modules imported before mem0.Memory is built (custom providers)",
+        toml="array of strings")
+    state_dir: ConfigPath | None = key(None, "memsync's state (locks, journals, job times)",
+                                       shown="`$STATE_DIRECTORY`, else `~/.local/state/memsync`")
+    work_dir: ConfigPath | None = key(None, "temporary copies of the stores for check and doctor",
+                                      shown="`<state_dir>/tmp`")
+    app_python: ConfigPath | None = key(None, "the app's interpreter, to read its mem0ai and "
+                                        "qdrant-client versions")
+    mem0: Mem0Settings = Field(default_factory=Mem0Settings, description="mem0's own dict")
+    snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig, description="snapshots")
+    s3: S3Config | None = Field(None, description="the upload target (absent: no uploads)")
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig, description="the daemon's schedule")
+
+
+def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
+    """Rules that tie several keys together, on the raw document (after per-field checks). Pure.
+
+    Args:
+        raw: the TOML document as read.
+        mem0: the mem0 dict, whichever way it was given (``[mem0]`` or ``mem0_config_file``).
+    """
+    problems: list[str] = []
+    if raw.get("mem0_config_file") is not None and raw.get("mem0") is not None:
+        problems.append("mem0_config_file: give either mem0_config_file or a [mem0] table, not both")
+    store = mem0.get("vector_store") if isinstance(mem0, Mapping) else None
+    store_config = store.get("config") if isinstance(store, Mapping) else None
+    if isinstance(store_config, Mapping) and any(store_config.get(k) for k in ("url", "host", "client")):
+        problems.append("mem0.vector_store.config: Qdrant server mode (host/url) is not supported "
+                        "yet; memsync works on embedded Qdrant (path)")
+    s3 = raw.get("s3")
+    if isinstance(s3, Mapping) and s3.get("sse") == "aws:kms" and not s3.get("sse_kms_key_id"):
+        problems.append("s3.sse_kms_key_id: required when s3.sse is 'aws:kms'")
+    daemon = raw.get("daemon")
+    daemon = daemon if isinstance(daemon, Mapping) else {}
+    for name in JOB_NAMES:
+        if daemon.get(f"{name}_at") is not None and daemon.get(f"{name}_every") is not None:
+            problems.append(f"daemon.{name}_at: give {name}_at or {name}_every, not both")
+    return problems

@@ -1,0 +1,104 @@
+"""``doctor``: a health check of every path and store of the deployment, for people and monitors.
+
+``probe_*`` functions read (files, mounts, processes, versions) and return ``DoctorResult``s;
+``run_doctor`` runs them all plus ``check`` on one capture. Doctor never writes to the
+deployment, never imports mem0 and never takes Qdrant's lock. The probes live in
+``doctor.paths``, ``doctor.stores``, ``doctor.versions`` and ``doctor.state``. Result codes:
+docs/reference/commands/doctor.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from memsync import check
+from memsync.config import Config
+from memsync.doctor.paths import probe_locks, probe_paths
+from memsync.doctor.state import probe_daemon, probe_last_snapshot, probe_restores
+from memsync.doctor.status import ERROR, OK, WARNING
+from memsync.doctor.stores import check_results, probe_collections, probe_sqlite
+from memsync.doctor.versions import judge_mem0_version, probe_versions
+from memsync.errors import MemsyncError
+from memsync.model import CheckReport, DoctorResult
+from memsync.stores import deployment
+
+__all__ = [
+    "ERROR", "OK", "RESULT_CODES", "WARNING", "DoctorReport", "judge_mem0_version", "probe_daemon",
+    "probe_last_snapshot", "probe_locks", "probe_paths", "probe_restores", "probe_versions",
+    "run_doctor", "summarize",
+]  # fmt: skip
+
+# Every result code doctor emits (docs/reference/commands/doctor.md).
+RESULT_CODES = (
+    "path-mount", "path-volatile", "path-under-tmp", "disk-space", "path-permissions",
+    "store-lock", "private-tmp-mismatch", "sqlite-integrity", "journal-mode", "sqlite-version",
+    "collection-params", "check", "capture-duration", "mem0-version", "qdrant-client-version",
+    "version-mismatch", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
+    "daemon-job", "prune-skipped",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DoctorReport:
+    """Doctor's results in probe order, plus the check report when the capture succeeded."""
+
+    results: tuple[DoctorResult, ...]
+    check: CheckReport | None
+
+    def count(self, status: str) -> int:
+        """Number of results with ``status``."""
+        return sum(1 for result in self.results if result.status == status)
+
+    @property
+    def ok(self) -> bool:
+        """True when no result is an error."""
+        return self.count(ERROR) == 0
+
+
+def run_doctor(config: Config, now: datetime) -> DoctorReport:
+    """Run every probe and ``check`` on one capture. Reads the deployment only.
+
+    Never raises for a store problem: an unreadable store becomes an error result.
+    """
+    results: list[DoctorResult] = []
+    results += probe_paths(config)  # catches its own OSErrors, path by path
+    try:
+        results += probe_locks(config)
+    except OSError as error:  # an unreachable path is a finding, not a crash
+        results.append(
+            DoctorResult(
+                code="path-permissions",
+                status=ERROR,
+                path=getattr(error, "filename", None),
+                message=f"cannot inspect {getattr(error, 'filename', 'a path')}: {error.strerror}",
+                fix="run memsync as the app's user, or give its group access (UMask=0007)",
+            )
+        )
+    report: CheckReport | None = None
+    try:
+        with deployment.temporary_capture(config) as captured:
+            results += probe_collections(config, captured)
+            results += probe_sqlite(config, captured)
+            report = check.judge(deployment.read_inventory(captured, config), now.date())
+        results += check_results(report)
+    except MemsyncError as error:  # the stores could not be checked: never "healthy"
+        results.append(
+            DoctorResult(code="check", status=ERROR, message=error.message, fix=error.hint)
+        )
+    results += probe_versions(config)
+    results.append(probe_last_snapshot(config, now))
+    results += probe_restores(config)
+    results += probe_daemon(config, now)
+    return DoctorReport(results=tuple(results), check=report)
+
+
+def summarize(results: Iterable[DoctorResult]) -> dict[str, int]:
+    """Counts by status: ``{"ok": n, "warnings": n, "errors": n}``."""
+    listed = list(results)
+    return {
+        "ok": sum(1 for r in listed if r.status == OK),
+        "warnings": sum(1 for r in listed if r.status == WARNING),
+        "errors": sum(1 for r in listed if r.status == ERROR),
+    }

@@ -1,0 +1,177 @@
+"""Doctor's probes of paths and locks: mounts, tmpfs, /tmp, free space, permissions, lock holders.
+
+Reads only (``statvfs``, ``/proc``); never takes a lock.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from memsync.config import Config
+from memsync.doctor.status import ERROR, OK, WARNING
+from memsync.model import DoctorResult
+from memsync.stores import local_qdrant, locks
+
+VOLATILE_FS = frozenset({"tmpfs", "ramfs"})
+MIN_FREE_BYTES = 256 * 1024 * 1024
+
+
+def probe_paths(config: Config) -> list[DoctorResult]:
+    """Mount, filesystem type, /tmp placement, free space and permissions of every path."""
+    data_paths = [
+        ("Qdrant directory", config.qdrant_path, True),
+        ("history.db", config.history_db_path, True),
+        ("MEM0_DIR", config.mem0_dir, False),
+        ("mem0 telemetry Qdrant", config.migrations_qdrant_path, False),
+        ("memsync state directory", config.state_dir, False),
+        ("memsync work directory", config.work_dir, False),
+    ]
+    if config.snapshot.directory is not None:
+        data_paths.append(("snapshot directory", config.snapshot.directory, True))
+    results: list[DoctorResult] = []
+    for label, path, precious in data_paths:
+        try:
+            results += _probe_one_path(label, path, precious)
+        except OSError as error:
+            results.append(
+                DoctorResult(
+                    code="path-permissions",
+                    status=ERROR if precious else WARNING,
+                    path=str(path),
+                    message=f"{label} cannot be inspected: {error.strerror}",
+                    fix="run memsync as the app's user, or give its group access (UMask=0007)",
+                )
+            )
+    return results
+
+
+def _probe_one_path(label: str, path: Path, precious: bool) -> list[DoctorResult]:
+    mountpoint, fstype, _device = locks.mount_of(path)
+    results = []
+    if fstype in VOLATILE_FS:
+        results.append(
+            DoctorResult(
+                code="path-volatile",
+                status=ERROR if precious else WARNING,
+                path=str(path),
+                message=f"{label} is on {fstype} ({mountpoint}): a reboot wipes it",
+                fix="move it to persistent storage (docs/how-to/move-store-off-tmp.md)",
+            )
+        )
+    else:
+        results.append(
+            DoctorResult(
+                code="path-mount",
+                status=OK,
+                path=str(path),
+                message=f"{label} is on {fstype} mounted at {mountpoint}",
+            )
+        )
+    if precious and _under_tmp(path):
+        results.append(
+            DoctorResult(
+                code="path-under-tmp",
+                status=WARNING,
+                path=str(path),
+                message=f"{label} is under /tmp: systemd-tmpfiles cleans it, /tmp is tmpfs on "
+                "current distributions, and a service with PrivateTmp=yes sees its own /tmp",
+                fix="move it to persistent storage (docs/how-to/move-store-off-tmp.md)",
+            )
+        )
+    results.append(_probe_free_space(label, path))
+    results.append(_probe_permissions(label, path))
+    return results
+
+
+def _under_tmp(path: Path) -> bool:
+    absolute = str(path.absolute())
+    roots = ("/tmp", "/var/tmp")  # noqa: S108 - we detect them, we do not write there
+    return any(absolute == root or absolute.startswith(root + "/") for root in roots)
+
+
+def _probe_free_space(label: str, path: Path) -> DoctorResult:
+    free, total = locks.free_bytes(path)
+    ratio = free / total if total else 0.0
+    status = ERROR if free < MIN_FREE_BYTES else WARNING if ratio < 0.10 else OK
+    return DoctorResult(
+        code="disk-space",
+        status=status,
+        path=str(path),
+        message=f"{label}: {_gib(free)} free of {_gib(total)} ({ratio:.0%}; {free} bytes)",
+        fix=None if status == OK else "free space: SQLite writes and memsync's captures fail on a full disk",
+    )
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.1f} GiB"
+
+
+def _probe_permissions(label: str, path: Path) -> DoctorResult:
+    if not path.exists():
+        return DoctorResult(
+            code="path-permissions",
+            status=OK,
+            path=str(path),
+            message=f"{label} does not exist",
+        )
+    info = path.stat()
+    mode = stat.S_IMODE(info.st_mode)
+    readable = os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0))
+    detail = f"owner uid {info.st_uid} gid {info.st_gid}, mode {mode:04o}"
+    if not readable:
+        return DoctorResult(
+            code="path-permissions",
+            status=ERROR,
+            path=str(path),
+            message=f"{label} is not readable by memsync (uid {os.getuid()}): {detail}",
+            fix="run memsync as the app's user or a group that can read the store (UMask=0007)",
+        )
+    if mode & stat.S_IROTH and path.is_file():
+        return DoctorResult(
+            code="path-permissions",
+            status=WARNING,
+            path=str(path),
+            message=f"{label} is readable by every user ({detail}); it holds personal memories",
+            fix=f"chmod o-rwx {path}",
+        )
+    return DoctorResult(code="path-permissions", status=OK, path=str(path), message=f"{label}: {detail}")
+
+
+def probe_locks(config: Config) -> list[DoctorResult]:
+    """Which process holds the embedded store's lock, and whether it sees the same files."""
+    results = []
+    for label, directory in (
+        ("Qdrant directory", config.qdrant_path),
+        ("mem0 telemetry Qdrant", config.migrations_qdrant_path),
+    ):
+        lock_file = directory / local_qdrant.LOCK_FILE
+        holder = locks.find_holder(lock_file, directory)
+        if holder is None:
+            message = f"no process holds {lock_file}" if lock_file.exists() else f"{lock_file} does not exist"
+            results.append(DoctorResult(code="store-lock", status=OK, path=str(lock_file), message=message))
+            continue
+        results.append(
+            DoctorResult(
+                code="store-lock",
+                status=OK,
+                path=str(lock_file),
+                message=f"{label} is held by {holder.describe()}: commands that write through "
+                "mem0 need that process stopped",
+            )
+        )
+        if holder.sees_same_file is False:
+            results.append(
+                DoctorResult(
+                    code="private-tmp-mismatch",
+                    status=ERROR,
+                    path=str(directory),
+                    message=f"{holder.describe()} holds {lock_file} in another mount namespace "
+                    f"(PrivateTmp=yes?): the {directory} it writes is not the one memsync "
+                    "sees, so checks and snapshots here cover the wrong files",
+                    fix="move the store out of /tmp (docs/how-to/move-store-off-tmp.md), or "
+                    "set PrivateTmp=no on the app's unit",
+                )
+            )
+    return results

@@ -1,0 +1,98 @@
+"""Doctor's probes of memsync's own state: the last snapshot, restores, the daemon's jobs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from memsync import jobs, state
+from memsync.config import Config
+from memsync.doctor.status import ERROR, OK, WARNING
+from memsync.model import DoctorResult
+
+SNAPSHOT_MAX_AGE_S = 36 * 3600
+PRUNE_SKIP_LIMIT_S = 7 * 86400
+
+
+def probe_last_snapshot(config: Config, now: datetime) -> DoctorResult:
+    """Age of the newest complete snapshot (a directory with a manifest) in the snapshot directory."""
+    directory = config.snapshot.directory
+    if directory is None:
+        return DoctorResult(
+            code="last-snapshot",
+            status=WARNING,
+            message="no snapshot directory configured: there is no backup to restore from",
+            fix="set [snapshot] directory and run memsync snapshot create",
+        )
+    manifests = sorted(directory.glob("*/manifest.json")) if directory.is_dir() else []
+    complete = [m for m in manifests if not m.parent.name.endswith(".partial")]
+    if not complete:
+        return DoctorResult(
+            code="last-snapshot",
+            status=WARNING,
+            path=str(directory),
+            message="no complete snapshot found",
+            fix="memsync snapshot create",
+        )
+    newest = max(complete, key=lambda m: m.stat().st_mtime)
+    age = now.timestamp() - newest.stat().st_mtime
+    return DoctorResult(
+        code="last-snapshot",
+        status=WARNING if age > SNAPSHOT_MAX_AGE_S else OK,
+        path=str(newest.parent),
+        message=f"newest snapshot {newest.parent.name} is {age / 3600:.1f} hours old",
+        fix="memsync snapshot create" if age > SNAPSHOT_MAX_AGE_S else None,
+    )
+
+
+def probe_daemon(config: Config, now: datetime) -> list[DoctorResult]:
+    """The daemon's health when it is configured: running, jobs overdue or failing, prune skipped."""
+    if not config.daemon.jobs:
+        return []
+    document = jobs.load_state(config)
+    pid = jobs.daemon_pid(config)
+    results = [DoctorResult(code="daemon", status=OK if pid else WARNING,
+                            message=f"daemon running as pid {pid}" if pid else "no memsync daemon runs for this state directory",
+                            fix=None if pid else "systemctl start memsync (docs/how-to/install-on-a-vps.md)")]
+    for row in jobs.job_health(config, document, now):
+        if row["overdue"] or row["failing"]:
+            problem = "overdue" if row["overdue"] else f"failing ({row['last_outcome']})"
+            results.append(DoctorResult(code="daemon-job", status=WARNING,
+                                        message=f"job {row['job']} is {problem}; last success {row['last_success_at']}",
+                                        fix="memsync status; journalctl -u memsync"))
+    prune = document.get("jobs", {}).get("prune", {})
+    skipped = jobs.parse(prune.get("last_skipped_at"))
+    success = jobs.parse(prune.get("last_success_at"))
+    if skipped and (success is None or success < skipped) and (success is None or
+                                                               (now - success).total_seconds() > PRUNE_SKIP_LIMIT_S):
+        results.append(DoctorResult(code="prune-skipped", status=WARNING,
+                                    message="expired memories have not been pruned for more than 7 days: the app "
+                                    "holds the store whenever prune runs",
+                                    fix="schedule prune in a maintenance window when the app is stopped"))
+    return results
+
+
+def probe_restores(config: Config) -> list[DoctorResult]:
+    """An unfinished restore (error) and the pre-restore copies kept beside the stores."""
+    results = []
+    pending = state.unfinished_restore(config.state_dir)
+    if pending is not None:
+        results.append(
+            DoctorResult(
+                code="restore-unfinished",
+                status=ERROR,
+                path=str(config.state_dir / state.RESTORE_JOURNAL),
+                message=f"a restore of snapshot {pending} did not finish",
+                fix="memsync restore --resume (finishes it or rolls it back)",
+            )
+        )
+    for copy in state.pre_restore_copies([config.qdrant_path, config.history_db_path]):
+        results.append(
+            DoctorResult(
+                code="pre-restore-copy",
+                status=OK,
+                path=str(copy),
+                message="files a restore moved aside (kept, never deleted by memsync)",
+                fix=f"remove it once the restored deployment is trusted: rm -r {copy}",
+            )
+        )
+    return results

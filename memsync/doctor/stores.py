@@ -1,0 +1,147 @@
+"""Doctor's probes of the captured stores: SQLite integrity and journal mode, collection sizes.
+
+They read the fresh copies of one capture (``stores.deployment.temporary_capture``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memsync.config import Config
+from memsync.doctor.status import ERROR, OK, WARNING
+from memsync.model import CheckReport, DoctorResult, Severity
+from memsync.stores import local_qdrant
+from memsync.stores.deployment import Captured
+from memsync.stores.sqlite_files import SLOW_READ_S, SQLITE_VERSION, header_journal_mode, integrity
+
+WAL_FIXED_SQLITE = (3, 51, 3)  # WAL-reset corruption bug fixed in SQLite 3.51.3
+
+
+def probe_sqlite(config: Config, captured: Captured) -> list[DoctorResult]:
+    """Integrity (quick_check on the copies), journal mode and SQLite version of each file."""
+    files: list[tuple[Path, Path | None]] = [
+        (config.history_db_path, captured.history_copy.dest if captured.history_copy else None)
+    ]
+    for name, copied in sorted(captured.collection_copies.items()):
+        files.append((local_qdrant.storage_path(config.qdrant_path, name), copied.dest))
+    results = []
+    uses_wal = False
+    for live, copy in files:
+        if copy is None:
+            continue
+        verdict = integrity(copy, quick=True)
+        results.append(
+            DoctorResult(
+                code="sqlite-integrity",
+                status=OK if verdict == "ok" else ERROR,
+                path=str(live),
+                message=f"quick_check of a fresh copy: {verdict}",
+                fix=None if verdict == "ok" else "restore this file from a snapshot",
+            )
+        )
+        mode = header_journal_mode(live)
+        uses_wal = uses_wal or mode == "wal"
+        results.append(_journal_result(live, mode, captured.window.longest_read_s))
+    version = tuple(int(part) for part in SQLITE_VERSION.split("."))
+    wal_bug = uses_wal and version < WAL_FIXED_SQLITE
+    results.append(
+        DoctorResult(
+            code="sqlite-version",
+            status=WARNING if wal_bug else OK,
+            path=None,
+            message=f"SQLite library {SQLITE_VERSION}"
+            + (" has a rare WAL-reset corruption bug (fixed in 3.51.3)" if wal_bug else ""),
+            fix="upgrade SQLite (the Python build's library)" if wal_bug else None,
+        )
+    )
+    return results
+
+
+def _journal_result(live: Path, mode: str, longest_read_s: float) -> DoctorResult:
+    if mode == "wal":
+        return DoctorResult(code="journal-mode", status=OK, path=str(live), message="WAL")
+    slow = longest_read_s > SLOW_READ_S
+    return DoctorResult(
+        code="journal-mode",
+        status=WARNING if slow else OK,
+        path=str(live),
+        message="rollback journal (mem0's default): a reader blocks mem0's writers, which give "
+        "up after 5 s; in WAL mode readers never block writers (and writes were 3.6x faster)",
+        fix="stop the app, then: sqlite3 FILE 'PRAGMA journal_mode=WAL' (a change to your "
+        "files; memsync never does it silently)",
+    )
+
+
+def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
+    """Each collection's vector size and distance against the config."""
+    if not captured.qdrant_present:
+        return [
+            DoctorResult(
+                code="collection-params",
+                status=ERROR,
+                path=str(config.qdrant_path),
+                message=f"no embedded Qdrant at {config.qdrant_path} (meta.json missing)",
+                fix="memsync restore <snapshot>, or fix [mem0] vector_store.config.path",
+            )
+        ]
+    results = []
+    for name, info in sorted(captured.collections.items()):
+        if name not in (config.collection, config.entities_collection):
+            continue
+        wrong = [f"{key} = {size}" for key, size in config.expected_dims if size != info.vector_size]
+        distance_ok = info.distance in (None, "Cosine")
+        status = ERROR if wrong else OK if distance_ok else WARNING
+        message = f"collection {name!r}: vector size {info.vector_size}, distance {info.distance}"
+        if wrong:
+            message += f", but the config says {', '.join(wrong)}"
+        elif not distance_ok:
+            message += " (mem0 creates Cosine collections)"
+        results.append(
+            DoctorResult(
+                code="collection-params",
+                status=status,
+                path=str(local_qdrant.storage_path(config.qdrant_path, name)),
+                message=message,
+                fix="set embedding_model_dims to the collection's size" if wrong else None,
+            )
+        )
+    if config.collection not in captured.collections:
+        results.append(
+            DoctorResult(
+                code="collection-params",
+                status=WARNING,
+                path=str(config.qdrant_path),
+                message=f"collection {config.collection!r} does not exist yet",
+            )
+        )
+    return results
+
+
+def check_results(report: CheckReport) -> list[DoctorResult]:
+    """The ``check`` and ``capture-duration`` results of a check report. Pure."""
+    counts = report.counts()
+    status = ERROR if counts["errors"] else WARNING if counts["warnings"] else OK
+    codes = sorted({f.code for f in report.findings if f.severity is not Severity.INFO})
+    summary = (
+        f"{counts['points']} points, {counts['history_memories']} memories in history: "
+        f"{counts['errors']} errors, {counts['warnings']} warnings, {counts['infos']} infos"
+    )
+    results = [
+        DoctorResult(
+            code="check",
+            status=status,
+            message=summary + (f" ({', '.join(codes)})" if codes else ""),
+            fix="memsync check for the findings" if codes else None,
+        )
+    ]
+    longest = report.window.longest_read_s
+    results.append(
+        DoctorResult(
+            code="capture-duration",
+            status=WARNING if longest > SLOW_READ_S else OK,
+            message=f"longest read transaction on a live file: {longest:.3f} s "
+            f"(mem0's writers give up after 5 s)",
+            fix="switch the stores to WAL mode" if longest > SLOW_READ_S else None,
+        )
+    )
+    return results
