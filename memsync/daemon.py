@@ -212,7 +212,9 @@ class Daemon:
         self.start_watchdog()
         logger.info("daemon_started", pid=os.getpid(), jobs=[j.name for j in build_jobs(self.config)])
         zone = ZoneInfo(self.config.daemon.timezone)
-        for name in plan_catch_up(build_jobs(self.config), self.state["jobs"], datetime.now(UTC), zone):
+        catch_up = plan_catch_up(build_jobs(self.config), self.state["jobs"], datetime.now(UTC), zone)
+        logger.info("catch_up_planned", jobs=catch_up)
+        for name in catch_up:
             job = next(j for j in build_jobs(self.config) if j.name == name)
             logger.info("job_catch_up", job=name)
             self.run_job(job)
