@@ -8,7 +8,7 @@ import os
 
 from memsync import config
 from memsync.cli import render
-from memsync.config.effective import effective_document, flatten
+from memsync.config.effective import effective_document, flatten, writable_paths
 from memsync.errors import ExitCode
 
 HELP = "validate the configuration (every problem at once, exit 10) or show the effective one"
@@ -49,9 +49,11 @@ def run_show(args: argparse.Namespace) -> int:
     loaded = _load(args)
     document = effective_document(loaded)
     if args.json:
-        render.emit_json({"command": "config show", "ok": True, "source": loaded.source, "config": document})
+        render.emit_json({"command": "config show", "ok": True, "source": loaded.source, "config": document,
+                          "writable_paths": [str(path) for path in writable_paths(loaded)]})
     else:
         lines = [f"# {loaded.source} (effective: defaults filled in, secrets redacted)"]
         lines += [f"{key} = {json.dumps(value)}" for key, value in flatten(document)]
+        lines.append("# memsync writes under: " + " ".join(str(path) for path in writable_paths(loaded)))
         render.emit_text("\n".join(lines))
     return int(ExitCode.OK)

@@ -36,6 +36,24 @@ def effective_document(config: Config) -> dict[str, Any]:
     return document
 
 
+def writable_paths(config: Config) -> list[Path]:
+    """Directories memsync may write, for a service's ``ReadWritePaths=``; sorted, none inside another. Pure.
+
+    The parents of the Qdrant directory and of history.db (restore moves both aside beside
+    themselves; SQLite writes its journal beside history.db), ``mem0_dir`` (mem0ai 2.2.1 writes
+    ``config.json`` and ``migrations_qdrant`` there), ``state_dir``, ``work_dir``,
+    ``snapshot.directory`` and the parent of ``daemon.textfile_path`` (written atomically
+    through a temporary file beside it).
+    """
+    wanted = {config.qdrant_path.parent, config.history_db_path.parent, config.mem0_dir,
+              config.state_dir, config.work_dir}
+    if config.snapshot.directory is not None:
+        wanted.add(config.snapshot.directory)
+    if config.daemon.textfile_path is not None:
+        wanted.add(config.daemon.textfile_path.parent)
+    return sorted(path for path in wanted if not any(path != other and path.is_relative_to(other) for other in wanted))
+
+
 def flatten(document: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     """``(dotted.key, value)`` pairs of a nested document, tables first-come. Pure."""
     pairs: list[tuple[str, Any]] = []
