@@ -6,8 +6,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from memsync import reconcile, restore
-from memsync.check import FINDING_CODES
+from memsync import findings, reconcile, restore
 from memsync.cli import render
 from memsync.cli.common import load_config
 from memsync.errors import UsageError
@@ -21,8 +20,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser = subparsers.add_parser("reconcile", parents=[common], help=HELP, description=HELP, epilog=epilog,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing (exit 3 when there is work)")
+    policy = sorted(findings.repaired(findings.Repair.POLICY))
     parser.add_argument("--only", metavar="CODE,...", help="answer only these finding codes (needed for "
-                        "duplicate-memory, expired-memory, orphan-messages)")
+                        f"{', '.join(policy)})")
     parser.add_argument("--no-snapshot", action="store_true", help="skip the safety snapshot taken first")
     parser.add_argument("--record-lost", action="store_true",
                         help="record memories that no snapshot can bring back as deleted")
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         only = frozenset(code.strip() for code in args.only.split(",") if code.strip())
         if not only:
             raise UsageError("--only needs at least one finding code", "e.g. --only resurrected-point,orphan-point")
-        unknown = sorted(only - set(FINDING_CODES))
+        unknown = sorted(only - set(findings.codes(findings.Source.CHECK)))
         if unknown:
             raise UsageError(f"--only: unknown finding codes {unknown}", "see docs/reference/findings.md")
     if args.dry_run:
