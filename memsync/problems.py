@@ -129,19 +129,18 @@ def _point_vs_history(inventory: Inventory) -> list[Finding]:
     points, history = inventory.points, inventory.history
     for point_id, point in points.items():
         memory = history.get(point_id)
-        scope = session_scope(point.payload)
         if memory is None:
             found.append(_finding(
                 inventory, "orphan-point", point_id,
                 "point exists but history has no event for it (its history write failed or history "
                 "rows were deleted)",
-                _point_time(point), scope=scope,
+                _point_time(point), scope=session_scope(point.payload),
             ))
         elif memory.last.event == "DELETE":
             found.append(_finding(
                 inventory, "resurrected-point", point_id,
                 f"point exists but the memory's last history event is DELETE (history row {memory.last.id})",
-                memory.last.at, scope=scope, expected="DELETE",
+                memory.last.at, scope=session_scope(point.payload), expected="DELETE",
             ))
         elif memory.last.event in LIVE_EVENTS:
             found += _text_mismatch(inventory, point, memory)
