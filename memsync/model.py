@@ -8,6 +8,7 @@ frozen dataclass. Nothing here does I/O. Datetimes are timezone-aware UTC; sizes
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -43,6 +44,16 @@ def expires_on(payload: Mapping[str, Any]) -> date | None:
         return date.fromisoformat(str(value))
     except ValueError:
         return None
+
+
+def payload_hash(data: str) -> str:
+    """Return the payload ``hash`` mem0 stores for text ``data``: md5 hex of its UTF-8 bytes. Pure.
+
+    mem0ai 2.2.1 computes ``hashlib.md5(data.encode()).hexdigest()`` on every add and update.
+    A lone surrogate (which mem0 itself cannot encode) is hashed with ``surrogatepass`` so a
+    hostile payload yields a digest that never matches, never an exception.
+    """
+    return hashlib.md5(data.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()
 
 
 def is_expired(point: Point, today: date) -> bool:
@@ -200,7 +211,20 @@ class Inventory:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Finding:
-    """One problem found, with a stable code (docs/reference/findings.md) and a fix."""
+    """One problem found, with a stable code (docs/reference/findings.md) and a fix.
+
+    Build one with ``memsync.findings.make``, which takes the severity and default fix from the
+    registry. The structured fields carry what the message says in words, so no consumer ever
+    parses a message.
+
+    Attributes:
+        scope: mem0's session scope string (``user_id=alice&agent_id=...``) of the point or
+            the raw messages concerned; ``""`` for a point with none; None when no scope applies.
+        expected: the value the authority holds (config or collection vector size, md5 hex of
+            the text, the last history event, ...); None when the finding compares nothing.
+        observed: the value found instead; None when nothing was found. The pairs for each code
+            are listed in docs/reference/findings.md.
+    """
 
     code: str
     severity: Severity
@@ -209,13 +233,16 @@ class Finding:
     memory_id: str | None = None
     path: str | None = None
     fix: str | None = None
+    scope: str | None = None
+    expected: str | int | None = None
+    observed: str | int | None = None
 
     def sort_key(self) -> tuple[int, str, str, str]:
         """Contract order: severity, code, collection, memory_id."""
         return (self.severity.rank, self.code, self.collection or "", self.memory_id or "")
 
     def to_json(self) -> dict[str, Any]:
-        """Return the finding as the contract's JSON object."""
+        """Return the finding as the contract's JSON object (keys are only ever added)."""
         return {
             "code": self.code,
             "severity": self.severity.value,
@@ -224,6 +251,9 @@ class Finding:
             "path": self.path,
             "message": self.message,
             "fix": self.fix,
+            "scope": self.scope,
+            "expected": self.expected,
+            "observed": self.observed,
         }
 
 

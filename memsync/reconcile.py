@@ -1,8 +1,8 @@
 """``reconcile``: make the two stores agree again, action by action, with a journal.
 
-``plan_reconcile`` is pure (findings, inventory and the recovery sources found in snapshots in;
-a list of actions out). ``run_reconcile`` is the I/O half: check, plan, safety snapshot, journal,
-then every action through ``mem0.Memory`` (or one of the documented direct writes), marking each
+``plan_reconcile`` (in ``memsync.reconcile_plan``, one pure rule per finding code) takes findings,
+inventory and the recovery sources found in snapshots, and returns a list of actions.
+``run_reconcile`` is the I/O half: check, plan, safety snapshot, journal, then every action through ``mem0.Memory`` (or one of the documented direct writes), marking each
 done so a crash resumes instead of repeating. Policy: DESIGN.md ("Reconcile policy").
 """
 
@@ -11,9 +11,8 @@ from __future__ import annotations
 import shutil
 import tempfile
 import uuid
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,8 @@ import structlog
 from memsync import check, snapshot
 from memsync.config import Config
 from memsync.errors import ExitCode, UnavailableError
-from memsync.model import CheckReport, Finding, HistoryEvent, Inventory, Point, Severity, parse_time
+from memsync.model import CheckReport, HistoryEvent, Inventory, Severity, parse_time
+from memsync.reconcile_plan import KNOWN_KINDS, NEEDS_EMBEDDER, Action, Recovery, plan_reconcile
 from memsync.state import write_json_atomic
 from memsync.stores import history, local_qdrant, mem0, snapshots
 from memsync.stores.intent import load_forgetting
@@ -31,192 +31,8 @@ from memsync.stores.intent import load_forgetting
 logger = structlog.get_logger(__name__)
 
 JOURNAL = "reconcile-journal.json"
-DAMAGE_CODES = frozenset({
-    "resurrected-point", "missing-point", "orphan-point", "text-mismatch", "hash-mismatch",
-    "missing-payload", "dangling-entity-link", "history-missing", "collection-missing",
-    "dimension-mismatch",
-})  # fmt: skip
-POLICY_CODES = frozenset({"duplicate-memory", "expired-memory", "orphan-messages"})
-NEEDS_EMBEDDER = frozenset({"update-point"})
-KNOWN_KINDS = frozenset({"delete-point", "restore-point", "record-event", "update-point", "relink-entity",
-                         "delete-messages", "report"})
 # A live collection this much newer than history means an old history.db was put back.
 VECTORS_NEWER_MARGIN = timedelta(seconds=60)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Recovery:
-    """Where a missing point can be recovered from: a snapshot holding it with the right text."""
-
-    snapshot_id: str
-    storage: Path
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Action:
-    """One step of a plan.
-
-    Attributes:
-        kind: ``delete-point``, ``restore-point``, ``record-event``, ``update-point``,
-            ``relink-entity``, ``delete-messages`` or ``report`` (nothing to do but say why).
-        code: the finding it answers; ``memory_id`` the memory (or None).
-        why: a sentence for the operator.
-        params: what the action needs (texts, ids, a snapshot path, a prepared history row).
-        status: ``pending``, ``done``, ``failed`` or ``unrecoverable``.
-    """
-
-    index: int
-    kind: str
-    code: str
-    memory_id: str | None
-    why: str
-    params: dict[str, Any] = field(default_factory=dict)
-    status: str = "pending"
-    error: str | None = None
-
-
-def _event_row(memory_id: str, event: str, old: str | None, new: str | None,
-               created: str | None, updated: str | None, event_id: str) -> dict[str, Any]:
-    return {"id": event_id, "memory_id": memory_id, "old_memory": old, "new_memory": new, "event": event,
-            "created_at": created, "updated_at": updated, "is_deleted": 1 if event == "DELETE" else 0,
-            "actor_id": "memsync", "role": None}
-
-
-def plan_reconcile(
-    findings: Iterable[Finding],
-    inventory: Inventory,
-    recoveries: Mapping[str, Recovery | None],
-    *,
-    only: frozenset[str] | None,
-    record_lost: bool,
-    now: datetime,
-    new_id: Callable[[], str],
-    forgetting: frozenset[str] = frozenset(),
-) -> list[Action]:
-    """Return the actions that answer ``findings``, in a stable order. Pure.
-
-    Args:
-        findings: check's findings on ``inventory``.
-        inventory: the captured stores the findings came from.
-        recoveries: per missing memory id, the snapshot to recover it from, or None.
-        only: limit to these codes (required for the policy codes).
-        record_lost: record an unrecoverable missing memory as deleted (a DELETE event).
-        now: the current time (UTC), for event rows.
-        new_id: makes ``memsync-<uuid4>`` ids for event rows (kept in the journal).
-        forgetting: memory ids of a forget that did not finish: closed, never recovered.
-    """
-    wanted = only if only is not None else DAMAGE_CODES
-    actions: list[Action] = []
-    by_memory: dict[str, set[str]] = defaultdict(set)
-    listed = sorted(findings, key=Finding.sort_key)
-    for finding in listed:
-        if finding.memory_id:
-            by_memory[finding.memory_id].add(finding.code)
-    stamp = now.isoformat()
-    entity_dead: dict[str, set[str]] = defaultdict(set)
-    for finding in listed:
-        if finding.severity is Severity.INFO or finding.code not in wanted:
-            continue
-        memory_id = finding.memory_id
-        point = inventory.points.get(memory_id) if memory_id else None
-        last = inventory.history[memory_id].last if memory_id and memory_id in inventory.history else None
-
-        def add(kind: str, why: str, code: str = finding.code, target: str | None = memory_id, **params: Any) -> None:
-            actions.append(Action(index=len(actions), kind=kind, code=code, memory_id=target, why=why, params=params))
-
-        code = finding.code
-        if code == "resurrected-point":
-            add("delete-point", "its last history event is DELETE: tombstones win, delete it through mem0")
-        elif code == "missing-point" and memory_id and last is not None:
-            source = recoveries.get(memory_id)
-            if memory_id in forgetting:
-                add("record-event", "a forget was deleting it when memsync stopped: close it with its DELETE "
-                    "event (never brought back)",
-                    row=_event_row(memory_id, "DELETE", last.new_memory, None, last.created_at, stamp, new_id()))
-            elif source is not None:
-                add("restore-point", f"history says it is live; snapshot {source.snapshot_id} holds it with "
-                    "the text history expects: put it back with its original id, vector and payload",
-                    snapshot_id=source.snapshot_id, storage=str(source.storage), text=last.new_memory)
-            elif record_lost:
-                add("record-event", "no snapshot holds it with the expected text: recorded as lost "
-                    "(--record-lost), with a DELETE event",
-                    row=_event_row(memory_id, "DELETE", last.new_memory, None, last.created_at, stamp, new_id()))
-            else:
-                add("report", "no snapshot holds it with the text history expects (or something newer says "
-                    "it was deleted): not invented; pass --record-lost to record it as lost", status="unrecoverable")
-        elif code == "orphan-point" and point is not None:
-            add("record-event", "real content whose history write failed or was lost: keep it and record "
-                "the missing ADD",
-                row=_event_row(memory_id or point.id, "ADD", None, _text(point), _payload_time(point, "created_at"),
-                               _payload_time(point, "updated_at"), new_id()))
-        elif code == "history-missing":
-            for orphan in sorted(inventory.points.values(), key=lambda p: p.id):
-                add("record-event", "history.db lost its rows: record the ADD of every point", target=orphan.id,
-                    row=_event_row(orphan.id, "ADD", None, _text(orphan), _payload_time(orphan, "created_at"),
-                                   _payload_time(orphan, "updated_at"), new_id()))
-        elif code == "text-mismatch" and point is not None and last is not None:
-            point_at = parse_time(point.payload.get("updated_at")) or parse_time(point.payload.get("created_at"))
-            history_at = last.at
-            if point_at is not None and (history_at is None or point_at > history_at):
-                add("record-event", "the point is newer than the last event: record the UPDATE it missed",
-                    row=_event_row(memory_id or point.id, "UPDATE", last.new_memory, _text(point),
-                                   _payload_time(point, "created_at"), _payload_time(point, "updated_at"), new_id()))
-                if "hash-mismatch" in by_memory[point.id]:
-                    add("update-point", "and its hash is stale: rewrite it through mem0", code="hash-mismatch",
-                        text=_text(point))
-            else:
-                add("update-point", "history is newer (or the same age): update the point through mem0, "
-                    "which re-embeds the text", text=last.new_memory)
-        elif code == "hash-mismatch" and point is not None:
-            if "text-mismatch" in by_memory[point.id] and "text-mismatch" in wanted:
-                continue  # answered with the text-mismatch
-            add("update-point", "payload hash is not the md5 of its text: rewrite it through mem0", text=_text(point))
-        elif code == "missing-payload":
-            if last is not None and last.event in check.LIVE_EVENTS and last.new_memory is not None:
-                add("update-point", "the point lost its text: write history's text back through mem0",
-                    text=last.new_memory)
-            else:
-                add("report", "the point lost its text and history does not know it", status="unrecoverable")
-        elif code == "dangling-entity-link" and memory_id:
-            for entity in inventory.entities:
-                if memory_id in entity.linked_memory_ids:
-                    entity_dead[entity.entity_id].add(memory_id)
-        elif code == "dimension-mismatch" and point is not None:
-            add("report", "its vector has the wrong size, and qdrant-client 1.20 cannot even open a collection "
-                "with mixed sizes, so mem0 cannot repair it: restore a snapshot (memsync restore)",
-                status="unrecoverable")
-        elif code in ("collection-missing", "dimension-mismatch"):
-            add("report", "not something reconcile can repair: restore the deployment from a snapshot "
-                "(memsync restore) or fix the config", target=finding.collection, status="unrecoverable")
-        elif code in ("duplicate-memory", "expired-memory"):
-            add("delete-point", "policy requested with --only: delete it through mem0")
-        elif code == "orphan-messages":
-            scope = finding.message.split("session scope ", 1)[-1].split(" remain", 1)[0].strip("'\"")
-            add("delete-messages", "policy requested with --only: delete the raw messages of a scope with no "
-                "memory left", target=None, scope=scope)
-    for entity in inventory.entities:
-        dead = entity_dead.get(entity.entity_id)
-        if dead:
-            remaining = [m for m in entity.linked_memory_ids if m not in dead]
-            actions.append(Action(index=len(actions), kind="relink-entity", code="dangling-entity-link",
-                                  memory_id=sorted(dead)[0],
-                                  why=f"entity {entity.entity_id} links memories with no point: "
-                                  + ("delete the entity (no link remains)" if not remaining else "drop those links"),
-                                  params={"entity_id": entity.entity_id, "remaining": remaining}))
-    return [
-        replace(a, status=a.params.pop("status")) if "status" in a.params else a
-        for a in actions
-    ]
-
-
-def _text(point: Point) -> str | None:
-    value = point.payload.get("data")
-    return value if isinstance(value, str) else None
-
-
-def _payload_time(point: Point, key: str) -> str | None:
-    value = point.payload.get(key)
-    return value if isinstance(value, str) else None
 
 
 def vectors_newer_than_history(inventory: Inventory) -> bool:

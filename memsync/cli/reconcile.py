@@ -6,8 +6,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from memsync import reconcile, restore
-from memsync.check import FINDING_CODES
+from memsync import findings, reconcile, restore
 from memsync.cli import render
 from memsync.cli.common import load_config
 from memsync.errors import UsageError
@@ -21,8 +20,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser = subparsers.add_parser("reconcile", parents=[common], help=HELP, description=HELP, epilog=epilog,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing (exit 3 when there is work)")
+    policy = sorted(findings.repaired(findings.Repair.POLICY))
     parser.add_argument("--only", metavar="CODE,...", help="answer only these finding codes (needed for "
-                        "duplicate-memory, expired-memory, orphan-messages)")
+                        f"{', '.join(policy)})")
     parser.add_argument("--no-snapshot", action="store_true", help="skip the safety snapshot taken first")
     parser.add_argument("--record-lost", action="store_true",
                         help="record memories that no snapshot can bring back as deleted")
@@ -32,14 +32,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 def run(args: argparse.Namespace) -> int:
     """Plan, apply, check again; exit 0, 3 (dry run with work), 4 (some failed or unrecoverable)."""
     config = load_config(args)
-    only = None
-    if args.only is not None:
-        only = frozenset(code.strip() for code in args.only.split(",") if code.strip())
-        if not only:
-            raise UsageError("--only needs at least one finding code", "e.g. --only resurrected-point,orphan-point")
-        unknown = sorted(only - set(FINDING_CODES))
-        if unknown:
-            raise UsageError(f"--only: unknown finding codes {unknown}", "see docs/reference/findings.md")
+    only = _parse_only(args.only)
     if args.dry_run:
         outcome = reconcile.run_reconcile(config, datetime.now(UTC), dry_run=True, only=only,
                                           take_snapshot=False, record_lost=args.record_lost)
@@ -48,7 +41,29 @@ def run(args: argparse.Namespace) -> int:
         with operation_lock(config.state_dir, "reconcile"):
             outcome = reconcile.run_reconcile(config, datetime.now(UTC), dry_run=False, only=only,
                                               take_snapshot=not args.no_snapshot, record_lost=args.record_lost)
-    document: dict[str, Any] = {
+    document = _document(outcome)
+    if args.json:
+        render.emit_json(document)
+    else:
+        render.emit_text(_text(outcome, document["counts"]))
+    return int(outcome.exit_code)
+
+
+def _parse_only(value: str | None) -> frozenset[str] | None:
+    """``--only a,b`` as a set of check's finding codes (None when not given)."""
+    if value is None:
+        return None
+    only = frozenset(code.strip() for code in value.split(",") if code.strip())
+    if not only:
+        raise UsageError("--only needs at least one finding code", "e.g. --only resurrected-point,orphan-point")
+    unknown = sorted(only - set(findings.codes(findings.Source.CHECK)))
+    if unknown:
+        raise UsageError(f"--only: unknown finding codes {unknown}", "see docs/reference/findings.md")
+    return only
+
+
+def _document(outcome: reconcile.Outcome) -> dict[str, Any]:
+    return {
         "command": "reconcile",
         "dry_run": outcome.dry_run,
         "resumed": outcome.resumed,
@@ -56,13 +71,15 @@ def run(args: argparse.Namespace) -> int:
         "safety_snapshot": outcome.snapshot_id,
         "counts": {status: sum(1 for a in outcome.actions if a.status == status)
                    for status in ("pending", "done", "failed", "unrecoverable")},
-        "actions": [{"kind": a.kind, "code": a.code, "memory_id": a.memory_id, "why": a.why,
+        "actions": [{"kind": str(a.kind), "code": a.code, "memory_id": a.memory_id, "why": a.why,
                      "status": a.status, "error": a.error} for a in outcome.actions],
         "check_after": outcome.after.counts() if outcome.after else None,
     }
-    lines = [f"{a.status.upper():<13} {a.kind:<15} {a.code:<22} {a.memory_id or ''}\n"
+
+
+def _text(outcome: reconcile.Outcome, counts: dict[str, int]) -> str:
+    lines = [f"{a.status.upper():<13} {a.kind!s:<15} {a.code:<22} {a.memory_id or ''}\n"
              f"{'':<14}{a.why}" + (f"\n{'':<14}error: {a.error}" if a.error else "") for a in outcome.actions]
-    counts = document["counts"]
     if outcome.dry_run:
         lines.append(f"reconcile --dry-run: {len(outcome.actions)} actions planned, nothing changed")
     else:
@@ -71,8 +88,4 @@ def run(args: argparse.Namespace) -> int:
                      f"{counts['unrecoverable']} unrecoverable"
                      + (f"; safety snapshot {outcome.snapshot_id}" if outcome.snapshot_id else "")
                      + (f"; check after: {after.get('errors', 0)} errors" if after else ""))
-    if args.json:
-        render.emit_json(document)
-    else:
-        render.emit_text("\n".join(lines))
-    return int(outcome.exit_code)
+    return "\n".join(lines)

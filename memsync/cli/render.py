@@ -6,11 +6,12 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from typing import Any
 
+from memsync import findings
 from memsync.doctor import DoctorReport, summarize
 from memsync.model import CheckReport, Finding
+from memsync.utc import iso as _iso
 
 
 @contextmanager
@@ -84,10 +85,6 @@ def exit_error(code: int, message: str, hint: str | None, *, as_json: bool) -> N
     sys.stderr.flush()
 
 
-def _iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
 def check_json(report: CheckReport) -> dict[str, Any]:
     """The contract's ``check --json`` document."""
     window = report.window
@@ -106,11 +103,18 @@ def check_json(report: CheckReport) -> dict[str, Any]:
     }
 
 
-def _finding_lines(finding: Finding) -> list[str]:
+def finding_lines(finding: Finding) -> list[str]:
+    """A finding as text: severity, code and subject; the message; the fix and where it is explained.
+
+    The fix is the finding's own, else the registry's default; the anchor comes from the
+    registry (``memsync.findings``). An unregistered code is shown without either.
+    """
     where = finding.memory_id or finding.path or finding.collection or "-"
     lines = [f"{finding.severity.value.upper():<8} {finding.code:<22} {where}", f"         {finding.message}"]
-    if finding.fix:
-        lines.append(f"         fix: {finding.fix}")
+    entry = findings.REGISTRY.get(finding.code)
+    fix = finding.fix or (entry.fix if entry else None)
+    if fix:
+        lines.append(f"         fix: {fix}" + (f" (see {entry.anchor})" if entry else ""))
     return lines
 
 
@@ -119,7 +123,7 @@ def check_text(report: CheckReport, limit: int | None = None) -> str:
     lines: list[str] = []
     shown = report.findings if limit is None else report.findings[:limit]
     for finding in shown:
-        lines += _finding_lines(finding)
+        lines += finding_lines(finding)
     if limit is not None and len(report.findings) > limit:
         lines.append(f"... and {len(report.findings) - limit} more (use --json for all)")
     counts = report.counts()

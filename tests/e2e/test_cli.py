@@ -16,7 +16,8 @@ import pytest
 from memsync.demo import deployment as build
 
 CHECK_KEYS = {"command", "ok", "counts", "capture", "findings"}
-FINDING_KEYS = {"code", "severity", "collection", "memory_id", "path", "message", "fix"}
+FINDING_KEYS = {"code", "severity", "collection", "memory_id", "path", "message", "fix",
+                "scope", "expected", "observed"}  # keys are only ever added (json-output.md)
 
 
 def fingerprint(root: Path) -> dict[str, str]:

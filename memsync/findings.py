@@ -1,0 +1,150 @@
+"""The one registry of finding codes: severity, documentation anchor, fix, emitter and repair.
+
+Every finding memsync reports (``check``, ``snapshot verify``, ``forget``) has one entry here, and
+everything else reads it: ``check`` and ``snapshot verify`` build findings through ``make``, the
+reconcile planner answers exactly the codes whose ``repair`` is not ``NONE`` (one rule per code,
+in ``memsync.reconcile_plan``), the renderers take the fix and anchor from here, and
+``tests/pure/test_findings_registry.py`` proves docs/reference/findings.md agrees with it.
+Adding a code means one entry here, one section in findings.md, and (when reconcile repairs it)
+one planner rule. Codes are never renamed. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from memsync.model import Finding, Severity
+
+DOCS_PAGE = "docs/reference/findings.md"
+
+
+class Source(enum.Enum):
+    """Which command emits a code."""
+
+    CHECK = "check"
+    VERIFY = "snapshot verify"
+    FORGET = "forget"
+
+
+class Repair(enum.Enum):
+    """How ``reconcile`` answers a code.
+
+    ``DAMAGE`` codes are answered by a plain ``reconcile``; ``POLICY`` codes only when named with
+    ``--only`` (deleting them is a choice, not a repair); ``NONE`` codes have no planner rule.
+    """
+
+    DAMAGE = "damage"
+    POLICY = "policy"
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Spec:
+    """One finding code's registry entry.
+
+    Attributes:
+        code: the stable kebab-case code (``check --json`` → ``findings[].code``).
+        severity: the severity every finding of this code has.
+        source: the command that emits it.
+        fix: the default fix text (a finding may carry a more precise one).
+        repair: how reconcile answers it.
+    """
+
+    code: str
+    severity: Severity
+    source: Source
+    fix: str
+    repair: Repair = Repair.NONE
+
+    @property
+    def anchor(self) -> str:
+        """Where the code is explained: ``docs/reference/findings.md#<code>``."""
+        return f"{DOCS_PAGE}#{self.code}"
+
+
+FIX_RECONCILE = "memsync reconcile"
+FIX_OTHER_SNAPSHOT = "use another snapshot"
+
+_E, _W, _I = Severity.ERROR, Severity.WARNING, Severity.INFO
+_SPECS = (
+    # check: the stores disagree (CONTRACT.md's table).
+    Spec(code="collection-missing", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE,
+         fix="memsync restore <snapshot>, or point [mem0] at the right Qdrant path"),
+    Spec(code="history-missing", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE,
+         fix="memsync restore <snapshot> (history.db), or memsync reconcile to record the points' ADD events"),
+    Spec(code="dimension-mismatch", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE,
+         fix="set the config to the collection's size, or re-embed into a new collection of the right size"),
+    Spec(code="missing-point", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE, fix=FIX_RECONCILE),
+    Spec(code="resurrected-point", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE, fix=FIX_RECONCILE),
+    Spec(code="orphan-point", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE, fix=FIX_RECONCILE),
+    Spec(code="text-mismatch", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE, fix=FIX_RECONCILE),
+    Spec(code="hash-mismatch", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE, fix=FIX_RECONCILE),
+    Spec(code="missing-payload", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE, fix=FIX_RECONCILE),
+    Spec(code="dangling-entity-link", severity=_W, source=Source.CHECK, repair=Repair.DAMAGE, fix=FIX_RECONCILE),
+    Spec(code="expired-memory", severity=_W, source=Source.CHECK, repair=Repair.POLICY, fix="memsync prune"),
+    Spec(code="duplicate-memory", severity=_W, source=Source.CHECK, repair=Repair.POLICY,
+         fix="memsync reconcile --only duplicate-memory (or memsync forget <memory_id>)"),
+    Spec(code="orphan-messages", severity=_W, source=Source.CHECK, repair=Repair.POLICY,
+         fix="memsync reconcile --only orphan-messages"),
+    Spec(code="in-flight", severity=_I, source=Source.CHECK, fix="none needed; run check again"),
+    # snapshot verify: the snapshot itself is damaged (docs/reference/commands/snapshot.md).
+    Spec(code="manifest-missing", severity=_E, source=Source.VERIFY, fix=FIX_OTHER_SNAPSHOT),
+    Spec(code="file-missing", severity=_E, source=Source.VERIFY, fix=FIX_OTHER_SNAPSHOT),
+    Spec(code="checksum-mismatch", severity=_E, source=Source.VERIFY,
+         fix="the file was changed or truncated after the snapshot: use another snapshot"),
+    Spec(code="integrity-failed", severity=_E, source=Source.VERIFY, fix=FIX_OTHER_SNAPSHOT),
+    Spec(code="point-undecodable", severity=_E, source=Source.VERIFY, fix=FIX_OTHER_SNAPSHOT),
+    Spec(code="signature-invalid", severity=_E, source=Source.VERIFY,
+         fix="use another snapshot, or the signing key it was made with"),
+    # forget: a target id names nothing.
+    Spec(code="memory-not-found", severity=_E, source=Source.FORGET,
+         fix="check the id (memsync check --json lists memory ids)"),
+)  # fmt: skip
+
+REGISTRY: Mapping[str, Spec] = MappingProxyType({spec.code: spec for spec in _SPECS})
+
+
+def codes(source: Source) -> tuple[str, ...]:
+    """Return the codes ``source`` emits, in registry order."""
+    return tuple(spec.code for spec in _SPECS if spec.source is source)
+
+
+def repaired(repair: Repair) -> frozenset[str]:
+    """Return the codes reconcile answers as ``repair`` (``DAMAGE`` or ``POLICY``)."""
+    return frozenset(spec.code for spec in _SPECS if spec.repair is repair)
+
+
+def spec(code: str) -> Spec:
+    """Return the registry entry of ``code``.
+
+    Raises:
+        KeyError: ``code`` is not a registered finding code (a bug: register it first).
+    """
+    return REGISTRY[code]
+
+
+def make(
+    code: str,
+    message: str,
+    *,
+    collection: str | None = None,
+    memory_id: str | None = None,
+    path: str | None = None,
+    fix: str | None = None,
+    scope: str | None = None,
+    expected: str | int | None = None,
+    observed: str | int | None = None,
+) -> Finding:
+    """Build a finding of a registered code: its severity, and its fix unless one is given.
+
+    Raises:
+        KeyError: ``code`` is not registered.
+    """
+    entry = REGISTRY[code]
+    return Finding(
+        code=code, severity=entry.severity, message=message, collection=collection, memory_id=memory_id,
+        path=path, fix=fix if fix is not None else entry.fix, scope=scope, expected=expected, observed=observed,
+    )

@@ -1,0 +1,305 @@
+"""``find_problems``: every disagreement between captured stores, as findings. Pure.
+
+The judging half of ``check`` (``memsync.check`` is the I/O half and re-exports these names).
+Codes, severities and default fixes come from ``memsync.findings``; each finding carries its
+scope and the expected and observed values, so nothing downstream parses a message.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from memsync import findings
+from memsync.model import (
+    CaptureWindow,
+    Finding,
+    Inventory,
+    MemoryHistory,
+    Point,
+    expires_on,
+    parse_time,
+    payload_hash,
+)
+
+# Writes start a little before they land (mem0 stamps created_at, embeds, then inserts).
+IN_FLIGHT_MARGIN = timedelta(seconds=2)
+LIVE_EVENTS = frozenset({"ADD", "UPDATE"})
+SCOPE_KEYS = ("agent_id", "run_id", "user_id")  # mem0's scope order: sorted key names
+
+
+def session_scope(payload: Mapping[str, Any]) -> str:
+    """Return mem0's session scope string for a payload (mem0ai 2.2.1 ``_build_session_scope``)."""
+    parts = []
+    for key in SCOPE_KEYS:
+        value = payload.get(key)
+        if value:
+            escaped = str(value).replace("%", "%25").replace("&", "%26").replace("=", "%3D")
+            parts.append(f"{key}={escaped}")
+    return "&".join(parts)
+
+
+def in_window(moment: datetime | None, window: CaptureWindow) -> bool:
+    """Tell whether ``moment`` lies inside the capture window.
+
+    The window runs from the vector capture's start, less ``IN_FLIGHT_MARGIN``, to the history
+    capture's end. None never counts.
+    """
+    if moment is None:
+        return False
+    return window.vectors_at - IN_FLIGHT_MARGIN <= moment <= window.history_finished_at
+
+
+def find_problems(inventory: Inventory, today: date) -> list[Finding]:
+    """Return every disagreement between the captured stores, sorted as the contract says.
+
+    Args:
+        inventory: the captured stores, read into values.
+        today: the current UTC date (for ``expired-memory``).
+
+    Returns:
+        Findings sorted by severity, code, collection, memory_id. A disagreement explained by
+        a write inside the capture window is reported once, as ``in-flight`` (info). Pure.
+    """
+    found: list[Finding] = []
+    found += _store_level(inventory)
+    if inventory.qdrant_present and inventory.collection in inventory.collections:
+        if inventory.history_present:
+            found += _point_vs_history(inventory)
+        found += _payload_checks(inventory.points.values(), inventory.collection)
+        found += _point_sizes(inventory)
+        found += _warnings(inventory, today)
+    return sorted(found, key=Finding.sort_key)
+
+
+def _finding(
+    inventory: Inventory,
+    code: str,
+    memory_id: str | None,
+    message: str,
+    moment: datetime | None = None,
+    **fields: Any,
+) -> Finding:
+    """A finding of ``code``, or ``in-flight`` when ``moment`` falls in the capture window."""
+    if moment is not None and in_window(moment, inventory.window):
+        fields.pop("fix", None)
+        return findings.make(
+            "in-flight",
+            f"{code} explained by a write inside the capture window ({moment.isoformat()}): {message}",
+            collection=inventory.collection, memory_id=memory_id, **fields,
+        )
+    return findings.make(code, message, collection=inventory.collection, memory_id=memory_id, **fields)
+
+
+def _store_level(inventory: Inventory) -> list[Finding]:
+    found = []
+    live = sum(1 for memory in inventory.history.values() if memory.last.event in LIVE_EVENTS)
+    if inventory.collection not in inventory.collections and live:
+        where = "" if inventory.qdrant_present else " (the embedded Qdrant directory itself is gone)"
+        found.append(findings.make(
+            "collection-missing",
+            f"collection {inventory.collection!r} does not exist{where} while history has {live} live "
+            "memories (a wiped /tmp, a deleted directory, a wrong path)",
+            collection=inventory.collection,
+        ))
+    if not inventory.history_present and inventory.points:
+        found.append(findings.make(
+            "history-missing",
+            f"history.db is missing or has no history table while {len(inventory.points)} points exist",
+            collection=inventory.collection,
+        ))
+    for name, info in sorted(inventory.collections.items()):
+        if name not in (inventory.collection, f"{inventory.collection}_entities"):
+            continue
+        for key, size in inventory.expected_dims:
+            if info.vector_size is not None and info.vector_size != size:
+                found.append(findings.make(
+                    "dimension-mismatch",
+                    f"collection {name!r} stores vectors of size {info.vector_size} but {key} is {size}: "
+                    "mem0 accepts it at start, then inserts and searches fail",
+                    collection=name, expected=size, observed=info.vector_size,
+                ))
+    return found
+
+
+def _point_vs_history(inventory: Inventory) -> list[Finding]:
+    found = []
+    points, history = inventory.points, inventory.history
+    for point_id, point in points.items():
+        memory = history.get(point_id)
+        if memory is None:
+            found.append(_finding(
+                inventory, "orphan-point", point_id,
+                "point exists but history has no event for it (its history write failed or history "
+                "rows were deleted)",
+                _point_time(point), scope=session_scope(point.payload),
+            ))
+        elif memory.last.event == "DELETE":
+            found.append(_finding(
+                inventory, "resurrected-point", point_id,
+                f"point exists but the memory's last history event is DELETE (history row {memory.last.id})",
+                memory.last.at, scope=session_scope(point.payload), expected="DELETE",
+            ))
+        elif memory.last.event in LIVE_EVENTS:
+            found += _text_mismatch(inventory, point, memory)
+    for memory_id, memory in history.items():
+        if memory.last.event in LIVE_EVENTS and memory_id not in points:
+            found.append(_finding(
+                inventory, "missing-point", memory_id,
+                f"the memory's last history event is {memory.last.event} (history row {memory.last.id}) "
+                "but no point has its id",
+                memory.last.at, expected=memory.last.event,
+            ))
+    return found
+
+
+def _text_mismatch(inventory: Inventory, point: Point, memory: MemoryHistory) -> list[Finding]:
+    """``text-mismatch`` when the payload text differs from the last live event's text."""
+    data, last = point.payload.get("data"), memory.last
+    if not isinstance(data, str) or last.new_memory is None or data == last.new_memory:
+        return []
+    return [_finding(
+        inventory, "text-mismatch", point.id,
+        f"payload data differs from the new_memory of the last {last.event} event (history row {last.id})",
+        _latest(last.at, _point_time(point)),
+        scope=session_scope(point.payload), expected=payload_hash(last.new_memory), observed=payload_hash(data),
+    )]
+
+
+def _latest(*moments: datetime | None) -> datetime | None:
+    present = [moment for moment in moments if moment is not None]
+    return max(present) if present else None
+
+
+def _point_time(point: Point) -> datetime | None:
+    return _latest(
+        parse_time(point.payload.get("updated_at")), parse_time(point.payload.get("created_at"))
+    )
+
+
+def _payload_checks(points: Iterable[Point], collection: str) -> list[Finding]:
+    found = []
+    for point in points:
+        data = point.payload.get("data")
+        if not isinstance(data, str):
+            found.append(findings.make(
+                "missing-payload", "point has no payload 'data' text: mem0 cannot return this memory",
+                collection=collection, memory_id=point.id, scope=session_scope(point.payload),
+            ))
+            continue
+        stored = point.payload.get("hash")
+        expected = payload_hash(data)
+        if stored != expected:
+            shown = repr(stored) if isinstance(stored, str | None) else f"of type {type(stored).__name__}"
+            found.append(findings.make(
+                "hash-mismatch",
+                f"payload hash {shown} is not the md5 of payload data ({expected}): the payload was "
+                "edited outside mem0",
+                collection=collection, memory_id=point.id, scope=session_scope(point.payload),
+                expected=expected, observed=stored if isinstance(stored, str) else None,
+            ))
+    return found
+
+
+def _point_sizes(inventory: Inventory) -> list[Finding]:
+    """Points whose vector is not the collection's size: mem0 cannot even open such a store."""
+    expected = inventory.collections[inventory.collection].vector_size
+    if expected is None:
+        return []
+    return [
+        findings.make(
+            "dimension-mismatch",
+            f"point's vector has {point.vector_size} dimensions, the collection {expected}",
+            collection=inventory.collection, memory_id=point.id,
+            fix="memsync reconcile re-embeds it through mem0 (or restore a snapshot)",
+            scope=session_scope(point.payload), expected=expected, observed=point.vector_size,
+        )
+        for point in inventory.points.values()
+        if point.vector_size is not None and point.vector_size != expected
+    ]
+
+
+def _warnings(inventory: Inventory, today: date) -> list[Finding]:
+    found: list[Finding] = []
+    found += _dangling_links(inventory)
+    found += _expired(inventory, today)
+    found += _duplicates(inventory)
+    found += _orphan_messages(inventory)
+    return found
+
+
+def _dangling_links(inventory: Inventory) -> list[Finding]:
+    found = []
+    for entity in inventory.entities:
+        for memory_id in entity.linked_memory_ids:
+            if memory_id in inventory.points:
+                continue
+            memory = inventory.history.get(memory_id)
+            found.append(_finding(
+                inventory, "dangling-entity-link", memory_id,
+                f"entity {entity.entity_id} links memory {memory_id}, which has no point",
+                memory.last.at if memory else None, observed=entity.entity_id,
+            ))
+    return found
+
+
+def _expired(inventory: Inventory, today: date) -> list[Finding]:
+    found = []
+    for point in inventory.points.values():
+        expires = expires_on(point.payload)
+        if expires is not None and expires < today:
+            found.append(findings.make(
+                "expired-memory",
+                f"memory expired on {expires.isoformat()} and is still stored (mem0 hides it but never deletes it)",
+                collection=inventory.collection, memory_id=point.id, scope=session_scope(point.payload),
+                observed=expires.isoformat(),
+            ))
+    return found
+
+
+def _duplicates(inventory: Inventory) -> list[Finding]:
+    groups: dict[tuple[object, ...], list[Point]] = defaultdict(list)
+    for point in inventory.points.values():
+        payload = point.payload
+        digest = payload.get("hash")
+        if isinstance(digest, str):
+            key = (digest, *(_hashable(payload.get(name)) for name in SCOPE_KEYS))
+            groups[key].append(point)
+    found = []
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        ordered = sorted(group, key=lambda p: (str(p.payload.get("created_at") or ""), p.id))
+        for extra in ordered[1:]:
+            scope = session_scope(extra.payload)
+            found.append(findings.make(
+                "duplicate-memory",
+                f"same text as memory {ordered[0].id} in the same scope ({scope or 'no scope'})",
+                collection=inventory.collection, memory_id=extra.id,
+                fix=f"memsync reconcile --only duplicate-memory (or memsync forget {extra.id})",
+                scope=scope, expected=ordered[0].id,
+            ))
+    return found
+
+
+def _hashable(value: object) -> object:
+    """A scope value usable as a dict key (payloads may hold lists or dicts)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return repr(value)[:200]
+
+
+def _orphan_messages(inventory: Inventory) -> list[Finding]:
+    live_scopes = {session_scope(point.payload) for point in inventory.points.values()}
+    return [
+        _finding(
+            inventory, "orphan-messages", None,
+            f"{scope.row_count} raw messages of session scope {scope.scope!r} remain with no memory left "
+            "in that scope (raw user text that outlived its memories)",
+            scope.newest_at, scope=scope.scope, observed=scope.row_count,
+        )
+        for scope in inventory.message_scopes
+        if scope.scope not in live_scopes
+    ]

@@ -1,0 +1,324 @@
+"""The reconcile planner: one small pure rule per finding code, dispatched through a table.
+
+``plan_reconcile`` groups check's findings by code and hands each group to ``RULES[code]``; a
+rule looks only at its findings and the captured inventory and returns actions. Which codes a
+plain ``reconcile`` answers (damage) and which only with ``--only`` (policy) comes from the
+registry (``memsync.findings``); ``tests/pure/test_findings_registry.py`` proves every repaired
+code has exactly one rule. Policy: DESIGN.md ("Reconcile policy"). Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memsync import findings
+from memsync.findings import Repair
+from memsync.model import Finding, HistoryEvent, Inventory, Point, Severity, parse_time
+from memsync.problems import LIVE_EVENTS
+
+
+class ActionKind(enum.StrEnum):
+    """What an action does; the values are written to the journal and the JSON output."""
+
+    DELETE_POINT = "delete-point"
+    RESTORE_POINT = "restore-point"
+    RECORD_EVENT = "record-event"
+    UPDATE_POINT = "update-point"
+    RELINK_ENTITY = "relink-entity"
+    DELETE_MESSAGES = "delete-messages"
+    REPORT = "report"  # nothing to do but say why
+
+
+DAMAGE_CODES = findings.repaired(Repair.DAMAGE)
+POLICY_CODES = findings.repaired(Repair.POLICY)
+NEEDS_EMBEDDER = frozenset({ActionKind.UPDATE_POINT.value})
+KNOWN_KINDS = frozenset(kind.value for kind in ActionKind)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recovery:
+    """Where a missing point can be recovered from: a snapshot holding it with the right text."""
+
+    snapshot_id: str
+    storage: Path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Action:
+    """One step of a plan.
+
+    Attributes:
+        kind: an ``ActionKind`` (a journal written by another version may hold an unknown
+            string, kept as is so applying it fails cleanly).
+        code: the finding it answers; ``memory_id`` the memory (or None).
+        why: a sentence for the operator.
+        params: what the action needs (texts, ids, a snapshot path, a prepared history row).
+        status: ``pending``, ``done``, ``failed``, ``unrecoverable`` or ``superseded``.
+    """
+
+    index: int
+    kind: ActionKind | str
+    code: str
+    memory_id: str | None
+    why: str
+    params: dict[str, Any] = field(default_factory=dict)
+    status: str = "pending"
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        """Read a known kind loaded from a journal back as its ``ActionKind``."""
+        if not isinstance(self.kind, ActionKind) and self.kind in KNOWN_KINDS:
+            object.__setattr__(self, "kind", ActionKind(self.kind))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Context:
+    """What every rule may look at besides its findings (all values; nothing to call but ``new_id``)."""
+
+    inventory: Inventory
+    recoveries: Mapping[str, Recovery | None]
+    record_lost: bool
+    stamp: str
+    new_id: Callable[[], str]
+    forgetting: frozenset[str]
+    wanted: frozenset[str]
+    codes_of: Mapping[str, frozenset[str]]  # per memory id, the codes of all its findings
+
+    def point(self, finding: Finding) -> Point | None:
+        """The finding's point, when it has one."""
+        return self.inventory.points.get(finding.memory_id) if finding.memory_id else None
+
+    def last(self, finding: Finding) -> HistoryEvent | None:
+        """The last history event of the finding's memory, when history has one."""
+        memory = self.inventory.history.get(finding.memory_id) if finding.memory_id else None
+        return memory.last if memory is not None else None
+
+
+Rule = Callable[[Sequence[Finding], Context], list[Action]]
+
+
+def _act(finding: Finding, kind: ActionKind, why: str, *, code: str | None = None, target: str | None = None,
+         status: str = "pending", **params: Any) -> Action:
+    """An action answering ``finding`` (``target`` defaults to its memory id); numbered later."""
+    return Action(index=0, kind=kind, code=code or finding.code, memory_id=target or finding.memory_id, why=why,
+                  params=params, status=status)
+
+
+def _event_row(memory_id: str, event: str, old: str | None, new: str | None,
+               created: str | None, updated: str | None, event_id: str) -> dict[str, Any]:
+    return {"id": event_id, "memory_id": memory_id, "old_memory": old, "new_memory": new, "event": event,
+            "created_at": created, "updated_at": updated, "is_deleted": 1 if event == "DELETE" else 0,
+            "actor_id": "memsync", "role": None}
+
+
+def _text(point: Point) -> str | None:
+    value = point.payload.get("data")
+    return value if isinstance(value, str) else None
+
+
+def _payload_time(point: Point, key: str) -> str | None:
+    value = point.payload.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _add_row(point: Point, new_id: Callable[[], str], memory_id: str | None = None) -> dict[str, Any]:
+    """The ADD event a point's lost history should have had."""
+    return _event_row(memory_id or point.id, "ADD", None, _text(point), _payload_time(point, "created_at"),
+                      _payload_time(point, "updated_at"), new_id())
+
+
+def _each(rule: Callable[[Finding, Context], list[Action]]) -> Rule:
+    """Lift a one-finding rule to the table's signature (findings of one code, in order)."""
+    return lambda group, ctx: [action for finding in group for action in rule(finding, ctx)]
+
+
+# --- one rule per code --------------------------------------------------------------------------
+
+
+def _resurrected_point(finding: Finding, ctx: Context) -> list[Action]:
+    return [_act(finding, ActionKind.DELETE_POINT,
+                 "its last history event is DELETE: tombstones win, delete it through mem0")]
+
+
+def _missing_point(finding: Finding, ctx: Context) -> list[Action]:
+    last, memory_id = ctx.last(finding), finding.memory_id
+    if not memory_id or last is None:
+        return []
+    source = ctx.recoveries.get(memory_id)
+    if memory_id in ctx.forgetting:
+        return [_act(finding, ActionKind.RECORD_EVENT, "a forget was deleting it when memsync stopped: close it "
+                     "with its DELETE event (never brought back)",
+                     row=_event_row(memory_id, "DELETE", last.new_memory, None, last.created_at, ctx.stamp,
+                                    ctx.new_id()))]
+    if source is not None:
+        return [_act(finding, ActionKind.RESTORE_POINT, f"history says it is live; snapshot {source.snapshot_id} "
+                     "holds it with the text history expects: put it back with its original id, vector and payload",
+                     snapshot_id=source.snapshot_id, storage=str(source.storage), text=last.new_memory)]
+    if ctx.record_lost:
+        return [_act(finding, ActionKind.RECORD_EVENT, "no snapshot holds it with the expected text: recorded as "
+                     "lost (--record-lost), with a DELETE event",
+                     row=_event_row(memory_id, "DELETE", last.new_memory, None, last.created_at, ctx.stamp,
+                                    ctx.new_id()))]
+    return [_act(finding, ActionKind.REPORT, "no snapshot holds it with the text history expects (or something "
+                 "newer says it was deleted): not invented; pass --record-lost to record it as lost",
+                 status="unrecoverable")]
+
+
+def _orphan_point(finding: Finding, ctx: Context) -> list[Action]:
+    point = ctx.point(finding)
+    if point is None:
+        return []
+    return [_act(finding, ActionKind.RECORD_EVENT, "real content whose history write failed or was lost: keep it "
+                 "and record the missing ADD", row=_add_row(point, ctx.new_id, finding.memory_id))]
+
+
+def _history_missing(finding: Finding, ctx: Context) -> list[Action]:
+    return [_act(finding, ActionKind.RECORD_EVENT, "history.db lost its rows: record the ADD of every point",
+                 target=point.id, row=_add_row(point, ctx.new_id))
+            for point in sorted(ctx.inventory.points.values(), key=lambda p: p.id)]
+
+
+def _text_mismatch(finding: Finding, ctx: Context) -> list[Action]:
+    point, last = ctx.point(finding), ctx.last(finding)
+    if point is None or last is None:
+        return []
+    point_at = parse_time(point.payload.get("updated_at")) or parse_time(point.payload.get("created_at"))
+    if point_at is None or (last.at is not None and point_at <= last.at):
+        return [_act(finding, ActionKind.UPDATE_POINT, "history is newer (or the same age): update the point "
+                     "through mem0, which re-embeds the text", text=last.new_memory)]
+    actions = [_act(finding, ActionKind.RECORD_EVENT, "the point is newer than the last event: record the "
+                    "UPDATE it missed",
+                    row=_event_row(finding.memory_id or point.id, "UPDATE", last.new_memory, _text(point),
+                                   _payload_time(point, "created_at"), _payload_time(point, "updated_at"),
+                                   ctx.new_id()))]
+    if "hash-mismatch" in ctx.codes_of.get(point.id, frozenset()):
+        actions.append(_act(finding, ActionKind.UPDATE_POINT, "and its hash is stale: rewrite it through mem0",
+                            code="hash-mismatch", text=_text(point)))
+    return actions
+
+
+def _hash_mismatch(finding: Finding, ctx: Context) -> list[Action]:
+    point = ctx.point(finding)
+    if point is None:
+        return []
+    if "text-mismatch" in ctx.codes_of.get(point.id, frozenset()) and "text-mismatch" in ctx.wanted:
+        return []  # answered with the text-mismatch
+    return [_act(finding, ActionKind.UPDATE_POINT, "payload hash is not the md5 of its text: rewrite it "
+                 "through mem0", text=_text(point))]
+
+
+def _missing_payload(finding: Finding, ctx: Context) -> list[Action]:
+    last = ctx.last(finding)
+    if last is not None and last.event in LIVE_EVENTS and last.new_memory is not None:
+        return [_act(finding, ActionKind.UPDATE_POINT, "the point lost its text: write history's text back "
+                     "through mem0", text=last.new_memory)]
+    return [_act(finding, ActionKind.REPORT, "the point lost its text and history does not know it",
+                 status="unrecoverable")]
+
+
+def _restore_instead(finding: Finding, ctx: Context) -> list[Action]:
+    """``collection-missing`` and ``dimension-mismatch``: nothing reconcile can write fixes them."""
+    if finding.code == "dimension-mismatch" and ctx.point(finding) is not None:
+        return [_act(finding, ActionKind.REPORT, "its vector has the wrong size, and qdrant-client 1.20 cannot "
+                     "even open a collection with mixed sizes, so mem0 cannot repair it: restore a snapshot "
+                     "(memsync restore)", status="unrecoverable")]
+    return [_act(finding, ActionKind.REPORT, "not something reconcile can repair: restore the deployment from a "
+                 "snapshot (memsync restore) or fix the config", target=finding.collection, status="unrecoverable")]
+
+
+def _policy_delete(finding: Finding, ctx: Context) -> list[Action]:
+    return [_act(finding, ActionKind.DELETE_POINT, "policy requested with --only: delete it through mem0")]
+
+
+def _orphan_messages(finding: Finding, ctx: Context) -> list[Action]:
+    return [_act(finding, ActionKind.DELETE_MESSAGES, "policy requested with --only: delete the raw messages of a "
+                 "scope with no memory left", scope=finding.scope)]
+
+
+def _relink_entities(group: Sequence[Finding], ctx: Context) -> list[Action]:
+    """One action per entity that links dead memories: drop those links, or the entity when none remain."""
+    dead: dict[str, set[str]] = defaultdict(set)
+    for finding in group:
+        for entity in ctx.inventory.entities:
+            if finding.memory_id and finding.memory_id in entity.linked_memory_ids:
+                dead[entity.entity_id].add(finding.memory_id)
+    actions = []
+    for entity in ctx.inventory.entities:
+        gone = dead.get(entity.entity_id)
+        if gone:
+            remaining = [m for m in entity.linked_memory_ids if m not in gone]
+            actions.append(Action(index=0, kind=ActionKind.RELINK_ENTITY, code="dangling-entity-link",
+                                  memory_id=sorted(gone)[0],
+                                  why=f"entity {entity.entity_id} links memories with no point: "
+                                  + ("delete the entity (no link remains)" if not remaining else "drop those links"),
+                                  params={"entity_id": entity.entity_id, "remaining": remaining}))
+    return actions
+
+
+RULES: Mapping[str, Rule] = {
+    "resurrected-point": _each(_resurrected_point),
+    "missing-point": _each(_missing_point),
+    "orphan-point": _each(_orphan_point),
+    "history-missing": _each(_history_missing),
+    "text-mismatch": _each(_text_mismatch),
+    "hash-mismatch": _each(_hash_mismatch),
+    "missing-payload": _each(_missing_payload),
+    "collection-missing": _each(_restore_instead),
+    "dimension-mismatch": _each(_restore_instead),
+    "dangling-entity-link": _relink_entities,
+    "duplicate-memory": _each(_policy_delete),
+    "expired-memory": _each(_policy_delete),
+    "orphan-messages": _each(_orphan_messages),
+}
+# Rules that answer many findings with one action per entity run after every per-memory rule.
+RUN_LAST = ("dangling-entity-link",)
+
+
+def plan_reconcile(
+    findings: Iterable[Finding],
+    inventory: Inventory,
+    recoveries: Mapping[str, Recovery | None],
+    *,
+    only: frozenset[str] | None,
+    record_lost: bool,
+    now: datetime,
+    new_id: Callable[[], str],
+    forgetting: frozenset[str] = frozenset(),
+) -> list[Action]:
+    """Return the actions that answer ``findings``, in a stable order. Pure.
+
+    Args:
+        findings: check's findings on ``inventory``.
+        inventory: the captured stores the findings came from.
+        recoveries: per missing memory id, the snapshot to recover it from, or None.
+        only: limit to these codes (required for the policy codes).
+        record_lost: record an unrecoverable missing memory as deleted (a DELETE event).
+        now: the current time (UTC), for event rows.
+        new_id: makes ``memsync-<uuid4>`` ids for event rows (kept in the journal).
+        forgetting: memory ids of a forget that did not finish: closed, never recovered.
+
+    Returns:
+        Actions numbered from 0: findings in contract order, one code's rule at a time, entity
+        relinks last. Info findings and codes outside ``only`` (default: the damage codes) get none.
+    """
+    wanted = only if only is not None else DAMAGE_CODES
+    listed = sorted(findings, key=Finding.sort_key)
+    codes_of: dict[str, set[str]] = defaultdict(set)
+    groups: dict[str, list[Finding]] = {}
+    for finding in listed:
+        if finding.memory_id:
+            codes_of[finding.memory_id].add(finding.code)
+        if finding.severity is not Severity.INFO and finding.code in wanted and finding.code in RULES:
+            groups.setdefault(finding.code, []).append(finding)
+    ctx = Context(inventory=inventory, recoveries=recoveries, record_lost=record_lost, stamp=now.isoformat(),
+                  new_id=new_id, forgetting=forgetting, wanted=wanted,
+                  codes_of={memory_id: frozenset(codes) for memory_id, codes in codes_of.items()})
+    order = [code for code in groups if code not in RUN_LAST] + [code for code in RUN_LAST if code in groups]
+    actions = [action for code in order for action in RULES[code](groups[code], ctx)]
+    return [replace(action, index=index) for index, action in enumerate(actions)]
