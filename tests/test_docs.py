@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memsync import cli, config, doctor
-from memsync.check import FINDING_CODES
+from memsync.findings import REGISTRY
 from memsync.errors import EXIT_CODE_TABLE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ def test_every_command_has_a_page_and_help(name):
     assert cli.main([name, "--help"]) == 0
 
 
-@pytest.mark.parametrize("code", sorted(FINDING_CODES))
+@pytest.mark.parametrize("code", sorted(REGISTRY))
 def test_every_finding_code_is_documented(code):
     text = (DOCS / "findings.md").read_text()
     assert f"`{code}`" in text and f"### `{code}`" in text
@@ -39,7 +39,7 @@ def test_every_finding_code_is_documented(code):
 
 def test_finding_codes_match_the_contract():
     rows = re.findall(r"^\| `([a-z-]+)` \| (error|warning|info) \|", (DOCS / "findings.md").read_text(), re.MULTILINE)
-    assert {code: severity for code, severity in rows} == {c: s.value for c, s in FINDING_CODES.items()}
+    assert {code: severity for code, severity in rows} == {c: spec.severity.value for c, spec in REGISTRY.items()}
 
 
 def test_no_file_of_the_project_reads_outside_the_repository():
