@@ -9,7 +9,15 @@ import pytest
 
 from memsync.errors import UnavailableError
 from memsync.model import CaptureWindow
-from memsync.stores.manifest import FileEntry, Manifest, ManifestTooNew, loads, parse, sign, signature_ok
+from memsync.stores.manifest import (
+    FileEntry,
+    Manifest,
+    ManifestTooNew,
+    loads,
+    parse,
+    sign,
+    signature_ok,
+)
 
 AT = datetime(2026, 12, 1, 10, 15, 30, 250000, tzinfo=UTC)
 DOCUMENT = {
