@@ -42,6 +42,9 @@ def find_recoveries(config: Config, inventory: Inventory, missing: Iterable[str]
     does ``blocked_by_newer_vectors`` (vectors evidently newer than history). Reads snapshots
     (decrypting into ``work``); fetches a remote-only snapshot into the snapshot directory when
     the search reaches it.
+
+    Raises:
+        UnavailableError: S3 is unreachable, or a remote-only snapshot's copy is damaged.
     """
     wanted = {m: inventory.history[m] for m in missing if m in inventory.history}
     found: dict[str, Recovery | None] = dict.fromkeys(wanted)
@@ -89,13 +92,13 @@ def _remote_only(config: Config, local_ids: set[str]) -> set[str]:
 
 
 def _local_copy(config: Config, local: LocalRepository, snapshot_id: str, local_ids: set[str]) -> SnapshotInfo | None:
-    """The local snapshot, fetching it from the bucket first when it is remote-only."""
+    """The local snapshot, fetched from the bucket first when it is remote-only.
+
+    Raises:
+        UnavailableError: the remote copy is missing a file or differs from its manifest.
+    """
     if snapshot_id not in local_ids:
-        try:
-            repository.remote(config).fetch(snapshot_id, local.directory)
-        except UnavailableError as error:
-            logger.warning("snapshot_unfetchable", snapshot_id=snapshot_id, error=error.message)
-            return None
+        repository.remote(config).fetch(snapshot_id, local.directory)
     return local.describe(snapshot_id)
 
 

@@ -177,7 +177,7 @@ def run_upload(args: argparse.Namespace) -> int:
                             "files": [f.path for f in manifest.files], "to": remote.where},
                      f"would upload {len(manifest.files)} files and the manifest of {directory.name} to {remote.where}")
     with render.byte_progress("uploading", manifest.stored_bytes) as sent:
-        result = snapshot.upload_snapshot(config, directory, sent, remote)
+        result = snapshot.upload_snapshot(config, directory, sent, remote.store)
     return _emit(args, {"command": "snapshot upload", "id": directory.name, **result, "to": remote.where},
                  f"uploaded {directory.name} to {remote.where}: {result['sent']} files sent, "
                  f"{result['skipped']} already there")

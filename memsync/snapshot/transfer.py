@@ -11,12 +11,13 @@ from pathlib import Path
 from memsync.config import Config
 from memsync.repository import S3Repository, SnapshotRepository, remote
 from memsync.repository.port import BytesProgress
+from memsync.s3 import ObjectStore
 from memsync.stores import manifest as manifests
 
 
 def upload_snapshot(config: Config, directory: Path, progress: BytesProgress | None = None,
-                    repository: S3Repository | None = None) -> dict[str, int]:
-    """Upload a complete local snapshot directory; ``repository`` defaults to the configured one.
+                    store: ObjectStore | None = None) -> dict[str, int]:
+    """Upload a complete local snapshot directory; ``store`` defaults to the configured bucket.
 
     Returns ``{"sent": n, "skipped": n, "bytes": n}``.
 
@@ -26,7 +27,7 @@ def upload_snapshot(config: Config, directory: Path, progress: BytesProgress | N
             (nothing local is removed).
     """
     manifest = manifests.read(directory)
-    target = repository or remote(config)
+    target = S3Repository(store) if store is not None else remote(config)
     return target.put(directory.name, directory, manifest, progress).to_json()
 
 
