@@ -167,7 +167,7 @@ def snapshots_holding(config: Config, memory_ids: Sequence[str]) -> list[str]:
     for info in snapshots.iter_local(config.snapshot.directory):
         if not info.complete:
             continue
-        if (info.manifest or {}).get("encryption"):
+        if info.manifest is not None and info.manifest.encrypted:
             holding.append(info.id)
             continue
         if _snapshot_holds(info.path, config.collection, memory_ids):

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from memsync.errors import ExitCode
@@ -207,6 +208,19 @@ class Inventory:
     message_scopes: tuple[MessageScope, ...]
     expected_dims: tuple[tuple[str, int], ...]
     window: CaptureWindow
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recovery:
+    """Where a missing point can be recovered from: a snapshot holding it with the right text.
+
+    Attributes:
+        snapshot_id: the snapshot's id.
+        storage: the plaintext ``storage.sqlite`` of the memory collection in that snapshot.
+    """
+
+    snapshot_id: str
+    storage: Path
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

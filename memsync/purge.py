@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from memsync import check, erase, seal, snapshot
+from memsync import check, erase, repository, snapshot
 from memsync.config import Config
 from memsync.errors import UnavailableError
 from memsync.model import Severity
-from memsync.s3 import ObjectStore
+from memsync.repository import LocalRepository, S3Repository
 from memsync.stores import deployment, local_qdrant, snapshots
 
 PURGING_SUFFIX = ".purging"
@@ -33,15 +33,6 @@ class Purged:
     rewritten: tuple[str, ...] = ()
     uploaded: tuple[str, ...] = ()
     old_versions: tuple[str, ...] = field(default_factory=tuple)
-
-
-def _copy_plain(config: Config, info: snapshots.SnapshotInfo, target: Path) -> None:
-    manifest = info.manifest or {}
-    key = seal.load_key(config.snapshot.encrypt_key_file) if manifest.get("encryption") and \
-        config.snapshot.encrypt_key_file else None
-    if manifest.get("encryption") and key is None:
-        raise UnavailableError(f"snapshot {info.id} is encrypted and no snapshot.encrypt_key_file is set")
-    seal.open_files(info.path, [str(e["path"]) for e in manifest.get("files", [])], key, target)
 
 
 def _scopes_left_empty(root: Path, collection: str, memory_ids: Sequence[str]) -> list[str]:
@@ -61,25 +52,25 @@ def purge_snapshot(config: Config, info: snapshots.SnapshotInfo, memory_ids: Seq
     The old one is removed only after the new one verifies.
 
     Raises:
+        ConfigError: the snapshot is encrypted and no key is configured.
         UnavailableError: the rewritten snapshot fails verification (the old one is kept).
     """
+    assert info.manifest is not None, "only complete snapshots are purged"
+    old = info.manifest
     work = info.path.with_name(info.id + PURGING_SUFFIX)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(mode=0o700)
     try:
-        _copy_plain(config, info, work)
+        repository.plaintext(config, info.path, old, work, copy=True)
         scopes = _scopes_left_empty(work, config.collection, memory_ids)
         for storage in sorted(work.glob("qdrant/collection/*/storage.sqlite")):
             erase.delete_points(storage, memory_ids)
         if (work / "history.db").is_file():
             erase.blank_history(work / "history.db", memory_ids, scopes, now, record=True)
-        old = info.manifest or {}
-        window = snapshot.window_from_manifest(old)
-        captured = deployment.from_directory(work, window)
-        created = datetime.fromisoformat(str(old.get("created_at", now.isoformat())).replace("Z", "+00:00"))
+        captured = deployment.from_directory(work, old.capture)
         snapshot.finish_directory(
-            config, work, captured, info.id, created, created.date(),
-            snapshot._signing_key(config.snapshot), snapshot._encryption_key(config.snapshot),
+            config, work, captured, info.id, old.created_at, old.created_at.date(),
+            snapshot.signing_key(config), repository.encryption_key(config),
         )
         report = snapshot.verify_directory(config, work, now)
         broken = [f for f in report.findings if f.code in snapshot.VERIFY_CODES and f.severity is Severity.ERROR]
@@ -104,38 +95,38 @@ def run_purge(config: Config, memory_ids: Sequence[str], now: datetime, remote: 
     holding = set(erase.snapshots_holding(config, memory_ids))
     rewritten: list[str] = []
     uploaded: list[str] = []
-    versions: list[str] = []
-    store = snapshot.object_store(config) if remote else None
-    remote_ids = {item["id"] for item in snapshot.remote_candidates(store) if item["complete"]} if store else set()
-    directory = snapshot.snapshot_dir(config)
-    for remote_id in sorted(remote_ids - {i.id for i in snapshots.iter_local(directory)}):
-        assert store is not None
-        snapshot.download_snapshot(config, store, remote_id, directory)
+    bucket = repository.remote(config) if remote else None
+    local = repository.local(config)
+    remote_ids = {e.id for e in bucket.list() if e.complete} if bucket else set()
+    for remote_id in sorted(remote_ids - {i.id for i in local.infos()}):
+        assert bucket is not None
+        bucket.fetch(remote_id, local.directory)
         if remote_id in set(erase.snapshots_holding(config, memory_ids)):
             holding.add(remote_id)
         else:
-            shutil.rmtree(directory / remote_id)
-    for info in snapshots.iter_local(directory):
+            local.delete(remote_id)
+    for info in local.infos():
         if info.complete and info.id in holding:
             purge_snapshot(config, info, memory_ids, now)
             rewritten.append(info.id)
-            if store is not None and info.id in remote_ids:
-                snapshot.upload_snapshot(config, info.path, store=store)
+            if bucket is not None and info.id in remote_ids:
+                _upload(local, bucket, info.id)
                 uploaded.append(info.id)
-        elif info.complete and store is not None and info.id in remote_ids:
+        elif info.complete and bucket is not None and info.id in remote_ids and _differs(local, bucket, info.id):
             # purged here earlier (without --remote): the bucket may still hold the old copy
-            in_bucket = store.get_bytes(store.key(info.id, snapshots.MANIFEST))
-            if in_bucket is not None and in_bucket != (info.path / snapshots.MANIFEST).read_bytes():
-                snapshot.upload_snapshot(config, info.path, store=store)
-                uploaded.append(info.id)
-    if store is not None:
-        versions = _old_versions(store, uploaded)
+            _upload(local, bucket, info.id)
+            uploaded.append(info.id)
+    versions = [v for snapshot_id in uploaded for v in bucket.noncurrent_versions(snapshot_id)] if bucket else []
     return Purged(rewritten=tuple(rewritten), uploaded=tuple(uploaded), old_versions=tuple(versions))
 
 
-def _old_versions(store: ObjectStore, snapshot_ids: Sequence[str]) -> list[str]:
-    """Non-current object versions under the rewritten snapshots (versioned buckets only)."""
-    found: list[str] = []
-    for snapshot_id in snapshot_ids:
-        found += store.noncurrent_versions(store.key(snapshot_id) + "/")
-    return found
+def _upload(local: LocalRepository, bucket: S3Repository, snapshot_id: str) -> None:
+    bucket.put(snapshot_id, local.path(snapshot_id), local.read_manifest(snapshot_id))
+
+
+def _differs(local: LocalRepository, bucket: S3Repository, snapshot_id: str) -> bool:
+    """Whether the bucket's copy of a complete local snapshot has another manifest."""
+    try:
+        return bucket.read_manifest(snapshot_id) != local.read_manifest(snapshot_id)
+    except UnavailableError:
+        return False

@@ -19,11 +19,11 @@ from typing import Any
 
 import structlog
 
-from memsync import check, snapshot
+from memsync import check, recovery, snapshot
 from memsync.config import Config
 from memsync.errors import ExitCode, UnavailableError
-from memsync.model import CheckReport, HistoryEvent, Inventory, Severity, parse_time
-from memsync.reconcile_plan import KNOWN_KINDS, NEEDS_EMBEDDER, Action, Recovery, plan_reconcile
+from memsync.model import CheckReport, HistoryEvent, Inventory, Recovery, Severity, parse_time
+from memsync.reconcile_plan import KNOWN_KINDS, NEEDS_EMBEDDER, Action, plan_reconcile
 from memsync.state import write_json_atomic
 from memsync.stores import history, local_qdrant, mem0, snapshots
 from memsync.stores.intent import load_forgetting
@@ -55,88 +55,18 @@ def vectors_newer_than_history(inventory: Inventory) -> bool:
 
 
 def find_recoveries(config: Config, inventory: Inventory, missing: Iterable[str], work: Path) -> dict[str, Recovery | None]:
-    """Find, for each missing memory, the newest local snapshot holding it with the expected text.
+    """Find, for each missing memory, the newest snapshot holding it with the expected text.
 
-    A snapshot whose history ends the memory with DELETE blocks it (never brought back), and
-    so do vectors evidently newer than history. Reads snapshots (decrypting into ``work``).
+    The search is ``memsync.recovery.find_recoveries`` (local and remote snapshots through the
+    repository port); vectors evidently newer than history block every recovery.
     """
-    wanted = {m: inventory.history[m].last for m in missing if m in inventory.history}
-    found: dict[str, Recovery | None] = dict.fromkeys(wanted)
-    if not wanted or vectors_newer_than_history(inventory) or config.snapshot.directory is None:
-        return found
-    blocked: set[str] = set()
-    complete = [s for s in snapshots.iter_local(config.snapshot.directory) if s.complete]
-    for info in sorted([*complete, *_remote_only(config, complete)], key=lambda s: s.id, reverse=True):
-        pending = [m for m in wanted if found[m] is None and m not in blocked]
-        if not pending:
-            break
-        if info.path.name.startswith("remote:"):
-            info = _download(config, info)
-        if not _checksums_hold(info, inventory.collection):
-            logger.warning("snapshot_skipped", snapshot_id=info.id, reason="files differ from the manifest")
-            continue
-        root = _plaintext_root(config, info, work)
-        storage = local_qdrant.storage_path(root / "qdrant", inventory.collection)
-        contents = history.read_contents(root / "history.db") if (root / "history.db").is_file() else None
-        for memory_id in pending:
-            snap_last = contents.memories.get(memory_id) if contents else None
-            if snap_last is not None and snap_last.last.event == "DELETE":
-                blocked.add(memory_id)  # a snapshot says it was deleted: never bring it back
-                continue
-            if not storage.is_file():
-                continue
-            stored = local_qdrant.find_point(storage, memory_id)
-            if stored is not None and stored[0].get("data") == wanted[memory_id].new_memory:
-                found[memory_id] = Recovery(snapshot_id=info.id, storage=storage)
-    return found
-
-
-def _remote_only(config: Config, local: list[snapshots.SnapshotInfo]) -> list[snapshots.SnapshotInfo]:
-    """Complete remote snapshots with no local copy (placeholders, downloaded when reached)."""
-    if config.s3 is None:
-        return []
-    have = {info.id for info in local}
-    return [
-        snapshots.SnapshotInfo(id=item["id"], path=Path(f"remote:{item['id']}"), complete=True,
-                               manifest=item["manifest"], verified=None, size_bytes=0)
-        for item in snapshot.remote_candidates(snapshot.object_store(config))
-        if item["complete"] and item["id"] not in have
-    ]
-
-
-def _download(config: Config, info: snapshots.SnapshotInfo) -> snapshots.SnapshotInfo:
-    """Download a remote snapshot into the snapshot directory, verified byte for byte."""
-    assert config.snapshot.directory is not None
-    store = snapshot.object_store(config)
-    path = snapshot.download_snapshot(config, store, info.id, config.snapshot.directory)
-    described = snapshots.describe(path)
-    assert described is not None
-    return described
-
-
-def _checksums_hold(info: snapshots.SnapshotInfo, collection: str) -> bool:
-    """Whether the snapshot's history.db and memory collection match their manifest (stored bytes)."""
-    wanted = {"history.db", f"qdrant/collection/{collection}/storage.sqlite"}
-    for entry in (info.manifest or {}).get("files", []):
-        if entry["path"] in wanted:
-            path = info.path / str(entry["path"])
-            expected = (int(entry.get("stored_size", entry["size"])), str(entry.get("stored_sha256", entry["sha256"])))
-            if not path.is_file() or snapshots.sha256_file(path) != expected:
-                return False
-    return True
+    return recovery.find_recoveries(config, inventory, missing, work,
+                                    blocked_by_newer_vectors=vectors_newer_than_history(inventory))
 
 
 def _plaintext_root(config: Config, info: snapshots.SnapshotInfo, work: Path) -> Path:
-    if not (info.manifest or {}).get("encryption"):
-        return info.path
-    from memsync import seal
-
-    key = seal.load_key(config.snapshot.encrypt_key_file) if config.snapshot.encrypt_key_file else None
-    root = work / info.id
-    if key is None or root.exists():
-        return root
-    seal.open_files(info.path, [str(e["path"]) for e in (info.manifest or {}).get("files", [])], key, root)
-    return root
+    """A local snapshot's plaintext directory (``memsync.recovery.plaintext_root``)."""
+    return recovery.plaintext_root(config, info, work) or work / info.id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

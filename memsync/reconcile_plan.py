@@ -14,12 +14,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from memsync import findings
 from memsync.findings import Repair
-from memsync.model import Finding, HistoryEvent, Inventory, Point, Severity, parse_time
+from memsync.model import Finding, HistoryEvent, Inventory, Point, Recovery, Severity, parse_time
 from memsync.problems import LIVE_EVENTS
 
 
@@ -39,14 +38,6 @@ DAMAGE_CODES = findings.repaired(Repair.DAMAGE)
 POLICY_CODES = findings.repaired(Repair.POLICY)
 NEEDS_EMBEDDER = frozenset({ActionKind.UPDATE_POINT.value})
 KNOWN_KINDS = frozenset(kind.value for kind in ActionKind)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Recovery:
-    """Where a missing point can be recovered from: a snapshot holding it with the right text."""
-
-    snapshot_id: str
-    storage: Path
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,16 +17,17 @@ import tempfile
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import structlog
 
-from memsync import check, snapshot
+from memsync import check, repository, snapshot
 from memsync.config import Config
 from memsync.errors import ConfigError, UnavailableError, UsageError
 from memsync.model import CheckReport, Severity
+from memsync.repository.plaintext import NO_KEY
 from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
 from memsync.stores import mem0, snapshots
+from memsync.stores.manifest import Manifest
 from memsync.stores.sqlite_files import work_dir_error
 
 logger = structlog.get_logger(__name__)
@@ -96,10 +97,10 @@ def has_data(config: Config) -> bool:
     return has_qdrant or (history.exists() and history.stat().st_size > 0)
 
 
-def _verify(config: Config, directory: Path, now: datetime) -> dict[str, Any]:
+def _verify(config: Config, directory: Path, now: datetime) -> Manifest:
     manifest = snapshots.read_manifest(directory)
-    if manifest.get("encryption") and config.snapshot.encrypt_key_file is None:
-        raise ConfigError(config.source, ["snapshot.encrypt_key_file: the snapshot is encrypted; set the key it was made with"])
+    if manifest.encrypted and config.snapshot.encrypt_key_file is None:
+        raise ConfigError(config.source, [NO_KEY])
     report = snapshot.verify_directory(config, directory, now)
     broken = [f for f in report.findings if f.code in snapshot.VERIFY_CODES and f.severity is Severity.ERROR]
     if broken:
@@ -108,10 +109,10 @@ def _verify(config: Config, directory: Path, now: datetime) -> dict[str, Any]:
                                "restore from another snapshot (memsync snapshot list)")
     manifest = snapshots.read_manifest(directory)
     problems = []
-    if manifest.get("collection") != config.collection:
+    if manifest.collection != config.collection:
         problems.append(f"mem0.vector_store.config.collection_name: the snapshot holds collection "
-                        f"{manifest.get('collection')!r}, the config says {config.collection!r}")
-    size = (manifest.get("collections", {}).get(config.collection) or {}).get("vector_size")
+                        f"{manifest.collection!r}, the config says {config.collection!r}")
+    size = (manifest.collections.get(config.collection) or {}).get("vector_size")
     for key, dims in config.expected_dims:
         if size is not None and size != dims:
             problems.append(f"{key}: the snapshot's vectors have {size} dimensions, the config says {dims}")
@@ -123,24 +124,11 @@ def _verify(config: Config, directory: Path, now: datetime) -> dict[str, Any]:
 def _materialize(config: Config, target: str, now: datetime, scratch: Path) -> Path:
     """A plaintext snapshot directory for ``target`` (downloaded and/or decrypted into ``scratch``)."""
     if target.startswith("s3://"):
-        store, snapshot_id = snapshot.parse_s3_target(config, target)
-        directory = snapshot.download_snapshot(config, store, snapshot_id, scratch / "download")
+        remote, snapshot_id = repository.parse_s3_target(config, target)
+        directory = snapshot.download_snapshot(remote, snapshot_id, scratch / "download")
     else:
         directory = snapshots.resolve_local(target, config.snapshot.directory)
     return directory
-
-
-def _plaintext(config: Config, directory: Path, manifest: dict[str, Any], scratch: Path) -> Path:
-    if not manifest.get("encryption"):
-        return directory
-    from memsync import seal
-
-    if config.snapshot.encrypt_key_file is None:
-        raise ConfigError(config.source, ["snapshot.encrypt_key_file: the snapshot is encrypted; set the key it was made with"])
-    key = seal.load_key(config.snapshot.encrypt_key_file)
-    root = scratch / "plain"
-    seal.open_files(directory, [str(e["path"]) for e in manifest["files"]], key, root)
-    return root
 
 
 def run_restore(
@@ -161,7 +149,7 @@ def run_restore(
         scratch = Path(temporary)
         directory = _materialize(config, target, now, scratch)
         manifest = _verify(config, directory, now)
-        snapshot_id = str(manifest["id"])
+        snapshot_id = manifest.id
         moves = plan_restore(config, snapshot_id)
         if has_data(config):
             if if_empty:
@@ -173,11 +161,11 @@ def run_restore(
         if dry_run:
             return Restored(snapshot_id=snapshot_id, dry_run=True, skipped=False, moves=tuple(moves), check=None,
                             recovered=recovered)
-        plain = _plaintext(config, directory, manifest, scratch)
+        plain = repository.plaintext(config, directory, manifest, scratch / "plain")
         with operation_lock(config.state_dir, "restore"):
             mem0.require_store_free(config, "restore")
             moves = _unique_asides(_with_existence(moves))
-            _stage(plain, moves, [str(e["path"]) for e in manifest["files"]])
+            _stage(plain, moves, [entry.path for entry in manifest.files])
             write_json_atomic(journal_path(config), {"snapshot_id": snapshot_id, "phase": "staged",
                                                      "moves": [asdict(m) for m in moves]})
             try:

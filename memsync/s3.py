@@ -97,7 +97,7 @@ class ObjectStore:
         """Upload ``path`` to ``key`` with its sha256 in the metadata, unless already there.
 
         An object with the same size and sha256 metadata is not sent again (resume).
-        Returns True when bytes were sent. Multipart above 64 MiB.
+        Returns True when bytes were sent. Multipart above ``MULTIPART_THRESHOLD`` (8 MiB).
 
         Raises:
             UnavailableError: endpoint unreachable, bucket missing, access denied.

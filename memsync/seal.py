@@ -116,20 +116,3 @@ def open_file(source: Path, dest: Path, key: bytes, name: str) -> None:
         dest.unlink(missing_ok=True)
         raise
 
-
-def open_files(source: Path, relatives: list[str], key: bytes | None, target: Path) -> None:
-    """Write the plaintext of every listed snapshot file from ``source`` into ``target``.
-
-    With ``key`` each file is opened (authenticated); without one it is copied as is.
-
-    Raises:
-        SealError: a file fails authentication.
-    """
-    import shutil
-
-    for relative in relatives:
-        (target / relative).parent.mkdir(parents=True, exist_ok=True)
-        if key is not None:
-            open_file(source / relative, target / relative, key, relative)
-        else:
-            shutil.copy2(source / relative, target / relative)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from memsync import cli, config, doctor
-from memsync.findings import REGISTRY
 from memsync.errors import EXIT_CODE_TABLE
+from memsync.findings import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "reference"

@@ -1,4 +1,4 @@
-"""``memsync snapshot create|verify|list|upload|download|prune``."""
+"""``memsync snapshot create|verify|list|upload|download|prune|purge-memory``."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memsync import snapshot
+from memsync import repository, snapshot, utc
 from memsync.cli import render
 from memsync.cli.common import load_config
 from memsync.errors import ExitCode, UsageError
 from memsync.state import operation_lock
 from memsync.stores import snapshots
+from memsync.stores.manifest import Manifest
 
 HELP = "capture both stores into one dated, verified snapshot; upload, list, verify, prune"
 
@@ -71,34 +72,34 @@ def run_create(args: argparse.Namespace) -> int:
         plan = {"command": "snapshot create", "dry_run": True, "directory": str(directory),
                 "sources": [str(config.qdrant_path), str(config.history_db_path)], "upload": args.upload}
         if args.upload:
-            snapshot.object_store(config)
+            repository.object_store(config)
         return _emit(args, plan, f"would capture {config.qdrant_path} and {config.history_db_path} "
                      f"into {directory}/<id>/" + (" and upload it" if args.upload else ""))
     with render.progress("reading points") as progress:
         created = snapshot.create_snapshot(config, _now(), progress)
     upload: dict[str, int] | None = None
     if args.upload:
-        with render.byte_progress("uploading", sum(snapshot.stored_digest(f)[0] for f in created.manifest["files"])) as sent:
+        with render.byte_progress("uploading", created.manifest.stored_bytes) as sent:
             upload = snapshot.upload_snapshot(config, created.path, sent)
     manifest = created.manifest
     document = {
         "command": "snapshot create",
         "id": created.id,
         "path": str(created.path),
-        "size_bytes": sum(f["size"] for f in manifest["files"]),
-        "files": len(manifest["files"]),
-        "collections": manifest["collections"],
-        "history": manifest["history"],
-        "check": {k: v for k, v in manifest["check"].items() if k != "findings"},
-        "encrypted": bool(manifest.get("encryption")),
-        "signed": "signature" in manifest,
+        "size_bytes": manifest.size_bytes,
+        "files": len(manifest.files),
+        "collections": manifest.collections,
+        "history": manifest.history,
+        "check": {k: v for k, v in manifest.check.items() if k != "findings"},
+        "encrypted": manifest.encrypted,
+        "signed": manifest.signature is not None,
         "upload": upload,
         "removed_partials": [str(p) for p in created.removed_partials],
     }
-    counts = manifest["check"]
+    counts = manifest.check
     text = (f"snapshot {created.id}: {document['size_bytes']} bytes in {created.path}; "
-            f"{manifest['collections'].get(config.collection, {}).get('points', 0)} points, "
-            f"{manifest['history']['memories']} memories; check: {counts['errors']} errors, "
+            f"{manifest.collections.get(config.collection, {}).get('points', 0)} points, "
+            f"{manifest.history['memories']} memories; check: {counts['errors']} errors, "
             f"{counts['warnings']} warnings")
     if upload is not None:
         text += f"; uploaded {upload['sent']} files ({upload['skipped']} already there)"
@@ -130,13 +131,13 @@ def run_list(args: argparse.Namespace) -> int:
         for info in snapshots.iter_local(config.snapshot.directory):
             rows[info.id] = _row(info.id, info.manifest, info.complete, info.is_verified, info.size_bytes, "local")
     if args.remote:
-        for remote in snapshot.remote_candidates(snapshot.object_store(config)):
-            row = rows.get(remote["id"])
+        for remote in repository.remote(config).list():
+            row = rows.get(remote.id)
             if row is None:
-                rows[remote["id"]] = _row(remote["id"], remote["manifest"], remote["complete"],
-                                          remote["verified"], remote["size_bytes"], "remote")
+                rows[remote.id] = _row(remote.id, remote.manifest, remote.complete, remote.is_verified,
+                                       remote.size_bytes, "remote")
             else:
-                row["remote"] = {"complete": remote["complete"], "verified": remote["verified"]}
+                row["remote"] = {"complete": remote.complete, "verified": remote.is_verified}
     ordered = [rows[key] for key in sorted(rows)]
     lines = [f"{'id':<20} {'complete':<8} {'verified':<12} {'size':>12} {'points':>8} {'memories':>8} where"]
     for row in ordered:
@@ -150,18 +151,16 @@ def run_list(args: argparse.Namespace) -> int:
     return _emit(args, {"command": "snapshot list", "snapshots": ordered}, "\n".join(lines))
 
 
-def _row(snapshot_id: str, manifest: dict[str, Any] | None, complete: bool, verified: bool, size: int,
+def _row(snapshot_id: str, manifest: Manifest | None, complete: bool, verified: bool, size: int,
          where: str) -> dict[str, Any]:
-    collection = (manifest or {}).get("collection")
-    points = (manifest or {}).get("collections", {}).get(collection, {}).get("points") if manifest else None
     return {
         "id": snapshot_id,
-        "created_at": snapshots.id_time(snapshot_id).isoformat().replace("+00:00", "Z"),
+        "created_at": utc.iso(snapshots.id_time(snapshot_id)),
         "complete": complete,
         "verified": verified,
         "size_bytes": size,
-        "points": points,
-        "memories": (manifest or {}).get("history", {}).get("memories"),
+        "points": manifest.points if manifest else None,
+        "memories": manifest.history.get("memories") if manifest else None,
         "local": {"complete": complete, "verified": verified} if where == "local" else None,
         "remote": {"complete": complete, "verified": verified} if where == "remote" else None,
     }
@@ -172,16 +171,15 @@ def run_upload(args: argparse.Namespace) -> int:
     config = load_config(args)
     directory = snapshots.resolve_local(args.id, config.snapshot.directory)
     manifest = snapshots.read_manifest(directory)
-    store = snapshot.object_store(config)
+    remote = repository.remote(config)
     if args.dry_run:
         return _emit(args, {"command": "snapshot upload", "dry_run": True, "id": directory.name,
-                            "files": [f["path"] for f in manifest["files"]], "to": store.where},
-                     f"would upload {len(manifest['files'])} files and the manifest of {directory.name} to {store.where}")
-    total = sum(snapshot.stored_digest(f)[0] for f in manifest["files"])
-    with render.byte_progress("uploading", total) as sent:
-        result = snapshot.upload_snapshot(config, directory, sent)
-    return _emit(args, {"command": "snapshot upload", "id": directory.name, **result, "to": store.where},
-                 f"uploaded {directory.name} to {store.where}: {result['sent']} files sent, "
+                            "files": [f.path for f in manifest.files], "to": remote.where},
+                     f"would upload {len(manifest.files)} files and the manifest of {directory.name} to {remote.where}")
+    with render.byte_progress("uploading", manifest.stored_bytes) as sent:
+        result = snapshot.upload_snapshot(config, directory, sent, remote.store)
+    return _emit(args, {"command": "snapshot upload", "id": directory.name, **result, "to": remote.where},
+                 f"uploaded {directory.name} to {remote.where}: {result['sent']} files sent, "
                  f"{result['skipped']} already there")
 
 
@@ -189,10 +187,10 @@ def run_download(args: argparse.Namespace) -> int:
     """Download a remote snapshot, verifying every byte against its manifest."""
     config = load_config(args)
     target = args.id if args.id.startswith("s3://") else f"s3://{args.id}"
-    store, snapshot_id = snapshot.parse_s3_target(config, target)
+    remote, snapshot_id = repository.parse_s3_target(config, target)
     args.dest.mkdir(parents=True, exist_ok=True)
     with render.byte_progress("downloading", None) as received:
-        path = snapshot.download_snapshot(config, store, snapshot_id, args.dest, received)
+        path = snapshot.download_snapshot(remote, snapshot_id, args.dest, received)
     return _emit(args, {"command": "snapshot download", "id": snapshot_id, "path": str(path)},
                  f"downloaded {snapshot_id} into {path}; every file matches its manifest")
 
@@ -200,12 +198,8 @@ def run_download(args: argparse.Namespace) -> int:
 def run_prune(args: argparse.Namespace) -> int:
     """Apply retention locally (or in S3 with --remote)."""
     config = load_config(args)
-    if args.remote:
-        remote = snapshot.remote_candidates(snapshot.object_store(config))
-        candidates = [snapshot.Candidate(id=r["id"], time=snapshots.id_time(r["id"]), complete=r["complete"],
-                                         verified=r["verified"]) for r in remote]
-    else:
-        candidates = snapshot.local_candidates(config)
+    where = repository.remote(config) if args.remote else repository.local(config)
+    candidates = snapshot.candidates(where)
     decisions = snapshot.plan_prune(candidates, config.snapshot)
     skipped = sorted(c.id for c in candidates if not c.complete)
     document: dict[str, Any] = {
@@ -219,7 +213,7 @@ def run_prune(args: argparse.Namespace) -> int:
     if not args.dry_run and any(not d.keep for d in decisions):
         _confirm(args, f"remove {sum(1 for d in decisions if not d.keep)} snapshots")
         with operation_lock(config.state_dir, "snapshot prune"):
-            document["removed"] = snapshot.apply_prune(config, decisions, args.remote)
+            document["removed"] = snapshot.apply_prune(where, decisions)
     lines.append(f"prune ({document['location']}): keep {sum(d.keep for d in decisions)}, "
                  f"{'would remove' if args.dry_run else 'removed'} {sum(not d.keep for d in decisions)}")
     return _emit(args, document, "\n".join(lines))

@@ -308,3 +308,18 @@ def test_point_with_a_wrong_vector_size_fails_check_and_verify(deployment, cli):
     report = cli("check", "--json", config=deployment.config).json()
     assert {(f["code"], f["memory_id"]) for f in report["findings"] if f["severity"] == "error"} == {
         ("dimension-mismatch", target)}
+
+
+def test_a_manifest_of_a_newer_format_is_refused_with_one_line_by_verify_list_and_restore(deployment, cli):
+    made = create(cli, deployment)
+    root = Path(made["path"])
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["format"] = 2
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    result = cli("snapshot", "verify", str(root), config=deployment.config)
+    assert result.code == 11, result.out
+    assert "format 2" in result.err and "upgrade memsync" in result.err
+    listed = cli("snapshot", "list", "--json", config=deployment.config).json()["snapshots"]
+    assert [(s["id"], s["complete"]) for s in listed] == [(made["id"], False)]
+    restored = cli("restore", "--force", made["id"], config=deployment.config)
+    assert restored.code == 11 and "upgrade memsync" in restored.err

@@ -16,9 +16,10 @@ from memsync.model import (
     Inventory,
     MemoryHistory,
     Point,
+    Recovery,
     payload_hash,
 )
-from memsync.reconcile_plan import ActionKind, Recovery, plan_reconcile
+from memsync.reconcile_plan import ActionKind, plan_reconcile
 
 T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
 EARLY, LATE = (T0 - timedelta(days=2)).isoformat(), (T0 - timedelta(days=1)).isoformat()

@@ -1,0 +1,42 @@
+"""``snapshot``: both stores captured in one job into one dated directory, verified, uploaded, pruned.
+
+Split by concern: ``create`` (capture, check, manifest, commit), ``verify`` (one path for a
+directory and a bucket), ``retention`` (``plan_prune`` is pure; ``apply_prune`` deletes) and
+``transfer`` (upload, download). Where snapshots are stored is ``memsync.repository``; the
+manifest is ``memsync.stores.manifest``. Layout and codes: CONTRACT.md ("Snapshots").
+"""
+
+from __future__ import annotations
+
+from memsync.repository import object_store, parse_s3_target, snapshot_dir
+from memsync.snapshot.create import (
+    Created,
+    build_manifest,
+    create_snapshot,
+    finish_directory,
+    signing_key,
+)
+from memsync.snapshot.retention import (
+    Candidate,
+    PruneDecision,
+    apply_prune,
+    candidates,
+    local_candidates,
+    plan_prune,
+)
+from memsync.snapshot.transfer import download_snapshot, upload_snapshot
+from memsync.snapshot.verify import (
+    VERIFY_CODES,
+    VerifyReport,
+    verified_document,
+    verify_directory,
+    verify_remote,
+    verify_snapshot,
+)
+
+__all__ = [
+    "VERIFY_CODES", "Candidate", "Created", "PruneDecision", "VerifyReport", "apply_prune",
+    "build_manifest", "candidates", "create_snapshot", "download_snapshot", "finish_directory",
+    "local_candidates", "object_store", "parse_s3_target", "plan_prune", "signing_key", "snapshot_dir",
+    "upload_snapshot", "verified_document", "verify_directory", "verify_remote", "verify_snapshot",
+]

@@ -1,0 +1,225 @@
+"""``snapshot create``: both stores captured in one job into one dated directory, checked, committed.
+
+``build_manifest`` is pure; ``create_snapshot`` captures into ``<id>.partial/`` of the local
+repository and commits it; ``finish_directory`` checks a captured layout and writes its manifest
+(also used by ``purge`` to re-finish a rewritten snapshot). Layout and codes: CONTRACT.md
+("Snapshots"); manifest fields: docs/reference/snapshot-manifest.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from memsync import __version__, check, seal
+from memsync.config import Config
+from memsync.errors import ConfigError, UnavailableError
+from memsync.model import CaptureWindow, CheckReport, Inventory
+from memsync.repository import LocalRepository, encryption_key, snapshot_dir
+from memsync.state import fsync_dir, write_json_atomic
+from memsync.stores import deployment, local_qdrant, snapshots, versions
+from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, sign
+from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
+
+logger = structlog.get_logger(__name__)
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Created:
+    """A snapshot just created: its id, directory and manifest."""
+
+    id: str
+    path: Path
+    manifest: Manifest
+    removed_partials: tuple[Path, ...] = ()
+
+
+def build_manifest(
+    *,
+    snapshot_id: str,
+    created_at: datetime,
+    collection: str,
+    window: CaptureWindow,
+    files: Sequence[FileEntry],
+    collections: dict[str, dict[str, Any]],
+    history: dict[str, int],
+    integrity_results: dict[str, Any],
+    report: CheckReport,
+    versions: dict[str, str | None],
+    encryption: dict[str, Any] | None,
+) -> Manifest:
+    """Assemble the manifest (no signature yet). Pure."""
+    return Manifest(
+        id=snapshot_id,
+        created_at=created_at,
+        collection=collection,
+        versions={"memsync": __version__, "sqlite": SQLITE_VERSION, **versions},
+        capture=replace(window, longest_read_s=round(window.longest_read_s, 4)),
+        files=tuple(sorted(files, key=lambda entry: entry.path)),
+        collections=collections,
+        history=history,
+        integrity=integrity_results,
+        check={**report.counts(), "findings": [f.to_json() for f in report.findings]},
+        encryption=encryption,
+    )
+
+
+def signing_key(config: Config) -> bytes | None:
+    """The configured manifest signing key (at least 16 bytes), or None.
+
+    Raises:
+        ConfigError: the key file is unreadable or too short.
+    """
+    path = config.snapshot.signing_key_file
+    if path is None:
+        return None
+    try:
+        key = path.read_bytes().strip()
+    except OSError as error:
+        raise ConfigError(str(path), [f"signing key unreadable: {error.strerror}"]) from error
+    if len(key) < 16:
+        raise ConfigError(str(path), ["signing key must hold at least 16 bytes"])
+    return key
+
+
+def _sqlite_files(captured: deployment.Captured) -> list[Path]:
+    files = [copy.dest for copy in captured.collection_copies.values()]
+    if captured.history_copy is not None:
+        files.append(captured.history_copy.dest)
+    return files
+
+
+def create_snapshot(config: Config, now: datetime, progress: Progress | None = None) -> Created:
+    """Capture both stores into ``<snapshot.directory>/<id>/`` with an integrity-checked manifest.
+
+    Built under ``<id>.partial/`` (files 0600, directories 0700, fsynced, ``.creating``
+    flock-held) and renamed when complete; stale ``.partial`` directories of dead creates are
+    removed first. Takes no lock on the deployment and never writes to it.
+
+    Raises:
+        ConfigError: no snapshot directory, or an unreadable key file.
+        UnavailableError: a store is unreadable, damaged, or a copy fails its integrity check
+            (the partial directory is removed).
+        TryLaterError: a store is busy or the snapshot disk is full.
+    """
+    directory = snapshot_dir(config)
+    keys = signing_key(config), encryption_key(config)
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except (FileExistsError, NotADirectoryError) as error:
+        raise ConfigError(config.source, [f"snapshot.directory: {directory} is not a directory"]) from error
+    except OSError as error:
+        raise work_dir_error(directory, error) from error
+    removed = snapshots.remove_stale_partials(directory)
+    repository = LocalRepository(directory)
+    with repository.building(now) as (snapshot_id, partial):
+        captured = deployment.capture(config, partial)
+        manifest = finish_directory(config, partial, captured, snapshot_id, now, now.date(), *keys,
+                                    progress=progress)
+        final = repository.commit(snapshot_id, partial, None)
+    logger.info("snapshot_created", snapshot_id=snapshot_id, size_bytes=manifest.size_bytes)
+    return Created(id=snapshot_id, path=final, manifest=manifest, removed_partials=tuple(removed))
+
+
+def finish_directory(
+    config: Config,
+    partial: Path,
+    captured: deployment.Captured,
+    snapshot_id: str,
+    created_at: datetime,
+    today: date,
+    signing: bytes | None,
+    encryption: bytes | None,
+    progress: Progress | None = None,
+) -> Manifest:
+    """Check a captured layout in ``partial`` and write its manifest (sealing files when keyed).
+
+    Runs ``integrity_check`` on every SQLite file, decodes every point, judges the pair,
+    hashes (and with a key, seals) every file, sets modes 0600/0700, writes the manifest.
+
+    Raises:
+        UnavailableError: a file fails its integrity check or a point does not decode.
+    """
+    results = _integrity(captured, partial)
+    inventory = deployment.read_inventory(captured, config, progress)
+    collections, wrong_sizes = _collections(config, captured, inventory)
+    results["points_decoded"] = True
+    results["vector_sizes_ok"] = wrong_sizes == 0
+    manifest = build_manifest(
+        snapshot_id=snapshot_id,
+        created_at=created_at,
+        collection=config.collection,
+        window=captured.window,
+        files=_file_entries(partial, encryption),
+        collections=collections,
+        history={"rows": inventory.history_rows, "memories": len(inventory.history)},
+        integrity_results=results,
+        report=check.judge(inventory, today),
+        versions=versions.tracked_versions(),
+        encryption={"algorithm": seal.ALGORITHM} if encryption else None,
+    )
+    if signing is not None:
+        manifest = replace(manifest, signature=sign(manifest, signing))
+    for path in sorted(partial.rglob("*")):
+        os.chmod(path, 0o700 if path.is_dir() else 0o600)
+    write_json_atomic(partial / MANIFEST, manifest.to_json())
+    return manifest
+
+
+def _integrity(captured: deployment.Captured, partial: Path) -> dict[str, Any]:
+    """``PRAGMA integrity_check`` of every captured SQLite file. Raises UnavailableError when one fails."""
+    results: dict[str, Any] = {}
+    for path in _sqlite_files(captured):
+        verdict = integrity(path, quick=False)
+        results[str(path.relative_to(partial))] = verdict
+        if verdict != "ok":
+            raise UnavailableError(
+                f"the copy of {path.relative_to(partial)} fails PRAGMA integrity_check ({verdict})",
+                "the live file is damaged: run memsync doctor; restore it from an older snapshot",
+            )
+    return results
+
+
+def _collections(config: Config, captured: deployment.Captured,
+                 inventory: Inventory) -> tuple[dict[str, dict[str, Any]], int]:
+    """Per collection: vector size, distance and points; and how many vectors have the wrong size."""
+    collections: dict[str, dict[str, Any]] = {}
+    wrong_sizes = 0
+    for name, info in sorted(captured.collections.items()):
+        copy = captured.collection_copies.get(name)
+        if name == config.collection:
+            sizes = [p.vector_size for p in inventory.points.values()]
+        else:
+            sizes = [p.vector_size for p in local_qdrant.iter_points(copy.dest)] if copy else []
+        wrong_sizes += sum(1 for size in sizes if info.vector_size is not None and size != info.vector_size)
+        collections[name] = {"vector_size": info.vector_size, "distance": info.distance, "points": len(sizes)}
+    return collections, wrong_sizes
+
+
+def _file_entries(partial: Path, key: bytes | None) -> list[FileEntry]:
+    entries = []
+    for path in sorted(p for p in partial.rglob("*") if p.is_file() and p.name != snapshots.CREATING_LOCK):
+        relative = str(path.relative_to(partial))
+        size, digest = snapshots.sha256_file(path)
+        if key is not None:
+            sealed = path.with_name(path.name + ".sealing")
+            seal.seal_file(path, sealed, key, relative)
+            os.replace(sealed, path)
+            stored_size, stored_sha256 = snapshots.sha256_file(path)
+            entries.append(FileEntry(path=relative, size=size, sha256=digest, stored_size=stored_size,
+                                     stored_sha256=stored_sha256))
+            continue
+        with path.open("rb+") as handle:
+            os.fsync(handle.fileno())
+        entries.append(FileEntry(path=relative, size=size, sha256=digest))
+    for directory in sorted({p.parent for p in partial.rglob("*")} | {partial}):
+        fsync_dir(directory)
+    return entries

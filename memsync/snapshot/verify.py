@@ -1,0 +1,189 @@
+"""``snapshot verify``: one path for a local directory and a bucket, through the repository port.
+
+Signature first (nothing is decoded before it holds), then every stored file read back against
+the manifest, then the plaintext (decrypted when sealed) checked: ``PRAGMA integrity_check``,
+every point decoded, and ``check`` re-run on the pair when every file passed. The result goes
+into ``verified.json`` beside the snapshot, never into the manifest.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memsync import __version__, check, utc
+from memsync.config import Config
+from memsync.errors import UnavailableError
+from memsync.model import Finding, Severity
+from memsync.repository import (
+    FileCheck,
+    LocalRepository,
+    SnapshotRepository,
+    decrypt,
+    encryption_key,
+    parse_s3_target,
+)
+from memsync.snapshot.create import signing_key
+from memsync.stores import deployment, local_qdrant
+from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, ManifestTooNew, signature_ok
+from memsync.stores.snapshots import PARTIAL_SUFFIX, VERIFIED
+from memsync.stores.sqlite_files import integrity
+
+VERIFY_CODES = (
+    "manifest-missing", "file-missing", "checksum-mismatch", "integrity-failed",
+    "point-undecodable", "signature-invalid",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerifyReport:
+    """What ``verify`` found, in contract order; ``ok`` when no error finding."""
+
+    target: str
+    snapshot_id: str | None
+    findings: tuple[Finding, ...]
+    verified_at: datetime
+
+    @property
+    def ok(self) -> bool:
+        """True when no finding is an error."""
+        return not any(f.severity is Severity.ERROR for f in self.findings)
+
+
+def _problem(code: str, path: str | None, message: str, fix: str | None = None) -> Finding:
+    return Finding(code=code, severity=Severity.ERROR, path=path, message=message, fix=fix)
+
+
+def verified_document(report: VerifyReport) -> dict[str, Any]:
+    """The ``verified.json`` document of a verification. Pure."""
+    return {
+        "verified_at": utc.iso(report.verified_at),
+        "ok": report.ok,
+        "errors": sum(1 for f in report.findings if f.severity is Severity.ERROR),
+        "codes": sorted({f.code for f in report.findings}),
+        "memsync": __version__,
+    }
+
+
+def verify_snapshot(config: Config, repository: SnapshotRepository, snapshot_id: str, target: str,
+                    now: datetime) -> VerifyReport:
+    """Verify one snapshot of a repository completely and record ``verified.json`` beside it.
+
+    Writes only ``verified.json`` (to the repository) and temporary files under ``work_dir``.
+
+    Raises:
+        ManifestTooNew: the manifest's format is newer than this memsync reads (exit 11).
+        UnavailableError: the repository is unreachable.
+    """
+    findings = _findings(config, repository, snapshot_id, now)
+    report = VerifyReport(target=target, snapshot_id=snapshot_id,
+                          findings=tuple(sorted(findings, key=Finding.sort_key)), verified_at=now)
+    repository.write_json(snapshot_id, VERIFIED, verified_document(report))
+    return report
+
+
+def verify_directory(config: Config, directory: Path, now: datetime) -> VerifyReport:
+    """Verify a local snapshot directory (any path) and record ``verified.json`` in it.
+
+    A ``.partial`` directory is reported incomplete and left untouched.
+    """
+    if directory.name.endswith(PARTIAL_SUFFIX):
+        finding = _problem("manifest-missing", str(directory / MANIFEST), "the snapshot is incomplete: its "
+                           "directory still ends in .partial (the create did not finish), so it has no "
+                           "complete manifest", "use another snapshot; the next create removes it")
+        return VerifyReport(target=str(directory), snapshot_id=directory.name, findings=(finding,),
+                            verified_at=now)
+    return verify_snapshot(config, LocalRepository(directory.parent), directory.name, str(directory), now)
+
+
+def verify_remote(config: Config, target: str, now: datetime) -> VerifyReport:
+    """Verify ``s3://…/<id>``: every object read back into ``work_dir`` and checked there.
+
+    Reads the bucket; writes only ``verified.json`` beside the snapshot there.
+    """
+    repository, snapshot_id = parse_s3_target(config, target)
+    return verify_snapshot(config, repository, snapshot_id, target, now)
+
+
+def _findings(config: Config, repository: SnapshotRepository, snapshot_id: str, now: datetime) -> list[Finding]:
+    where = repository.location(snapshot_id, MANIFEST)
+    try:
+        manifest = repository.read_manifest(snapshot_id)
+    except ManifestTooNew:
+        raise
+    except UnavailableError as error:
+        message = ("the snapshot has no manifest: it is incomplete or damaged, and nothing in it can be trusted"
+                   if "no manifest" in error.message else error.message)
+        return [_problem("manifest-missing", where, message, "use another snapshot")]
+    key = signing_key(config)
+    if key is not None and not signature_ok(manifest, key):
+        return [_problem("signature-invalid", where,
+                         "the manifest's HMAC-SHA256 signature does not match the configured key: "
+                         "the snapshot was altered or signed with another key; nothing was decoded",
+                         "use another snapshot, or the signing key it was made with")]
+    config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="verify-") as temporary:
+        checked = repository.verify(snapshot_id, Path(temporary) / "stored")
+        findings = [_problem(p.code, p.where, p.message, p.fix) for p in checked.problems]
+        good = list(checked.passed)
+        with _plaintext(config, repository, snapshot_id, checked, good, findings) as plain:
+            if plain is not None:
+                listed = {entry.path for entry in manifest.files}
+                findings += _verify_contents(config, plain, manifest, {e.path for e in good}, listed, now)
+    return findings
+
+
+@contextmanager
+def _plaintext(config: Config, repository: SnapshotRepository, snapshot_id: str, checked: FileCheck,
+               good: list[FileEntry], findings: list[Finding]) -> Iterator[Path | None]:
+    """The plaintext of the files that passed (``good`` loses those that fail to decrypt)."""
+    if not checked.manifest.encrypted:
+        yield checked.root
+        return
+    key = encryption_key(config)
+    if key is None:
+        findings.append(_problem("checksum-mismatch", repository.location(snapshot_id), "the snapshot is "
+                                 "encrypted and no snapshot.encrypt_key_file is configured: contents not verified",
+                                 "configure the key it was made with"))
+        yield None
+        return
+    with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="verify-plain-") as temporary:
+        failed = decrypt(checked.root, good, key, Path(temporary))
+        for path, why in sorted(failed.items()):
+            findings.append(_problem("checksum-mismatch", repository.location(snapshot_id, path), why))
+        good[:] = [entry for entry in good if entry.path not in failed]
+        yield Path(temporary)
+
+
+def _verify_contents(
+    config: Config, root: Path, manifest: Manifest, good: set[str], listed: set[str], now: datetime
+) -> list[Finding]:
+    """Check integrity and decoding of the files whose checksums matched, then the pair.
+
+    The pair is checked only when every listed file passed (nothing unverified is unpickled).
+    """
+    findings: list[Finding] = []
+    for relative in sorted(p for p in good if p.endswith(".sqlite") or p == "history.db"):
+        verdict = integrity(root / relative, quick=False)
+        if verdict != "ok":
+            findings.append(_problem("integrity-failed", relative, f"PRAGMA integrity_check: {verdict}"))
+            good.discard(relative)
+    if "qdrant/meta.json" not in good:
+        return findings
+    for relative in sorted(p for p in good if p.endswith(local_qdrant.STORAGE_FILE)):
+        try:
+            for _point in local_qdrant.iter_points(root / relative):
+                pass
+        except UnavailableError as error:
+            findings.append(_problem("point-undecodable", relative, error.message))
+            good.discard(relative)
+    if good != listed:
+        return findings
+    captured = deployment.from_directory(root, manifest.capture)
+    inventory = deployment.read_inventory(captured, config)
+    return findings + list(check.judge(inventory, now.date()).findings)

@@ -1,0 +1,339 @@
+"""The snapshot manifest (``manifest.json``): one typed, versioned model, parsed and serialized here only.
+
+Fields: docs/reference/snapshot-manifest.md. Format 1 is the only one so far; a manifest of a
+newer format is refused with ``ManifestTooNew`` (upgrade memsync), never half-read. Fields this
+version does not know are kept (``Manifest.extra``) so that re-writing or checking a signature
+never drops them. The JSON written keeps today's keys exactly (users' scripts read it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memsync import utc
+from memsync.errors import UnavailableError
+from memsync.model import CaptureWindow
+
+MANIFEST = "manifest.json"
+FORMAT_VERSION = 1
+SUPPORTED_FORMATS = frozenset({1})
+ID_PATTERN = re.compile(r"^(\d{8}T\d{6}Z)(?:-(\d+))?$")
+_LAYOUT = re.compile(r"^(history\.db|qdrant/meta\.json|qdrant/collection/(?!\.{1,2}/)[A-Za-z0-9_.-]{1,255}/storage\.sqlite)$")
+_KNOWN = ("format", "id", "created_at", "mode", "collection", "versions", "capture", "files", "collections",
+          "history", "integrity", "check", "encryption", "signature")
+
+
+class ManifestTooNew(UnavailableError):  # noqa: N818 - named for what the user sees
+    """The manifest's format is newer than this memsync reads (exit 11; upgrade memsync)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileEntry:
+    """One file of a snapshot.
+
+    Attributes:
+        path: relative to the snapshot (one of the layout's own files).
+        size, sha256: of the plaintext (bytes, hex).
+        stored_size, stored_sha256: of the bytes as stored (ciphertext) when encrypted, else None.
+    """
+
+    path: str
+    size: int
+    sha256: str
+    stored_size: int | None = None
+    stored_sha256: str | None = None
+
+    @property
+    def stored(self) -> tuple[int, str]:
+        """``(size, sha256)`` of the file as stored (ciphertext when encrypted)."""
+        if self.stored_size is None or self.stored_sha256 is None:
+            return self.size, self.sha256
+        return self.stored_size, self.stored_sha256
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest's ``files[]`` object."""
+        document: dict[str, Any] = {"path": self.path, "size": self.size, "sha256": self.sha256}
+        if self.stored_size is not None:
+            document["stored_size"], document["stored_sha256"] = self.stored_size, self.stored_sha256
+        return document
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Manifest:
+    """A snapshot manifest (format 1). Build one with ``Manifest(...)``, read one with ``parse``/``read``.
+
+    ``collections``, ``history``, ``integrity``, ``check`` and ``encryption`` are JSON objects
+    as documented; ``signature`` is the HMAC-SHA256 hex or None; ``extra`` holds the fields a
+    newer memsync of the same format added.
+    """
+
+    id: str
+    created_at: datetime
+    collection: str
+    capture: CaptureWindow
+    files: tuple[FileEntry, ...]
+    versions: dict[str, str | None] = field(default_factory=dict)
+    collections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    history: dict[str, int] = field(default_factory=dict)
+    integrity: dict[str, Any] = field(default_factory=dict)
+    check: dict[str, Any] = field(default_factory=dict)
+    encryption: dict[str, Any] | None = None
+    signature: str | None = None
+    mode: str = "embedded"
+    format: int = FORMAT_VERSION
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def encrypted(self) -> bool:
+        """True when the files are sealed (client-side encryption)."""
+        return bool(self.encryption)
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of plaintext the manifest lists."""
+        return sum(entry.size for entry in self.files)
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of the files as stored."""
+        return sum(entry.stored[0] for entry in self.files)
+
+    @property
+    def points(self) -> int | None:
+        """Points in the memory collection, or None when the manifest does not say."""
+        value = (self.collections.get(self.collection) or {}).get("points")
+        return value if isinstance(value, int) else None
+
+    def entry(self, path: str) -> FileEntry | None:
+        """The listed file at ``path``, or None."""
+        return next((e for e in self.files if e.path == path), None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest document (what ``manifest.json`` holds). Pure."""
+        window = self.capture
+        document: dict[str, Any] = {
+            **self.extra,
+            "format": self.format,
+            "id": self.id,
+            "created_at": utc.iso(self.created_at),
+            "mode": self.mode,
+            "collection": self.collection,
+            "versions": dict(self.versions),
+            "capture": {
+                "vectors_at": utc.iso(window.vectors_at),
+                "vectors_finished_at": utc.iso(window.vectors_finished_at),
+                "history_at": utc.iso(window.history_at),
+                "history_finished_at": utc.iso(window.history_finished_at),
+                "longest_read_s": window.longest_read_s,
+            },
+            "files": [entry.to_json() for entry in sorted(self.files, key=lambda e: e.path)],
+            "collections": self.collections,
+            "history": self.history,
+            "integrity": self.integrity,
+            "check": self.check,
+            "encryption": self.encryption,
+        }
+        if self.signature is not None:
+            document["signature"] = self.signature
+        return document
+
+    def to_bytes(self) -> bytes:
+        """The bytes of ``manifest.json`` (sorted keys, 2-space indent, final newline). Pure."""
+        return (json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def canonical(document: dict[str, Any]) -> bytes:
+    """The bytes a manifest signature covers: sorted keys, no ``signature`` field. Pure."""
+    unsigned = {key: value for key, value in document.items() if key != "signature"}
+    return json.dumps(unsigned, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def sign(manifest: Manifest | dict[str, Any], key: bytes) -> str:
+    """HMAC-SHA256 (hex) of the manifest's canonical bytes. Pure."""
+    document = manifest.to_json() if isinstance(manifest, Manifest) else manifest
+    return hmac.new(key, canonical(document), hashlib.sha256).hexdigest()
+
+
+def signature_ok(manifest: Manifest | dict[str, Any], key: bytes) -> bool:
+    """True when the manifest carries a valid signature for ``key``. Pure."""
+    document = manifest.to_json() if isinstance(manifest, Manifest) else manifest
+    stated = document.get("signature")
+    return isinstance(stated, str) and hmac.compare_digest(stated, sign(document, key))
+
+
+def id_time(snapshot_id: str) -> datetime:
+    """The UTC time a snapshot id encodes. Pure. Raises ValueError for a malformed id."""
+    match = ID_PATTERN.match(snapshot_id)
+    if not match:
+        raise ValueError(f"not a snapshot id: {snapshot_id!r}")
+    return datetime.strptime(match.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+
+
+def valid_id(snapshot_id: str) -> bool:
+    """True when ``snapshot_id`` is a snapshot id naming a real time. Pure."""
+    try:
+        id_time(snapshot_id)
+    except ValueError:
+        return False
+    return True
+
+
+def problem(document: object, expected_id: str | None) -> str | None:
+    """What makes a manifest document unusable, or None. Pure.
+
+    Every listed path must be one of the snapshot layout's own files (``history.db``,
+    ``qdrant/meta.json``, ``qdrant/collection/<name>/storage.sqlite``), listed once, with an
+    integer size and a hex sha256; the id must be a snapshot id (and the expected one). A
+    manifest is data from disk or a bucket: nothing in it may name a path outside the snapshot.
+    A newer format is a problem too (``parse`` raises ``ManifestTooNew`` for it instead).
+    """
+    if not isinstance(document, dict) or document.get("format") not in SUPPORTED_FORMATS:
+        return f"not a memsync manifest (format {FORMAT_VERSION})"
+    snapshot_id = document.get("id")
+    if not isinstance(snapshot_id, str) or not ID_PATTERN.match(snapshot_id) or not valid_id(snapshot_id):
+        return f"invalid snapshot id {snapshot_id!r}"
+    if expected_id is not None and snapshot_id != expected_id.split(".", 1)[0]:  # id, id.partial, id.purging
+        return f"its id {snapshot_id!r} is not the snapshot's name {expected_id!r}"
+    files = document.get("files")
+    if not isinstance(files, list) or not files:
+        return "no file list"
+    seen: set[str] = set()
+    for entry in files:
+        if not isinstance(entry, dict):
+            return "a file entry is not an object"
+        path = entry.get("path")
+        if not isinstance(path, str) or not _LAYOUT.match(path) or path in seen:
+            return f"file path {path!r} is not part of the snapshot layout (or listed twice)"
+        seen.add(path)
+        for size_key, sha_key in (("size", "sha256"), ("stored_size", "stored_sha256")):
+            if size_key not in entry and size_key == "stored_size":
+                continue
+            size, digest = entry.get(size_key), entry.get(sha_key)
+            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                return f"{path}: invalid {size_key}"
+            if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
+                return f"{path}: invalid {sha_key}"
+    return _typed_problem(document)
+
+
+def _typed_problem(document: dict[str, Any]) -> str | None:
+    """What keeps a format-1 document from becoming a ``Manifest``, or None. Pure."""
+    capture = document.get("capture")
+    if not isinstance(capture, dict):
+        return "no capture window"
+    for key in ("vectors_at", "vectors_finished_at", "history_at", "history_finished_at"):
+        try:
+            utc.parse(str(capture[key]))
+        except (KeyError, ValueError):
+            return f"capture.{key}: not a UTC timestamp"
+    try:
+        utc.parse(str(document.get("created_at")))
+    except ValueError:
+        return "created_at: not a UTC timestamp"
+    if not isinstance(document.get("collection"), str):
+        return "collection: not a name"
+    for key in ("versions", "collections", "history", "integrity", "check"):
+        if not isinstance(document.get(key, {}), dict):
+            return f"{key}: not an object"
+    if not isinstance(document.get("encryption"), dict | None):
+        return "encryption: not an object"
+    return None
+
+
+def too_new(document: object) -> int | None:
+    """The format number of a manifest newer than this memsync reads, or None. Pure."""
+    if isinstance(document, dict):
+        stated = document.get("format")
+        if isinstance(stated, int) and not isinstance(stated, bool) and stated > max(SUPPORTED_FORMATS):
+            return stated
+    return None
+
+
+def parse(document: object, expected_id: str | None, where: str) -> Manifest:
+    """Turn a manifest document into a ``Manifest``. Pure.
+
+    Args:
+        document: the decoded JSON.
+        expected_id: the snapshot's name (its directory or key prefix), or None.
+        where: the manifest's location, for messages.
+
+    Raises:
+        ManifestTooNew: a newer format (exit 11, hint: upgrade memsync).
+        UnavailableError: not a valid memsync manifest.
+    """
+    newer = too_new(document)
+    if newer is not None:
+        raise ManifestTooNew(
+            f"manifest {where} is format {newer}; this memsync reads format {max(SUPPORTED_FORMATS)} and older",
+            "upgrade memsync to read this snapshot",
+        )
+    stated = problem(document, expected_id)
+    if stated is not None or not isinstance(document, dict):
+        raise UnavailableError(f"manifest {where} is not valid: {stated}", "use another snapshot")
+    capture = document["capture"]
+    return Manifest(
+        format=int(document["format"]),
+        id=str(document["id"]),
+        created_at=utc.parse(str(document["created_at"])),
+        mode=str(document.get("mode", "embedded")),
+        collection=str(document["collection"]),
+        versions=dict(document.get("versions", {})),
+        capture=CaptureWindow(
+            vectors_at=utc.parse(str(capture["vectors_at"])),
+            vectors_finished_at=utc.parse(str(capture["vectors_finished_at"])),
+            history_at=utc.parse(str(capture["history_at"])),
+            history_finished_at=utc.parse(str(capture["history_finished_at"])),
+            longest_read_s=float(capture.get("longest_read_s", 0.0)),
+        ),
+        files=tuple(
+            FileEntry(path=e["path"], size=e["size"], sha256=e["sha256"], stored_size=e.get("stored_size"),
+                      stored_sha256=e.get("stored_sha256"))
+            for e in document["files"]
+        ),
+        collections=dict(document.get("collections", {})),
+        history=dict(document.get("history", {})),
+        integrity=dict(document.get("integrity", {})),
+        check=dict(document.get("check", {})),
+        encryption=document.get("encryption"),
+        signature=document.get("signature") if isinstance(document.get("signature"), str) else None,
+        extra={key: value for key, value in document.items() if key not in _KNOWN},
+    )
+
+
+def loads(raw: bytes, expected_id: str | None, where: str) -> Manifest:
+    """Decode and parse manifest bytes. Pure.
+
+    Raises:
+        ManifestTooNew: a newer format.
+        UnavailableError: not JSON, or not a valid memsync manifest.
+    """
+    try:
+        document = json.loads(raw)
+    except ValueError as error:
+        raise UnavailableError(f"manifest {where} is not valid: not JSON ({error})", "use another snapshot") from error
+    return parse(document, expected_id, where)
+
+
+def read(directory: Path) -> Manifest:
+    """Read ``manifest.json`` of a snapshot directory. Reads only.
+
+    Raises:
+        ManifestTooNew: a newer format (upgrade memsync).
+        UnavailableError: it is missing, unreadable or not a memsync manifest.
+    """
+    path = directory / MANIFEST
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise UnavailableError(f"snapshot {directory} has no {MANIFEST}", "it is incomplete") from None
+    except OSError as error:
+        raise UnavailableError(f"manifest {path} is unreadable: {error}") from error
+    return loads(raw, directory.name, str(path))
+
