@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memsync import __version__, check, utc
+from memsync import findings as registry
 from memsync.config import Config
 from memsync.errors import UnavailableError
 from memsync.model import Finding, Severity
@@ -34,10 +35,7 @@ from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, ManifestTooNe
 from memsync.stores.snapshots import PARTIAL_SUFFIX, VERIFIED
 from memsync.stores.sqlite_files import integrity
 
-VERIFY_CODES = (
-    "manifest-missing", "file-missing", "checksum-mismatch", "integrity-failed",
-    "point-undecodable", "signature-invalid",
-)  # fmt: skip
+VERIFY_CODES = registry.codes(registry.Source.VERIFY)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,7 +54,7 @@ class VerifyReport:
 
 
 def _problem(code: str, path: str | None, message: str, fix: str | None = None) -> Finding:
-    return Finding(code=code, severity=Severity.ERROR, path=path, message=message, fix=fix)
+    return registry.make(code, message, path=path, fix=fix)
 
 
 def verified_document(report: VerifyReport) -> dict[str, Any]:
