@@ -153,6 +153,26 @@ def vacuum_into(source: Path, dest: Path) -> CopyResult:
     )
 
 
+def present(path: Path) -> bool:
+    """Tell whether a store file is there at all. Reads only.
+
+    A dangling symlink counts as there (and then fails to read, exit 11), never as absent.
+
+    Raises:
+        UnavailableError: the path is unreachable (a directory above it denies access).
+    """
+    try:
+        path.lstat()
+    except FileNotFoundError:
+        return False
+    except OSError as error:
+        raise UnavailableError(
+            f"{path} is not reachable: {error.strerror}",
+            "run memsync as the app's user, or give its group access to the directories (see doctor)",
+        ) from error
+    return True
+
+
 def require_regular_file(path: Path) -> None:
     """Raise UnavailableError unless ``path`` is a regular file memsync can open for reading.
 
