@@ -22,6 +22,7 @@ from memsync.config import Config
 from memsync.model import Inventory
 from memsync.stores import deployment, local_qdrant, snapshots
 from memsync.stores.sqlite_files import translate
+from memsync.stores.vector_store import VectorStore, vector_store_for
 
 
 def _scope_fields(scope: str) -> dict[str, str]:
@@ -170,12 +171,12 @@ def snapshots_holding(config: Config, memory_ids: Sequence[str]) -> list[str]:
         if (info.manifest or {}).get("encryption"):
             holding.append(info.id)
             continue
-        if _snapshot_holds(info.path, config.collection, memory_ids):
+        if _snapshot_holds(info.path, vector_store_for(config), memory_ids):
             holding.append(info.id)
     return holding
 
 
-def _snapshot_holds(root: Path, collection: str, memory_ids: Sequence[str]) -> bool:
+def _snapshot_holds(root: Path, store: VectorStore, memory_ids: Sequence[str]) -> bool:
     history_db = root / "history.db"
     if history_db.is_file():
         connection = sqlite3.connect(f"file:{history_db}?mode=ro", uri=True)
@@ -188,5 +189,5 @@ def _snapshot_holds(root: Path, collection: str, memory_ids: Sequence[str]) -> b
             connection.close()
         if found:
             return True
-    storage = local_qdrant.storage_path(root / "qdrant", collection)
-    return storage.is_file() and any(local_qdrant.find_point(storage, m) is not None for m in memory_ids)
+    vectors = root / store.capture_dir
+    return any(store.find_point(vectors, store.collection, m) is not None for m in memory_ids)
