@@ -69,6 +69,18 @@ def open_memory(config: Config) -> Iterator[Mem0Writer]:
             importlib.import_module(plugin)
         except Exception as error:  # noqa: BLE001 - any plugin failure is a config problem
             raise ConfigError(config.source, [f"plugins: cannot import {plugin!r}: {error}"]) from error
+    memory = _build_memory(config)
+    try:
+        yield Mem0Writer(memory, config)
+    finally:
+        with suppress(Exception):
+            memory.close()
+        with suppress(Exception):
+            memory.vector_store.client.close()
+
+
+def _build_memory(config: Config) -> Any:
+    """``Memory.from_config`` with secrets resolved; mem0's exceptions translated (see ``open_memory``)."""
     settings = resolve_secrets(config.mem0, os.environ)
     from mem0 import Memory
 
@@ -100,13 +112,7 @@ def open_memory(config: Config) -> Iterator[Mem0Writer]:
         raise ConfigError(config.source, [f"mem0: Memory.from_config failed ({type(error).__name__})"]) from None
     finally:
         mem0_logger.setLevel(level)
-    try:
-        yield Mem0Writer(memory, config)
-    finally:
-        with suppress(Exception):
-            memory.close()
-        with suppress(Exception):
-            memory.vector_store.client.close()
+    return memory
 
 
 class Mem0Writer:
