@@ -194,8 +194,11 @@ def remove_stale_captures(work_dir: Path, max_age_s: float = 60) -> list[Path]:
             if not lock.exists():
                 if time.time() - child.stat().st_mtime < max_age_s:
                     continue  # just made by a check that has not locked it yet
-            elif flock.holder(lock) is not None:
-                continue  # a running check owns it
+            else:
+                with flock.hold(lock, note=False):
+                    pass  # free: its memsync died
+        except flock.LockHeld:
+            continue  # a running check owns it
         except OSError:
             continue
         shutil.rmtree(child, ignore_errors=True)
