@@ -420,12 +420,12 @@ class EmbeddedQdrant:
         """``integrity_check`` (or ``quick_check``) then a full decode of each copied collection."""
         verdicts = {}
         for name, copy in sorted(capture.copies.items()):
-            verdict = integrity(copy.dest, quick=quick)
-            if verdict == "ok":
-                try:
+            try:
+                verdict = integrity(copy.dest, quick=quick)
+                if verdict == "ok":
                     for _point in iter_points(copy.dest):
                         pass
-                except UnavailableError as error:
-                    verdict = error.message
+            except UnavailableError as error:  # not openable at all, or a point undecodable
+                verdict = error.message
             verdicts[str(storage_path(capture.root, name).relative_to(capture.root))] = verdict
         return verdicts

@@ -269,7 +269,8 @@ class VectorStore(Protocol):
 
         Returns one verdict per file (relative to ``capture.root``, as ``files``): ``"ok"``, or
         the problem (``PRAGMA integrity_check``'s text, or the undecodable point's message).
-        A file that fails its integrity check is not decoded. Reads only.
+        A file that fails its integrity check is not decoded; a file that cannot be opened at
+        all gets the reason as its verdict. Never raises for a damaged copy. Reads only.
 
         Args:
             capture: a capture of this store.

@@ -194,8 +194,11 @@ def test_damaged_store_raises_unavailable_and_a_damaged_copy_fails_its_check(bac
     copy = healthy.copies[store.collection].dest
     with copy.open("r+b") as handle:
         handle.truncate(copy.stat().st_size // 2)
-    verdicts = store.check_copy(healthy)
-    assert verdicts[str(store.collection_file(store.collection, healthy.root).relative_to(healthy.root))] != "ok"
+    entities = healthy.copies[store.entities_collection].dest
+    entities.write_bytes(b"not a database at all" * 100)
+    verdicts = store.check_copy(healthy)  # a verdict per file, never an exception
+    for name in (store.collection, store.entities_collection):
+        assert verdicts[str(store.collection_file(name, healthy.root).relative_to(healthy.root))] != "ok"
 
 
 def test_absent_store_is_not_present_and_captures_nothing(backend, tmp_path):
