@@ -53,8 +53,7 @@ def erase_texts(config: Config, before: Inventory, memory_ids: Sequence[str], no
     remaining = {check.session_scope(p.payload) for p in before.points.values() if p.id not in set(memory_ids)}
     empty_scopes = sorted(scopes - remaining)
     rows = blank_history(config.history_db_path, memory_ids, empty_scopes, now)
-    for storage in _storages(config.qdrant_path):
-        vacuum(storage)
+    vector_store_for(config).compact()
     purged = purge_own_copies(config, memory_ids, empty_scopes, now)
     return {"history_rows_blanked": rows, "message_scopes_removed": empty_scopes, "purged": purged,
             "snapshots_holding": snapshots_holding(config, memory_ids)}
@@ -99,36 +98,12 @@ def blank_history(history_db: Path, memory_ids: Sequence[str], scopes: Iterable[
         connection.close()
 
 
-def vacuum(path: Path) -> None:
-    """Rewrite an SQLite file so no free page keeps deleted content."""
-    connection = sqlite3.connect(path, timeout=5.0)
-    try:
-        connection.execute("VACUUM")
-    except sqlite3.Error as error:
-        raise translate(error, path, "rewrite it") from error
-    finally:
-        connection.close()
-
-
 def delete_points(storage: Path, memory_ids: Sequence[str]) -> int:
-    """Delete the rows of ``memory_ids`` from a Qdrant ``storage.sqlite`` copy, then VACUUM."""
-    connection = sqlite3.connect(storage, timeout=5.0)
-    try:
-        with connection:
-            removed = 0
-            for memory_id in memory_ids:
-                key = local_qdrant.point_key(memory_id)
-                removed += connection.execute("DELETE FROM points WHERE id = ?", (key,)).rowcount
-        connection.execute("VACUUM")
-        return removed
-    except sqlite3.Error as error:
-        raise translate(error, storage, "delete points") from error
-    finally:
-        connection.close()
+    """Delete the rows of ``memory_ids`` from one Qdrant ``storage.sqlite`` copy, then VACUUM.
 
-
-def _storages(qdrant: Path) -> list[Path]:
-    return sorted(qdrant.glob("collection/*/storage.sqlite")) if qdrant.is_dir() else []
+    Kept for callers that hold a file; ``VectorStore.erase_points`` does a whole copy.
+    """
+    return local_qdrant.delete_points(storage, memory_ids)
 
 
 def purge_own_copies(config: Config, memory_ids: Sequence[str], scopes: Sequence[str], now: datetime) -> list[str]:
@@ -148,8 +123,7 @@ def purge_own_copies(config: Config, memory_ids: Sequence[str], scopes: Sequence
         done.append(str(journal))
     for copy in state.pre_restore_copies([config.qdrant_path, config.history_db_path]):
         if copy.is_dir():
-            for storage in _storages(copy):
-                delete_points(storage, memory_ids)
+            vector_store_for(config).erase_points(copy, memory_ids)
         elif copy.is_file():
             blank_history(copy, memory_ids, scopes, now, record=False)
         done.append(str(copy))

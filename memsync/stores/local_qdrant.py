@@ -6,7 +6,7 @@ vector parameters), ``<path>/collection/<name>/storage.sqlite`` with one table
 files can hold several rows for one point id: the highest rowid is the current one.
 
 Nothing here takes Qdrant's ``.lock`` or builds a ``QdrantClient``; points are decoded through
-``PointUnpickler`` (``memsync.stores.qdrant_pickle``), which admits only the classes
+``PointUnpickler`` (``memsync.stores.qdrant_formats``), which admits only the classes
 qdrant-client writes. ``EmbeddedQdrant`` is the ``VectorStore`` port over these files.
 """
 
@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import os
 import pickle
-import re
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,10 +25,11 @@ from typing import Any
 from memsync.errors import LockedError, UnavailableError
 from memsync.model import CollectionInfo, EntityLink, Point
 from memsync.stores import locks
-from memsync.stores.qdrant_pickle import Decoded, PointStructStandIn
-from memsync.stores.qdrant_pickle import PointDecodeError as PointDecodeError  # re-exported
-from memsync.stores.qdrant_pickle import PointUnpickler as PointUnpickler  # re-exported
-from memsync.stores.qdrant_pickle import decode_point as decode_point  # re-exported
+from memsync.stores.qdrant_formats import Decoded, PointStructStandIn
+from memsync.stores.qdrant_formats import PointDecodeError as PointDecodeError  # re-exported
+from memsync.stores.qdrant_formats import PointUnpickler as PointUnpickler  # re-exported
+from memsync.stores.qdrant_formats import decode_point as decode_point  # re-exported
+from memsync.stores.qdrant_formats import parse_meta as parse_meta  # re-exported
 from memsync.stores.sqlite_files import (
     CopyResult,
     connect_readonly,
@@ -38,6 +37,7 @@ from memsync.stores.sqlite_files import (
     present,
     roll_back_hot_journal,
     translate,
+    vacuum,
     vacuum_into,
     work_dir_error,
 )
@@ -80,50 +80,6 @@ def read_meta_text(qdrant_path: Path) -> str | None:
             f"Qdrant metadata {meta} is not readable: {error}",
             "check its permissions (memsync needs read access to the Qdrant directory)",
         ) from error
-
-
-COLLECTION_NAME = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,255}$")
-
-
-def parse_meta(text: str, where: Path) -> dict[str, CollectionInfo]:
-    """Parse meta.json text into collection parameters. Pure.
-
-    Collection names become paths, so a name that is not a plain file name (``..``, ``/``)
-    makes the file invalid rather than a path outside the store.
-
-    Raises:
-        UnavailableError: the text is not Qdrant's meta.json.
-    """
-    try:
-        data = json.loads(text)
-        collections = data["collections"]
-        if not isinstance(collections, dict):
-            raise TypeError("collections is not an object")
-        for name in collections:
-            if not COLLECTION_NAME.match(name):
-                raise ValueError(f"invalid collection name {name!r}")
-        return {name: _collection_info(name, params) for name, params in collections.items()}
-    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as error:
-        raise UnavailableError(
-            f"Qdrant metadata {where} is not valid ({type(error).__name__}: {error})",
-            "the embedded Qdrant directory is damaged: restore it from a snapshot",
-        ) from error
-
-
-def _collection_info(name: str, params: Mapping[str, Any]) -> CollectionInfo:
-    vectors = params.get("vectors")
-    size = distance = None
-    if isinstance(vectors, dict) and "size" in vectors:
-        if not isinstance(vectors["size"], int) or isinstance(vectors["size"], bool):
-            raise TypeError(f"collection {name!r} has a vector size of {vectors['size']!r}")
-        size, distance = vectors["size"], vectors.get("distance")
-    sparse = params.get("sparse_vectors") or {}
-    return CollectionInfo(
-        name=name,
-        vector_size=size,
-        distance=str(distance) if distance is not None else None,
-        sparse_vectors=tuple(sorted(sparse)) if isinstance(sparse, dict) else (),
-    )
 
 
 def storage_path(qdrant_path: Path, collection: str) -> Path:
@@ -234,6 +190,29 @@ def read_entities(storage: Path) -> tuple[EntityLink, ...]:
 def point_key(point_id: str) -> str:
     """qdrant-client's key for a point id in ``points.id`` (1.20.0: base64 of a protocol-4 pickle)."""
     return base64.b64encode(pickle.dumps(point_id, protocol=4)).decode("ascii")
+
+
+def delete_points(storage: Path, point_ids: Sequence[str]) -> int:
+    """Delete the rows of ``point_ids`` from a ``storage.sqlite`` copy, then VACUUM it.
+
+    Only for copies (a snapshot being rewritten, a pre-restore copy): the live store changes
+    through mem0. Returns the rows removed. Idempotent.
+
+    Raises:
+        TryLaterError, UnavailableError: the file is busy or cannot be written.
+    """
+    connection = sqlite3.connect(storage, timeout=5.0)
+    try:
+        with connection:
+            removed = 0
+            for point_id in point_ids:
+                removed += connection.execute("DELETE FROM points WHERE id = ?", (point_key(point_id),)).rowcount
+        connection.execute("VACUUM")
+        return removed
+    except sqlite3.Error as error:
+        raise translate(error, storage, "delete points") from error
+    finally:
+        connection.close()
 
 
 def find_point(storage: Path, point_id: str) -> tuple[dict[str, Any], Any] | None:
@@ -407,6 +386,15 @@ class EmbeddedQdrant:
         payload, vector = found
         dense = vector.get("") if isinstance(vector, dict) else vector
         return StoredPoint(payload=payload, vector=list(dense) if isinstance(dense, list) else None)
+
+    def compact(self) -> None:
+        """VACUUM each live ``storage.sqlite`` (the store must be free). See ``VectorStore.compact``."""
+        for storage in sorted(self._path.glob(f"collection/*/{STORAGE_FILE}")):
+            vacuum(storage)
+
+    def erase_points(self, root: Path, point_ids: Sequence[str]) -> int:
+        """Delete the points from every ``storage.sqlite`` under ``root`` and VACUUM each."""
+        return sum(delete_points(storage, point_ids) for storage in sorted(root.glob(f"collection/*/{STORAGE_FILE}")))
 
     def files(self, root: Path) -> list[str]:
         """``meta.json`` and each existing ``collection/<name>/storage.sqlite`` under ``root``."""

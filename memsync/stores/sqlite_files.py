@@ -251,6 +251,23 @@ def integrity(path: Path, quick: bool = True) -> str:
     return "ok" if messages == ["ok"] else "; ".join(messages[:5])
 
 
+def vacuum(path: Path) -> None:
+    """Rewrite an SQLite file (``VACUUM``) so no free page keeps deleted content.
+
+    Writes the file (one exclusive transaction; 5 s busy timeout).
+
+    Raises:
+        TryLaterError: the file stays busy; UnavailableError: it cannot be rewritten.
+    """
+    connection = sqlite3.connect(path, timeout=5.0)
+    try:
+        connection.execute("VACUUM")
+    except sqlite3.Error as error:
+        raise translate(error, path, "rewrite it") from error
+    finally:
+        connection.close()
+
+
 def header_journal_mode(path: Path) -> str:
     """Return ``"wal"`` or ``"rollback"`` from the file header, without opening it in SQLite.
 

@@ -17,7 +17,7 @@ Vocabulary:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -247,6 +247,31 @@ class VectorStore(Protocol):
 
         Raises:
             UnavailableError: the copy is unreadable or the point does not decode.
+        """
+        ...
+
+    # --- erasure ---------------------------------------------------------------------------
+
+    def compact(self) -> None:
+        """Rewrite the live store so no free page keeps deleted content (erase, after deletes).
+
+        Embedded Qdrant: ``VACUUM`` of each ``storage.sqlite``. Only while memsync holds the
+        right to write (the app stopped, mem0 closed). Writes the live store. Idempotent.
+
+        Raises:
+            TryLaterError: a file stays busy; UnavailableError: a file cannot be rewritten.
+        """
+        ...
+
+    def erase_points(self, root: Path, point_ids: Sequence[str]) -> int:
+        """Remove points from a copy at ``root`` (a pre-restore copy, a snapshot being rewritten).
+
+        Every collection of the copy loses the points, and its files are rewritten so no free
+        page keeps them. Never for the live store (that changes through mem0). Returns the
+        stored rows removed (0 when none was there). Idempotent.
+
+        Raises:
+            TryLaterError, UnavailableError: a file is busy or cannot be written.
         """
         ...
 

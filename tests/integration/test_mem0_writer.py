@@ -5,12 +5,21 @@ from __future__ import annotations
 import os
 import sqlite3
 
+import pytest
+
 from memsync import config as config_module
+from memsync import log
 from memsync.model import HistoryEvent
 from memsync.stores import mem0
 from memsync.stores.vector_store import vector_store_for
 
 ENTITY = "00000000-0000-4000-8000-000000000001"
+
+
+@pytest.fixture(autouse=True)
+def _logs_to_this_tests_stderr():
+    """Earlier CLI tests leave structlog writing to their own (closed) captured stderr."""
+    log.configure()
 
 
 def _events(history_db, memory_id):

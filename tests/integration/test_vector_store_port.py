@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from memsync import config as config_module
+from memsync import log
 from memsync.config import Config
 from memsync.demo import deployment as build
 from memsync.errors import LockedError, UnavailableError
@@ -27,6 +28,12 @@ from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store
 from tests.conftest import Deployment
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _logs_to_this_tests_stderr():
+    """Earlier CLI tests leave structlog writing to their own (closed) captured stderr."""
+    log.configure()
 
 
 @dataclass
@@ -210,3 +217,28 @@ def test_absent_store_is_not_present_and_captures_nothing(backend, tmp_path):
     assert captured.present is False and captured.copies == {} and captured.collections == {}
     assert store.read_points(captured) == {} and store.read_entities(captured) == ()
     assert store.files(store.location) == []
+
+
+def test_erase_points_removes_them_from_a_copy_and_repeats_as_a_no_op(backend, tmp_path):
+    store = backend.store
+    captured = store.capture(tmp_path / store.capture_dir)
+    gone = backend.deployment.seeded.live[:2]
+    assert store.erase_points(captured.root, gone) >= 2
+    assert not set(gone) & store.read_points(captured).keys()
+    assert len(store.read_points(captured)) == len(backend.deployment.seeded.live) - 2
+    assert store.erase_points(captured.root, gone) == 0
+    assert store.find_point(captured.root, store.collection, gone[0]) is None
+
+
+def test_compact_leaves_no_trace_of_a_deleted_memory_in_the_live_files(backend, tmp_path):
+    store = backend.store
+    victim = backend.deployment.seeded.live[0]
+    text = backend.deployment.memory.get(victim)["memory"]
+    assert any(text.encode() in (store.location / relative).read_bytes() for relative in store.files(store.location))
+    backend.deployment.memory.delete(victim)
+    backend.deployment.close()
+    store.compact()
+    for relative in store.files(store.location):
+        assert text.encode() not in (store.location / relative).read_bytes()
+    points = store.read_points(store.capture(tmp_path / store.capture_dir))
+    assert victim not in points and len(points) == len(backend.deployment.seeded.live) - 1

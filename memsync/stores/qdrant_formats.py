@@ -1,17 +1,23 @@
-"""Decoding qdrant-client's pickled points without running their code.
+"""qdrant-client's local-mode file formats, decoded without running their code. Pure.
 
 qdrant-client 1.20.0 local mode stores each point as a pickled ``PointStruct`` (pydantic v2)
 in ``points.point``. ``PointUnpickler`` admits only ``PointStruct`` and ``SparseVector`` and
-loads them into stand-ins that keep the pickled state and run nothing.
+loads them into stand-ins that keep the pickled state and run nothing. ``parse_meta`` reads
+``meta.json`` (collections and their vector parameters).
 """
 
 from __future__ import annotations
 
 import io
+import json
 import pickle
+import re
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from memsync.model import Point
+from memsync.errors import UnavailableError
+from memsync.model import CollectionInfo, Point
 
 _QDRANT_MODELS = "qdrant_client.http.models.models"
 # Payload keys memsync never needs (a copy of ``data`` prepared for BM25, mem0ai 2.2.1).
@@ -111,3 +117,47 @@ def _vector_size(vector: Any) -> int | None:
     if isinstance(vector, list) and vector and not isinstance(vector[0], list):
         return len(vector)
     return None
+
+
+COLLECTION_NAME = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,255}$")
+
+
+def parse_meta(text: str, where: Path) -> dict[str, CollectionInfo]:
+    """Parse meta.json text into collection parameters. Pure.
+
+    Collection names become paths, so a name that is not a plain file name (``..``, ``/``)
+    makes the file invalid rather than a path outside the store.
+
+    Raises:
+        UnavailableError: the text is not Qdrant's meta.json.
+    """
+    try:
+        data = json.loads(text)
+        collections = data["collections"]
+        if not isinstance(collections, dict):
+            raise TypeError("collections is not an object")
+        for name in collections:
+            if not COLLECTION_NAME.match(name):
+                raise ValueError(f"invalid collection name {name!r}")
+        return {name: _collection_info(name, params) for name, params in collections.items()}
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as error:
+        raise UnavailableError(
+            f"Qdrant metadata {where} is not valid ({type(error).__name__}: {error})",
+            "the embedded Qdrant directory is damaged: restore it from a snapshot",
+        ) from error
+
+
+def _collection_info(name: str, params: Mapping[str, Any]) -> CollectionInfo:
+    vectors = params.get("vectors")
+    size = distance = None
+    if isinstance(vectors, dict) and "size" in vectors:
+        if not isinstance(vectors["size"], int) or isinstance(vectors["size"], bool):
+            raise TypeError(f"collection {name!r} has a vector size of {vectors['size']!r}")
+        size, distance = vectors["size"], vectors.get("distance")
+    sparse = params.get("sparse_vectors") or {}
+    return CollectionInfo(
+        name=name,
+        vector_size=size,
+        distance=str(distance) if distance is not None else None,
+        sparse_vectors=tuple(sorted(sparse)) if isinstance(sparse, dict) else (),
+    )
