@@ -22,6 +22,7 @@ from memsync.config import Config
 from memsync.model import Inventory
 from memsync.stores import deployment, local_qdrant, snapshots
 from memsync.stores.sqlite_files import translate
+from memsync.stores.vector_store import VectorStore, vector_store_for
 
 
 def _scope_fields(scope: str) -> dict[str, str]:
@@ -52,8 +53,7 @@ def erase_texts(config: Config, before: Inventory, memory_ids: Sequence[str], no
     remaining = {check.session_scope(p.payload) for p in before.points.values() if p.id not in set(memory_ids)}
     empty_scopes = sorted(scopes - remaining)
     rows = blank_history(config.history_db_path, memory_ids, empty_scopes, now)
-    for storage in _storages(config.qdrant_path):
-        vacuum(storage)
+    vector_store_for(config).compact()
     purged = purge_own_copies(config, memory_ids, empty_scopes, now)
     return {"history_rows_blanked": rows, "message_scopes_removed": empty_scopes, "purged": purged,
             "snapshots_holding": snapshots_holding(config, memory_ids)}
@@ -98,36 +98,12 @@ def blank_history(history_db: Path, memory_ids: Sequence[str], scopes: Iterable[
         connection.close()
 
 
-def vacuum(path: Path) -> None:
-    """Rewrite an SQLite file so no free page keeps deleted content."""
-    connection = sqlite3.connect(path, timeout=5.0)
-    try:
-        connection.execute("VACUUM")
-    except sqlite3.Error as error:
-        raise translate(error, path, "rewrite it") from error
-    finally:
-        connection.close()
-
-
 def delete_points(storage: Path, memory_ids: Sequence[str]) -> int:
-    """Delete the rows of ``memory_ids`` from a Qdrant ``storage.sqlite`` copy, then VACUUM."""
-    connection = sqlite3.connect(storage, timeout=5.0)
-    try:
-        with connection:
-            removed = 0
-            for memory_id in memory_ids:
-                key = local_qdrant.point_key(memory_id)
-                removed += connection.execute("DELETE FROM points WHERE id = ?", (key,)).rowcount
-        connection.execute("VACUUM")
-        return removed
-    except sqlite3.Error as error:
-        raise translate(error, storage, "delete points") from error
-    finally:
-        connection.close()
+    """Delete the rows of ``memory_ids`` from one Qdrant ``storage.sqlite`` copy, then VACUUM.
 
-
-def _storages(qdrant: Path) -> list[Path]:
-    return sorted(qdrant.glob("collection/*/storage.sqlite")) if qdrant.is_dir() else []
+    Kept for callers that hold a file; ``VectorStore.erase_points`` does a whole copy.
+    """
+    return local_qdrant.delete_points(storage, memory_ids)
 
 
 def purge_own_copies(config: Config, memory_ids: Sequence[str], scopes: Sequence[str], now: datetime) -> list[str]:
@@ -147,8 +123,7 @@ def purge_own_copies(config: Config, memory_ids: Sequence[str], scopes: Sequence
         done.append(str(journal))
     for copy in state.pre_restore_copies([config.qdrant_path, config.history_db_path]):
         if copy.is_dir():
-            for storage in _storages(copy):
-                delete_points(storage, memory_ids)
+            vector_store_for(config).erase_points(copy, memory_ids)
         elif copy.is_file():
             blank_history(copy, memory_ids, scopes, now, record=False)
         done.append(str(copy))
@@ -170,12 +145,12 @@ def snapshots_holding(config: Config, memory_ids: Sequence[str]) -> list[str]:
         if info.manifest is not None and info.manifest.encrypted:
             holding.append(info.id)
             continue
-        if _snapshot_holds(info.path, config.collection, memory_ids):
+        if _snapshot_holds(info.path, vector_store_for(config), memory_ids):
             holding.append(info.id)
     return holding
 
 
-def _snapshot_holds(root: Path, collection: str, memory_ids: Sequence[str]) -> bool:
+def _snapshot_holds(root: Path, store: VectorStore, memory_ids: Sequence[str]) -> bool:
     history_db = root / "history.db"
     if history_db.is_file():
         connection = sqlite3.connect(f"file:{history_db}?mode=ro", uri=True)
@@ -188,5 +163,5 @@ def _snapshot_holds(root: Path, collection: str, memory_ids: Sequence[str]) -> b
             connection.close()
         if found:
             return True
-    storage = local_qdrant.storage_path(root / "qdrant", collection)
-    return storage.is_file() and any(local_qdrant.find_point(storage, m) is not None for m in memory_ids)
+    vectors = root / store.capture_dir
+    return any(store.find_point(vectors, store.collection, m) is not None for m in memory_ids)

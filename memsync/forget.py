@@ -1,7 +1,7 @@
 """``forget`` and ``prune``: deletes that always go through mem0, then are proven.
 
 ``select_targets`` and ``select_expired`` are pure. ``run_forget`` and ``run_prune`` delete
-through ``mem0.Memory`` (entity store initialised first, so entity links go too), re-read the
+through ``Mem0Writer`` (entity store initialised first, so entity links go too), re-read the
 stores and require every target gone with its DELETE recorded and no entity link left.
 ``--erase`` (``erase_texts``) then removes the memory's text from every place memsync controls.
 """
@@ -23,8 +23,9 @@ from memsync.config import Config
 from memsync.errors import ConfigError, ExitCode, TryLaterError
 from memsync.model import HistoryEvent, Inventory, is_expired
 from memsync.state import write_json_atomic
-from memsync.stores import history, local_qdrant, mem0, versions
+from memsync.stores import mem0, versions
 from memsync.stores.intent import FORGET_JOURNAL, load_forgetting
+from memsync.stores.vector_store import vector_store_for
 
 logger = structlog.get_logger(__name__)
 
@@ -125,54 +126,51 @@ def delete_through_mem0(
     now: datetime,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """Delete every target through mem0, entity store first.
+    """Delete every target through mem0, entity store first; close history-only ones.
 
-    History-only targets are closed with a DELETE row. Returns (deleted through mem0, recorded
-    directly). Holds the store meanwhile.
+    History-only targets are closed with a DELETE row by ``memsync``. Returns (deleted through
+    mem0, recorded directly). Holds the store meanwhile.
+
+    Raises:
+        sqlite3.OperationalError: mem0's own history write found history.db locked.
+        TryLaterError, UnavailableError: a DELETE row cannot be recorded.
     """
     deleted: list[str] = []
     recorded: list[str] = []
-    with mem0.open_memory(config) as memory:
-        mem0.touch_entity_store(memory)
+    with mem0.open_memory(config) as writer:
+        writer.touch_entity_store()
         for index, memory_id in enumerate(targets.with_point):
-            if memory.vector_store.get(vector_id=memory_id) is not None:
-                memory.delete(memory_id)
+            writer.delete(memory_id)
             deleted.append(memory_id)
             if progress is not None and (index + 1) % 50 == 0:
                 progress(index + 1, len(targets.all))
-        unlink_entities(config, memory, set(targets.all))
-    if targets.history_only:
-        rows = [
-            HistoryEvent(0, f"memsync-{uuid.uuid4()}", memory_id, None, None, "DELETE", now.isoformat(),
-                         now.isoformat(), 1, "memsync", None)
-            for memory_id in targets.history_only
-        ]
-        history.insert_repair_events(config.history_db_path, rows)
-        recorded = list(targets.history_only)
+        unlink_entities(config, writer, set(targets.all))
+        if targets.history_only:
+            writer.record_events([
+                HistoryEvent(0, f"memsync-{uuid.uuid4()}", memory_id, None, None, "DELETE", now.isoformat(),
+                             now.isoformat(), 1, "memsync", None)
+                for memory_id in targets.history_only
+            ])
+            recorded = list(targets.history_only)
     if progress is not None:
         progress(len(targets.all), len(targets.all))
     return deleted, recorded
 
 
-def unlink_entities(config: Config, memory: Any, gone: set[str]) -> int:
+def unlink_entities(config: Config, writer: mem0.Mem0Writer, gone: set[str]) -> int:
     """Drop links to ``gone`` memories that mem0's own cleanup left; delete entities left bare.
 
     mem0ai 2.2.1's cleanup filters by the memory's scope and scans 10,000 entity rows.
-
-    A documented direct write (entity links). Returns the entities changed.
+    Reads the live entity links through the vector-store port (the store is held), writes
+    through ``Mem0Writer.relink_entity`` (a documented direct write). Returns the entities changed.
     """
-    storage = local_qdrant.storage_path(config.qdrant_path, config.entities_collection)
-    if not gone or not storage.is_file():
+    if not gone:
         return 0
     changed = 0
-    for entity in local_qdrant.read_entities(storage):
+    for entity in vector_store_for(config).read_live_entities():
         if not gone & set(entity.linked_memory_ids):
             continue
-        remaining = [m for m in entity.linked_memory_ids if m not in gone]
-        if remaining:
-            memory.entity_store.update(vector_id=entity.entity_id, vector=None, payload={"linked_memory_ids": remaining})
-        else:
-            memory.entity_store.delete(vector_id=entity.entity_id)
+        writer.relink_entity(entity.entity_id, [m for m in entity.linked_memory_ids if m not in gone])
         changed += 1
     return changed
 

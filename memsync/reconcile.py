@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import structlog
 
@@ -25,8 +24,9 @@ from memsync.errors import ExitCode, UnavailableError
 from memsync.model import CheckReport, HistoryEvent, Inventory, Recovery, Severity, parse_time
 from memsync.reconcile_plan import KNOWN_KINDS, NEEDS_EMBEDDER, Action, plan_reconcile
 from memsync.state import write_json_atomic
-from memsync.stores import history, local_qdrant, mem0, snapshots
+from memsync.stores import mem0, snapshots
 from memsync.stores.intent import load_forgetting
+from memsync.stores.vector_store import StoredPoint, vector_store_for
 
 logger = structlog.get_logger(__name__)
 
@@ -121,61 +121,53 @@ def load_journal(config: Config) -> tuple[str, list[Action]] | None:
                                "move it aside; the next reconcile plans afresh from a new check") from error
 
 
-def apply_action(action: Action, memory: Any, config: Config) -> Action:
-    """Apply one action idempotently (its effect already present: done). Returns it with status."""
-    kind, memory_id = action.kind, action.memory_id
+def apply_action(action: Action, writer: mem0.Mem0Writer, config: Config) -> Action:
+    """Apply one action through the writer, idempotently (its effect already present: done).
+
+    Returns the action with its status (``done``, ``failed`` with an error, ``unrecoverable``).
+    mem0 errors propagate (``_apply_all`` records them as ``failed``).
+    """
+    kind, memory_id = action.kind, str(action.memory_id)
     if kind not in KNOWN_KINDS:
         return replace(action, status="failed", error=f"unknown action kind {kind!r}")
     if kind == "report":
         return action if action.status != "pending" else replace(action, status="unrecoverable")
     if kind == "delete-point":
-        if memory.vector_store.get(vector_id=memory_id) is not None:
-            memory.delete(memory_id)
+        writer.delete(memory_id)
     elif kind == "restore-point":
-        if memory.vector_store.get(vector_id=memory_id) is None:
-            storage = Path(action.params["storage"])
-            if not storage.is_file():  # decrypted into a work directory that is gone: again
-                info = snapshots.describe(snapshot_path(config, action.params["snapshot_id"]))
-                scratch = Path(tempfile.mkdtemp(dir=config.work_dir, prefix="reconcile-"))
-                try:
-                    root = _plaintext_root(config, info, scratch) if info else scratch
-                    storage = local_qdrant.storage_path(root / "qdrant", config.collection)
-                    stored = local_qdrant.find_point(storage, str(memory_id)) if storage.is_file() else None
-                finally:
-                    shutil.rmtree(scratch, ignore_errors=True)
-            else:
-                stored = local_qdrant.find_point(storage, str(memory_id))
-            if stored is None:
+        if not writer.exists(memory_id):
+            stored = _stored_point(action, config)
+            if stored is None or stored.vector is None:
                 return replace(action, status="failed", error="the snapshot no longer holds the point")
-            payload, vector = stored
-            dense = vector.get("") if isinstance(vector, dict) else vector
-            memory.vector_store.insert(vectors=[dense], ids=[memory_id], payloads=[payload])
+            writer.put_back(memory_id, stored.vector, stored.payload)
     elif kind == "record-event":
-        row = action.params["row"]
-        history.insert_repair_events(config.history_db_path, [HistoryEvent(rowid=0, **row)])
+        writer.record_events([HistoryEvent(rowid=0, **action.params["row"])])
     elif kind == "update-point":
-        current = memory.vector_store.get(vector_id=memory_id)
-        text = action.params["text"]
-        if current is None:
+        if writer.payload(memory_id) is None:
             return replace(action, status="failed", error="the point is gone")
-        payload = current.payload or {}
-        import hashlib
-
-        settled = payload.get("data") == text and payload.get("hash") == hashlib.md5(
-            str(text).encode(), usedforsecurity=False).hexdigest()
-        if not settled:
-            memory.update(memory_id, text)
+        writer.update_text(memory_id, action.params["text"])
     elif kind == "relink-entity":
-        store = memory.entity_store
-        entity_id, remaining = action.params["entity_id"], action.params["remaining"]
-        if store.get(vector_id=entity_id) is not None:
-            if remaining:
-                store.update(vector_id=entity_id, vector=None, payload={"linked_memory_ids": remaining})
-            else:
-                store.delete(vector_id=entity_id)
+        writer.relink_entity(action.params["entity_id"], action.params["remaining"])
     elif kind == "delete-messages":
-        history.delete_message_scope(config.history_db_path, action.params["scope"])
+        writer.delete_messages(action.params["scope"])
     return replace(action, status="done")
+
+
+def _stored_point(action: Action, config: Config) -> StoredPoint | None:
+    """The point a ``restore-point`` puts back, read from its snapshot (decrypted again if need be)."""
+    store = vector_store_for(config)
+    storage = Path(action.params["storage"])
+    root = storage.parents[2] if len(storage.parents) > 2 else storage  # the journal names the file
+    if storage.is_file() and store.collection_file(config.collection, root) == storage:
+        return store.find_point(root, config.collection, str(action.memory_id))
+    # decrypted into a work directory that is gone: again
+    info = snapshots.describe(snapshot_path(config, action.params["snapshot_id"]))
+    scratch = Path(tempfile.mkdtemp(dir=config.work_dir, prefix="reconcile-"))
+    try:
+        root = _plaintext_root(config, info, scratch) if info else scratch
+        return store.find_point(root / store.capture_dir, config.collection, str(action.memory_id))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def snapshot_path(config: Config, snapshot_id: str) -> Path:
@@ -257,15 +249,15 @@ def _apply_all(config: Config, plan_id: str, actions: list[Action]) -> list[Acti
         actions = [replace(a, status="unrecoverable") if a.status == "pending" else a for a in actions]
         save_journal(config, plan_id, actions, "done")
         return actions  # nothing to write: mem0 is not even built
-    with mem0.open_memory(config) as memory:
+    with mem0.open_memory(config) as writer:
         if any(a.kind in NEEDS_EMBEDDER and a.status == "pending" for a in actions):
-            mem0.probe_embedder(memory, config)
-        mem0.touch_entity_store(memory)
+            writer.probe_embedder()
+        writer.touch_entity_store()
         for position, action in enumerate(actions):
             if action.status != "pending":
                 continue
             try:
-                actions[position] = apply_action(action, memory, config)
+                actions[position] = apply_action(action, writer, config)
             except Exception as error:  # noqa: BLE001 - a failed action is recorded, never fatal
                 actions[position] = replace(action, status="failed", error=f"{type(error).__name__}: {error}")
             logger.info("reconcile_action", kind=action.kind, code=action.code, memory_id=action.memory_id,

@@ -1,8 +1,9 @@
 """``review``, ``confirm``, ``audit``, ``export-context``: what the agent remembers, and from whom.
 
 ``plan_review``, ``find_audit`` and ``build_context`` are pure. ``confirm`` stamps the payload
-key ``confirmed_at`` (UTC ISO 8601) through ``mem0.Memory.update``; mem0ai 2.2.1 records that as
-an UPDATE whose old and new text are equal, which review and audit treat as a metadata change.
+key ``confirmed_at`` (UTC ISO 8601) through ``Mem0Writer.update_metadata`` (``Memory.update``);
+mem0ai 2.2.1 records that as an UPDATE whose old and new text are equal, which review and audit
+treat as a metadata change.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 
 from memsync.config import Config
 from memsync.model import HistoryEvent, Point, is_expired, parse_time
-from memsync.stores import deployment, history, local_qdrant, mem0
+from memsync.stores import deployment, history, mem0
+from memsync.stores.vector_store import vector_store_for
 
 CONFIRMED_AT = "confirmed_at"
 SOURCE_KEYS = ("source", "role", "actor_id", "user_id", "agent_id", "run_id", "created_at", "updated_at")
@@ -124,8 +126,7 @@ def load_points_and_events(config: Config, with_events: bool) -> tuple[dict[str,
     Reads only (no lock); the copies are removed.
     """
     with deployment.temporary_capture(config) as captured:
-        copy = captured.collection_copies.get(config.collection)
-        points = local_qdrant.read_points(copy.dest) if copy else {}
+        points = vector_store_for(config).read_points(captured.vectors)
         events = list(history.iter_events(captured.history_copy.dest)) if with_events and captured.history_copy else []
     return points, events
 
@@ -136,12 +137,10 @@ def confirm(config: Config, memory_ids: Sequence[str], now: datetime) -> tuple[l
     Raises:
         LockedError: the app holds the embedded store.
     """
-    done, missing = [], []
-    with mem0.open_memory(config) as memory:
+    done: list[str] = []
+    missing: list[str] = []
+    with mem0.open_memory(config) as writer:
         for memory_id in memory_ids:
-            if memory.vector_store.get(vector_id=memory_id) is None:
-                missing.append(memory_id)
-                continue
-            memory.update(memory_id, metadata={CONFIRMED_AT: now.isoformat()})
-            done.append(memory_id)
+            stamped = writer.update_metadata(memory_id, {CONFIRMED_AT: now.isoformat()})
+            (done if stamped else missing).append(memory_id)
     return done, missing

@@ -6,7 +6,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from memsync import review
+from memsync import review, utc
 from memsync.cli import render
 from memsync.cli.common import load_config
 from memsync.config import parse_duration
@@ -46,12 +46,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.set_defaults(run=run_export)
 
 
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
-
-
 def _row(item: review.Reviewed) -> dict[str, Any]:
-    return {"memory_id": item.memory_id, "text": item.text, "confirmed_at": _iso(item.confirmed_at),
+    return {"memory_id": item.memory_id, "text": item.text, "confirmed_at": utc.iso_or_none(item.confirmed_at),
             "confirmed_by": item.confirmed_by, "source": item.source}
 
 
@@ -61,7 +57,7 @@ def run_review(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     points, _ = review.load_points_and_events(config, with_events=False)
     rows = review.plan_review(points.values(), now, args.older_than, max(args.limit, 0))
-    lines = [f"{_iso(r.confirmed_at) or 'never':<28} {r.memory_id}  {r.text!r}  "
+    lines = [f"{utc.iso_or_none(r.confirmed_at) or 'never':<28} {r.memory_id}  {r.text!r}  "
              f"(source: {r.source.get('source', '-')}, role: {r.source.get('role', '-')})" for r in rows]
     lines.append(f"review: {len(rows)} memories not confirmed for {args.older_than.days} days "
                  "(memsync confirm MEMORY_ID... once checked)")
@@ -74,12 +70,12 @@ def run_confirm(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     if args.dry_run:
         return _emit(args, {"command": "confirm", "dry_run": True, "memory_ids": args.memory_ids},
-                     f"would stamp confirmed_at={_iso(now)} on {len(args.memory_ids)} memories")
+                     f"would stamp confirmed_at={utc.iso_or_none(now)} on {len(args.memory_ids)} memories")
     with operation_lock(config.state_dir, "confirm"):
         done, missing = review.confirm(config, args.memory_ids, now)
-    document = {"command": "confirm", "confirmed": done, "not_found": missing, "confirmed_at": _iso(now)}
+    document = {"command": "confirm", "confirmed": done, "not_found": missing, "confirmed_at": utc.iso_or_none(now)}
     _emit(args, document, "\n".join([f"memory-not-found {m}" for m in missing]
-                                    + [f"confirmed {len(done)} memories at {_iso(now)}"]))
+                                    + [f"confirmed {len(done)} memories at {utc.iso_or_none(now)}"]))
     return int(ExitCode.PROBLEMS_FOUND if missing else ExitCode.OK)
 
 
@@ -89,13 +85,13 @@ def run_audit(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     points, events = review.load_points_and_events(config, with_events=True)
     found = review.find_audit(events, points, now - args.since)
-    lines = [f"{'FLAG' if a.flagged else '    '} {_iso(a.at)} {a.kind:<8} {a.memory_id} role={a.role or '-'} "
+    lines = [f"{'FLAG' if a.flagged else '    '} {utc.iso_or_none(a.at)} {a.kind:<8} {a.memory_id} role={a.role or '-'} "
              f"actor={a.actor_id or '-'} source={a.source or '-'} {a.text!r}" for a in found]
-    lines.append(f"audit: {len(found)} changes since {_iso(now - args.since)}, "
+    lines.append(f"audit: {len(found)} changes since {utc.iso_or_none(now - args.since)}, "
                  f"{sum(a.flagged for a in found)} flagged (not from the user)")
-    rows = [{"memory_id": a.memory_id, "kind": a.kind, "at": _iso(a.at), "actor_id": a.actor_id, "role": a.role,
+    rows = [{"memory_id": a.memory_id, "kind": a.kind, "at": utc.iso_or_none(a.at), "actor_id": a.actor_id, "role": a.role,
              "source": a.source, "text": a.text, "flagged": a.flagged} for a in found]
-    return _emit(args, {"command": "audit", "since": _iso(now - args.since), "changes": rows}, "\n".join(lines))
+    return _emit(args, {"command": "audit", "since": utc.iso_or_none(now - args.since), "changes": rows}, "\n".join(lines))
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -106,7 +102,7 @@ def run_export(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     points, _ = review.load_points_and_events(config, with_events=False)
     rows = review.build_context(points.values(), args.user_id, now.date())
-    lines = [f"- {r.text} (confirmed {(_iso(r.confirmed_at) or 'never')[:10]})" for r in rows]
+    lines = [f"- {r.text} (confirmed {(utc.iso_or_none(r.confirmed_at) or 'never')[:10]})" for r in rows]
     return _emit(args, {"command": "export-context", "user_id": args.user_id, "memories": [_row(r) for r in rows]},
                  "\n".join(lines) if lines else f"(no live memories for {args.user_id})")
 

@@ -1,12 +1,12 @@
-"""Capture a whole embedded deployment (vectors first, then history) and read it into values.
+"""Capture a whole deployment (vectors first, then history) and read it into values.
 
 This is the pipeline's first two stages (DESIGN.md): ``capture`` copies every store file in one
-short job, ``read_inventory`` turns the copies into an ``Inventory`` for ``check``.
+short job, ``read_inventory`` turns the copies into an ``Inventory`` for ``check``. The vector
+store is reached only through the ``VectorStore`` port (``vector_store_for(config)``).
 """
 
 from __future__ import annotations
 
-import fcntl
 import shutil
 import time
 import uuid
@@ -18,11 +18,13 @@ from pathlib import Path
 
 import structlog
 
-from memsync.config import Config
+from memsync import flock
+from memsync.config import MEM0_DEFAULT_COLLECTION, Config
 from memsync.errors import UnavailableError
 from memsync.model import CaptureWindow, CollectionInfo, Inventory
-from memsync.stores import history, local_qdrant
-from memsync.stores.sqlite_files import CopyResult, work_dir_error
+from memsync.stores import history
+from memsync.stores.sqlite_files import CopyResult, present, work_dir_error
+from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store_for
 
 logger = structlog.get_logger(__name__)
 CAPTURING_LOCK = ".capturing"
@@ -35,28 +37,41 @@ CHECKED_PAYLOAD_KEYS = frozenset(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Captured:
-    """A capture of both stores under ``root`` (``qdrant/`` and ``history.db``).
+    """A capture of both stores under ``root`` (``<store.capture_dir>/`` and ``history.db``).
 
     Attributes:
         root: the capture directory.
-        qdrant_present: the embedded Qdrant directory had a meta.json.
-        collections: parameters of every collection in meta.json.
-        collection_copies: each copied collection's copy result, by name.
+        store: the vector store it was captured from (reads the vector copy).
+        vectors: the vector store's copy (collections, per-collection copy results).
         history_copy: the history.db copy, or None when history.db does not exist.
         window: the capture instants (UTC).
     """
 
     root: Path
-    qdrant_present: bool
-    collections: dict[str, CollectionInfo]
-    collection_copies: dict[str, CopyResult]
+    store: VectorStore
+    vectors: VectorCapture
     history_copy: CopyResult | None
     window: CaptureWindow
 
     @property
+    def qdrant_present(self) -> bool:
+        """The vector store existed (embedded Qdrant: it had a meta.json)."""
+        return self.vectors.present
+
+    @property
+    def collections(self) -> dict[str, CollectionInfo]:
+        """Parameters of every collection, by name."""
+        return self.vectors.collections
+
+    @property
+    def collection_copies(self) -> dict[str, CopyResult]:
+        """Each copied collection's copy result, by name."""
+        return self.vectors.copies
+
+    @property
     def qdrant_dir(self) -> Path:
-        """The captured Qdrant directory."""
-        return self.root / "qdrant"
+        """The captured vector-store directory."""
+        return self.vectors.root
 
     @property
     def history_path(self) -> Path:
@@ -74,26 +89,18 @@ def capture(config: Config, dest: Path) -> Captured:
         UnavailableError: neither store exists, or a store file is unreadable or damaged.
         TryLaterError: a store is busy, or ``dest``'s disk is full.
     """
-    qdrant_dir = dest / "qdrant"
-    meta_text = _read_meta_text(config.qdrant_path)
-    collections = (
-        local_qdrant.parse_meta(meta_text, config.qdrant_path / local_qdrant.META_FILE)
-        if meta_text is not None
-        else {}
-    )
-    history_present = _present(config.history_db_path)
-    if meta_text is None and not history_present:
+    store = vector_store_for(config)
+    vectors_present = store.present()
+    history_present = present(config.history_db_path)
+    if not vectors_present and not history_present:
         raise UnavailableError(
-            f"neither the Qdrant directory {config.qdrant_path} nor history.db "
+            f"neither the Qdrant directory {store.location} nor history.db "
             f"{config.history_db_path} exists",
             "check the [mem0] paths and mem0_dir in the memsync config",
         )
     clock_start = datetime.now(UTC)
-    copies: dict[str, CopyResult] = {}
-    if meta_text is not None:
-        local_qdrant.write_meta_copy(meta_text, qdrant_dir)
-        ordered = sorted(collections, key=lambda name: (name != config.collection, name))
-        copies = local_qdrant.capture(config.qdrant_path, qdrant_dir, ordered)
+    vectors = store.capture(dest / store.capture_dir)
+    copies = vectors.copies
     vectors_end = datetime.now(UTC)
     history_copy = None
     if history_present:
@@ -114,39 +121,24 @@ def capture(config: Config, dest: Path) -> Captured:
         duration_s=round((history_end - clock_start).total_seconds(), 3),
         longest_read_s=round(window.longest_read_s, 3),
     )
-    return Captured(
-        root=dest,
-        qdrant_present=meta_text is not None,
-        collections=collections,
-        collection_copies=copies,
-        history_copy=history_copy,
-        window=window,
-    )
+    return Captured(root=dest, store=store, vectors=vectors, history_copy=history_copy, window=window)
 
 
-def from_directory(root: Path, window: CaptureWindow) -> Captured:
+def from_directory(root: Path, window: CaptureWindow, store: VectorStore | None = None) -> Captured:
     """Describe an existing capture layout (a snapshot's plaintext files) as a ``Captured``.
 
-    Reads meta.json only. Raises UnavailableError when meta.json is unreadable.
+    ``store`` describes the vector copy (None: embedded Qdrant, the layout of every snapshot so
+    far, with mem0's default collection; ``read_inventory`` reads it with the config's names).
+    Reads the vector store's metadata only.
+
+    Raises:
+        UnavailableError: the metadata is unreadable or not valid.
     """
-    meta_text = _read_meta_text(root / "qdrant")
-    collections = (
-        local_qdrant.parse_meta(meta_text, root / "qdrant" / local_qdrant.META_FILE)
-        if meta_text is not None
-        else {}
-    )
-    copies = {}
-    for name in collections:
-        storage = local_qdrant.storage_path(root / "qdrant", name)
-        if storage.is_file():
-            copies[name] = CopyResult(
-                source=storage,
-                dest=storage,
-                started_at=window.vectors_at,
-                finished_at=window.vectors_finished_at,
-                duration_s=0.0,
-                size_bytes=storage.stat().st_size,
-            )
+    if store is None:
+        from memsync.stores.local_qdrant import EmbeddedQdrant
+
+        store = EmbeddedQdrant(root / "qdrant", MEM0_DEFAULT_COLLECTION)
+    vectors = store.open_capture(root / store.capture_dir, window.vectors_at, window.vectors_finished_at)
     history_file = root / "history.db"
     history_copy = None
     if history_file.is_file():
@@ -158,51 +150,15 @@ def from_directory(root: Path, window: CaptureWindow) -> Captured:
             duration_s=0.0,
             size_bytes=history_file.stat().st_size,
         )
-    return Captured(
-        root=root,
-        qdrant_present=meta_text is not None,
-        collections=collections,
-        collection_copies=copies,
-        history_copy=history_copy,
-        window=window,
-    )
-
-
-def _present(path: Path) -> bool:
-    """Tell whether a store file is there at all.
-
-    A dangling symlink counts as there (and then fails to read, exit 11), never as absent.
-    """
-    try:
-        path.lstat()
-    except FileNotFoundError:
-        return False
-    except OSError as error:
-        raise UnavailableError(
-            f"{path} is not reachable: {error.strerror}",
-            "run memsync as the app's user, or give its group access to the directories (see doctor)",
-        ) from error
-    return True
-
-
-def _read_meta_text(qdrant_path: Path) -> str | None:
-    meta = qdrant_path / local_qdrant.META_FILE
-    if not _present(meta):
-        return None
-    try:
-        return meta.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UnavailableError(f"Qdrant metadata {meta} is a dangling link") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise UnavailableError(
-            f"Qdrant metadata {meta} is not readable: {error}",
-            "check its permissions (memsync needs read access to the Qdrant directory)",
-        ) from error
+    return Captured(root=root, store=store, vectors=vectors, history_copy=history_copy, window=window)
 
 
 @contextmanager
 def temporary_capture(config: Config) -> Iterator[Captured]:
     """Capture into a fresh directory under ``work_dir``, removed (with its copies) on exit.
+
+    The directory is marked in use with an flock on its ``.capturing`` file, so a concurrent
+    ``remove_stale_captures`` leaves it alone.
 
     Raises:
         TryLaterError: ``work_dir`` cannot be created or written.
@@ -213,11 +169,10 @@ def temporary_capture(config: Config) -> Iterator[Captured]:
         config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         remove_stale_captures(config.work_dir)
         dest.mkdir(mode=0o700)
-        holder = (dest / CAPTURING_LOCK).open("w")
+        holder = flock.acquire(dest / CAPTURING_LOCK, wait=True, note=False)
     except OSError as error:
         raise work_dir_error(config.work_dir, error) from error
     try:
-        fcntl.flock(holder, fcntl.LOCK_EX)
         yield capture(config, dest)
     finally:
         holder.close()
@@ -228,6 +183,9 @@ def remove_stale_captures(work_dir: Path, max_age_s: float = 60) -> list[Path]:
     """Remove ``capture-*`` directories left by a memsync that died (their flock is free).
 
     They hold full copies of the stores (personal data), so they must not outlive a crash.
+    A directory without a lock file yet is left alone for ``max_age_s`` seconds (a capture
+    being set up). Returns the directories removed. Never raises for a directory it cannot
+    inspect (it is left).
     """
     removed = []
     for child in sorted(work_dir.glob("capture-*")):
@@ -237,9 +195,9 @@ def remove_stale_captures(work_dir: Path, max_age_s: float = 60) -> list[Path]:
                 if time.time() - child.stat().st_mtime < max_age_s:
                     continue  # just made by a check that has not locked it yet
             else:
-                with lock.open("a") as handle:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+                with flock.hold(lock, note=False):
+                    pass  # free: its memsync died
+        except flock.LockHeld:
             continue  # a running check owns it
         except OSError:
             continue
@@ -275,12 +233,9 @@ def _read_inventory(
     Raises:
         UnavailableError: a copied file is damaged or a point undecodable.
     """
-    points = {}
-    copy = captured.collection_copies.get(config.collection)
-    if copy is not None:
-        points = local_qdrant.read_points(copy.dest, CHECKED_PAYLOAD_KEYS, progress)
-    entity_copy = captured.collection_copies.get(config.entities_collection)
-    entities = local_qdrant.read_entities(entity_copy.dest) if entity_copy else ()
+    store = vector_store_for(config)  # the config names the collections (a snapshot's may differ)
+    points = store.read_points(captured.vectors, CHECKED_PAYLOAD_KEYS, progress)
+    entities = store.read_entities(captured.vectors)
     if captured.history_copy is not None:
         contents = history.read_contents(captured.history_copy.dest)
     else:

@@ -6,131 +6,46 @@ vector parameters), ``<path>/collection/<name>/storage.sqlite`` with one table
 files can hold several rows for one point id: the highest rowid is the current one.
 
 Nothing here takes Qdrant's ``.lock`` or builds a ``QdrantClient``; points are decoded through
-``PointUnpickler``, which admits only the classes qdrant-client writes.
+``PointUnpickler`` (``memsync.stores.qdrant_formats``), which admits only the classes
+qdrant-client writes. ``EmbeddedQdrant`` is the ``VectorStore`` port over these files.
 """
 
 from __future__ import annotations
 
+import base64
 import io
-import json
+import os
 import pickle
-import re
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memsync.errors import UnavailableError
+from memsync.errors import LockedError, UnavailableError
 from memsync.model import CollectionInfo, EntityLink, Point
+from memsync.stores import locks
+from memsync.stores.qdrant_formats import Decoded, PointStructStandIn
+from memsync.stores.qdrant_formats import PointDecodeError as PointDecodeError  # re-exported
+from memsync.stores.qdrant_formats import PointUnpickler as PointUnpickler  # re-exported
+from memsync.stores.qdrant_formats import decode_point as decode_point  # re-exported
+from memsync.stores.qdrant_formats import parse_meta as parse_meta  # re-exported
 from memsync.stores.sqlite_files import (
     CopyResult,
     connect_readonly,
+    integrity,
+    present,
+    roll_back_hot_journal,
     translate,
+    vacuum,
     vacuum_into,
     work_dir_error,
 )
+from memsync.stores.vector_store import StoredPoint, VectorCapture
 
 META_FILE = "meta.json"
 STORAGE_FILE = "storage.sqlite"
 LOCK_FILE = ".lock"
-_QDRANT_MODELS = "qdrant_client.http.models.models"
-# Payload keys memsync never needs (a copy of ``data`` prepared for BM25, mem0ai 2.2.1).
-_DROPPED_PAYLOAD_KEYS = frozenset({"text_lemmatized"})
-
-
-class PointDecodeError(Exception):
-    """A stored point is not a pickle of the classes qdrant-client writes."""
-
-
-class _Decoded:
-    """Stand-in for qdrant-client's pydantic models: keeps the pickled state, runs no code."""
-
-    __slots__ = ("state",)
-
-    def __init__(self) -> None:
-        self.state: Any = None
-
-    def __setstate__(self, state: Any) -> None:
-        self.state = state
-
-    def fields(self) -> dict[str, Any]:
-        """The model's field values (pydantic v2 pickles them under ``__dict__``); not a copy."""
-        state = self.state
-        if isinstance(state, dict):
-            inner = state.get("__dict__", state)
-            return inner if isinstance(inner, dict) else {}
-        if isinstance(state, tuple) and state and isinstance(state[0], dict):
-            return state[0]  # pydantic v1 style (dict, fields_set)
-        return {}
-
-
-class PointStructStandIn(_Decoded):
-    """Decoded ``PointStruct``."""
-
-    __slots__ = ()
-
-
-class SparseVectorStandIn(_Decoded):
-    """Decoded ``SparseVector`` (mem0's ``bm25``)."""
-
-    __slots__ = ()
-
-
-_ALLOWED = {
-    (_QDRANT_MODELS, "PointStruct"): PointStructStandIn,
-    (_QDRANT_MODELS, "SparseVector"): SparseVectorStandIn,
-}
-
-
-class PointUnpickler(pickle.Unpickler):
-    """Unpickle a stored point, admitting only PointStruct and SparseVector (as stand-ins)."""
-
-    def find_class(self, module: str, name: str) -> Any:  # noqa: D102
-        stand_in = _ALLOWED.get((module, name))
-        if stand_in is None:
-            raise PointDecodeError(f"refused class {module}.{name} in a stored point")
-        return stand_in
-
-
-def decode_point(blob: bytes, keys: frozenset[str] | None = None) -> Point:
-    """Decode one ``points.point`` blob into a ``Point`` (vector dropped, size kept). Pure.
-
-    Args:
-        blob: the pickled point.
-        keys: keep only these payload keys (None: the whole payload but ``text_lemmatized``).
-
-    Raises:
-        PointDecodeError: the blob is not a pickled PointStruct of the admitted classes.
-    """
-    try:
-        decoded = PointUnpickler(io.BytesIO(blob)).load()
-    except PointDecodeError:
-        raise
-    except Exception as error:  # noqa: BLE001 - any unpickling failure means undecodable
-        raise PointDecodeError(f"not a pickled point: {type(error).__name__}: {error}") from error
-    if not isinstance(decoded, PointStructStandIn):
-        raise PointDecodeError(f"stored value is a {type(decoded).__name__}, not a PointStruct")
-    fields = decoded.fields()
-    point_id = fields.get("id")
-    if not isinstance(point_id, str | int):
-        raise PointDecodeError(f"point has no valid id ({point_id!r})")
-    payload = fields.get("payload") or {}
-    if not isinstance(payload, dict):
-        raise PointDecodeError(f"point {point_id} has a payload of type {type(payload).__name__}")
-    if keys is not None:
-        payload = {key: payload[key] for key in keys & payload.keys()}
-    else:
-        for key in _DROPPED_PAYLOAD_KEYS & payload.keys():
-            del payload[key]
-    return Point(id=str(point_id), payload=payload, vector_size=_vector_size(fields.get("vector")))
-
-
-def _vector_size(vector: Any) -> int | None:
-    if isinstance(vector, dict):
-        vector = vector.get("")
-    if isinstance(vector, list) and vector and not isinstance(vector[0], list):
-        return len(vector)
-    return None
 
 
 def read_meta(qdrant_path: Path) -> dict[str, CollectionInfo] | None:
@@ -139,98 +54,37 @@ def read_meta(qdrant_path: Path) -> dict[str, CollectionInfo] | None:
     Reads only (no lock).
 
     Raises:
-        UnavailableError: meta.json exists but is not readable or not Qdrant's JSON.
+        UnavailableError: meta.json exists (a dangling link counts) but is not readable or
+            not Qdrant's JSON.
     """
     meta = qdrant_path / META_FILE
-    try:
-        text = meta.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        raise UnavailableError(f"Qdrant metadata {meta} is not readable: {error.strerror}") from error
-    return parse_meta(text, meta)
+    text = read_meta_text(qdrant_path)
+    return None if text is None else parse_meta(text, meta)
 
 
-COLLECTION_NAME = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,255}$")
-
-
-def parse_meta(text: str, where: Path) -> dict[str, CollectionInfo]:
-    """Parse meta.json text into collection parameters. Pure.
-
-    Collection names become paths, so a name that is not a plain file name (``..``, ``/``)
-    makes the file invalid rather than a path outside the store.
+def read_meta_text(qdrant_path: Path) -> str | None:
+    """Read ``meta.json``'s text; None when absent. Reads only.
 
     Raises:
-        UnavailableError: the text is not Qdrant's meta.json.
+        UnavailableError: it is unreachable, a dangling link, unreadable or not UTF-8.
     """
+    meta = qdrant_path / META_FILE
+    if not present(meta):
+        return None
     try:
-        data = json.loads(text)
-        collections = data["collections"]
-        if not isinstance(collections, dict):
-            raise TypeError("collections is not an object")
-        for name in collections:
-            if not COLLECTION_NAME.match(name):
-                raise ValueError(f"invalid collection name {name!r}")
-        return {name: _collection_info(name, params) for name, params in collections.items()}
-    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as error:
+        return meta.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UnavailableError(f"Qdrant metadata {meta} is a dangling link") from None
+    except (OSError, UnicodeDecodeError) as error:
         raise UnavailableError(
-            f"Qdrant metadata {where} is not valid ({type(error).__name__}: {error})",
-            "the embedded Qdrant directory is damaged: restore it from a snapshot",
+            f"Qdrant metadata {meta} is not readable: {error}",
+            "check its permissions (memsync needs read access to the Qdrant directory)",
         ) from error
-
-
-def _collection_info(name: str, params: Mapping[str, Any]) -> CollectionInfo:
-    vectors = params.get("vectors")
-    size = distance = None
-    if isinstance(vectors, dict) and "size" in vectors:
-        if not isinstance(vectors["size"], int) or isinstance(vectors["size"], bool):
-            raise TypeError(f"collection {name!r} has a vector size of {vectors['size']!r}")
-        size, distance = vectors["size"], vectors.get("distance")
-    sparse = params.get("sparse_vectors") or {}
-    return CollectionInfo(
-        name=name,
-        vector_size=size,
-        distance=str(distance) if distance is not None else None,
-        sparse_vectors=tuple(sorted(sparse)) if isinstance(sparse, dict) else (),
-    )
 
 
 def storage_path(qdrant_path: Path, collection: str) -> Path:
     """The ``storage.sqlite`` of ``collection`` under the embedded Qdrant ``qdrant_path``."""
     return qdrant_path / "collection" / collection / STORAGE_FILE
-
-
-def capture(
-    qdrant_path: Path, dest: Path, collections: Iterator[str] | list[str]
-) -> dict[str, CopyResult]:
-    """Copy each collection's storage.sqlite into ``dest`` (same layout).
-
-    Each collection is copied with one ``VACUUM INTO`` (one short read transaction).
-    Writes under ``dest`` only.
-
-    Raises:
-        UnavailableError, TryLaterError: as ``vacuum_into``.
-    """
-    copies: dict[str, CopyResult] = {}
-    for name in collections:
-        source = storage_path(qdrant_path, name)
-        # qdrant-client creates storage.sqlite with every collection: a listed collection
-        # without a readable one is damage (exit 11), never "no points".
-        copies[name] = vacuum_into(source, storage_path(dest, name))
-    return copies
-
-
-def write_meta_copy(text: str, dest: Path) -> None:
-    """Write the captured meta.json text into the capture directory ``dest``.
-
-    Raises:
-        TryLaterError: the disk is full; UnavailableError: ``dest`` cannot be written.
-    """
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-        (dest / META_FILE).write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise work_dir_error(dest, error) from error
 
 
 def iter_points(storage: Path) -> Iterator[Point]:
@@ -335,9 +189,30 @@ def read_entities(storage: Path) -> tuple[EntityLink, ...]:
 
 def point_key(point_id: str) -> str:
     """qdrant-client's key for a point id in ``points.id`` (1.20.0: base64 of a protocol-4 pickle)."""
-    import base64
-
     return base64.b64encode(pickle.dumps(point_id, protocol=4)).decode("ascii")
+
+
+def delete_points(storage: Path, point_ids: Sequence[str]) -> int:
+    """Delete the rows of ``point_ids`` from a ``storage.sqlite`` copy, then VACUUM it.
+
+    Only for copies (a snapshot being rewritten, a pre-restore copy): the live store changes
+    through mem0. Returns the rows removed. Idempotent.
+
+    Raises:
+        TryLaterError, UnavailableError: the file is busy or cannot be written.
+    """
+    connection = sqlite3.connect(storage, timeout=5.0)
+    try:
+        with connection:
+            removed = 0
+            for point_id in point_ids:
+                removed += connection.execute("DELETE FROM points WHERE id = ?", (point_key(point_id),)).rowcount
+        connection.execute("VACUUM")
+        return removed
+    except sqlite3.Error as error:
+        raise translate(error, storage, "delete points") from error
+    finally:
+        connection.close()
 
 
 def find_point(storage: Path, point_id: str) -> tuple[dict[str, Any], Any] | None:
@@ -366,10 +241,179 @@ def find_point(storage: Path, point_id: str) -> tuple[dict[str, Any], Any] | Non
             if str(fields.get("id")) == point_id:
                 vector = fields.get("vector")
                 if isinstance(vector, dict):
-                    vector = {name: (v.fields() if isinstance(v, _Decoded) else v) for name, v in vector.items()}
+                    vector = {name: (v.fields() if isinstance(v, Decoded) else v) for name, v in vector.items()}
                 return dict(fields.get("payload") or {}), vector
         return None
     except (sqlite3.Error, pickle.UnpicklingError, PointDecodeError) as error:
         raise UnavailableError(f"point {point_id} of {storage} cannot be read: {error}") from error
     finally:
         connection.close()
+
+
+class EmbeddedQdrant:
+    """The ``VectorStore`` port over embedded (local-mode) Qdrant files (qdrant-client 1.20.0).
+
+    Built by ``memsync.stores.vector_store.vector_store_for``. Reads the files directly: never
+    builds a ``QdrantClient`` and never takes Qdrant's ``.lock`` (the app may hold it).
+    Contracts, shapes and errors: see ``VectorStore``.
+    """
+
+    kind = "embedded-qdrant"
+    capture_dir = "qdrant"
+
+    def __init__(self, path: Path, collection: str) -> None:
+        self._path = path
+        self._collection = collection
+
+    @property
+    def location(self) -> Path:
+        """The embedded Qdrant directory (``vector_store.config.path``)."""
+        return self._path
+
+    @property
+    def collection(self) -> str:
+        """mem0's memory collection."""
+        return self._collection
+
+    @property
+    def entities_collection(self) -> str:
+        """mem0's entity collection (mem0ai 2.2.1: ``<collection>_entities``)."""
+        return f"{self._collection}_entities"
+
+    def present(self) -> bool:
+        """Whether ``meta.json`` is there (a dangling link counts). See ``VectorStore.present``."""
+        return present(self._path / META_FILE)
+
+    def lock_path(self) -> Path:
+        """``<location>/.lock``, which qdrant-client's local mode flocks while a client is open."""
+        return self._path / LOCK_FILE
+
+    def holder(self) -> locks.LockHolder | None:
+        """The process holding ``.lock`` (from /proc/locks), or None. See ``VectorStore.holder``."""
+        return locks.find_holder(self.lock_path(), self._path)
+
+    def require_free(self, what: str) -> None:
+        """Raise LockedError (exit 12) when another process holds ``.lock``. Reads /proc only."""
+        holder = self.holder()
+        if holder is not None and holder.pid != os.getpid():
+            raise LockedError(
+                f"{what}: the embedded Qdrant store {self._path} is held by {holder.describe()}",
+                "stop that process (the app) first; embedded Qdrant allows one process at a time",
+            )
+
+    def prepare_for_writing(self) -> None:
+        """Roll back the hot journal a crashed writer left in any ``storage.sqlite``. Idempotent."""
+        for path in sorted(self._path.glob(f"collection/*/{STORAGE_FILE}")):
+            if path.is_file():
+                roll_back_hot_journal(path)
+
+    def collection_file(self, collection: str, root: Path | None = None) -> Path:
+        """``<root>/collection/<collection>/storage.sqlite`` (root: the live directory). Pure."""
+        return storage_path(self._path if root is None else root, collection)
+
+    def read_collections(self) -> dict[str, CollectionInfo] | None:
+        """The live ``meta.json``'s collections, or None when absent. See ``read_meta``."""
+        return read_meta(self._path)
+
+    def capture(self, dest: Path) -> VectorCapture:
+        """Copy ``meta.json`` then each ``storage.sqlite`` (memory collection first) into ``dest``.
+
+        One ``VACUUM INTO`` per collection. See ``VectorStore.capture``.
+        """
+        text = read_meta_text(self._path)
+        if text is None:
+            return VectorCapture(root=dest, present=False, collections={}, copies={})
+        collections = parse_meta(text, self._path / META_FILE)
+        try:
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / META_FILE).write_text(text, encoding="utf-8")
+        except OSError as error:
+            raise work_dir_error(dest, error) from error
+        copies = {}
+        for name in sorted(collections, key=lambda name: (name != self._collection, name)):
+            # qdrant-client creates storage.sqlite with every collection: a listed collection
+            # without a readable one is damage (exit 11), never "no points".
+            copies[name] = vacuum_into(storage_path(self._path, name), storage_path(dest, name))
+        return VectorCapture(root=dest, present=True, collections=collections, copies=copies)
+
+    def open_capture(self, root: Path, started_at: datetime, finished_at: datetime) -> VectorCapture:
+        """Describe the Qdrant layout at ``root`` (meta.json read). See ``VectorStore.open_capture``."""
+        collections = read_meta(root)
+        copies = {}
+        for name in collections or {}:
+            storage = storage_path(root, name)
+            if storage.is_file():
+                copies[name] = CopyResult(source=storage, dest=storage, started_at=started_at,
+                                          finished_at=finished_at, duration_s=0.0,
+                                          size_bytes=storage.stat().st_size)
+        return VectorCapture(root=root, present=collections is not None, collections=collections or {},
+                             copies=copies)
+
+    def iter_points(self, capture: VectorCapture, collection: str) -> Iterator[Point]:
+        """Stream a captured collection's current points. See ``iter_points``."""
+        copy = capture.copies.get(collection)
+        if copy is not None:
+            yield from iter_points(copy.dest)
+
+    def read_points(
+        self,
+        capture: VectorCapture,
+        keys: frozenset[str] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, Point]:
+        """The captured memory collection's points by id. See ``read_points``."""
+        copy = capture.copies.get(self._collection)
+        return read_points(copy.dest, keys, progress) if copy is not None else {}
+
+    def read_entities(self, capture: VectorCapture) -> tuple[EntityLink, ...]:
+        """The captured entity collection's links. See ``read_entities``."""
+        copy = capture.copies.get(self.entities_collection)
+        return read_entities(copy.dest) if copy is not None else ()
+
+    def read_live_entities(self) -> tuple[EntityLink, ...]:
+        """The live entity collection's links (read-only open of its storage.sqlite); () if none."""
+        storage = storage_path(self._path, self.entities_collection)
+        return read_entities(storage) if storage.is_file() else ()
+
+    def find_point(self, root: Path, collection: str, point_id: str) -> StoredPoint | None:
+        """One point of the layout at ``root`` with its dense vector (named ``""`` by mem0)."""
+        storage = storage_path(root, collection)
+        if not storage.is_file():
+            return None
+        found = find_point(storage, point_id)
+        if found is None:
+            return None
+        payload, vector = found
+        dense = vector.get("") if isinstance(vector, dict) else vector
+        return StoredPoint(payload=payload, vector=list(dense) if isinstance(dense, list) else None)
+
+    def compact(self) -> None:
+        """VACUUM each live ``storage.sqlite`` (the store must be free). See ``VectorStore.compact``."""
+        for storage in sorted(self._path.glob(f"collection/*/{STORAGE_FILE}")):
+            vacuum(storage)
+
+    def erase_points(self, root: Path, point_ids: Sequence[str]) -> int:
+        """Delete the points from every ``storage.sqlite`` under ``root`` and VACUUM each."""
+        return sum(delete_points(storage, point_ids) for storage in sorted(root.glob(f"collection/*/{STORAGE_FILE}")))
+
+    def files(self, root: Path) -> list[str]:
+        """``meta.json`` and each existing ``collection/<name>/storage.sqlite`` under ``root``."""
+        collections = read_meta(root)
+        if collections is None:
+            return []
+        stored = [str(storage_path(root, name).relative_to(root)) for name in collections]
+        return [META_FILE, *sorted(p for p in stored if (root / p).is_file())]
+
+    def check_copy(self, capture: VectorCapture, quick: bool = False) -> dict[str, str]:
+        """``integrity_check`` (or ``quick_check``) then a full decode of each copied collection."""
+        verdicts = {}
+        for name, copy in sorted(capture.copies.items()):
+            try:
+                verdict = integrity(copy.dest, quick=quick)
+                if verdict == "ok":
+                    for _point in iter_points(copy.dest):
+                        pass
+            except UnavailableError as error:  # not openable at all, or a point undecodable
+                verdict = error.message
+            verdicts[str(storage_path(capture.root, name).relative_to(capture.root))] = verdict
+        return verdicts

@@ -1,24 +1,29 @@
-"""The deployment's mem0: the only module that imports mem0 and builds ``mem0.Memory``.
+"""The deployment's mem0: the only module that imports mem0, builds ``mem0.Memory`` and calls it.
 
-Only commands that write through mem0 (reconcile, forget, prune) come here; check, doctor and
-snapshots never do. ``MEM0_DIR`` is set before the import, because importing mem0 writes
-``$MEM0_DIR/config.json`` (mem0ai 2.2.1); ``plugins`` are imported first so custom providers
-register themselves; secrets are resolved only here.
+Only commands that write (reconcile, forget, prune, confirm) come here; check, doctor and
+snapshots never do. ``open_memory`` yields a ``Mem0Writer``: the few typed writes memsync makes
+(delete, update, put a point back, entity links, the history rows it records), so operations
+never reach into mem0's internals. ``MEM0_DIR`` is set before the import, because importing mem0
+writes ``$MEM0_DIR/config.json`` (mem0ai 2.2.1); ``plugins`` are imported first so custom
+providers register themselves; secrets are resolved only here.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
 from memsync.config import Config, resolve_secrets
 from memsync.errors import ConfigError, LockedError, UnavailableError
-from memsync.stores import local_qdrant, locks
+from memsync.model import HistoryEvent
+from memsync.stores import history
 from memsync.stores.sqlite_files import roll_back_hot_journal
+from memsync.stores.vector_store import vector_store_for
 
 PROBE_TEXT = "memsync embedder probe"
 
@@ -26,30 +31,28 @@ PROBE_TEXT = "memsync embedder probe"
 def prepare_for_writing(config: Config) -> None:
     """Roll back hot journals a crashed writer (the app or memsync) left, before capturing.
 
-    Only commands that write call this: read-only copies cannot roll a journal back.
+    history.db first, then the vector store's (``VectorStore.prepare_for_writing``). Only
+    commands that write call this: read-only copies cannot roll a journal back. Idempotent.
+
+    Raises:
+        TryLaterError: a file is busy; UnavailableError: a file is unreadable.
     """
-    paths = [config.history_db_path, *sorted(config.qdrant_path.glob("collection/*/storage.sqlite"))]
-    for path in paths:
-        if path.is_file():
-            roll_back_hot_journal(path)
+    if config.history_db_path.is_file():
+        roll_back_hot_journal(config.history_db_path)
+    vector_store_for(config).prepare_for_writing()
 
 
 def require_store_free(config: Config, what: str) -> None:
-    """Raise LockedError (exit 12) when another process holds the embedded Qdrant store.
+    """Raise LockedError (exit 12) when another process holds the vector store.
 
-    Reads /proc/locks and open files; never takes the lock itself.
+    Reads /proc/locks and open files; never takes the lock itself (``VectorStore.require_free``).
     """
-    holder = locks.find_holder(config.qdrant_path / local_qdrant.LOCK_FILE, config.qdrant_path)
-    if holder is not None and holder.pid != os.getpid():
-        raise LockedError(
-            f"{what}: the embedded Qdrant store {config.qdrant_path} is held by {holder.describe()}",
-            "stop that process (the app) first; embedded Qdrant allows one process at a time",
-        )
+    vector_store_for(config).require_free(what)
 
 
 @contextmanager
-def open_memory(config: Config) -> Iterator[Any]:
-    """Build ``mem0.Memory`` from the deployment's config; close it (and its lock) on exit.
+def open_memory(config: Config) -> Iterator[Mem0Writer]:
+    """Build ``mem0.Memory`` from the deployment's config; yield its writer; close it (and its lock) on exit.
 
     Raises:
         ConfigError: a plugin cannot be imported, a secret is missing, mem0 rejects the config,
@@ -66,6 +69,18 @@ def open_memory(config: Config) -> Iterator[Any]:
             importlib.import_module(plugin)
         except Exception as error:  # noqa: BLE001 - any plugin failure is a config problem
             raise ConfigError(config.source, [f"plugins: cannot import {plugin!r}: {error}"]) from error
+    memory = _build_memory(config)
+    try:
+        yield Mem0Writer(memory, config)
+    finally:
+        with suppress(Exception):
+            memory.close()
+        with suppress(Exception):
+            memory.vector_store.client.close()
+
+
+def _build_memory(config: Config) -> Any:
+    """``Memory.from_config`` with secrets resolved; mem0's exceptions translated (see ``open_memory``)."""
     settings = resolve_secrets(config.mem0, os.environ)
     from mem0 import Memory
 
@@ -97,39 +112,140 @@ def open_memory(config: Config) -> Iterator[Any]:
         raise ConfigError(config.source, [f"mem0: Memory.from_config failed ({type(error).__name__})"]) from None
     finally:
         mem0_logger.setLevel(level)
-    try:
-        yield memory
-    finally:
-        with suppress(Exception):
-            memory.close()
-        with suppress(Exception):
-            memory.vector_store.client.close()
+    return memory
 
 
-def probe_embedder(memory: Any, config: Config) -> None:
-    """Embed one probe text before any action that needs the embedder.
+class Mem0Writer:
+    """The writes memsync makes through one open ``mem0.Memory`` (mem0ai 2.2.1), typed.
 
-    Raises:
-        ConfigError: (exit 10, naming the embedder) it fails or returns the wrong size.
+    Built by ``open_memory`` only; valid inside its ``with`` block (the store is held).
+    Deletes and text updates go through mem0's own API (history rows, entity cleanup);
+    ``put_back`` and the entity-link repairs are documented direct writes through mem0's
+    vector store objects; ``record_events``/``delete_messages`` write history.db directly.
+    mem0 and qdrant-client exceptions propagate unchanged (reconcile records them per action).
     """
-    provider = (config.mem0.get("embedder") or {}).get("provider", "openai")
-    try:
-        vector = memory.embedding_model.embed(PROBE_TEXT, "add")
-    except Exception as error:  # noqa: BLE001 - network, auth, model errors alike
-        raise ConfigError(config.source, [f"mem0.embedder ({provider}): probe embedding failed: {error}"]) from error
-    expected = config.expected_dims[0][1] if config.expected_dims else None
-    if expected is not None and len(vector) != expected:
-        raise ConfigError(
-            config.source,
-            [f"mem0.embedder ({provider}): probe embedding has {len(vector)} dimensions, "
-             f"the collection expects {expected}"],
-        )
 
+    def __init__(self, memory: Any, config: Config) -> None:
+        self._memory = memory
+        self._config = config
 
-def touch_entity_store(memory: Any) -> None:
-    """Initialise mem0's entity store, so deletes through this Memory clean entity links too.
+    def payload(self, memory_id: str) -> dict[str, Any] | None:
+        """The live point's payload, or None when it has no point. Reads only."""
+        current = self._memory.vector_store.get(vector_id=memory_id)
+        return None if current is None else dict(current.payload or {})
 
-    mem0ai 2.2.1 skips that cleanup in a process that never touched its entity store.
-    """
-    with suppress(Exception):
-        _ = memory.entity_store
+    def exists(self, memory_id: str) -> bool:
+        """Whether the memory has a point in the live collection. Reads only."""
+        return self._memory.vector_store.get(vector_id=memory_id) is not None
+
+    def delete(self, memory_id: str) -> bool:
+        """Delete a memory through ``Memory.delete`` (point, DELETE history row, entity links).
+
+        Returns False (nothing done) when it has no point. Idempotent.
+        """
+        if not self.exists(memory_id):
+            return False
+        self._memory.delete(memory_id)
+        return True
+
+    def update_text(self, memory_id: str, text: str) -> bool:
+        """Rewrite a memory's text through ``Memory.update`` (re-embeds; UPDATE row; new hash).
+
+        Returns False when the point already holds ``text`` with its md5 ``hash`` (settled,
+        nothing written). Idempotent.
+
+        Raises:
+            LookupError: the memory has no point.
+        """
+        payload = self.payload(memory_id)
+        if payload is None:
+            raise LookupError(f"memory {memory_id} has no point")
+        digest = hashlib.md5(str(text).encode(), usedforsecurity=False).hexdigest()
+        if payload.get("data") == text and payload.get("hash") == digest:
+            return False
+        self._memory.update(memory_id, text)
+        return True
+
+    def update_metadata(self, memory_id: str, metadata: Mapping[str, Any]) -> bool:
+        """Merge ``metadata`` into a memory's payload through ``Memory.update`` (no re-embedding).
+
+        mem0ai 2.2.1 records it as an UPDATE whose old and new text are equal. Returns False
+        (nothing written) when the memory has no point.
+        """
+        if not self.exists(memory_id):
+            return False
+        self._memory.update(memory_id, metadata=dict(metadata))
+        return True
+
+    def put_back(self, point_id: str, vector: Sequence[float], payload: Mapping[str, Any]) -> bool:
+        """Insert a lost point again with its original id, dense vector and payload.
+
+        A documented direct write (``vector_store.insert``: no history row, no re-embedding).
+        Returns False (nothing written) when the point is already there. Idempotent.
+        """
+        if self.exists(point_id):
+            return False
+        self._memory.vector_store.insert(vectors=[list(vector)], ids=[point_id], payloads=[dict(payload)])
+        return True
+
+    def relink_entity(self, entity_id: str, remaining: Sequence[str]) -> bool:
+        """Set an entity's ``linked_memory_ids`` to ``remaining``; delete the entity when empty.
+
+        A documented direct write to mem0's entity collection. Returns False when the entity
+        is gone already. Idempotent.
+        """
+        store = self._memory.entity_store
+        if store.get(vector_id=entity_id) is None:
+            return False
+        if remaining:
+            store.update(vector_id=entity_id, vector=None, payload={"linked_memory_ids": list(remaining)})
+        else:
+            store.delete(vector_id=entity_id)
+        return True
+
+    def touch_entity_store(self) -> None:
+        """Initialise mem0's entity store, so deletes through this Memory clean entity links too.
+
+        mem0ai 2.2.1 skips that cleanup in a process that never touched its entity store.
+        """
+        with suppress(Exception):
+            _ = self._memory.entity_store
+
+    def probe_embedder(self) -> None:
+        """Embed one probe text before any action that needs the embedder.
+
+        Raises:
+            ConfigError: (exit 10, naming the embedder) it fails or returns the wrong size.
+        """
+        config = self._config
+        provider = (config.mem0.get("embedder") or {}).get("provider", "openai")
+        try:
+            vector = self._memory.embedding_model.embed(PROBE_TEXT, "add")
+        except Exception as error:  # noqa: BLE001 - network, auth, model errors alike
+            raise ConfigError(config.source, [f"mem0.embedder ({provider}): probe embedding failed: {error}"]) from error
+        expected = config.expected_dims[0][1] if config.expected_dims else None
+        if expected is not None and len(vector) != expected:
+            raise ConfigError(
+                config.source,
+                [f"mem0.embedder ({provider}): probe embedding has {len(vector)} dimensions, "
+                 f"the collection expects {expected}"],
+            )
+
+    def record_events(self, events: Sequence[HistoryEvent]) -> int:
+        """Insert history rows memsync records (``memsync-<uuid4>`` ids); returns rows inserted.
+
+        A direct write to history.db (``history.insert_repair_events``): ``INSERT OR IGNORE``,
+        so a repeated row is a no-op.
+
+        Raises:
+            TryLaterError: history.db stays locked for 5 s; UnavailableError: it cannot be written.
+        """
+        return history.insert_repair_events(self._config.history_db_path, list(events))
+
+    def delete_messages(self, scope: str) -> int:
+        """Delete the raw ``messages`` rows of one session scope; returns rows deleted.
+
+        Raises:
+            TryLaterError, UnavailableError: as ``record_events``.
+        """
+        return history.delete_message_scope(self._config.history_db_path, scope)

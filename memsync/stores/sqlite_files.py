@@ -153,6 +153,26 @@ def vacuum_into(source: Path, dest: Path) -> CopyResult:
     )
 
 
+def present(path: Path) -> bool:
+    """Tell whether a store file is there at all. Reads only.
+
+    A dangling symlink counts as there (and then fails to read, exit 11), never as absent.
+
+    Raises:
+        UnavailableError: the path is unreachable (a directory above it denies access).
+    """
+    try:
+        path.lstat()
+    except FileNotFoundError:
+        return False
+    except OSError as error:
+        raise UnavailableError(
+            f"{path} is not reachable: {error.strerror}",
+            "run memsync as the app's user, or give its group access to the directories (see doctor)",
+        ) from error
+    return True
+
+
 def require_regular_file(path: Path) -> None:
     """Raise UnavailableError unless ``path`` is a regular file memsync can open for reading.
 
@@ -229,6 +249,23 @@ def integrity(path: Path, quick: bool = True) -> str:
         connection.close()
     messages = [str(row[0]) for row in rows]
     return "ok" if messages == ["ok"] else "; ".join(messages[:5])
+
+
+def vacuum(path: Path) -> None:
+    """Rewrite an SQLite file (``VACUUM``) so no free page keeps deleted content.
+
+    Writes the file (one exclusive transaction; 5 s busy timeout).
+
+    Raises:
+        TryLaterError: the file stays busy; UnavailableError: it cannot be rewritten.
+    """
+    connection = sqlite3.connect(path, timeout=5.0)
+    try:
+        connection.execute("VACUUM")
+    except sqlite3.Error as error:
+        raise translate(error, path, "rewrite it") from error
+    finally:
+        connection.close()
 
 
 def header_journal_mode(path: Path) -> str:

@@ -1,0 +1,163 @@
+"""qdrant-client's local-mode file formats, decoded without running their code. Pure.
+
+qdrant-client 1.20.0 local mode stores each point as a pickled ``PointStruct`` (pydantic v2)
+in ``points.point``. ``PointUnpickler`` admits only ``PointStruct`` and ``SparseVector`` and
+loads them into stand-ins that keep the pickled state and run nothing. ``parse_meta`` reads
+``meta.json`` (collections and their vector parameters).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from memsync.errors import UnavailableError
+from memsync.model import CollectionInfo, Point
+
+_QDRANT_MODELS = "qdrant_client.http.models.models"
+# Payload keys memsync never needs (a copy of ``data`` prepared for BM25, mem0ai 2.2.1).
+_DROPPED_PAYLOAD_KEYS = frozenset({"text_lemmatized"})
+
+
+class PointDecodeError(Exception):
+    """A stored point is not a pickle of the classes qdrant-client writes."""
+
+
+class Decoded:
+    """Stand-in for qdrant-client's pydantic models: keeps the pickled state, runs no code."""
+
+    __slots__ = ("state",)
+
+    def __init__(self) -> None:
+        self.state: Any = None
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+    def fields(self) -> dict[str, Any]:
+        """The model's field values (pydantic v2 pickles them under ``__dict__``); not a copy."""
+        state = self.state
+        if isinstance(state, dict):
+            inner = state.get("__dict__", state)
+            return inner if isinstance(inner, dict) else {}
+        if isinstance(state, tuple) and state and isinstance(state[0], dict):
+            return state[0]  # pydantic v1 style (dict, fields_set)
+        return {}
+
+
+class PointStructStandIn(Decoded):
+    """Decoded ``PointStruct``."""
+
+    __slots__ = ()
+
+
+class SparseVectorStandIn(Decoded):
+    """Decoded ``SparseVector`` (mem0's ``bm25``)."""
+
+    __slots__ = ()
+
+
+_ALLOWED = {
+    (_QDRANT_MODELS, "PointStruct"): PointStructStandIn,
+    (_QDRANT_MODELS, "SparseVector"): SparseVectorStandIn,
+}
+
+
+class PointUnpickler(pickle.Unpickler):
+    """Unpickle a stored point, admitting only PointStruct and SparseVector (as stand-ins)."""
+
+    def find_class(self, module: str, name: str) -> Any:  # noqa: D102
+        stand_in = _ALLOWED.get((module, name))
+        if stand_in is None:
+            raise PointDecodeError(f"refused class {module}.{name} in a stored point")
+        return stand_in
+
+
+def decode_point(blob: bytes, keys: frozenset[str] | None = None) -> Point:
+    """Decode one ``points.point`` blob into a ``Point`` (vector dropped, size kept). Pure.
+
+    Args:
+        blob: the pickled point.
+        keys: keep only these payload keys (None: the whole payload but ``text_lemmatized``).
+
+    Raises:
+        PointDecodeError: the blob is not a pickled PointStruct of the admitted classes.
+    """
+    try:
+        decoded = PointUnpickler(io.BytesIO(blob)).load()
+    except PointDecodeError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any unpickling failure means undecodable
+        raise PointDecodeError(f"not a pickled point: {type(error).__name__}: {error}") from error
+    if not isinstance(decoded, PointStructStandIn):
+        raise PointDecodeError(f"stored value is a {type(decoded).__name__}, not a PointStruct")
+    fields = decoded.fields()
+    point_id = fields.get("id")
+    if not isinstance(point_id, str | int):
+        raise PointDecodeError(f"point has no valid id ({point_id!r})")
+    payload = fields.get("payload") or {}
+    if not isinstance(payload, dict):
+        raise PointDecodeError(f"point {point_id} has a payload of type {type(payload).__name__}")
+    if keys is not None:
+        payload = {key: payload[key] for key in keys & payload.keys()}
+    else:
+        for key in _DROPPED_PAYLOAD_KEYS & payload.keys():
+            del payload[key]
+    return Point(id=str(point_id), payload=payload, vector_size=_vector_size(fields.get("vector")))
+
+
+def _vector_size(vector: Any) -> int | None:
+    if isinstance(vector, dict):
+        vector = vector.get("")
+    if isinstance(vector, list) and vector and not isinstance(vector[0], list):
+        return len(vector)
+    return None
+
+
+COLLECTION_NAME = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,255}$")
+
+
+def parse_meta(text: str, where: Path) -> dict[str, CollectionInfo]:
+    """Parse meta.json text into collection parameters. Pure.
+
+    Collection names become paths, so a name that is not a plain file name (``..``, ``/``)
+    makes the file invalid rather than a path outside the store.
+
+    Raises:
+        UnavailableError: the text is not Qdrant's meta.json.
+    """
+    try:
+        data = json.loads(text)
+        collections = data["collections"]
+        if not isinstance(collections, dict):
+            raise TypeError("collections is not an object")
+        for name in collections:
+            if not COLLECTION_NAME.match(name):
+                raise ValueError(f"invalid collection name {name!r}")
+        return {name: _collection_info(name, params) for name, params in collections.items()}
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as error:
+        raise UnavailableError(
+            f"Qdrant metadata {where} is not valid ({type(error).__name__}: {error})",
+            "the embedded Qdrant directory is damaged: restore it from a snapshot",
+        ) from error
+
+
+def _collection_info(name: str, params: Mapping[str, Any]) -> CollectionInfo:
+    vectors = params.get("vectors")
+    size = distance = None
+    if isinstance(vectors, dict) and "size" in vectors:
+        if not isinstance(vectors["size"], int) or isinstance(vectors["size"], bool):
+            raise TypeError(f"collection {name!r} has a vector size of {vectors['size']!r}")
+        size, distance = vectors["size"], vectors.get("distance")
+    sparse = params.get("sparse_vectors") or {}
+    return CollectionInfo(
+        name=name,
+        vector_size=size,
+        distance=str(distance) if distance is not None else None,
+        sparse_vectors=tuple(sorted(sparse)) if isinstance(sparse, dict) else (),
+    )

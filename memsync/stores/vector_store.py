@@ -1,0 +1,315 @@
+"""The vector-store port: everything memsync's operations need from a vector store.
+
+capture, inventory, snapshot, restore, reconcile and doctor reach the vector store only
+through ``VectorStore``; ``vector_store_for(config)`` builds the one the config names. Today
+that is embedded (local-mode) Qdrant (``memsync.stores.local_qdrant.EmbeddedQdrant``,
+qdrant-client 1.20 files); Postgres with pgvector, then a Qdrant server, implement the same
+Protocol and nothing above it changes.
+
+Vocabulary:
+    live store: the files (or server) the app writes through mem0; ``location`` names it.
+    capture: a consistent copy of the live store's files, made by ``capture`` into a
+        directory memsync owns (a work directory, or a snapshot being built); everything that
+        reads points reads a capture, never the live store.
+    collection: mem0's memory collection (``config.collection``) or its entity collection
+        (``<collection>_entities``, mem0ai 2.2.1), or any other the store holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from memsync.config import Config
+from memsync.model import CollectionInfo, EntityLink, Point
+from memsync.stores.locks import LockHolder
+from memsync.stores.sqlite_files import CopyResult
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VectorCapture:
+    """A capture of a vector store under ``root`` (or an existing captured layout).
+
+    Attributes:
+        root: the capture's vector-store directory (``<capture>/<VectorStore.capture_dir>``).
+        present: the live store existed when captured (embedded Qdrant: it had a meta.json).
+        collections: every collection's parameters, by name (empty when not present).
+        copies: each copied collection's copy result (source, dest, UTC instants, seconds,
+            bytes), by name; a collection listed without a copy had no file to copy.
+    """
+
+    root: Path
+    present: bool
+    collections: dict[str, CollectionInfo]
+    copies: dict[str, CopyResult]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredPoint:
+    """One point as stored, with its vector: what ``put_back`` writes again.
+
+    Attributes:
+        payload: the whole stored payload (mem0's keys and the app's metadata).
+        vector: the dense vector (floats), or None when the point has none.
+    """
+
+    payload: dict[str, Any]
+    vector: list[float] | None
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """What capture, inventory, snapshot, restore, reconcile and doctor need from a vector store.
+
+    An instance is bound to one deployment's live store and its two collections. Methods that
+    read a capture never touch the live store, take no lock, and accept any captured layout
+    this backend wrote (a fresh capture, or a snapshot's plaintext files). Every error is a
+    ``memsync.errors`` one: library and SQLite exceptions never leave an implementation.
+    """
+
+    @property
+    def kind(self) -> str:
+        """The backend's name for messages and manifests (``"embedded-qdrant"``)."""
+        ...
+
+    @property
+    def location(self) -> Path:
+        """Where the live store is (embedded Qdrant: its directory, ``vector_store.config.path``)."""
+        ...
+
+    @property
+    def capture_dir(self) -> str:
+        """The subdirectory of a capture (and of a snapshot) that holds this store's copy (``"qdrant"``)."""
+        ...
+
+    @property
+    def collection(self) -> str:
+        """mem0's memory collection (``vector_store.config.collection_name``)."""
+        ...
+
+    @property
+    def entities_collection(self) -> str:
+        """mem0's entity collection (``<collection>_entities``, mem0ai 2.2.1)."""
+        ...
+
+    # --- doctor and writers: the live store ------------------------------------------------
+
+    def present(self) -> bool:
+        """Tell whether the live store exists (embedded Qdrant: ``meta.json`` is there).
+
+        A dangling link counts as present (and then fails to read). Reads only.
+
+        Raises:
+            UnavailableError: the location is unreachable (permissions).
+        """
+        ...
+
+    def holder(self) -> LockHolder | None:
+        """Return the process holding the live store (the app, through mem0), or None.
+
+        Embedded Qdrant allows one process at a time (its ``.lock``); a server backend holds
+        nothing and returns None. Reads /proc; never takes the lock, not even to probe.
+        """
+        ...
+
+    def lock_path(self) -> Path | None:
+        """The lock file a writer holds (embedded Qdrant: ``<location>/.lock``); None if none."""
+        ...
+
+    def require_free(self, what: str) -> None:
+        """Return when a direct write (through mem0 or memsync) is possible now.
+
+        Args:
+            what: the operation, for the message (``"forget"``).
+
+        Raises:
+            LockedError: (exit 12) another process holds the store; the message names it.
+        """
+        ...
+
+    def prepare_for_writing(self) -> None:
+        """Undo what a crashed writer left half-done before memsync writes (hot journals).
+
+        Only writing commands call it (read-only copies cannot roll a journal back).
+        Writes the live store (rollback only). Idempotent.
+
+        Raises:
+            TryLaterError: a file is busy; UnavailableError: a file is unreadable.
+        """
+        ...
+
+    def collection_file(self, collection: str, root: Path | None = None) -> Path:
+        """The file holding ``collection`` under ``root`` (default: the live ``location``). Pure.
+
+        For messages (doctor names live files) and for reading a captured layout.
+        """
+        ...
+
+    # --- capture ----------------------------------------------------------------------------
+
+    def read_collections(self) -> dict[str, CollectionInfo] | None:
+        """Read the live store's collections and their vector parameters; None when absent.
+
+        Reads only (no lock).
+
+        Raises:
+            UnavailableError: the metadata exists but is unreadable or not valid.
+        """
+        ...
+
+    def capture(self, dest: Path) -> VectorCapture:
+        """Copy the live store into ``dest`` consistently, while the app may be writing.
+
+        Each collection is copied in one short read (embedded Qdrant: one ``VACUUM INTO`` per
+        ``storage.sqlite``, the memory collection first); each copy's ``CopyResult`` holds its
+        UTC start and end and its duration in seconds, so the capture window can be stated.
+        Takes no lock. Writes under ``dest`` only. An absent store gives ``present=False``
+        and no copies.
+
+        Raises:
+            UnavailableError: a store file is unreadable or damaged (a listed collection with no
+                readable file is damage, never "no points").
+            TryLaterError: a file stays busy, or ``dest``'s disk is full.
+        """
+        ...
+
+    def open_capture(self, root: Path, started_at: datetime, finished_at: datetime) -> VectorCapture:
+        """Describe an existing captured layout at ``root`` (a snapshot's plaintext files).
+
+        Each copy's instants are the given UTC ones, its duration 0 s. Reads the metadata only.
+
+        Raises:
+            UnavailableError: the metadata is unreadable or not valid.
+        """
+        ...
+
+    # --- inventory ----------------------------------------------------------------------------
+
+    def iter_points(self, capture: VectorCapture, collection: str) -> Iterator[Point]:
+        """Yield every current point of a captured collection (none when it has no copy).
+
+        Streams (one decoded point in memory at a time); the vector is dropped, its size kept.
+        Reads only.
+
+        Raises:
+            UnavailableError: the copy is damaged or a point does not decode (the message
+                names the file and the row).
+        """
+        ...
+
+    def read_points(
+        self,
+        capture: VectorCapture,
+        keys: frozenset[str] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, Point]:
+        """Read every current point of the captured memory collection, by id ({} without a copy).
+
+        Args:
+            capture: a capture of this store.
+            keys: keep only these payload keys (None: the whole payload).
+            progress: called as ``progress(points_read, points_total)`` now and then and at the end.
+
+        Raises:
+            UnavailableError: as ``iter_points``.
+        """
+        ...
+
+    def read_entities(self, capture: VectorCapture) -> tuple[EntityLink, ...]:
+        """Read mem0's entity links from the captured entity collection, sorted by entity id.
+
+        Empty when the entity collection has no copy. ``linked_memory_ids`` keep their order.
+
+        Raises:
+            UnavailableError: as ``iter_points``.
+        """
+        ...
+
+    def read_live_entities(self) -> tuple[EntityLink, ...]:
+        """Read mem0's entity links from the live store, sorted by entity id (as ``read_entities``).
+
+        Only for a writer holding the store (inside ``mem0.open_memory``), after its own
+        deletes: nobody else can be writing then. Empty when the entity collection is absent.
+        Reads only.
+
+        Raises:
+            UnavailableError: the entity collection is unreadable or a point does not decode.
+        """
+        ...
+
+    def find_point(self, root: Path, collection: str, point_id: str) -> StoredPoint | None:
+        """Return one point of a captured layout at ``root`` with its vector, or None when absent.
+
+        Used to put a lost point back from a snapshot. Reads only.
+
+        Raises:
+            UnavailableError: the copy is unreadable or the point does not decode.
+        """
+        ...
+
+    # --- erasure ---------------------------------------------------------------------------
+
+    def compact(self) -> None:
+        """Rewrite the live store so no free page keeps deleted content (erase, after deletes).
+
+        Embedded Qdrant: ``VACUUM`` of each ``storage.sqlite``. Only while memsync holds the
+        right to write (the app stopped, mem0 closed). Writes the live store. Idempotent.
+
+        Raises:
+            TryLaterError: a file stays busy; UnavailableError: a file cannot be rewritten.
+        """
+        ...
+
+    def erase_points(self, root: Path, point_ids: Sequence[str]) -> int:
+        """Remove points from a copy at ``root`` (a pre-restore copy, a snapshot being rewritten).
+
+        Every collection of the copy loses the points, and its files are rewritten so no free
+        page keeps them. Never for the live store (that changes through mem0). Returns the
+        stored rows removed (0 when none was there). Idempotent.
+
+        Raises:
+            TryLaterError, UnavailableError: a file is busy or cannot be written.
+        """
+        ...
+
+    # --- snapshot and restore -----------------------------------------------------------------
+
+    def files(self, root: Path) -> list[str]:
+        """The store's files under ``root`` (live location or a capture), relative to it, sorted.
+
+        Restore puts exactly these back; snapshot lists them in its manifest (under
+        ``capture_dir``). Embedded Qdrant: ``meta.json`` and each existing
+        ``collection/<name>/storage.sqlite``. Reads only.
+
+        Raises:
+            UnavailableError: the metadata is unreadable or not valid.
+        """
+        ...
+
+    def check_copy(self, capture: VectorCapture, quick: bool = False) -> dict[str, str]:
+        """Check a captured copy's integrity and that every point decodes.
+
+        Returns one verdict per file (relative to ``capture.root``, as ``files``): ``"ok"``, or
+        the problem (``PRAGMA integrity_check``'s text, or the undecodable point's message).
+        A file that fails its integrity check is not decoded; a file that cannot be opened at
+        all gets the reason as its verdict. Never raises for a damaged copy. Reads only.
+
+        Args:
+            capture: a capture of this store.
+            quick: a quick check (``quick_check``) instead of a full one.
+        """
+        ...
+
+
+def vector_store_for(config: Config) -> VectorStore:
+    """Build the vector store the config names. Pure (opens nothing).
+
+    Only ``provider = "qdrant"`` with ``path`` (embedded Qdrant) exists today; the config
+    loader refuses every other provider, so this never sees one.
+    """
+    from memsync.stores.local_qdrant import EmbeddedQdrant
+
+    return EmbeddedQdrant(config.qdrant_path, config.collection)

@@ -1,0 +1,244 @@
+"""Conformance suite for the ``VectorStore`` port, run against every backend.
+
+Written against the Protocol only: a backend joins by adding a builder to ``BACKENDS`` (a real
+mem0 deployment on that backend, plus how to damage and remove its store). Only embedded
+Qdrant exists today; Postgres with pgvector is next.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memsync import config as config_module
+from memsync import log
+from memsync.config import Config
+from memsync.demo import deployment as build
+from memsync.errors import LockedError, UnavailableError
+from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store_for
+from tests.conftest import Deployment
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _logs_to_this_tests_stderr():
+    """Earlier CLI tests leave structlog writing to their own (closed) captured stderr."""
+    log.configure()
+
+
+@dataclass
+class Backend:
+    """A live store of one backend, with the mem0 deployment that wrote it."""
+
+    store: VectorStore
+    config: Config
+    deployment: Deployment
+    damage: Callable[[], None]  # damage the memory collection (the store is closed first)
+    remove: Callable[[], None]  # make the store absent (closed first)
+
+
+def embedded_qdrant(make_deployment: Any) -> Backend:
+    deployment = make_deployment(count=40)
+    config = config_module.load(deployment.config, os.environ)
+    store = vector_store_for(config)
+
+    def damage() -> None:  # a truncated storage.sqlite, as a full disk or a bad copy leaves it
+        path = store.collection_file(store.collection)
+        with path.open("r+b") as handle:
+            handle.truncate(path.stat().st_size // 2)
+
+    def remove() -> None:
+        shutil.move(store.location, store.location.with_name("moved-away"))
+
+    return Backend(store=store, config=config, deployment=deployment, damage=damage, remove=remove)
+
+
+BACKENDS: dict[str, Callable[[Any], Backend]] = {"embedded-qdrant": embedded_qdrant}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest, make_deployment: Any) -> Backend:
+    """A backend's live store, with two entities linked through mem0's entity store."""
+    built = BACKENDS[request.param](make_deployment)
+    live = built.deployment.seeded.live
+    dims = built.config.expected_dims[0][1]
+    built.deployment.memory.entity_store.insert(
+        vectors=[[0.1] * dims, [0.2] * dims],
+        ids=["00000000-0000-4000-8000-000000000002", "00000000-0000-4000-8000-000000000001"],
+        payloads=[{"data": "Lisbon", "entity_type": "GPE", "linked_memory_ids": [live[0], live[1]], "user_id": "alice"},
+                  {"data": "tea", "entity_type": "PRODUCT", "linked_memory_ids": [live[2]], "user_id": "bob"}],
+    )
+    return built
+
+
+def _mem0_memories(memory: Any) -> dict[str, dict[str, Any]]:
+    """Every memory as mem0's own ``get_all`` returns it (all users, expired ones too)."""
+    found: dict[str, dict[str, Any]] = {}
+    for user in build.USERS:
+        result = memory.get_all(filters={"user_id": user}, top_k=10_000, show_expired=True)
+        found.update({item["id"]: item for item in result["results"]})
+    return found
+
+
+def test_capture_of_a_live_store_while_another_process_writes_through_mem0(backend, tmp_path):
+    store = backend.store
+    backend.deployment.close()
+    assert store.holder() is None
+    store.require_free("test")  # nobody holds it: returns
+    writer = subprocess.Popen([sys.executable, "-m", "tests.helpers.live_writer", str(backend.deployment.paths.root),
+                               "6"], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert writer.stdout.readline().strip() == "ready"
+        holder = store.holder()
+        if store.lock_path() is not None:  # a backend that locks names the writer
+            assert holder is not None and holder.pid == writer.pid
+            with pytest.raises(LockedError, match=str(writer.pid)):
+                store.require_free("forget")
+        captured = store.capture(tmp_path / "capture" / store.capture_dir)
+        points = store.read_points(captured)
+    finally:
+        writer.communicate(timeout=60)
+    assert captured.present and captured.root == tmp_path / "capture" / store.capture_dir
+    assert {store.collection, store.entities_collection} <= captured.copies.keys()
+    for copy in captured.copies.values():
+        assert copy.started_at.tzinfo is UTC and copy.started_at <= copy.finished_at
+        assert copy.duration_s >= 0 and copy.size_bytes > 0 and copy.dest.is_relative_to(captured.root)
+    assert len(points) >= 30  # the seeded memories (the writer adds and deletes some)
+
+
+def test_points_read_back_equal_what_mem0_get_all_returns(backend, tmp_path):
+    store = backend.store
+    captured = store.capture(tmp_path / store.capture_dir)  # the in-process Memory holds the store
+    points = store.read_points(captured)
+    assert {p.id for p in store.iter_points(captured, store.collection)} == points.keys()
+    memories = _mem0_memories(backend.deployment.memory)
+    assert points.keys() == memories.keys() == set(backend.deployment.seeded.live)
+    for memory_id, item in memories.items():
+        payload = points[memory_id].payload
+        assert payload["data"] == item["memory"] and payload["hash"] == item["hash"]
+        for key in ("created_at", "updated_at", "user_id", "agent_id", "expiration_date"):
+            assert payload.get(key) == item.get(key), key
+        assert item.get("metadata", {}).items() <= payload.items()
+        assert points[memory_id].vector_size == backend.config.expected_dims[0][1]
+    trimmed = store.read_points(captured, keys=frozenset({"data"}))
+    assert all(point.payload.keys() <= {"data"} for point in trimmed.values())
+
+
+def test_collection_params_of_live_store_and_capture_agree_with_the_config(backend, tmp_path):
+    store = backend.store
+    live = store.read_collections()
+    captured = store.capture(tmp_path / store.capture_dir)
+    assert live is not None and live == captured.collections
+    memory_collection = live[store.collection]
+    assert memory_collection.vector_size == backend.config.expected_dims[0][1]
+    assert memory_collection.distance == "Cosine"
+    assert store.entities_collection in live
+
+
+def test_entity_links_of_a_capture_match_the_live_links_and_point_at_live_memories(backend, tmp_path):
+    store = backend.store
+    captured = store.capture(tmp_path / store.capture_dir)
+    links = store.read_entities(captured)
+    assert links == store.read_live_entities()
+    live = backend.deployment.seeded.live
+    assert [(link.entity_id, link.text, link.linked_memory_ids) for link in links] == [
+        ("00000000-0000-4000-8000-000000000001", "tea", (live[2],)),
+        ("00000000-0000-4000-8000-000000000002", "Lisbon", (live[0], live[1])),
+    ]
+
+
+def test_find_point_returns_the_stored_payload_and_dense_vector(backend, tmp_path):
+    store = backend.store
+    captured = store.capture(tmp_path / store.capture_dir)
+    memory_id = backend.deployment.seeded.live[0]
+    stored = store.find_point(captured.root, store.collection, memory_id)
+    assert stored is not None and stored.vector is not None
+    assert len(stored.vector) == backend.config.expected_dims[0][1]
+    assert stored.payload["data"] == store.read_points(captured)[memory_id].payload["data"]
+    assert store.find_point(captured.root, store.collection, "00000000-0000-0000-0000-000000000000") is None
+
+
+def test_files_of_the_live_store_and_its_capture_are_the_same_list(backend, tmp_path):
+    store = backend.store
+    captured = store.capture(tmp_path / store.capture_dir)
+    files = store.files(store.location)
+    assert files == store.files(captured.root) and files == sorted(set(files), key=files.index)
+    for name in captured.copies:
+        assert str(store.collection_file(name, captured.root).relative_to(captured.root)) in files
+    assert all((captured.root / relative).is_file() for relative in files)
+
+
+def test_check_copy_passes_a_fresh_capture_and_open_capture_describes_it(backend, tmp_path):
+    store = backend.store
+    captured = store.capture(tmp_path / store.capture_dir)
+    verdicts = store.check_copy(captured)
+    assert verdicts and set(verdicts.values()) == {"ok"}
+    assert set(verdicts) <= set(store.files(captured.root))
+    reopened = store.open_capture(captured.root, captured.copies[store.collection].started_at,
+                                  captured.copies[store.collection].finished_at)
+    assert isinstance(reopened, VectorCapture)
+    assert reopened.collections == captured.collections and reopened.copies.keys() == captured.copies.keys()
+    assert store.read_points(reopened) == store.read_points(captured)
+
+
+def test_damaged_store_raises_unavailable_and_a_damaged_copy_fails_its_check(backend, tmp_path):
+    store = backend.store
+    healthy = store.capture(tmp_path / "healthy" / store.capture_dir)
+    backend.deployment.close()
+    backend.damage()
+    with pytest.raises(UnavailableError):
+        store.read_points(store.capture(tmp_path / "damaged" / store.capture_dir))
+    copy = healthy.copies[store.collection].dest
+    with copy.open("r+b") as handle:
+        handle.truncate(copy.stat().st_size // 2)
+    entities = healthy.copies[store.entities_collection].dest
+    entities.write_bytes(b"not a database at all" * 100)
+    verdicts = store.check_copy(healthy)  # a verdict per file, never an exception
+    for name in (store.collection, store.entities_collection):
+        assert verdicts[str(store.collection_file(name, healthy.root).relative_to(healthy.root))] != "ok"
+
+
+def test_absent_store_is_not_present_and_captures_nothing(backend, tmp_path):
+    store = backend.store
+    backend.deployment.close()
+    backend.remove()
+    assert store.present() is False and store.read_collections() is None
+    captured = store.capture(tmp_path / store.capture_dir)
+    assert captured.present is False and captured.copies == {} and captured.collections == {}
+    assert store.read_points(captured) == {} and store.read_entities(captured) == ()
+    assert store.files(store.location) == []
+
+
+def test_erase_points_removes_them_from_a_copy_and_repeats_as_a_no_op(backend, tmp_path):
+    store = backend.store
+    captured = store.capture(tmp_path / store.capture_dir)
+    gone = backend.deployment.seeded.live[:2]
+    assert store.erase_points(captured.root, gone) >= 2
+    assert not set(gone) & store.read_points(captured).keys()
+    assert len(store.read_points(captured)) == len(backend.deployment.seeded.live) - 2
+    assert store.erase_points(captured.root, gone) == 0
+    assert store.find_point(captured.root, store.collection, gone[0]) is None
+
+
+def test_compact_leaves_no_trace_of_a_deleted_memory_in_the_live_files(backend, tmp_path):
+    store = backend.store
+    victim = backend.deployment.seeded.live[0]
+    text = backend.deployment.memory.get(victim)["memory"]
+    assert any(text.encode() in (store.location / relative).read_bytes() for relative in store.files(store.location))
+    backend.deployment.memory.delete(victim)
+    backend.deployment.close()
+    store.compact()
+    for relative in store.files(store.location):
+        assert text.encode() not in (store.location / relative).read_bytes()
+    points = store.read_points(store.capture(tmp_path / store.capture_dir))
+    assert victim not in points and len(points) == len(backend.deployment.seeded.live) - 1
