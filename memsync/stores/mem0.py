@@ -10,7 +10,6 @@ providers register themselves; secrets are resolved only here.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import logging
 import os
@@ -20,7 +19,7 @@ from typing import Any
 
 from memsync.config import Config, resolve_secrets
 from memsync.errors import ConfigError, LockedError, UnavailableError
-from memsync.model import HistoryEvent
+from memsync.model import HistoryEvent, payload_hash
 from memsync.stores import history
 from memsync.stores.sqlite_files import roll_back_hot_journal
 from memsync.stores.vector_store import vector_store_for
@@ -160,8 +159,7 @@ class Mem0Writer:
         payload = self.payload(memory_id)
         if payload is None:
             raise LookupError(f"memory {memory_id} has no point")
-        digest = hashlib.md5(str(text).encode(), usedforsecurity=False).hexdigest()
-        if payload.get("data") == text and payload.get("hash") == digest:
+        if payload.get("data") == text and payload.get("hash") == payload_hash(text):
             return False
         self._memory.update(memory_id, text)
         return True
