@@ -71,3 +71,16 @@ def test_every_exit_status_is_documented():
 def test_example_config_loads():
     loaded = config.load(ROOT / "ops" / "memsync.example.toml", {"HOME": "/root"})
     assert loaded.collection == "mem0"
+
+
+def test_every_name_the_architecture_page_cites_exists():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    cited = re.findall(r"`([\w/]+\.py): ([\w, ]+)`", text)
+    assert len(cited) >= 10
+    for module, names in cited:
+        candidates = [ROOT / "memsync" / module, ROOT / module]
+        source = next((p for p in candidates if p.is_file()), None)
+        assert source is not None, module
+        code = source.read_text()
+        for name in (n.strip() for n in names.split(",")):
+            assert re.search(rf"^\s*(def|class|async def) {name}\b|^{name}\b.*=", code, re.MULTILINE), f"{module}: {name}"
