@@ -20,7 +20,7 @@ from typing import Any
 from memsync import check, state
 from memsync.config import Config
 from memsync.model import Inventory
-from memsync.stores import deployment, local_qdrant, snapshots
+from memsync.stores import deployment, snapshots
 from memsync.stores.sqlite_files import translate
 from memsync.stores.vector_store import VectorStore, vector_store_for
 
@@ -98,14 +98,6 @@ def blank_history(history_db: Path, memory_ids: Sequence[str], scopes: Iterable[
         connection.close()
 
 
-def delete_points(storage: Path, memory_ids: Sequence[str]) -> int:
-    """Delete the rows of ``memory_ids`` from one Qdrant ``storage.sqlite`` copy, then VACUUM.
-
-    Kept for callers that hold a file; ``VectorStore.erase_points`` does a whole copy.
-    """
-    return local_qdrant.delete_points(storage, memory_ids)
-
-
 def purge_own_copies(config: Config, memory_ids: Sequence[str], scopes: Sequence[str], now: datetime) -> list[str]:
     """Purge memsync's own copies of the memories.
 
@@ -121,7 +113,7 @@ def purge_own_copies(config: Config, memory_ids: Sequence[str], scopes: Sequence
     if journal.is_file() and '"status": "done"' in journal.read_text(encoding="utf-8"):
         journal.unlink()
         done.append(str(journal))
-    for copy in state.pre_restore_copies([config.qdrant_path, config.history_db_path]):
+    for copy in state.pre_restore_copies([vector_store_for(config).location, config.history_db_path]):
         if copy.is_dir():
             vector_store_for(config).erase_points(copy, memory_ids)
         elif copy.is_file():

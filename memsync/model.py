@@ -216,7 +216,8 @@ class Recovery:
 
     Attributes:
         snapshot_id: the snapshot's id.
-        storage: the plaintext ``storage.sqlite`` of the memory collection in that snapshot.
+        storage: the vector-store copy in that snapshot's plaintext (``<plaintext>/<capture_dir>``,
+            the ``root`` that ``VectorStore.find_point`` reads).
     """
 
     snapshot_id: str

@@ -19,9 +19,10 @@ from pathlib import Path
 from memsync import check, erase, repository, snapshot
 from memsync.config import Config
 from memsync.errors import UnavailableError
-from memsync.model import Severity
+from memsync.model import CaptureWindow, Severity
 from memsync.repository import LocalRepository, S3Repository
-from memsync.stores import deployment, local_qdrant, snapshots
+from memsync.stores import deployment, snapshots
+from memsync.stores.vector_store import VectorStore, vector_store_for
 
 PURGING_SUFFIX = ".purging"
 
@@ -35,11 +36,10 @@ class Purged:
     old_versions: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _scopes_left_empty(root: Path, collection: str, memory_ids: Sequence[str]) -> list[str]:
-    storage = local_qdrant.storage_path(root / "qdrant", collection)
-    if not storage.is_file():
-        return []
-    points = local_qdrant.read_points(storage)
+def _scopes_left_empty(store: VectorStore, root: Path, window: CaptureWindow, memory_ids: Sequence[str]) -> list[str]:
+    """The session scopes whose every point is among ``memory_ids`` in the snapshot at ``root``."""
+    vectors = store.open_capture(root / store.capture_dir, window.vectors_at, window.vectors_finished_at)
+    points = store.read_points(vectors)
     gone = set(memory_ids)
     scopes = {check.session_scope(p.payload) for p in points.values() if p.id in gone}
     left = {check.session_scope(p.payload) for p in points.values() if p.id not in gone}
@@ -62,9 +62,9 @@ def purge_snapshot(config: Config, info: snapshots.SnapshotInfo, memory_ids: Seq
     work.mkdir(mode=0o700)
     try:
         repository.plaintext(config, info.path, old, work, copy=True)
-        scopes = _scopes_left_empty(work, config.collection, memory_ids)
-        for storage in sorted(work.glob("qdrant/collection/*/storage.sqlite")):
-            erase.delete_points(storage, memory_ids)
+        store = vector_store_for(config)
+        scopes = _scopes_left_empty(store, work, old.capture, memory_ids)
+        store.erase_points(work / store.capture_dir, memory_ids)
         if (work / "history.db").is_file():
             erase.blank_history(work / "history.db", memory_ids, scopes, now, record=True)
         captured = deployment.from_directory(work, old.capture)

@@ -156,11 +156,14 @@ def apply_action(action: Action, writer: mem0.Mem0Writer, config: Config) -> Act
 def _stored_point(action: Action, config: Config) -> StoredPoint | None:
     """The point a ``restore-point`` puts back, read from its snapshot (decrypted again if need be)."""
     store = vector_store_for(config)
-    storage = Path(action.params["storage"])
-    root = storage.parents[2] if len(storage.parents) > 2 else storage  # the journal names the file
-    if storage.is_file() and store.collection_file(config.collection, root) == storage:
-        return store.find_point(root, config.collection, str(action.memory_id))
-    # decrypted into a work directory that is gone: again
+    # The snapshot's vector copy (``Recovery.storage``); a journal written before 0.2 names its
+    # storage.sqlite instead, which is read again from the snapshot below.
+    vectors = Path(action.params["storage"])
+    if vectors.is_dir():
+        stored = store.find_point(vectors, config.collection, str(action.memory_id))
+        if stored is not None:
+            return stored
+    # decrypted into a work directory that is gone (or an older journal): again
     info = snapshots.describe(snapshot_path(config, action.params["snapshot_id"]))
     scratch = Path(tempfile.mkdtemp(dir=config.work_dir, prefix="reconcile-"))
     try:

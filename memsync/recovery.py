@@ -18,9 +18,10 @@ from memsync.config import Config
 from memsync.errors import UnavailableError
 from memsync.model import Inventory, MemoryHistory, Recovery
 from memsync.repository import LocalRepository
-from memsync.stores import history, local_qdrant
+from memsync.stores import history
 from memsync.stores.manifest import Manifest
 from memsync.stores.snapshots import SnapshotInfo, sha256_file
+from memsync.stores.vector_store import VectorStore, vector_store_for
 
 logger = structlog.get_logger(__name__)
 
@@ -43,36 +44,35 @@ def find_recoveries(config: Config, inventory: Inventory, missing: Iterable[str]
     if not wanted or blocked_by_newer_vectors or local is None:
         return found
     blocked: set[str] = set()
+    store = vector_store_for(config)
     complete = {info.id for info in local.infos() if info.complete}
     for snapshot_id in sorted(complete | _remote_only(config, complete), reverse=True):
         pending = [m for m in wanted if found[m] is None and m not in blocked]
         if not pending:
             break
         info = _local_copy(config, local, snapshot_id, complete)
-        if info is None or not _checksums_hold(info, inventory.collection):
+        if info is None or not _checksums_hold(store, info, inventory.collection):
             logger.warning("snapshot_skipped", snapshot_id=snapshot_id, reason="files differ from the manifest")
             continue
         root = plaintext_root(config, info, work)
         if root is not None:
-            _search(root, snapshot_id, inventory.collection, pending, wanted, found, blocked)
+            _search(store, root, snapshot_id, inventory.collection, pending, wanted, found, blocked)
     return found
 
 
-def _search(root: Path, snapshot_id: str, collection: str, pending: list[str], wanted: dict[str, MemoryHistory],
-            found: dict[str, Recovery | None], blocked: set[str]) -> None:
+def _search(store: VectorStore, root: Path, snapshot_id: str, collection: str, pending: list[str],
+            wanted: dict[str, MemoryHistory], found: dict[str, Recovery | None], blocked: set[str]) -> None:
     """Record in ``found`` (or ``blocked``) what one snapshot's plaintext says of ``pending``."""
-    storage = local_qdrant.storage_path(root / "qdrant", collection)
+    vectors = root / store.capture_dir  # what a Recovery names (the journal keeps it)
     contents = history.read_contents(root / "history.db") if (root / "history.db").is_file() else None
     for memory_id in pending:
         snap_last = contents.memories.get(memory_id) if contents else None
         if snap_last is not None and snap_last.last.event == "DELETE":
             blocked.add(memory_id)  # a snapshot says it was deleted: never bring it back
             continue
-        if not storage.is_file():
-            continue
-        stored = local_qdrant.find_point(storage, memory_id)
-        if stored is not None and stored[0].get("data") == wanted[memory_id].last.new_memory:
-            found[memory_id] = Recovery(snapshot_id=snapshot_id, storage=storage)
+        stored = store.find_point(vectors, collection, memory_id)
+        if stored is not None and stored.payload.get("data") == wanted[memory_id].last.new_memory:
+            found[memory_id] = Recovery(snapshot_id=snapshot_id, storage=vectors)
 
 
 def _remote_only(config: Config, local_ids: set[str]) -> set[str]:
@@ -93,11 +93,11 @@ def _local_copy(config: Config, local: LocalRepository, snapshot_id: str, local_
     return local.describe(snapshot_id)
 
 
-def _checksums_hold(info: SnapshotInfo, collection: str) -> bool:
+def _checksums_hold(store: VectorStore, info: SnapshotInfo, collection: str) -> bool:
     """Whether the snapshot's history.db and memory collection match their manifest (stored bytes)."""
     if info.manifest is None:
         return False
-    wanted = {"history.db", f"qdrant/collection/{collection}/storage.sqlite"}
+    wanted = {"history.db", f"{store.capture_dir}/{store.collection_file(collection, Path()).as_posix()}"}
     for entry in info.manifest.files:
         if entry.path in wanted:
             path = info.path / entry.path

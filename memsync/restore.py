@@ -26,9 +26,10 @@ from memsync.errors import ConfigError, UnavailableError, UsageError
 from memsync.model import CheckReport, Severity
 from memsync.repository.plaintext import NO_KEY
 from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
-from memsync.stores import mem0, snapshots
+from memsync.stores import snapshots
 from memsync.stores.manifest import Manifest
 from memsync.stores.sqlite_files import work_dir_error
+from memsync.stores.vector_store import vector_store_for
 
 logger = structlog.get_logger(__name__)
 
@@ -58,8 +59,8 @@ class Restored:
 
 
 def plan_restore(config: Config, snapshot_id: str) -> list[Move]:
-    """The moves of a restore of ``snapshot_id``: the Qdrant directory, then history.db. Pure."""
-    targets = [config.qdrant_path, config.history_db_path]
+    """The moves of a restore of ``snapshot_id``: the vector store's location, then history.db. Pure."""
+    targets = [vector_store_for(config).location, config.history_db_path]
     return [
         Move(live=str(target), staged=f"{target}.restore-{snapshot_id}", aside=f"{target}.pre-restore-{snapshot_id}")
         for target in targets
@@ -90,11 +91,9 @@ def journal_path(config: Config) -> Path:
 
 
 def has_data(config: Config) -> bool:
-    """Whether the deployment holds anything a restore would replace (any file at either path)."""
-    qdrant = config.qdrant_path
-    has_qdrant = qdrant.is_dir() and any(p.name != ".lock" for p in qdrant.iterdir())
+    """Whether the deployment holds anything a restore would replace (a vector store, or history)."""
     history = config.history_db_path
-    return has_qdrant or (history.exists() and history.stat().st_size > 0)
+    return vector_store_for(config).holds_data() or (history.exists() and history.stat().st_size > 0)
 
 
 def _verify(config: Config, directory: Path, now: datetime) -> Manifest:
@@ -143,7 +142,7 @@ def run_restore(
         UsageError: the deployment has data and neither --force nor --if-empty was given (2).
     """
     recovered = recover(config)
-    mem0.require_store_free(config, "restore")
+    vector_store_for(config).require_free("restore")
     config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="restore-") as temporary:
         scratch = Path(temporary)
@@ -163,9 +162,9 @@ def run_restore(
                             recovered=recovered)
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")
         with operation_lock(config.state_dir, "restore"):
-            mem0.require_store_free(config, "restore")
+            vector_store_for(config).require_free("restore")
             moves = _unique_asides(_with_existence(moves))
-            _stage(plain, moves, [entry.path for entry in manifest.files])
+            _stage(plain, moves, [entry.path for entry in manifest.files], vector_store_for(config).capture_dir)
             write_json_atomic(journal_path(config), {"snapshot_id": snapshot_id, "phase": "staged",
                                                      "moves": [asdict(m) for m in moves]})
             try:
@@ -181,9 +180,14 @@ def run_restore(
                     recovered=recovered)
 
 
-def _stage(plain: Path, moves: list[Move], listed: list[str]) -> None:
-    """Copy the snapshot's listed files (and nothing else) beside each target."""
-    qdrant_move, history_move = moves
+def _stage(plain: Path, moves: list[Move], listed: list[str], vectors_dir: str) -> None:
+    """Copy the snapshot's listed files (and nothing else) beside each target.
+
+    Files under ``vectors_dir`` (``VectorStore.capture_dir``) go to the vector store's staged
+    directory, the rest (history.db) to history's.
+    """
+    prefix = f"{vectors_dir}/"
+    vectors_move, history_move = moves
     for move in moves:
         staged = Path(move.staged)
         if staged.is_dir():
@@ -192,8 +196,8 @@ def _stage(plain: Path, moves: list[Move], listed: list[str]) -> None:
             staged.unlink(missing_ok=True)
     try:
         for relative in listed:
-            if relative.startswith("qdrant/"):
-                target = Path(qdrant_move.staged) / relative.removeprefix("qdrant/")
+            if relative.startswith(prefix):
+                target = Path(vectors_move.staged) / relative.removeprefix(prefix)
             else:
                 target = Path(history_move.staged)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -202,7 +206,7 @@ def _stage(plain: Path, moves: list[Move], listed: list[str]) -> None:
         for move in moves:
             staged = Path(move.staged)
             shutil.rmtree(staged, ignore_errors=True) if staged.is_dir() else staged.unlink(missing_ok=True)
-        raise work_dir_error(Path(qdrant_move.staged).parent, error) from error
+        raise work_dir_error(Path(vectors_move.staged).parent, error) from error
     for move in moves:
         staged = Path(move.staged)
         _match_owner(staged, Path(move.live))

@@ -14,6 +14,7 @@ from memsync.errors import ExitCode, UsageError
 from memsync.state import operation_lock
 from memsync.stores import snapshots
 from memsync.stores.manifest import Manifest
+from memsync.stores.vector_store import vector_store_for
 
 HELP = "capture both stores into one dated, verified snapshot; upload, list, verify, prune"
 
@@ -69,11 +70,12 @@ def run_create(args: argparse.Namespace) -> int:
     config = load_config(args)
     directory = snapshot.snapshot_dir(config)
     if args.dry_run:
+        vectors = vector_store_for(config).location
         plan = {"command": "snapshot create", "dry_run": True, "directory": str(directory),
-                "sources": [str(config.qdrant_path), str(config.history_db_path)], "upload": args.upload}
+                "sources": [str(vectors), str(config.history_db_path)], "upload": args.upload}
         if args.upload:
             repository.object_store(config)
-        return _emit(args, plan, f"would capture {config.qdrant_path} and {config.history_db_path} "
+        return _emit(args, plan, f"would capture {vectors} and {config.history_db_path} "
                      f"into {directory}/<id>/" + (" and upload it" if args.upload else ""))
     with render.progress("reading points") as progress:
         created = snapshot.create_snapshot(config, _now(), progress)

@@ -12,7 +12,8 @@ from pathlib import Path
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.model import DoctorResult
-from memsync.stores import local_qdrant, locks
+from memsync.stores import locks
+from memsync.stores.vector_store import telemetry_store_for, vector_store_for
 
 VOLATILE_FS = frozenset({"tmpfs", "ramfs"})
 MIN_FREE_BYTES = 256 * 1024 * 1024
@@ -21,10 +22,10 @@ MIN_FREE_BYTES = 256 * 1024 * 1024
 def probe_paths(config: Config) -> list[DoctorResult]:
     """Mount, filesystem type, /tmp placement, free space and permissions of every path."""
     data_paths = [
-        ("Qdrant directory", config.qdrant_path, True),
+        ("Qdrant directory", vector_store_for(config).location, True),
         ("history.db", config.history_db_path, True),
         ("MEM0_DIR", config.mem0_dir, False),
-        ("mem0 telemetry Qdrant", config.migrations_qdrant_path, False),
+        ("mem0 telemetry Qdrant", telemetry_store_for(config).location, False),
         ("memsync state directory", config.state_dir, False),
         ("memsync work directory", config.work_dir, False),
     ]
@@ -142,12 +143,14 @@ def _probe_permissions(label: str, path: Path) -> DoctorResult:
 def probe_locks(config: Config) -> list[DoctorResult]:
     """Which process holds the embedded store's lock, and whether it sees the same files."""
     results = []
-    for label, directory in (
-        ("Qdrant directory", config.qdrant_path),
-        ("mem0 telemetry Qdrant", config.migrations_qdrant_path),
+    for label, store in (
+        ("Qdrant directory", vector_store_for(config)),
+        ("mem0 telemetry Qdrant", telemetry_store_for(config)),
     ):
-        lock_file = directory / local_qdrant.LOCK_FILE
-        holder = locks.find_holder(lock_file, directory)
+        lock_file, directory = store.lock_path(), store.location
+        if lock_file is None:
+            continue  # a server backend: nothing to hold
+        holder = store.holder()
         if holder is None:
             message = f"no process holds {lock_file}" if lock_file.exists() else f"{lock_file} does not exist"
             results.append(DoctorResult(code="store-lock", status=OK, path=str(lock_file), message=message))

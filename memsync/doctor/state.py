@@ -8,6 +8,7 @@ from memsync import jobs, state
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.model import DoctorResult
+from memsync.stores.vector_store import vector_store_for
 
 SNAPSHOT_MAX_AGE_S = 36 * 3600
 PRUNE_SKIP_LIMIT_S = 7 * 86400
@@ -85,7 +86,7 @@ def probe_restores(config: Config) -> list[DoctorResult]:
                 fix="memsync restore --resume (finishes it or rolls it back)",
             )
         )
-    for copy in state.pre_restore_copies([config.qdrant_path, config.history_db_path]):
+    for copy in state.pre_restore_copies([vector_store_for(config).location, config.history_db_path]):
         results.append(
             DoctorResult(
                 code="pre-restore-copy",

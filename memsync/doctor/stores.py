@@ -10,7 +10,6 @@ from pathlib import Path
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.model import CheckReport, DoctorResult, Severity
-from memsync.stores import local_qdrant
 from memsync.stores.deployment import Captured
 from memsync.stores.sqlite_files import SLOW_READ_S, SQLITE_VERSION, header_journal_mode, integrity
 
@@ -19,17 +18,17 @@ WAL_FIXED_SQLITE = (3, 51, 3)  # WAL-reset corruption bug fixed in SQLite 3.51.3
 
 def probe_sqlite(config: Config, captured: Captured) -> list[DoctorResult]:
     """Integrity (quick_check on the copies), journal mode and SQLite version of each file."""
-    files: list[tuple[Path, Path | None]] = [
-        (config.history_db_path, captured.history_copy.dest if captured.history_copy else None)
-    ]
-    for name, copied in sorted(captured.collection_copies.items()):
-        files.append((local_qdrant.storage_path(config.qdrant_path, name), copied.dest))
+    store, vectors = captured.store, captured.vectors
+    files: list[tuple[Path, str]] = []
+    if captured.history_copy is not None:
+        files.append((config.history_db_path, integrity(captured.history_copy.dest, quick=True)))
+    verdicts = store.check_copy(vectors, quick=True, decode=False)
+    for name in sorted(vectors.copies):
+        relative = str(store.collection_file(name, vectors.root).relative_to(vectors.root))
+        files.append((store.collection_file(name), verdicts[relative]))
     results = []
     uses_wal = False
-    for live, copy in files:
-        if copy is None:
-            continue
-        verdict = integrity(copy, quick=True)
+    for live, verdict in files:
         results.append(
             DoctorResult(
                 code="sqlite-integrity",
@@ -79,8 +78,8 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
             DoctorResult(
                 code="collection-params",
                 status=ERROR,
-                path=str(config.qdrant_path),
-                message=f"no embedded Qdrant at {config.qdrant_path} (meta.json missing)",
+                path=str(captured.store.location),
+                message=f"no embedded Qdrant at {captured.store.location} (meta.json missing)",
                 fix="memsync restore <snapshot>, or fix [mem0] vector_store.config.path",
             )
         ]
@@ -100,7 +99,7 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
             DoctorResult(
                 code="collection-params",
                 status=status,
-                path=str(local_qdrant.storage_path(config.qdrant_path, name)),
+                path=str(captured.store.collection_file(name)),
                 message=message,
                 fix="set embedding_model_dims to the collection's size" if wrong else None,
             )
@@ -110,7 +109,7 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
             DoctorResult(
                 code="collection-params",
                 status=WARNING,
-                path=str(config.qdrant_path),
+                path=str(captured.store.location),
                 message=f"collection {config.collection!r} does not exist yet",
             )
         )

@@ -23,7 +23,7 @@ from memsync.errors import ConfigError, UnavailableError
 from memsync.model import CaptureWindow, CheckReport, Inventory
 from memsync.repository import LocalRepository, encryption_key, snapshot_dir
 from memsync.state import fsync_dir, write_json_atomic
-from memsync.stores import deployment, local_qdrant, snapshots, versions
+from memsync.stores import deployment, snapshots, versions
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, sign
 from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
 
@@ -90,11 +90,22 @@ def signing_key(config: Config) -> bytes | None:
     return key
 
 
-def _sqlite_files(captured: deployment.Captured) -> list[Path]:
-    files = [copy.dest for copy in captured.collection_copies.values()]
+def _integrity_verdicts(captured: deployment.Captured, partial: Path) -> dict[str, str]:
+    """``PRAGMA integrity_check`` of every captured file, by path relative to ``partial``.
+
+    The vector copies first (through ``VectorStore.check_copy``, in capture order), then history.db.
+    """
+    store, vectors = captured.store, captured.vectors
+    checked = store.check_copy(vectors, decode=False)
+    base = str(vectors.root.relative_to(partial))
+    results = {}
+    for name in vectors.copies:
+        relative = str(store.collection_file(name, vectors.root).relative_to(vectors.root))
+        results[f"{base}/{relative}"] = checked[relative]
     if captured.history_copy is not None:
-        files.append(captured.history_copy.dest)
-    return files
+        path = captured.history_copy.dest
+        results[str(path.relative_to(partial))] = integrity(path, quick=False)
+    return results
 
 
 def create_snapshot(config: Config, now: datetime, progress: Progress | None = None) -> Created:
@@ -177,12 +188,11 @@ def finish_directory(
 def _integrity(captured: deployment.Captured, partial: Path) -> dict[str, Any]:
     """``PRAGMA integrity_check`` of every captured SQLite file. Raises UnavailableError when one fails."""
     results: dict[str, Any] = {}
-    for path in _sqlite_files(captured):
-        verdict = integrity(path, quick=False)
-        results[str(path.relative_to(partial))] = verdict
+    for relative, verdict in _integrity_verdicts(captured, partial).items():
+        results[relative] = verdict
         if verdict != "ok":
             raise UnavailableError(
-                f"the copy of {path.relative_to(partial)} fails PRAGMA integrity_check ({verdict})",
+                f"the copy of {relative} fails PRAGMA integrity_check ({verdict})",
                 "the live file is damaged: run memsync doctor; restore it from an older snapshot",
             )
     return results
@@ -194,11 +204,10 @@ def _collections(config: Config, captured: deployment.Captured,
     collections: dict[str, dict[str, Any]] = {}
     wrong_sizes = 0
     for name, info in sorted(captured.collections.items()):
-        copy = captured.collection_copies.get(name)
         if name == config.collection:
             sizes = [p.vector_size for p in inventory.points.values()]
         else:
-            sizes = [p.vector_size for p in local_qdrant.iter_points(copy.dest)] if copy else []
+            sizes = [p.vector_size for p in captured.store.iter_points(captured.vectors, name)]
         wrong_sizes += sum(1 for size in sizes if info.vector_size is not None and size != info.vector_size)
         collections[name] = {"vector_size": info.vector_size, "distance": info.distance, "points": len(sizes)}
     return collections, wrong_sizes

@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,12 +30,14 @@ from memsync.repository import (
     parse_s3_target,
 )
 from memsync.snapshot.create import signing_key
-from memsync.stores import deployment, local_qdrant
+from memsync.stores import deployment
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, ManifestTooNew, signature_ok
 from memsync.stores.snapshots import PARTIAL_SUFFIX, VERIFIED
 from memsync.stores.sqlite_files import integrity
+from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store_for
 
 VERIFY_CODES = registry.codes(registry.Source.VERIFY)
+HISTORY_FILE = "history.db"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,22 +168,42 @@ def _verify_contents(
     The pair is checked only when every listed file passed (nothing unverified is unpickled).
     """
     findings: list[Finding] = []
-    for relative in sorted(p for p in good if p.endswith(".sqlite") or p == "history.db"):
-        verdict = integrity(root / relative, quick=False)
+    if HISTORY_FILE in good:
+        verdict = integrity(root / HISTORY_FILE, quick=False)
         if verdict != "ok":
-            findings.append(_problem("integrity-failed", relative, f"PRAGMA integrity_check: {verdict}"))
-            good.discard(relative)
-    if "qdrant/meta.json" not in good:
+            findings.append(_problem("integrity-failed", HISTORY_FILE, f"PRAGMA integrity_check: {verdict}"))
+            good.discard(HISTORY_FILE)
+    store = vector_store_for(config)  # pure: the layout's names (the collection name is not used)
+    index_ok = f"{store.capture_dir}/{store.index_file}" in good
+    try:  # an index that failed its checksum is still parsed (plain JSON) to find the files
+        vectors = _verified_copies(store, root, manifest, good)
+    except UnavailableError:
+        if index_ok:
+            raise
         return findings
-    for relative in sorted(p for p in good if p.endswith(local_qdrant.STORAGE_FILE)):
-        try:
-            for _point in local_qdrant.iter_points(root / relative):
-                pass
-        except UnavailableError as error:
-            findings.append(_problem("point-undecodable", relative, error.message))
-            good.discard(relative)
+    for relative, verdict in store.check_copy(vectors, decode=False).items():
+        if verdict != "ok":
+            findings.append(_problem("integrity-failed", f"{store.capture_dir}/{relative}",
+                                     f"PRAGMA integrity_check: {verdict}"))
+            good.discard(f"{store.capture_dir}/{relative}")
+    if not index_ok:
+        return findings  # no point is decoded before the index passed its checksum
+    vectors = _verified_copies(store, root, manifest, good)
+    for relative, verdict in store.check_copy(vectors, integrity=False).items():
+        if verdict != "ok":
+            findings.append(_problem("point-undecodable", f"{store.capture_dir}/{relative}", verdict))
+            good.discard(f"{store.capture_dir}/{relative}")
     if good != listed:
         return findings
     captured = deployment.from_directory(root, manifest.capture)
     inventory = deployment.read_inventory(captured, config)
     return findings + list(check.judge(inventory, now.date()).findings)
+
+
+def _verified_copies(store: VectorStore, root: Path, manifest: Manifest, good: set[str]) -> VectorCapture:
+    """The snapshot's vector copy, with only the collection files in ``good`` (checksums held)."""
+    vectors = store.open_capture(root / store.capture_dir, manifest.capture.vectors_at,
+                                 manifest.capture.vectors_finished_at)
+    kept = {name: copy for name, copy in vectors.copies.items()
+            if f"{store.capture_dir}/{store.collection_file(name, vectors.root).relative_to(vectors.root)}" in good}
+    return replace(vectors, copies=kept)

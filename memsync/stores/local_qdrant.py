@@ -33,7 +33,6 @@ from memsync.stores.qdrant_formats import parse_meta as parse_meta  # re-exporte
 from memsync.stores.sqlite_files import (
     CopyResult,
     connect_readonly,
-    integrity,
     present,
     roll_back_hot_journal,
     translate,
@@ -41,6 +40,7 @@ from memsync.stores.sqlite_files import (
     vacuum_into,
     work_dir_error,
 )
+from memsync.stores.sqlite_files import integrity as sqlite_integrity
 from memsync.stores.vector_store import StoredPoint, VectorCapture
 
 META_FILE = "meta.json"
@@ -260,6 +260,7 @@ class EmbeddedQdrant:
 
     kind = "embedded-qdrant"
     capture_dir = "qdrant"
+    index_file = META_FILE
 
     def __init__(self, path: Path, collection: str) -> None:
         self._path = path
@@ -283,6 +284,10 @@ class EmbeddedQdrant:
     def present(self) -> bool:
         """Whether ``meta.json`` is there (a dangling link counts). See ``VectorStore.present``."""
         return present(self._path / META_FILE)
+
+    def holds_data(self) -> bool:
+        """Whether the directory holds any entry but ``.lock``. See ``VectorStore.holds_data``."""
+        return self._path.is_dir() and any(p.name != LOCK_FILE for p in self._path.iterdir())
 
     def lock_path(self) -> Path:
         """``<location>/.lock``, which qdrant-client's local mode flocks while a client is open."""
@@ -404,13 +409,15 @@ class EmbeddedQdrant:
         stored = [str(storage_path(root, name).relative_to(root)) for name in collections]
         return [META_FILE, *sorted(p for p in stored if (root / p).is_file())]
 
-    def check_copy(self, capture: VectorCapture, quick: bool = False) -> dict[str, str]:
+    def check_copy(
+        self, capture: VectorCapture, quick: bool = False, *, integrity: bool = True, decode: bool = True
+    ) -> dict[str, str]:
         """``integrity_check`` (or ``quick_check``) then a full decode of each copied collection."""
         verdicts = {}
         for name, copy in sorted(capture.copies.items()):
             try:
-                verdict = integrity(copy.dest, quick=quick)
-                if verdict == "ok":
+                verdict = sqlite_integrity(copy.dest, quick=quick) if integrity else "ok"
+                if verdict == "ok" and decode:
                     for _point in iter_points(copy.dest):
                         pass
             except UnavailableError as error:  # not openable at all, or a point undecodable

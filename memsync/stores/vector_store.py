@@ -28,6 +28,8 @@ from memsync.model import CollectionInfo, EntityLink, Point
 from memsync.stores.locks import LockHolder
 from memsync.stores.sqlite_files import CopyResult
 
+TELEMETRY_COLLECTION = "mem0migrations"  # mem0ai 2.2.1, mem0/memory/main.py
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VectorCapture:
@@ -86,6 +88,15 @@ class VectorStore(Protocol):
         ...
 
     @property
+    def index_file(self) -> str:
+        """The file of a capture (relative to its root) that lists its collections (``"meta.json"``).
+
+        ``open_capture`` and ``files`` read it before any other, so ``snapshot verify`` opens a
+        snapshot's vector copy only after this file passed its checksum.
+        """
+        ...
+
+    @property
     def collection(self) -> str:
         """mem0's memory collection (``vector_store.config.collection_name``)."""
         ...
@@ -104,6 +115,14 @@ class VectorStore(Protocol):
 
         Raises:
             UnavailableError: the location is unreachable (permissions).
+        """
+        ...
+
+    def holds_data(self) -> bool:
+        """Tell whether the live location holds anything a restore would replace.
+
+        Embedded Qdrant: any entry in its directory but the ``.lock`` (a store without its
+        ``meta.json`` counts: restore moves it aside rather than over it). Reads only.
         """
         ...
 
@@ -289,17 +308,24 @@ class VectorStore(Protocol):
         """
         ...
 
-    def check_copy(self, capture: VectorCapture, quick: bool = False) -> dict[str, str]:
+    def check_copy(
+        self, capture: VectorCapture, quick: bool = False, *, integrity: bool = True, decode: bool = True
+    ) -> dict[str, str]:
         """Check a captured copy's integrity and that every point decodes.
 
-        Returns one verdict per file (relative to ``capture.root``, as ``files``): ``"ok"``, or
-        the problem (``PRAGMA integrity_check``'s text, or the undecodable point's message).
-        A file that fails its integrity check is not decoded; a file that cannot be opened at
-        all gets the reason as its verdict. Never raises for a damaged copy. Reads only.
+        Returns one verdict per copied collection file (``capture.copies``; keys relative to
+        ``capture.root``, as ``files``): ``"ok"``, or the problem (``PRAGMA integrity_check``'s
+        text, or the undecodable point's message). A file that fails its integrity check is not
+        decoded; a file that cannot be opened at all gets the reason as its verdict. Never
+        raises for a damaged copy. Reads only. To check only some files, pass a capture whose
+        ``copies`` hold only those (``dataclasses.replace``).
 
         Args:
             capture: a capture of this store.
             quick: a quick check (``quick_check``) instead of a full one.
+            integrity: run the integrity check (False: only decode, for files already checked).
+            decode: decode every point (False: only the integrity check, as doctor and
+                ``snapshot create`` want; the points are read afterwards anyway).
         """
         ...
 
@@ -313,3 +339,15 @@ def vector_store_for(config: Config) -> VectorStore:
     from memsync.stores.local_qdrant import EmbeddedQdrant
 
     return EmbeddedQdrant(config.qdrant_path, config.collection)
+
+
+def telemetry_store_for(config: Config) -> VectorStore:
+    """The second vector store mem0 opens when its telemetry is on. Pure (opens nothing).
+
+    mem0ai 2.2.1 opens an embedded Qdrant at ``$MEM0_DIR/migrations_qdrant``
+    (``config.migrations_qdrant_path``) with the collection ``mem0migrations``; doctor names
+    the process holding it. memsync itself never opens it.
+    """
+    from memsync.stores.local_qdrant import EmbeddedQdrant
+
+    return EmbeddedQdrant(config.migrations_qdrant_path, TELEMETRY_COLLECTION)

@@ -381,3 +381,35 @@ def test_a_forget_that_died_is_closed_by_reconcile_never_restored(deployment, cl
     assert [a["kind"] for a in outcome["actions"]] == ["record-event"]
     clean(cli, deployment)
     assert victim not in live_texts(deployment)
+
+
+def test_a_journal_from_0_1_naming_the_storage_file_still_puts_the_point_back(deployment, cli):
+    from datetime import UTC, datetime
+
+    from memsync import check
+    from memsync import config as config_module
+    from memsync import reconcile as reconcile_module
+    from memsync.model import Recovery
+
+    deployment.close()
+    made = cli("snapshot", "create", "--json", config=deployment.config).json()
+    memory = deployment.reopen()
+    victim = deployment.seeded.live[0]
+    before = memory.vector_store.client.retrieve("mem0", [victim], with_vectors=True)[0]
+    build.delete_with_failing_history(memory, deployment.paths, victim)
+    deployment.close()
+    loaded = config_module.load(deployment.config, {"HOME": str(deployment.paths.root)})
+    inventory, report = check.settled_inventory(loaded, datetime.now(UTC))
+    old_storage = Path(made["path"]) / "qdrant/collection/mem0/storage.sqlite"  # what 0.1 journaled
+    actions = reconcile_module.plan_reconcile(
+        report.findings, inventory, {victim: Recovery(snapshot_id=made["id"], storage=old_storage)},
+        only=None, record_lost=False, now=datetime.now(UTC), new_id=lambda: "memsync-fixed-id")
+    assert [(a.kind, a.params["storage"]) for a in actions] == [("restore-point", str(old_storage))]
+    reconcile_module.save_journal(loaded, "died-here", actions, "running")  # as a SIGKILL leaves it
+    code, outcome = reconcile(cli, deployment, "--no-snapshot")
+    assert code == 0, outcome
+    assert outcome["resumed"] is True and [a["status"] for a in outcome["actions"]] == ["done"]
+    clean(cli, deployment)
+    memory = deployment.reopen()
+    after = memory.vector_store.client.retrieve("mem0", [victim], with_vectors=True)[0]
+    assert after.payload == before.payload and after.vector == before.vector

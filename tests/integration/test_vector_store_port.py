@@ -8,11 +8,13 @@ Qdrant exists today; Postgres with pgvector is next.
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,12 @@ from memsync import log
 from memsync.config import Config
 from memsync.demo import deployment as build
 from memsync.errors import LockedError, UnavailableError
-from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store_for
+from memsync.stores.vector_store import (
+    VectorCapture,
+    VectorStore,
+    telemetry_store_for,
+    vector_store_for,
+)
 from tests.conftest import Deployment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +52,7 @@ class Backend:
     deployment: Deployment
     damage: Callable[[], None]  # damage the memory collection (the store is closed first)
     remove: Callable[[], None]  # make the store absent (closed first)
+    spoil: Callable[[VectorCapture], None]  # one captured point undecodable, its file sound
 
 
 def embedded_qdrant(make_deployment: Any) -> Backend:
@@ -60,7 +68,13 @@ def embedded_qdrant(make_deployment: Any) -> Backend:
     def remove() -> None:
         shutil.move(store.location, store.location.with_name("moved-away"))
 
-    return Backend(store=store, config=config, deployment=deployment, damage=damage, remove=remove)
+    def spoil(captured: VectorCapture) -> None:  # a pickle of a class qdrant-client never writes
+        with sqlite3.connect(captured.copies[store.collection].dest) as connection:
+            connection.execute("UPDATE points SET point = ? WHERE rowid = (SELECT min(rowid) FROM points)",
+                               (pickle.dumps(Backend),))
+        connection.close()
+
+    return Backend(store=store, config=config, deployment=deployment, damage=damage, remove=remove, spoil=spoil)
 
 
 BACKENDS: dict[str, Callable[[Any], Backend]] = {"embedded-qdrant": embedded_qdrant}
@@ -206,6 +220,32 @@ def test_damaged_store_raises_unavailable_and_a_damaged_copy_fails_its_check(bac
     verdicts = store.check_copy(healthy)  # a verdict per file, never an exception
     for name in (store.collection, store.entities_collection):
         assert verdicts[str(store.collection_file(name, healthy.root).relative_to(healthy.root))] != "ok"
+
+
+def test_check_copy_runs_the_integrity_check_and_the_decoding_apart(backend, tmp_path):
+    store = backend.store
+    captured = store.capture(tmp_path / store.capture_dir)
+    memory_file = str(store.collection_file(store.collection, captured.root).relative_to(captured.root))
+    backend.spoil(captured)
+    assert set(store.check_copy(captured, decode=False).values()) == {"ok"}  # the file is sound
+    assert set(store.check_copy(captured, quick=True, decode=False).values()) == {"ok"}
+    for verdicts in (store.check_copy(captured), store.check_copy(captured, integrity=False)):
+        assert verdicts[memory_file] != "ok" and memory_file in verdicts[memory_file]
+        assert {v for name, v in verdicts.items() if name != memory_file} == {"ok"}
+    only_entities = replace(captured, copies={store.entities_collection: captured.copies[store.entities_collection]})
+    assert list(store.check_copy(only_entities)) == [
+        str(store.collection_file(store.entities_collection, captured.root).relative_to(captured.root))]
+    assert store.index_file in store.files(captured.root)
+
+
+def test_holds_data_until_the_store_is_gone_and_the_telemetry_store_is_its_own(backend):
+    store = backend.store
+    assert store.holds_data() and store.index_file in store.files(store.location)
+    telemetry = telemetry_store_for(backend.config)
+    assert isinstance(telemetry, VectorStore) and telemetry.location != store.location
+    backend.deployment.close()
+    backend.remove()
+    assert store.holds_data() is False
 
 
 def test_absent_store_is_not_present_and_captures_nothing(backend, tmp_path):
