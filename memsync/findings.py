@@ -70,7 +70,7 @@ FIX_OTHER_SNAPSHOT = "use another snapshot"
 
 _E, _W, _I = Severity.ERROR, Severity.WARNING, Severity.INFO
 _SPECS = (
-    # check: the stores disagree (CONTRACT.md's table).
+    # check: the stores disagree (docs/reference/findings.md's first table).
     Spec(code="collection-missing", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE,
          fix="memsync restore <snapshot>, or point [mem0] at the right Qdrant path"),
     Spec(code="history-missing", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE,

@@ -3,7 +3,7 @@
 ``plan_reconcile`` (in ``memsync.reconcile_plan``, one pure rule per finding code) takes findings,
 inventory and the recovery sources found in snapshots, and returns a list of actions.
 ``run_reconcile`` is the I/O half: check, plan, safety snapshot, journal, then every action through ``mem0.Memory`` (or one of the documented direct writes), marking each
-done so a crash resumes instead of repeating. Policy: DESIGN.md ("Reconcile policy").
+done so a crash resumes instead of repeating. Policy: docs/reference/commands/reconcile.md.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 rule looks only at its findings and the captured inventory and returns actions. Which codes a
 plain ``reconcile`` answers (damage) and which only with ``--only`` (policy) comes from the
 registry (``memsync.findings``); ``tests/pure/test_findings_registry.py`` proves every repaired
-code has exactly one rule. Policy: DESIGN.md ("Reconcile policy"). Nothing here does I/O.
+code has exactly one rule. Policy: docs/reference/commands/reconcile.md. Nothing here does I/O.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Local snapshots and, with ``[s3]``, the bucket's complete ones that have no local copy are
 searched newest first through the repository port; a remote one is fetched into the snapshot
-directory (checked byte for byte) only when the search reaches it. Policy: DESIGN.md
-("Reconcile policy").
+directory (checked byte for byte) only when the search reaches it. Policy:
+docs/reference/commands/reconcile.md.
 """
 
 from __future__ import annotations

@@ -5,8 +5,7 @@ Every object memsync writes carries its sha256 in the metadata (``x-amz-meta-sha
 multipart object's ETag is not an MD5 and its ChecksumSHA256 is a checksum of part checksums,
 so memsync compares its own digest. Since botocore 1.36 the client adds CRC checksums to every
 upload (``s3.checksums = "when_supported"``, boto3's default); several S3-compatible services
-(R2, MinIO, others by version) reject them, and ``"when_required"`` keeps them off
-(FIELD_NOTES.md). Measured against moto here, ``when_required`` halved upload throughput
+(R2, MinIO, others by version) reject them, and ``"when_required"`` keeps them off. Measured against moto here, ``when_required`` halved upload throughput
 (bench/README.md), so it is opt-in.
 """
 

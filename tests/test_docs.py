@@ -84,3 +84,15 @@ def test_every_name_the_architecture_page_cites_exists():
         code = source.read_text()
         for name in (n.strip() for n in names.split(",")):
             assert re.search(rf"^\s*(def|class|async def) {name}\b|^{name}\b.*=", code, re.MULTILINE), f"{module}: {name}"
+
+
+def test_every_page_the_code_points_to_exists_in_the_repository():
+    outside = {"FIELD_NOTES.md", "CONTRACT.md", "DESIGN.md", "STYLE.md", "STYLE_ANCHORS.md"}
+    dangling: list[str] = []
+    for path in sorted((ROOT / "memsync").rglob("*.py")):
+        text = path.read_text()
+        for page in sorted(set(re.findall(r"\b((?:docs|ops|bench|systemd)/[\w./-]+\.(?:md|toml|sh))", text))):
+            if not (ROOT / page).exists():
+                dangling.append(f"{path.relative_to(ROOT)}: {page}")
+        dangling += [f"{path.relative_to(ROOT)}: {name} (not in this repository)" for name in outside if name in text]
+    assert dangling == []

@@ -2,7 +2,7 @@
 
 Used by the demo (``python -m memsync.demo``), the tests and the benchmarks. Everything goes
 through mem0's own API (mem0ai 2.2.1) with the offline providers of ``memsync.demo.providers``;
-the faults reproduce the drift FIELD_NOTES.md describes: a history write failing during
+the faults reproduce the drift mem0ai 2.2.1 really causes: a history write failing during
 delete/add/update (SQLite "database is locked"), an older Qdrant copy put back over a newer
 history.db, history rows deleted by hand, and the Qdrant directory wiped as a reboot wipes tmpfs.
 """

@@ -3,7 +3,7 @@
 Split by concern: ``create`` (capture, check, manifest, commit), ``verify`` (one path for a
 directory and a bucket), ``retention`` (``plan_prune`` is pure; ``apply_prune`` deletes) and
 ``transfer`` (upload, download). Where snapshots are stored is ``memsync.repository``; the
-manifest is ``memsync.stores.manifest``. Layout and codes: CONTRACT.md ("Snapshots").
+manifest is ``memsync.stores.manifest``. Layout and codes: docs/reference/contract.md ("Snapshot layout").
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``build_manifest`` is pure; ``create_snapshot`` captures into ``<id>.partial/`` of the local
 repository and commits it; ``finish_directory`` checks a captured layout and writes its manifest
-(also used by ``purge`` to re-finish a rewritten snapshot). Layout and codes: CONTRACT.md
+(also used by ``purge`` to re-finish a rewritten snapshot). Layout and codes: docs/reference/contract.md
 ("Snapshots"); manifest fields: docs/reference/snapshot-manifest.md.
 """
 

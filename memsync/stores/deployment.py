@@ -1,6 +1,6 @@
 """Capture a whole deployment (vectors first, then history) and read it into values.
 
-This is the pipeline's first two stages (DESIGN.md): ``capture`` copies every store file in one
+This is the pipeline's first two stages (docs/architecture.md): ``capture`` copies every store file in one
 short job, ``read_inventory`` turns the copies into an ``Inventory`` for ``check``. The vector
 store is reached only through the ``VectorStore`` port (``vector_store_for(config)``).
 """

@@ -160,8 +160,9 @@ def _message_scopes(connection: sqlite3.Connection) -> tuple[MessageScope, ...]:
 def insert_repair_events(history_db: Path, events: list[HistoryEvent]) -> int:
     """Insert history rows that record a repair, in one short transaction.
 
-    Rows follow CONTRACT.md (``memsync-<uuid4>`` ids, ``actor_id = "memsync"``). ``INSERT OR
-    IGNORE``: re-inserting an id is a no-op, so a resumed plan never writes a row twice.
+    Rows follow docs/reference/contract.md ("The direct writes memsync may make"):
+    ``memsync-<uuid4>`` ids, ``actor_id = "memsync"``. ``INSERT OR IGNORE``: re-inserting an id
+    is a no-op, so a resumed plan never writes a row twice.
     Returns the rows inserted.
 
     Raises:

@@ -1,4 +1,4 @@
-"""The local snapshot catalogue: ids, directories, checksums (CONTRACT.md, "Snapshots").
+"""The local snapshot catalogue: ids, directories, checksums (docs/reference/contract.md, "Snapshot layout").
 
 A snapshot is ``<snapshot.directory>/<id>/`` holding ``qdrant/meta.json``,
 ``qdrant/collection/<name>/storage.sqlite``, ``history.db`` and ``manifest.json``, built as

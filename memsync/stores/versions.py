@@ -25,7 +25,7 @@ def tracked_versions() -> dict[str, str | None]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KnownBad:
-    """A range of mem0ai releases with a known defect (FIELD_NOTES.md, mem0's public tracker).
+    """A range of mem0ai releases with a known defect (from mem0's public issue tracker; listed in docs/reference/commands/doctor.md).
 
     Attributes:
         first: the first bad release (inclusive).
