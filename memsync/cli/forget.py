@@ -7,6 +7,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from memsync import findings as registry
 from memsync import forget, restore
 from memsync.cli import render
 from memsync.cli.common import load_config
@@ -49,9 +50,8 @@ def _confirm(args: argparse.Namespace, what: str) -> None:
 
 def _document(command: str, done: forget.Forgotten) -> dict[str, Any]:
     targets = done.targets
-    findings = [{"code": "memory-not-found", "severity": "error", "collection": None, "memory_id": m,
-                 "path": None, "message": "no point and no history row has this id: nothing was touched",
-                 "fix": "check the id (memsync check --json lists memory ids)"} for m in targets.not_found]
+    findings = [registry.make("memory-not-found", "no point and no history row has this id: nothing was touched",
+                              memory_id=m).to_json() for m in targets.not_found]
     return {
         "command": command, "dry_run": done.dry_run,
         "targets": list(targets.all), "already_deleted": list(targets.already_deleted),

@@ -12,42 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from memsync.stores.manifest import FileEntry, Manifest, id_time
+from memsync.stores.manifest import FileEntry, Manifest
+from memsync.stores.snapshots import Entry as Entry  # re-exported: the port's listing type
 
 BytesProgress = Callable[[int], None]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Entry:
-    """One snapshot in a repository, complete or not.
-
-    Attributes:
-        id: the snapshot id.
-        complete: its manifest is committed and valid (a damaged, foreign or newer one is not).
-        manifest: the manifest, or None when incomplete.
-        verified: the ``verified.json`` document, or None.
-        size_bytes: local: plaintext bytes the manifest lists; S3: bytes of the objects stored.
-    """
-
-    id: str
-    complete: bool
-    manifest: Manifest | None
-    verified: dict[str, Any] | None
-    size_bytes: int
-
-    @property
-    def created_at(self) -> datetime:
-        """The snapshot's time (UTC), from its id."""
-        return id_time(self.id)
-
-    @property
-    def is_verified(self) -> bool:
-        """True when the last verification found no problem."""
-        return bool(self.verified and self.verified.get("ok"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

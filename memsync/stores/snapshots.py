@@ -38,20 +38,19 @@ read_manifest = manifests.read
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SnapshotInfo:
-    """One entry of a snapshot directory (complete or not).
+class Entry:
+    """One snapshot in a repository (a directory or a bucket), complete or not.
 
     Attributes:
         id: the snapshot id (``YYYYMMDDTHHMMSSZ`` or with ``-N``).
-        path: its directory.
-        complete: renamed from ``.partial`` and holding a readable memsync manifest.
-        manifest: the manifest, or None.
+        complete: its manifest is committed and valid (a damaged, foreign or newer one is not).
+        manifest: the manifest, or None when incomplete.
         verified: the ``verified.json`` document, or None.
-        size_bytes: bytes of the files the manifest lists (0 when incomplete).
+        size_bytes: local: plaintext bytes the manifest lists (0 when incomplete); S3: bytes of
+            the objects stored.
     """
 
     id: str
-    path: Path
     complete: bool
     manifest: Manifest | None
     verified: dict[str, Any] | None
@@ -66,6 +65,13 @@ class SnapshotInfo:
     def is_verified(self) -> bool:
         """True when the last verification found no problem."""
         return bool(self.verified and self.verified.get("ok"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotInfo(Entry):
+    """A snapshot of a local snapshot directory: an ``Entry`` and its directory ``path``."""
+
+    path: Path
 
 
 def new_id(now: datetime, taken: set[str]) -> str:

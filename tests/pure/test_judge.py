@@ -19,7 +19,7 @@ from memsync.model import (
     MessageScope,
     Point,
 )
-from memsync.stores.local_qdrant import PointDecodeError, decode_point
+from memsync.stores.qdrant_formats import PointDecodeError, decode_point
 
 T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
 WINDOW = CaptureWindow(vectors_at=T0, vectors_finished_at=T0 + timedelta(seconds=1),
