@@ -34,6 +34,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check memsync tests bench
+	$(VENV)/bin/ruff format --check memsync tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

@@ -30,7 +30,7 @@ DIMS = 384  # as memsync.demo.bulk
 HERE = Path(__file__).resolve().parent
 
 
-CHILD = r'''
+CHILD = r"""
 import json, resource, sys, time
 kind, root = sys.argv[1], sys.argv[2]
 start = time.perf_counter()
@@ -67,13 +67,18 @@ elif kind == "client":
 wall = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"wall_s": wall, "peak_rss_mb": peak, **extra}))
-'''
+"""
 
 
 def measure(kind: str, root: Path) -> dict:
     """Run one measurement in a fresh interpreter; return its JSON line."""
-    result = subprocess.run([sys.executable, "-c", CHILD, kind, str(root)], capture_output=True, text=True,
-                            check=True, cwd=HERE.parent)
+    result = subprocess.run(
+        [sys.executable, "-c", CHILD, kind, str(root)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=HERE.parent,
+    )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -89,28 +94,48 @@ def main() -> int:
             started = time.perf_counter()
             root.mkdir(parents=True, exist_ok=True)
             generate(root, size)
-            print(f"generated {size} points in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+            print(
+                f"generated {size} points in {time.perf_counter() - started:.1f} s", file=sys.stderr
+            )
         results = {kind: measure(kind, root) for kind in ("check", "raw", "client")}
         storage = root / "qdrant" / "collection" / "mem0" / "storage.sqlite"
         store_bytes = storage.stat().st_size + (root / "history.db").stat().st_size
-        assert results["check"]["points"] == size == results["raw"]["points"] == results["client"]["points"]
+        assert (
+            results["check"]["points"]
+            == size
+            == results["raw"]["points"]
+            == results["client"]["points"]
+        )
         assert results["check"]["code"] == 0
         rows.append((size, store_bytes, results))
-    print(f"{'points':>8} {'store MB':>9} {'check s':>8} {'raw s':>7} {'client s':>9} "
-          f"{'check/raw':>10} {'client/check':>13} {'check MB':>9} {'raw MB':>7} {'client MB':>10}")
+    print(
+        f"{'points':>8} {'store MB':>9} {'check s':>8} {'raw s':>7} {'client s':>9} "
+        f"{'check/raw':>10} {'client/check':>13} {'check MB':>9} {'raw MB':>7} {'client MB':>10}"
+    )
     for size, store_bytes, r in rows:
-        print(f"{size:>8} {store_bytes / 1e6:>9.0f} {r['check']['wall_s']:>8.2f} {r['raw']['wall_s']:>7.2f} "
-              f"{r['client']['wall_s']:>9.2f} {r['check']['wall_s'] / r['raw']['wall_s']:>10.2f} "
-              f"{r['client']['wall_s'] / r['check']['wall_s']:>13.2f} {r['check']['peak_rss_mb']:>9.0f} "
-              f"{r['raw']['peak_rss_mb']:>7.0f} {r['client']['peak_rss_mb']:>10.0f}")
+        print(
+            f"{size:>8} {store_bytes / 1e6:>9.0f} {r['check']['wall_s']:>8.2f} {r['raw']['wall_s']:>7.2f} "
+            f"{r['client']['wall_s']:>9.2f} {r['check']['wall_s'] / r['raw']['wall_s']:>10.2f} "
+            f"{r['client']['wall_s'] / r['check']['wall_s']:>13.2f} {r['check']['peak_rss_mb']:>9.0f} "
+            f"{r['raw']['peak_rss_mb']:>7.0f} {r['client']['peak_rss_mb']:>10.0f}"
+        )
     for size, _store_bytes, r in rows:
-        storage = Path(args.out) / f"deployment-{size}" / "qdrant" / "collection" / "mem0" / "storage.sqlite"
+        storage = (
+            Path(args.out)
+            / f"deployment-{size}"
+            / "qdrant"
+            / "collection"
+            / "mem0"
+            / "storage.sqlite"
+        )
         longest = r["check"]["longest_read_s"]
         per_second = storage.stat().st_size / longest
         bytes_per_point = storage.stat().st_size / size
-        print(f"{size} points: longest read transaction {longest:.2f} s for {storage.stat().st_size / 1e6:.0f} MB "
-              f"({per_second / 1e6:.0f} MB/s): a 2 s read covers ~{2 * per_second / 1e6:.0f} MB, "
-              f"~{int(2 * per_second / bytes_per_point):,} points at {DIMS} dims")
+        print(
+            f"{size} points: longest read transaction {longest:.2f} s for {storage.stat().st_size / 1e6:.0f} MB "
+            f"({per_second / 1e6:.0f} MB/s): a 2 s read covers ~{2 * per_second / 1e6:.0f} MB, "
+            f"~{int(2 * per_second / bytes_per_point):,} points at {DIMS} dims"
+        )
     return 0
 
 

@@ -41,12 +41,21 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as temporary:
         root = Path(temporary)
         config = generate(root, 1000)
-        config.write_text(config.read_text() + f'\n[snapshot]\ndirectory = "{root / "snapshots"}"\nkeep_last = 1\n'
-                          '\n[daemon]\ncheck_every = "1d"\nsnapshot_every = "1d"\n')
-        daemon_cpu, daemon_rss = measure([sys.executable, "-m", "memsync", "daemon", "--config", str(config)],
-                                         args.seconds, settle_s=10)
-        idle_cpu, idle_rss = measure([sys.executable, "-c", f"import time; time.sleep({args.seconds + 60})"],
-                                     args.seconds, settle_s=1)
+        config.write_text(
+            config.read_text()
+            + f'\n[snapshot]\ndirectory = "{root / "snapshots"}"\nkeep_last = 1\n'
+            '\n[daemon]\ncheck_every = "1d"\nsnapshot_every = "1d"\n'
+        )
+        daemon_cpu, daemon_rss = measure(
+            [sys.executable, "-m", "memsync", "daemon", "--config", str(config)],
+            args.seconds,
+            settle_s=10,
+        )
+        idle_cpu, idle_rss = measure(
+            [sys.executable, "-c", f"import time; time.sleep({args.seconds + 60})"],
+            args.seconds,
+            settle_s=1,
+        )
     print(f"{'process':<22} {'idle s':>7} {'CPU s':>7} {'RSS MB':>7}")
     print(f"{'memsync daemon':<22} {args.seconds:>7.0f} {daemon_cpu:>7.3f} {daemon_rss:>7.1f}")
     print(f"{'python sleeping':<22} {args.seconds:>7.0f} {idle_cpu:>7.3f} {idle_rss:>7.1f}")

@@ -69,8 +69,11 @@ def main() -> int:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     # The server runs in its own process, so it does not share the client's GIL.
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -91,9 +94,11 @@ def main() -> int:
         text = (root / "memsync.toml").read_text().split("\n[snapshot]")[0]
         snapshots_dir = Path(tempfile.mkdtemp(dir=args.out, prefix="snapshots-"))
         config_path = root / "memsync-snapshot.toml"
-        config_path.write_text(text + f'\n[snapshot]\ndirectory = "{snapshots_dir}"\nkeep_last = 1\n'
-                               f'[s3]\nbucket = "{bucket}"\nprefix = "p"\nendpoint_url = "{endpoint}"\n'
-                               'region = "us-east-1"\n')
+        config_path.write_text(
+            text + f'\n[snapshot]\ndirectory = "{snapshots_dir}"\nkeep_last = 1\n'
+            f'[s3]\nbucket = "{bucket}"\nprefix = "p"\nendpoint_url = "{endpoint}"\n'
+            'region = "us-east-1"\n'
+        )
         config = config_module.load(config_path, os.environ)
         sources = [root / "qdrant/collection/mem0/storage.sqlite", root / "history.db"]
         store_bytes = sum(p.stat().st_size for p in sources)
@@ -108,7 +113,11 @@ def main() -> int:
 
         def cp_once() -> float:
             with tempfile.TemporaryDirectory(dir=args.out) as scratch:
-                return timed(lambda: [shutil.copyfile(s, Path(scratch) / f"{i}") for i, s in enumerate(sources)])
+                return timed(
+                    lambda: [
+                        shutil.copyfile(s, Path(scratch) / f"{i}") for i, s in enumerate(sources)
+                    ]
+                )
 
         capture_s = median_of(args.repeat, capture_once)
         vacuum_s = median_of(args.repeat, vacuum_once)
@@ -121,7 +130,9 @@ def main() -> int:
 
         create_s = timed(create_once)
         assert created is not None
-        files = sorted(p for p in created.path.rglob("*") if p.is_file() and p.name != "manifest.json")
+        files = sorted(
+            p for p in created.path.rglob("*") if p.is_file() and p.name != "manifest.json"
+        )
         upload_bytes = sum(p.stat().st_size for p in files)
 
         def empty_bucket() -> None:
@@ -133,20 +144,52 @@ def main() -> int:
         for _ in range(args.repeat):  # alternate, emptying the bucket each time
             uploads.append(timed(lambda: upload_snapshot(config, created.path, store=store)))
             empty_bucket()
-            plains.append(timed(lambda: [client.upload_file(str(p), bucket, f"plain/{p.relative_to(created.path)}")
-                                         for p in files]))
+            plains.append(
+                timed(
+                    lambda: [
+                        client.upload_file(str(p), bucket, f"plain/{p.relative_to(created.path)}")
+                        for p in files
+                    ]
+                )
+            )
             empty_bucket()
         upload_s, plain_s = statistics.median(uploads), statistics.median(plains)
         shutil.rmtree(snapshots_dir)
-        rows.append((size, store_bytes, capture_s, vacuum_s, cp_s, create_s, upload_bytes, upload_s, plain_s))
+        rows.append(
+            (
+                size,
+                store_bytes,
+                capture_s,
+                vacuum_s,
+                cp_s,
+                create_s,
+                upload_bytes,
+                upload_s,
+                plain_s,
+            )
+        )
     server.terminate()
     server.wait()
-    print(f"{'points':>8} {'store MB':>9} {'capture s':>10} {'VACUUM s':>9} {'cp s':>6} {'capture/VACUUM':>15} "
-          f"{'create s':>9} {'upload MB/s':>12} {'boto3 MB/s':>11} {'upload/boto3':>13}")
-    for size, store_bytes, capture_s, vacuum_s, cp_s, create_s, upload_bytes, upload_s, plain_s in rows:
-        print(f"{size:>8} {store_bytes / 1e6:>9.0f} {capture_s:>10.2f} {vacuum_s:>9.2f} {cp_s:>6.2f} "
-              f"{capture_s / vacuum_s:>15.2f} {create_s:>9.2f} {upload_bytes / 1e6 / upload_s:>12.0f} "
-              f"{upload_bytes / 1e6 / plain_s:>11.0f} {plain_s / upload_s:>13.2f}")
+    print(
+        f"{'points':>8} {'store MB':>9} {'capture s':>10} {'VACUUM s':>9} {'cp s':>6} {'capture/VACUUM':>15} "
+        f"{'create s':>9} {'upload MB/s':>12} {'boto3 MB/s':>11} {'upload/boto3':>13}"
+    )
+    for (
+        size,
+        store_bytes,
+        capture_s,
+        vacuum_s,
+        cp_s,
+        create_s,
+        upload_bytes,
+        upload_s,
+        plain_s,
+    ) in rows:
+        print(
+            f"{size:>8} {store_bytes / 1e6:>9.0f} {capture_s:>10.2f} {vacuum_s:>9.2f} {cp_s:>6.2f} "
+            f"{capture_s / vacuum_s:>15.2f} {create_s:>9.2f} {upload_bytes / 1e6 / upload_s:>12.0f} "
+            f"{upload_bytes / 1e6 / plain_s:>11.0f} {plain_s / upload_s:>13.2f}"
+        )
     return 0
 
 

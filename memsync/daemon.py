@@ -60,7 +60,9 @@ LEGACY_COPIES = ("daemon-config.toml", "daemon-mem0.json", "daemon-mem0.yaml", "
 ACCEPTED_COPY_ENV = "MEMSYNC_ACCEPTED_CONFIG"  # read by memsync.cli.common
 
 
-def plan_catch_up(jobs: list[Job], state: Mapping[str, Mapping[str, Any]], now: datetime, zone: ZoneInfo) -> list[str]:
+def plan_catch_up(
+    jobs: list[Job], state: Mapping[str, Mapping[str, Any]], now: datetime, zone: ZoneInfo
+) -> list[str]:
     """Jobs to run once at start: their last success predates their latest scheduled time. Pure.
 
     A job already done for its slot is not rerun; one that missed its slot (the daemon was
@@ -151,8 +153,10 @@ class Daemon:
         try:
             self._lock_handle = flock.acquire(self.config.state_dir / LOCK_FILE)
         except flock.LockHeld as held:
-            raise LockedError(f"another memsync daemon runs on {self.config.state_dir}: {held.holder or 'another process'}",
-                              "stop it first (systemctl stop memsync), or give this one another state_dir") from None
+            raise LockedError(
+                f"another memsync daemon runs on {self.config.state_dir}: {held.holder or 'another process'}",
+                "stop it first (systemctl stop memsync), or give this one another state_dir",
+            ) from None
 
     def accept(self) -> None:
         """Keep the document just accepted (JSON, mem0 file inlined): the jobs read that one."""
@@ -166,9 +170,13 @@ class Daemon:
         zone = self.config.daemon.timezone
         for job in build_jobs(self.config):
             if job.when.every is not None:
-                self.scheduler.every(int(job.when.every.total_seconds())).seconds.do(self.run_job, job)
+                self.scheduler.every(int(job.when.every.total_seconds())).seconds.do(
+                    self.run_job, job
+                )
             elif job.when.at is not None:
-                self.scheduler.every().day.at(job.when.at.strftime("%H:%M"), zone).do(self.run_job, job)
+                self.scheduler.every().day.at(job.when.at.strftime("%H:%M"), zone).do(
+                    self.run_job, job
+                )
 
     def install_signals(self) -> None:
         """SIGTERM/SIGINT: finish the current job, then stop (twice: stop now). SIGHUP: reload."""
@@ -206,13 +214,19 @@ class Daemon:
         self.accept()
         self.install_signals()
         self.schedule_jobs()
-        self.state.update({"pid": os.getpid(), "started_at": iso(datetime.now(UTC)), "stopped_at": None})
+        self.state.update(
+            {"pid": os.getpid(), "started_at": iso(datetime.now(UTC)), "stopped_at": None}
+        )
         self.save()
         self.notifier.send("READY=1\nSTATUS=idle")
         self.start_watchdog()
-        logger.info("daemon_started", pid=os.getpid(), jobs=[j.name for j in build_jobs(self.config)])
+        logger.info(
+            "daemon_started", pid=os.getpid(), jobs=[j.name for j in build_jobs(self.config)]
+        )
         zone = ZoneInfo(self.config.daemon.timezone)
-        catch_up = plan_catch_up(build_jobs(self.config), self.state["jobs"], datetime.now(UTC), zone)
+        catch_up = plan_catch_up(
+            build_jobs(self.config), self.state["jobs"], datetime.now(UTC), zone
+        )
         logger.info("catch_up_planned", jobs=catch_up)
         for name in catch_up:
             job = next(j for j in build_jobs(self.config) if j.name == name)
@@ -257,7 +271,9 @@ class Daemon:
             document, fresh = load_self_contained(self.config_path, self.environ)
             problems = []
             if fresh.state_dir != self.config.state_dir:
-                problems.append("state_dir cannot change on reload (the daemon's lock lives there): restart it")
+                problems.append(
+                    "state_dir cannot change on reload (the daemon's lock lives there): restart it"
+                )
             if not fresh.daemon.jobs:
                 problems.append("daemon: no job scheduled")
             if problems:
@@ -297,7 +313,9 @@ class Daemon:
                 code, output = int(ExitCode.FAILURE), {}
             duration = time.monotonic() - clock
             outcome = classify(code)
-            record.update({"last_outcome": outcome, "last_exit": code, "duration_s": round(duration, 3)})
+            record.update(
+                {"last_outcome": outcome, "last_exit": code, "duration_s": round(duration, 3)}
+            )
             if outcome in ("ok", "problems"):
                 record["last_success_at"] = iso(started)
                 record["consecutive_failures"] = 0
@@ -318,15 +336,38 @@ class Daemon:
             self.ping(job, "" if outcome in ("ok", "skipped") else "/fail")
             self.notifier.send("STATUS=idle")
             log = logger.warning if outcome in ("failed", "problems") else logger.info
-            log("job_finished", outcome=outcome, exit_code=code, duration_s=round(duration, 3),
-                **{k: v for k, v in record.get("summary", {}).items() if isinstance(v, int | float | str)})
+            log(
+                "job_finished",
+                outcome=outcome,
+                exit_code=code,
+                duration_s=round(duration, 3),
+                **{
+                    k: v
+                    for k, v in record.get("summary", {}).items()
+                    if isinstance(v, int | float | str)
+                },
+            )
 
     def child(self, job: Job) -> tuple[int, dict[str, Any]]:
         """Run the job's command; honour SIGTERM (finish within stop_timeout_s) and a 2nd one."""
-        argv = [sys.executable, "-m", "memsync", *job.argv, "--json", "--config", str(self.config_path)]
+        argv = [
+            sys.executable,
+            "-m",
+            "memsync",
+            *job.argv,
+            "--json",
+            "--config",
+            str(self.config_path),
+        ]
         env = {**self.environ, ACCEPTED_COPY_ENV: str(self.config.state_dir / ACCEPTED_CONFIG)}
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,  # noqa: S603
-                                   start_new_session=True, env=env)
+        process = subprocess.Popen(  # noqa: S603 - argv is memsync itself, built above
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            env=env,
+        )
         reader = _Collector(process)
         deadline: float | None = None
         while process.poll() is None:
@@ -335,7 +376,9 @@ class Daemon:
                 break
             if self.stopping.is_set() and deadline is None:
                 deadline = time.monotonic() + self.config.daemon.stop_timeout_s
-                logger.info("job_finishing_before_stop", stop_timeout_s=self.config.daemon.stop_timeout_s)
+                logger.info(
+                    "job_finishing_before_stop", stop_timeout_s=self.config.daemon.stop_timeout_s
+                )
             if deadline is not None and time.monotonic() > deadline:
                 process.terminate()
                 try:
@@ -407,9 +450,14 @@ def run_daemon(config_path: Path, environ: Mapping[str, str]) -> int:
     """Load the config and run the daemon. Raises ConfigError, LockedError."""
     document, loaded = load_self_contained(config_path, environ)
     if not loaded.daemon.jobs:
-        raise ConfigError(loaded.source, ["daemon: no job scheduled (set check_every, snapshot_at, ...)"])
+        raise ConfigError(
+            loaded.source, ["daemon: no job scheduled (set check_every, snapshot_at, ...)"]
+        )
     try:
-        return Daemon(config_path=config_path, config=loaded, document=document, environ=environ).run()
+        return Daemon(
+            config_path=config_path, config=loaded, document=document, environ=environ
+        ).run()
     except OSError as error:
-        raise TryLaterError(f"daemon state directory {loaded.state_dir}: {error.strerror}") from error
-
+        raise TryLaterError(
+            f"daemon state directory {loaded.state_dir}: {error.strerror}"
+        ) from error

@@ -39,28 +39,53 @@ def _scope_fields(scope: str) -> dict[str, str]:
 MIN_MESSAGE_MATCH = 12
 
 
-def erase_texts(config: Config, before: Inventory, memory_ids: Sequence[str], now: datetime,
-                scope: dict[str, str] | None = None) -> dict[str, Any]:
+def erase_texts(
+    config: Config,
+    before: Inventory,
+    memory_ids: Sequence[str],
+    now: datetime,
+    scope: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Remove the texts of deleted memories from every place memsync controls.
 
     Blanks their history texts, drops raw messages of scopes left empty, VACUUMs the stores and
     purges memsync's own copies. Returns what was done and which snapshots still hold them.
     """
-    scopes = {check.session_scope(before.points[m].payload) for m in memory_ids if m in before.points}
-    if scope:  # a whole user/agent/run: every raw-message scope of it, also of memories deleted earlier
-        scopes |= {s.scope for s in before.message_scopes
-                   if all(_scope_fields(s.scope).get(k) == v for k, v in scope.items())}
-    remaining = {check.session_scope(p.payload) for p in before.points.values() if p.id not in set(memory_ids)}
+    scopes = {
+        check.session_scope(before.points[m].payload) for m in memory_ids if m in before.points
+    }
+    if (
+        scope
+    ):  # a whole user/agent/run: every raw-message scope of it, also of memories deleted earlier
+        scopes |= {
+            s.scope
+            for s in before.message_scopes
+            if all(_scope_fields(s.scope).get(k) == v for k, v in scope.items())
+        }
+    remaining = {
+        check.session_scope(p.payload)
+        for p in before.points.values()
+        if p.id not in set(memory_ids)
+    }
     empty_scopes = sorted(scopes - remaining)
     rows = blank_history(config.history_db_path, memory_ids, empty_scopes, now)
     vector_store_for(config).compact()
     purged = purge_own_copies(config, memory_ids, empty_scopes, now)
-    return {"history_rows_blanked": rows, "message_scopes_removed": empty_scopes, "purged": purged,
-            "snapshots_holding": snapshots_holding(config, memory_ids)}
+    return {
+        "history_rows_blanked": rows,
+        "message_scopes_removed": empty_scopes,
+        "purged": purged,
+        "snapshots_holding": snapshots_holding(config, memory_ids),
+    }
 
 
-def blank_history(history_db: Path, memory_ids: Sequence[str], scopes: Iterable[str], now: datetime,
-                  record: bool = True) -> int:
+def blank_history(
+    history_db: Path,
+    memory_ids: Sequence[str],
+    scopes: Iterable[str],
+    now: datetime,
+    record: bool = True,
+) -> int:
     """Blank the memories' history texts, record the erasure, drop raw messages, VACUUM.
 
     ``old_memory``/``new_memory`` become NULL (events and times stay); a DELETE row by memsync
@@ -73,23 +98,39 @@ def blank_history(history_db: Path, memory_ids: Sequence[str], scopes: Iterable[
         with connection:
             marks = ",".join("?" * len(memory_ids))
             texts = {
-                text for row in connection.execute(
-                    f"SELECT old_memory, new_memory FROM history WHERE memory_id IN ({marks})", list(memory_ids))
-                for text in row if isinstance(text, str) and len(text) >= MIN_MESSAGE_MATCH
+                text
+                for row in connection.execute(
+                    f"SELECT old_memory, new_memory FROM history WHERE memory_id IN ({marks})",
+                    list(memory_ids),
+                )
+                for text in row
+                if isinstance(text, str) and len(text) >= MIN_MESSAGE_MATCH
             }
             blanked = connection.execute(
                 f"UPDATE history SET old_memory = NULL, new_memory = NULL WHERE memory_id IN ({marks})",
-                list(memory_ids)).rowcount
+                list(memory_ids),
+            ).rowcount
             if record:
                 connection.executemany(
                     "INSERT INTO history (id, memory_id, old_memory, new_memory, event, created_at, updated_at, "
                     "is_deleted, actor_id, role) VALUES (?, ?, NULL, NULL, 'DELETE', ?, ?, 1, 'memsync', NULL)",
-                    [(f"memsync-{uuid.uuid4()}", m, now.isoformat(), now.isoformat()) for m in memory_ids])
-            tables = {r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                    [
+                        (f"memsync-{uuid.uuid4()}", m, now.isoformat(), now.isoformat())
+                        for m in memory_ids
+                    ],
+                )
+            tables = {
+                r[0]
+                for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
             if "messages" in tables:
-                connection.executemany("DELETE FROM messages WHERE session_scope = ?", [(s,) for s in scopes])
+                connection.executemany(
+                    "DELETE FROM messages WHERE session_scope = ?", [(s,) for s in scopes]
+                )
                 # raw messages that contain any version of the text, whatever their scope
-                connection.executemany("DELETE FROM messages WHERE instr(content, ?) > 0", [(t,) for t in texts])
+                connection.executemany(
+                    "DELETE FROM messages WHERE instr(content, ?) > 0", [(t,) for t in texts]
+                )
         connection.execute("VACUUM")
         return int(blanked)
     except sqlite3.Error as error:
@@ -98,7 +139,9 @@ def blank_history(history_db: Path, memory_ids: Sequence[str], scopes: Iterable[
         connection.close()
 
 
-def purge_own_copies(config: Config, memory_ids: Sequence[str], scopes: Sequence[str], now: datetime) -> list[str]:
+def purge_own_copies(
+    config: Config, memory_ids: Sequence[str], scopes: Sequence[str], now: datetime
+) -> list[str]:
     """Purge memsync's own copies of the memories.
 
     Stale captures and partial snapshots are removed, a finished reconcile journal too, and
@@ -113,7 +156,9 @@ def purge_own_copies(config: Config, memory_ids: Sequence[str], scopes: Sequence
     if journal.is_file() and '"status": "done"' in journal.read_text(encoding="utf-8"):
         journal.unlink()
         done.append(str(journal))
-    for copy in state.pre_restore_copies([vector_store_for(config).location, config.history_db_path]):
+    for copy in state.pre_restore_copies(
+        [vector_store_for(config).location, config.history_db_path]
+    ):
         if copy.is_dir():
             vector_store_for(config).erase_points(copy, memory_ids)
         elif copy.is_file():
@@ -150,7 +195,9 @@ def _snapshot_holds(root: Path, store: VectorStore, memory_ids: Sequence[str]) -
             marks = ",".join("?" * len(memory_ids))
             found = connection.execute(
                 f"SELECT 1 FROM history WHERE memory_id IN ({marks}) AND "
-                "(old_memory IS NOT NULL OR new_memory IS NOT NULL) LIMIT 1", list(memory_ids)).fetchone()
+                "(old_memory IS NOT NULL OR new_memory IS NOT NULL) LIMIT 1",
+                list(memory_ids),
+            ).fetchone()
         finally:
             connection.close()
         if found:

@@ -76,7 +76,8 @@ class ConfigError(MemsyncError):
         joined = "; ".join(self.problems)
         super().__init__(
             f"configuration {source}: {joined}",
-            hint or "fix the listed keys (see ops/memsync.example.toml and docs/reference/config.md)",
+            hint
+            or "fix the listed keys (see ops/memsync.example.toml and docs/reference/config.md)",
         )
 
 

@@ -145,6 +145,14 @@ def make(
     """
     entry = REGISTRY[code]
     return Finding(
-        code=code, severity=entry.severity, message=message, collection=collection, memory_id=memory_id,
-        path=path, fix=fix if fix is not None else entry.fix, scope=scope, expected=expected, observed=observed,
+        code=code,
+        severity=entry.severity,
+        message=message,
+        collection=collection,
+        memory_id=memory_id,
+        path=path,
+        fix=fix if fix is not None else entry.fix,
+        scope=scope,
+        expected=expected,
+        observed=observed,
     )

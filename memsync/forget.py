@@ -92,13 +92,20 @@ def select_targets(
             else:
                 not_found.append(memory_id)
     else:
-        scope = {k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)) if v}
+        scope = {
+            k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)) if v
+        }
         with_point = [
-            point.id for point in inventory.points.values()
+            point.id
+            for point in inventory.points.values()
             if scope and all(point.payload.get(k) == v for k, v in scope.items())
         ]
-    return Targets(with_point=tuple(sorted(with_point)), history_only=tuple(sorted(history_only)),
-                   not_found=tuple(sorted(not_found)), already_deleted=tuple(sorted(already)))
+    return Targets(
+        with_point=tuple(sorted(with_point)),
+        history_only=tuple(sorted(history_only)),
+        not_found=tuple(sorted(not_found)),
+        already_deleted=tuple(sorted(already)),
+    )
 
 
 def select_expired(inventory: Inventory, today: date) -> Targets:
@@ -117,7 +124,9 @@ def refuse_bad_mem0(version: str | None, bulk: bool) -> None:
         return
     for row in versions.known_bad_mem0(str(parsed)):
         if bulk and row.refuses_bulk_delete:
-            raise ConfigError("environment", [f"mem0ai {version}: {row.problem}; upgrade mem0ai first"])
+            raise ConfigError(
+                "environment", [f"mem0ai {version}: {row.problem}; upgrade mem0ai first"]
+            )
 
 
 def delete_through_mem0(
@@ -146,11 +155,24 @@ def delete_through_mem0(
                 progress(index + 1, len(targets.all))
         unlink_entities(config, writer, set(targets.all))
         if targets.history_only:
-            writer.record_events([
-                HistoryEvent(0, f"memsync-{uuid.uuid4()}", memory_id, None, None, "DELETE", now.isoformat(),
-                             now.isoformat(), 1, "memsync", None)
-                for memory_id in targets.history_only
-            ])
+            writer.record_events(
+                [
+                    HistoryEvent(
+                        0,
+                        f"memsync-{uuid.uuid4()}",
+                        memory_id,
+                        None,
+                        None,
+                        "DELETE",
+                        now.isoformat(),
+                        now.isoformat(),
+                        1,
+                        "memsync",
+                        None,
+                    )
+                    for memory_id in targets.history_only
+                ]
+            )
             recorded = list(targets.history_only)
     if progress is not None:
         progress(len(targets.all), len(targets.all))
@@ -170,7 +192,9 @@ def unlink_entities(config: Config, writer: mem0.Mem0Writer, gone: set[str]) -> 
     for entity in vector_store_for(config).read_live_entities():
         if not gone & set(entity.linked_memory_ids):
             continue
-        writer.relink_entity(entity.entity_id, [m for m in entity.linked_memory_ids if m not in gone])
+        writer.relink_entity(
+            entity.entity_id, [m for m in entity.linked_memory_ids if m not in gone]
+        )
         changed += 1
     return changed
 
@@ -181,7 +205,12 @@ def prove_gone(inventory: Inventory, memory_ids: Iterable[str]) -> list[str]:
     unproven = []
     for memory_id in memory_ids:
         last = inventory.history.get(memory_id)
-        if memory_id in inventory.points or last is None or last.last.event != "DELETE" or memory_id in linked:
+        if (
+            memory_id in inventory.points
+            or last is None
+            or last.last.event != "DELETE"
+            or memory_id in linked
+        ):
             unproven.append(memory_id)
     return sorted(unproven)
 
@@ -242,15 +271,26 @@ def run_forget(
     if erase:
         from memsync import erase as erasure
 
-        scope = {k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)) if v}
+        scope = {
+            k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)) if v
+        }
         erased = erasure.erase_texts(config, before, to_erase, now, scope)
     after = reread(config, now)
     unproven = prove_gone(after, targets.all)
     if not unproven:
         clear_intent(config)
-    logger.info("forget_finished", deleted=len(deleted), recorded=len(recorded), unproven=len(unproven))
-    return Forgotten(targets=targets, dry_run=False, deleted=tuple(deleted), recorded=tuple(recorded),
-                     unproven=tuple(unproven), snapshot_id=snapshot_id, erased=erased)
+    logger.info(
+        "forget_finished", deleted=len(deleted), recorded=len(recorded), unproven=len(unproven)
+    )
+    return Forgotten(
+        targets=targets,
+        dry_run=False,
+        deleted=tuple(deleted),
+        recorded=tuple(recorded),
+        unproven=tuple(unproven),
+        snapshot_id=snapshot_id,
+        erased=erased,
+    )
 
 
 INTENT = FORGET_JOURNAL
@@ -278,7 +318,11 @@ def clear_intent(config: Config) -> None:
 
 
 def run_prune(
-    config: Config, now: datetime, *, dry_run: bool, progress: Callable[[int, int], None] | None = None
+    config: Config,
+    now: datetime,
+    *,
+    dry_run: bool,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Forgotten:
     """Delete through mem0 every memory whose expiration_date has passed; prove it. Idempotent.
 
@@ -297,10 +341,14 @@ def run_prune(
     try:
         deleted, _ = delete_through_mem0(config, targets, now, progress)
     except sqlite3.OperationalError as error:
-        raise TryLaterError(f"history.db {config.history_db_path} is busy ({error})",
-                            "run prune again: the targets are journaled and will be closed") from error
+        raise TryLaterError(
+            f"history.db {config.history_db_path} is busy ({error})",
+            "run prune again: the targets are journaled and will be closed",
+        ) from error
     unproven = prove_gone(reread(config, now), targets.all)
     if not unproven:
         clear_intent(config)
     logger.info("prune_finished", deleted=len(deleted), unproven=len(unproven))
-    return Forgotten(targets=targets, dry_run=False, deleted=tuple(deleted), unproven=tuple(unproven))
+    return Forgotten(
+        targets=targets, dry_run=False, deleted=tuple(deleted), unproven=tuple(unproven)
+    )

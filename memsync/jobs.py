@@ -45,10 +45,15 @@ def job_argv(config: Config, name: str) -> tuple[str, ...]:
 
 def build_jobs(config: Config) -> list[Job]:
     """The jobs the ``[daemon]`` section schedules, in a fixed order. Pure."""
-    return [Job(name=name, argv=job_argv(config, name), when=when) for name, when in config.daemon.jobs.items()]
+    return [
+        Job(name=name, argv=job_argv(config, name), when=when)
+        for name, when in config.daemon.jobs.items()
+    ]
 
 
-def latest_slot(when: JobSchedule, now: datetime, zone: ZoneInfo, last_success: datetime | None) -> datetime | None:
+def latest_slot(
+    when: JobSchedule, now: datetime, zone: ZoneInfo, last_success: datetime | None
+) -> datetime | None:
     """The most recent time ``when`` asked the job to run, at or before ``now`` (UTC). Pure.
 
     ``*_every`` jobs are due one interval after their last success (or now, never run);
@@ -114,15 +119,26 @@ def job_health(config: Config, state: Mapping[str, Any], now: datetime) -> list[
         last = parse(record.get("last_success_at"))
         period = job.when.every or timedelta(days=1)
         slot = latest_slot(job.when, now, zone, last)
-        overdue = last is None or (slot is not None and slot < now - max(period * 0.5, timedelta(minutes=5))
-                                   and last < slot)
+        overdue = last is None or (
+            slot is not None
+            and slot < now - max(period * 0.5, timedelta(minutes=5))
+            and last < slot
+        )
         failing = record.get("last_outcome") in ("failed", "problems")
-        rows.append({"job": job.name, "last_success_at": record.get("last_success_at"),
-                     "last_run_at": record.get("last_run_at"), "last_outcome": record.get("last_outcome"),
-                     "last_skipped_at": record.get("last_skipped_at"),
-                     "next_run_at": iso(slot + (job.when.every or timedelta(days=1))) if slot and last and
-                     last >= slot else (iso(slot) if slot else None),
-                     "overdue": overdue, "failing": failing})
+        rows.append(
+            {
+                "job": job.name,
+                "last_success_at": record.get("last_success_at"),
+                "last_run_at": record.get("last_run_at"),
+                "last_outcome": record.get("last_outcome"),
+                "last_skipped_at": record.get("last_skipped_at"),
+                "next_run_at": iso(slot + (job.when.every or timedelta(days=1)))
+                if slot and last and last >= slot
+                else (iso(slot) if slot else None),
+                "overdue": overdue,
+                "failing": failing,
+            }
+        )
     return rows
 
 
@@ -133,8 +149,12 @@ def summarize(job: str, output: Mapping[str, Any]) -> dict[str, Any]:
         by_code: dict[str, int] = {}
         for finding in output.get("findings") or []:
             by_code[str(finding.get("code"))] = by_code.get(str(finding.get("code")), 0) + 1
-        return {"errors": counts.get("errors", 0), "warnings": counts.get("warnings", 0),
-                "points": counts.get("points", 0), "findings_by_code": by_code}
+        return {
+            "errors": counts.get("errors", 0),
+            "warnings": counts.get("warnings", 0),
+            "points": counts.get("points", 0),
+            "findings_by_code": by_code,
+        }
     if job == "prune":
         return {"deleted": len(output.get("deleted") or [])}
     if job == "snapshot":
@@ -154,19 +174,39 @@ def render_textfile(state: Mapping[str, Any]) -> str:
     for name, record in sorted(jobs.items()):
         success = parse(record.get("last_success_at"))
         if success is not None:
-            lines.append(f'memsync_job_last_success_timestamp_seconds{{job="{name}"}} {success.timestamp():.0f}')
-    lines += ["# HELP memsync_job_duration_seconds Duration of the last run of a memsync job.",
-              "# TYPE memsync_job_duration_seconds gauge"]
-    lines += [f'memsync_job_duration_seconds{{job="{n}"}} {r.get("duration_s", 0)}' for n, r in sorted(jobs.items())]
-    lines += ["# HELP memsync_job_failing 1 when the last run of a job failed or found problems.",
-              "# TYPE memsync_job_failing gauge"]
-    lines += [f'memsync_job_failing{{job="{n}"}} {int(r.get("last_outcome") in ("failed", "problems"))}'
-              for n, r in sorted(jobs.items())]
+            lines.append(
+                f'memsync_job_last_success_timestamp_seconds{{job="{name}"}} {success.timestamp():.0f}'
+            )
+    lines += [
+        "# HELP memsync_job_duration_seconds Duration of the last run of a memsync job.",
+        "# TYPE memsync_job_duration_seconds gauge",
+    ]
+    lines += [
+        f'memsync_job_duration_seconds{{job="{n}"}} {r.get("duration_s", 0)}'
+        for n, r in sorted(jobs.items())
+    ]
+    lines += [
+        "# HELP memsync_job_failing 1 when the last run of a job failed or found problems.",
+        "# TYPE memsync_job_failing gauge",
+    ]
+    lines += [
+        f'memsync_job_failing{{job="{n}"}} {int(r.get("last_outcome") in ("failed", "problems"))}'
+        for n, r in sorted(jobs.items())
+    ]
     summary = jobs.get("check", {}).get("summary", {})
-    lines += ["# HELP memsync_findings Findings of the last check, by code.", "# TYPE memsync_findings gauge"]
-    lines += [f'memsync_findings{{code="{code}"}} {count}' for code, count in sorted(summary.get("findings_by_code", {}).items())]
+    lines += [
+        "# HELP memsync_findings Findings of the last check, by code.",
+        "# TYPE memsync_findings gauge",
+    ]
+    lines += [
+        f'memsync_findings{{code="{code}"}} {count}'
+        for code, count in sorted(summary.get("findings_by_code", {}).items())
+    ]
     size = jobs.get("snapshot", {}).get("summary", {}).get("size_bytes")
     if size is not None:
-        lines += ["# HELP memsync_snapshot_size_bytes Size of the last snapshot.", "# TYPE memsync_snapshot_size_bytes gauge",
-                  f"memsync_snapshot_size_bytes {size}"]
+        lines += [
+            "# HELP memsync_snapshot_size_bytes Size of the last snapshot.",
+            "# TYPE memsync_snapshot_size_bytes gauge",
+            f"memsync_snapshot_size_bytes {size}",
+        ]
     return "\n".join(lines) + "\n"

@@ -28,8 +28,11 @@ def configure(level: str = "warning", fmt: str = "auto") -> None:
     renderer: structlog.typing.Processor
     if as_json:
         # Tracebacks without local variables: they would carry memory texts and secrets.
-        shared.append(structlog.processors.ExceptionRenderer(
-            structlog.tracebacks.ExceptionDictTransformer(show_locals=False)))
+        shared.append(
+            structlog.processors.ExceptionRenderer(
+                structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+            )
+        )
         renderer = structlog.processors.JSONRenderer()
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=False)

@@ -88,39 +88,53 @@ def _finding(
         return findings.make(
             "in-flight",
             f"{code} explained by a write inside the capture window ({moment.isoformat()}): {message}",
-            collection=inventory.collection, memory_id=memory_id, **fields,
+            collection=inventory.collection,
+            memory_id=memory_id,
+            **fields,
         )
-    return findings.make(code, message, collection=inventory.collection, memory_id=memory_id, **fields)
+    return findings.make(
+        code, message, collection=inventory.collection, memory_id=memory_id, **fields
+    )
 
 
 def _store_level(inventory: Inventory) -> list[Finding]:
     found = []
     live = sum(1 for memory in inventory.history.values() if memory.last.event in LIVE_EVENTS)
     if inventory.collection not in inventory.collections and live:
-        where = "" if inventory.qdrant_present else " (the embedded Qdrant directory itself is gone)"
-        found.append(findings.make(
-            "collection-missing",
-            f"collection {inventory.collection!r} does not exist{where} while history has {live} live "
-            "memories (a wiped /tmp, a deleted directory, a wrong path)",
-            collection=inventory.collection,
-        ))
+        where = (
+            "" if inventory.qdrant_present else " (the embedded Qdrant directory itself is gone)"
+        )
+        found.append(
+            findings.make(
+                "collection-missing",
+                f"collection {inventory.collection!r} does not exist{where} while history has {live} live "
+                "memories (a wiped /tmp, a deleted directory, a wrong path)",
+                collection=inventory.collection,
+            )
+        )
     if not inventory.history_present and inventory.points:
-        found.append(findings.make(
-            "history-missing",
-            f"history.db is missing or has no history table while {len(inventory.points)} points exist",
-            collection=inventory.collection,
-        ))
+        found.append(
+            findings.make(
+                "history-missing",
+                f"history.db is missing or has no history table while {len(inventory.points)} points exist",
+                collection=inventory.collection,
+            )
+        )
     for name, info in sorted(inventory.collections.items()):
         if name not in (inventory.collection, f"{inventory.collection}_entities"):
             continue
         for key, size in inventory.expected_dims:
             if info.vector_size is not None and info.vector_size != size:
-                found.append(findings.make(
-                    "dimension-mismatch",
-                    f"collection {name!r} stores vectors of size {info.vector_size} but {key} is {size}: "
-                    "mem0 accepts it at start, then inserts and searches fail",
-                    collection=name, expected=size, observed=info.vector_size,
-                ))
+                found.append(
+                    findings.make(
+                        "dimension-mismatch",
+                        f"collection {name!r} stores vectors of size {info.vector_size} but {key} is {size}: "
+                        "mem0 accepts it at start, then inserts and searches fail",
+                        collection=name,
+                        expected=size,
+                        observed=info.vector_size,
+                    )
+                )
     return found
 
 
@@ -130,28 +144,44 @@ def _point_vs_history(inventory: Inventory) -> list[Finding]:
     for point_id, point in points.items():
         memory = history.get(point_id)
         if memory is None:
-            found.append(_finding(
-                inventory, "orphan-point", point_id,
-                "point exists but history has no event for it (its history write failed or history "
-                "rows were deleted)",
-                _point_time(point), scope=session_scope(point.payload),
-            ))
+            found.append(
+                _finding(
+                    inventory,
+                    "orphan-point",
+                    point_id,
+                    "point exists but history has no event for it (its history write failed or history "
+                    "rows were deleted)",
+                    _point_time(point),
+                    scope=session_scope(point.payload),
+                )
+            )
         elif memory.last.event == "DELETE":
-            found.append(_finding(
-                inventory, "resurrected-point", point_id,
-                f"point exists but the memory's last history event is DELETE (history row {memory.last.id})",
-                memory.last.at, scope=session_scope(point.payload), expected="DELETE",
-            ))
+            found.append(
+                _finding(
+                    inventory,
+                    "resurrected-point",
+                    point_id,
+                    f"point exists but the memory's last history event is DELETE (history row {memory.last.id})",
+                    memory.last.at,
+                    scope=session_scope(point.payload),
+                    expected="DELETE",
+                )
+            )
         elif memory.last.event in LIVE_EVENTS:
             found += _text_mismatch(inventory, point, memory)
     for memory_id, memory in history.items():
         if memory.last.event in LIVE_EVENTS and memory_id not in points:
-            found.append(_finding(
-                inventory, "missing-point", memory_id,
-                f"the memory's last history event is {memory.last.event} (history row {memory.last.id}) "
-                "but no point has its id",
-                memory.last.at, expected=memory.last.event,
-            ))
+            found.append(
+                _finding(
+                    inventory,
+                    "missing-point",
+                    memory_id,
+                    f"the memory's last history event is {memory.last.event} (history row {memory.last.id}) "
+                    "but no point has its id",
+                    memory.last.at,
+                    expected=memory.last.event,
+                )
+            )
     return found
 
 
@@ -160,12 +190,18 @@ def _text_mismatch(inventory: Inventory, point: Point, memory: MemoryHistory) ->
     data, last = point.payload.get("data"), memory.last
     if not isinstance(data, str) or last.new_memory is None or data == last.new_memory:
         return []
-    return [_finding(
-        inventory, "text-mismatch", point.id,
-        f"payload data differs from the new_memory of the last {last.event} event (history row {last.id})",
-        _latest(last.at, _point_time(point)),
-        scope=session_scope(point.payload), expected=payload_hash(last.new_memory), observed=payload_hash(data),
-    )]
+    return [
+        _finding(
+            inventory,
+            "text-mismatch",
+            point.id,
+            f"payload data differs from the new_memory of the last {last.event} event (history row {last.id})",
+            _latest(last.at, _point_time(point)),
+            scope=session_scope(point.payload),
+            expected=payload_hash(last.new_memory),
+            observed=payload_hash(data),
+        )
+    ]
 
 
 def _latest(*moments: datetime | None) -> datetime | None:
@@ -184,22 +220,36 @@ def _payload_checks(points: Iterable[Point], collection: str) -> list[Finding]:
     for point in points:
         data = point.payload.get("data")
         if not isinstance(data, str):
-            found.append(findings.make(
-                "missing-payload", "point has no payload 'data' text: mem0 cannot return this memory",
-                collection=collection, memory_id=point.id, scope=session_scope(point.payload),
-            ))
+            found.append(
+                findings.make(
+                    "missing-payload",
+                    "point has no payload 'data' text: mem0 cannot return this memory",
+                    collection=collection,
+                    memory_id=point.id,
+                    scope=session_scope(point.payload),
+                )
+            )
             continue
         stored = point.payload.get("hash")
         expected = payload_hash(data)
         if stored != expected:
-            shown = repr(stored) if isinstance(stored, str | None) else f"of type {type(stored).__name__}"
-            found.append(findings.make(
-                "hash-mismatch",
-                f"payload hash {shown} is not the md5 of payload data ({expected}): the payload was "
-                "edited outside mem0",
-                collection=collection, memory_id=point.id, scope=session_scope(point.payload),
-                expected=expected, observed=stored if isinstance(stored, str) else None,
-            ))
+            shown = (
+                repr(stored)
+                if isinstance(stored, str | None)
+                else f"of type {type(stored).__name__}"
+            )
+            found.append(
+                findings.make(
+                    "hash-mismatch",
+                    f"payload hash {shown} is not the md5 of payload data ({expected}): the payload was "
+                    "edited outside mem0",
+                    collection=collection,
+                    memory_id=point.id,
+                    scope=session_scope(point.payload),
+                    expected=expected,
+                    observed=stored if isinstance(stored, str) else None,
+                )
+            )
     return found
 
 
@@ -212,9 +262,12 @@ def _point_sizes(inventory: Inventory) -> list[Finding]:
         findings.make(
             "dimension-mismatch",
             f"point's vector has {point.vector_size} dimensions, the collection {expected}",
-            collection=inventory.collection, memory_id=point.id,
+            collection=inventory.collection,
+            memory_id=point.id,
             fix="memsync reconcile re-embeds it through mem0 (or restore a snapshot)",
-            scope=session_scope(point.payload), expected=expected, observed=point.vector_size,
+            scope=session_scope(point.payload),
+            expected=expected,
+            observed=point.vector_size,
         )
         for point in inventory.points.values()
         if point.vector_size is not None and point.vector_size != expected
@@ -237,11 +290,16 @@ def _dangling_links(inventory: Inventory) -> list[Finding]:
             if memory_id in inventory.points:
                 continue
             memory = inventory.history.get(memory_id)
-            found.append(_finding(
-                inventory, "dangling-entity-link", memory_id,
-                f"entity {entity.entity_id} links memory {memory_id}, which has no point",
-                memory.last.at if memory else None, observed=entity.entity_id,
-            ))
+            found.append(
+                _finding(
+                    inventory,
+                    "dangling-entity-link",
+                    memory_id,
+                    f"entity {entity.entity_id} links memory {memory_id}, which has no point",
+                    memory.last.at if memory else None,
+                    observed=entity.entity_id,
+                )
+            )
     return found
 
 
@@ -250,12 +308,16 @@ def _expired(inventory: Inventory, today: date) -> list[Finding]:
     for point in inventory.points.values():
         expires = expires_on(point.payload)
         if expires is not None and expires < today:
-            found.append(findings.make(
-                "expired-memory",
-                f"memory expired on {expires.isoformat()} and is still stored (mem0 hides it but never deletes it)",
-                collection=inventory.collection, memory_id=point.id, scope=session_scope(point.payload),
-                observed=expires.isoformat(),
-            ))
+            found.append(
+                findings.make(
+                    "expired-memory",
+                    f"memory expired on {expires.isoformat()} and is still stored (mem0 hides it but never deletes it)",
+                    collection=inventory.collection,
+                    memory_id=point.id,
+                    scope=session_scope(point.payload),
+                    observed=expires.isoformat(),
+                )
+            )
     return found
 
 
@@ -274,13 +336,17 @@ def _duplicates(inventory: Inventory) -> list[Finding]:
         ordered = sorted(group, key=lambda p: (str(p.payload.get("created_at") or ""), p.id))
         for extra in ordered[1:]:
             scope = session_scope(extra.payload)
-            found.append(findings.make(
-                "duplicate-memory",
-                f"same text as memory {ordered[0].id} in the same scope ({scope or 'no scope'})",
-                collection=inventory.collection, memory_id=extra.id,
-                fix=f"memsync reconcile --only duplicate-memory (or memsync forget {extra.id})",
-                scope=scope, expected=ordered[0].id,
-            ))
+            found.append(
+                findings.make(
+                    "duplicate-memory",
+                    f"same text as memory {ordered[0].id} in the same scope ({scope or 'no scope'})",
+                    collection=inventory.collection,
+                    memory_id=extra.id,
+                    fix=f"memsync reconcile --only duplicate-memory (or memsync forget {extra.id})",
+                    scope=scope,
+                    expected=ordered[0].id,
+                )
+            )
     return found
 
 
@@ -295,10 +361,14 @@ def _orphan_messages(inventory: Inventory) -> list[Finding]:
     live_scopes = {session_scope(point.payload) for point in inventory.points.values()}
     return [
         _finding(
-            inventory, "orphan-messages", None,
+            inventory,
+            "orphan-messages",
+            None,
             f"{scope.row_count} raw messages of session scope {scope.scope!r} remain with no memory left "
             "in that scope (raw user text that outlived its memories)",
-            scope.newest_at, scope=scope.scope, observed=scope.row_count,
+            scope.newest_at,
+            scope=scope.scope,
+            observed=scope.row_count,
         )
         for scope in inventory.message_scopes
         if scope.scope not in live_scopes

@@ -36,9 +36,13 @@ class Purged:
     old_versions: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _scopes_left_empty(store: VectorStore, root: Path, window: CaptureWindow, memory_ids: Sequence[str]) -> list[str]:
+def _scopes_left_empty(
+    store: VectorStore, root: Path, window: CaptureWindow, memory_ids: Sequence[str]
+) -> list[str]:
     """The session scopes whose every point is among ``memory_ids`` in the snapshot at ``root``."""
-    vectors = store.open_capture(root / store.capture_dir, window.vectors_at, window.vectors_finished_at)
+    vectors = store.open_capture(
+        root / store.capture_dir, window.vectors_at, window.vectors_finished_at
+    )
     points = store.read_points(vectors)
     gone = set(memory_ids)
     scopes = {check.session_scope(p.payload) for p in points.values() if p.id in gone}
@@ -46,7 +50,9 @@ def _scopes_left_empty(store: VectorStore, root: Path, window: CaptureWindow, me
     return sorted(scopes - left)
 
 
-def purge_snapshot(config: Config, info: snapshots.SnapshotInfo, memory_ids: Sequence[str], now: datetime) -> None:
+def purge_snapshot(
+    config: Config, info: snapshots.SnapshotInfo, memory_ids: Sequence[str], now: datetime
+) -> None:
     """Rewrite one local snapshot without ``memory_ids``.
 
     The old one is removed only after the new one verifies.
@@ -69,14 +75,26 @@ def purge_snapshot(config: Config, info: snapshots.SnapshotInfo, memory_ids: Seq
             erase.blank_history(work / "history.db", memory_ids, scopes, now, record=True)
         captured = deployment.from_directory(work, old.capture)
         snapshot.finish_directory(
-            config, work, captured, info.id, old.created_at, old.created_at.date(),
-            snapshot.signing_key(config), repository.encryption_key(config),
+            config,
+            work,
+            captured,
+            info.id,
+            old.created_at,
+            old.created_at.date(),
+            snapshot.signing_key(config),
+            repository.encryption_key(config),
         )
         report = snapshot.verify_directory(config, work, now)
-        broken = [f for f in report.findings if f.code in snapshot.VERIFY_CODES and f.severity is Severity.ERROR]
+        broken = [
+            f
+            for f in report.findings
+            if f.code in snapshot.VERIFY_CODES and f.severity is Severity.ERROR
+        ]
         if broken:
-            raise UnavailableError(f"the rewritten snapshot {info.id} fails verification: {broken[0].message}",
-                                   "the old snapshot was kept")
+            raise UnavailableError(
+                f"the rewritten snapshot {info.id} fails verification: {broken[0].message}",
+                "the old snapshot was kept",
+            )
         retired = info.path.with_name(info.id + ".purged-old")
         os.rename(info.path, retired)
         os.rename(work, info.path)
@@ -112,12 +130,23 @@ def run_purge(config: Config, memory_ids: Sequence[str], now: datetime, remote: 
             if bucket is not None and info.id in remote_ids:
                 _upload(local, bucket, info.id)
                 uploaded.append(info.id)
-        elif info.complete and bucket is not None and info.id in remote_ids and _differs(local, bucket, info.id):
+        elif (
+            info.complete
+            and bucket is not None
+            and info.id in remote_ids
+            and _differs(local, bucket, info.id)
+        ):
             # purged here earlier (without --remote): the bucket may still hold the old copy
             _upload(local, bucket, info.id)
             uploaded.append(info.id)
-    versions = [v for snapshot_id in uploaded for v in bucket.noncurrent_versions(snapshot_id)] if bucket else []
-    return Purged(rewritten=tuple(rewritten), uploaded=tuple(uploaded), old_versions=tuple(versions))
+    versions = (
+        [v for snapshot_id in uploaded for v in bucket.noncurrent_versions(snapshot_id)]
+        if bucket
+        else []
+    )
+    return Purged(
+        rewritten=tuple(rewritten), uploaded=tuple(uploaded), old_versions=tuple(versions)
+    )
 
 
 def _upload(local: LocalRepository, bucket: S3Repository, snapshot_id: str) -> None:

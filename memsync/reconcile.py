@@ -41,8 +41,10 @@ def vectors_newer_than_history(inventory: Inventory) -> bool:
     That is what an old history.db put back over newer vectors looks like: a missing point
     may then have been deleted since, so it must not be brought back.
     """
-    point_times = [parse_time(p.payload.get("updated_at")) or parse_time(p.payload.get("created_at"))
-                   for p in inventory.points.values()]
+    point_times = [
+        parse_time(p.payload.get("updated_at")) or parse_time(p.payload.get("created_at"))
+        for p in inventory.points.values()
+    ]
     event_times = [m.last.at for m in inventory.history.values()]
     newest_point = max((t for t in point_times if t is not None), default=None)
     newest_event = max((t for t in event_times if t is not None), default=None)
@@ -54,14 +56,21 @@ def vectors_newer_than_history(inventory: Inventory) -> bool:
 # --- I/O half ----------------------------------------------------------------------------------
 
 
-def find_recoveries(config: Config, inventory: Inventory, missing: Iterable[str], work: Path) -> dict[str, Recovery | None]:
+def find_recoveries(
+    config: Config, inventory: Inventory, missing: Iterable[str], work: Path
+) -> dict[str, Recovery | None]:
     """Find, for each missing memory, the newest snapshot holding it with the expected text.
 
     The search is ``memsync.recovery.find_recoveries`` (local and remote snapshots through the
     repository port); vectors evidently newer than history block every recovery.
     """
-    return recovery.find_recoveries(config, inventory, missing, work,
-                                    blocked_by_newer_vectors=vectors_newer_than_history(inventory))
+    return recovery.find_recoveries(
+        config,
+        inventory,
+        missing,
+        work,
+        blocked_by_newer_vectors=vectors_newer_than_history(inventory),
+    )
 
 
 def _plaintext_root(config: Config, info: snapshots.SnapshotInfo, work: Path) -> Path:
@@ -100,8 +109,10 @@ def journal_path(config: Config) -> Path:
 
 def save_journal(config: Config, plan_id: str, actions: Iterable[Action], status: str) -> None:
     """Write the journal atomically."""
-    write_json_atomic(journal_path(config), {"plan_id": plan_id, "status": status,
-                                             "actions": [asdict(a) for a in actions]})
+    write_json_atomic(
+        journal_path(config),
+        {"plan_id": plan_id, "status": status, "actions": [asdict(a) for a in actions]},
+    )
 
 
 def load_journal(config: Config) -> tuple[str, list[Action]] | None:
@@ -117,8 +128,10 @@ def load_journal(config: Config) -> tuple[str, list[Action]] | None:
             return None
         return str(document["plan_id"]), [Action(**item) for item in document["actions"]]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-        raise UnavailableError(f"reconcile journal {path} is unreadable ({type(error).__name__})",
-                               "move it aside; the next reconcile plans afresh from a new check") from error
+        raise UnavailableError(
+            f"reconcile journal {path} is unreadable ({type(error).__name__})",
+            "move it aside; the next reconcile plans afresh from a new check",
+        ) from error
 
 
 def apply_action(action: Action, writer: mem0.Mem0Writer, config: Config) -> Action:
@@ -138,7 +151,9 @@ def apply_action(action: Action, writer: mem0.Mem0Writer, config: Config) -> Act
         if not writer.exists(memory_id):
             stored = _stored_point(action, config)
             if stored is None or stored.vector is None:
-                return replace(action, status="failed", error="the snapshot no longer holds the point")
+                return replace(
+                    action, status="failed", error="the snapshot no longer holds the point"
+                )
             writer.put_back(memory_id, stored.vector, stored.payload)
     elif kind == "record-event":
         writer.record_events([HistoryEvent(rowid=0, **action.params["row"])])
@@ -211,24 +226,45 @@ def run_reconcile(
             mem0.require_store_free(config, "reconcile")
             mem0.prepare_for_writing(config)
         inventory, report = check.settled_inventory(config, now)
-        missing = [f.memory_id for f in report.findings if f.code == "missing-point" and f.memory_id]
+        missing = [
+            f.memory_id for f in report.findings if f.code == "missing-point" and f.memory_id
+        ]
         config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="reconcile-") as work:
             recoveries = find_recoveries(config, inventory, missing, Path(work))
-        actions = plan_reconcile(report.findings, inventory, recoveries, only=only, record_lost=record_lost,
-                                 now=now, new_id=lambda: f"memsync-{uuid.uuid4()}",
-                                 forgetting=frozenset(load_forgetting(config.state_dir)))
+        actions = plan_reconcile(
+            report.findings,
+            inventory,
+            recoveries,
+            only=only,
+            record_lost=record_lost,
+            now=now,
+            new_id=lambda: f"memsync-{uuid.uuid4()}",
+            forgetting=frozenset(load_forgetting(config.state_dir)),
+        )
         if dry_run or not actions:
-            return Outcome(plan_id=plan_id, actions=tuple(actions), dry_run=dry_run, resumed=False,
-                           snapshot_id=None, after=report if not actions else None)
+            return Outcome(
+                plan_id=plan_id,
+                actions=tuple(actions),
+                dry_run=dry_run,
+                resumed=False,
+                snapshot_id=None,
+                after=report if not actions else None,
+            )
         mem0.require_store_free(config, "reconcile")
         if take_snapshot and any(a.kind != "report" for a in actions):
             snapshot_id = snapshot.create_snapshot(config, now).id
         save_journal(config, plan_id, actions, "running")
     actions = _apply_all(config, plan_id, actions)
     after = check.run_check(config, now)
-    return Outcome(plan_id=plan_id, actions=tuple(actions), dry_run=False, resumed=resumed is not None,
-                   snapshot_id=snapshot_id, after=after)
+    return Outcome(
+        plan_id=plan_id,
+        actions=tuple(actions),
+        dry_run=False,
+        resumed=resumed is not None,
+        snapshot_id=snapshot_id,
+        after=after,
+    )
 
 
 def revalidate(actions: list[Action], report: CheckReport) -> list[Action]:
@@ -238,18 +274,30 @@ def revalidate(actions: list[Action], report: CheckReport) -> list[Action]:
     edited a memory): an action whose finding is gone is ``superseded``, never applied blindly.
     """
     standing = {(f.code, f.memory_id) for f in report.findings if f.severity is not Severity.INFO}
-    standing |= {("dangling-entity-link", f.memory_id) for f in report.findings if f.code == "dangling-entity-link"}
+    standing |= {
+        ("dangling-entity-link", f.memory_id)
+        for f in report.findings
+        if f.code == "dangling-entity-link"
+    }
     kept = []
     for action in actions:
-        if action.status == "pending" and action.kind != "report" and (action.code, action.memory_id) not in standing:
-            action = replace(action, status="superseded", why=action.why + " (superseded: the finding is gone)")
+        if (
+            action.status == "pending"
+            and action.kind != "report"
+            and (action.code, action.memory_id) not in standing
+        ):
+            action = replace(
+                action, status="superseded", why=action.why + " (superseded: the finding is gone)"
+            )
         kept.append(action)
     return kept
 
 
 def _apply_all(config: Config, plan_id: str, actions: list[Action]) -> list[Action]:
     if not any(a.status == "pending" and a.kind != "report" for a in actions):
-        actions = [replace(a, status="unrecoverable") if a.status == "pending" else a for a in actions]
+        actions = [
+            replace(a, status="unrecoverable") if a.status == "pending" else a for a in actions
+        ]
         save_journal(config, plan_id, actions, "done")
         return actions  # nothing to write: mem0 is not even built
     with mem0.open_memory(config) as writer:
@@ -262,9 +310,16 @@ def _apply_all(config: Config, plan_id: str, actions: list[Action]) -> list[Acti
             try:
                 actions[position] = apply_action(action, writer, config)
             except Exception as error:  # noqa: BLE001 - a failed action is recorded, never fatal
-                actions[position] = replace(action, status="failed", error=f"{type(error).__name__}: {error}")
-            logger.info("reconcile_action", kind=action.kind, code=action.code, memory_id=action.memory_id,
-                        status=actions[position].status)
+                actions[position] = replace(
+                    action, status="failed", error=f"{type(error).__name__}: {error}"
+                )
+            logger.info(
+                "reconcile_action",
+                kind=action.kind,
+                code=action.code,
+                memory_id=action.memory_id,
+                status=actions[position].status,
+            )
             save_journal(config, plan_id, actions, "running")
     save_journal(config, plan_id, actions, "done")
     return actions

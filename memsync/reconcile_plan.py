@@ -94,18 +94,49 @@ class Context:
 Rule = Callable[[Sequence[Finding], Context], list[Action]]
 
 
-def _act(finding: Finding, kind: ActionKind, why: str, *, code: str | None = None, target: str | None = None,
-         status: str = "pending", **params: Any) -> Action:
+def _act(
+    finding: Finding,
+    kind: ActionKind,
+    why: str,
+    *,
+    code: str | None = None,
+    target: str | None = None,
+    status: str = "pending",
+    **params: Any,
+) -> Action:
     """An action answering ``finding`` (``target`` defaults to its memory id); numbered later."""
-    return Action(index=0, kind=kind, code=code or finding.code, memory_id=target or finding.memory_id, why=why,
-                  params=params, status=status)
+    return Action(
+        index=0,
+        kind=kind,
+        code=code or finding.code,
+        memory_id=target or finding.memory_id,
+        why=why,
+        params=params,
+        status=status,
+    )
 
 
-def _event_row(memory_id: str, event: str, old: str | None, new: str | None,
-               created: str | None, updated: str | None, event_id: str) -> dict[str, Any]:
-    return {"id": event_id, "memory_id": memory_id, "old_memory": old, "new_memory": new, "event": event,
-            "created_at": created, "updated_at": updated, "is_deleted": 1 if event == "DELETE" else 0,
-            "actor_id": "memsync", "role": None}
+def _event_row(
+    memory_id: str,
+    event: str,
+    old: str | None,
+    new: str | None,
+    created: str | None,
+    updated: str | None,
+    event_id: str,
+) -> dict[str, Any]:
+    return {
+        "id": event_id,
+        "memory_id": memory_id,
+        "old_memory": old,
+        "new_memory": new,
+        "event": event,
+        "created_at": created,
+        "updated_at": updated,
+        "is_deleted": 1 if event == "DELETE" else 0,
+        "actor_id": "memsync",
+        "role": None,
+    }
 
 
 def _text(point: Point) -> str | None:
@@ -118,10 +149,19 @@ def _payload_time(point: Point, key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _add_row(point: Point, new_id: Callable[[], str], memory_id: str | None = None) -> dict[str, Any]:
+def _add_row(
+    point: Point, new_id: Callable[[], str], memory_id: str | None = None
+) -> dict[str, Any]:
     """The ADD event a point's lost history should have had."""
-    return _event_row(memory_id or point.id, "ADD", None, _text(point), _payload_time(point, "created_at"),
-                      _payload_time(point, "updated_at"), new_id())
+    return _event_row(
+        memory_id or point.id,
+        "ADD",
+        None,
+        _text(point),
+        _payload_time(point, "created_at"),
+        _payload_time(point, "updated_at"),
+        new_id(),
+    )
 
 
 def _each(rule: Callable[[Finding, Context], list[Action]]) -> Rule:
@@ -133,8 +173,13 @@ def _each(rule: Callable[[Finding, Context], list[Action]]) -> Rule:
 
 
 def _resurrected_point(finding: Finding, ctx: Context) -> list[Action]:
-    return [_act(finding, ActionKind.DELETE_POINT,
-                 "its last history event is DELETE: tombstones win, delete it through mem0")]
+    return [
+        _act(
+            finding,
+            ActionKind.DELETE_POINT,
+            "its last history event is DELETE: tombstones win, delete it through mem0",
+        )
+    ]
 
 
 def _missing_point(finding: Finding, ctx: Context) -> list[Action]:
@@ -143,54 +188,135 @@ def _missing_point(finding: Finding, ctx: Context) -> list[Action]:
         return []
     source = ctx.recoveries.get(memory_id)
     if memory_id in ctx.forgetting:
-        return [_act(finding, ActionKind.RECORD_EVENT, "a forget was deleting it when memsync stopped: close it "
-                     "with its DELETE event (never brought back)",
-                     row=_event_row(memory_id, "DELETE", last.new_memory, None, last.created_at, ctx.stamp,
-                                    ctx.new_id()))]
+        return [
+            _act(
+                finding,
+                ActionKind.RECORD_EVENT,
+                "a forget was deleting it when memsync stopped: close it "
+                "with its DELETE event (never brought back)",
+                row=_event_row(
+                    memory_id,
+                    "DELETE",
+                    last.new_memory,
+                    None,
+                    last.created_at,
+                    ctx.stamp,
+                    ctx.new_id(),
+                ),
+            )
+        ]
     if source is not None:
-        return [_act(finding, ActionKind.RESTORE_POINT, f"history says it is live; snapshot {source.snapshot_id} "
-                     "holds it with the text history expects: put it back with its original id, vector and payload",
-                     snapshot_id=source.snapshot_id, storage=str(source.storage), text=last.new_memory)]
+        return [
+            _act(
+                finding,
+                ActionKind.RESTORE_POINT,
+                f"history says it is live; snapshot {source.snapshot_id} "
+                "holds it with the text history expects: put it back with its original id, vector and payload",
+                snapshot_id=source.snapshot_id,
+                storage=str(source.storage),
+                text=last.new_memory,
+            )
+        ]
     if ctx.record_lost:
-        return [_act(finding, ActionKind.RECORD_EVENT, "no snapshot holds it with the expected text: recorded as "
-                     "lost (--record-lost), with a DELETE event",
-                     row=_event_row(memory_id, "DELETE", last.new_memory, None, last.created_at, ctx.stamp,
-                                    ctx.new_id()))]
-    return [_act(finding, ActionKind.REPORT, "no snapshot holds it with the text history expects (or something "
-                 "newer says it was deleted): not invented; pass --record-lost to record it as lost",
-                 status="unrecoverable")]
+        return [
+            _act(
+                finding,
+                ActionKind.RECORD_EVENT,
+                "no snapshot holds it with the expected text: recorded as "
+                "lost (--record-lost), with a DELETE event",
+                row=_event_row(
+                    memory_id,
+                    "DELETE",
+                    last.new_memory,
+                    None,
+                    last.created_at,
+                    ctx.stamp,
+                    ctx.new_id(),
+                ),
+            )
+        ]
+    return [
+        _act(
+            finding,
+            ActionKind.REPORT,
+            "no snapshot holds it with the text history expects (or something "
+            "newer says it was deleted): not invented; pass --record-lost to record it as lost",
+            status="unrecoverable",
+        )
+    ]
 
 
 def _orphan_point(finding: Finding, ctx: Context) -> list[Action]:
     point = ctx.point(finding)
     if point is None:
         return []
-    return [_act(finding, ActionKind.RECORD_EVENT, "real content whose history write failed or was lost: keep it "
-                 "and record the missing ADD", row=_add_row(point, ctx.new_id, finding.memory_id))]
+    return [
+        _act(
+            finding,
+            ActionKind.RECORD_EVENT,
+            "real content whose history write failed or was lost: keep it "
+            "and record the missing ADD",
+            row=_add_row(point, ctx.new_id, finding.memory_id),
+        )
+    ]
 
 
 def _history_missing(finding: Finding, ctx: Context) -> list[Action]:
-    return [_act(finding, ActionKind.RECORD_EVENT, "history.db lost its rows: record the ADD of every point",
-                 target=point.id, row=_add_row(point, ctx.new_id))
-            for point in sorted(ctx.inventory.points.values(), key=lambda p: p.id)]
+    return [
+        _act(
+            finding,
+            ActionKind.RECORD_EVENT,
+            "history.db lost its rows: record the ADD of every point",
+            target=point.id,
+            row=_add_row(point, ctx.new_id),
+        )
+        for point in sorted(ctx.inventory.points.values(), key=lambda p: p.id)
+    ]
 
 
 def _text_mismatch(finding: Finding, ctx: Context) -> list[Action]:
     point, last = ctx.point(finding), ctx.last(finding)
     if point is None or last is None:
         return []
-    point_at = parse_time(point.payload.get("updated_at")) or parse_time(point.payload.get("created_at"))
+    point_at = parse_time(point.payload.get("updated_at")) or parse_time(
+        point.payload.get("created_at")
+    )
     if point_at is None or (last.at is not None and point_at <= last.at):
-        return [_act(finding, ActionKind.UPDATE_POINT, "history is newer (or the same age): update the point "
-                     "through mem0, which re-embeds the text", text=last.new_memory)]
-    actions = [_act(finding, ActionKind.RECORD_EVENT, "the point is newer than the last event: record the "
-                    "UPDATE it missed",
-                    row=_event_row(finding.memory_id or point.id, "UPDATE", last.new_memory, _text(point),
-                                   _payload_time(point, "created_at"), _payload_time(point, "updated_at"),
-                                   ctx.new_id()))]
+        return [
+            _act(
+                finding,
+                ActionKind.UPDATE_POINT,
+                "history is newer (or the same age): update the point "
+                "through mem0, which re-embeds the text",
+                text=last.new_memory,
+            )
+        ]
+    actions = [
+        _act(
+            finding,
+            ActionKind.RECORD_EVENT,
+            "the point is newer than the last event: record the UPDATE it missed",
+            row=_event_row(
+                finding.memory_id or point.id,
+                "UPDATE",
+                last.new_memory,
+                _text(point),
+                _payload_time(point, "created_at"),
+                _payload_time(point, "updated_at"),
+                ctx.new_id(),
+            ),
+        )
+    ]
     if "hash-mismatch" in ctx.codes_of.get(point.id, frozenset()):
-        actions.append(_act(finding, ActionKind.UPDATE_POINT, "and its hash is stale: rewrite it through mem0",
-                            code="hash-mismatch", text=_text(point)))
+        actions.append(
+            _act(
+                finding,
+                ActionKind.UPDATE_POINT,
+                "and its hash is stale: rewrite it through mem0",
+                code="hash-mismatch",
+                text=_text(point),
+            )
+        )
     return actions
 
 
@@ -200,36 +326,79 @@ def _hash_mismatch(finding: Finding, ctx: Context) -> list[Action]:
         return []
     if "text-mismatch" in ctx.codes_of.get(point.id, frozenset()) and "text-mismatch" in ctx.wanted:
         return []  # answered with the text-mismatch
-    return [_act(finding, ActionKind.UPDATE_POINT, "payload hash is not the md5 of its text: rewrite it "
-                 "through mem0", text=_text(point))]
+    return [
+        _act(
+            finding,
+            ActionKind.UPDATE_POINT,
+            "payload hash is not the md5 of its text: rewrite it through mem0",
+            text=_text(point),
+        )
+    ]
 
 
 def _missing_payload(finding: Finding, ctx: Context) -> list[Action]:
     last = ctx.last(finding)
     if last is not None and last.event in LIVE_EVENTS and last.new_memory is not None:
-        return [_act(finding, ActionKind.UPDATE_POINT, "the point lost its text: write history's text back "
-                     "through mem0", text=last.new_memory)]
-    return [_act(finding, ActionKind.REPORT, "the point lost its text and history does not know it",
-                 status="unrecoverable")]
+        return [
+            _act(
+                finding,
+                ActionKind.UPDATE_POINT,
+                "the point lost its text: write history's text back through mem0",
+                text=last.new_memory,
+            )
+        ]
+    return [
+        _act(
+            finding,
+            ActionKind.REPORT,
+            "the point lost its text and history does not know it",
+            status="unrecoverable",
+        )
+    ]
 
 
 def _restore_instead(finding: Finding, ctx: Context) -> list[Action]:
     """``collection-missing`` and ``dimension-mismatch``: nothing reconcile can write fixes them."""
     if finding.code == "dimension-mismatch" and ctx.point(finding) is not None:
-        return [_act(finding, ActionKind.REPORT, "its vector has the wrong size, and qdrant-client 1.20 cannot "
-                     "even open a collection with mixed sizes, so mem0 cannot repair it: restore a snapshot "
-                     "(memsync restore)", status="unrecoverable")]
-    return [_act(finding, ActionKind.REPORT, "not something reconcile can repair: restore the deployment from a "
-                 "snapshot (memsync restore) or fix the config", target=finding.collection, status="unrecoverable")]
+        return [
+            _act(
+                finding,
+                ActionKind.REPORT,
+                "its vector has the wrong size, and qdrant-client 1.20 cannot "
+                "even open a collection with mixed sizes, so mem0 cannot repair it: restore a snapshot "
+                "(memsync restore)",
+                status="unrecoverable",
+            )
+        ]
+    return [
+        _act(
+            finding,
+            ActionKind.REPORT,
+            "not something reconcile can repair: restore the deployment from a "
+            "snapshot (memsync restore) or fix the config",
+            target=finding.collection,
+            status="unrecoverable",
+        )
+    ]
 
 
 def _policy_delete(finding: Finding, ctx: Context) -> list[Action]:
-    return [_act(finding, ActionKind.DELETE_POINT, "policy requested with --only: delete it through mem0")]
+    return [
+        _act(
+            finding, ActionKind.DELETE_POINT, "policy requested with --only: delete it through mem0"
+        )
+    ]
 
 
 def _orphan_messages(finding: Finding, ctx: Context) -> list[Action]:
-    return [_act(finding, ActionKind.DELETE_MESSAGES, "policy requested with --only: delete the raw messages of a "
-                 "scope with no memory left", scope=finding.scope)]
+    return [
+        _act(
+            finding,
+            ActionKind.DELETE_MESSAGES,
+            "policy requested with --only: delete the raw messages of a scope with no memory left",
+            scope=finding.scope,
+        )
+    ]
 
 
 def _relink_entities(group: Sequence[Finding], ctx: Context) -> list[Action]:
@@ -244,11 +413,21 @@ def _relink_entities(group: Sequence[Finding], ctx: Context) -> list[Action]:
         gone = dead.get(entity.entity_id)
         if gone:
             remaining = [m for m in entity.linked_memory_ids if m not in gone]
-            actions.append(Action(index=0, kind=ActionKind.RELINK_ENTITY, code="dangling-entity-link",
-                                  memory_id=sorted(gone)[0],
-                                  why=f"entity {entity.entity_id} links memories with no point: "
-                                  + ("delete the entity (no link remains)" if not remaining else "drop those links"),
-                                  params={"entity_id": entity.entity_id, "remaining": remaining}))
+            actions.append(
+                Action(
+                    index=0,
+                    kind=ActionKind.RELINK_ENTITY,
+                    code="dangling-entity-link",
+                    memory_id=sorted(gone)[0],
+                    why=f"entity {entity.entity_id} links memories with no point: "
+                    + (
+                        "delete the entity (no link remains)"
+                        if not remaining
+                        else "drop those links"
+                    ),
+                    params={"entity_id": entity.entity_id, "remaining": remaining},
+                )
+            )
     return actions
 
 
@@ -305,11 +484,24 @@ def plan_reconcile(
     for finding in listed:
         if finding.memory_id:
             codes_of[finding.memory_id].add(finding.code)
-        if finding.severity is not Severity.INFO and finding.code in wanted and finding.code in RULES:
+        if (
+            finding.severity is not Severity.INFO
+            and finding.code in wanted
+            and finding.code in RULES
+        ):
             groups.setdefault(finding.code, []).append(finding)
-    ctx = Context(inventory=inventory, recoveries=recoveries, record_lost=record_lost, stamp=now.isoformat(),
-                  new_id=new_id, forgetting=forgetting, wanted=wanted,
-                  codes_of={memory_id: frozenset(codes) for memory_id, codes in codes_of.items()})
-    order = [code for code in groups if code not in RUN_LAST] + [code for code in RUN_LAST if code in groups]
+    ctx = Context(
+        inventory=inventory,
+        recoveries=recoveries,
+        record_lost=record_lost,
+        stamp=now.isoformat(),
+        new_id=new_id,
+        forgetting=forgetting,
+        wanted=wanted,
+        codes_of={memory_id: frozenset(codes) for memory_id, codes in codes_of.items()},
+    )
+    order = [code for code in groups if code not in RUN_LAST] + [
+        code for code in RUN_LAST if code in groups
+    ]
     actions = [action for code in order for action in RULES[code](groups[code], ctx)]
     return [replace(action, index=index) for index, action in enumerate(actions)]

@@ -26,8 +26,14 @@ from memsync.stores.vector_store import VectorStore, vector_store_for
 logger = structlog.get_logger(__name__)
 
 
-def find_recoveries(config: Config, inventory: Inventory, missing: Iterable[str], work: Path,
-                    *, blocked_by_newer_vectors: bool) -> dict[str, Recovery | None]:
+def find_recoveries(
+    config: Config,
+    inventory: Inventory,
+    missing: Iterable[str],
+    work: Path,
+    *,
+    blocked_by_newer_vectors: bool,
+) -> dict[str, Recovery | None]:
     """Find, for each missing memory, the newest snapshot holding it with the expected text.
 
     A snapshot whose history ends the memory with DELETE blocks it (never brought back), and so
@@ -52,7 +58,9 @@ def find_recoveries(config: Config, inventory: Inventory, missing: Iterable[str]
             break
         info = _local_copy(config, local, snapshot_id, complete)
         if info is None or not _checksums_hold(store, info, inventory.collection):
-            logger.warning("snapshot_skipped", snapshot_id=snapshot_id, reason="files differ from the manifest")
+            logger.warning(
+                "snapshot_skipped", snapshot_id=snapshot_id, reason="files differ from the manifest"
+            )
             continue
         root = plaintext_root(config, info, work)
         if root is not None:
@@ -60,11 +68,21 @@ def find_recoveries(config: Config, inventory: Inventory, missing: Iterable[str]
     return found
 
 
-def _search(store: VectorStore, root: Path, snapshot_id: str, collection: str, pending: list[str],
-            wanted: dict[str, MemoryHistory], found: dict[str, Recovery | None], blocked: set[str]) -> None:
+def _search(
+    store: VectorStore,
+    root: Path,
+    snapshot_id: str,
+    collection: str,
+    pending: list[str],
+    wanted: dict[str, MemoryHistory],
+    found: dict[str, Recovery | None],
+    blocked: set[str],
+) -> None:
     """Record in ``found`` (or ``blocked``) what one snapshot's plaintext says of ``pending``."""
     vectors = root / store.capture_dir  # what a Recovery names (the journal keeps it)
-    contents = history.read_contents(root / "history.db") if (root / "history.db").is_file() else None
+    contents = (
+        history.read_contents(root / "history.db") if (root / "history.db").is_file() else None
+    )
     for memory_id in pending:
         snap_last = contents.memories.get(memory_id) if contents else None
         if snap_last is not None and snap_last.last.event == "DELETE":
@@ -82,7 +100,9 @@ def _remote_only(config: Config, local_ids: set[str]) -> set[str]:
     return {entry.id for entry in repository.remote(config).list() if entry.complete} - local_ids
 
 
-def _local_copy(config: Config, local: LocalRepository, snapshot_id: str, local_ids: set[str]) -> SnapshotInfo | None:
+def _local_copy(
+    config: Config, local: LocalRepository, snapshot_id: str, local_ids: set[str]
+) -> SnapshotInfo | None:
     """The local snapshot, fetched from the bucket first when it is remote-only.
 
     Raises:
@@ -97,7 +117,10 @@ def _checksums_hold(store: VectorStore, info: SnapshotInfo, collection: str) -> 
     """Whether the snapshot's history.db and memory collection match their manifest (stored bytes)."""
     if info.manifest is None:
         return False
-    wanted = {"history.db", f"{store.capture_dir}/{store.collection_file(collection, Path()).as_posix()}"}
+    wanted = {
+        "history.db",
+        f"{store.capture_dir}/{store.collection_file(collection, Path()).as_posix()}",
+    }
     for entry in info.manifest.files:
         if entry.path in wanted:
             path = info.path / entry.path

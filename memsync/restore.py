@@ -62,7 +62,11 @@ def plan_restore(config: Config, snapshot_id: str) -> list[Move]:
     """The moves of a restore of ``snapshot_id``: the vector store's location, then history.db. Pure."""
     targets = [vector_store_for(config).location, config.history_db_path]
     return [
-        Move(live=str(target), staged=f"{target}.restore-{snapshot_id}", aside=f"{target}.pre-restore-{snapshot_id}")
+        Move(
+            live=str(target),
+            staged=f"{target}.restore-{snapshot_id}",
+            aside=f"{target}.pre-restore-{snapshot_id}",
+        )
         for target in targets
     ]
 
@@ -72,8 +76,11 @@ def _unique_asides(moves: list[Move]) -> list[Move]:
     unique = []
     for move in moves:
         aside, number = move.aside, 1
-        while Path(aside).exists() or Path(aside).is_symlink() or any(
-                Path(aside + suffix).exists() for suffix in SIDE_SUFFIXES):
+        while (
+            Path(aside).exists()
+            or Path(aside).is_symlink()
+            or any(Path(aside + suffix).exists() for suffix in SIDE_SUFFIXES)
+        ):
             aside = f"{move.aside}-{number}"
             number += 1
         unique.append(replace(move, aside=aside))
@@ -93,7 +100,9 @@ def journal_path(config: Config) -> Path:
 def has_data(config: Config) -> bool:
     """Whether the deployment holds anything a restore would replace (a vector store, or history)."""
     history = config.history_db_path
-    return vector_store_for(config).holds_data() or (history.exists() and history.stat().st_size > 0)
+    return vector_store_for(config).holds_data() or (
+        history.exists() and history.stat().st_size > 0
+    )
 
 
 def _verify(config: Config, directory: Path, now: datetime) -> Manifest:
@@ -101,22 +110,34 @@ def _verify(config: Config, directory: Path, now: datetime) -> Manifest:
     if manifest.encrypted and config.snapshot.encrypt_key_file is None:
         raise ConfigError(config.source, [NO_KEY])
     report = snapshot.verify_directory(config, directory, now)
-    broken = [f for f in report.findings if f.code in snapshot.VERIFY_CODES and f.severity is Severity.ERROR]
+    broken = [
+        f
+        for f in report.findings
+        if f.code in snapshot.VERIFY_CODES and f.severity is Severity.ERROR
+    ]
     if broken:
         listed = "; ".join(f"{f.code} {f.path}" for f in broken[:5])
-        raise UnavailableError(f"snapshot {directory.name} fails verification: {listed}",
-                               "restore from another snapshot (memsync snapshot list)")
+        raise UnavailableError(
+            f"snapshot {directory.name} fails verification: {listed}",
+            "restore from another snapshot (memsync snapshot list)",
+        )
     manifest = snapshots.read_manifest(directory)
     problems = []
     if manifest.collection != config.collection:
-        problems.append(f"mem0.vector_store.config.collection_name: the snapshot holds collection "
-                        f"{manifest.collection!r}, the config says {config.collection!r}")
+        problems.append(
+            f"mem0.vector_store.config.collection_name: the snapshot holds collection "
+            f"{manifest.collection!r}, the config says {config.collection!r}"
+        )
     size = (manifest.collections.get(config.collection) or {}).get("vector_size")
     for key, dims in config.expected_dims:
         if size is not None and size != dims:
-            problems.append(f"{key}: the snapshot's vectors have {size} dimensions, the config says {dims}")
+            problems.append(
+                f"{key}: the snapshot's vectors have {size} dimensions, the config says {dims}"
+            )
     if problems:
-        raise ConfigError(config.source, problems, "restore a snapshot made with this configuration")
+        raise ConfigError(
+            config.source, problems, "restore a snapshot made with this configuration"
+        )
     return manifest
 
 
@@ -152,21 +173,46 @@ def run_restore(
         moves = plan_restore(config, snapshot_id)
         if has_data(config):
             if if_empty:
-                return Restored(snapshot_id=snapshot_id, dry_run=dry_run, skipped=True, moves=tuple(moves),
-                                check=None, recovered=recovered)
+                return Restored(
+                    snapshot_id=snapshot_id,
+                    dry_run=dry_run,
+                    skipped=True,
+                    moves=tuple(moves),
+                    check=None,
+                    recovered=recovered,
+                )
             if not force and not dry_run:
-                raise UsageError("the deployment has data: a restore would replace it",
-                                 "pass --force (the current files are moved aside, never deleted)")
+                raise UsageError(
+                    "the deployment has data: a restore would replace it",
+                    "pass --force (the current files are moved aside, never deleted)",
+                )
         if dry_run:
-            return Restored(snapshot_id=snapshot_id, dry_run=True, skipped=False, moves=tuple(moves), check=None,
-                            recovered=recovered)
+            return Restored(
+                snapshot_id=snapshot_id,
+                dry_run=True,
+                skipped=False,
+                moves=tuple(moves),
+                check=None,
+                recovered=recovered,
+            )
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")
         with operation_lock(config.state_dir, "restore"):
             vector_store_for(config).require_free("restore")
             moves = _unique_asides(_with_existence(moves))
-            _stage(plain, moves, [entry.path for entry in manifest.files], vector_store_for(config).capture_dir)
-            write_json_atomic(journal_path(config), {"snapshot_id": snapshot_id, "phase": "staged",
-                                                     "moves": [asdict(m) for m in moves]})
+            _stage(
+                plain,
+                moves,
+                [entry.path for entry in manifest.files],
+                vector_store_for(config).capture_dir,
+            )
+            write_json_atomic(
+                journal_path(config),
+                {
+                    "snapshot_id": snapshot_id,
+                    "phase": "staged",
+                    "moves": [asdict(m) for m in moves],
+                },
+            )
             try:
                 _swap(config, snapshot_id, moves)
             except BaseException:
@@ -176,8 +222,14 @@ def run_restore(
             journal_path(config).unlink(missing_ok=True)
     report = check.run_check(config, now)
     logger.info("restore_finished", snapshot_id=snapshot_id, errors=report.count(Severity.ERROR))
-    return Restored(snapshot_id=snapshot_id, dry_run=False, skipped=False, moves=tuple(moves), check=report,
-                    recovered=recovered)
+    return Restored(
+        snapshot_id=snapshot_id,
+        dry_run=False,
+        skipped=False,
+        moves=tuple(moves),
+        check=report,
+        recovered=recovered,
+    )
 
 
 def _stage(plain: Path, moves: list[Move], listed: list[str], vectors_dir: str) -> None:
@@ -205,7 +257,9 @@ def _stage(plain: Path, moves: list[Move], listed: list[str], vectors_dir: str) 
     except OSError as error:
         for move in moves:
             staged = Path(move.staged)
-            shutil.rmtree(staged, ignore_errors=True) if staged.is_dir() else staged.unlink(missing_ok=True)
+            shutil.rmtree(staged, ignore_errors=True) if staged.is_dir() else staged.unlink(
+                missing_ok=True
+            )
         raise work_dir_error(Path(vectors_move.staged).parent, error) from error
     for move in moves:
         staged = Path(move.staged)
@@ -248,8 +302,10 @@ def _swap(config: Config, snapshot_id: str, moves: list[Move]) -> None:
 
 
 def _write_phase(config: Config, snapshot_id: str, moves: list[Move], phase: str) -> None:
-    write_json_atomic(journal_path(config), {"snapshot_id": snapshot_id, "phase": phase,
-                                             "moves": [asdict(m) for m in moves]})
+    write_json_atomic(
+        journal_path(config),
+        {"snapshot_id": snapshot_id, "phase": phase, "moves": [asdict(m) for m in moves]},
+    )
 
 
 def _rollback(moves: list[Move]) -> None:

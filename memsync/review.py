@@ -19,7 +19,16 @@ from memsync.stores import deployment, history, mem0
 from memsync.stores.vector_store import vector_store_for
 
 CONFIRMED_AT = "confirmed_at"
-SOURCE_KEYS = ("source", "role", "actor_id", "user_id", "agent_id", "run_id", "created_at", "updated_at")
+SOURCE_KEYS = (
+    "source",
+    "role",
+    "actor_id",
+    "user_id",
+    "agent_id",
+    "run_id",
+    "created_at",
+    "updated_at",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,18 +47,29 @@ def last_confirmed(point: Point) -> tuple[datetime | None, str]:
     stamped = parse_time(point.payload.get(CONFIRMED_AT))
     if stamped is not None:
         return stamped, CONFIRMED_AT
-    return parse_time(point.payload.get("updated_at")) or parse_time(point.payload.get("created_at")), "updated_at"
+    return parse_time(point.payload.get("updated_at")) or parse_time(
+        point.payload.get("created_at")
+    ), "updated_at"
 
 
-def plan_review(points: Iterable[Point], now: datetime, older_than: timedelta, limit: int) -> list[Reviewed]:
+def plan_review(
+    points: Iterable[Point], now: datetime, older_than: timedelta, limit: int
+) -> list[Reviewed]:
     """The memories last confirmed longest ago (before ``now - older_than``), oldest first. Pure."""
     cutoff = now - older_than
     rows = []
     for point in points:
         confirmed, by = last_confirmed(point)
         if confirmed is None or confirmed <= cutoff:
-            rows.append(Reviewed(memory_id=point.id, text=_text(point), confirmed_at=confirmed, confirmed_by=by,
-                                 source={k: point.payload.get(k) for k in SOURCE_KEYS if k in point.payload}))
+            rows.append(
+                Reviewed(
+                    memory_id=point.id,
+                    text=_text(point),
+                    confirmed_at=confirmed,
+                    confirmed_by=by,
+                    source={k: point.payload.get(k) for k in SOURCE_KEYS if k in point.payload},
+                )
+            )
     rows.sort(key=lambda r: (r.confirmed_at is not None, r.confirmed_at or now, r.memory_id))
     return rows[:limit]
 
@@ -73,7 +93,9 @@ class Audited:
     flagged: bool
 
 
-def find_audit(events: Iterable[HistoryEvent], points: Mapping[str, Point], since: datetime) -> list[Audited]:
+def find_audit(
+    events: Iterable[HistoryEvent], points: Mapping[str, Point], since: datetime
+) -> list[Audited]:
     """Memories added or changed since ``since``, newest first. Pure.
 
     An UPDATE with equal old and new text is a ``metadata`` change (``confirm`` writes those).
@@ -98,8 +120,18 @@ def find_audit(events: Iterable[HistoryEvent], points: Mapping[str, Point], sinc
         role = event.role or (payload.get("role") if isinstance(payload.get("role"), str) else None)
         source = payload.get("source") if isinstance(payload.get("source"), str) else None
         flagged = kind in ("added", "changed") and role not in ("user", None)
-        found.append(Audited(memory_id=event.memory_id, kind=kind, at=moment, actor_id=event.actor_id, role=role,
-                             text=event.new_memory, source=source, flagged=flagged))
+        found.append(
+            Audited(
+                memory_id=event.memory_id,
+                kind=kind,
+                at=moment,
+                actor_id=event.actor_id,
+                role=role,
+                text=event.new_memory,
+                source=source,
+                flagged=flagged,
+            )
+        )
     found.sort(key=lambda a: (a.at, a.memory_id), reverse=True)
     return found
 
@@ -113,25 +145,45 @@ def build_context(points: Iterable[Point], user_id: str, today: date) -> list[Re
         if is_expired(point, today):
             continue
         confirmed, by = last_confirmed(point)
-        rows.append(Reviewed(memory_id=point.id, text=_text(point), confirmed_at=confirmed, confirmed_by=by,
-                             source={k: point.payload.get(k) for k in SOURCE_KEYS if k in point.payload}))
-    rows.sort(key=lambda r: (r.confirmed_at is None, -(r.confirmed_at.timestamp() if r.confirmed_at else 0),
-                             r.memory_id))
+        rows.append(
+            Reviewed(
+                memory_id=point.id,
+                text=_text(point),
+                confirmed_at=confirmed,
+                confirmed_by=by,
+                source={k: point.payload.get(k) for k in SOURCE_KEYS if k in point.payload},
+            )
+        )
+    rows.sort(
+        key=lambda r: (
+            r.confirmed_at is None,
+            -(r.confirmed_at.timestamp() if r.confirmed_at else 0),
+            r.memory_id,
+        )
+    )
     return rows
 
 
-def load_points_and_events(config: Config, with_events: bool) -> tuple[dict[str, Point], list[HistoryEvent]]:
+def load_points_and_events(
+    config: Config, with_events: bool
+) -> tuple[dict[str, Point], list[HistoryEvent]]:
     """Capture the stores; return every point (full payload) and, optionally, every history event.
 
     Reads only (no lock); the copies are removed.
     """
     with deployment.temporary_capture(config) as captured:
         points = vector_store_for(config).read_points(captured.vectors)
-        events = list(history.iter_events(captured.history_copy.dest)) if with_events and captured.history_copy else []
+        events = (
+            list(history.iter_events(captured.history_copy.dest))
+            if with_events and captured.history_copy
+            else []
+        )
     return points, events
 
 
-def confirm(config: Config, memory_ids: Sequence[str], now: datetime) -> tuple[list[str], list[str]]:
+def confirm(
+    config: Config, memory_ids: Sequence[str], now: datetime
+) -> tuple[list[str], list[str]]:
     """Stamp ``confirmed_at`` on each memory through mem0; return (confirmed, not found).
 
     Raises:

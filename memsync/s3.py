@@ -84,7 +84,9 @@ class ObjectStore:
         if response is None:
             return None
         metadata = response.get("Metadata") or {}
-        return ObjectInfo(key=key, size=int(response["ContentLength"]), sha256=metadata.get("sha256"))
+        return ObjectInfo(
+            key=key, size=int(response["ContentLength"]), sha256=metadata.get("sha256")
+        )
 
     def put_file(
         self,
@@ -116,7 +118,12 @@ class ObjectStore:
                 extra["SSEKMSKeyId"] = self.config.sse_kms_key_id
         try:
             self.client.upload_file(
-                str(path), self.bucket, key, ExtraArgs=extra, Config=self.transfer, Callback=progress
+                str(path),
+                self.bucket,
+                key,
+                ExtraArgs=extra,
+                Config=self.transfer,
+                Callback=progress,
             )
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
             raise self._translate(error, f"upload {key}") from error
@@ -135,7 +142,9 @@ class ObjectStore:
         """
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.client.download_file(self.bucket, key, str(dest), Config=self.transfer, Callback=progress)
+            self.client.download_file(
+                self.bucket, key, str(dest), Config=self.transfer, Callback=progress
+            )
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
             raise self._translate(error, f"download {key}") from error
 
@@ -159,7 +168,10 @@ class ObjectStore:
             paginator = self.client.get_paginator("list_object_versions")
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
                 for version in page.get("Versions", []):
-                    if not version.get("IsLatest") and version.get("VersionId") not in (None, "null"):
+                    if not version.get("IsLatest") and version.get("VersionId") not in (
+                        None,
+                        "null",
+                    ):
                         found.append(f"{version['Key']}?versionId={version['VersionId']}")
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
             return []
@@ -170,14 +182,18 @@ class ObjectStore:
         for start in range(0, len(keys), 1000):
             batch = [{"Key": key} for key in keys[start : start + 1000]]
             try:
-                self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+                self.client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
+                )
             except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
                 raise self._translate(error, "delete objects") from error
 
     def put_bytes(self, key: str, data: bytes, sha256: str) -> None:
         """Write a small object (manifest, verified.json) with its sha256 metadata."""
         try:
-            self.client.put_object(Bucket=self.bucket, Key=key, Body=data, Metadata={"sha256": sha256})
+            self.client.put_object(
+                Bucket=self.bucket, Key=key, Body=data, Metadata={"sha256": sha256}
+            )
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
             raise self._translate(error, f"upload {key}") from error
 
@@ -205,15 +221,33 @@ class ObjectStore:
     def _translate(self, error: Exception, action: str) -> MemsyncError:
         code = _code(error) if isinstance(error, botocore.exceptions.ClientError) else ""
         if isinstance(error, botocore.exceptions.NoCredentialsError):
-            reason, hint = "no credentials found", "provide AWS credentials through boto3's chain (environment, shared files, role)"
-        elif isinstance(error, botocore.exceptions.EndpointConnectionError | botocore.exceptions.ConnectTimeoutError):
-            reason, hint = "endpoint unreachable", "check s3.endpoint_url and the network; nothing local was removed"
+            reason, hint = (
+                "no credentials found",
+                "provide AWS credentials through boto3's chain (environment, shared files, role)",
+            )
+        elif isinstance(
+            error,
+            botocore.exceptions.EndpointConnectionError | botocore.exceptions.ConnectTimeoutError,
+        ):
+            reason, hint = (
+                "endpoint unreachable",
+                "check s3.endpoint_url and the network; nothing local was removed",
+            )
         elif code in ("NoSuchBucket",):
             reason, hint = "bucket does not exist", "create the bucket or fix s3.bucket"
-        elif code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403", "AllAccessDisabled"):
+        elif code in (
+            "AccessDenied",
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+            "403",
+            "AllAccessDisabled",
+        ):
             reason, hint = f"access denied ({code})", "check the credentials and the bucket policy"
         else:
-            reason, hint = f"{type(error).__name__}: {error}", "check the endpoint, bucket and credentials"
+            reason, hint = (
+                f"{type(error).__name__}: {error}",
+                "check the endpoint, bucket and credentials",
+            )
         return UnavailableError(f"S3 {action} at {self.where} failed: {reason}", hint)
 
 

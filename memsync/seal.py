@@ -115,4 +115,3 @@ def open_file(source: Path, dest: Path, key: bytes, name: str) -> None:
     except SealError:
         dest.unlink(missing_ok=True)
         raise
-

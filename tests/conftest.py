@@ -102,7 +102,9 @@ def error_findings(report: dict[str, Any]) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for finding in report["findings"]:
         if finding["severity"] == "error":
-            found.setdefault(finding["code"], set()).add(finding["memory_id"] or finding["collection"])
+            found.setdefault(finding["code"], set()).add(
+                finding["memory_id"] or finding["collection"]
+            )
     return found
 
 
@@ -141,7 +143,11 @@ def bucket(s3_endpoint: str, request: pytest.FixtureRequest) -> str:
 
     import boto3
 
-    name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-") + "-" + uuid.uuid4().hex[:8]
+    name = (
+        re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-")
+        + "-"
+        + uuid.uuid4().hex[:8]
+    )
     client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
     client.create_bucket(Bucket=name)
     return name

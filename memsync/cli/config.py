@@ -14,18 +14,38 @@ from memsync.errors import ExitCode
 HELP = "validate the configuration (every problem at once, exit 10) or show the effective one"
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser, epilog: str) -> None:  # type: ignore[type-arg]
+def register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    epilog: str,
+) -> None:
     """Add ``config`` and its subcommands ``validate`` and ``show``."""
-    parser = subparsers.add_parser("config", parents=[common], help=HELP, description=HELP, epilog=epilog,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "config",
+        parents=[common],
+        help=HELP,
+        description=HELP,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     actions = parser.add_subparsers(dest="config_action", metavar="ACTION", required=True)
     for name, text, run in (
         ("validate", "check every key; exit 0 when valid, 10 listing every problem", run_validate),
-        ("show", "print the effective configuration: defaults filled in, paths resolved, secrets "
-                 "redacted", run_show),
+        (
+            "show",
+            "print the effective configuration: defaults filled in, paths resolved, secrets "
+            "redacted",
+            run_show,
+        ),
     ):
-        sub = actions.add_parser(name, parents=[common], help=text, description=text, epilog=epilog,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub = actions.add_parser(
+            name,
+            parents=[common],
+            help=text,
+            description=text,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         sub.set_defaults(run=run)
 
 
@@ -49,11 +69,20 @@ def run_show(args: argparse.Namespace) -> int:
     loaded = _load(args)
     document = effective_document(loaded)
     if args.json:
-        render.emit_json({"command": "config show", "ok": True, "source": loaded.source, "config": document,
-                          "writable_paths": [str(path) for path in writable_paths(loaded)]})
+        render.emit_json(
+            {
+                "command": "config show",
+                "ok": True,
+                "source": loaded.source,
+                "config": document,
+                "writable_paths": [str(path) for path in writable_paths(loaded)],
+            }
+        )
     else:
         lines = [f"# {loaded.source} (effective: defaults filled in, secrets redacted)"]
         lines += [f"{key} = {json.dumps(value)}" for key, value in flatten(document)]
-        lines.append("# memsync writes under: " + " ".join(str(path) for path in writable_paths(loaded)))
+        lines.append(
+            "# memsync writes under: " + " ".join(str(path) for path in writable_paths(loaded))
+        )
         render.emit_text("\n".join(lines))
     return int(ExitCode.OK)

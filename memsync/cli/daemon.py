@@ -13,22 +13,52 @@ from memsync.cli import render
 from memsync.cli.common import load_config
 from memsync.errors import ExitCode
 
-DAEMON_HELP = "run check, prune, snapshot and retention on the [daemon] schedule (a systemd service)"
-JOB_HELP = "run one daemon job now (check, prune, snapshot, retention), as the daemon or a timer would"
-STATUS_HELP = "the daemon's jobs: last success, outcome, next run; exit 3 when one is overdue or failing"
+DAEMON_HELP = (
+    "run check, prune, snapshot and retention on the [daemon] schedule (a systemd service)"
+)
+JOB_HELP = (
+    "run one daemon job now (check, prune, snapshot, retention), as the daemon or a timer would"
+)
+STATUS_HELP = (
+    "the daemon's jobs: last success, outcome, next run; exit 3 when one is overdue or failing"
+)
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser, epilog: str) -> None:  # type: ignore[type-arg]
+def register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    epilog: str,
+) -> None:
     """Add ``daemon`` and ``status``."""
-    parser = subparsers.add_parser("daemon", parents=[common], help=DAEMON_HELP, description=DAEMON_HELP,
-                                   epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "daemon",
+        parents=[common],
+        help=DAEMON_HELP,
+        description=DAEMON_HELP,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.set_defaults(run=run_daemon, default_log_level="info")
-    parser = subparsers.add_parser("job", parents=[common], help=JOB_HELP, description=JOB_HELP,
-                                   epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("name", choices=jobs.JOB_NAMES, metavar="JOB", help=", ".join(jobs.JOB_NAMES))
+    parser = subparsers.add_parser(
+        "job",
+        parents=[common],
+        help=JOB_HELP,
+        description=JOB_HELP,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "name", choices=jobs.JOB_NAMES, metavar="JOB", help=", ".join(jobs.JOB_NAMES)
+    )
     parser.set_defaults(run=run_job)
-    parser = subparsers.add_parser("status", parents=[common], help=STATUS_HELP, description=STATUS_HELP,
-                                   epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "status",
+        parents=[common],
+        help=STATUS_HELP,
+        description=STATUS_HELP,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.set_defaults(run=run_status)
 
 
@@ -45,8 +75,14 @@ def run_job(args: argparse.Namespace) -> int:
     config = load_config(args)
     argv = jobs.job_argv(config, args.name)
     extra = ["--json"] if args.json else []
-    return main([*argv, *extra, "--config", str(config_module.config_path(getattr(args, "config", None),
-                                                                             os.environ))])
+    return main(
+        [
+            *argv,
+            *extra,
+            "--config",
+            str(config_module.config_path(getattr(args, "config", None), os.environ)),
+        ]
+    )
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -57,19 +93,32 @@ def run_status(args: argparse.Namespace) -> int:
     rows = jobs.job_health(config, state, datetime.now(UTC))
     document: dict[str, Any] = {
         "command": "status",
-        "daemon": {"running": pid is not None, "pid": pid, "current_job": state.get("current_job") if pid else None,
-                   "started_at": state.get("started_at"), "stopped_at": state.get("stopped_at")},
+        "daemon": {
+            "running": pid is not None,
+            "pid": pid,
+            "current_job": state.get("current_job") if pid else None,
+            "started_at": state.get("started_at"),
+            "stopped_at": state.get("stopped_at"),
+        },
         "jobs": rows,
     }
     bad = [r for r in rows if r["overdue"] or r["failing"]]
     document["ok"] = not bad
-    lines = [f"daemon: {'running as pid ' + str(pid) if pid else 'not running'}"
-             + (f", running {document['daemon']['current_job']}" if document["daemon"]["current_job"] else "")]
+    lines = [
+        f"daemon: {'running as pid ' + str(pid) if pid else 'not running'}"
+        + (
+            f", running {document['daemon']['current_job']}"
+            if document["daemon"]["current_job"]
+            else ""
+        )
+    ]
     for row in rows:
         flags = ", ".join(name for name in ("overdue", "failing") if row[name])
-        lines.append(f"{row['job']:<10} last success {row['last_success_at'] or 'never':<28} "
-                     f"outcome {row['last_outcome'] or '-':<9} next {row['next_run_at'] or '-'}"
-                     + (f"  <- {flags}" if flags else ""))
+        lines.append(
+            f"{row['job']:<10} last success {row['last_success_at'] or 'never':<28} "
+            f"outcome {row['last_outcome'] or '-':<9} next {row['next_run_at'] or '-'}"
+            + (f"  <- {flags}" if flags else "")
+        )
     if args.json:
         render.emit_json(document)
     else:

@@ -13,10 +13,18 @@ from memsync.errors import ExitCode
 HELP = "health check of paths, mounts, locks, SQLite files, versions and a check summary"
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser, epilog: str) -> None:  # type: ignore[type-arg]
+def register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    epilog: str,
+) -> None:
     """Add the ``doctor`` subcommand."""
     parser = subparsers.add_parser(
-        "doctor", parents=[common], help=HELP, description=HELP, epilog=epilog,
+        "doctor",
+        parents=[common],
+        help=HELP,
+        description=HELP,
+        epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.set_defaults(run=run)

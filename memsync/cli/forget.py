@@ -18,24 +18,49 @@ FORGET_HELP = "delete memories through mem0 (ids or a whole user/agent/run), the
 PRUNE_HELP = "delete through mem0 every memory whose expiration_date has passed"
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser, epilog: str) -> None:  # type: ignore[type-arg]
+def register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    epilog: str,
+) -> None:
     """Add ``forget`` and ``prune``."""
-    parser = subparsers.add_parser("forget", parents=[common], help=FORGET_HELP, description=FORGET_HELP,
-                                   epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "forget",
+        parents=[common],
+        help=FORGET_HELP,
+        description=FORGET_HELP,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("memory_ids", nargs="*", metavar="MEMORY_ID")
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("--user", dest="user_id", metavar="ID", help="every memory of this user_id")
-    scope.add_argument("--agent", dest="agent_id", metavar="ID", help="every memory of this agent_id")
+    scope.add_argument(
+        "--agent", dest="agent_id", metavar="ID", help="every memory of this agent_id"
+    )
     scope.add_argument("--run", dest="run_id", metavar="ID", help="every memory of this run_id")
     parser.add_argument("--dry-run", action="store_true", help="list what would go; change nothing")
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    parser.add_argument("--no-snapshot", action="store_true", help="skip the safety snapshot taken first")
-    parser.add_argument("--erase", action="store_true",
-                        help="also remove the text from history, raw messages, free pages and memsync's copies")
+    parser.add_argument(
+        "--no-snapshot", action="store_true", help="skip the safety snapshot taken first"
+    )
+    parser.add_argument(
+        "--erase",
+        action="store_true",
+        help="also remove the text from history, raw messages, free pages and memsync's copies",
+    )
     parser.set_defaults(run=run_forget)
-    prune = subparsers.add_parser("prune", parents=[common], help=PRUNE_HELP, description=PRUNE_HELP,
-                                  epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
-    prune.add_argument("--dry-run", action="store_true", help="list the expired memories; change nothing")
+    prune = subparsers.add_parser(
+        "prune",
+        parents=[common],
+        help=PRUNE_HELP,
+        description=PRUNE_HELP,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    prune.add_argument(
+        "--dry-run", action="store_true", help="list the expired memories; change nothing"
+    )
     prune.set_defaults(run=run_prune)
 
 
@@ -43,20 +68,34 @@ def _confirm(args: argparse.Namespace, what: str) -> None:
     if args.yes:
         return
     if not sys.stdin.isatty():
-        raise UsageError(f"confirmation needed to {what}", "pass --yes (or --dry-run to see the list)")
+        raise UsageError(
+            f"confirmation needed to {what}", "pass --yes (or --dry-run to see the list)"
+        )
     if input(f"{what}? [y/N] ").strip().lower() not in ("y", "yes"):
         raise UsageError("not confirmed")
 
 
 def _document(command: str, done: forget.Forgotten) -> dict[str, Any]:
     targets = done.targets
-    findings = [registry.make("memory-not-found", "no point and no history row has this id: nothing was touched",
-                              memory_id=m).to_json() for m in targets.not_found]
+    findings = [
+        registry.make(
+            "memory-not-found",
+            "no point and no history row has this id: nothing was touched",
+            memory_id=m,
+        ).to_json()
+        for m in targets.not_found
+    ]
     return {
-        "command": command, "dry_run": done.dry_run,
-        "targets": list(targets.all), "already_deleted": list(targets.already_deleted),
-        "deleted": list(done.deleted), "recorded": list(done.recorded), "unproven": list(done.unproven),
-        "safety_snapshot": done.snapshot_id, "erased": done.erased or None, "findings": findings,
+        "command": command,
+        "dry_run": done.dry_run,
+        "targets": list(targets.all),
+        "already_deleted": list(targets.already_deleted),
+        "deleted": list(done.deleted),
+        "recorded": list(done.recorded),
+        "unproven": list(done.unproven),
+        "safety_snapshot": done.snapshot_id,
+        "erased": done.erased or None,
+        "findings": findings,
     }
 
 
@@ -69,14 +108,23 @@ def _text(command: str, done: forget.Forgotten) -> str:
         return "\n".join(lines)
     if targets.not_found:
         return "\n".join(lines)
-    lines += [f"NOT PROVEN {m}: a point, a live event or an entity link is left" for m in done.unproven]
-    lines.append(f"{command}: deleted {len(done.deleted)} through mem0, recorded {len(done.recorded)} "
-                 f"history-only; {len(targets.all) - len(done.unproven)} proven gone")
+    lines += [
+        f"NOT PROVEN {m}: a point, a live event or an entity link is left" for m in done.unproven
+    ]
+    lines.append(
+        f"{command}: deleted {len(done.deleted)} through mem0, recorded {len(done.recorded)} "
+        f"history-only; {len(targets.all) - len(done.unproven)} proven gone"
+    )
     if done.erased:
         holding = done.erased.get("snapshots_holding") or []
-        lines.append(f"erased: {done.erased['history_rows_blanked']} history rows blanked, both stores rewritten; "
-                     + (f"snapshots still holding it: {', '.join(holding)} (memsync snapshot purge-memory)"
-                        if holding else "no snapshot holds it"))
+        lines.append(
+            f"erased: {done.erased['history_rows_blanked']} history rows blanked, both stores rewritten; "
+            + (
+                f"snapshots still holding it: {', '.join(holding)} (memsync snapshot purge-memory)"
+                if holding
+                else "no snapshot holds it"
+            )
+        )
     return "\n".join(lines)
 
 
@@ -87,15 +135,28 @@ def run_forget(args: argparse.Namespace) -> int:
     if args.memory_ids and (args.user_id or args.agent_id or args.run_id):
         raise UsageError("give memory ids or a scope, not both")
     config = load_config(args)
-    what = f"forget {len(args.memory_ids)} memories" if args.memory_ids else "forget every memory of the scope"
+    what = (
+        f"forget {len(args.memory_ids)} memories"
+        if args.memory_ids
+        else "forget every memory of the scope"
+    )
     if not args.dry_run:
         _confirm(args, what + (" and erase their text" if args.erase else ""))
     if not args.dry_run:
         restore.recover(config)
     with operation_lock(config.state_dir, "forget"), render.progress("deleting") as progress:
-        done = forget.run_forget(config, datetime.now(UTC), memory_ids=args.memory_ids, user_id=args.user_id,
-                                 agent_id=args.agent_id, run_id=args.run_id, dry_run=args.dry_run,
-                                 take_snapshot=not args.no_snapshot, erase=args.erase, progress=progress)
+        done = forget.run_forget(
+            config,
+            datetime.now(UTC),
+            memory_ids=args.memory_ids,
+            user_id=args.user_id,
+            agent_id=args.agent_id,
+            run_id=args.run_id,
+            dry_run=args.dry_run,
+            take_snapshot=not args.no_snapshot,
+            erase=args.erase,
+            progress=progress,
+        )
     return _emit(args, "forget", done)
 
 

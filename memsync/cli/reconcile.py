@@ -15,17 +15,39 @@ from memsync.state import operation_lock
 HELP = "plan and apply the repairs check's findings call for (tombstones win; nothing invented)"
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser, epilog: str) -> None:  # type: ignore[type-arg]
+def register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    epilog: str,
+) -> None:
     """Add the ``reconcile`` subcommand."""
-    parser = subparsers.add_parser("reconcile", parents=[common], help=HELP, description=HELP, epilog=epilog,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing (exit 3 when there is work)")
+    parser = subparsers.add_parser(
+        "reconcile",
+        parents=[common],
+        help=HELP,
+        description=HELP,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan; change nothing (exit 3 when there is work)",
+    )
     policy = sorted(findings.repaired(findings.Repair.POLICY))
-    parser.add_argument("--only", metavar="CODE,...", help="answer only these finding codes (needed for "
-                        f"{', '.join(policy)})")
-    parser.add_argument("--no-snapshot", action="store_true", help="skip the safety snapshot taken first")
-    parser.add_argument("--record-lost", action="store_true",
-                        help="record memories that no snapshot can bring back as deleted")
+    parser.add_argument(
+        "--only",
+        metavar="CODE,...",
+        help=f"answer only these finding codes (needed for {', '.join(policy)})",
+    )
+    parser.add_argument(
+        "--no-snapshot", action="store_true", help="skip the safety snapshot taken first"
+    )
+    parser.add_argument(
+        "--record-lost",
+        action="store_true",
+        help="record memories that no snapshot can bring back as deleted",
+    )
     parser.set_defaults(run=run)
 
 
@@ -34,13 +56,25 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     only = _parse_only(args.only)
     if args.dry_run:
-        outcome = reconcile.run_reconcile(config, datetime.now(UTC), dry_run=True, only=only,
-                                          take_snapshot=False, record_lost=args.record_lost)
+        outcome = reconcile.run_reconcile(
+            config,
+            datetime.now(UTC),
+            dry_run=True,
+            only=only,
+            take_snapshot=False,
+            record_lost=args.record_lost,
+        )
     else:
         restore.recover(config)  # a restore that died is finished or rolled back first
         with operation_lock(config.state_dir, "reconcile"):
-            outcome = reconcile.run_reconcile(config, datetime.now(UTC), dry_run=False, only=only,
-                                              take_snapshot=not args.no_snapshot, record_lost=args.record_lost)
+            outcome = reconcile.run_reconcile(
+                config,
+                datetime.now(UTC),
+                dry_run=False,
+                only=only,
+                take_snapshot=not args.no_snapshot,
+                record_lost=args.record_lost,
+            )
     document = _document(outcome)
     if args.json:
         render.emit_json(document)
@@ -55,10 +89,14 @@ def _parse_only(value: str | None) -> frozenset[str] | None:
         return None
     only = frozenset(code.strip() for code in value.split(",") if code.strip())
     if not only:
-        raise UsageError("--only needs at least one finding code", "e.g. --only resurrected-point,orphan-point")
+        raise UsageError(
+            "--only needs at least one finding code", "e.g. --only resurrected-point,orphan-point"
+        )
     unknown = sorted(only - set(findings.codes(findings.Source.CHECK)))
     if unknown:
-        raise UsageError(f"--only: unknown finding codes {unknown}", "see docs/reference/findings.md")
+        raise UsageError(
+            f"--only: unknown finding codes {unknown}", "see docs/reference/findings.md"
+        )
     return only
 
 
@@ -69,23 +107,41 @@ def _document(outcome: reconcile.Outcome) -> dict[str, Any]:
         "resumed": outcome.resumed,
         "plan_id": outcome.plan_id,
         "safety_snapshot": outcome.snapshot_id,
-        "counts": {status: sum(1 for a in outcome.actions if a.status == status)
-                   for status in ("pending", "done", "failed", "unrecoverable")},
-        "actions": [{"kind": str(a.kind), "code": a.code, "memory_id": a.memory_id, "why": a.why,
-                     "status": a.status, "error": a.error} for a in outcome.actions],
+        "counts": {
+            status: sum(1 for a in outcome.actions if a.status == status)
+            for status in ("pending", "done", "failed", "unrecoverable")
+        },
+        "actions": [
+            {
+                "kind": str(a.kind),
+                "code": a.code,
+                "memory_id": a.memory_id,
+                "why": a.why,
+                "status": a.status,
+                "error": a.error,
+            }
+            for a in outcome.actions
+        ],
         "check_after": outcome.after.counts() if outcome.after else None,
     }
 
 
 def _text(outcome: reconcile.Outcome, counts: dict[str, int]) -> str:
-    lines = [f"{a.status.upper():<13} {a.kind!s:<15} {a.code:<22} {a.memory_id or ''}\n"
-             f"{'':<14}{a.why}" + (f"\n{'':<14}error: {a.error}" if a.error else "") for a in outcome.actions]
+    lines = [
+        f"{a.status.upper():<13} {a.kind!s:<15} {a.code:<22} {a.memory_id or ''}\n"
+        f"{'':<14}{a.why}" + (f"\n{'':<14}error: {a.error}" if a.error else "")
+        for a in outcome.actions
+    ]
     if outcome.dry_run:
-        lines.append(f"reconcile --dry-run: {len(outcome.actions)} actions planned, nothing changed")
+        lines.append(
+            f"reconcile --dry-run: {len(outcome.actions)} actions planned, nothing changed"
+        )
     else:
         after = outcome.after.counts() if outcome.after else {}
-        lines.append(f"reconcile: {counts['done']} applied, {counts['failed']} failed, "
-                     f"{counts['unrecoverable']} unrecoverable"
-                     + (f"; safety snapshot {outcome.snapshot_id}" if outcome.snapshot_id else "")
-                     + (f"; check after: {after.get('errors', 0)} errors" if after else ""))
+        lines.append(
+            f"reconcile: {counts['done']} applied, {counts['failed']} failed, "
+            f"{counts['unrecoverable']} unrecoverable"
+            + (f"; safety snapshot {outcome.snapshot_id}" if outcome.snapshot_id else "")
+            + (f"; check after: {after.get('errors', 0)} errors" if after else "")
+        )
     return "\n".join(lines)

@@ -110,7 +110,10 @@ def finding_lines(finding: Finding) -> list[str]:
     registry (``memsync.findings``). An unregistered code is shown without either.
     """
     where = finding.memory_id or finding.path or finding.collection or "-"
-    lines = [f"{finding.severity.value.upper():<8} {finding.code:<22} {where}", f"         {finding.message}"]
+    lines = [
+        f"{finding.severity.value.upper():<8} {finding.code:<22} {where}",
+        f"         {finding.message}",
+    ]
     entry = findings.REGISTRY.get(finding.code)
     fix = finding.fix or (entry.fix if entry else None)
     if fix:

@@ -14,15 +14,33 @@ from memsync.errors import ExitCode, UsageError
 HELP = "verify a snapshot, then replace both stores with it (old files moved aside, never deleted)"
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser, epilog: str) -> None:  # type: ignore[type-arg]
+def register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    epilog: str,
+) -> None:
     """Add the ``restore`` subcommand."""
-    parser = subparsers.add_parser("restore", parents=[common], help=HELP, description=HELP, epilog=epilog,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "restore",
+        parents=[common],
+        help=HELP,
+        description=HELP,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("target", nargs="?", metavar="ID|PATH|s3://BUCKET/PREFIX/ID")
-    parser.add_argument("--dry-run", action="store_true", help="verify and print the moves; change nothing")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="verify and print the moves; change nothing"
+    )
     parser.add_argument("--force", action="store_true", help="replace a deployment that has data")
-    parser.add_argument("--if-empty", action="store_true", help="do nothing when the deployment has data (boot-time use)")
-    parser.add_argument("--resume", action="store_true", help="finish or roll back a restore that died, then stop")
+    parser.add_argument(
+        "--if-empty",
+        action="store_true",
+        help="do nothing when the deployment has data (boot-time use)",
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="finish or roll back a restore that died, then stop"
+    )
     parser.set_defaults(run=run)
 
 
@@ -38,11 +56,22 @@ def run(args: argparse.Namespace) -> int:
             render.emit_text(text)
         return int(ExitCode.OK)
     if not args.target:
-        raise UsageError("restore needs a snapshot: ID, PATH or s3://BUCKET/PREFIX/ID", "memsync snapshot list")
-    done = restore.run_restore(config, args.target, datetime.now(UTC), dry_run=args.dry_run, force=args.force,
-                               if_empty=args.if_empty)
+        raise UsageError(
+            "restore needs a snapshot: ID, PATH or s3://BUCKET/PREFIX/ID", "memsync snapshot list"
+        )
+    done = restore.run_restore(
+        config,
+        args.target,
+        datetime.now(UTC),
+        dry_run=args.dry_run,
+        force=args.force,
+        if_empty=args.if_empty,
+    )
     document: dict[str, Any] = {
-        "command": "restore", "snapshot_id": done.snapshot_id, "dry_run": done.dry_run, "skipped": done.skipped,
+        "command": "restore",
+        "snapshot_id": done.snapshot_id,
+        "dry_run": done.dry_run,
+        "skipped": done.skipped,
         "recovered": done.recovered,
         "moves": [{"live": m.live, "aside": m.aside} for m in done.moves],
         "check_after": done.check.counts() if done.check else None,
@@ -50,13 +79,20 @@ def run(args: argparse.Namespace) -> int:
     if done.skipped:
         text = f"restore {done.snapshot_id}: skipped, the deployment has data (--if-empty)"
     elif done.dry_run:
-        text = "\n".join([f"would move {m.live} aside to {m.aside} and put the snapshot's copy in its place"
-                          for m in done.moves] + [f"restore {done.snapshot_id} --dry-run: verified, nothing changed"])
+        text = "\n".join(
+            [
+                f"would move {m.live} aside to {m.aside} and put the snapshot's copy in its place"
+                for m in done.moves
+            ]
+            + [f"restore {done.snapshot_id} --dry-run: verified, nothing changed"]
+        )
     else:
         counts = done.check.counts() if done.check else {}
-        text = (f"restored {done.snapshot_id}; the old files are in "
-                + ", ".join(m.aside for m in done.moves)
-                + f"; check: {counts.get('errors', 0)} errors, {counts.get('warnings', 0)} warnings")
+        text = (
+            f"restored {done.snapshot_id}; the old files are in "
+            + ", ".join(m.aside for m in done.moves)
+            + f"; check: {counts.get('errors', 0)} errors, {counts.get('warnings', 0)} warnings"
+        )
         if counts.get("errors"):
             text += " (memsync reconcile settles them)"
     if args.json:

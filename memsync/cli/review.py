@@ -21,34 +21,58 @@ def _duration(text: str) -> Any:
         raise argparse.ArgumentTypeError(str(error)) from error
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser, epilog: str) -> None:  # type: ignore[type-arg]
+def register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    epilog: str,
+) -> None:
     """Add the four commands."""
 
     def add(name: str, text: str) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = subparsers.add_parser(
-            name, parents=[common], help=text, description=text, epilog=epilog,
-            formatter_class=argparse.RawDescriptionHelpFormatter)
+            name,
+            parents=[common],
+            help=text,
+            description=text,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         return parser
 
-    parser = add("review", "the memories last confirmed longest ago, with where they came from (reads only)")
-    parser.add_argument("--older-than", type=_duration, default=_duration("90d"), metavar="DURATION")
+    parser = add(
+        "review", "the memories last confirmed longest ago, with where they came from (reads only)"
+    )
+    parser.add_argument(
+        "--older-than", type=_duration, default=_duration("90d"), metavar="DURATION"
+    )
     parser.add_argument("--limit", type=int, default=20, metavar="N")
     parser.set_defaults(run=run_review)
     parser = add("confirm", "stamp confirmed_at on memories through mem0 (a metadata change)")
     parser.add_argument("memory_ids", nargs="+", metavar="MEMORY_ID")
-    parser.add_argument("--dry-run", action="store_true", help="say what would be stamped; change nothing")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="say what would be stamped; change nothing"
+    )
     parser.set_defaults(run=run_confirm)
-    parser = add("audit", "memories added or changed recently, flagging text that did not come from the user")
+    parser = add(
+        "audit", "memories added or changed recently, flagging text that did not come from the user"
+    )
     parser.add_argument("--since", type=_duration, default=_duration("1d"), metavar="DURATION")
     parser.set_defaults(run=run_audit)
-    parser = add("export-context", "a user's live memories with their confirmed dates, ready for a prompt")
+    parser = add(
+        "export-context", "a user's live memories with their confirmed dates, ready for a prompt"
+    )
     parser.add_argument("--user", dest="user_id", required=True, metavar="ID")
     parser.set_defaults(run=run_export)
 
 
 def _row(item: review.Reviewed) -> dict[str, Any]:
-    return {"memory_id": item.memory_id, "text": item.text, "confirmed_at": utc.iso_or_none(item.confirmed_at),
-            "confirmed_by": item.confirmed_by, "source": item.source}
+    return {
+        "memory_id": item.memory_id,
+        "text": item.text,
+        "confirmed_at": utc.iso_or_none(item.confirmed_at),
+        "confirmed_by": item.confirmed_by,
+        "source": item.source,
+    }
 
 
 def run_review(args: argparse.Namespace) -> int:
@@ -57,10 +81,15 @@ def run_review(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     points, _ = review.load_points_and_events(config, with_events=False)
     rows = review.plan_review(points.values(), now, args.older_than, max(args.limit, 0))
-    lines = [f"{utc.iso_or_none(r.confirmed_at) or 'never':<28} {r.memory_id}  {r.text!r}  "
-             f"(source: {r.source.get('source', '-')}, role: {r.source.get('role', '-')})" for r in rows]
-    lines.append(f"review: {len(rows)} memories not confirmed for {args.older_than.days} days "
-                 "(memsync confirm MEMORY_ID... once checked)")
+    lines = [
+        f"{utc.iso_or_none(r.confirmed_at) or 'never':<28} {r.memory_id}  {r.text!r}  "
+        f"(source: {r.source.get('source', '-')}, role: {r.source.get('role', '-')})"
+        for r in rows
+    ]
+    lines.append(
+        f"review: {len(rows)} memories not confirmed for {args.older_than.days} days "
+        "(memsync confirm MEMORY_ID... once checked)"
+    )
     return _emit(args, {"command": "review", "memories": [_row(r) for r in rows]}, "\n".join(lines))
 
 
@@ -69,13 +98,27 @@ def run_confirm(args: argparse.Namespace) -> int:
     config = load_config(args)
     now = datetime.now(UTC)
     if args.dry_run:
-        return _emit(args, {"command": "confirm", "dry_run": True, "memory_ids": args.memory_ids},
-                     f"would stamp confirmed_at={utc.iso_or_none(now)} on {len(args.memory_ids)} memories")
+        return _emit(
+            args,
+            {"command": "confirm", "dry_run": True, "memory_ids": args.memory_ids},
+            f"would stamp confirmed_at={utc.iso_or_none(now)} on {len(args.memory_ids)} memories",
+        )
     with operation_lock(config.state_dir, "confirm"):
         done, missing = review.confirm(config, args.memory_ids, now)
-    document = {"command": "confirm", "confirmed": done, "not_found": missing, "confirmed_at": utc.iso_or_none(now)}
-    _emit(args, document, "\n".join([f"memory-not-found {m}" for m in missing]
-                                    + [f"confirmed {len(done)} memories at {utc.iso_or_none(now)}"]))
+    document = {
+        "command": "confirm",
+        "confirmed": done,
+        "not_found": missing,
+        "confirmed_at": utc.iso_or_none(now),
+    }
+    _emit(
+        args,
+        document,
+        "\n".join(
+            [f"memory-not-found {m}" for m in missing]
+            + [f"confirmed {len(done)} memories at {utc.iso_or_none(now)}"]
+        ),
+    )
     return int(ExitCode.PROBLEMS_FOUND if missing else ExitCode.OK)
 
 
@@ -85,13 +128,33 @@ def run_audit(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     points, events = review.load_points_and_events(config, with_events=True)
     found = review.find_audit(events, points, now - args.since)
-    lines = [f"{'FLAG' if a.flagged else '    '} {utc.iso_or_none(a.at)} {a.kind:<8} {a.memory_id} role={a.role or '-'} "
-             f"actor={a.actor_id or '-'} source={a.source or '-'} {a.text!r}" for a in found]
-    lines.append(f"audit: {len(found)} changes since {utc.iso_or_none(now - args.since)}, "
-                 f"{sum(a.flagged for a in found)} flagged (not from the user)")
-    rows = [{"memory_id": a.memory_id, "kind": a.kind, "at": utc.iso_or_none(a.at), "actor_id": a.actor_id, "role": a.role,
-             "source": a.source, "text": a.text, "flagged": a.flagged} for a in found]
-    return _emit(args, {"command": "audit", "since": utc.iso_or_none(now - args.since), "changes": rows}, "\n".join(lines))
+    lines = [
+        f"{'FLAG' if a.flagged else '    '} {utc.iso_or_none(a.at)} {a.kind:<8} {a.memory_id} role={a.role or '-'} "
+        f"actor={a.actor_id or '-'} source={a.source or '-'} {a.text!r}"
+        for a in found
+    ]
+    lines.append(
+        f"audit: {len(found)} changes since {utc.iso_or_none(now - args.since)}, "
+        f"{sum(a.flagged for a in found)} flagged (not from the user)"
+    )
+    rows = [
+        {
+            "memory_id": a.memory_id,
+            "kind": a.kind,
+            "at": utc.iso_or_none(a.at),
+            "actor_id": a.actor_id,
+            "role": a.role,
+            "source": a.source,
+            "text": a.text,
+            "flagged": a.flagged,
+        }
+        for a in found
+    ]
+    return _emit(
+        args,
+        {"command": "audit", "since": utc.iso_or_none(now - args.since), "changes": rows},
+        "\n".join(lines),
+    )
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -102,9 +165,14 @@ def run_export(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     points, _ = review.load_points_and_events(config, with_events=False)
     rows = review.build_context(points.values(), args.user_id, now.date())
-    lines = [f"- {r.text} (confirmed {(utc.iso_or_none(r.confirmed_at) or 'never')[:10]})" for r in rows]
-    return _emit(args, {"command": "export-context", "user_id": args.user_id, "memories": [_row(r) for r in rows]},
-                 "\n".join(lines) if lines else f"(no live memories for {args.user_id})")
+    lines = [
+        f"- {r.text} (confirmed {(utc.iso_or_none(r.confirmed_at) or 'never')[:10]})" for r in rows
+    ]
+    return _emit(
+        args,
+        {"command": "export-context", "user_id": args.user_id, "memories": [_row(r) for r in rows]},
+        "\n".join(lines) if lines else f"(no live memories for {args.user_id})",
+    )
 
 
 def _emit(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:

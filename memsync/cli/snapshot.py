@@ -19,20 +19,40 @@ from memsync.stores.vector_store import vector_store_for
 HELP = "capture both stores into one dated, verified snapshot; upload, list, verify, prune"
 
 
-def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser, epilog: str) -> None:  # type: ignore[type-arg]
+def register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    epilog: str,
+) -> None:
     """Add ``snapshot`` and its subcommands."""
-    parser = subparsers.add_parser("snapshot", parents=[common], help=HELP, description=HELP, epilog=epilog,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "snapshot",
+        parents=[common],
+        help=HELP,
+        description=HELP,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def add(name: str, text: str) -> argparse.ArgumentParser:
-        sub: argparse.ArgumentParser = actions.add_parser(name, parents=[common], help=text, description=text, epilog=epilog,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub: argparse.ArgumentParser = actions.add_parser(
+            name,
+            parents=[common],
+            help=text,
+            description=text,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         return sub
 
-    create = add("create", "capture vectors then history into <snapshot.directory>/<id>/ with a manifest")
+    create = add(
+        "create", "capture vectors then history into <snapshot.directory>/<id>/ with a manifest"
+    )
     create.add_argument("--upload", action="store_true", help="upload it to [s3] when complete")
-    create.add_argument("--dry-run", action="store_true", help="say what would be captured; write nothing")
+    create.add_argument(
+        "--dry-run", action="store_true", help="say what would be captured; write nothing"
+    )
     create.set_defaults(run=run_create)
     verify = add("verify", "recompute checksums, signature and integrity; re-run check on the pair")
     verify.add_argument("target", metavar="ID|PATH|s3://BUCKET/PREFIX/ID")
@@ -42,17 +62,25 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     listing.set_defaults(run=run_list)
     upload = add("upload", "upload a local snapshot (resumes: files already there are skipped)")
     upload.add_argument("id", metavar="ID|PATH")
-    upload.add_argument("--dry-run", action="store_true", help="say what would be sent; send nothing")
+    upload.add_argument(
+        "--dry-run", action="store_true", help="say what would be sent; send nothing"
+    )
     upload.set_defaults(run=run_upload)
     download = add("download", "download a remote snapshot into DIR/<id>/, verifying every byte")
     download.add_argument("id", metavar="ID|s3://BUCKET/PREFIX/ID")
     download.add_argument("dest", metavar="DIR", type=Path)
     download.set_defaults(run=run_download)
-    purge = add("purge-memory", "rewrite the snapshots that still hold erased memories (new checksums)")
+    purge = add(
+        "purge-memory", "rewrite the snapshots that still hold erased memories (new checksums)"
+    )
     purge.add_argument("memory_ids", nargs="+", metavar="MEMORY_ID")
-    purge.add_argument("--remote", action="store_true", help="also the bucket's copies (re-uploaded)")
+    purge.add_argument(
+        "--remote", action="store_true", help="also the bucket's copies (re-uploaded)"
+    )
     purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    purge.add_argument("--dry-run", action="store_true", help="list the snapshots that hold them; change nothing")
+    purge.add_argument(
+        "--dry-run", action="store_true", help="list the snapshots that hold them; change nothing"
+    )
     purge.set_defaults(run=run_purge)
     prune = add("prune", "remove snapshots that retention (keep_*) does not keep")
     prune.add_argument("--dry-run", action="store_true", help="print the decisions; remove nothing")
@@ -71,12 +99,21 @@ def run_create(args: argparse.Namespace) -> int:
     directory = snapshot.snapshot_dir(config)
     if args.dry_run:
         vectors = vector_store_for(config).location
-        plan = {"command": "snapshot create", "dry_run": True, "directory": str(directory),
-                "sources": [str(vectors), str(config.history_db_path)], "upload": args.upload}
+        plan = {
+            "command": "snapshot create",
+            "dry_run": True,
+            "directory": str(directory),
+            "sources": [str(vectors), str(config.history_db_path)],
+            "upload": args.upload,
+        }
         if args.upload:
             repository.object_store(config)
-        return _emit(args, plan, f"would capture {vectors} and {config.history_db_path} "
-                     f"into {directory}/<id>/" + (" and upload it" if args.upload else ""))
+        return _emit(
+            args,
+            plan,
+            f"would capture {vectors} and {config.history_db_path} "
+            f"into {directory}/<id>/" + (" and upload it" if args.upload else ""),
+        )
     with render.progress("reading points") as progress:
         created = snapshot.create_snapshot(config, _now(), progress)
     upload: dict[str, int] | None = None
@@ -99,10 +136,12 @@ def run_create(args: argparse.Namespace) -> int:
         "removed_partials": [str(p) for p in created.removed_partials],
     }
     counts = manifest.check
-    text = (f"snapshot {created.id}: {document['size_bytes']} bytes in {created.path}; "
-            f"{manifest.collections.get(config.collection, {}).get('points', 0)} points, "
-            f"{manifest.history['memories']} memories; check: {counts['errors']} errors, "
-            f"{counts['warnings']} warnings")
+    text = (
+        f"snapshot {created.id}: {document['size_bytes']} bytes in {created.path}; "
+        f"{manifest.collections.get(config.collection, {}).get('points', 0)} points, "
+        f"{manifest.history['memories']} memories; check: {counts['errors']} errors, "
+        f"{counts['warnings']} warnings"
+    )
     if upload is not None:
         text += f"; uploaded {upload['sent']} files ({upload['skipped']} already there)"
     return _emit(args, document, text)
@@ -114,13 +153,24 @@ def run_verify(args: argparse.Namespace) -> int:
     if args.target.startswith("s3://"):
         report = snapshot.verify_remote(config, args.target, _now())
     else:
-        report = snapshot.verify_directory(config, snapshots.resolve_local(args.target, config.snapshot.directory), _now())
+        report = snapshot.verify_directory(
+            config, snapshots.resolve_local(args.target, config.snapshot.directory), _now()
+        )
     errors = sum(1 for f in report.findings if f.severity.value == "error")
-    document = {"command": "snapshot verify", "target": report.target, "id": report.snapshot_id,
-                "ok": report.ok, "findings": [f.to_json() for f in report.findings]}
-    lines = [f"{f.severity.value.upper():<8} {f.code:<20} {f.path or f.memory_id or ''}\n         {f.message}"
-             for f in report.findings]
-    lines.append(f"verify {report.snapshot_id}: {'ok' if report.ok else 'FAILED'} ({errors} errors)")
+    document = {
+        "command": "snapshot verify",
+        "target": report.target,
+        "id": report.snapshot_id,
+        "ok": report.ok,
+        "findings": [f.to_json() for f in report.findings],
+    }
+    lines = [
+        f"{f.severity.value.upper():<8} {f.code:<20} {f.path or f.memory_id or ''}\n         {f.message}"
+        for f in report.findings
+    ]
+    lines.append(
+        f"verify {report.snapshot_id}: {'ok' if report.ok else 'FAILED'} ({errors} errors)"
+    )
     _emit(args, document, "\n".join(lines))
     return int(ExitCode.OK if report.ok else ExitCode.PROBLEMS_FOUND)
 
@@ -131,30 +181,48 @@ def run_list(args: argparse.Namespace) -> int:
     rows: dict[str, dict[str, Any]] = {}
     if config.snapshot.directory is not None:
         for info in snapshots.iter_local(config.snapshot.directory):
-            rows[info.id] = _row(info.id, info.manifest, info.complete, info.is_verified, info.size_bytes, "local")
+            rows[info.id] = _row(
+                info.id, info.manifest, info.complete, info.is_verified, info.size_bytes, "local"
+            )
     if args.remote:
         for remote in repository.remote(config).list():
             row = rows.get(remote.id)
             if row is None:
-                rows[remote.id] = _row(remote.id, remote.manifest, remote.complete, remote.is_verified,
-                                       remote.size_bytes, "remote")
+                rows[remote.id] = _row(
+                    remote.id,
+                    remote.manifest,
+                    remote.complete,
+                    remote.is_verified,
+                    remote.size_bytes,
+                    "remote",
+                )
             else:
                 row["remote"] = {"complete": remote.complete, "verified": remote.is_verified}
     ordered = [rows[key] for key in sorted(rows)]
-    lines = [f"{'id':<20} {'complete':<8} {'verified':<12} {'size':>12} {'points':>8} {'memories':>8} where"]
+    lines = [
+        f"{'id':<20} {'complete':<8} {'verified':<12} {'size':>12} {'points':>8} {'memories':>8} where"
+    ]
     for row in ordered:
         places = [name for name in ("local", "remote") if row[name]]
         where = "+".join(places)
         verified = "+".join(name for name in places if row[name]["verified"]) or "no"
         complete = all(row[name]["complete"] for name in places)
-        lines.append(f"{row['id']:<20} {str(complete).lower():<8} {verified:<12} "
-                     f"{row['size_bytes']:>12} {row['points'] if row['points'] is not None else '-':>8} "
-                     f"{row['memories'] if row['memories'] is not None else '-':>8} {where}")
+        lines.append(
+            f"{row['id']:<20} {str(complete).lower():<8} {verified:<12} "
+            f"{row['size_bytes']:>12} {row['points'] if row['points'] is not None else '-':>8} "
+            f"{row['memories'] if row['memories'] is not None else '-':>8} {where}"
+        )
     return _emit(args, {"command": "snapshot list", "snapshots": ordered}, "\n".join(lines))
 
 
-def _row(snapshot_id: str, manifest: Manifest | None, complete: bool, verified: bool, size: int,
-         where: str) -> dict[str, Any]:
+def _row(
+    snapshot_id: str,
+    manifest: Manifest | None,
+    complete: bool,
+    verified: bool,
+    size: int,
+    where: str,
+) -> dict[str, Any]:
     return {
         "id": snapshot_id,
         "created_at": utc.iso(snapshots.id_time(snapshot_id)),
@@ -175,14 +243,25 @@ def run_upload(args: argparse.Namespace) -> int:
     manifest = snapshots.read_manifest(directory)
     remote = repository.remote(config)
     if args.dry_run:
-        return _emit(args, {"command": "snapshot upload", "dry_run": True, "id": directory.name,
-                            "files": [f.path for f in manifest.files], "to": remote.where},
-                     f"would upload {len(manifest.files)} files and the manifest of {directory.name} to {remote.where}")
+        return _emit(
+            args,
+            {
+                "command": "snapshot upload",
+                "dry_run": True,
+                "id": directory.name,
+                "files": [f.path for f in manifest.files],
+                "to": remote.where,
+            },
+            f"would upload {len(manifest.files)} files and the manifest of {directory.name} to {remote.where}",
+        )
     with render.byte_progress("uploading", manifest.stored_bytes) as sent:
         result = snapshot.upload_snapshot(config, directory, sent, remote.store)
-    return _emit(args, {"command": "snapshot upload", "id": directory.name, **result, "to": remote.where},
-                 f"uploaded {directory.name} to {remote.where}: {result['sent']} files sent, "
-                 f"{result['skipped']} already there")
+    return _emit(
+        args,
+        {"command": "snapshot upload", "id": directory.name, **result, "to": remote.where},
+        f"uploaded {directory.name} to {remote.where}: {result['sent']} files sent, "
+        f"{result['skipped']} already there",
+    )
 
 
 def run_download(args: argparse.Namespace) -> int:
@@ -193,8 +272,11 @@ def run_download(args: argparse.Namespace) -> int:
     args.dest.mkdir(parents=True, exist_ok=True)
     with render.byte_progress("downloading", None) as received:
         path = snapshot.download_snapshot(remote, snapshot_id, args.dest, received)
-    return _emit(args, {"command": "snapshot download", "id": snapshot_id, "path": str(path)},
-                 f"downloaded {snapshot_id} into {path}; every file matches its manifest")
+    return _emit(
+        args,
+        {"command": "snapshot download", "id": snapshot_id, "path": str(path)},
+        f"downloaded {snapshot_id} into {path}; every file matches its manifest",
+    )
 
 
 def run_prune(args: argparse.Namespace) -> int:
@@ -205,19 +287,28 @@ def run_prune(args: argparse.Namespace) -> int:
     decisions = snapshot.plan_prune(candidates, config.snapshot)
     skipped = sorted(c.id for c in candidates if not c.complete)
     document: dict[str, Any] = {
-        "command": "snapshot prune", "dry_run": args.dry_run, "location": "remote" if args.remote else "local",
-        "decisions": [{"id": d.id, "action": "keep" if d.keep else "remove", "reasons": list(d.reasons)}
-                      for d in decisions],
-        "skipped_incomplete": skipped, "removed": [],
+        "command": "snapshot prune",
+        "dry_run": args.dry_run,
+        "location": "remote" if args.remote else "local",
+        "decisions": [
+            {"id": d.id, "action": "keep" if d.keep else "remove", "reasons": list(d.reasons)}
+            for d in decisions
+        ],
+        "skipped_incomplete": skipped,
+        "removed": [],
     }
-    lines = [f"{'keep' if d.keep else 'REMOVE':<7} {d.id:<20} {', '.join(d.reasons)}" for d in decisions]
+    lines = [
+        f"{'keep' if d.keep else 'REMOVE':<7} {d.id:<20} {', '.join(d.reasons)}" for d in decisions
+    ]
     lines += [f"skip    {item:<20} incomplete: never pruned" for item in skipped]
     if not args.dry_run and any(not d.keep for d in decisions):
         _confirm(args, f"remove {sum(1 for d in decisions if not d.keep)} snapshots")
         with operation_lock(config.state_dir, "snapshot prune"):
             document["removed"] = snapshot.apply_prune(where, decisions)
-    lines.append(f"prune ({document['location']}): keep {sum(d.keep for d in decisions)}, "
-                 f"{'would remove' if args.dry_run else 'removed'} {sum(not d.keep for d in decisions)}")
+    lines.append(
+        f"prune ({document['location']}): keep {sum(d.keep for d in decisions)}, "
+        f"{'would remove' if args.dry_run else 'removed'} {sum(not d.keep for d in decisions)}"
+    )
     return _emit(args, document, "\n".join(lines))
 
 
@@ -228,14 +319,26 @@ def run_purge(args: argparse.Namespace) -> int:
     config = load_config(args)
     holding = erase.snapshots_holding(config, args.memory_ids)
     if args.dry_run:
-        return _emit(args, {"command": "snapshot purge-memory", "dry_run": True, "holding": holding},
-                     "\n".join([f"holds them: {i}" for i in holding] + [f"{len(holding)} local snapshots hold them"]))
+        return _emit(
+            args,
+            {"command": "snapshot purge-memory", "dry_run": True, "holding": holding},
+            "\n".join(
+                [f"holds them: {i}" for i in holding]
+                + [f"{len(holding)} local snapshots hold them"]
+            ),
+        )
     _confirm(args, f"rewrite {len(holding)} snapshots without {len(args.memory_ids)} memories")
     with operation_lock(config.state_dir, "snapshot purge-memory"):
         done = purge.run_purge(config, args.memory_ids, _now(), args.remote)
-    document = {"command": "snapshot purge-memory", "rewritten": list(done.rewritten),
-                "uploaded": list(done.uploaded), "old_versions": list(done.old_versions)}
-    text = f"rewrote {len(done.rewritten)} snapshot(s)" + (f", re-uploaded {len(done.uploaded)}" if done.uploaded else "")
+    document = {
+        "command": "snapshot purge-memory",
+        "rewritten": list(done.rewritten),
+        "uploaded": list(done.uploaded),
+        "old_versions": list(done.old_versions),
+    }
+    text = f"rewrote {len(done.rewritten)} snapshot(s)" + (
+        f", re-uploaded {len(done.uploaded)}" if done.uploaded else ""
+    )
     if done.old_versions:
         text += f"; {len(done.old_versions)} older S3 object versions still hold the text (delete them by version id)"
     return _emit(args, document, text)
@@ -247,7 +350,9 @@ def _confirm(args: argparse.Namespace, what: str) -> None:
     if args.yes:
         return
     if not sys.stdin.isatty():
-        raise UsageError(f"confirmation needed to {what}", "pass --yes (or --dry-run to see the plan)")
+        raise UsageError(
+            f"confirmation needed to {what}", "pass --yes (or --dry-run to see the plan)"
+        )
     answer = input(f"{what}? [y/N] ")
     if answer.strip().lower() not in ("y", "yes"):
         raise UsageError("not confirmed")

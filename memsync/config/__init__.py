@@ -184,7 +184,9 @@ def _resolve(
     settings: ConfigFile, mem0: dict[str, Any], source: str, environ: Mapping[str, str], home: Path
 ) -> Config:
     """The defaults computed from the environment, and the values derived from the mem0 dict."""
-    state_default = environ.get("STATE_DIRECTORY", "").split(":")[0] or str(home / ".local/state/memsync")
+    state_default = environ.get("STATE_DIRECTORY", "").split(":")[0] or str(
+        home / ".local/state/memsync"
+    )
     mem0_dir = settings.mem0_dir or Path(environ.get("MEM0_DIR") or home / ".mem0")
     state_dir = settings.state_dir or Path(state_default)
     store = settings.mem0.vector_store.config
@@ -243,7 +245,9 @@ def _mem0_dict(raw: Mapping[str, Any], errors: list[str], base_dir: Path, home: 
     if inline is not None and file_key is not None:
         return {}  # a cross-field problem
     if isinstance(file_key, str) and file_key and "\x00" not in file_key:
-        return _with_secrets(read_mem0_file(absolute(file_key, base_dir, home), errors), "mem0", errors)
+        return _with_secrets(
+            read_mem0_file(absolute(file_key, base_dir, home), errors), "mem0", errors
+        )
     if inline is None:
         return {}
     return _with_secrets(dict(inline), "mem0", errors) if isinstance(inline, Mapping) else inline
@@ -254,7 +258,7 @@ def _with_secrets(value: Any, dotted: str, errors: list[str]) -> Any:
         keys = set(value)
         if keys and keys <= {"env", "file"}:
             if len(keys) != 1 or not all(isinstance(v, str) and v for v in value.values()):
-                errors.append(f"{dotted}: a secret is {{env = \"NAME\"}} or {{file = \"PATH\"}}")
+                errors.append(f'{dotted}: a secret is {{env = "NAME"}} or {{file = "PATH"}}')
                 return Secret()
             return Secret(env=value.get("env"), file=value.get("file"))
         return {key: _with_secrets(item, f"{dotted}.{key}", errors) for key, item in value.items()}

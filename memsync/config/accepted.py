@@ -75,7 +75,9 @@ def read_accepted(path: Path, source: str) -> dict[str, Any]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise ConfigError(source, [f"the daemon's accepted copy {path} is unreadable: {error}"]) from error
+        raise ConfigError(
+            source, [f"the daemon's accepted copy {path} is unreadable: {error}"]
+        ) from error
     if not isinstance(document, dict):
         raise ConfigError(source, [f"the daemon's accepted copy {path} is not a JSON object"])
     return document

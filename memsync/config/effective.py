@@ -25,8 +25,11 @@ def effective_document(config: Config) -> dict[str, Any]:
     """Every key with its value or default, resolved (paths absolute), secrets redacted. Pure."""
     settings = config.settings
     document = _model(settings, skip=("mem0", "snapshot", "s3", "daemon"))
-    document.update(mem0_dir=str(config.mem0_dir), state_dir=str(config.state_dir),
-                    work_dir=str(config.work_dir))
+    document.update(
+        mem0_dir=str(config.mem0_dir),
+        state_dir=str(config.state_dir),
+        work_dir=str(config.work_dir),
+    )
     declared = _model(settings.mem0)
     declared["history_db_path"] = str(config.history_db_path)
     document["mem0"] = _merge(_redact_mem0(config.mem0), declared)
@@ -45,13 +48,22 @@ def writable_paths(config: Config) -> list[Path]:
     ``snapshot.directory`` and the parent of ``daemon.textfile_path`` (written atomically
     through a temporary file beside it).
     """
-    wanted = {config.qdrant_path.parent, config.history_db_path.parent, config.mem0_dir,
-              config.state_dir, config.work_dir}
+    wanted = {
+        config.qdrant_path.parent,
+        config.history_db_path.parent,
+        config.mem0_dir,
+        config.state_dir,
+        config.work_dir,
+    }
     if config.snapshot.directory is not None:
         wanted.add(config.snapshot.directory)
     if config.daemon.textfile_path is not None:
         wanted.add(config.daemon.textfile_path.parent)
-    return sorted(path for path in wanted if not any(path != other and path.is_relative_to(other) for other in wanted))
+    return sorted(
+        path
+        for path in wanted
+        if not any(path != other and path.is_relative_to(other) for other in wanted)
+    )
 
 
 def flatten(document: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

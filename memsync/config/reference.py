@@ -28,7 +28,14 @@ from memsync.config.schema import ConfigFile
 BEGIN = "<!-- BEGIN GENERATED: python -m memsync.config.reference -->"
 END = "<!-- END GENERATED -->"
 DOC_PATH = Path("docs/reference/config.md")
-_TYPES: dict[Any, str] = {int: "integer", float: "number", bool: "boolean", str: "string", Path: "path", list: "array"}
+_TYPES: dict[Any, str] = {
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    str: "string",
+    Path: "path",
+    list: "array",
+}
 _BOUNDS = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
 _SECTION_LINE = re.compile(r"^\s*#?\s*\[([A-Za-z0-9_.]+)\]\s*(#.*)?$")
 _KEY_LINE = re.compile(r"^\s*#?\s*([a-z_][a-z0-9_]*)\s*=\s*[^\s)]")
@@ -77,9 +84,16 @@ def keys() -> list[Key]:
         for name, info in section.model.model_fields.items():
             if _model_of(info.annotation) is None:
                 extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-                rows.append(Key(section.name, name, str(extra.get("toml") or _type_text(info)),
-                                str(extra.get("shown") or _default_text(info.default)),
-                                info.description or "", bool(extra.get("secret"))))
+                rows.append(
+                    Key(
+                        section.name,
+                        name,
+                        str(extra.get("toml") or _type_text(info)),
+                        str(extra.get("shown") or _default_text(info.default)),
+                        info.description or "",
+                        bool(extra.get("secret")),
+                    )
+                )
     return rows
 
 
@@ -97,8 +111,10 @@ def render_reference() -> str:
         if section.open:
             lines += ["Only the keys memsync reads are listed; mem0's other keys pass through.", ""]
         lines += ["| key | type | default | description |", "|---|---|---|---|"]
-        lines += [f"| `{k.name}` | {_cell(k.type)} | {_cell(k.default)} | {_cell(k.description)} |"
-                  for k in rows]
+        lines += [
+            f"| `{k.name}` | {_cell(k.type)} | {_cell(k.default)} | {_cell(k.description)} |"
+            for k in rows
+        ]
         lines.append("")
     return "\n".join([*lines, END])
 
@@ -112,7 +128,7 @@ def replace_block(page: str, block: str) -> str:
     start, end = page.find(BEGIN), page.find(END)
     if start < 0 or end < start:
         raise ValueError(f"no {BEGIN} ... {END} block")
-    return page[:start] + block + page[end + len(END):]
+    return page[:start] + block + page[end + len(END) :]
 
 
 def mentioned_keys(example: str) -> set[str]:
@@ -136,7 +152,9 @@ def unknown_keys(mentioned: set[str]) -> set[str]:
 def main(argv: list[str] | None = None) -> int:
     """Rewrite (or ``--check``) the generated block of the reference page; 1 when out of date."""
     parser = argparse.ArgumentParser(prog="python -m memsync.config.reference")
-    parser.add_argument("--check", action="store_true", help="only report whether the page is current")
+    parser.add_argument(
+        "--check", action="store_true", help="only report whether the page is current"
+    )
     parser.add_argument("page", nargs="?", type=Path, default=DOC_PATH)
     args = parser.parse_args(argv)
     page = args.page.read_text(encoding="utf-8")
@@ -167,8 +185,12 @@ def _type_text(info: FieldInfo) -> str:
         text = " or ".join(f"`{value!r}`" for value in typing.get_args(annotation))
     else:
         text = _TYPES.get(typing.get_origin(annotation) or annotation, str(annotation))
-    bounds = [f"{sign} {getattr(m, attr)}" for m in info.metadata for attr, sign in _BOUNDS
-              if getattr(m, attr, None) is not None]
+    bounds = [
+        f"{sign} {getattr(m, attr)}"
+        for m in info.metadata
+        for attr, sign in _BOUNDS
+        if getattr(m, attr, None) is not None
+    ]
     return ", ".join([text, *bounds])
 
 

@@ -51,7 +51,9 @@ def parse_duration(text: str) -> timedelta:
     """
     match = _DURATION.fullmatch(text)
     if not match or int(match.group(1)) <= 0:
-        raise ValueError(f"expected a positive duration like '30s', '15m', '6h', '1d' (got {text!r})")
+        raise ValueError(
+            f"expected a positive duration like '30s', '15m', '6h', '1d' (got {text!r})"
+        )
     seconds = int(match.group(1)) * _DURATION_UNITS[match.group(2)]
     if seconds > 366 * 86400:
         raise ValueError(f"a duration must be at most a year (got {text!r})")
@@ -88,8 +90,10 @@ def _mem0_path(value: Any) -> Any:
     if not isinstance(value, str) or not value or "\x00" in value:
         raise _problem("must be an absolute path string")
     if not Path(value).is_absolute():
-        raise _problem("must be absolute; mem0 resolves a relative path against the app's working "
-                       "directory, which memsync cannot know")
+        raise _problem(
+            "must be absolute; mem0 resolves a relative path against the app's working "
+            "directory, which memsync cannot know"
+        )
     return Path(value)
 
 
@@ -150,8 +154,15 @@ HttpUrl = Annotated[str, BeforeValidator(_http_url)]
 _OrEmpty = BeforeValidator(_none_is_empty)
 
 
-def key(default: Any, description: str, *, toml: str | None = None, shown: str | None = None,
-        secret: bool = False, **constraints: Any) -> Any:
+def key(
+    default: Any,
+    description: str,
+    *,
+    toml: str | None = None,
+    shown: str | None = None,
+    secret: bool = False,
+    **constraints: Any,
+) -> Any:
     """Declare one key: its default, one-line description and constraints.
 
     Args:
@@ -165,8 +176,13 @@ def key(default: Any, description: str, *, toml: str | None = None, shown: str |
     extra: JsonDict = {name: value for name, value in (("toml", toml), ("shown", shown)) if value}
     if secret:
         extra["secret"] = True
-    return Field(default, description=description, json_schema_extra=extra or None,
-                 repr=not secret, **constraints)
+    return Field(
+        default,
+        description=description,
+        json_schema_extra=extra or None,
+        repr=not secret,
+        **constraints,
+    )
 
 
 class _Section(BaseModel):
@@ -184,46 +200,56 @@ class _Mem0Section(BaseModel):
 class QdrantSettings(_Mem0Section):
     """``[mem0.vector_store.config]``: mem0's QdrantConfig (embedded mode only)."""
 
-    path: Mem0Path = key(Path(MEM0_DEFAULT_QDRANT_PATH), "absolute path of the embedded Qdrant "
-                         "(doctor flags /tmp and tmpfs)")
+    path: Mem0Path = key(
+        Path(MEM0_DEFAULT_QDRANT_PATH),
+        "absolute path of the embedded Qdrant (doctor flags /tmp and tmpfs)",
+    )
     collection_name: Annotated[str, _matching(_COLLECTION_NAME, "invalid collection name")] = key(
-        MEM0_DEFAULT_COLLECTION, "the memory collection (mem0 adds `<name>_entities`)")
+        MEM0_DEFAULT_COLLECTION, "the memory collection (mem0 adds `<name>_entities`)"
+    )
     embedding_model_dims: int = key(MEM0_DEFAULT_DIMS, "the collection's vector size", gt=0)
-    on_disk: bool = key(False, "keep vectors on disk; mem0ai < 1.0.8 deletes the directory at "
-                        "start without it")
+    on_disk: bool = key(
+        False, "keep vectors on disk; mem0ai < 1.0.8 deletes the directory at start without it"
+    )
 
 
 class VectorStoreSettings(_Mem0Section):
     """``[mem0.vector_store]``: which vector store mem0 uses."""
 
     provider: Literal["qdrant"] = key("qdrant", "memsync supports embedded Qdrant only, for now")
-    config: Annotated[QdrantSettings, _OrEmpty] = Field(default_factory=QdrantSettings,
-                                                        description="mem0's QdrantConfig")
+    config: Annotated[QdrantSettings, _OrEmpty] = Field(
+        default_factory=QdrantSettings, description="mem0's QdrantConfig"
+    )
 
 
 class EmbedderConfigSettings(_Mem0Section):
     """``[mem0.embedder.config]``: the embedder's settings."""
 
-    embedding_dims: int | None = key(None, "when set, every collection's vector size must match it "
-                                     "too", gt=0)
+    embedding_dims: int | None = key(
+        None, "when set, every collection's vector size must match it too", gt=0
+    )
 
 
 class EmbedderSettings(_Mem0Section):
     """``[mem0.embedder]``: mem0's embedder."""
 
-    config: Annotated[EmbedderConfigSettings, _OrEmpty] = Field(default_factory=EmbedderConfigSettings,
-                                           description="the embedder's config")
+    config: Annotated[EmbedderConfigSettings, _OrEmpty] = Field(
+        default_factory=EmbedderConfigSettings, description="the embedder's config"
+    )
 
 
 class Mem0Settings(_Mem0Section):
     """``[mem0]``: the dict the app passes to ``mem0.Memory.from_config`` (mem0ai 2.2.1 keys)."""
 
-    history_db_path: Mem0Path | None = key(None, "mem0's history database (absolute)",
-                                           shown="`<mem0_dir>/history.db`")
-    vector_store: Annotated[VectorStoreSettings, _OrEmpty] = Field(default_factory=VectorStoreSettings,
-                                              description="mem0's vector store")
-    embedder: Annotated[EmbedderSettings, _OrEmpty] = Field(default_factory=EmbedderSettings,
-                                                            description="mem0's embedder")
+    history_db_path: Mem0Path | None = key(
+        None, "mem0's history database (absolute)", shown="`<mem0_dir>/history.db`"
+    )
+    vector_store: Annotated[VectorStoreSettings, _OrEmpty] = Field(
+        default_factory=VectorStoreSettings, description="mem0's vector store"
+    )
+    embedder: Annotated[EmbedderSettings, _OrEmpty] = Field(
+        default_factory=EmbedderSettings, description="mem0's embedder"
+    )
 
 
 class SnapshotConfig(_Section):
@@ -231,12 +257,15 @@ class SnapshotConfig(_Section):
 
     directory: ConfigPath | None = key(None, "where dated snapshot directories are written")
     keep_last: int = key(0, "retention: the newest N snapshots", ge=0)
-    keep_daily: int = key(0, "retention: the newest snapshot of each of the last N days (UTC)", ge=0)
+    keep_daily: int = key(
+        0, "retention: the newest snapshot of each of the last N days (UTC)", ge=0
+    )
     keep_weekly: int = key(0, "retention: ... of each of the last N ISO weeks", ge=0)
     keep_monthly: int = key(0, "retention: ... of each of the last N months", ge=0)
     encrypt_key_file: ConfigPath | None = key(None, "client-side encryption key file (optional)")
-    signing_key_file: ConfigPath | None = key(None, "HMAC-SHA256 key file signing the manifest "
-                                              "(optional)")
+    signing_key_file: ConfigPath | None = key(
+        None, "HMAC-SHA256 key file signing the manifest (optional)"
+    )
 
 
 def _strip_slashes(value: Any) -> Any:
@@ -247,17 +276,21 @@ class S3Config(_Section):
     """``[s3]``: the bucket snapshots are uploaded to (credentials: boto3's own chain only)."""
 
     bucket: Annotated[str, _matching(_BUCKET_NAME, "must be a valid bucket name")] = key(
-        ..., "the bucket (required when [s3] is present)")
+        ..., "the bucket (required when [s3] is present)"
+    )
     prefix: Annotated[str, BeforeValidator(_strip_slashes)] = key(
-        "", "objects go under `s3://<bucket>/<prefix>/<snapshot id>/`")
+        "", "objects go under `s3://<bucket>/<prefix>/<snapshot id>/`"
+    )
     region: str | None = key(None, "the bucket's region (default: boto3's)")
     endpoint_url: HttpUrl | None = key(None, "S3-compatible services: their endpoint")
     storage_class: str | None = key(None, "e.g. STANDARD_IA (default: the bucket's)")
     sse: Literal["AES256", "aws:kms"] | None = key(None, "server-side encryption")
     sse_kms_key_id: str | None = key(None, "the KMS key; required when sse is 'aws:kms'")
     checksums: Literal["when_supported", "when_required"] = key(
-        "when_supported", "boto3's CRC checksums on uploads; 'when_required' for services that "
-        "reject them (Cloudflare R2, some MinIO)")
+        "when_supported",
+        "boto3's CRC checksums on uploads; 'when_required' for services that "
+        "reject them (Cloudflare R2, some MinIO)",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -275,7 +308,9 @@ _EVERY = "duration '30s'/'15m'/'6h'/'1d'"
 class DaemonConfig(_Section):
     """``[daemon]``: the schedule of the daemon's jobs; each job takes ``*_at`` or ``*_every``."""
 
-    timezone: Annotated[str, BeforeValidator(_time_zone)] = key("UTC", "time zone of the `*_at` times")
+    timezone: Annotated[str, BeforeValidator(_time_zone)] = key(
+        "UTC", "time zone of the `*_at` times"
+    )
     check_at: TimeOfDay | None = key(None, "run check daily at this time", toml=_AT)
     check_every: Duration | None = key(None, "run check at this interval", toml=_EVERY)
     prune_at: TimeOfDay | None = key(None, "run prune daily at this time", toml=_AT)
@@ -285,11 +320,17 @@ class DaemonConfig(_Section):
     retention_at: TimeOfDay | None = key(None, "run snapshot prune daily at this time", toml=_AT)
     retention_every: Duration | None = key(None, "run snapshot prune at this interval", toml=_EVERY)
     upload: bool = key(True, "upload each scheduled snapshot to [s3]")
-    stop_timeout_s: float = key(120.0, "on SIGTERM, how long the current job may take to finish "
-                                "(seconds)", gt=0, lt=86400, allow_inf_nan=False)
+    stop_timeout_s: float = key(
+        120.0,
+        "on SIGTERM, how long the current job may take to finish (seconds)",
+        gt=0,
+        lt=86400,
+        allow_inf_nan=False,
+    )
     textfile_path: ConfigPath | None = key(None, "Prometheus textfile collector file")
-    ping_url: HttpUrl | None = key(None, "healthchecks-style URL; `/start` and `/fail` appended, "
-                                   "`{job}` replaced", secret=True)
+    ping_url: HttpUrl | None = key(
+        None, "healthchecks-style URL; `/start` and `/fail` appended, `{job}` replaced", secret=True
+    )
 
     @property
     def jobs(self) -> Mapping[str, JobSchedule]:
@@ -305,20 +346,31 @@ class DaemonConfig(_Section):
 class ConfigFile(_Section):
     """The whole TOML document, validated but not yet resolved (see ``memsync.config.Config``)."""
 
-    mem0_dir: ConfigPath | None = key(None, "the app's MEM0_DIR (mem0 keeps config.json and, with "
-                                      "telemetry on, migrations_qdrant/ there)",
-                                      shown="`$MEM0_DIR`, else `~/.mem0`")
-    mem0_config_file: ConfigPath | None = key(None, "JSON or YAML file holding the mem0 dict, "
-                                              "instead of [mem0] (not both)")
+    mem0_dir: ConfigPath | None = key(
+        None,
+        "the app's MEM0_DIR (mem0 keeps config.json and, with "
+        "telemetry on, migrations_qdrant/ there)",
+        shown="`$MEM0_DIR`, else `~/.mem0`",
+    )
+    mem0_config_file: ConfigPath | None = key(
+        None, "JSON or YAML file holding the mem0 dict, instead of [mem0] (not both)"
+    )
     plugins: Annotated[list[str], BeforeValidator(_plugins)] = key(
-        [], "modules imported before mem0.Memory is built (custom providers)",
-        toml="array of strings")
-    state_dir: ConfigPath | None = key(None, "memsync's state (locks, journals, job times)",
-                                       shown="`$STATE_DIRECTORY`, else `~/.local/state/memsync`")
-    work_dir: ConfigPath | None = key(None, "temporary copies of the stores for check and doctor",
-                                      shown="`<state_dir>/tmp`")
-    app_python: ConfigPath | None = key(None, "the app's interpreter, to read its mem0ai and "
-                                        "qdrant-client versions")
+        [],
+        "modules imported before mem0.Memory is built (custom providers)",
+        toml="array of strings",
+    )
+    state_dir: ConfigPath | None = key(
+        None,
+        "memsync's state (locks, journals, job times)",
+        shown="`$STATE_DIRECTORY`, else `~/.local/state/memsync`",
+    )
+    work_dir: ConfigPath | None = key(
+        None, "temporary copies of the stores for check and doctor", shown="`<state_dir>/tmp`"
+    )
+    app_python: ConfigPath | None = key(
+        None, "the app's interpreter, to read its mem0ai and qdrant-client versions"
+    )
     mem0: Mem0Settings = Field(default_factory=Mem0Settings, description="mem0's own dict")
     snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig, description="snapshots")
     s3: S3Config | None = Field(None, description="the upload target (absent: no uploads)")
@@ -334,12 +386,18 @@ def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
     """
     problems: list[str] = []
     if raw.get("mem0_config_file") is not None and raw.get("mem0") is not None:
-        problems.append("mem0_config_file: give either mem0_config_file or a [mem0] table, not both")
+        problems.append(
+            "mem0_config_file: give either mem0_config_file or a [mem0] table, not both"
+        )
     store = mem0.get("vector_store") if isinstance(mem0, Mapping) else None
     store_config = store.get("config") if isinstance(store, Mapping) else None
-    if isinstance(store_config, Mapping) and any(store_config.get(k) for k in ("url", "host", "client")):
-        problems.append("mem0.vector_store.config: Qdrant server mode (host/url) is not supported "
-                        "yet; memsync works on embedded Qdrant (path)")
+    if isinstance(store_config, Mapping) and any(
+        store_config.get(k) for k in ("url", "host", "client")
+    ):
+        problems.append(
+            "mem0.vector_store.config: Qdrant server mode (host/url) is not supported "
+            "yet; memsync works on embedded Qdrant (path)"
+        )
     s3 = raw.get("s3")
     if isinstance(s3, Mapping) and s3.get("sse") == "aws:kms" and not s3.get("sse_kms_key_id"):
         problems.append("s3.sse_kms_key_id: required when s3.sse is 'aws:kms'")

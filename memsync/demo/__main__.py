@@ -76,8 +76,10 @@ def expect(config: Path, wanted: dict[str, set[str]], story: str) -> None:
     for finding in errors:
         say(f"   {finding['code']:<20} {finding['memory_id'] or finding['collection']}")
     counts = report["counts"]
-    say(f"   -> exit {code}: {counts['errors']} errors, {counts['warnings']} warnings "
-        f"({counts['points']} points, {counts['history_memories']} memories in history)")
+    say(
+        f"   -> exit {code}: {counts['errors']} errors, {counts['warnings']} warnings "
+        f"({counts['points']} points, {counts['history_memories']} memories in history)"
+    )
     if found != wanted or code != 3:
         raise DemoFailed(f"{story}: expected {wanted}, check found {found} (exit {code})")
     say(f"   OK: check named {sum(len(v) for v in wanted.values())} problem(s) exactly as caused")
@@ -97,19 +99,27 @@ def snapshot_act(paths: build.Paths, config: Path) -> None:
     heading("3. a snapshot of both stores, uploaded to S3 and verified there")
     endpoint, bucket = start_s3()
     with config.open("a", encoding="utf-8") as handle:
-        handle.write(f'\n[s3]\nbucket = "{bucket}"\nprefix = "demo/host1"\nregion = "us-east-1"\n'
-                     f'endpoint_url = "{endpoint}"\n')
+        handle.write(
+            f'\n[s3]\nbucket = "{bucket}"\nprefix = "demo/host1"\nregion = "us-east-1"\n'
+            f'endpoint_url = "{endpoint}"\n'
+        )
     say(f"an S3 protocol server (moto) listens on {endpoint}; bucket {bucket!r}")
     created = memsync(config, "snapshot", "create", "--upload", "--json")
     if created.returncode != 0:
         raise DemoFailed(f"snapshot create exited {created.returncode}: {created.stderr.strip()}")
     made = json.loads(created.stdout)
-    say(f"   snapshot {made['id']}: {made['files']} files, {made['size_bytes']} bytes, "
+    say(
+        f"   snapshot {made['id']}: {made['files']} files, {made['size_bytes']} bytes, "
         f"{made['collections']['mem0']['points']} points, {made['history']['memories']} memories; "
-        f"uploaded {made['upload']['sent']} files, manifest last")
+        f"uploaded {made['upload']['sent']} files, manifest last"
+    )
     target = f"s3://{bucket}/demo/host1/{made['id']}"
     verified = memsync(config, "snapshot", "verify", target)
-    say("   " + (verified.stdout.splitlines() or ["(no output)"])[-1] + "  (downloaded, every byte and the pair re-checked)")
+    say(
+        "   "
+        + (verified.stdout.splitlines() or ["(no output)"])[-1]
+        + "  (downloaded, every byte and the pair re-checked)"
+    )
     if verified.returncode != 0:
         raise DemoFailed(f"remote verify exited {verified.returncode}: {verified.stderr.strip()}")
     listing = memsync(config, "snapshot", "list", "--remote")
@@ -131,7 +141,9 @@ def start_s3() -> tuple[str, str]:
         server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="memsync-demo")
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(
+        Bucket="memsync-demo"
+    )
     return endpoint, "memsync-demo"
 
 
@@ -162,7 +174,9 @@ def main() -> int:
     heading("done")
     say("Every drift was named by its code and memory id, the snapshot restored both stores,")
     say("reconcile settled a restore mix-up, and an erased memory left no byte behind.")
-    say(f"The deployment is in {root}, healthy; what restore moved aside is beside it (*.pre-restore-*).")
+    say(
+        f"The deployment is in {root}, healthy; what restore moved aside is beside it (*.pre-restore-*)."
+    )
     return 0
 
 
@@ -174,19 +188,28 @@ def run(paths: build.Paths, config: Path) -> None:
     started = time.monotonic()
     memory = build.open_memory(paths)
     seeded = build.seed(memory, MEMORIES, progress=progress)
-    say(f"added {MEMORIES} memories for {len(build.USERS)} users and {len(build.AGENTS)} agents in "
+    say(
+        f"added {MEMORIES} memories for {len(build.USERS)} users and {len(build.AGENTS)} agents in "
         f"{time.monotonic() - started:.1f} s; updated {len(seeded.updated)}, deleted "
-        f"{len(seeded.deleted)}, {len(seeded.expired)} already expired.")
+        f"{len(seeded.deleted)}, {len(seeded.expired)} already expired."
+    )
     build.close_memory(memory)
 
     heading("2. doctor and check on the healthy deployment")
     doctor = memsync(config, "doctor")
-    say("\n".join("   " + line for line in doctor.stdout.splitlines()
-                  if not line.startswith("OK ") and "fix:" not in line))
+    say(
+        "\n".join(
+            "   " + line
+            for line in doctor.stdout.splitlines()
+            if not line.startswith("OK ") and "fix:" not in line
+        )
+    )
     code, report = check_json(config)
     counts = report["counts"]
-    say(f"   check exit {code}: {counts['errors']} errors, {counts['warnings']} warnings "
-        f"({counts['points']} points; {counts['history_memories']} memories in history, deleted ones included)")
+    say(
+        f"   check exit {code}: {counts['errors']} errors, {counts['warnings']} warnings "
+        f"({counts['points']} points; {counts['history_memories']} memories in history, deleted ones included)"
+    )
     warned = sorted({f["code"] for f in report["findings"] if f["severity"] == "warning"})
     if warned:
         say(f"   check's warnings are policy, not damage: {', '.join(warned)}")
@@ -204,7 +227,9 @@ def run(paths: build.Paths, config: Path) -> None:
     memory = build.open_memory(paths)
     live = list(seeded.live)
 
-    say("\nEach step below adds one fault; check lists every error still present, so the lists grow.")
+    say(
+        "\nEach step below adds one fault; check lists every error still present, so the lists grow."
+    )
     heading("4a. a history write fails during delete")
     say("mem0 deletes the point, then its DELETE row cannot be written (database is locked):")
     victim = build.delete_with_failing_history(memory, paths, live.pop())
@@ -216,16 +241,24 @@ def run(paths: build.Paths, config: Path) -> None:
 
     heading("4c. a history write fails during update")
     changed = build.update_with_failing_history(memory, paths, live.pop(), "moved to Porto in May")
-    expect(config, {"missing-point": {victim}, "orphan-point": {orphan}, "text-mismatch": {changed}},
-           "failed update")
+    expect(
+        config,
+        {"missing-point": {victim}, "orphan-point": {orphan}, "text-mismatch": {changed}},
+        "failed update",
+    )
 
     heading("4d. history rows deleted by hand")
     say("someone runs DELETE FROM history WHERE memory_id=... to 'forget' a memory:")
     by_hand = live.pop()
     rows = build.delete_history_rows(paths, by_hand)
-    say(f"   {rows} history row(s) deleted; the memory is still in Qdrant, and still answers searches")
-    expect(config, {"missing-point": {victim}, "orphan-point": {orphan, by_hand},
-                    "text-mismatch": {changed}}, "rows deleted by hand")
+    say(
+        f"   {rows} history row(s) deleted; the memory is still in Qdrant, and still answers searches"
+    )
+    expect(
+        config,
+        {"missing-point": {victim}, "orphan-point": {orphan, by_hand}, "text-mismatch": {changed}},
+        "rows deleted by hand",
+    )
 
     heading("4e. an older Qdrant copy put back over a newer history.db")
     rng_memories = [live.pop() for _ in range(3)]
@@ -237,9 +270,16 @@ def run(paths: build.Paths, config: Path) -> None:
     say("after the copy: 2 deletes, 1 update and 1 add went through mem0 (both stores);")
     say("then the Qdrant directory is restored from the copy, history.db is not:")
     build.put_back_qdrant(paths, keep)
-    expect(config, {"resurrected-point": set(rng_memories[:2]), "missing-point": {added},
-                    "text-mismatch": {rng_memories[2]}, "orphan-point": {by_hand}},
-           "older Qdrant copy over newer history")
+    expect(
+        config,
+        {
+            "resurrected-point": set(rng_memories[:2]),
+            "missing-point": {added},
+            "text-mismatch": {rng_memories[2]},
+            "orphan-point": {by_hand},
+        },
+        "older Qdrant copy over newer history",
+    )
     say("   (faults 4a-4c happened after the copy, so the older files hide them; the rows")
     say("    deleted by hand in 4d still leave their point orphaned; deleted memories are back)")
 
@@ -256,12 +296,16 @@ def repair_act(paths: build.Paths, config: Path, seeded: build.Seeded) -> None:
     """Restore the snapshot of act 3, reproduce a restore mix-up, then reconcile to a clean check."""
     heading("5. restore the snapshot of act 3 (both stores together)")
     first = snapshot_ids(config)[0]
-    say(f"   the snapshot of act 3 is {first}; --force because the deployment has files (they are moved aside)")
+    say(
+        f"   the snapshot of act 3 is {first}; --force because the deployment has files (they are moved aside)"
+    )
     restored = memsync(config, "restore", "--force", "--json", first)
     if restored.returncode != 0:
         raise DemoFailed(f"restore exited {restored.returncode}: {restored.stderr.strip()}")
     document = json.loads(restored.stdout)
-    say(f"   restored {document['snapshot_id']}; the wiped and damaged files were moved aside, not deleted;")
+    say(
+        f"   restored {document['snapshot_id']}; the wiped and damaged files were moved aside, not deleted;"
+    )
     say(f"   check after the restore: {document['check_after']['errors']} errors")
 
     heading("6. a restore mix-up, settled by reconcile")
@@ -276,9 +320,13 @@ def repair_act(paths: build.Paths, config: Path, seeded: build.Seeded) -> None:
     memory.update(changed, "switched to decaf")
     build.close_memory(memory)
     build.put_back_qdrant(paths, keep)
-    say("3 memories deleted and 1 updated through mem0, then the Qdrant copy taken just before put back:")
+    say(
+        "3 memories deleted and 1 updated through mem0, then the Qdrant copy taken just before put back:"
+    )
     code, report = check_json(config)
-    found = sorted({(f["code"], f["memory_id"]) for f in report["findings"] if f["severity"] == "error"})
+    found = sorted(
+        {(f["code"], f["memory_id"]) for f in report["findings"] if f["severity"] == "error"}
+    )
     for code_name, memory_id in found:
         say(f"   {code_name:<20} {memory_id}")
     say(f"   -> exit {code}: {report['counts']['errors']} errors")
@@ -287,7 +335,9 @@ def repair_act(paths: build.Paths, config: Path, seeded: build.Seeded) -> None:
     planned = memsync(config, "reconcile", "--dry-run")
     say("\n".join("   " + line for line in planned.stdout.splitlines()))
     if planned.returncode != 3:
-        raise DemoFailed(f"reconcile --dry-run exited {planned.returncode}, expected 3 (work to do)")
+        raise DemoFailed(
+            f"reconcile --dry-run exited {planned.returncode}, expected 3 (work to do)"
+        )
     applied = memsync(config, "reconcile")
     say("\n".join("   " + line for line in applied.stdout.splitlines()[-1:]))
     if applied.returncode != 0:
@@ -304,7 +354,9 @@ def repair_act(paths: build.Paths, config: Path, seeded: build.Seeded) -> None:
         build.close_memory(memory)
     if back or text != "switched to decaf":
         raise DemoFailed(f"after reconcile: deleted memories back {back}, updated text {text!r}")
-    say("   the deleted memories stay deleted; the update is back in the point (re-embedded by mem0)")
+    say(
+        "   the deleted memories stay deleted; the update is back in the point (re-embedded by mem0)"
+    )
     erase_act(paths, config, seeded)
 
 
@@ -314,12 +366,16 @@ def erase_act(paths: build.Paths, config: Path, seeded: build.Seeded) -> None:
     pruned = memsync(config, "prune", "--json")
     if pruned.returncode != 0:
         raise DemoFailed(f"prune exited {pruned.returncode}: {pruned.stderr.strip()}")
-    say(f"   pruned {len(json.loads(pruned.stdout)['deleted'])} expired memories through mem0 "
-        "(mem0 itself only hides expired memories)")
+    say(
+        f"   pruned {len(json.loads(pruned.stdout)['deleted'])} expired memories through mem0 "
+        "(mem0 itself only hides expired memories)"
+    )
     secret = "my passport number is P-7731-0042 and my PIN is 5519"
     memory = build.open_memory(paths)
     try:
-        target = memory.add([{"role": "user", "content": secret}], user_id="erin", infer=True)["results"][0]["id"]
+        target = memory.add([{"role": "user", "content": secret}], user_id="erin", infer=True)[
+            "results"
+        ][0]["id"]
     finally:
         build.close_memory(memory)
     say(f"the app (mem0) adds a memory holding a passport number: {target}")
@@ -328,13 +384,19 @@ def erase_act(paths: build.Paths, config: Path, seeded: build.Seeded) -> None:
     say(f"   snapshot {snapshot_id} now holds it too")
     forgotten = memsync(config, "forget", target, "--erase", "--yes", "--json")
     if forgotten.returncode != 0:
-        raise DemoFailed(f"forget --erase exited {forgotten.returncode}: {forgotten.stderr.strip()}")
+        raise DemoFailed(
+            f"forget --erase exited {forgotten.returncode}: {forgotten.stderr.strip()}"
+        )
     holding = json.loads(forgotten.stdout)["erased"]["snapshots_holding"]
     say(f"   forgotten and erased; snapshots still holding it: {', '.join(holding) or 'none'}")
     purged = memsync(config, "snapshot", "purge-memory", target, "--yes")
     say("\n".join("   " + line for line in purged.stdout.splitlines()))
-    hits = [str(p) for p in paths.root.rglob("*") if p.is_file() and b"P-7731-0042" in p.read_bytes()]
-    say(f"   byte search of every file under {paths.root} for the passport number: {len(hits)} hits")
+    hits = [
+        str(p) for p in paths.root.rglob("*") if p.is_file() and b"P-7731-0042" in p.read_bytes()
+    ]
+    say(
+        f"   byte search of every file under {paths.root} for the passport number: {len(hits)} hits"
+    )
     if hits:
         raise DemoFailed(f"the erased text is still in {hits}")
     daemon_act(paths, config)
@@ -346,13 +408,20 @@ def daemon_act(paths: build.Paths, config: Path) -> None:
     with config.open("a", encoding="utf-8") as handle:
         handle.write('\n[daemon]\ncheck_every = "2s"\nsnapshot_every = "1d"\n')
     say("$ memsync daemon   (check every 2 s, snapshot daily: it never ran, so it runs at start)")
-    process = subprocess.Popen([sys.executable, "-m", "memsync", "daemon", "--config", str(config)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memsync", "daemon", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     state_file = paths.state / "daemon-state.json"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if state_file.exists() and '"last_outcome": "ok"' in state_file.read_text() and \
-                state_file.read_text().count('"last_success_at"') >= 2:
+        if (
+            state_file.exists()
+            and '"last_outcome": "ok"' in state_file.read_text()
+            and state_file.read_text().count('"last_success_at"') >= 2
+        ):
             break
         time.sleep(0.2)
     status = memsync(config, "status")
@@ -360,9 +429,14 @@ def daemon_act(paths: build.Paths, config: Path) -> None:
     process.terminate()
     _, err = process.communicate(timeout=120)
     finished = [json.loads(line) for line in err.splitlines() if '"job_finished"' in line]
-    say(f"   SIGTERM: the daemon exited {process.returncode} after {len(finished)} jobs; one JSON log line per job, e.g.")
+    say(
+        f"   SIGTERM: the daemon exited {process.returncode} after {len(finished)} jobs; one JSON log line per job, e.g."
+    )
     if finished:
-        say("   " + json.dumps({k: finished[0][k] for k in ("event", "job", "outcome", "duration_s")}))
+        say(
+            "   "
+            + json.dumps({k: finished[0][k] for k in ("event", "job", "outcome", "duration_s")})
+        )
     if process.returncode != 0 or status.returncode != 0:
         raise DemoFailed(f"daemon exited {process.returncode}, status exited {status.returncode}")
 

@@ -26,7 +26,9 @@ def generate(root: Path, count: int) -> Path:
 
     qdrant, history = root / "qdrant", root / "history.db"
     client = QdrantClient(path=str(qdrant))
-    client.create_collection("mem0", vectors_config=models.VectorParams(size=DIMS, distance=models.Distance.COSINE))
+    client.create_collection(
+        "mem0", vectors_config=models.VectorParams(size=DIMS, distance=models.Distance.COSINE)
+    )
     client.close()
     rng = random.Random(5)
     storage = sqlite3.connect(qdrant / "collection" / "mem0" / "storage.sqlite")
@@ -35,8 +37,10 @@ def generate(root: Path, count: int) -> Path:
         "CREATE TABLE history (id TEXT PRIMARY KEY, memory_id TEXT, old_memory TEXT, new_memory TEXT, "
         "event TEXT, created_at DATETIME, updated_at DATETIME, is_deleted INTEGER, actor_id TEXT, role TEXT)"
     )
-    db.execute("CREATE TABLE messages (id TEXT PRIMARY KEY, session_scope TEXT, role TEXT, content TEXT, "
-               "name TEXT, created_at DATETIME)")
+    db.execute(
+        "CREATE TABLE messages (id TEXT PRIMARY KEY, session_scope TEXT, role TEXT, content TEXT, "
+        "name TEXT, created_at DATETIME)"
+    )
     now = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
     batch_points, batch_rows = [], []
     for index in range(count):
@@ -44,16 +48,27 @@ def generate(root: Path, count: int) -> Path:
         text = f"user fact number {index}: prefers tea {rng.randrange(10**9)}"
         updated = index % 10 == 0
         final = text + " (updated)" if updated else text
-        payload = {"user_id": f"user-{index % 50}", "role": "user", "data": final,
-                   "hash": hashlib.md5(final.encode()).hexdigest(), "created_at": now, "updated_at": now,
-                   "text_lemmatized": final, "source": "bench"}
+        payload = {
+            "user_id": f"user-{index % 50}",
+            "role": "user",
+            "data": final,
+            "hash": hashlib.md5(final.encode()).hexdigest(),
+            "created_at": now,
+            "updated_at": now,
+            "text_lemmatized": final,
+            "source": "bench",
+        }
         vector = [rng.uniform(-0.1, 0.1) for _ in range(DIMS)]
         point = models.PointStruct(id=memory_id, vector={"": vector}, payload=payload)
         key = base64.b64encode(pickle.dumps(memory_id, protocol=4)).decode()
         batch_points.append((key, pickle.dumps(point)))
-        batch_rows.append((str(uuid.uuid4()), memory_id, None, text, "ADD", now, now, 0, None, "user"))
+        batch_rows.append(
+            (str(uuid.uuid4()), memory_id, None, text, "ADD", now, now, 0, None, "user")
+        )
         if updated:
-            batch_rows.append((str(uuid.uuid4()), memory_id, text, final, "UPDATE", now, now, 0, None, "user"))
+            batch_rows.append(
+                (str(uuid.uuid4()), memory_id, text, final, "UPDATE", now, now, 0, None, "user")
+            )
         if len(batch_points) >= 5000:
             _flush(storage, db, batch_points, batch_rows)
     _flush(storage, db, batch_points, batch_rows)
@@ -74,5 +89,3 @@ def _flush(storage: sqlite3.Connection, db: sqlite3.Connection, points: list, ro
         db.executemany("INSERT INTO history VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
     points.clear()
     rows.clear()
-
-

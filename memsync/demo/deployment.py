@@ -86,8 +86,9 @@ def mem0_config(paths: Paths, embedder: str = "memsync_minilm", dims: int = 384)
     }
 
 
-def write_memsync_config(paths: Paths, embedder: str = "memsync_minilm", dims: int = 384,
-                         extra: str = "") -> Path:
+def write_memsync_config(
+    paths: Paths, embedder: str = "memsync_minilm", dims: int = 384, extra: str = ""
+) -> Path:
     """Write a memsync TOML config for the deployment at ``paths``; return its path."""
     text = f"""# memsync config of a demo deployment (generated)
 mem0_dir = "{paths.mem0_dir}"
@@ -113,7 +114,7 @@ provider = "{embedder}"
 provider = "memsync_echo"
 
 [snapshot]
-directory = "{paths.root / 'snapshots'}"
+directory = "{paths.root / "snapshots"}"
 keep_last = 3
 {extra}"""
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -161,8 +162,15 @@ class Seeded:
     expired: list[str]
 
 
-def seed(memory: Any, count: int, *, rng_seed: int = 7, batch: int = 20,
-         today: date | None = None, progress: Any = None) -> Seeded:
+def seed(
+    memory: Any,
+    count: int,
+    *,
+    rng_seed: int = 7,
+    batch: int = 20,
+    today: date | None = None,
+    progress: Any = None,
+) -> Seeded:
     """Add ``count`` memories through mem0 across users and agents, then update and delete some.
 
     Mixes mem0's two add paths (``infer=True`` in batches through the echo LLM, which also
@@ -183,8 +191,12 @@ def seed(memory: Any, count: int, *, rng_seed: int = 7, batch: int = 20,
         if rng.random() < 0.7:
             size = min(batch, count - added)
             messages = [{"role": "user", "content": fact(rng)} for _ in range(size)]
-            result = memory.add(messages, metadata={"source": "chat", "channel": rng.choice(("web", "sms"))},
-                                infer=True, **scope)
+            result = memory.add(
+                messages,
+                metadata={"source": "chat", "channel": rng.choice(("web", "sms"))},
+                infer=True,
+                **scope,
+            )
         else:
             expires = None
             roll = rng.random()
@@ -192,8 +204,13 @@ def seed(memory: Any, count: int, *, rng_seed: int = 7, batch: int = 20,
                 expires = (today + timedelta(days=rng.randrange(30, 400))).isoformat()
             elif roll < 0.40:
                 expires = (today - timedelta(days=rng.randrange(1, 60))).isoformat()
-            result = memory.add(fact(rng), metadata={"source": rng.choice(("tool", "import"))},
-                                infer=False, expiration_date=expires, **scope)
+            result = memory.add(
+                fact(rng),
+                metadata={"source": rng.choice(("tool", "import"))},
+                infer=False,
+                expiration_date=expires,
+                **scope,
+            )
             if expires and expires < today.isoformat():
                 expired += [item["id"] for item in result["results"]]
         ids = [item["id"] for item in result["results"]]
@@ -204,7 +221,9 @@ def seed(memory: Any, count: int, *, rng_seed: int = 7, batch: int = 20,
     updated = rng.sample(live, k=len(live) // 10)
     for memory_id in updated:
         memory.update(memory_id, fact(rng))
-    deleted = rng.sample([m for m in live if m not in updated and m not in expired], k=len(live) // 20)
+    deleted = rng.sample(
+        [m for m in live if m not in updated and m not in expired], k=len(live) // 20
+    )
     for memory_id in deleted:
         memory.delete(memory_id)
     live = [m for m in live if m not in set(deleted)]

@@ -101,7 +101,9 @@ def _probe_free_space(label: str, path: Path) -> DoctorResult:
         status=status,
         path=str(path),
         message=f"{label}: {_gib(free)} free of {_gib(total)} ({ratio:.0%}; {free} bytes)",
-        fix=None if status == OK else "free space: SQLite writes and memsync's captures fail on a full disk",
+        fix=None
+        if status == OK
+        else "free space: SQLite writes and memsync's captures fail on a full disk",
     )
 
 
@@ -137,7 +139,9 @@ def _probe_permissions(label: str, path: Path) -> DoctorResult:
             message=f"{label} is readable by every user ({detail}); it holds personal memories",
             fix=f"chmod o-rwx {path}",
         )
-    return DoctorResult(code="path-permissions", status=OK, path=str(path), message=f"{label}: {detail}")
+    return DoctorResult(
+        code="path-permissions", status=OK, path=str(path), message=f"{label}: {detail}"
+    )
 
 
 def probe_locks(config: Config) -> list[DoctorResult]:
@@ -152,8 +156,14 @@ def probe_locks(config: Config) -> list[DoctorResult]:
             continue  # a server backend: nothing to hold
         holder = store.holder()
         if holder is None:
-            message = f"no process holds {lock_file}" if lock_file.exists() else f"{lock_file} does not exist"
-            results.append(DoctorResult(code="store-lock", status=OK, path=str(lock_file), message=message))
+            message = (
+                f"no process holds {lock_file}"
+                if lock_file.exists()
+                else f"{lock_file} does not exist"
+            )
+            results.append(
+                DoctorResult(code="store-lock", status=OK, path=str(lock_file), message=message)
+            )
             continue
         results.append(
             DoctorResult(

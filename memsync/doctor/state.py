@@ -51,24 +51,44 @@ def probe_daemon(config: Config, now: datetime) -> list[DoctorResult]:
         return []
     document = jobs.load_state(config)
     pid = jobs.daemon_pid(config)
-    results = [DoctorResult(code="daemon", status=OK if pid else WARNING,
-                            message=f"daemon running as pid {pid}" if pid else "no memsync daemon runs for this state directory",
-                            fix=None if pid else "systemctl start memsync (docs/how-to/install-on-a-vps.md)")]
+    results = [
+        DoctorResult(
+            code="daemon",
+            status=OK if pid else WARNING,
+            message=f"daemon running as pid {pid}"
+            if pid
+            else "no memsync daemon runs for this state directory",
+            fix=None if pid else "systemctl start memsync (docs/how-to/install-on-a-vps.md)",
+        )
+    ]
     for row in jobs.job_health(config, document, now):
         if row["overdue"] or row["failing"]:
             problem = "overdue" if row["overdue"] else f"failing ({row['last_outcome']})"
-            results.append(DoctorResult(code="daemon-job", status=WARNING,
-                                        message=f"job {row['job']} is {problem}; last success {row['last_success_at']}",
-                                        fix="memsync status; journalctl -u memsync"))
+            results.append(
+                DoctorResult(
+                    code="daemon-job",
+                    status=WARNING,
+                    message=f"job {row['job']} is {problem}; last success {row['last_success_at']}",
+                    fix="memsync status; journalctl -u memsync",
+                )
+            )
     prune = document.get("jobs", {}).get("prune", {})
     skipped = jobs.parse(prune.get("last_skipped_at"))
     success = jobs.parse(prune.get("last_success_at"))
-    if skipped and (success is None or success < skipped) and (success is None or
-                                                               (now - success).total_seconds() > PRUNE_SKIP_LIMIT_S):
-        results.append(DoctorResult(code="prune-skipped", status=WARNING,
-                                    message="expired memories have not been pruned for more than 7 days: the app "
-                                    "holds the store whenever prune runs",
-                                    fix="schedule prune in a maintenance window when the app is stopped"))
+    if (
+        skipped
+        and (success is None or success < skipped)
+        and (success is None or (now - success).total_seconds() > PRUNE_SKIP_LIMIT_S)
+    ):
+        results.append(
+            DoctorResult(
+                code="prune-skipped",
+                status=WARNING,
+                message="expired memories have not been pruned for more than 7 days: the app "
+                "holds the store whenever prune runs",
+                fix="schedule prune in a maintenance window when the app is stopped",
+            )
+        )
     return results
 
 
@@ -86,7 +106,9 @@ def probe_restores(config: Config) -> list[DoctorResult]:
                 fix="memsync restore --resume (finishes it or rolls it back)",
             )
         )
-    for copy in state.pre_restore_copies([vector_store_for(config).location, config.history_db_path]):
+    for copy in state.pre_restore_copies(
+        [vector_store_for(config).location, config.history_db_path]
+    ):
         results.append(
             DoctorResult(
                 code="pre-restore-copy",

@@ -87,7 +87,9 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
     for name, info in sorted(captured.collections.items()):
         if name not in (config.collection, config.entities_collection):
             continue
-        wrong = [f"{key} = {size}" for key, size in config.expected_dims if size != info.vector_size]
+        wrong = [
+            f"{key} = {size}" for key, size in config.expected_dims if size != info.vector_size
+        ]
         distance_ok = info.distance in (None, "Cosine")
         status = ERROR if wrong else OK if distance_ok else WARNING
         message = f"collection {name!r}: vector size {info.vector_size}, distance {info.distance}"

@@ -22,8 +22,11 @@ def judge_mem0_version(version: str, on_disk: bool) -> list[tuple[str, str, str]
         rows = versions.known_bad_mem0(version)
     except InvalidVersion:
         return [(WARNING, f"unparseable mem0ai version {version!r}", "check the install")]
-    return [(row.status, row.problem, row.fix) for row in rows
-            if not (row.harmless_with_on_disk and on_disk)]
+    return [
+        (row.status, row.problem, row.fix)
+        for row in rows
+        if not (row.harmless_with_on_disk and on_disk)
+    ]
 
 
 def probe_versions(config: Config) -> list[DoctorResult]:
@@ -105,7 +108,11 @@ def _app_versions(config: Config) -> list[tuple[str, dict[str, str | None]]]:
         reported = json.loads(completed.stdout)
         if not isinstance(reported, dict):
             raise ValueError("not an object")
-        return [(f"the app's interpreter {config.app_python}",
-                 {k: v for k, v in reported.items() if isinstance(v, str)})]
+        return [
+            (
+                f"the app's interpreter {config.app_python}",
+                {k: v for k, v in reported.items() if isinstance(v, str)},
+            )
+        ]
     except (OSError, subprocess.SubprocessError, ValueError):
         return [(f"the app's interpreter {config.app_python} (unreadable)", {})]

@@ -17,9 +17,24 @@ from memsync.repository.remote import S3Repository
 from memsync.s3 import ObjectStore
 from memsync.stores.manifest import ID_PATTERN
 
-__all__ = ["Entry", "FileCheck", "FileProblem", "LocalRepository", "S3Repository", "SnapshotRepository",
-           "Transfer", "decrypt", "encryption_key", "local", "local_or_none", "object_store",
-           "parse_s3_target", "plaintext", "remote", "snapshot_dir"]
+__all__ = [
+    "Entry",
+    "FileCheck",
+    "FileProblem",
+    "LocalRepository",
+    "S3Repository",
+    "SnapshotRepository",
+    "Transfer",
+    "decrypt",
+    "encryption_key",
+    "local",
+    "local_or_none",
+    "object_store",
+    "parse_s3_target",
+    "plaintext",
+    "remote",
+    "snapshot_dir",
+]
 
 
 def snapshot_dir(config: Config) -> Path:
@@ -36,7 +51,11 @@ def local(config: Config) -> LocalRepository:
 
 def local_or_none(config: Config) -> LocalRepository | None:
     """The configured local repository, or None without ``snapshot.directory``."""
-    return LocalRepository(config.snapshot.directory) if config.snapshot.directory is not None else None
+    return (
+        LocalRepository(config.snapshot.directory)
+        if config.snapshot.directory is not None
+        else None
+    )
 
 
 def object_store(config: Config) -> ObjectStore:

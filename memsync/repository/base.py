@@ -47,7 +47,9 @@ class BaseRepository(ABC):
         """The local directory where ``_readable`` puts (or finds) a snapshot's stored files."""
 
     @abstractmethod
-    def _readable(self, snapshot_id: str, path: str, root: Path, progress: BytesProgress | None) -> Path:
+    def _readable(
+        self, snapshot_id: str, path: str, root: Path, progress: BytesProgress | None
+    ) -> Path:
         """A local path under ``root`` holding the stored bytes of ``path`` (copied there if need be).
 
         Raises:
@@ -67,7 +69,9 @@ class BaseRepository(ABC):
             )
         return manifests.loads(raw, snapshot_id, self.location(snapshot_id, MANIFEST)), raw
 
-    def fetch(self, snapshot_id: str, dest_parent: Path, progress: BytesProgress | None = None) -> Path:
+    def fetch(
+        self, snapshot_id: str, dest_parent: Path, progress: BytesProgress | None = None
+    ) -> Path:
         """Copy a complete snapshot into ``dest_parent/<id>/`` (see ``SnapshotRepository.fetch``)."""
         manifest, raw = self._manifest_and_bytes(snapshot_id)
         final = dest_parent / snapshot_id
@@ -84,8 +88,11 @@ class BaseRepository(ABC):
                 target = partial / entry.path
                 target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 if entry.path not in names:
-                    raise UnavailableError(f"{self.location(snapshot_id, entry.path)} is missing: the copy "
-                                           "differs from its manifest", "use another snapshot")
+                    raise UnavailableError(
+                        f"{self.location(snapshot_id, entry.path)} is missing: the copy "
+                        "differs from its manifest",
+                        "use another snapshot",
+                    )
                 self._copy_to(snapshot_id, entry.path, target, progress)
                 if sha256_file(target) != entry.stored:
                     raise UnavailableError(
@@ -102,7 +109,9 @@ class BaseRepository(ABC):
         return final
 
     @abstractmethod
-    def _copy_to(self, snapshot_id: str, path: str, target: Path, progress: BytesProgress | None) -> None:
+    def _copy_to(
+        self, snapshot_id: str, path: str, target: Path, progress: BytesProgress | None
+    ) -> None:
         """Copy one stored file's bytes to ``target`` (overwritten).
 
         Raises:
@@ -115,9 +124,13 @@ class BaseRepository(ABC):
         names = self._stored_names(snapshot_id)
         listed = {entry.path for entry in manifest.files}
         problems = [
-            FileProblem(code="checksum-mismatch", path=name, where=self.location(snapshot_id, name),
-                        message=f"{name} is not listed in the manifest: something was added to the snapshot "
-                        "after it was made")
+            FileProblem(
+                code="checksum-mismatch",
+                path=name,
+                where=self.location(snapshot_id, name),
+                message=f"{name} is not listed in the manifest: something was added to the snapshot "
+                "after it was made",
+            )
             for name in sorted(names - listed - {MANIFEST, VERIFIED})
         ]
         passed: list[FileEntry] = []
@@ -125,17 +138,33 @@ class BaseRepository(ABC):
         for entry in manifest.files:
             where = self.location(snapshot_id, entry.path)
             if entry.path not in names:
-                problems.append(FileProblem(code="file-missing", path=entry.path, where=where,
-                                            message=f"{entry.path} listed in the manifest is missing"))
+                problems.append(
+                    FileProblem(
+                        code="file-missing",
+                        path=entry.path,
+                        where=where,
+                        message=f"{entry.path} listed in the manifest is missing",
+                    )
+                )
                 continue
             readable = self._readable(snapshot_id, entry.path, root, None)
             size, digest = sha256_file(readable)
             if (size, digest) != entry.stored:
-                problems.append(FileProblem(
-                    code="checksum-mismatch", path=entry.path, where=where, fix=DAMAGED_FIX,
-                    message=f"{entry.path} is {size} bytes with sha256 {digest[:16]}…, the manifest says "
-                    f"{entry.stored[0]} bytes, {entry.stored[1][:16]}…"))
+                problems.append(
+                    FileProblem(
+                        code="checksum-mismatch",
+                        path=entry.path,
+                        where=where,
+                        fix=DAMAGED_FIX,
+                        message=f"{entry.path} is {size} bytes with sha256 {digest[:16]}…, the manifest says "
+                        f"{entry.stored[0]} bytes, {entry.stored[1][:16]}…",
+                    )
+                )
                 continue
             passed.append(entry)
-        return FileCheck(manifest=manifest, problems=tuple(sorted(problems, key=lambda p: p.path)),
-                         passed=tuple(passed), root=root)
+        return FileCheck(
+            manifest=manifest,
+            problems=tuple(sorted(problems, key=lambda p: p.path)),
+            passed=tuple(passed),
+            root=root,
+        )

@@ -45,7 +45,9 @@ class LocalRepository(BaseRepository):
 
     def location(self, snapshot_id: str, path: str = "") -> str:
         """``<directory>/<id>[/<path>]``. Pure."""
-        return str(self.directory / snapshot_id / path) if path else str(self.directory / snapshot_id)
+        return (
+            str(self.directory / snapshot_id / path) if path else str(self.directory / snapshot_id)
+        )
 
     def path(self, snapshot_id: str) -> Path:
         """The directory of a complete snapshot (whether or not it exists). Pure."""
@@ -61,8 +63,16 @@ class LocalRepository(BaseRepository):
 
     def list(self) -> list[Entry]:
         """Every memsync entry, complete or ``.partial`` (see ``SnapshotRepository.list``)."""
-        return [Entry(id=i.id, complete=i.complete, manifest=i.manifest, verified=i.verified,
-                      size_bytes=i.size_bytes) for i in self.infos()]
+        return [
+            Entry(
+                id=i.id,
+                complete=i.complete,
+                manifest=i.manifest,
+                verified=i.verified,
+                size_bytes=i.size_bytes,
+            )
+            for i in self.infos()
+        ]
 
     def read_json(self, snapshot_id: str, name: str) -> dict[str, Any] | None:
         """A small JSON object beside the snapshot, or None (see the port)."""
@@ -124,8 +134,13 @@ class LocalRepository(BaseRepository):
         fsync_dir(self.directory)
         return final
 
-    def put(self, snapshot_id: str, source: Path, manifest: Manifest,
-            progress: BytesProgress | None = None) -> Transfer:
+    def put(
+        self,
+        snapshot_id: str,
+        source: Path,
+        manifest: Manifest,
+        progress: BytesProgress | None = None,
+    ) -> Transfer:
         """Copy the listed files from ``source``, then commit (see ``SnapshotRepository.put``).
 
         A new snapshot is written into ``<id>.partial/`` (resuming a stale one) and renamed; an
@@ -147,8 +162,14 @@ class LocalRepository(BaseRepository):
             self.commit(snapshot_id, partial, manifest)
         return transfer
 
-    def _copy_files(self, snapshot_id: str, source: Path, target: Path, manifest: Manifest,
-                    progress: BytesProgress | None) -> Transfer:
+    def _copy_files(
+        self,
+        snapshot_id: str,
+        source: Path,
+        target: Path,
+        manifest: Manifest,
+        progress: BytesProgress | None,
+    ) -> Transfer:
         sent = skipped = sent_bytes = 0
         for entry in manifest.files:
             here = target / entry.path
@@ -169,19 +190,29 @@ class LocalRepository(BaseRepository):
         except FileNotFoundError:
             return None
         except OSError as error:
-            raise UnavailableError(f"{self.location(snapshot_id, name)} is unreadable: {error.strerror}") from error
+            raise UnavailableError(
+                f"{self.location(snapshot_id, name)} is unreadable: {error.strerror}"
+            ) from error
 
     def _stored_names(self, snapshot_id: str) -> set[str]:
         root = self.path(snapshot_id)
-        return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()} if root.is_dir() else set()
+        return (
+            {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+            if root.is_dir()
+            else set()
+        )
 
     def _root(self, snapshot_id: str, keep: Path) -> Path:
         return self.path(snapshot_id)
 
-    def _readable(self, snapshot_id: str, path: str, root: Path, progress: BytesProgress | None) -> Path:
+    def _readable(
+        self, snapshot_id: str, path: str, root: Path, progress: BytesProgress | None
+    ) -> Path:
         return root / path
 
-    def _copy_to(self, snapshot_id: str, path: str, target: Path, progress: BytesProgress | None) -> None:
+    def _copy_to(
+        self, snapshot_id: str, path: str, target: Path, progress: BytesProgress | None
+    ) -> None:
         shutil.copyfile(self.path(snapshot_id) / path, target)
         if progress is not None:
             progress(target.stat().st_size)
@@ -194,8 +225,10 @@ def _copy_checked(source: Path, dest: Path, entry: FileEntry, snapshot_id: str) 
         UnavailableError: the source differs from the manifest.
     """
     if not source.is_file() or sha256_file(source) != entry.stored:
-        raise UnavailableError(f"{source} differs from its manifest: it was changed after the snapshot",
-                               CHANGED_HINT.format(id=snapshot_id))
+        raise UnavailableError(
+            f"{source} differs from its manifest: it was changed after the snapshot",
+            CHANGED_HINT.format(id=snapshot_id),
+        )
     dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     temporary = dest.with_name(f".{dest.name}.copying")
     shutil.copyfile(source, temporary)

@@ -30,7 +30,9 @@ def encryption_key(config: Config) -> bytes | None:
     return seal.load_key(path) if path else None
 
 
-def decrypt(directory: Path, entries: Iterable[FileEntry], key: bytes, target: Path) -> dict[str, str]:
+def decrypt(
+    directory: Path, entries: Iterable[FileEntry], key: bytes, target: Path
+) -> dict[str, str]:
     """Open every sealed file of ``entries`` from ``directory`` into ``target`` and check it.
 
     A file that fails authentication or decrypts to other bytes than the manifest's plaintext
@@ -53,7 +55,9 @@ def decrypt(directory: Path, entries: Iterable[FileEntry], key: bytes, target: P
     return failed
 
 
-def plaintext(config: Config, directory: Path, manifest: Manifest, target: Path, *, copy: bool = False) -> Path:
+def plaintext(
+    config: Config, directory: Path, manifest: Manifest, target: Path, *, copy: bool = False
+) -> Path:
     """The directory holding the snapshot's plaintext files.
 
     ``directory`` itself when the snapshot is not encrypted (unless ``copy``: then its listed
@@ -77,5 +81,7 @@ def plaintext(config: Config, directory: Path, manifest: Manifest, target: Path,
     failed = decrypt(directory, manifest.files, key, target)
     if failed:
         path, why = sorted(failed.items())[0]
-        raise UnavailableError(f"snapshot {manifest.id}: {why}", "use another snapshot, or the key it was made with")
+        raise UnavailableError(
+            f"snapshot {manifest.id}: {why}", "use another snapshot, or the key it was made with"
+        )
     return target

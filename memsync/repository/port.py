@@ -120,8 +120,13 @@ class SnapshotRepository(Protocol):
         """
         ...
 
-    def put(self, snapshot_id: str, source: Path, manifest: Manifest,
-            progress: BytesProgress | None = None) -> Transfer:
+    def put(
+        self,
+        snapshot_id: str,
+        source: Path,
+        manifest: Manifest,
+        progress: BytesProgress | None = None,
+    ) -> Transfer:
         """Write every file ``manifest`` lists from ``source``, then commit the manifest.
 
         Until the manifest is committed the snapshot is incomplete (``list`` says so and
@@ -135,7 +140,9 @@ class SnapshotRepository(Protocol):
         """
         ...
 
-    def fetch(self, snapshot_id: str, dest_parent: Path, progress: BytesProgress | None = None) -> Path:
+    def fetch(
+        self, snapshot_id: str, dest_parent: Path, progress: BytesProgress | None = None
+    ) -> Path:
         """Copy a complete snapshot into ``dest_parent/<id>/``, checking every byte first.
 
         Built as ``<id>.partial/`` and renamed only when every file matches the manifest;

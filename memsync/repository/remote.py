@@ -69,12 +69,23 @@ class S3Repository(BaseRepository):
             size[0] += item.size
         results = []
         for snapshot_id, (names, size) in sorted(grouped.items()):
-            manifest = snapshots.parse_or_none(self._json(snapshot_id, MANIFEST, names), snapshot_id)
-            results.append(Entry(id=snapshot_id, complete=manifest is not None, manifest=manifest,
-                                 verified=self._json(snapshot_id, VERIFIED, names), size_bytes=size[0]))
+            manifest = snapshots.parse_or_none(
+                self._json(snapshot_id, MANIFEST, names), snapshot_id
+            )
+            results.append(
+                Entry(
+                    id=snapshot_id,
+                    complete=manifest is not None,
+                    manifest=manifest,
+                    verified=self._json(snapshot_id, VERIFIED, names),
+                    size_bytes=size[0],
+                )
+            )
         return results
 
-    def _json(self, snapshot_id: str, name: str, names: set[str] | None = None) -> dict[str, Any] | None:
+    def _json(
+        self, snapshot_id: str, name: str, names: set[str] | None = None
+    ) -> dict[str, Any] | None:
         if names is not None and name not in names:
             return None
         raw = self.store.get_bytes(self.store.key(snapshot_id, name))
@@ -93,29 +104,45 @@ class S3Repository(BaseRepository):
         data = json.dumps(document, sort_keys=True).encode()
         self.store.put_bytes(self.store.key(snapshot_id, name), data, _sha(data))
 
-    def put(self, snapshot_id: str, source: Path, manifest: Manifest,
-            progress: BytesProgress | None = None) -> Transfer:
+    def put(
+        self,
+        snapshot_id: str,
+        source: Path,
+        manifest: Manifest,
+        progress: BytesProgress | None = None,
+    ) -> Transfer:
         """Upload every listed file with its sha256, then the manifest (see the port)."""
         sent = skipped = sent_bytes = 0
         for entry in manifest.files:
             local = source / entry.path
             if not local.is_file() or sha256_file(local) != entry.stored:
-                raise UnavailableError(f"{local} differs from its manifest: it was changed after the snapshot",
-                                       f"memsync snapshot verify {snapshot_id}; upload another snapshot")
-            if self.store.put_file(self.store.key(snapshot_id, entry.path), local, entry.stored[1], progress):
+                raise UnavailableError(
+                    f"{local} differs from its manifest: it was changed after the snapshot",
+                    f"memsync snapshot verify {snapshot_id}; upload another snapshot",
+                )
+            if self.store.put_file(
+                self.store.key(snapshot_id, entry.path), local, entry.stored[1], progress
+            ):
                 sent, sent_bytes = sent + 1, sent_bytes + entry.stored[0]
             else:
                 skipped += 1
         data = manifest.to_bytes()
         self.store.put_bytes(self.store.key(snapshot_id, MANIFEST), data, _sha(data))
-        logger.info("snapshot_uploaded", snapshot_id=snapshot_id, bucket=self.store.bucket, sent=sent,
-                    skipped=skipped)
+        logger.info(
+            "snapshot_uploaded",
+            snapshot_id=snapshot_id,
+            bucket=self.store.bucket,
+            sent=sent,
+            skipped=skipped,
+        )
         return Transfer(sent=sent, skipped=skipped, bytes=sent_bytes)
 
     def delete(self, snapshot_id: str) -> None:
         """Delete the manifest object first, then every object under the snapshot. Idempotent."""
         self.store.delete([self.store.key(snapshot_id, MANIFEST)])
-        self.store.delete([item.key for item in self.store.iter_objects(self.store.key(snapshot_id) + "/")])
+        self.store.delete(
+            [item.key for item in self.store.iter_objects(self.store.key(snapshot_id) + "/")]
+        )
 
     def noncurrent_versions(self, snapshot_id: str) -> builtins.list[str]:
         """``key?versionId=…`` of older object versions under a snapshot (versioned buckets)."""
@@ -131,9 +158,13 @@ class S3Repository(BaseRepository):
     def _root(self, snapshot_id: str, keep: Path) -> Path:
         return keep
 
-    def _readable(self, snapshot_id: str, path: str, root: Path, progress: BytesProgress | None) -> Path:
+    def _readable(
+        self, snapshot_id: str, path: str, root: Path, progress: BytesProgress | None
+    ) -> Path:
         self._copy_to(snapshot_id, path, root / path, progress)
         return root / path
 
-    def _copy_to(self, snapshot_id: str, path: str, target: Path, progress: BytesProgress | None) -> None:
+    def _copy_to(
+        self, snapshot_id: str, path: str, target: Path, progress: BytesProgress | None
+    ) -> None:
         self.store.get_file(self.store.key(snapshot_id, path), target, progress)

@@ -126,15 +126,18 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
     try:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     except (FileExistsError, NotADirectoryError) as error:
-        raise ConfigError(config.source, [f"snapshot.directory: {directory} is not a directory"]) from error
+        raise ConfigError(
+            config.source, [f"snapshot.directory: {directory} is not a directory"]
+        ) from error
     except OSError as error:
         raise work_dir_error(directory, error) from error
     removed = snapshots.remove_stale_partials(directory)
     repository = LocalRepository(directory)
     with repository.building(now) as (snapshot_id, partial):
         captured = deployment.capture(config, partial)
-        manifest = finish_directory(config, partial, captured, snapshot_id, now, now.date(), *keys,
-                                    progress=progress)
+        manifest = finish_directory(
+            config, partial, captured, snapshot_id, now, now.date(), *keys, progress=progress
+        )
         final = repository.commit(snapshot_id, partial, None)
     logger.info("snapshot_created", snapshot_id=snapshot_id, size_bytes=manifest.size_bytes)
     return Created(id=snapshot_id, path=final, manifest=manifest, removed_partials=tuple(removed))
@@ -198,8 +201,9 @@ def _integrity(captured: deployment.Captured, partial: Path) -> dict[str, Any]:
     return results
 
 
-def _collections(config: Config, captured: deployment.Captured,
-                 inventory: Inventory) -> tuple[dict[str, dict[str, Any]], int]:
+def _collections(
+    config: Config, captured: deployment.Captured, inventory: Inventory
+) -> tuple[dict[str, dict[str, Any]], int]:
     """Per collection: vector size, distance and points; and how many vectors have the wrong size."""
     collections: dict[str, dict[str, Any]] = {}
     wrong_sizes = 0
@@ -208,14 +212,22 @@ def _collections(config: Config, captured: deployment.Captured,
             sizes = [p.vector_size for p in inventory.points.values()]
         else:
             sizes = [p.vector_size for p in captured.store.iter_points(captured.vectors, name)]
-        wrong_sizes += sum(1 for size in sizes if info.vector_size is not None and size != info.vector_size)
-        collections[name] = {"vector_size": info.vector_size, "distance": info.distance, "points": len(sizes)}
+        wrong_sizes += sum(
+            1 for size in sizes if info.vector_size is not None and size != info.vector_size
+        )
+        collections[name] = {
+            "vector_size": info.vector_size,
+            "distance": info.distance,
+            "points": len(sizes),
+        }
     return collections, wrong_sizes
 
 
 def _file_entries(partial: Path, key: bytes | None) -> list[FileEntry]:
     entries = []
-    for path in sorted(p for p in partial.rglob("*") if p.is_file() and p.name != snapshots.CREATING_LOCK):
+    for path in sorted(
+        p for p in partial.rglob("*") if p.is_file() and p.name != snapshots.CREATING_LOCK
+    ):
         relative = str(path.relative_to(partial))
         size, digest = snapshots.sha256_file(path)
         if key is not None:
@@ -223,8 +235,15 @@ def _file_entries(partial: Path, key: bytes | None) -> list[FileEntry]:
             seal.seal_file(path, sealed, key, relative)
             os.replace(sealed, path)
             stored_size, stored_sha256 = snapshots.sha256_file(path)
-            entries.append(FileEntry(path=relative, size=size, sha256=digest, stored_size=stored_size,
-                                     stored_sha256=stored_sha256))
+            entries.append(
+                FileEntry(
+                    path=relative,
+                    size=size,
+                    sha256=digest,
+                    stored_size=stored_size,
+                    stored_sha256=stored_sha256,
+                )
+            )
             continue
         with path.open("rb+") as handle:
             os.fsync(handle.fileno())

@@ -57,7 +57,11 @@ def plan_prune(candidates: Iterable[Candidate], policy: SnapshotConfig) -> list[
         reasons[candidate.id].append(f"last {index + 1}")
     buckets: tuple[tuple[str, int, Callable[[datetime], str]], ...] = (
         ("daily", policy.keep_daily, lambda t: t.strftime("%Y-%m-%d")),
-        ("weekly", policy.keep_weekly, lambda t: f"{t.isocalendar()[0]:04d}-W{t.isocalendar()[1]:02d}"),
+        (
+            "weekly",
+            policy.keep_weekly,
+            lambda t: f"{t.isocalendar()[0]:04d}-W{t.isocalendar()[1]:02d}",
+        ),
         ("monthly", policy.keep_monthly, lambda t: t.strftime("%Y-%m")),
     )
     for name, count, bucket_of in buckets:
@@ -73,13 +77,18 @@ def plan_prune(candidates: Iterable[Candidate], policy: SnapshotConfig) -> list[
     newest_verified = next((c for c in complete if c.verified), None)
     if newest_verified is not None:
         reasons[newest_verified.id].append("newest verified")
-    return [PruneDecision(id=c.id, keep=bool(reasons[c.id]), reasons=tuple(reasons[c.id])) for c in complete]
+    return [
+        PruneDecision(id=c.id, keep=bool(reasons[c.id]), reasons=tuple(reasons[c.id]))
+        for c in complete
+    ]
 
 
 def candidates(repository: SnapshotRepository) -> list[Candidate]:
     """Retention candidates of a repository (complete or not). Reads only."""
-    return [Candidate(id=e.id, time=e.created_at, complete=e.complete, verified=e.is_verified)
-            for e in repository.list()]
+    return [
+        Candidate(id=e.id, time=e.created_at, complete=e.complete, verified=e.is_verified)
+        for e in repository.list()
+    ]
 
 
 def local_candidates(config: Config) -> list[Candidate]:

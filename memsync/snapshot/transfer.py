@@ -15,8 +15,12 @@ from memsync.s3 import ObjectStore
 from memsync.stores import manifest as manifests
 
 
-def upload_snapshot(config: Config, directory: Path, progress: BytesProgress | None = None,
-                    store: ObjectStore | None = None) -> dict[str, int]:
+def upload_snapshot(
+    config: Config,
+    directory: Path,
+    progress: BytesProgress | None = None,
+    store: ObjectStore | None = None,
+) -> dict[str, int]:
     """Upload a complete local snapshot directory; ``store`` defaults to the configured bucket.
 
     Returns ``{"sent": n, "skipped": n, "bytes": n}``.
@@ -31,8 +35,12 @@ def upload_snapshot(config: Config, directory: Path, progress: BytesProgress | N
     return target.put(directory.name, directory, manifest, progress).to_json()
 
 
-def download_snapshot(repository: SnapshotRepository, snapshot_id: str, dest_parent: Path,
-                      progress: BytesProgress | None = None) -> Path:
+def download_snapshot(
+    repository: SnapshotRepository,
+    snapshot_id: str,
+    dest_parent: Path,
+    progress: BytesProgress | None = None,
+) -> Path:
     """Download a snapshot into ``dest_parent/<id>/``, verifying every byte first.
 
     Raises:

@@ -70,8 +70,9 @@ def verified_document(report: VerifyReport) -> dict[str, Any]:
     }
 
 
-def verify_snapshot(config: Config, repository: SnapshotRepository, snapshot_id: str, target: str,
-                    now: datetime) -> VerifyReport:
+def verify_snapshot(
+    config: Config, repository: SnapshotRepository, snapshot_id: str, target: str, now: datetime
+) -> VerifyReport:
     """Verify one snapshot of a repository completely and record ``verified.json`` beside it.
 
     Writes only ``verified.json`` (to the repository) and temporary files under ``work_dir``.
@@ -81,8 +82,12 @@ def verify_snapshot(config: Config, repository: SnapshotRepository, snapshot_id:
         UnavailableError: the repository is unreachable.
     """
     findings = _findings(config, repository, snapshot_id, now)
-    report = VerifyReport(target=target, snapshot_id=snapshot_id,
-                          findings=tuple(sorted(findings, key=Finding.sort_key)), verified_at=now)
+    report = VerifyReport(
+        target=target,
+        snapshot_id=snapshot_id,
+        findings=tuple(sorted(findings, key=Finding.sort_key)),
+        verified_at=now,
+    )
     repository.write_json(snapshot_id, VERIFIED, verified_document(report))
     return report
 
@@ -93,12 +98,20 @@ def verify_directory(config: Config, directory: Path, now: datetime) -> VerifyRe
     A ``.partial`` directory is reported incomplete and left untouched.
     """
     if directory.name.endswith(PARTIAL_SUFFIX):
-        finding = _problem("manifest-missing", str(directory / MANIFEST), "the snapshot is incomplete: its "
-                           "directory still ends in .partial (the create did not finish), so it has no "
-                           "complete manifest", "use another snapshot; the next create removes it")
-        return VerifyReport(target=str(directory), snapshot_id=directory.name, findings=(finding,),
-                            verified_at=now)
-    return verify_snapshot(config, LocalRepository(directory.parent), directory.name, str(directory), now)
+        finding = _problem(
+            "manifest-missing",
+            str(directory / MANIFEST),
+            "the snapshot is incomplete: its "
+            "directory still ends in .partial (the create did not finish), so it has no "
+            "complete manifest",
+            "use another snapshot; the next create removes it",
+        )
+        return VerifyReport(
+            target=str(directory), snapshot_id=directory.name, findings=(finding,), verified_at=now
+        )
+    return verify_snapshot(
+        config, LocalRepository(directory.parent), directory.name, str(directory), now
+    )
 
 
 def verify_remote(config: Config, target: str, now: datetime) -> VerifyReport:
@@ -110,22 +123,32 @@ def verify_remote(config: Config, target: str, now: datetime) -> VerifyReport:
     return verify_snapshot(config, repository, snapshot_id, target, now)
 
 
-def _findings(config: Config, repository: SnapshotRepository, snapshot_id: str, now: datetime) -> list[Finding]:
+def _findings(
+    config: Config, repository: SnapshotRepository, snapshot_id: str, now: datetime
+) -> list[Finding]:
     where = repository.location(snapshot_id, MANIFEST)
     try:
         manifest = repository.read_manifest(snapshot_id)
     except ManifestTooNew:
         raise
     except UnavailableError as error:
-        message = ("the snapshot has no manifest: it is incomplete or damaged, and nothing in it can be trusted"
-                   if "no manifest" in error.message else error.message)
+        message = (
+            "the snapshot has no manifest: it is incomplete or damaged, and nothing in it can be trusted"
+            if "no manifest" in error.message
+            else error.message
+        )
         return [_problem("manifest-missing", where, message, "use another snapshot")]
     key = signing_key(config)
     if key is not None and not signature_ok(manifest, key):
-        return [_problem("signature-invalid", where,
-                         "the manifest's HMAC-SHA256 signature does not match the configured key: "
-                         "the snapshot was altered or signed with another key; nothing was decoded",
-                         "use another snapshot, or the signing key it was made with")]
+        return [
+            _problem(
+                "signature-invalid",
+                where,
+                "the manifest's HMAC-SHA256 signature does not match the configured key: "
+                "the snapshot was altered or signed with another key; nothing was decoded",
+                "use another snapshot, or the signing key it was made with",
+            )
+        ]
     config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="verify-") as temporary:
         checked = repository.verify(snapshot_id, Path(temporary) / "stored")
@@ -134,28 +157,44 @@ def _findings(config: Config, repository: SnapshotRepository, snapshot_id: str, 
         with _plaintext(config, repository, snapshot_id, checked, good, findings) as plain:
             if plain is not None:
                 listed = {entry.path for entry in manifest.files}
-                findings += _verify_contents(config, plain, manifest, {e.path for e in good}, listed, now)
+                findings += _verify_contents(
+                    config, plain, manifest, {e.path for e in good}, listed, now
+                )
     return findings
 
 
 @contextmanager
-def _plaintext(config: Config, repository: SnapshotRepository, snapshot_id: str, checked: FileCheck,
-               good: list[FileEntry], findings: list[Finding]) -> Iterator[Path | None]:
+def _plaintext(
+    config: Config,
+    repository: SnapshotRepository,
+    snapshot_id: str,
+    checked: FileCheck,
+    good: list[FileEntry],
+    findings: list[Finding],
+) -> Iterator[Path | None]:
     """The plaintext of the files that passed (``good`` loses those that fail to decrypt)."""
     if not checked.manifest.encrypted:
         yield checked.root
         return
     key = encryption_key(config)
     if key is None:
-        findings.append(_problem("checksum-mismatch", repository.location(snapshot_id), "the snapshot is "
-                                 "encrypted and no snapshot.encrypt_key_file is configured: contents not verified",
-                                 "configure the key it was made with"))
+        findings.append(
+            _problem(
+                "checksum-mismatch",
+                repository.location(snapshot_id),
+                "the snapshot is "
+                "encrypted and no snapshot.encrypt_key_file is configured: contents not verified",
+                "configure the key it was made with",
+            )
+        )
         yield None
         return
     with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="verify-plain-") as temporary:
         failed = decrypt(checked.root, good, key, Path(temporary))
         for path, why in sorted(failed.items()):
-            findings.append(_problem("checksum-mismatch", repository.location(snapshot_id, path), why))
+            findings.append(
+                _problem("checksum-mismatch", repository.location(snapshot_id, path), why)
+            )
         good[:] = [entry for entry in good if entry.path not in failed]
         yield Path(temporary)
 
@@ -171,7 +210,9 @@ def _verify_contents(
     if HISTORY_FILE in good:
         verdict = integrity(root / HISTORY_FILE, quick=False)
         if verdict != "ok":
-            findings.append(_problem("integrity-failed", HISTORY_FILE, f"PRAGMA integrity_check: {verdict}"))
+            findings.append(
+                _problem("integrity-failed", HISTORY_FILE, f"PRAGMA integrity_check: {verdict}")
+            )
             good.discard(HISTORY_FILE)
     store = vector_store_for(config)  # pure: the layout's names (the collection name is not used)
     index_ok = f"{store.capture_dir}/{store.index_file}" in good
@@ -183,15 +224,22 @@ def _verify_contents(
         return findings
     for relative, verdict in store.check_copy(vectors, decode=False).items():
         if verdict != "ok":
-            findings.append(_problem("integrity-failed", f"{store.capture_dir}/{relative}",
-                                     f"PRAGMA integrity_check: {verdict}"))
+            findings.append(
+                _problem(
+                    "integrity-failed",
+                    f"{store.capture_dir}/{relative}",
+                    f"PRAGMA integrity_check: {verdict}",
+                )
+            )
             good.discard(f"{store.capture_dir}/{relative}")
     if not index_ok:
         return findings  # no point is decoded before the index passed its checksum
     vectors = _verified_copies(store, root, manifest, good)
     for relative, verdict in store.check_copy(vectors, integrity=False).items():
         if verdict != "ok":
-            findings.append(_problem("point-undecodable", f"{store.capture_dir}/{relative}", verdict))
+            findings.append(
+                _problem("point-undecodable", f"{store.capture_dir}/{relative}", verdict)
+            )
             good.discard(f"{store.capture_dir}/{relative}")
     if good != listed:
         return findings
@@ -200,10 +248,17 @@ def _verify_contents(
     return findings + list(check.judge(inventory, now.date()).findings)
 
 
-def _verified_copies(store: VectorStore, root: Path, manifest: Manifest, good: set[str]) -> VectorCapture:
+def _verified_copies(
+    store: VectorStore, root: Path, manifest: Manifest, good: set[str]
+) -> VectorCapture:
     """The snapshot's vector copy, with only the collection files in ``good`` (checksums held)."""
-    vectors = store.open_capture(root / store.capture_dir, manifest.capture.vectors_at,
-                                 manifest.capture.vectors_finished_at)
-    kept = {name: copy for name, copy in vectors.copies.items()
-            if f"{store.capture_dir}/{store.collection_file(name, vectors.root).relative_to(vectors.root)}" in good}
+    vectors = store.open_capture(
+        root / store.capture_dir, manifest.capture.vectors_at, manifest.capture.vectors_finished_at
+    )
+    kept = {
+        name: copy
+        for name, copy in vectors.copies.items()
+        if f"{store.capture_dir}/{store.collection_file(name, vectors.root).relative_to(vectors.root)}"
+        in good
+    }
     return replace(vectors, copies=kept)

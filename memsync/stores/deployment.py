@@ -121,7 +121,9 @@ def capture(config: Config, dest: Path) -> Captured:
         duration_s=round((history_end - clock_start).total_seconds(), 3),
         longest_read_s=round(window.longest_read_s, 3),
     )
-    return Captured(root=dest, store=store, vectors=vectors, history_copy=history_copy, window=window)
+    return Captured(
+        root=dest, store=store, vectors=vectors, history_copy=history_copy, window=window
+    )
 
 
 def from_directory(root: Path, window: CaptureWindow, store: VectorStore | None = None) -> Captured:
@@ -138,7 +140,9 @@ def from_directory(root: Path, window: CaptureWindow, store: VectorStore | None 
         from memsync.stores.local_qdrant import EmbeddedQdrant
 
         store = EmbeddedQdrant(root / "qdrant", MEM0_DEFAULT_COLLECTION)
-    vectors = store.open_capture(root / store.capture_dir, window.vectors_at, window.vectors_finished_at)
+    vectors = store.open_capture(
+        root / store.capture_dir, window.vectors_at, window.vectors_finished_at
+    )
     history_file = root / "history.db"
     history_copy = None
     if history_file.is_file():
@@ -150,7 +154,9 @@ def from_directory(root: Path, window: CaptureWindow, store: VectorStore | None 
             duration_s=0.0,
             size_bytes=history_file.stat().st_size,
         )
-    return Captured(root=root, store=store, vectors=vectors, history_copy=history_copy, window=window)
+    return Captured(
+        root=root, store=store, vectors=vectors, history_copy=history_copy, window=window
+    )
 
 
 @contextmanager

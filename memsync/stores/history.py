@@ -137,7 +137,9 @@ def iter_events(copy: Path, memory_id: str | None = None) -> Iterator[HistoryEve
         if memory_id is None:
             cursor = connection.execute(f"{select} ORDER BY h.rowid")
         else:
-            cursor = connection.execute(f"{select} WHERE memory_id = ? ORDER BY h.rowid", (memory_id,))
+            cursor = connection.execute(
+                f"{select} WHERE memory_id = ? ORDER BY h.rowid", (memory_id,)
+            )
         for row in cursor:
             yield _event(row)
     except sqlite3.Error as error:
@@ -176,8 +178,18 @@ def insert_repair_events(history_db: Path, events: list[HistoryEvent]) -> int:
                 "INSERT OR IGNORE INTO history (id, memory_id, old_memory, new_memory, event, "
                 "created_at, updated_at, is_deleted, actor_id, role) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 [
-                    (e.id, e.memory_id, e.old_memory, e.new_memory, e.event, e.created_at,
-                     e.updated_at, e.is_deleted, e.actor_id, e.role)
+                    (
+                        e.id,
+                        e.memory_id,
+                        e.old_memory,
+                        e.new_memory,
+                        e.event,
+                        e.created_at,
+                        e.updated_at,
+                        e.is_deleted,
+                        e.actor_id,
+                        e.role,
+                    )
                     for e in events
                 ],
             )
@@ -197,7 +209,11 @@ def delete_message_scope(history_db: Path, scope: str) -> int:
     connection = sqlite3.connect(history_db, timeout=5.0)
     try:
         with connection:
-            return int(connection.execute("DELETE FROM messages WHERE session_scope = ?", (scope,)).rowcount)
+            return int(
+                connection.execute(
+                    "DELETE FROM messages WHERE session_scope = ?", (scope,)
+                ).rowcount
+            )
     except sqlite3.Error as error:
         raise translate(error, history_db, "delete raw messages") from error
     finally:

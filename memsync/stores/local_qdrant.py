@@ -137,7 +137,9 @@ def read_points(
     connection = connect_readonly(storage)
     points: dict[str, Point] = {}
     try:
-        total = int(connection.execute("SELECT count(*) FROM points").fetchone()[0]) if progress else 0
+        total = (
+            int(connection.execute("SELECT count(*) FROM points").fetchone()[0]) if progress else 0
+        )
         read = 0
         for rowid, blob in connection.execute("SELECT rowid, point FROM points ORDER BY rowid"):
             read += 1
@@ -206,7 +208,9 @@ def delete_points(storage: Path, point_ids: Sequence[str]) -> int:
         with connection:
             removed = 0
             for point_id in point_ids:
-                removed += connection.execute("DELETE FROM points WHERE id = ?", (point_key(point_id),)).rowcount
+                removed += connection.execute(
+                    "DELETE FROM points WHERE id = ?", (point_key(point_id),)
+                ).rowcount
         connection.execute("VACUUM")
         return removed
     except sqlite3.Error as error:
@@ -228,7 +232,9 @@ def find_point(storage: Path, point_id: str) -> tuple[dict[str, Any], Any] | Non
     key = point_key(point_id)
     connection = connect_readonly(storage)
     try:
-        rows = connection.execute("SELECT point FROM points WHERE id = ? ORDER BY rowid DESC", (key,)).fetchall()
+        rows = connection.execute(
+            "SELECT point FROM points WHERE id = ? ORDER BY rowid DESC", (key,)
+        ).fetchall()
         if not rows:
             rows = [
                 (blob,)
@@ -241,7 +247,10 @@ def find_point(storage: Path, point_id: str) -> tuple[dict[str, Any], Any] | Non
             if str(fields.get("id")) == point_id:
                 vector = fields.get("vector")
                 if isinstance(vector, dict):
-                    vector = {name: (v.fields() if isinstance(v, Decoded) else v) for name, v in vector.items()}
+                    vector = {
+                        name: (v.fields() if isinstance(v, Decoded) else v)
+                        for name, v in vector.items()
+                    }
                 return dict(fields.get("payload") or {}), vector
         return None
     except (sqlite3.Error, pickle.UnpicklingError, PointDecodeError) as error:
@@ -341,18 +350,26 @@ class EmbeddedQdrant:
             copies[name] = vacuum_into(storage_path(self._path, name), storage_path(dest, name))
         return VectorCapture(root=dest, present=True, collections=collections, copies=copies)
 
-    def open_capture(self, root: Path, started_at: datetime, finished_at: datetime) -> VectorCapture:
+    def open_capture(
+        self, root: Path, started_at: datetime, finished_at: datetime
+    ) -> VectorCapture:
         """Describe the Qdrant layout at ``root`` (meta.json read). See ``VectorStore.open_capture``."""
         collections = read_meta(root)
         copies = {}
         for name in collections or {}:
             storage = storage_path(root, name)
             if storage.is_file():
-                copies[name] = CopyResult(source=storage, dest=storage, started_at=started_at,
-                                          finished_at=finished_at, duration_s=0.0,
-                                          size_bytes=storage.stat().st_size)
-        return VectorCapture(root=root, present=collections is not None, collections=collections or {},
-                             copies=copies)
+                copies[name] = CopyResult(
+                    source=storage,
+                    dest=storage,
+                    started_at=started_at,
+                    finished_at=finished_at,
+                    duration_s=0.0,
+                    size_bytes=storage.stat().st_size,
+                )
+        return VectorCapture(
+            root=root, present=collections is not None, collections=collections or {}, copies=copies
+        )
 
     def iter_points(self, capture: VectorCapture, collection: str) -> Iterator[Point]:
         """Stream a captured collection's current points. See ``iter_points``."""
@@ -399,7 +416,10 @@ class EmbeddedQdrant:
 
     def erase_points(self, root: Path, point_ids: Sequence[str]) -> int:
         """Delete the points from every ``storage.sqlite`` under ``root`` and VACUUM each."""
-        return sum(delete_points(storage, point_ids) for storage in sorted(root.glob(f"collection/*/{STORAGE_FILE}")))
+        return sum(
+            delete_points(storage, point_ids)
+            for storage in sorted(root.glob(f"collection/*/{STORAGE_FILE}"))
+        )
 
     def files(self, root: Path) -> list[str]:
         """``meta.json`` and each existing ``collection/<name>/storage.sqlite`` under ``root``."""
@@ -410,7 +430,12 @@ class EmbeddedQdrant:
         return [META_FILE, *sorted(p for p in stored if (root / p).is_file())]
 
     def check_copy(
-        self, capture: VectorCapture, quick: bool = False, *, integrity: bool = True, decode: bool = True
+        self,
+        capture: VectorCapture,
+        quick: bool = False,
+        *,
+        integrity: bool = True,
+        decode: bool = True,
     ) -> dict[str, str]:
         """``integrity_check`` (or ``quick_check``) then a full decode of each copied collection."""
         verdicts = {}

@@ -115,7 +115,9 @@ def _holder(pid: int, path_seen: Path) -> LockHolder:
         sees_same = (ours.st_dev, ours.st_ino) == (theirs.st_dev, theirs.st_ino)
     except OSError:
         sees_same = None if same_ns is None else bool(same_ns)
-    return LockHolder(pid=pid, cmdline=cmdline, same_mount_namespace=same_ns, sees_same_file=sees_same)
+    return LockHolder(
+        pid=pid, cmdline=cmdline, same_mount_namespace=same_ns, sees_same_file=sees_same
+    )
 
 
 def mount_of(path: Path) -> tuple[str, str, str]:
@@ -133,7 +135,10 @@ def mount_of(path: Path) -> tuple[str, str, str]:
         prefix = mountpoint.rstrip("/") + "/"
         if (str(resolved) + "/").startswith(prefix) or str(resolved) == mountpoint:
             if len(mountpoint) >= best_length:
-                best, best_length = (mountpoint, partition.fstype, partition.device), len(mountpoint)
+                best, best_length = (
+                    (mountpoint, partition.fstype, partition.device),
+                    len(mountpoint),
+                )
     return best
 
 

@@ -25,9 +25,25 @@ MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
 SUPPORTED_FORMATS = frozenset({1})
 ID_PATTERN = re.compile(r"^(\d{8}T\d{6}Z)(?:-(\d+))?$")
-_LAYOUT = re.compile(r"^(history\.db|qdrant/meta\.json|qdrant/collection/(?!\.{1,2}/)[A-Za-z0-9_.-]{1,255}/storage\.sqlite)$")
-_KNOWN = ("format", "id", "created_at", "mode", "collection", "versions", "capture", "files", "collections",
-          "history", "integrity", "check", "encryption", "signature")
+_LAYOUT = re.compile(
+    r"^(history\.db|qdrant/meta\.json|qdrant/collection/(?!\.{1,2}/)[A-Za-z0-9_.-]{1,255}/storage\.sqlite)$"
+)
+_KNOWN = (
+    "format",
+    "id",
+    "created_at",
+    "mode",
+    "collection",
+    "versions",
+    "capture",
+    "files",
+    "collections",
+    "history",
+    "integrity",
+    "check",
+    "encryption",
+    "signature",
+)
 
 
 class ManifestTooNew(UnavailableError):  # noqa: N818 - named for what the user sees
@@ -61,7 +77,10 @@ class FileEntry:
         """The manifest's ``files[]`` object."""
         document: dict[str, Any] = {"path": self.path, "size": self.size, "sha256": self.sha256}
         if self.stored_size is not None:
-            document["stored_size"], document["stored_sha256"] = self.stored_size, self.stored_sha256
+            document["stored_size"], document["stored_sha256"] = (
+                self.stored_size,
+                self.stored_sha256,
+            )
         return document
 
 
@@ -197,9 +216,15 @@ def problem(document: object, expected_id: str | None) -> str | None:
     if not isinstance(document, dict) or document.get("format") not in SUPPORTED_FORMATS:
         return f"not a memsync manifest (format {FORMAT_VERSION})"
     snapshot_id = document.get("id")
-    if not isinstance(snapshot_id, str) or not ID_PATTERN.match(snapshot_id) or not valid_id(snapshot_id):
+    if (
+        not isinstance(snapshot_id, str)
+        or not ID_PATTERN.match(snapshot_id)
+        or not valid_id(snapshot_id)
+    ):
         return f"invalid snapshot id {snapshot_id!r}"
-    if expected_id is not None and snapshot_id != expected_id.split(".", 1)[0]:  # id, id.partial, id.purging
+    if (
+        expected_id is not None and snapshot_id != expected_id.split(".", 1)[0]
+    ):  # id, id.partial, id.purging
         return f"its id {snapshot_id!r} is not the snapshot's name {expected_id!r}"
     files = document.get("files")
     if not isinstance(files, list) or not files:
@@ -251,7 +276,11 @@ def too_new(document: object) -> int | None:
     """The format number of a manifest newer than this memsync reads, or None. Pure."""
     if isinstance(document, dict):
         stated = document.get("format")
-        if isinstance(stated, int) and not isinstance(stated, bool) and stated > max(SUPPORTED_FORMATS):
+        if (
+            isinstance(stated, int)
+            and not isinstance(stated, bool)
+            and stated > max(SUPPORTED_FORMATS)
+        ):
             return stated
     return None
 
@@ -293,8 +322,13 @@ def parse(document: object, expected_id: str | None, where: str) -> Manifest:
             longest_read_s=float(capture.get("longest_read_s", 0.0)),
         ),
         files=tuple(
-            FileEntry(path=e["path"], size=e["size"], sha256=e["sha256"], stored_size=e.get("stored_size"),
-                      stored_sha256=e.get("stored_sha256"))
+            FileEntry(
+                path=e["path"],
+                size=e["size"],
+                sha256=e["sha256"],
+                stored_size=e.get("stored_size"),
+                stored_sha256=e.get("stored_sha256"),
+            )
             for e in document["files"]
         ),
         collections=dict(document.get("collections", {})),
@@ -317,7 +351,9 @@ def loads(raw: bytes, expected_id: str | None, where: str) -> Manifest:
     try:
         document = json.loads(raw)
     except ValueError as error:
-        raise UnavailableError(f"manifest {where} is not valid: not JSON ({error})", "use another snapshot") from error
+        raise UnavailableError(
+            f"manifest {where} is not valid: not JSON ({error})", "use another snapshot"
+        ) from error
     return parse(document, expected_id, where)
 
 
@@ -332,8 +368,9 @@ def read(directory: Path) -> Manifest:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise UnavailableError(f"snapshot {directory} has no {MANIFEST}", "it is incomplete") from None
+        raise UnavailableError(
+            f"snapshot {directory} has no {MANIFEST}", "it is incomplete"
+        ) from None
     except OSError as error:
         raise UnavailableError(f"manifest {path} is unreadable: {error}") from error
     return loads(raw, directory.name, str(path))
-

@@ -67,7 +67,9 @@ def open_memory(config: Config) -> Iterator[Mem0Writer]:
         try:
             importlib.import_module(plugin)
         except Exception as error:  # noqa: BLE001 - any plugin failure is a config problem
-            raise ConfigError(config.source, [f"plugins: cannot import {plugin!r}: {error}"]) from error
+            raise ConfigError(
+                config.source, [f"plugins: cannot import {plugin!r}: {error}"]
+            ) from error
     memory = _build_memory(config)
     try:
         yield Mem0Writer(memory, config)
@@ -97,8 +99,10 @@ def _build_memory(config: Config) -> Any:
         raise ConfigError(config.source, [f"mem0: Memory.from_config failed: {error}"]) from error
     except ValueError as error:
         if hasattr(error, "errors"):  # pydantic: name the keys, never the values (secrets)
-            where = "; ".join(f"mem0.{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
-                              for e in error.errors())
+            where = "; ".join(
+                f"mem0.{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
+                for e in error.errors()
+            )
             raise ConfigError(config.source, [where or "mem0 rejected the configuration"]) from None
         if "inhomogeneous" in str(error):
             raise UnavailableError(
@@ -108,7 +112,9 @@ def _build_memory(config: Config) -> Any:
             ) from error
         raise ConfigError(config.source, [f"mem0: Memory.from_config failed: {error}"]) from error
     except Exception as error:  # noqa: BLE001 - mem0 raises many kinds on a bad config
-        raise ConfigError(config.source, [f"mem0: Memory.from_config failed ({type(error).__name__})"]) from None
+        raise ConfigError(
+            config.source, [f"mem0: Memory.from_config failed ({type(error).__name__})"]
+        ) from None
     finally:
         mem0_logger.setLevel(level)
     return memory
@@ -183,7 +189,9 @@ class Mem0Writer:
         """
         if self.exists(point_id):
             return False
-        self._memory.vector_store.insert(vectors=[list(vector)], ids=[point_id], payloads=[dict(payload)])
+        self._memory.vector_store.insert(
+            vectors=[list(vector)], ids=[point_id], payloads=[dict(payload)]
+        )
         return True
 
     def relink_entity(self, entity_id: str, remaining: Sequence[str]) -> bool:
@@ -196,7 +204,9 @@ class Mem0Writer:
         if store.get(vector_id=entity_id) is None:
             return False
         if remaining:
-            store.update(vector_id=entity_id, vector=None, payload={"linked_memory_ids": list(remaining)})
+            store.update(
+                vector_id=entity_id, vector=None, payload={"linked_memory_ids": list(remaining)}
+            )
         else:
             store.delete(vector_id=entity_id)
         return True
@@ -220,13 +230,17 @@ class Mem0Writer:
         try:
             vector = self._memory.embedding_model.embed(PROBE_TEXT, "add")
         except Exception as error:  # noqa: BLE001 - network, auth, model errors alike
-            raise ConfigError(config.source, [f"mem0.embedder ({provider}): probe embedding failed: {error}"]) from error
+            raise ConfigError(
+                config.source, [f"mem0.embedder ({provider}): probe embedding failed: {error}"]
+            ) from error
         expected = config.expected_dims[0][1] if config.expected_dims else None
         if expected is not None and len(vector) != expected:
             raise ConfigError(
                 config.source,
-                [f"mem0.embedder ({provider}): probe embedding has {len(vector)} dimensions, "
-                 f"the collection expects {expected}"],
+                [
+                    f"mem0.embedder ({provider}): probe embedding has {len(vector)} dimensions, "
+                    f"the collection expects {expected}"
+                ],
             )
 
     def record_events(self, events: Sequence[HistoryEvent]) -> int:

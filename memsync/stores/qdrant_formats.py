@@ -140,7 +140,14 @@ def parse_meta(text: str, where: Path) -> dict[str, CollectionInfo]:
             if not COLLECTION_NAME.match(name):
                 raise ValueError(f"invalid collection name {name!r}")
         return {name: _collection_info(name, params) for name, params in collections.items()}
-    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as error:
+    except (
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        OverflowError,
+        RecursionError,
+    ) as error:
         raise UnavailableError(
             f"Qdrant metadata {where} is not valid ({type(error).__name__}: {error})",
             "the embedded Qdrant directory is damaged: restore it from a snapshot",

@@ -24,10 +24,27 @@ from memsync.errors import UnavailableError
 from memsync.stores import manifest as manifests
 from memsync.stores.manifest import FORMAT_VERSION, ID_PATTERN, MANIFEST, Manifest, id_time
 
-__all__ = ["CHUNK_BYTES", "CREATING_LOCK", "FORMAT_VERSION", "ID_PATTERN", "MANIFEST", "PARTIAL_SUFFIX",
-           "VERIFIED", "SnapshotInfo", "describe", "id_time", "iter_local", "manifest_problem", "new_id",
-           "parse_or_none", "read_json", "read_manifest", "remove_stale_partials", "resolve_local",
-           "sha256_file"]
+__all__ = [
+    "CHUNK_BYTES",
+    "CREATING_LOCK",
+    "FORMAT_VERSION",
+    "ID_PATTERN",
+    "MANIFEST",
+    "PARTIAL_SUFFIX",
+    "VERIFIED",
+    "SnapshotInfo",
+    "describe",
+    "id_time",
+    "iter_local",
+    "manifest_problem",
+    "new_id",
+    "parse_or_none",
+    "read_json",
+    "read_manifest",
+    "remove_stale_partials",
+    "resolve_local",
+    "sha256_file",
+]
 
 PARTIAL_SUFFIX = ".partial"
 VERIFIED = "verified.json"

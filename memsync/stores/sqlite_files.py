@@ -93,7 +93,12 @@ def translate(error: sqlite3.Error, path: Path, action: str) -> MemsyncError:
             f"no space left to {action} for {path} ({text})",
             "free space in memsync's work_dir (or point work_dir elsewhere) and retry",
         )
-    if "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered or "no such" in lowered:
+    if (
+        "not a database" in lowered
+        or "malformed" in lowered
+        or "corrupt" in lowered
+        or "no such" in lowered
+    ):
         return UnavailableError(
             f"SQLite file {path} is not a valid database ({text})",
             "the file is damaged: move it aside and restore it from a snapshot "
@@ -121,7 +126,9 @@ def vacuum_into(source: Path, dest: Path) -> CopyResult:
     except OSError as error:
         raise work_dir_error(dest.parent, error) from error
     if dest.exists():
-        raise UnavailableError(f"capture target {dest} already exists", "memsync refuses to overwrite it")
+        raise UnavailableError(
+            f"capture target {dest} already exists", "memsync refuses to overwrite it"
+        )
     connection = connect_readonly(source)
     try:
         started = datetime.now(UTC)
@@ -188,7 +195,9 @@ def require_regular_file(path: Path) -> None:
             "run memsync as the app's user, or give its group access to the directories (see doctor)",
         ) from error
     if not stat.S_ISREG(info.st_mode):
-        raise UnavailableError(f"{path} is not a regular file", "it should be an SQLite database file")
+        raise UnavailableError(
+            f"{path} is not a regular file", "it should be an SQLite database file"
+        )
     try:
         with path.open("rb"):
             pass

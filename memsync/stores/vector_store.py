@@ -195,7 +195,9 @@ class VectorStore(Protocol):
         """
         ...
 
-    def open_capture(self, root: Path, started_at: datetime, finished_at: datetime) -> VectorCapture:
+    def open_capture(
+        self, root: Path, started_at: datetime, finished_at: datetime
+    ) -> VectorCapture:
         """Describe an existing captured layout at ``root`` (a snapshot's plaintext files).
 
         Each copy's instants are the given UTC ones, its duration 0 s. Reads the metadata only.
@@ -309,7 +311,12 @@ class VectorStore(Protocol):
         ...
 
     def check_copy(
-        self, capture: VectorCapture, quick: bool = False, *, integrity: bool = True, decode: bool = True
+        self,
+        capture: VectorCapture,
+        quick: bool = False,
+        *,
+        integrity: bool = True,
+        decode: bool = True,
     ) -> dict[str, str]:
         """Check a captured copy's integrity and that every point decodes.
 

@@ -48,21 +48,43 @@ class KnownBad:
 
 # The one table of known-bad mem0ai releases, read by doctor (report) and forget (refuse).
 MEM0_KNOWN_BAD: tuple[KnownBad, ...] = (
-    KnownBad(first="0.0.7", last="1.0.7", status="error", harmless_with_on_disk=True,
-             problem="deletes the embedded Qdrant directory at every start unless on_disk=True",
-             fix="upgrade mem0ai (>= 1.0.8) or set vector_store.config.on_disk = true"),
-    KnownBad(first="0.1.99", last="0.1.106", status="error",
-             problem="history migration can hang at start-up on an unexpected column set",
-             fix="upgrade mem0ai"),
-    KnownBad(first="0.1.118", last="1.0.5", status="error", refuses_bulk_delete=True,
-             problem="delete_all(user_id=...) also wipes every other user's points",
-             fix="upgrade mem0ai (>= 1.0.6); memsync refuses bulk deletes through it"),
-    KnownBad(first="0.0.0", last="1.0.7", status="warning",
-             problem="writes DELETE rows with NULL timestamps (memsync orders history by rowid)",
-             fix="upgrade mem0ai"),
-    KnownBad(first="0.0.0", last="2.0.14", status="warning",
-             problem="delete_all removes only the first 100 memories",
-             fix="upgrade mem0ai (>= 2.0.15); memsync re-reads after every bulk delete"),
+    KnownBad(
+        first="0.0.7",
+        last="1.0.7",
+        status="error",
+        harmless_with_on_disk=True,
+        problem="deletes the embedded Qdrant directory at every start unless on_disk=True",
+        fix="upgrade mem0ai (>= 1.0.8) or set vector_store.config.on_disk = true",
+    ),
+    KnownBad(
+        first="0.1.99",
+        last="0.1.106",
+        status="error",
+        problem="history migration can hang at start-up on an unexpected column set",
+        fix="upgrade mem0ai",
+    ),
+    KnownBad(
+        first="0.1.118",
+        last="1.0.5",
+        status="error",
+        refuses_bulk_delete=True,
+        problem="delete_all(user_id=...) also wipes every other user's points",
+        fix="upgrade mem0ai (>= 1.0.6); memsync refuses bulk deletes through it",
+    ),
+    KnownBad(
+        first="0.0.0",
+        last="1.0.7",
+        status="warning",
+        problem="writes DELETE rows with NULL timestamps (memsync orders history by rowid)",
+        fix="upgrade mem0ai",
+    ),
+    KnownBad(
+        first="0.0.0",
+        last="2.0.14",
+        status="warning",
+        problem="delete_all removes only the first 100 memories",
+        fix="upgrade mem0ai (>= 2.0.15); memsync re-reads after every bulk delete",
+    ),
 )
 
 

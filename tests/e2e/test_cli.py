@@ -16,8 +16,18 @@ import pytest
 from memsync.demo import deployment as build
 
 CHECK_KEYS = {"command", "ok", "counts", "capture", "findings"}
-FINDING_KEYS = {"code", "severity", "collection", "memory_id", "path", "message", "fix",
-                "scope", "expected", "observed"}  # keys are only ever added (json-output.md)
+FINDING_KEYS = {
+    "code",
+    "severity",
+    "collection",
+    "memory_id",
+    "path",
+    "message",
+    "fix",
+    "scope",
+    "expected",
+    "observed",
+}  # keys are only ever added (json-output.md)
 
 
 def fingerprint(root: Path) -> dict[str, str]:
@@ -25,13 +35,24 @@ def fingerprint(root: Path) -> dict[str, str]:
     return {
         str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(root.rglob("*"))
-        if path.is_file() and path.name != ".lock" and not {"memsync-state", "snapshots"} & set(path.parts)
+        if path.is_file()
+        and path.name != ".lock"
+        and not {"memsync-state", "snapshots"} & set(path.parts)
     }
 
 
-def run_memsync(*args: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memsync", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=120, check=False, **kwargs)
+def run_memsync(
+    *args: str, env: dict[str, str] | None = None, **kwargs
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memsync", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+        check=False,
+        **kwargs,
+    )
 
 
 def test_config_works_before_and_after_the_command(deployment, cli):
@@ -79,7 +100,11 @@ def test_missing_config_exits_10_with_one_line(cli, tmp_path):
     result = cli("check", config=tmp_path / "absent.toml")
     assert result.code == 10
     assert result.out == ""
-    assert result.err.count("\n") == 1 and "absent.toml" in result.err and "file not found" in result.err
+    assert (
+        result.err.count("\n") == 1
+        and "absent.toml" in result.err
+        and "file not found" in result.err
+    )
 
 
 def test_invalid_config_lists_every_problem_as_json_error(cli, tmp_path):
@@ -156,9 +181,13 @@ def test_unreadable_history_db_exits_11(deployment):
         assert shutil.which("setpriv"), "util-linux setpriv is needed to test as root"
         prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
     try:
-        result = subprocess.run([*prefix, sys.executable, "-m", "memsync", "check", "--config",
-                                 str(deployment.config)], capture_output=True, text=True, timeout=120,
-                                check=False)
+        result = subprocess.run(
+            [*prefix, sys.executable, "-m", "memsync", "check", "--config", str(deployment.config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     finally:
         deployment.paths.history_db.chmod(0o644)
     assert result.returncode == 11, result.stderr
@@ -178,8 +207,14 @@ def test_check_and_doctor_change_nothing_and_never_import_mem0(deployment, tmp_p
         "print('MEM0_IMPORTED' if 'mem0' in sys.modules else 'NO_MEM0', codes)"
     )
     env = {**os.environ, "MEM0_DIR": str(fresh_mem0_dir), "OPENAI_API_KEY": ""}
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
-                            timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert "NO_MEM0" in result.stdout, result.stdout + result.stderr
     assert fingerprint(deployment.paths.root) == before
     assert list(fresh_mem0_dir.iterdir()) == []
@@ -192,8 +227,18 @@ def test_doctor_json_shape_and_exit_0_on_a_healthy_deployment(deployment, cli):
     assert set(report) == {"command", "ok", "counts", "results", "check"}
     assert report["check"]["errors"] == 0
     codes = {r["code"] for r in report["results"]}
-    assert {"path-mount", "disk-space", "store-lock", "sqlite-integrity", "journal-mode",
-            "sqlite-version", "collection-params", "mem0-version", "check", "last-snapshot"} <= codes
+    assert {
+        "path-mount",
+        "disk-space",
+        "store-lock",
+        "sqlite-integrity",
+        "journal-mode",
+        "sqlite-version",
+        "collection-params",
+        "mem0-version",
+        "check",
+        "last-snapshot",
+    } <= codes
     for item in report["results"]:
         assert set(item) == {"code", "status", "path", "message", "fix"}
 
@@ -201,17 +246,26 @@ def test_doctor_json_shape_and_exit_0_on_a_healthy_deployment(deployment, cli):
 def test_doctor_names_the_process_holding_the_store(deployment, cli):
     deployment.close()
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from qdrant_client import QdrantClient; "
-         f"c = QdrantClient(path={str(deployment.paths.qdrant)!r}); print('ready', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from qdrant_client import QdrantClient; "
+            f"c = QdrantClient(path={str(deployment.paths.qdrant)!r}); print('ready', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "ready"
         report = cli("doctor", "--json", config=deployment.config).json()
     finally:
         holder.kill()
         holder.wait()
-    locks = [r for r in report["results"] if r["code"] == "store-lock" and r["path"].startswith(str(deployment.paths.qdrant))]
+    locks = [
+        r
+        for r in report["results"]
+        if r["code"] == "store-lock" and r["path"].startswith(str(deployment.paths.qdrant))
+    ]
     assert f"pid {holder.pid}" in locks[0]["message"]
 
 
@@ -219,14 +273,18 @@ def test_doctor_flags_a_store_on_tmpfs(make_deployment, cli, tmp_path):
     shm = Path("/dev/shm")
     assert shm.is_dir(), "this test needs a tmpfs at /dev/shm"
     from memsync.stores.locks import mount_of
+
     assert mount_of(shm)[1] == "tmpfs"
     deployment = make_deployment(count=5)
     deployment.close()
     volatile = shm / f"memsync-test-{os.getpid()}-qdrant"
     build.copy_qdrant(deployment.paths, volatile)
     try:
-        deployment.config.write_text(deployment.config.read_text().replace(
-            f'path = "{deployment.paths.qdrant}"', f'path = "{volatile}"'))
+        deployment.config.write_text(
+            deployment.config.read_text().replace(
+                f'path = "{deployment.paths.qdrant}"', f'path = "{volatile}"'
+            )
+        )
         result = cli("doctor", "--json", config=deployment.config)
     finally:
         shutil.rmtree(volatile)
@@ -237,7 +295,9 @@ def test_doctor_flags_a_store_on_tmpfs(make_deployment, cli, tmp_path):
 
 def test_doctor_reads_the_app_interpreters_versions(make_deployment, cli):
     deployment = make_deployment(count=3, extra_config="")
-    text = deployment.config.read_text().replace("plugins =", f'app_python = "{sys.executable}"\nplugins =')
+    text = deployment.config.read_text().replace(
+        "plugins =", f'app_python = "{sys.executable}"\nplugins ='
+    )
     deployment.config.write_text(text)
     report = cli("doctor", "--json", config=deployment.config).json()
     messages = [r["message"] for r in report["results"] if r["code"] == "mem0-version"]
@@ -251,11 +311,17 @@ def test_doctor_flags_an_app_that_sees_another_tmp(deployment, cli, tmp_path):
     assert shutil.which("unshare"), "util-linux unshare is needed"
     deployment.close()
     private = deployment.paths.root
-    script = (f"mount -t tmpfs tmpfs {private} && exec {sys.executable} -c "
-              f"\"import time; from qdrant_client import QdrantClient; "
-              f"c = QdrantClient(path='{deployment.paths.qdrant}'); print('ready', flush=True); time.sleep(60)\"")
-    app = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    script = (
+        f"mount -t tmpfs tmpfs {private} && exec {sys.executable} -c "
+        f'"import time; from qdrant_client import QdrantClient; '
+        f"c = QdrantClient(path='{deployment.paths.qdrant}'); print('ready', flush=True); time.sleep(60)\""
+    )
+    app = subprocess.Popen(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = app.stdout.readline().strip()
         assert line == "ready", app.stderr.read()

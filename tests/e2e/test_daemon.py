@@ -83,13 +83,28 @@ class Daemon:
             if self.process.poll() is not None:
                 break
             time.sleep(0.05)
-        raise AssertionError(f"{name!r} x{count} never logged; stderr so far:\n{''.join(self.lines)[-3000:]}")
+        raise AssertionError(
+            f"{name!r} x{count} never logged; stderr so far:\n{''.join(self.lines)[-3000:]}"
+        )
 
 
 def start(config: Path, notify: Notify, extra_env: dict[str, str] | None = None) -> Daemon:
-    env = {**os.environ, "NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "1000000", **(extra_env or {})}
-    return Daemon(subprocess.Popen([sys.executable, "-m", "memsync", "daemon", "--config", str(config)], cwd=ROOT,
-                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    env = {
+        **os.environ,
+        "NOTIFY_SOCKET": str(notify.path),
+        "WATCHDOG_USEC": "1000000",
+        **(extra_env or {}),
+    }
+    return Daemon(
+        subprocess.Popen(
+            [sys.executable, "-m", "memsync", "daemon", "--config", str(config)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    )
 
 
 def state(deployment_root: Path) -> dict:
@@ -157,23 +172,34 @@ class Pings:
 def test_ready_jobs_run_status_and_sigterm(deployment, cli, tmp_path):
     deployment.close()
     pings = Pings()
-    with_daemon(deployment, f'check_every = "2s"\nsnapshot_every = "1d"\nping_url = "{pings.url}"\n')
+    with_daemon(
+        deployment, f'check_every = "2s"\nsnapshot_every = "1d"\nping_url = "{pings.url}"\n'
+    )
     notify = Notify(tmp_path)
     process = start(deployment.config, notify)
     try:
         notify.wait_for("READY=1")
         notify.wait_for("WATCHDOG=1")
-        current = wait_state(deployment.paths.root,
-                            lambda s: s["jobs"].get("check", {}).get("last_outcome") == "ok"
-                            and s["jobs"].get("snapshot", {}).get("last_outcome") == "ok")
+        current = wait_state(
+            deployment.paths.root,
+            lambda s: (
+                s["jobs"].get("check", {}).get("last_outcome") == "ok"
+                and s["jobs"].get("snapshot", {}).get("last_outcome") == "ok"
+            ),
+        )
         assert current["jobs"]["snapshot"]["summary"]["snapshot_id"]
         status = cli("status", "--json", config=deployment.config)
         assert status.code == 0, status.out
         document = status.json()
         assert document["daemon"]["running"] is True and document["daemon"]["pid"] == process.pid
         assert {j["job"] for j in document["jobs"]} == {"check", "snapshot"}
-        second = subprocess.run([sys.executable, "-m", "memsync", "daemon", "--config", str(deployment.config)],
-                                cwd=ROOT, capture_output=True, text=True, timeout=60)
+        second = subprocess.run(
+            [sys.executable, "-m", "memsync", "daemon", "--config", str(deployment.config)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert second.returncode == 12 and f"pid {process.pid}" in second.stderr
     finally:
         code, err = stop(process)
@@ -182,7 +208,9 @@ def test_ready_jobs_run_status_and_sigterm(deployment, cli, tmp_path):
     assert finished and all({"outcome", "duration_s", "job"} <= set(e) for e in finished)
     stopped = cli("status", "--json", config=deployment.config)
     assert stopped.json()["daemon"]["running"] is False
-    assert {"/ping/check/start", "/ping/check", "/ping/snapshot/start", "/ping/snapshot"} <= set(pings.paths)
+    assert {"/ping/check/start", "/ping/check", "/ping/snapshot/start", "/ping/snapshot"} <= set(
+        pings.paths
+    )
     pings.server.shutdown()
 
 
@@ -191,8 +219,13 @@ def test_restart_does_not_rerun_a_job_done_for_its_slot(deployment, tmp_path):
     with_daemon(deployment, 'snapshot_every = "1d"\ncheck_every = "1d"\n')
     notify = Notify(tmp_path)
     process = start(deployment.config, notify)
-    wait_state(deployment.paths.root, lambda s: s["jobs"].get("snapshot", {}).get("last_outcome") == "ok"
-               and s["jobs"].get("check", {}).get("last_outcome") == "ok")
+    wait_state(
+        deployment.paths.root,
+        lambda s: (
+            s["jobs"].get("snapshot", {}).get("last_outcome") == "ok"
+            and s["jobs"].get("check", {}).get("last_outcome") == "ok"
+        ),
+    )
     assert stop(process)[0] == 0
     first = state(deployment.paths.root)["jobs"]["snapshot"]["last_success_at"]
     snapshots_before = sorted((deployment.paths.root / "snapshots").iterdir())
@@ -200,7 +233,9 @@ def test_restart_does_not_rerun_a_job_done_for_its_slot(deployment, tmp_path):
     notify = Notify(tmp_path)
     process = start(deployment.config, notify)
     notify.wait_for("READY=1")
-    assert process.wait_event("catch_up_planned")[0]["jobs"] == []  # both jobs are done for their slot
+    assert (
+        process.wait_event("catch_up_planned")[0]["jobs"] == []
+    )  # both jobs are done for their slot
     assert stop(process)[0] == 0
     assert state(deployment.paths.root)["jobs"]["snapshot"]["last_success_at"] == first
     assert sorted((deployment.paths.root / "snapshots").iterdir()) == snapshots_before
@@ -210,8 +245,11 @@ def test_sigterm_during_a_job_lets_it_finish(cli, tmp_path):
     from memsync.demo.bulk import generate
 
     config = generate(tmp_path, 20_000)
-    config.write_text(config.read_text() + f'\n[snapshot]\ndirectory = "{tmp_path / "snapshots"}"\nkeep_last = 2\n'
-                      '\n[daemon]\nsnapshot_every = "1d"\n')
+    config.write_text(
+        config.read_text()
+        + f'\n[snapshot]\ndirectory = "{tmp_path / "snapshots"}"\nkeep_last = 2\n'
+        '\n[daemon]\nsnapshot_every = "1d"\n'
+    )
     notify = Notify(tmp_path)
     process = start(config, notify)
     notify.wait_for("STATUS=running snapshot")
@@ -235,9 +273,16 @@ def test_sighup_with_a_broken_config_keeps_the_old_one(deployment, tmp_path):
         process.send_signal(signal.SIGHUP)
         process.wait_event("config_reload_failed")
         runs = state(deployment.paths.root)["jobs"]["check"]["last_run_at"]
-        current = wait_state(deployment.paths.root, lambda s: s["jobs"]["check"]["last_run_at"] != runs
-                             and s["jobs"]["check"].get("last_outcome") == "ok")["jobs"]["check"]
-        assert current["last_run_at"] != runs and current["last_outcome"] == "ok"  # the old config still runs
+        current = wait_state(
+            deployment.paths.root,
+            lambda s: (
+                s["jobs"]["check"]["last_run_at"] != runs
+                and s["jobs"]["check"].get("last_outcome") == "ok"
+            ),
+        )["jobs"]["check"]
+        assert (
+            current["last_run_at"] != runs and current["last_outcome"] == "ok"
+        )  # the old config still runs
         assert process.poll() is None
     finally:
         deployment.config.write_text(good)
@@ -250,14 +295,19 @@ def test_failing_job_is_retried_and_the_loop_lives(make_deployment, tmp_path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         dead_port = probe.getsockname()[1]
-    deployment = make_deployment(count=10, extra_config=s3_section(f"http://127.0.0.1:{dead_port}", "gone-bucket"))
+    deployment = make_deployment(
+        count=10, extra_config=s3_section(f"http://127.0.0.1:{dead_port}", "gone-bucket")
+    )
     deployment.close()
     with_daemon(deployment, 'snapshot_every = "12s"\ncheck_every = "2s"\n')
     notify = Notify(tmp_path)
     process = start(deployment.config, notify)
     try:
-        current = wait_state(deployment.paths.root,
-                            lambda s: s["jobs"].get("snapshot", {}).get("consecutive_failures", 0) >= 2, timeout_s=90)
+        current = wait_state(
+            deployment.paths.root,
+            lambda s: s["jobs"].get("snapshot", {}).get("consecutive_failures", 0) >= 2,
+            timeout_s=90,
+        )
         assert current["jobs"]["snapshot"]["last_outcome"] == "failed"
         assert current["jobs"]["check"]["last_outcome"] == "ok"
         assert process.poll() is None
@@ -270,15 +320,25 @@ def test_failing_job_is_retried_and_the_loop_lives(make_deployment, tmp_path):
 def test_job_blocked_by_the_apps_lock_is_skipped_not_failed(deployment, cli, tmp_path):
     deployment.close()
     with_daemon(deployment, 'prune_every = "2s"\n')
-    app = subprocess.Popen([sys.executable, "-c", "import time; from qdrant_client import QdrantClient; "
-                            f"c = QdrantClient(path={str(deployment.paths.qdrant)!r}); print('ready', flush=True); "
-                            "time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+    app = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from qdrant_client import QdrantClient; "
+            f"c = QdrantClient(path={str(deployment.paths.qdrant)!r}); print('ready', flush=True); "
+            "time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert app.stdout.readline().strip() == "ready"
     notify = Notify(tmp_path)
     process = start(deployment.config, notify)
     try:
-        current = wait_state(deployment.paths.root,
-                            lambda s: s["jobs"].get("prune", {}).get("last_outcome") == "skipped")
+        current = wait_state(
+            deployment.paths.root,
+            lambda s: s["jobs"].get("prune", {}).get("last_outcome") == "skipped",
+        )
         assert "last_success_at" not in current["jobs"]["prune"]
         status = cli("status", "--json", config=deployment.config).json()
         prune = next(j for j in status["jobs"] if j["job"] == "prune")
@@ -298,34 +358,58 @@ def test_status_exits_3_when_a_job_is_failing_and_writes_a_textfile(make_deploym
     import sqlite3
 
     with sqlite3.connect(build_damage) as connection:  # an orphan point: check finds an error
-        connection.execute("DELETE FROM history WHERE rowid = (SELECT max(rowid) FROM history WHERE event = 'ADD')")
+        connection.execute(
+            "DELETE FROM history WHERE rowid = (SELECT max(rowid) FROM history WHERE event = 'ADD')"
+        )
     notify = Notify(tmp_path)
     process = start(deployment.config, notify)
     try:
-        wait_state(deployment.paths.root, lambda s: s["jobs"].get("check", {}).get("last_outcome") == "problems")
+        wait_state(
+            deployment.paths.root,
+            lambda s: s["jobs"].get("check", {}).get("last_outcome") == "problems",
+        )
         status = cli("status", "--json", config=deployment.config)
         assert status.code == 3
         text = textfile.read_text()
-        assert 'memsync_job_failing{job="check"} 1' in text and 'memsync_findings{code="orphan-point"} 1' in text
+        assert (
+            'memsync_job_failing{job="check"} 1' in text
+            and 'memsync_findings{code="orphan-point"} 1' in text
+        )
     finally:
         assert stop(process)[0] == 0
 
 
-@pytest.mark.parametrize("unit", ["memsync.service", "memsync@.service", "memsync-oneshot@.service",
-                                  "memsync-check.timer", "memsync-prune.timer", "memsync-snapshot.timer"])
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "memsync.service",
+        "memsync@.service",
+        "memsync-oneshot@.service",
+        "memsync-check.timer",
+        "memsync-prune.timer",
+        "memsync-snapshot.timer",
+    ],
+)
 def test_systemd_units_verify_cleanly(unit, tmp_path):
     analyze = shutil.which("systemd-analyze")
     assert analyze, "systemd-analyze is needed to verify the units (Debian package systemd)"
     memsync = Path(sys.executable).with_name("memsync")
     for source in (ROOT / "systemd").iterdir():
         text = source.read_text().replace("/usr/local/bin/memsync", str(memsync))
-        name = source.name.replace("@.service", "@test.service") if "@." in source.name else source.name
+        name = (
+            source.name.replace("@.service", "@test.service")
+            if "@." in source.name
+            else source.name
+        )
         (tmp_path / name).write_text(text)
     target = unit.replace("@.service", "@test.service")
     if target.endswith(".timer"):  # a timer's unit must be there under its instance name
         (tmp_path / f"memsync-oneshot@{target.split('-')[1].split('.')[0]}.service").write_text(
-            (tmp_path / "memsync-oneshot@test.service").read_text())
-    result = subprocess.run([analyze, "verify", str(tmp_path / target)], capture_output=True, text=True, timeout=60)
+            (tmp_path / "memsync-oneshot@test.service").read_text()
+        )
+    result = subprocess.run(
+        [analyze, "verify", str(tmp_path / target)], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0 and result.stderr == "", result.stderr
 
 
@@ -337,8 +421,19 @@ def test_doctor_warns_when_prune_was_skipped_for_more_than_a_week(deployment, cl
     week_ago = (datetime.now(UTC) - timedelta(days=8)).isoformat().replace("+00:00", "Z")
     recent = (datetime.now(UTC) - timedelta(hours=2)).isoformat().replace("+00:00", "Z")
     deployment.paths.state.mkdir(parents=True, exist_ok=True)
-    (deployment.paths.state / "daemon-state.json").write_text(json.dumps(
-        {"jobs": {"prune": {"last_success_at": week_ago, "last_skipped_at": recent, "last_outcome": "skipped"}}}))
+    (deployment.paths.state / "daemon-state.json").write_text(
+        json.dumps(
+            {
+                "jobs": {
+                    "prune": {
+                        "last_success_at": week_ago,
+                        "last_skipped_at": recent,
+                        "last_outcome": "skipped",
+                    }
+                }
+            }
+        )
+    )
     report = cli("doctor", "--json", config=deployment.config).json()
     codes = {r["code"]: r["status"] for r in report["results"]}
     assert codes["prune-skipped"] == "warning" and codes["daemon"] == "warning"
@@ -354,7 +449,9 @@ def test_sighup_that_moves_state_dir_or_drops_every_job_is_rejected(deployment, 
         notify.wait_for("READY=1")
         moved = tmp_path / "elsewhere"
         moved.mkdir()
-        deployment.config.write_text(good.replace(f'state_dir = "{deployment.paths.state}"', f'state_dir = "{moved}"'))
+        deployment.config.write_text(
+            good.replace(f'state_dir = "{deployment.paths.state}"', f'state_dir = "{moved}"')
+        )
         process.send_signal(signal.SIGHUP)
         process.wait_event("config_reload_failed", count=1)
         deployment.config.write_text(good.replace('check_every = "1s"', ""))
@@ -366,4 +463,8 @@ def test_sighup_that_moves_state_dir_or_drops_every_job_is_rejected(deployment, 
         code, err = stop(process)
     assert code == 0
     failures = [e for e in events(err) if e.get("event") == "config_reload_failed"]
-    assert len(failures) == 2 and "state_dir" in failures[0]["error"] and "no job" in failures[1]["error"]
+    assert (
+        len(failures) == 2
+        and "state_dir" in failures[0]["error"]
+        and "no job" in failures[1]["error"]
+    )

@@ -68,21 +68,41 @@ def test_unenterable_directory_gives_11_for_check_and_an_error_result_for_doctor
     state = Path(f"/tmp/memsync-nobody-{uuid.uuid4().hex[:8]}")
     state.mkdir(mode=0o777)
     state.chmod(0o777)
-    text = deployment.config.read_text().replace(f'state_dir = "{deployment.paths.state}"', f'state_dir = "{state}"')
+    text = deployment.config.read_text().replace(
+        f'state_dir = "{deployment.paths.state}"', f'state_dir = "{state}"'
+    )
     config = state / "memsync.toml"
     config.write_text(text)
     config.chmod(0o644)
     for parent in [deployment.paths.root, *deployment.paths.root.parents]:
         parent.chmod(parent.stat().st_mode | 0o005)
     try:
-        check = subprocess.run([*prefix, sys.executable, "-m", "memsync", "check", "--config", str(config)],
-                               capture_output=True, text=True, timeout=120, check=False, cwd="/")
-        doctor = subprocess.run([*prefix, sys.executable, "-m", "memsync", "doctor", "--json", "--config",
-                                 str(config)], capture_output=True, text=True, timeout=120, check=False, cwd="/")
+        check = subprocess.run(
+            [*prefix, sys.executable, "-m", "memsync", "check", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd="/",
+        )
+        doctor = subprocess.run(
+            [*prefix, sys.executable, "-m", "memsync", "doctor", "--json", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd="/",
+        )
     finally:
         deployment.paths.mem0_dir.chmod(0o755)
-    if "Permission denied" in check.stderr and "python" in check.stderr.lower() and check.returncode != 11:
-        raise AssertionError(f"the interpreter itself is not reachable for uid 65534: {check.stderr}")
+    if (
+        "Permission denied" in check.stderr
+        and "python" in check.stderr.lower()
+        and check.returncode != 11
+    ):
+        raise AssertionError(
+            f"the interpreter itself is not reachable for uid 65534: {check.stderr}"
+        )
     assert check.returncode == 11, check.stderr
     assert doctor.returncode == 3, doctor.stderr
     errors = [r for r in json.loads(doctor.stdout)["results"] if r["status"] == "error"]
@@ -94,10 +114,15 @@ def test_list_valued_scope_in_a_payload_does_not_crash(deployment, cli):
     from qdrant_client.http import models
 
     storage = deployment.paths.qdrant / "collection" / "mem0" / "storage.sqlite"
-    point = models.PointStruct(id=str(uuid.uuid4()), vector=[0.0] * 384,
-                               payload={"data": "x", "hash": "9dd4e461268c8034f5c8564e155c67a6", "user_id": ["alice"]})
+    point = models.PointStruct(
+        id=str(uuid.uuid4()),
+        vector=[0.0] * 384,
+        payload={"data": "x", "hash": "9dd4e461268c8034f5c8564e155c67a6", "user_id": ["alice"]},
+    )
     with sqlite3.connect(storage) as connection:
-        connection.execute("INSERT INTO points VALUES (?, ?)", (f"key-{point.id}", pickle.dumps(point)))
+        connection.execute(
+            "INSERT INTO points VALUES (?, ?)", (f"key-{point.id}", pickle.dumps(point))
+        )
     result = cli("check", "--json", config=deployment.config)
     assert result.code == 3 and "orphan-point" in {f["code"] for f in result.json()["findings"]}
 
@@ -115,14 +140,16 @@ def test_doctor_is_not_healthy_when_the_stores_cannot_be_captured(deployment, cl
 def test_out_of_range_timestamps_do_not_crash(deployment, cli):
     deployment.close()
     with sqlite3.connect(deployment.paths.history_db) as connection:
-        connection.execute("INSERT INTO messages (id, session_scope, role, content, created_at) "
-                           "VALUES ('m1', 'user_id=ghost', 'user', 'hi', '0001-01-01T00:00:00+05:00')")
+        connection.execute(
+            "INSERT INTO messages (id, session_scope, role, content, created_at) "
+            "VALUES ('m1', 'user_id=ghost', 'user', 'hi', '0001-01-01T00:00:00+05:00')"
+        )
     result = cli("check", "--json", config=deployment.config)
     assert result.code == 0 and "orphan-messages" in {f["code"] for f in result.json()["findings"]}
 
 
 def test_absurd_config_values_are_config_errors(deployment, cli):
-    for bad in ('[daemon]\ncheck_every = "1000000000d"\n', '[daemon]\nstop_timeout_s = nan\n'):
+    for bad in ('[daemon]\ncheck_every = "1000000000d"\n', "[daemon]\nstop_timeout_s = nan\n"):
         config = deployment.paths.root / "bad.toml"
         config.write_text(deployment.config.read_text() + "\n" + bad)
         result = cli("check", config=config)
@@ -134,8 +161,12 @@ def test_sigterm_during_check_removes_its_copies_and_exits_130(cli, tmp_path):
 
     config = generate(tmp_path, 20_000)
     work = tmp_path / "state" / "tmp"
-    process = subprocess.Popen([sys.executable, "-m", "memsync", "check", "--config", str(config)], cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memsync", "check", "--config", str(config)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not list(work.glob("capture-*/history.db")):
         time.sleep(0.002)
@@ -145,13 +176,17 @@ def test_sigterm_during_check_removes_its_copies_and_exits_130(cli, tmp_path):
     assert not list(work.glob("capture-*"))
 
 
-def test_a_hot_journal_from_a_crashed_writer_is_75_for_check_and_rolled_back_by_reconcile(deployment, cli):
+def test_a_hot_journal_from_a_crashed_writer_is_75_for_check_and_rolled_back_by_reconcile(
+    deployment, cli
+):
     deployment.close()
     history = deployment.paths.history_db
     # a writer killed inside its transaction: the rollback journal stays beside the file
-    script = (f"import os, sqlite3; c = sqlite3.connect({str(history)!r}, isolation_level=None); "
-              "c.execute('PRAGMA cache_size=1'); c.execute('BEGIN'); "
-              "c.execute(\"UPDATE history SET new_memory = new_memory || randomblob(4000)\"); os._exit(0)")
+    script = (
+        f"import os, sqlite3; c = sqlite3.connect({str(history)!r}, isolation_level=None); "
+        "c.execute('PRAGMA cache_size=1'); c.execute('BEGIN'); "
+        'c.execute("UPDATE history SET new_memory = new_memory || randomblob(4000)"); os._exit(0)'
+    )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
     assert Path(f"{history}-journal").exists()
     result = cli("check", config=deployment.config)

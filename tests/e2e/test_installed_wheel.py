@@ -34,14 +34,27 @@ def wheel_venv() -> Path:
 
 def installed(venv: Path, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
-    return subprocess.run([str(venv / "bin" / "memsync"), *argv], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=120, check=False)
+    return subprocess.run(
+        [str(venv / "bin" / "memsync"), *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_the_installed_memsync_is_the_wheel_not_the_checkout(wheel_venv, tmp_path):
-    probe = subprocess.run([str(wheel_venv / "bin" / "python"), "-c", "import memsync; print(memsync.__file__)"],
-                           capture_output=True, text=True, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
-                           timeout=60, check=True)
+    probe = subprocess.run(
+        [str(wheel_venv / "bin" / "python"), "-c", "import memsync; print(memsync.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=60,
+        check=True,
+    )
     location = Path(probe.stdout.strip()).resolve()
     assert location.is_relative_to(wheel_venv) and not location.is_relative_to(REPO / "memsync")
 
@@ -56,13 +69,17 @@ def test_version_and_help_work_without_extras(wheel_venv, tmp_path):
 
 
 def test_check_and_doctor_json_on_a_real_deployment(wheel_venv, deployment, cli, tmp_path):
-    check = installed(wheel_venv, "check", "--json", "--config", str(deployment.config), cwd=tmp_path)
+    check = installed(
+        wheel_venv, "check", "--json", "--config", str(deployment.config), cwd=tmp_path
+    )
     assert check.returncode == 0, check.stderr
     report = json.loads(check.stdout)
     assert report["command"] == "check" and report["ok"] is True
     assert report["counts"] == cli("check", "--json", config=deployment.config).json()["counts"]
     assert report["counts"]["points"] > 0
-    doctor = installed(wheel_venv, "doctor", "--json", "--config", str(deployment.config), cwd=tmp_path)
+    doctor = installed(
+        wheel_venv, "doctor", "--json", "--config", str(deployment.config), cwd=tmp_path
+    )
     assert doctor.returncode == 0, doctor.stderr + doctor.stdout
     assert json.loads(doctor.stdout)["check"]["errors"] == 0
 
@@ -73,7 +90,11 @@ def test_check_finds_damage_through_the_installed_wheel(wheel_venv, deployment, 
     with sqlite3.connect(deployment.paths.history_db) as db:
         db.execute("DELETE FROM history WHERE memory_id = ?", (victim,))
     db.close()
-    check = installed(wheel_venv, "check", "--json", "--config", str(deployment.config), cwd=tmp_path)
+    check = installed(
+        wheel_venv, "check", "--json", "--config", str(deployment.config), cwd=tmp_path
+    )
     assert check.returncode == 3, check.stderr
     findings = json.loads(check.stdout)["findings"]
-    assert {(f["code"], f["memory_id"]) for f in findings if f["severity"] == "error"} == {("orphan-point", victim)}
+    assert {(f["code"], f["memory_id"]) for f in findings if f["severity"] == "error"} == {
+        ("orphan-point", victim)
+    }

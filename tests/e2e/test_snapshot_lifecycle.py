@@ -27,14 +27,19 @@ def test_local_prune_keeps_the_policy_and_leaves_foreign_and_partial_directories
     text = deployment.config.read_text().replace("keep_last = 3", "keep_last = 1")
     deployment.config.write_text(text)
     dry = cli("snapshot", "prune", "--dry-run", "--json", config=deployment.config)
-    assert dry.code == 0 and [d["action"] for d in dry.json()["decisions"]] == ["keep", "remove", "remove"]
+    assert dry.code == 0 and [d["action"] for d in dry.json()["decisions"]] == [
+        "keep",
+        "remove",
+        "remove",
+    ]
     assert all((base / i).is_dir() for i in ids)
     refused = cli("snapshot", "prune", config=deployment.config)
     assert refused.code == 2 and "--yes" in refused.err
     result = cli("snapshot", "prune", "--yes", "--json", config=deployment.config)
     assert result.code == 0 and sorted(result.json()["removed"]) == sorted(ids[:2])
     assert sorted(p.name for p in base.iterdir()) == sorted(
-        [ids[2], "notes-from-the-operator", "20200101T000000Z.partial"])
+        [ids[2], "notes-from-the-operator", "20200101T000000Z.partial"]
+    )
 
 
 def test_empty_retention_policy_exits_10(deployment, cli):
@@ -65,14 +70,20 @@ def test_sigkill_at_each_stage_of_create_leaves_no_snapshot_that_passes_as_compl
     before = fingerprint(tmp_path)
     stages = {
         "partial directory made": lambda: any(base.glob("*.partial")),
-        "vectors being captured": lambda: any(base.glob("*.partial/qdrant/collection/mem0/storage.sqlite")),
+        "vectors being captured": lambda: any(
+            base.glob("*.partial/qdrant/collection/mem0/storage.sqlite")
+        ),
         "history captured": lambda: any(base.glob("*.partial/history.db")),
         "manifest written": lambda: any(base.glob("*.partial/manifest.json")),
     }
     killed = []
     for stage, ready in stages.items():
-        process = subprocess.Popen([sys.executable, "-m", "memsync", "snapshot", "create", "--config", str(config)],
-                                   cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "memsync", "snapshot", "create", "--config", str(config)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         if _kill_when(process, ready):
             killed.append(stage)
         assert fingerprint(tmp_path) == before, stage  # the live stores are untouched
@@ -80,28 +91,45 @@ def test_sigkill_at_each_stage_of_create_leaves_no_snapshot_that_passes_as_compl
             if entry["complete"]:  # the kill came after the rename: it must verify
                 assert cli("snapshot", "verify", entry["id"], config=config).code == 0, stage
             else:
-                verdict = cli("snapshot", "verify", "--json", str(base / f"{entry['id']}.partial"), config=config)
-                assert verdict.code == 3 and verdict.json()["findings"][0]["code"] == "manifest-missing"
+                verdict = cli(
+                    "snapshot",
+                    "verify",
+                    "--json",
+                    str(base / f"{entry['id']}.partial"),
+                    config=config,
+                )
+                assert (
+                    verdict.code == 3
+                    and verdict.json()["findings"][0]["code"] == "manifest-missing"
+                )
         time.sleep(1.0)  # a fresh second-resolution id for the next one
     assert len(killed) >= 3, f"kills landed only at {killed}"
     made = cli("snapshot", "create", "--json", config=config).json()
     remaining = sorted(p.name for p in base.iterdir())
     assert not [name for name in remaining if name.endswith(".partial")]
-    assert made["id"] in remaining and cli("snapshot", "verify", made["id"], config=config).code == 0
+    assert (
+        made["id"] in remaining and cli("snapshot", "verify", made["id"], config=config).code == 0
+    )
 
 
 def generate_deployment(root: Path, generate) -> Path:
     """A 20,000-point deployment in mem0's on-disk shape, with a snapshot directory."""
     config = generate(root, 20_000)
-    config.write_text(config.read_text() + f'\n[snapshot]\ndirectory = "{root / "snapshots"}"\nkeep_last = 3\n')
+    config.write_text(
+        config.read_text() + f'\n[snapshot]\ndirectory = "{root / "snapshots"}"\nkeep_last = 3\n'
+    )
     return config
 
 
 def test_snapshots_while_the_app_writes_fail_no_write_and_all_verify(make_deployment, cli):
     deployment = make_deployment(count=200)
     deployment.close()
-    writer = subprocess.Popen([sys.executable, "-m", "tests.helpers.live_writer", str(deployment.paths.root), "15"],
-                              stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "tests.helpers.live_writer", str(deployment.paths.root), "15"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     assert writer.stdout.readline().strip() == "ready"
     made = []
     deadline = time.monotonic() + 13

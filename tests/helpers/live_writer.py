@@ -44,7 +44,9 @@ def main() -> int:
         try:
             if action < 0.5 or len(live) < 5:
                 if rng.random() < 0.5:
-                    result = memory.add(build.fact(rng), user_id=rng.choice(build.USERS), infer=False)
+                    result = memory.add(
+                        build.fact(rng), user_id=rng.choice(build.USERS), infer=False
+                    )
                 else:
                     messages = [{"role": "user", "content": build.fact(rng)} for _ in range(3)]
                     result = memory.add(messages, user_id=rng.choice(build.USERS), infer=True)
@@ -58,8 +60,16 @@ def main() -> int:
             failures += 1
             errors.append(f"{type(error).__name__}: {error}")
     build.close_memory(memory)
-    print(json.dumps({"writes": writes, "failures": failures + len(counter.messages),
-                      "errors": errors + counter.messages}), flush=True)
+    print(
+        json.dumps(
+            {
+                "writes": writes,
+                "failures": failures + len(counter.messages),
+                "errors": errors + counter.messages,
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 

@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_stale_captures_go_and_held_or_just_made_ones_stay(tmp_path):
-    held, dead, fresh, old = (tmp_path / f"capture-{name}" for name in ("held", "dead", "fresh", "old"))
+    held, dead, fresh, old = (
+        tmp_path / f"capture-{name}" for name in ("held", "dead", "fresh", "old")
+    )
     for directory in (held, dead, fresh, old):
         directory.mkdir()
         (directory / "history.db").write_text("copy")
@@ -22,9 +24,17 @@ def test_stale_captures_go_and_held_or_just_made_ones_stay(tmp_path):
     an_hour_ago = time.time() - 3600
     os.utime(old, (an_hour_ago, an_hour_ago))
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from memsync import flock; "
-         f"h = flock.acquire(Path({str(held / CAPTURING_LOCK)!r})); print('held', flush=True); sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from memsync import flock; "
+            f"h = flock.acquire(Path({str(held / CAPTURING_LOCK)!r})); print('held', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         removed = remove_stale_captures(tmp_path)

@@ -17,18 +17,24 @@ def test_clean_deployment_has_no_findings_when_nothing_drifted(deployment, cli):
     assert report["ok"] is True
     assert error_findings(report) == {}
     assert report["counts"]["points"] == len(deployment.seeded.live)
-    assert report["counts"]["history_memories"] == len(deployment.seeded.live) + len(deployment.seeded.deleted)
+    assert report["counts"]["history_memories"] == len(deployment.seeded.live) + len(
+        deployment.seeded.deleted
+    )
 
 
 def test_missing_point_when_history_write_fails_during_delete(deployment, cli):
-    victim = build.delete_with_failing_history(deployment.memory, deployment.paths, deployment.seeded.live[0])
+    victim = build.delete_with_failing_history(
+        deployment.memory, deployment.paths, deployment.seeded.live[0]
+    )
     result = cli("check", "--json", config=deployment.config)
     assert result.code == 3
     assert error_findings(result.json()) == {"missing-point": {victim}}
 
 
 def test_orphan_point_when_history_write_fails_during_add(deployment, cli):
-    orphan = build.add_with_failing_history(deployment.memory, deployment.paths, "likes rain", "zoe")
+    orphan = build.add_with_failing_history(
+        deployment.memory, deployment.paths, "likes rain", "zoe"
+    )
     result = cli("check", "--json", config=deployment.config)
     assert result.code == 3
     assert error_findings(result.json()) == {"orphan-point": {orphan}}
@@ -36,7 +42,9 @@ def test_orphan_point_when_history_write_fails_during_add(deployment, cli):
 
 def test_text_mismatch_when_history_write_fails_during_update(deployment, cli):
     target = deployment.seeded.live[1]
-    build.update_with_failing_history(deployment.memory, deployment.paths, target, "now lives in Oslo")
+    build.update_with_failing_history(
+        deployment.memory, deployment.paths, target, "now lives in Oslo"
+    )
     result = cli("check", "--json", config=deployment.config)
     assert result.code == 3
     assert error_findings(result.json()) == {"text-mismatch": {target}}
@@ -49,7 +57,9 @@ def test_orphan_point_when_history_rows_deleted_by_hand(deployment, cli):
     assert error_findings(result.json()) == {"orphan-point": {target}}
 
 
-def test_resurrected_missing_and_mismatch_when_older_qdrant_copy_is_put_back(deployment, cli, tmp_path):
+def test_resurrected_missing_and_mismatch_when_older_qdrant_copy_is_put_back(
+    deployment, cli, tmp_path
+):
     deployment.close()
     older = build.copy_qdrant(deployment.paths, tmp_path / "older-qdrant")
     memory = deployment.reopen()
@@ -128,8 +138,16 @@ def test_dangling_entity_link_when_a_fresh_process_deletes_a_linked_memory(deplo
     target = deployment.seeded.live[5]
     entity_id = "00000000-0000-4000-8000-000000000001"
     deployment.memory.entity_store.insert(
-        vectors=[[0.1] * 384], ids=[entity_id],
-        payloads=[{"data": "Lisbon", "entity_type": "GPE", "linked_memory_ids": [target], "user_id": "alice"}],
+        vectors=[[0.1] * 384],
+        ids=[entity_id],
+        payloads=[
+            {
+                "data": "Lisbon",
+                "entity_type": "GPE",
+                "linked_memory_ids": [target],
+                "user_id": "alice",
+            }
+        ],
     )
     # A maintenance process that never touched entity_store: mem0 skips entity cleanup.
     memory = deployment.reopen()
@@ -142,16 +160,23 @@ def test_dangling_entity_link_when_a_fresh_process_deletes_a_linked_memory(deplo
 
 def test_expired_memory_when_expiration_date_has_passed(deployment, cli):
     past = (datetime.now(UTC).date() - timedelta(days=3)).isoformat()
-    added = deployment.memory.add("temporary door code 4711", user_id="bob", infer=False,
-                                  expiration_date=past)["results"][0]["id"]
+    added = deployment.memory.add(
+        "temporary door code 4711", user_id="bob", infer=False, expiration_date=past
+    )["results"][0]["id"]
     report = cli("check", "--json", config=deployment.config).json()
     assert added in findings_of(report, "warning")["expired-memory"]
 
 
 def test_duplicate_memory_when_same_text_is_added_twice_in_one_scope(deployment, cli):
-    first = deployment.memory.add("owns a red bicycle", user_id="carol", infer=False)["results"][0]["id"]
-    second = deployment.memory.add("owns a red bicycle", user_id="carol", infer=False)["results"][0]["id"]
-    other_scope = deployment.memory.add("owns a red bicycle", user_id="dan", infer=False)["results"][0]["id"]
+    first = deployment.memory.add("owns a red bicycle", user_id="carol", infer=False)["results"][0][
+        "id"
+    ]
+    second = deployment.memory.add("owns a red bicycle", user_id="carol", infer=False)["results"][
+        0
+    ]["id"]
+    other_scope = deployment.memory.add("owns a red bicycle", user_id="dan", infer=False)[
+        "results"
+    ][0]["id"]
     report = cli("check", "--json", config=deployment.config).json()
     duplicates = findings_of(report, "warning")["duplicate-memory"]
     assert duplicates == {second}
@@ -159,8 +184,12 @@ def test_duplicate_memory_when_same_text_is_added_twice_in_one_scope(deployment,
 
 
 def test_orphan_messages_when_every_memory_of_a_scope_is_deleted(deployment, cli):
-    result = deployment.memory.add([{"role": "user", "content": "my locker is 42"}],
-                                   user_id="frank", agent_id="gym-bot", infer=True)
+    result = deployment.memory.add(
+        [{"role": "user", "content": "my locker is 42"}],
+        user_id="frank",
+        agent_id="gym-bot",
+        infer=True,
+    )
     for item in result["results"]:
         deployment.memory.delete(item["id"])
     report = cli("check", "--json", config=deployment.config).json()
@@ -179,9 +208,13 @@ def test_no_error_findings_on_tricky_but_healthy_deployments(make_deployment, cl
     gone = memory.add("deleted then re-added", user_id="ana", infer=False)["results"][0]["id"]
     memory.delete(gone)
     back = memory.add("deleted then re-added", user_id="ana", infer=False)["results"][0]["id"]
-    unicode_id = memory.add("Zoë mag 寿司 und Crème brûlée 🍣 — «très» bien", user_id="zoë", infer=False)["results"][0]["id"]
+    unicode_id = memory.add(
+        "Zoë mag 寿司 und Crème brûlée 🍣 — «très» bien", user_id="zoë", infer=False
+    )["results"][0]["id"]
     big_id = memory.add("long note " + "x" * 10_240, user_id="ana", infer=False)["results"][0]["id"]
-    later = memory.add("dentist next month", user_id="ana", infer=False, expiration_date=future)["results"][0]["id"]
+    later = memory.add("dentist next month", user_id="ana", infer=False, expiration_date=future)[
+        "results"
+    ][0]["id"]
     result = cli("check", "--json", config=deployment.config)
     report = result.json()
     assert result.code == 0, error_findings(report)

@@ -10,13 +10,17 @@ import pytest
 
 from memsync import flock, utc
 
-HOLD = "import sys, time; from pathlib import Path; from memsync import flock; " \
-       "h = flock.acquire(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)"
+HOLD = (
+    "import sys, time; from pathlib import Path; from memsync import flock; "
+    "h = flock.acquire(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)"
+)
 
 
 def test_a_lock_held_by_another_process_names_its_pid_and_dies_with_it(tmp_path):
     path = tmp_path / "operation.lock"
-    child = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "held"
         note = flock.holder(path)

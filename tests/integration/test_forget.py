@@ -31,8 +31,10 @@ def points(deployment) -> dict[str, dict]:
 def test_forget_deletes_through_mem0_cleans_entity_links_and_proves_it(deployment, cli):
     target = deployment.seeded.live[0]
     deployment.memory.entity_store.insert(
-        vectors=[[0.1] * 384], ids=["00000000-0000-4000-8000-00000000000a"],
-        payloads=[{"data": "Porto", "linked_memory_ids": [target], "user_id": "alice"}])
+        vectors=[[0.1] * 384],
+        ids=["00000000-0000-4000-8000-00000000000a"],
+        payloads=[{"data": "Porto", "linked_memory_ids": [target], "user_id": "alice"}],
+    )
     code, outcome = run(cli, deployment, "forget", target, "--yes", "--no-snapshot")
     assert code == 0, outcome
     assert outcome["deleted"] == [target] and outcome["unproven"] == []
@@ -42,11 +44,15 @@ def test_forget_deletes_through_mem0_cleans_entity_links_and_proves_it(deploymen
     assert memory.entity_store.get(vector_id="00000000-0000-4000-8000-00000000000a") is None
     deployment.close()
     report = cli("check", "--json", config=deployment.config).json()
-    assert error_findings(report) == {} and "dangling-entity-link" not in findings_of(report, "warning")
+    assert error_findings(report) == {} and "dangling-entity-link" not in findings_of(
+        report, "warning"
+    )
 
 
 def test_forget_closes_a_memory_that_exists_only_in_history(deployment, cli):
-    victim = build.delete_with_failing_history(deployment.memory, deployment.paths, deployment.seeded.live[1])
+    victim = build.delete_with_failing_history(
+        deployment.memory, deployment.paths, deployment.seeded.live[1]
+    )
     code, outcome = run(cli, deployment, "forget", victim, "--yes")
     assert code == 0 and outcome["recorded"] == [victim]
     assert error_findings(cli("check", "--json", config=deployment.config).json()) == {}
@@ -55,7 +61,9 @@ def test_forget_closes_a_memory_that_exists_only_in_history(deployment, cli):
 def test_unknown_id_is_memory_not_found_and_touches_nothing(deployment, cli):
     deployment.close()
     before = fingerprint(deployment.paths.root)
-    code, outcome = run(cli, deployment, "forget", deployment.seeded.live[0], "no-such-memory", "--yes")
+    code, outcome = run(
+        cli, deployment, "forget", deployment.seeded.live[0], "no-such-memory", "--yes"
+    )
     assert code == 3 and [f["code"] for f in outcome["findings"]] == ["memory-not-found"]
     assert fingerprint(deployment.paths.root) == before
 
@@ -71,9 +79,17 @@ def test_forget_needs_confirmation_without_a_terminal(deployment, cli):
 def test_forget_refuses_while_the_app_holds_the_store(deployment, cli):
     deployment.close()
     before = fingerprint(deployment.paths.root)
-    app = subprocess.Popen([sys.executable, "-c", "import time; from qdrant_client import QdrantClient; "
-                            f"c = QdrantClient(path={str(deployment.paths.qdrant)!r}); print('ready', flush=True); "
-                            "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    app = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from qdrant_client import QdrantClient; "
+            f"c = QdrantClient(path={str(deployment.paths.qdrant)!r}); print('ready', flush=True); "
+            "time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert app.stdout.readline().strip() == "ready"
         code, error = run(cli, deployment, "forget", deployment.seeded.live[0], "--yes")
@@ -88,14 +104,19 @@ def test_forget_a_scope_of_more_than_a_thousand_memories(make_deployment, cli):
     deployment = make_deployment(count=0)
     memory = deployment.memory
     for batch in range(52):
-        memory.add([{"role": "user", "content": f"bulk fact {batch}-{i}"} for i in range(20)],
-                   user_id="bulk-user", infer=True)
+        memory.add(
+            [{"role": "user", "content": f"bulk fact {batch}-{i}"} for i in range(20)],
+            user_id="bulk-user",
+            infer=True,
+        )
     keep = memory.add("someone else's memory", user_id="other", infer=False)["results"][0]["id"]
     assert sum(1 for p in points(deployment).values() if p.get("user_id") == "bulk-user") == 1040
     code, outcome = run(cli, deployment, "forget", "--user", "bulk-user", "--yes", "--no-snapshot")
     assert code == 0 and len(outcome["deleted"]) == 1040 and outcome["unproven"] == []
     remaining = points(deployment)
-    assert not [p for p in remaining.values() if p.get("user_id") == "bulk-user"] and keep in remaining
+    assert (
+        not [p for p in remaining.values() if p.get("user_id") == "bulk-user"] and keep in remaining
+    )
 
 
 def test_dry_run_lists_and_changes_nothing(deployment, cli):
@@ -110,11 +131,21 @@ def test_prune_removes_exactly_the_expired_and_is_idempotent(make_deployment, cl
     deployment = make_deployment(count=20)
     today = datetime.now(UTC).date()
     memory = deployment.memory
-    expired = [memory.add(f"expired {i}", user_id="ana", infer=False,
-                          expiration_date=(today - timedelta(days=i + 1)).isoformat())["results"][0]["id"]
-               for i in range(3)]
-    future = memory.add("valid for a month", user_id="ana", infer=False,
-                        expiration_date=(today + timedelta(days=30)).isoformat())["results"][0]["id"]
+    expired = [
+        memory.add(
+            f"expired {i}",
+            user_id="ana",
+            infer=False,
+            expiration_date=(today - timedelta(days=i + 1)).isoformat(),
+        )["results"][0]["id"]
+        for i in range(3)
+    ]
+    future = memory.add(
+        "valid for a month",
+        user_id="ana",
+        infer=False,
+        expiration_date=(today + timedelta(days=30)).isoformat(),
+    )["results"][0]["id"]
     before = points(deployment)
     code, outcome = run(cli, deployment, "prune")
     assert code == 0, outcome
@@ -127,7 +158,13 @@ def test_prune_removes_exactly_the_expired_and_is_idempotent(make_deployment, cl
 
 
 def all_bytes(roots: list[Path]) -> list[tuple[Path, bytes]]:
-    return [(p, p.read_bytes()) for root in roots if root.exists() for p in root.rglob("*") if p.is_file()]
+    return [
+        (p, p.read_bytes())
+        for root in roots
+        if root.exists()
+        for p in root.rglob("*")
+        if p.is_file()
+    ]
 
 
 def test_erase_leaves_no_byte_of_any_version_of_the_text(make_deployment, cli):
@@ -135,7 +172,9 @@ def test_erase_leaves_no_byte_of_any_version_of_the_text(make_deployment, cli):
     memory = deployment.memory
     first = "my bank PIN is 8346 and my passport number is X1234567"
     second = "my bank PIN is 9921 and my passport number is X1234567"
-    target = memory.add([{"role": "user", "content": first}], user_id="zed", infer=True)["results"][0]["id"]
+    target = memory.add([{"role": "user", "content": first}], user_id="zed", infer=True)["results"][
+        0
+    ]["id"]
     memory.update(target, second)
     deployment.close()
     code, outcome = run(cli, deployment, "forget", target, "--erase", "--yes")
@@ -148,10 +187,13 @@ def test_erase_leaves_no_byte_of_any_version_of_the_text(make_deployment, cli):
     memory = deployment.reopen()
     events = memory.history(target)
     assert [e["event"] for e in events][-1] == "DELETE" and all(
-        e["old_memory"] is None and e["new_memory"] is None for e in events)
+        e["old_memory"] is None and e["new_memory"] is None for e in events
+    )
 
 
-def test_erase_then_purge_memory_leaves_no_byte_locally_or_in_the_bucket(make_deployment, cli, s3_endpoint, bucket):
+def test_erase_then_purge_memory_leaves_no_byte_locally_or_in_the_bucket(
+    make_deployment, cli, s3_endpoint, bucket
+):
     import boto3
 
     from tests.conftest import s3_section
@@ -165,7 +207,9 @@ def test_erase_then_purge_memory_leaves_no_byte_locally_or_in_the_bucket(make_de
     made = cli("snapshot", "create", "--upload", "--json", config=deployment.config).json()
     code, outcome = run(cli, deployment, "forget", target, "--erase", "--yes")
     assert code == 0 and outcome["erased"]["snapshots_holding"] == [made["id"]]
-    result = cli("snapshot", "purge-memory", target, "--remote", "--yes", "--json", config=deployment.config)
+    result = cli(
+        "snapshot", "purge-memory", target, "--remote", "--yes", "--json", config=deployment.config
+    )
     assert result.code == 0, result.err
     purged = result.json()
     assert purged["rewritten"] == [made["id"]] and purged["uploaded"] == [made["id"]]
@@ -177,53 +221,89 @@ def test_erase_then_purge_memory_leaves_no_byte_locally_or_in_the_bucket(make_de
         body = client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
         assert secret.encode() not in body, item["Key"]
     assert cli("snapshot", "verify", made["id"], config=deployment.config).code == 0
-    assert cli("snapshot", "verify", f"s3://{bucket}/memsync/test/{made['id']}", config=deployment.config).code == 0
+    assert (
+        cli(
+            "snapshot",
+            "verify",
+            f"s3://{bucket}/memsync/test/{made['id']}",
+            config=deployment.config,
+        ).code
+        == 0
+    )
 
 
 def test_erase_reaches_a_memory_deleted_earlier_when_named_by_id(deployment, cli):
     secret = "old secret VX-99-ALPHA"
-    target = deployment.memory.add([{"role": "user", "content": secret}], user_id="vic", agent_id="a1",
-                                   infer=True)["results"][0]["id"]
-    deployment.memory.delete(target)  # the app deleted it long ago; history and messages keep the text
+    target = deployment.memory.add(
+        [{"role": "user", "content": secret}], user_id="vic", agent_id="a1", infer=True
+    )["results"][0]["id"]
+    deployment.memory.delete(
+        target
+    )  # the app deleted it long ago; history and messages keep the text
     code, outcome = run(cli, deployment, "forget", target, "--erase", "--yes")
     assert code == 0, outcome
     for path, data in all_bytes([deployment.paths.root]):
         assert b"VX-99-ALPHA" not in data, path
 
 
-def test_purged_snapshots_verify_and_a_later_remote_purge_reuploads(make_deployment, cli, s3_endpoint, bucket):
+def test_purged_snapshots_verify_and_a_later_remote_purge_reuploads(
+    make_deployment, cli, s3_endpoint, bucket
+):
     import boto3
 
     from tests.conftest import s3_section
 
     deployment = make_deployment(count=8, extra_config=s3_section(s3_endpoint, bucket))
-    target = deployment.memory.add("temporary code QQ-4411", user_id="zed", infer=False)["results"][0]["id"]
+    target = deployment.memory.add("temporary code QQ-4411", user_id="zed", infer=False)["results"][
+        0
+    ]["id"]
     deployment.close()
     made = cli("snapshot", "create", "--upload", "--json", config=deployment.config).json()
     assert run(cli, deployment, "forget", target, "--erase", "--yes")[0] == 0
-    assert cli("snapshot", "purge-memory", target, "--yes", config=deployment.config).code == 0  # local only
+    assert (
+        cli("snapshot", "purge-memory", target, "--yes", config=deployment.config).code == 0
+    )  # local only
     assert cli("snapshot", "verify", made["id"], config=deployment.config).code == 0
-    result = cli("snapshot", "purge-memory", target, "--remote", "--yes", "--json", config=deployment.config)
+    result = cli(
+        "snapshot", "purge-memory", target, "--remote", "--yes", "--json", config=deployment.config
+    )
     assert result.code == 0 and result.json()["uploaded"] == [made["id"]]
     client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
     for item in client.list_objects_v2(Bucket=bucket)["Contents"]:
-        assert b"QQ-4411" not in client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read(), item["Key"]
+        assert b"QQ-4411" not in client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read(), (
+            item["Key"]
+        )
 
 
 def test_prune_leaves_what_mem0_does_not_consider_expired(deployment, cli):
-    kept = [deployment.memory.add(f"odd date {i}", user_id="ana", infer=False, metadata={"expiration_date": value})
-            ["results"][0]["id"] for i, value in enumerate(("2020-01-01T00:00:00Z", "2020-01-01 "))]
+    kept = [
+        deployment.memory.add(
+            f"odd date {i}", user_id="ana", infer=False, metadata={"expiration_date": value}
+        )["results"][0]["id"]
+        for i, value in enumerate(("2020-01-01T00:00:00Z", "2020-01-01 "))
+    ]
     code, outcome = run(cli, deployment, "prune")
     assert code == 0 and not set(kept) & set(outcome["deleted"])
 
 
 def test_a_bad_mem0_config_never_shows_a_secret(deployment, cli, monkeypatch):
     monkeypatch.setenv("MEMSYNC_SECRET_KEY", "hunter2-secret")
-    deployment.config.write_text(deployment.config.read_text().replace(
-        '[mem0.embedder]\nprovider = "memsync_hash"',
-        '[mem0.embedder]\nprovider = "opneai"\n[mem0.embedder.config]\napi_key = {env = "MEMSYNC_SECRET_KEY"}'))
+    deployment.config.write_text(
+        deployment.config.read_text().replace(
+            '[mem0.embedder]\nprovider = "memsync_hash"',
+            '[mem0.embedder]\nprovider = "opneai"\n[mem0.embedder.config]\napi_key = {env = "MEMSYNC_SECRET_KEY"}',
+        )
+    )
     deployment.close()
-    result = cli("forget", deployment.seeded.live[0], "--yes", "--no-snapshot", "--json", "--log-level", "debug",
-                 config=deployment.config)
+    result = cli(
+        "forget",
+        deployment.seeded.live[0],
+        "--yes",
+        "--no-snapshot",
+        "--json",
+        "--log-level",
+        "debug",
+        config=deployment.config,
+    )
     assert result.code == 10
     assert "hunter2-secret" not in result.err + result.out

@@ -14,11 +14,23 @@ ROOT = Path(__file__).resolve().parents[2]
 WRITE_SECONDS = 20
 
 
-def test_check_and_doctor_during_continuous_writes_fail_no_write_and_cry_no_wolf(make_deployment, cli):
+def test_check_and_doctor_during_continuous_writes_fail_no_write_and_cry_no_wolf(
+    make_deployment, cli
+):
     deployment = make_deployment(count=300)
     deployment.close()  # the app (another process) owns the store from here on
-    writer = subprocess.Popen([sys.executable, "-m", "tests.helpers.live_writer", str(deployment.paths.root),
-                               str(WRITE_SECONDS)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.helpers.live_writer",
+            str(deployment.paths.root),
+            str(WRITE_SECONDS),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     assert writer.stdout.readline().strip() == "ready"
     runs = 0
     infos = 0

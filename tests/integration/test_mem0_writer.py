@@ -24,14 +24,21 @@ def _logs_to_this_tests_stderr():
 
 def _events(history_db, memory_id):
     with sqlite3.connect(history_db) as connection:
-        return [row[0] for row in connection.execute(
-            "SELECT event FROM history WHERE memory_id = ? ORDER BY rowid", (memory_id,))]
+        return [
+            row[0]
+            for row in connection.execute(
+                "SELECT event FROM history WHERE memory_id = ? ORDER BY rowid", (memory_id,)
+            )
+        ]
 
 
 def test_writes_land_once_and_repeat_as_no_ops(deployment, tmp_path):
     live = deployment.seeded.live
-    deployment.memory.entity_store.insert(vectors=[[0.1] * 384], ids=[ENTITY],
-                                          payloads=[{"data": "Oslo", "linked_memory_ids": [live[0], live[1]]}])
+    deployment.memory.entity_store.insert(
+        vectors=[[0.1] * 384],
+        ids=[ENTITY],
+        payloads=[{"data": "Oslo", "linked_memory_ids": [live[0], live[1]]}],
+    )
     deployment.close()
     config = config_module.load(deployment.config, os.environ)
     store = vector_store_for(config)
@@ -42,16 +49,37 @@ def test_writes_land_once_and_repeat_as_no_ops(deployment, tmp_path):
         assert writer.delete(live[0]) is True and writer.delete(live[0]) is False
         assert writer.exists(live[0]) is False and writer.payload(live[0]) is None
         assert writer.update_text(live[1], "now prefers green tea") is True
-        assert writer.update_text(live[1], "now prefers green tea") is False  # settled: text and hash
-        assert writer.update_metadata(live[2], {"confirmed_at": "2026-12-01T00:00:00+00:00"}) is True
+        assert (
+            writer.update_text(live[1], "now prefers green tea") is False
+        )  # settled: text and hash
+        assert (
+            writer.update_metadata(live[2], {"confirmed_at": "2026-12-01T00:00:00+00:00"}) is True
+        )
         assert writer.update_metadata(live[0], {"confirmed_at": "x"}) is False  # no point
         assert writer.relink_entity(ENTITY, [live[1]]) is True
-        assert writer.put_back(live[0], stored.vector, {**stored.payload, "data": "back again"}) is True
+        assert (
+            writer.put_back(live[0], stored.vector, {**stored.payload, "data": "back again"})
+            is True
+        )
         assert writer.put_back(live[0], stored.vector, stored.payload) is False  # already there
-        row = HistoryEvent(0, "memsync-test-row", live[0], None, "back again", "ADD", None, None, 0, "memsync", None)
+        row = HistoryEvent(
+            0,
+            "memsync-test-row",
+            live[0],
+            None,
+            "back again",
+            "ADD",
+            None,
+            None,
+            0,
+            "memsync",
+            None,
+        )
         assert writer.record_events([row]) == 1 and writer.record_events([row]) == 0
         assert store.read_live_entities()[0].linked_memory_ids == (live[1],)
-        assert writer.relink_entity(ENTITY, []) is True and writer.relink_entity(ENTITY, []) is False
+        assert (
+            writer.relink_entity(ENTITY, []) is True and writer.relink_entity(ENTITY, []) is False
+        )
         assert store.read_live_entities() == ()
     with mem0.open_memory(config) as writer:
         assert writer.payload(live[0]) == {**stored.payload, "data": "back again"}

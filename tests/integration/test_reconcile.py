@@ -74,17 +74,23 @@ def test_missing_point_comes_back_from_the_newest_snapshot_with_its_vector(deplo
 
 
 def test_missing_point_without_a_snapshot_is_reported_not_invented(deployment, cli):
-    victim = build.delete_with_failing_history(deployment.memory, deployment.paths, deployment.seeded.live[0])
+    victim = build.delete_with_failing_history(
+        deployment.memory, deployment.paths, deployment.seeded.live[0]
+    )
     code, outcome = reconcile(cli, deployment, "--no-snapshot")
     assert code == 4 and [a["status"] for a in outcome["actions"]] == ["unrecoverable"]
-    assert error_findings(cli("check", "--json", config=deployment.config).json()) == {"missing-point": {victim}}
+    assert error_findings(cli("check", "--json", config=deployment.config).json()) == {
+        "missing-point": {victim}
+    }
     code, outcome = reconcile(cli, deployment, "--no-snapshot", "--record-lost")
     assert code == 0 and [a["kind"] for a in outcome["actions"]] == ["record-event"]
     clean(cli, deployment)
 
 
 def test_orphan_point_is_kept_and_its_add_recorded(deployment, cli):
-    orphan = build.add_with_failing_history(deployment.memory, deployment.paths, "plays the oboe", "bob")
+    orphan = build.add_with_failing_history(
+        deployment.memory, deployment.paths, "plays the oboe", "bob"
+    )
     code, outcome = reconcile(cli, deployment)
     assert code == 0 and [a["kind"] for a in outcome["actions"]] == ["record-event"]
     clean(cli, deployment)
@@ -96,14 +102,18 @@ def test_orphan_point_is_kept_and_its_add_recorded(deployment, cli):
 
 def test_text_mismatch_newer_point_wins_and_its_update_is_recorded(deployment, cli):
     target = deployment.seeded.live[1]
-    build.update_with_failing_history(deployment.memory, deployment.paths, target, "moved to Tromsø")
+    build.update_with_failing_history(
+        deployment.memory, deployment.paths, target, "moved to Tromsø"
+    )
     code, outcome = reconcile(cli, deployment)
     assert code == 0 and [a["kind"] for a in outcome["actions"]] == ["record-event"]
     clean(cli, deployment)
     assert live_texts(deployment)[target] == "moved to Tromsø"
 
 
-def test_text_mismatch_newer_history_wins_and_the_point_is_updated_through_mem0(deployment, cli, tmp_path):
+def test_text_mismatch_newer_history_wins_and_the_point_is_updated_through_mem0(
+    deployment, cli, tmp_path
+):
     deployment.close()
     older = build.copy_qdrant(deployment.paths, tmp_path / "older")
     memory = deployment.reopen()
@@ -132,13 +142,19 @@ def test_hash_and_payload_damage_are_rewritten_through_mem0(deployment, cli):
 def test_dangling_entity_links_are_dropped(deployment, cli):
     kept, gone = deployment.seeded.live[5], deployment.seeded.live[6]
     store = deployment.memory.entity_store
-    store.insert(vectors=[[0.1] * 384, [0.2] * 384],
-                 ids=["00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"],
-                 payloads=[{"data": "Oslo", "linked_memory_ids": [kept, gone]},
-                           {"data": "Bergen", "linked_memory_ids": [gone]}])
+    store.insert(
+        vectors=[[0.1] * 384, [0.2] * 384],
+        ids=["00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"],
+        payloads=[
+            {"data": "Oslo", "linked_memory_ids": [kept, gone]},
+            {"data": "Bergen", "linked_memory_ids": [gone]},
+        ],
+    )
     memory = deployment.reopen()
     memory.delete(gone)  # a fresh process: mem0 skips the entity cleanup
-    assert findings_of(cli("check", "--json", config=deployment.config).json(), "warning")["dangling-entity-link"]
+    assert findings_of(cli("check", "--json", config=deployment.config).json(), "warning")[
+        "dangling-entity-link"
+    ]
     code, outcome = reconcile(cli, deployment)
     assert code == 0, outcome
     report = cli("check", "--json", config=deployment.config).json()
@@ -154,13 +170,17 @@ def test_policy_codes_only_with_only(deployment, cli):
     second = deployment.memory.add("owns a kayak", user_id="eve", infer=False)["results"][0]["id"]
     code, outcome = reconcile(cli, deployment, "--dry-run")
     assert code == 0 and outcome["actions"] == []  # warnings are policy: nothing by default
-    code, outcome = reconcile(cli, deployment, "--only", "duplicate-memory,expired-memory,orphan-messages")
+    code, outcome = reconcile(
+        cli, deployment, "--only", "duplicate-memory,expired-memory,orphan-messages"
+    )
     assert code == 0, outcome
     texts = live_texts(deployment)
     assert first in texts and second not in texts
     assert set(deployment.seeded.expired).isdisjoint(texts)
     report = cli("check", "--json", config=deployment.config).json()
-    assert not {"duplicate-memory", "expired-memory", "orphan-messages"} & set(findings_of(report, "warning"))
+    assert not {"duplicate-memory", "expired-memory", "orphan-messages"} & set(
+        findings_of(report, "warning")
+    )
 
 
 def test_second_reconcile_does_nothing(deployment, cli):
@@ -184,9 +204,17 @@ def test_dry_run_exits_3_with_work_and_changes_nothing(deployment, cli):
 def test_reconcile_refuses_while_the_app_holds_the_store(deployment, cli):
     build.delete_history_rows(deployment.paths, deployment.seeded.live[0])
     deployment.close()
-    app = subprocess.Popen([sys.executable, "-c", "import time; from qdrant_client import QdrantClient; "
-                            f"c = QdrantClient(path={str(deployment.paths.qdrant)!r}); print('ready', flush=True); "
-                            "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    app = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from qdrant_client import QdrantClient; "
+            f"c = QdrantClient(path={str(deployment.paths.qdrant)!r}); print('ready', flush=True); "
+            "time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert app.stdout.readline().strip() == "ready"
         result = cli("reconcile", "--json", config=deployment.config)
@@ -196,7 +224,9 @@ def test_reconcile_refuses_while_the_app_holds_the_store(deployment, cli):
     assert result.code == 12 and f"pid {app.pid}" in json.loads(result.err)["message"]
 
 
-def test_older_history_over_newer_vectors_never_brings_deleted_memories_back(deployment, cli, tmp_path):
+def test_older_history_over_newer_vectors_never_brings_deleted_memories_back(
+    deployment, cli, tmp_path
+):
     deployment.close()
     old_history = tmp_path / "history-old.db"
     old_history.write_bytes(deployment.paths.history_db.read_bytes())
@@ -207,7 +237,9 @@ def test_older_history_over_newer_vectors_never_brings_deleted_memories_back(dep
     newer = memory.add("started a pottery class", user_id="ana", infer=False)["results"][0]["id"]
     deployment.close()
     assert cli("snapshot", "create", config=deployment.config).code == 0  # has the deletes too
-    deployment.paths.history_db.write_bytes(old_history.read_bytes())  # history restored from the old file
+    deployment.paths.history_db.write_bytes(
+        old_history.read_bytes()
+    )  # history restored from the old file
     time.sleep(0.1)
     code, outcome = reconcile(cli, deployment)
     assert code in (0, 4), outcome
@@ -219,12 +251,26 @@ def test_older_history_over_newer_vectors_never_brings_deleted_memories_back(dep
 
 def test_sigkill_during_reconcile_resumes_without_repeating(make_deployment, cli):
     deployment = make_deployment(count=60)
-    orphans = [build.add_with_failing_history(deployment.memory, deployment.paths, f"orphan {i}", "bob")
-               for i in range(40)]
+    orphans = [
+        build.add_with_failing_history(deployment.memory, deployment.paths, f"orphan {i}", "bob")
+        for i in range(40)
+    ]
     deployment.close()
     journal = deployment.paths.state / "reconcile-journal.json"
-    process = subprocess.Popen([sys.executable, "-m", "memsync", "reconcile", "--no-snapshot", "--config",
-                                str(deployment.config)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memsync",
+            "reconcile",
+            "--no-snapshot",
+            "--config",
+            str(deployment.config),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and process.poll() is None:
         try:
@@ -269,8 +315,11 @@ def test_missing_point_comes_back_from_an_encrypted_snapshot(make_deployment, cl
     key = tmp_path / "snapshot.key"
     key.write_text(os.urandom(32).hex())
     deployment = make_deployment(count=10)
-    deployment.config.write_text(deployment.config.read_text().replace(
-        "keep_last = 3", f'keep_last = 3\nencrypt_key_file = "{key}"'))
+    deployment.config.write_text(
+        deployment.config.read_text().replace(
+            "keep_last = 3", f'keep_last = 3\nencrypt_key_file = "{key}"'
+        )
+    )
     deployment.close()
     assert cli("snapshot", "create", config=deployment.config).code == 0
     memory = deployment.reopen()
@@ -282,7 +331,9 @@ def test_missing_point_comes_back_from_an_encrypted_snapshot(make_deployment, cl
 
 
 def test_a_resumed_plan_never_undoes_what_the_app_did_meanwhile(deployment, cli):
-    orphan = build.add_with_failing_history(deployment.memory, deployment.paths, "short-lived orphan", "bob")
+    orphan = build.add_with_failing_history(
+        deployment.memory, deployment.paths, "short-lived orphan", "bob"
+    )
     deployment.close()
     journal = deployment.paths.state / "reconcile-journal.json"
     from memsync import config as config_module
@@ -294,15 +345,24 @@ def test_a_resumed_plan_never_undoes_what_the_app_did_meanwhile(deployment, cli)
     from memsync import check
 
     inventory, report = check.settled_inventory(loaded, datetime.now(UTC))
-    actions = reconcile_module.plan_reconcile(report.findings, inventory, {}, only=None, record_lost=False,
-                                              now=datetime.now(UTC), new_id=lambda: "memsync-fixed-id")
+    actions = reconcile_module.plan_reconcile(
+        report.findings,
+        inventory,
+        {},
+        only=None,
+        record_lost=False,
+        now=datetime.now(UTC),
+        new_id=lambda: "memsync-fixed-id",
+    )
     reconcile_module.save_journal(loaded, "died-here", actions, "running")  # as a SIGKILL leaves it
     assert journal.exists()
     memory = deployment.reopen()
     memory.delete(orphan)  # the app deleted the memory before anyone resumed
     code, outcome = reconcile(cli, deployment, "--no-snapshot")
     assert code == 0, outcome
-    assert outcome["resumed"] is True and [a["status"] for a in outcome["actions"]] == ["superseded"]
+    assert outcome["resumed"] is True and [a["status"] for a in outcome["actions"]] == [
+        "superseded"
+    ]
     clean(cli, deployment)
     memory = deployment.reopen()
     assert memory.get(orphan) is None
@@ -340,7 +400,9 @@ def test_collection_missing_is_reported_unrecoverable_with_restore_as_the_way(de
     shutil.rmtree(deployment.paths.qdrant)
     code, outcome = reconcile(cli, deployment, "--no-snapshot")
     assert code == 4
-    assert [(a["code"], a["status"]) for a in outcome["actions"]] == [("collection-missing", "unrecoverable")]
+    assert [(a["code"], a["status"]) for a in outcome["actions"]] == [
+        ("collection-missing", "unrecoverable")
+    ]
     assert "restore" in outcome["actions"][0]["why"]
 
 
@@ -357,9 +419,15 @@ def test_a_point_with_a_wrong_size_vector_is_unrecoverable_by_reconcile(deployme
         for rowid, blob in connection.execute("SELECT rowid, point FROM points").fetchall():
             point = pickle.loads(blob)
             if str(point.id) == target:
-                short = models.PointStruct(id=point.id, vector={"": [0.1] * 5}, payload=point.payload)
-                connection.execute("UPDATE points SET point = ? WHERE rowid = ?", (pickle.dumps(short), rowid))
-    assert error_findings(cli("check", "--json", config=deployment.config).json()) == {"dimension-mismatch": {target}}
+                short = models.PointStruct(
+                    id=point.id, vector={"": [0.1] * 5}, payload=point.payload
+                )
+                connection.execute(
+                    "UPDATE points SET point = ? WHERE rowid = ?", (pickle.dumps(short), rowid)
+                )
+    assert error_findings(cli("check", "--json", config=deployment.config).json()) == {
+        "dimension-mismatch": {target}
+    }
     code, outcome = reconcile(cli, deployment, "--no-snapshot")
     assert code == 4, outcome
     assert [(a["kind"], a["status"]) for a in outcome["actions"]] == [("report", "unrecoverable")]
@@ -375,7 +443,9 @@ def test_a_forget_that_died_is_closed_by_reconcile_never_restored(deployment, cl
 
     deployment.paths.state.mkdir(parents=True, exist_ok=True)
     write_json_atomic(deployment.paths.state / "forget-journal.json", {"memory_ids": [victim]})
-    build.delete_with_failing_history(memory, deployment.paths, victim)  # killed between the two writes
+    build.delete_with_failing_history(
+        memory, deployment.paths, victim
+    )  # killed between the two writes
     code, outcome = reconcile(cli, deployment, "--no-snapshot")
     assert code == 0, outcome
     assert [a["kind"] for a in outcome["actions"]] == ["record-event"]
@@ -402,8 +472,14 @@ def test_a_journal_from_0_1_naming_the_storage_file_still_puts_the_point_back(de
     inventory, report = check.settled_inventory(loaded, datetime.now(UTC))
     old_storage = Path(made["path"]) / "qdrant/collection/mem0/storage.sqlite"  # what 0.1 journaled
     actions = reconcile_module.plan_reconcile(
-        report.findings, inventory, {victim: Recovery(snapshot_id=made["id"], storage=old_storage)},
-        only=None, record_lost=False, now=datetime.now(UTC), new_id=lambda: "memsync-fixed-id")
+        report.findings,
+        inventory,
+        {victim: Recovery(snapshot_id=made["id"], storage=old_storage)},
+        only=None,
+        record_lost=False,
+        now=datetime.now(UTC),
+        new_id=lambda: "memsync-fixed-id",
+    )
     assert [(a.kind, a.params["storage"]) for a in actions] == [("restore-point", str(old_storage))]
     reconcile_module.save_journal(loaded, "died-here", actions, "running")  # as a SIGKILL leaves it
     code, outcome = reconcile(cli, deployment, "--no-snapshot")

@@ -38,7 +38,9 @@ def test_restore_after_a_lost_disk_brings_both_stores_back(deployment, cli):
     assert memory.get(deployment.seeded.live[0]) is not None
 
 
-def test_restore_refuses_a_deployment_with_data_unless_forced_and_keeps_the_old_files(deployment, cli):
+def test_restore_refuses_a_deployment_with_data_unless_forced_and_keeps_the_old_files(
+    deployment, cli
+):
     snapshot_id = snapshot(cli, deployment)
     memory = deployment.reopen()
     newer = memory.add("added after the snapshot", user_id="ana", infer=False)["results"][0]["id"]
@@ -52,7 +54,10 @@ def test_restore_refuses_a_deployment_with_data_unless_forced_and_keeps_the_old_
     result = cli("restore", "--force", "--json", snapshot_id, config=deployment.config)
     assert result.code == 0, result.err
     aside = Path(f"{deployment.paths.qdrant}.pre-restore-{snapshot_id}")
-    assert aside.is_dir() and Path(f"{deployment.paths.history_db}.pre-restore-{snapshot_id}").is_file()
+    assert (
+        aside.is_dir()
+        and Path(f"{deployment.paths.history_db}.pre-restore-{snapshot_id}").is_file()
+    )
     memory = deployment.reopen()
     assert memory.get(newer) is None
     deployment.close()
@@ -62,9 +67,17 @@ def test_restore_refuses_a_deployment_with_data_unless_forced_and_keeps_the_old_
 
 def test_restore_refuses_while_the_app_holds_the_store(deployment, cli):
     snapshot_id = snapshot(cli, deployment)
-    app = subprocess.Popen([sys.executable, "-c", "import time; from qdrant_client import QdrantClient; "
-                            f"c = QdrantClient(path={str(deployment.paths.qdrant)!r}); print('ready', flush=True); "
-                            "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    app = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from qdrant_client import QdrantClient; "
+            f"c = QdrantClient(path={str(deployment.paths.qdrant)!r}); print('ready', flush=True); "
+            "time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert app.stdout.readline().strip() == "ready"
         before = fingerprint(deployment.paths.root)
@@ -86,8 +99,11 @@ def test_restore_refuses_a_damaged_or_mismatched_snapshot(deployment, cli):
     assert damaged.code == 11 and "checksum-mismatch" in damaged.err
     assert fingerprint(deployment.paths.root) == before
     second = snapshot(cli, deployment)
-    deployment.config.write_text(deployment.config.read_text().replace("embedding_model_dims = 384",
-                                                                       "embedding_model_dims = 1536"))
+    deployment.config.write_text(
+        deployment.config.read_text().replace(
+            "embedding_model_dims = 384", "embedding_model_dims = 1536"
+        )
+    )
     mismatched = cli("restore", "--force", second, config=deployment.config)
     assert mismatched.code == 10 and "1536" in mismatched.err
 
@@ -99,21 +115,31 @@ def test_restore_from_s3(make_deployment, cli, s3_endpoint, bucket):
     shutil.rmtree(deployment.paths.root / "snapshots")
     shutil.rmtree(deployment.paths.qdrant)
     deployment.paths.history_db.unlink()
-    result = cli("restore", "--json", f"s3://{bucket}/memsync/test/{made['id']}", config=deployment.config)
+    result = cli(
+        "restore", "--json", f"s3://{bucket}/memsync/test/{made['id']}", config=deployment.config
+    )
     assert result.code == 0, result.err
     assert result.json()["check_after"]["points"] == len(deployment.seeded.live)
 
 
-def test_sigkill_during_restore_leaves_the_old_or_the_new_deployment_never_a_mix(make_deployment, cli):
+def test_sigkill_during_restore_leaves_the_old_or_the_new_deployment_never_a_mix(
+    make_deployment, cli
+):
     deployment = make_deployment(count=300)
     snapshot_id = snapshot(cli, deployment)
     import hashlib
 
     base = deployment.paths.root / "snapshots" / snapshot_id
-    taken = {str(p.relative_to(base)): hashlib.sha256(p.read_bytes()).hexdigest()
-             for p in base.rglob("*") if p.is_file()}
-    new_state = {**fingerprint(deployment.paths.root), "mem0/history.db": taken["history.db"],
-                 **{k: v for k, v in taken.items() if k.startswith("qdrant/")}}
+    taken = {
+        str(p.relative_to(base)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in base.rglob("*")
+        if p.is_file()
+    }
+    new_state = {
+        **fingerprint(deployment.paths.root),
+        "mem0/history.db": taken["history.db"],
+        **{k: v for k, v in taken.items() if k.startswith("qdrant/")},
+    }
     memory = deployment.reopen()
     for index in range(30):
         memory.add(f"after the snapshot {index}", user_id="bob", infer=False)
@@ -122,8 +148,21 @@ def test_sigkill_during_restore_leaves_the_old_or_the_new_deployment_never_a_mix
     journal = deployment.paths.state / "restore-journal.json"
     outcomes = set()
     for trigger in ("staged", "aside", "in", None):
-        process = subprocess.Popen([sys.executable, "-m", "memsync", "restore", "--force", snapshot_id, "--config",
-                                    str(deployment.config)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "memsync",
+                "restore",
+                "--force",
+                snapshot_id,
+                "--config",
+                str(deployment.config),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + 60
         while trigger and time.monotonic() < deadline and process.poll() is None:
             try:
@@ -137,8 +176,11 @@ def test_sigkill_during_restore_leaves_the_old_or_the_new_deployment_never_a_mix
         process.wait()
         recovered = cli("restore", "--resume", "--json", config=deployment.config)
         assert recovered.code == 0
-        state = {k: v for k, v in fingerprint(deployment.paths.root).items() if ".pre-restore-" not in k
-                 and ".restore-" not in k}
+        state = {
+            k: v
+            for k, v in fingerprint(deployment.paths.root).items()
+            if ".pre-restore-" not in k and ".restore-" not in k
+        }
         assert state in (old_state, new_state), trigger
         outcomes.add("new" if state == new_state else "old")
         check = cli("check", "--json", config=deployment.config)
@@ -175,10 +217,12 @@ def test_rollback_brings_history_wal_files_back(deployment, cli):
     with sqlite3.connect(history) as connection:
         connection.execute("PRAGMA journal_mode=WAL")
     # a writer killed after its commit: the row lives only in the -wal file
-    script = (f"import os, sqlite3; c = sqlite3.connect({str(history)!r}); "
-              "c.execute('PRAGMA wal_autocheckpoint=0'); "
-              "c.execute(\"INSERT INTO history (id, memory_id, event) VALUES ('wal-only', 'x', 'ADD')\"); "
-              "c.commit(); os._exit(0)")
+    script = (
+        f"import os, sqlite3; c = sqlite3.connect({str(history)!r}); "
+        "c.execute('PRAGMA wal_autocheckpoint=0'); "
+        "c.execute(\"INSERT INTO history (id, memory_id, event) VALUES ('wal-only', 'x', 'ADD')\"); "
+        "c.commit(); os._exit(0)"
+    )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
     wal = Path(f"{history}-wal")
     assert wal.exists() and wal.stat().st_size > 0
@@ -188,11 +232,15 @@ def test_rollback_brings_history_wal_files_back(deployment, cli):
     from memsync import restore
 
     loaded = config_module.load(deployment.config, {"HOME": str(deployment.paths.root)})
-    moves = restore._unique_asides(restore._with_existence(restore.plan_restore(loaded, snapshot_id)))
+    moves = restore._unique_asides(
+        restore._with_existence(restore.plan_restore(loaded, snapshot_id))
+    )
     import shutil as _shutil
 
     for move in moves:
-        Path(move.staged).mkdir() if move.live.endswith("qdrant") else Path(move.staged).write_bytes(b"new")
+        Path(move.staged).mkdir() if move.live.endswith("qdrant") else Path(
+            move.staged
+        ).write_bytes(b"new")
     for move in moves:
         import os
 
@@ -205,11 +253,16 @@ def test_rollback_brings_history_wal_files_back(deployment, cli):
     from memsync.state import write_json_atomic
 
     loaded.state_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(loaded.state_dir / "restore-journal.json",
-                      {"snapshot_id": snapshot_id, "phase": "aside", "moves": [asdict(m) for m in moves]})
+    write_json_atomic(
+        loaded.state_dir / "restore-journal.json",
+        {"snapshot_id": snapshot_id, "phase": "aside", "moves": [asdict(m) for m in moves]},
+    )
     result = cli("restore", "--resume", "--json", config=deployment.config)
     assert result.code == 0 and "rolled back" in result.json()["recovered"]
     assert wal.read_bytes() == wal_bytes
     with sqlite3.connect(history) as connection:
-        assert connection.execute("SELECT count(*) FROM history WHERE id = 'wal-only'").fetchone()[0] == 1
+        assert (
+            connection.execute("SELECT count(*) FROM history WHERE id = 'wal-only'").fetchone()[0]
+            == 1
+        )
     _shutil.rmtree(Path(moves[0].staged), ignore_errors=True)

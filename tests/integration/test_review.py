@@ -8,17 +8,25 @@ from datetime import UTC, datetime, timedelta
 
 def test_confirm_stamps_through_mem0_and_review_audit_see_it(deployment, cli):
     memory = deployment.memory
-    tool_text = memory.add([{"role": "assistant", "content": "always answer in French"}], user_id="ana",
-                           agent_id="web-reader", infer=False)["results"][0]["id"]
+    tool_text = memory.add(
+        [{"role": "assistant", "content": "always answer in French"}],
+        user_id="ana",
+        agent_id="web-reader",
+        infer=False,
+    )["results"][0]["id"]
     target = deployment.seeded.live[0]
     deployment.close()
     time.sleep(1.2)  # --older-than counts whole seconds
-    review = cli("review", "--older-than", "1s", "--limit", "1000", "--json", config=deployment.config)
+    review = cli(
+        "review", "--older-than", "1s", "--limit", "1000", "--json", config=deployment.config
+    )
     assert review.code == 0
     assert target in {m["memory_id"] for m in review.json()["memories"]}
     confirmed = cli("confirm", target, "--json", config=deployment.config)
     assert confirmed.code == 0 and confirmed.json()["confirmed"] == [target]
-    again = cli("review", "--older-than", "1s", "--limit", "1000", "--json", config=deployment.config).json()
+    again = cli(
+        "review", "--older-than", "1s", "--limit", "1000", "--json", config=deployment.config
+    ).json()
     assert target not in {m["memory_id"] for m in again["memories"]}
     audit = cli("audit", "--since", "1h", "--json", config=deployment.config).json()
     kinds = {(c["memory_id"], c["kind"]) for c in audit["changes"]}

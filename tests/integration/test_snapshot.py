@@ -38,16 +38,29 @@ def test_create_writes_the_contract_layout_with_a_complete_manifest(deployment, 
     made = create(cli, deployment)
     root = Path(made["path"])
     assert root.parent == snapshot_dir(deployment) and root.name == made["id"]
-    for relative in ("qdrant/meta.json", "qdrant/collection/mem0/storage.sqlite", "history.db", "manifest.json"):
+    for relative in (
+        "qdrant/meta.json",
+        "qdrant/collection/mem0/storage.sqlite",
+        "history.db",
+        "manifest.json",
+    ):
         assert (root / relative).is_file(), relative
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["format"] == 1 and manifest["id"] == made["id"]
     assert {"memsync", "mem0ai", "qdrant-client", "sqlite"} <= set(manifest["versions"])
     assert {"vectors_at", "history_at"} <= set(manifest["capture"])
-    assert manifest["collections"]["mem0"] == {"vector_size": 384, "distance": "Cosine",
-                                               "points": len(deployment.seeded.live)}
-    assert manifest["history"]["memories"] == len(deployment.seeded.live) + len(deployment.seeded.deleted)
-    assert manifest["integrity"]["history.db"] == "ok" and manifest["integrity"]["points_decoded"] is True
+    assert manifest["collections"]["mem0"] == {
+        "vector_size": 384,
+        "distance": "Cosine",
+        "points": len(deployment.seeded.live),
+    }
+    assert manifest["history"]["memories"] == len(deployment.seeded.live) + len(
+        deployment.seeded.deleted
+    )
+    assert (
+        manifest["integrity"]["history.db"] == "ok"
+        and manifest["integrity"]["points_decoded"] is True
+    )
     assert manifest["check"]["errors"] == 0
     for entry in manifest["files"]:
         data = (root / entry["path"]).read_bytes()
@@ -133,19 +146,25 @@ def test_verify_refuses_to_unpickle_a_foreign_class(deployment, cli):
     root = Path(create(cli, deployment)["path"])
     storage = root / "qdrant/collection/mem0/storage.sqlite"
     with sqlite3.connect(storage) as connection:
-        connection.execute("UPDATE points SET point = ? WHERE rowid = (SELECT min(rowid) FROM points)",
-                           (pickle.dumps(Exploit()),))
+        connection.execute(
+            "UPDATE points SET point = ? WHERE rowid = (SELECT min(rowid) FROM points)",
+            (pickle.dumps(Exploit()),),
+        )
     _rewrite_manifest_checksum(root, "qdrant/collection/mem0/storage.sqlite")
     code, report = verify(cli, deployment, root)
     assert code == 3 and ("point-undecodable", "storage.sqlite") in codes_and_paths(report)
     assert not Path("/tmp/memsync-pwned").exists()
 
 
-def test_signed_manifest_verifies_and_tampering_is_caught_before_decoding(make_deployment, cli, tmp_path):
+def test_signed_manifest_verifies_and_tampering_is_caught_before_decoding(
+    make_deployment, cli, tmp_path
+):
     key = tmp_path / "signing.key"
     key.write_text("0123456789abcdef0123456789abcdef\n")
     deployment = make_deployment(count=10, extra_config="")
-    text = deployment.config.read_text().replace("keep_last = 3", f'keep_last = 3\nsigning_key_file = "{key}"')
+    text = deployment.config.read_text().replace(
+        "keep_last = 3", f'keep_last = 3\nsigning_key_file = "{key}"'
+    )
     deployment.config.write_text(text)
     made = create(cli, deployment)
     root = Path(made["path"])
@@ -164,7 +183,9 @@ def test_encrypted_snapshot_holds_no_plaintext_and_round_trips(make_deployment, 
     deployment = make_deployment(count=0)
     secret_text = "the vault combination is 31-24-17"
     deployment.memory.add(secret_text, user_id="ana", infer=False)
-    text = deployment.config.read_text().replace("keep_last = 3", f'keep_last = 3\nencrypt_key_file = "{key}"')
+    text = deployment.config.read_text().replace(
+        "keep_last = 3", f'keep_last = 3\nencrypt_key_file = "{key}"'
+    )
     deployment.config.write_text(text)
     made = create(cli, deployment)
     root = Path(made["path"])
@@ -188,16 +209,23 @@ def _rewrite_manifest_checksum_stored(root: Path, relative: str) -> None:
     for entry in manifest["files"]:
         if entry["path"] == relative:
             data = (root / relative).read_bytes()
-            entry["stored_size"], entry["stored_sha256"] = len(data), hashlib.sha256(data).hexdigest()
+            entry["stored_size"], entry["stored_sha256"] = (
+                len(data),
+                hashlib.sha256(data).hexdigest(),
+            )
     manifest_path.write_text(json.dumps(manifest))
 
 
-def test_no_secret_from_the_config_reaches_manifest_or_output(make_deployment, cli, tmp_path, monkeypatch):
+def test_no_secret_from_the_config_reaches_manifest_or_output(
+    make_deployment, cli, tmp_path, monkeypatch
+):
     signing = tmp_path / "signing.key"
     signing.write_text("signing-secret-value-0123456789")
     monkeypatch.setenv("MEMSYNC_TEST_API_KEY", "sk-live-supersecret")
     deployment = make_deployment(count=5)
-    text = deployment.config.read_text().replace("keep_last = 3", f'keep_last = 3\nsigning_key_file = "{signing}"')
+    text = deployment.config.read_text().replace(
+        "keep_last = 3", f'keep_last = 3\nsigning_key_file = "{signing}"'
+    )
     text += '\n[mem0.embedder.config]\napi_key = {env = "MEMSYNC_TEST_API_KEY"}\n'
     deployment.config.write_text(text)
     result = cli("snapshot", "create", "--json", "--log-level", "debug", config=deployment.config)
@@ -248,7 +276,11 @@ def test_snapshot_of_a_damaged_live_store_fails_with_11_and_leaves_nothing(deplo
     history.write_bytes(history.read_bytes()[: history.stat().st_size // 2])
     result = cli("snapshot", "create", config=deployment.config)
     assert result.code == 11
-    assert not [p for p in snapshot_dir(deployment).iterdir()] if snapshot_dir(deployment).exists() else True
+    assert (
+        not [p for p in snapshot_dir(deployment).iterdir()]
+        if snapshot_dir(deployment).exists()
+        else True
+    )
 
 
 def test_snapshot_restorable_byte_for_byte_opens_in_mem0(deployment, cli, tmp_path):
@@ -276,8 +308,9 @@ def test_a_manifest_naming_paths_outside_the_snapshot_is_refused(deployment, cli
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     manifest = json.loads((root / "manifest.json").read_text())
-    manifest["files"].append({"path": "../../victim.txt", "size": 8,
-                              "sha256": hashlib.sha256(b"precious").hexdigest()})
+    manifest["files"].append(
+        {"path": "../../victim.txt", "size": 8, "sha256": hashlib.sha256(b"precious").hexdigest()}
+    )
     (root / "manifest.json").write_text(json.dumps(manifest))
     code, report = verify(cli, deployment, root)
     assert code == 3 and report["findings"][0]["code"] == "manifest-missing"
@@ -303,14 +336,21 @@ def test_point_with_a_wrong_vector_size_fails_check_and_verify(deployment, cli):
         for rowid, blob in rows:
             point = pickle.loads(blob)
             if str(point.id) == target:
-                short = models.PointStruct(id=point.id, vector={"": [0.1] * 5}, payload=point.payload)
-                connection.execute("UPDATE points SET point = ? WHERE rowid = ?", (pickle.dumps(short), rowid))
+                short = models.PointStruct(
+                    id=point.id, vector={"": [0.1] * 5}, payload=point.payload
+                )
+                connection.execute(
+                    "UPDATE points SET point = ? WHERE rowid = ?", (pickle.dumps(short), rowid)
+                )
     report = cli("check", "--json", config=deployment.config).json()
-    assert {(f["code"], f["memory_id"]) for f in report["findings"] if f["severity"] == "error"} == {
-        ("dimension-mismatch", target)}
+    assert {
+        (f["code"], f["memory_id"]) for f in report["findings"] if f["severity"] == "error"
+    } == {("dimension-mismatch", target)}
 
 
-def test_a_manifest_of_a_newer_format_is_refused_with_one_line_by_verify_list_and_restore(deployment, cli):
+def test_a_manifest_of_a_newer_format_is_refused_with_one_line_by_verify_list_and_restore(
+    deployment, cli
+):
     made = create(cli, deployment)
     root = Path(made["path"])
     manifest = json.loads((root / "manifest.json").read_text())

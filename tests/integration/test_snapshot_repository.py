@@ -30,17 +30,25 @@ FILES = ("history.db", "qdrant/collection/mem0/storage.sqlite", "qdrant/meta.jso
 class Damage:
     """Changes a repository's stored bytes without going through memsync."""
 
-    def __init__(self, repository: SnapshotRepository, root: Path | None, endpoint: str | None) -> None:
+    def __init__(
+        self, repository: SnapshotRepository, root: Path | None, endpoint: str | None
+    ) -> None:
         self.repository = repository
         self.root = root
-        self.client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1") if endpoint else None
+        self.client = (
+            boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1") if endpoint else None
+        )
 
     def read(self, snapshot_id: str, path: str) -> bytes:
         if self.root is not None:
             return (self.root / snapshot_id / path).read_bytes()
         assert isinstance(self.repository, S3Repository) and self.client is not None
         store = self.repository.store
-        return bytes(self.client.get_object(Bucket=store.bucket, Key=store.key(snapshot_id, path))["Body"].read())
+        return bytes(
+            self.client.get_object(Bucket=store.bucket, Key=store.key(snapshot_id, path))[
+                "Body"
+            ].read()
+        )
 
     def write(self, snapshot_id: str, path: str, data: bytes) -> None:
         if self.root is not None:
@@ -68,8 +76,11 @@ def place(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[SnapshotRepos
         return local, Damage(local, local.directory, None)
     endpoint = request.getfixturevalue("s3_endpoint")
     bucket = request.getfixturevalue("bucket")
-    store = ObjectStore(S3Config(bucket=bucket, prefix="memsync/conformance", region="us-east-1",
-                                 endpoint_url=endpoint))
+    store = ObjectStore(
+        S3Config(
+            bucket=bucket, prefix="memsync/conformance", region="us-east-1", endpoint_url=endpoint
+        )
+    )
     remote = S3Repository(store)
     return remote, Damage(remote, None, endpoint)
 
@@ -83,14 +94,27 @@ def source(tmp_path: Path) -> tuple[Path, Manifest]:
         data = os.urandom(2048 + 977 * index)
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_bytes(data)
-        entries.append(FileEntry(path=path, size=len(data), sha256=hashlib.sha256(data).hexdigest()))
+        entries.append(
+            FileEntry(path=path, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+        )
     at = datetime(2026, 12, 1, 10, 15, tzinfo=UTC)
     manifest = Manifest(
-        id=SNAPSHOT_ID, created_at=at, collection="mem0",
-        capture=CaptureWindow(vectors_at=at, vectors_finished_at=at, history_at=at, history_finished_at=at,
-                              longest_read_s=0.0123),
-        files=tuple(entries), versions={"memsync": "test"}, collections={"mem0": {"points": 3}},
-        history={"rows": 3, "memories": 3}, integrity={"history.db": "ok"}, check={"errors": 0},
+        id=SNAPSHOT_ID,
+        created_at=at,
+        collection="mem0",
+        capture=CaptureWindow(
+            vectors_at=at,
+            vectors_finished_at=at,
+            history_at=at,
+            history_finished_at=at,
+            longest_read_s=0.0123,
+        ),
+        files=tuple(entries),
+        versions={"memsync": "test"},
+        collections={"mem0": {"points": 3}},
+        history={"rows": 3, "memories": 3},
+        integrity={"history.db": "ok"},
+        check={"errors": 0},
     )
     (root / "manifest.json").write_bytes(manifest.to_bytes())
     return root, manifest
@@ -164,7 +188,9 @@ def test_verify_passes_then_finds_a_flipped_byte_and_a_missing_file(place, sourc
     damage.remove(SNAPSHOT_ID, "qdrant/meta.json")
     checked = repository.verify(SNAPSHOT_ID, tmp_path / "keep-2")
     assert [(p.code, p.path) for p in checked.problems] == [
-        ("checksum-mismatch", "history.db"), ("file-missing", "qdrant/meta.json")]
+        ("checksum-mismatch", "history.db"),
+        ("file-missing", "qdrant/meta.json"),
+    ]
     assert [e.path for e in checked.passed] == ["qdrant/collection/mem0/storage.sqlite"]
     assert "history.db" in checked.problems[0].where
 
@@ -175,7 +201,9 @@ def test_verify_reports_a_file_the_manifest_does_not_list(place, source, tmp_pat
     repository.put(SNAPSHOT_ID, root, manifest)
     damage.write(SNAPSHOT_ID, "qdrant/extra.bin", b"added later")
     checked = repository.verify(SNAPSHOT_ID, tmp_path / "keep")
-    assert [(p.code, p.path) for p in checked.problems] == [("checksum-mismatch", "qdrant/extra.bin")]
+    assert [(p.code, p.path) for p in checked.problems] == [
+        ("checksum-mismatch", "qdrant/extra.bin")
+    ]
 
 
 def test_fetch_checks_every_byte_and_leaves_nothing_partial(place, source, tmp_path):

@@ -39,14 +39,25 @@ def test_create_upload_list_download_and_verify_round_trip(remote_deployment, cl
     snapshot_id = made["id"]
     assert made["upload"]["sent"] == made["files"] == 3
     keys = objects(d)
-    assert set(keys) == {f"{PREFIX}/{snapshot_id}/{name}" for name in
-                         ("manifest.json", "history.db", "qdrant/meta.json", "qdrant/collection/mem0/storage.sqlite")}
+    assert set(keys) == {
+        f"{PREFIX}/{snapshot_id}/{name}"
+        for name in (
+            "manifest.json",
+            "history.db",
+            "qdrant/meta.json",
+            "qdrant/collection/mem0/storage.sqlite",
+        )
+    }
     listed = cli("snapshot", "list", "--remote", "--json", config=d.config).json()["snapshots"]
     assert listed[0]["id"] == snapshot_id and listed[0]["remote"]["complete"] is True
-    result = cli("snapshot", "verify", "--json", f"s3://{d.bucket}/{PREFIX}/{snapshot_id}", config=d.config)
+    result = cli(
+        "snapshot", "verify", "--json", f"s3://{d.bucket}/{PREFIX}/{snapshot_id}", config=d.config
+    )
     assert result.code == 0, result.out
     assert f"{PREFIX}/{snapshot_id}/verified.json" in objects(d)
-    download = cli("snapshot", "download", "--json", snapshot_id, str(tmp_path / "dl"), config=d.config)
+    download = cli(
+        "snapshot", "download", "--json", snapshot_id, str(tmp_path / "dl"), config=d.config
+    )
     assert download.code == 0, download.err
     local = Path(made["path"])
     fetched = Path(download.json()["path"])
@@ -62,7 +73,9 @@ def test_an_object_changed_behind_memsyncs_back_fails_remote_verify(remote_deplo
     body = bytearray(client.get_object(Bucket=d.bucket, Key=key)["Body"].read())
     body[100] ^= 0xFF
     client.put_object(Bucket=d.bucket, Key=key, Body=bytes(body))
-    result = cli("snapshot", "verify", "--json", f"s3://{d.bucket}/{PREFIX}/{snapshot_id}", config=d.config)
+    result = cli(
+        "snapshot", "verify", "--json", f"s3://{d.bucket}/{PREFIX}/{snapshot_id}", config=d.config
+    )
     assert result.code == 3
     assert [f["code"] for f in result.json()["findings"]] == ["checksum-mismatch"]
     assert "history.db" in result.json()["findings"][0]["message"]
@@ -75,8 +88,12 @@ def test_an_interrupted_upload_resumes_without_resending_what_arrived(remote_dep
     local = Path(made["path"])
     # what an upload killed after its first file leaves behind: one object, no manifest
     files = {f["path"]: f for f in json.loads((local / "manifest.json").read_text())["files"]}
-    client.upload_file(str(local / "qdrant/meta.json"), d.bucket, f"{PREFIX}/{made['id']}/qdrant/meta.json",
-                       ExtraArgs={"Metadata": {"sha256": files["qdrant/meta.json"]["sha256"]}})
+    client.upload_file(
+        str(local / "qdrant/meta.json"),
+        d.bucket,
+        f"{PREFIX}/{made['id']}/qdrant/meta.json",
+        ExtraArgs={"Metadata": {"sha256": files["qdrant/meta.json"]["sha256"]}},
+    )
     listed = cli("snapshot", "list", "--remote", "--json", config=d.config).json()["snapshots"]
     assert listed[0]["remote"]["complete"] is False
     result = cli("snapshot", "upload", "--json", made["id"], config=d.config).json()
@@ -99,7 +116,9 @@ def test_unreachable_endpoint_exits_11_naming_bucket_and_endpoint(make_deploymen
 
 
 def test_missing_bucket_exits_11(make_deployment, cli, s3_endpoint):
-    deployment = make_deployment(count=5, extra_config=s3_section(s3_endpoint, "no-such-bucket-here"))
+    deployment = make_deployment(
+        count=5, extra_config=s3_section(s3_endpoint, "no-such-bucket-here")
+    )
     result = cli("snapshot", "create", "--upload", "--json", config=deployment.config)
     assert result.code == 11
     assert "bucket does not exist" in json.loads(result.err)["message"]
@@ -111,8 +130,12 @@ def test_denied_credentials_exit_11(make_deployment, cli, tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -121,7 +144,9 @@ def test_denied_credentials_exit_11(make_deployment, cli, tmp_path):
                 break
             except OSError:
                 time.sleep(0.1)
-        deployment = make_deployment(count=5, extra_config=s3_section(f"http://127.0.0.1:{port}", "locked-bucket"))
+        deployment = make_deployment(
+            count=5, extra_config=s3_section(f"http://127.0.0.1:{port}", "locked-bucket")
+        )
         result = cli("snapshot", "create", "--upload", config=deployment.config)
     finally:
         server.terminate()

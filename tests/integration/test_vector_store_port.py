@@ -70,11 +70,15 @@ def embedded_qdrant(make_deployment: Any) -> Backend:
 
     def spoil(captured: VectorCapture) -> None:  # a pickle of a class qdrant-client never writes
         with sqlite3.connect(captured.copies[store.collection].dest) as connection:
-            connection.execute("UPDATE points SET point = ? WHERE rowid = (SELECT min(rowid) FROM points)",
-                               (pickle.dumps(Backend),))
+            connection.execute(
+                "UPDATE points SET point = ? WHERE rowid = (SELECT min(rowid) FROM points)",
+                (pickle.dumps(Backend),),
+            )
         connection.close()
 
-    return Backend(store=store, config=config, deployment=deployment, damage=damage, remove=remove, spoil=spoil)
+    return Backend(
+        store=store, config=config, deployment=deployment, damage=damage, remove=remove, spoil=spoil
+    )
 
 
 BACKENDS: dict[str, Callable[[Any], Backend]] = {"embedded-qdrant": embedded_qdrant}
@@ -89,8 +93,20 @@ def backend(request: pytest.FixtureRequest, make_deployment: Any) -> Backend:
     built.deployment.memory.entity_store.insert(
         vectors=[[0.1] * dims, [0.2] * dims],
         ids=["00000000-0000-4000-8000-000000000002", "00000000-0000-4000-8000-000000000001"],
-        payloads=[{"data": "Lisbon", "entity_type": "GPE", "linked_memory_ids": [live[0], live[1]], "user_id": "alice"},
-                  {"data": "tea", "entity_type": "PRODUCT", "linked_memory_ids": [live[2]], "user_id": "bob"}],
+        payloads=[
+            {
+                "data": "Lisbon",
+                "entity_type": "GPE",
+                "linked_memory_ids": [live[0], live[1]],
+                "user_id": "alice",
+            },
+            {
+                "data": "tea",
+                "entity_type": "PRODUCT",
+                "linked_memory_ids": [live[2]],
+                "user_id": "bob",
+            },
+        ],
     )
     return built
 
@@ -109,8 +125,18 @@ def test_capture_of_a_live_store_while_another_process_writes_through_mem0(backe
     backend.deployment.close()
     assert store.holder() is None
     store.require_free("test")  # nobody holds it: returns
-    writer = subprocess.Popen([sys.executable, "-m", "tests.helpers.live_writer", str(backend.deployment.paths.root),
-                               "6"], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.helpers.live_writer",
+            str(backend.deployment.paths.root),
+            "6",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         assert writer.stdout.readline().strip() == "ready"
         holder = store.holder()
@@ -126,7 +152,9 @@ def test_capture_of_a_live_store_while_another_process_writes_through_mem0(backe
     assert {store.collection, store.entities_collection} <= captured.copies.keys()
     for copy in captured.copies.values():
         assert copy.started_at.tzinfo is UTC and copy.started_at <= copy.finished_at
-        assert copy.duration_s >= 0 and copy.size_bytes > 0 and copy.dest.is_relative_to(captured.root)
+        assert (
+            copy.duration_s >= 0 and copy.size_bytes > 0 and copy.dest.is_relative_to(captured.root)
+        )
     assert len(points) >= 30  # the seeded memories (the writer adds and deletes some)
 
 
@@ -159,7 +187,9 @@ def test_collection_params_of_live_store_and_capture_agree_with_the_config(backe
     assert store.entities_collection in live
 
 
-def test_entity_links_of_a_capture_match_the_live_links_and_point_at_live_memories(backend, tmp_path):
+def test_entity_links_of_a_capture_match_the_live_links_and_point_at_live_memories(
+    backend, tmp_path
+):
     store = backend.store
     captured = store.capture(tmp_path / store.capture_dir)
     links = store.read_entities(captured)
@@ -179,7 +209,10 @@ def test_find_point_returns_the_stored_payload_and_dense_vector(backend, tmp_pat
     assert stored is not None and stored.vector is not None
     assert len(stored.vector) == backend.config.expected_dims[0][1]
     assert stored.payload["data"] == store.read_points(captured)[memory_id].payload["data"]
-    assert store.find_point(captured.root, store.collection, "00000000-0000-0000-0000-000000000000") is None
+    assert (
+        store.find_point(captured.root, store.collection, "00000000-0000-0000-0000-000000000000")
+        is None
+    )
 
 
 def test_files_of_the_live_store_and_its_capture_are_the_same_list(backend, tmp_path):
@@ -198,10 +231,16 @@ def test_check_copy_passes_a_fresh_capture_and_open_capture_describes_it(backend
     verdicts = store.check_copy(captured)
     assert verdicts and set(verdicts.values()) == {"ok"}
     assert set(verdicts) <= set(store.files(captured.root))
-    reopened = store.open_capture(captured.root, captured.copies[store.collection].started_at,
-                                  captured.copies[store.collection].finished_at)
+    reopened = store.open_capture(
+        captured.root,
+        captured.copies[store.collection].started_at,
+        captured.copies[store.collection].finished_at,
+    )
     assert isinstance(reopened, VectorCapture)
-    assert reopened.collections == captured.collections and reopened.copies.keys() == captured.copies.keys()
+    assert (
+        reopened.collections == captured.collections
+        and reopened.copies.keys() == captured.copies.keys()
+    )
     assert store.read_points(reopened) == store.read_points(captured)
 
 
@@ -219,22 +258,34 @@ def test_damaged_store_raises_unavailable_and_a_damaged_copy_fails_its_check(bac
     entities.write_bytes(b"not a database at all" * 100)
     verdicts = store.check_copy(healthy)  # a verdict per file, never an exception
     for name in (store.collection, store.entities_collection):
-        assert verdicts[str(store.collection_file(name, healthy.root).relative_to(healthy.root))] != "ok"
+        assert (
+            verdicts[str(store.collection_file(name, healthy.root).relative_to(healthy.root))]
+            != "ok"
+        )
 
 
 def test_check_copy_runs_the_integrity_check_and_the_decoding_apart(backend, tmp_path):
     store = backend.store
     captured = store.capture(tmp_path / store.capture_dir)
-    memory_file = str(store.collection_file(store.collection, captured.root).relative_to(captured.root))
+    memory_file = str(
+        store.collection_file(store.collection, captured.root).relative_to(captured.root)
+    )
     backend.spoil(captured)
     assert set(store.check_copy(captured, decode=False).values()) == {"ok"}  # the file is sound
     assert set(store.check_copy(captured, quick=True, decode=False).values()) == {"ok"}
     for verdicts in (store.check_copy(captured), store.check_copy(captured, integrity=False)):
         assert verdicts[memory_file] != "ok" and memory_file in verdicts[memory_file]
         assert {v for name, v in verdicts.items() if name != memory_file} == {"ok"}
-    only_entities = replace(captured, copies={store.entities_collection: captured.copies[store.entities_collection]})
+    only_entities = replace(
+        captured, copies={store.entities_collection: captured.copies[store.entities_collection]}
+    )
     assert list(store.check_copy(only_entities)) == [
-        str(store.collection_file(store.entities_collection, captured.root).relative_to(captured.root))]
+        str(
+            store.collection_file(store.entities_collection, captured.root).relative_to(
+                captured.root
+            )
+        )
+    ]
     assert store.index_file in store.files(captured.root)
 
 
@@ -274,7 +325,10 @@ def test_compact_leaves_no_trace_of_a_deleted_memory_in_the_live_files(backend, 
     store = backend.store
     victim = backend.deployment.seeded.live[0]
     text = backend.deployment.memory.get(victim)["memory"]
-    assert any(text.encode() in (store.location / relative).read_bytes() for relative in store.files(store.location))
+    assert any(
+        text.encode() in (store.location / relative).read_bytes()
+        for relative in store.files(store.location)
+    )
     backend.deployment.memory.delete(victim)
     backend.deployment.close()
     store.compact()

@@ -42,7 +42,9 @@ def test_mem0_defaults_when_config_is_empty():
 
 
 def test_state_directory_from_systemd_when_not_configured():
-    loaded = config.parse({}, source="x", base_dir=Path("/"), environ={**ENV, "STATE_DIRECTORY": "/var/lib/memsync"})
+    loaded = config.parse(
+        {}, source="x", base_dir=Path("/"), environ={**ENV, "STATE_DIRECTORY": "/var/lib/memsync"}
+    )
     assert loaded.state_dir == Path("/var/lib/memsync")
 
 
@@ -50,8 +52,13 @@ def test_every_problem_is_listed_with_its_dotted_path():
     raw = {
         "plugins": "not-a-list",
         "bogus": 1,
-        "mem0": {"vector_store": {"provider": "chroma", "config": {"path": "relative/qdrant", "embedding_model_dims": -3}},
-                 "history_db_path": "rel.db"},
+        "mem0": {
+            "vector_store": {
+                "provider": "chroma",
+                "config": {"path": "relative/qdrant", "embedding_model_dims": -3},
+            },
+            "history_db_path": "rel.db",
+        },
         "snapshot": {"keep_daily": -1},
         "s3": {"bucket": "Bad_Bucket"},
         "daemon": {"check_every": "soon", "prune_at": "25:00", "timezone": "Mars/Olympus"},
@@ -59,22 +66,35 @@ def test_every_problem_is_listed_with_its_dotted_path():
     with pytest.raises(ConfigError) as raised:
         parse(raw)
     problems = "\n".join(raised.value.problems)
-    for path in ("plugins:", "bogus:", "mem0.vector_store.provider:", "mem0.vector_store.config.path:",
-                 "mem0.vector_store.config.embedding_model_dims:", "mem0.history_db_path:",
-                 "snapshot.keep_daily:", "s3.bucket:", "daemon.check_every:", "daemon.prune_at:",
-                 "daemon.timezone:"):
+    for path in (
+        "plugins:",
+        "bogus:",
+        "mem0.vector_store.provider:",
+        "mem0.vector_store.config.path:",
+        "mem0.vector_store.config.embedding_model_dims:",
+        "mem0.history_db_path:",
+        "snapshot.keep_daily:",
+        "s3.bucket:",
+        "daemon.check_every:",
+        "daemon.prune_at:",
+        "daemon.timezone:",
+    ):
         assert path in problems, path
     assert raised.value.exit_code == ExitCode.CONFIG
     assert "(got -1)" in problems
 
 
 def test_secret_reference_is_validated_but_not_resolved_at_load():
-    loaded = parse({"mem0": {"embedder": {"provider": "openai", "config": {"api_key": {"env": "NOPE"}}}}})
+    loaded = parse(
+        {"mem0": {"embedder": {"provider": "openai", "config": {"api_key": {"env": "NOPE"}}}}}
+    )
     secret = loaded.mem0["embedder"]["config"]["api_key"]
     assert secret == config.Secret(env="NOPE")
     with pytest.raises(ConfigError, match="NOPE"):
         config.resolve_secrets(loaded.mem0, {})
-    assert config.resolve_secrets(loaded.mem0, {"NOPE": "k"})["embedder"]["config"]["api_key"] == "k"
+    assert (
+        config.resolve_secrets(loaded.mem0, {"NOPE": "k"})["embedder"]["config"]["api_key"] == "k"
+    )
 
 
 def test_secret_from_file_is_read_when_resolved(tmp_path):
@@ -95,8 +115,12 @@ def test_server_mode_is_refused_until_supported():
 
 def test_mem0_config_file_json_is_read(tmp_path):
     mem0_file = tmp_path / "mem0.json"
-    mem0_file.write_text('{"vector_store": {"provider": "qdrant", "config": {"path": "/data/q", "collection_name": "c"}}}')
-    loaded = config.parse({"mem0_config_file": str(mem0_file)}, source="x", base_dir=tmp_path, environ=ENV)
+    mem0_file.write_text(
+        '{"vector_store": {"provider": "qdrant", "config": {"path": "/data/q", "collection_name": "c"}}}'
+    )
+    loaded = config.parse(
+        {"mem0_config_file": str(mem0_file)}, source="x", base_dir=tmp_path, environ=ENV
+    )
     assert loaded.qdrant_path == Path("/data/q") and loaded.collection == "c"
 
 
@@ -117,13 +141,18 @@ def test_invalid_toml_is_a_config_error(tmp_path):
         config.load(bad, ENV)
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("2s", 2), ("15m", 900), ("6h", 21600), ("1d", 86400)],
-                         ids=["seconds", "minutes", "hours", "days"])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("2s", 2), ("15m", 900), ("6h", 21600), ("1d", 86400)],
+    ids=["seconds", "minutes", "hours", "days"],
+)
 def test_durations_parse_with_their_unit(text, seconds):
     assert config.parse_duration(text).total_seconds() == seconds
 
 
-@pytest.mark.parametrize("text", ["0s", "5", "1w", "-1m", ""], ids=["zero", "bare", "weeks", "negative", "empty"])
+@pytest.mark.parametrize(
+    "text", ["0s", "5", "1w", "-1m", ""], ids=["zero", "bare", "weeks", "negative", "empty"]
+)
 def test_bad_durations_are_refused(text):
     with pytest.raises(ValueError):
         config.parse_duration(text)
@@ -131,9 +160,13 @@ def test_bad_durations_are_refused(text):
 
 def test_cross_field_rules_are_reported_with_the_per_field_problems():
     with pytest.raises(ConfigError) as raised:
-        parse({"snapshot": {"keep_last": "3", "nope": 1},
-               "s3": {"bucket": "my-bucket", "sse": "aws:kms"},
-               "daemon": {"check_at": "01:00", "check_every": "1h"}})
+        parse(
+            {
+                "snapshot": {"keep_last": "3", "nope": 1},
+                "s3": {"bucket": "my-bucket", "sse": "aws:kms"},
+                "daemon": {"check_at": "01:00", "check_every": "1h"},
+            }
+        )
     assert raised.value.problems == [
         "snapshot.keep_last: must be an integer (got '3')",
         "snapshot.nope: unknown key (known: directory, encrypt_key_file, keep_daily, keep_last, keep_monthly, "
@@ -144,8 +177,12 @@ def test_cross_field_rules_are_reported_with_the_per_field_problems():
 
 
 def test_paths_resolve_against_the_file_and_home():
-    loaded = parse({"state_dir": "state", "work_dir": "~/work", "snapshot": {"directory": "/abs/snaps"}})
-    assert loaded.state_dir == Path("/etc/memsync/state") and loaded.work_dir == Path("/home/op/work")
+    loaded = parse(
+        {"state_dir": "state", "work_dir": "~/work", "snapshot": {"directory": "/abs/snaps"}}
+    )
+    assert loaded.state_dir == Path("/etc/memsync/state") and loaded.work_dir == Path(
+        "/home/op/work"
+    )
     assert loaded.snapshot.directory == Path("/abs/snaps")
 
 
@@ -156,13 +193,21 @@ def test_accepted_document_is_self_contained_and_parses_alike(tmp_path):
 
     (tmp_path / "mem0.yaml").write_text("vector_store:\n  config:\n    path: /data/q\n")
     path = tmp_path / "memsync.toml"
-    path.write_text('mem0_config_file = "mem0.yaml"\nstate_dir = "state"\n[daemon]\nprune_at = "03:10"\n')
+    path.write_text(
+        'mem0_config_file = "mem0.yaml"\nstate_dir = "state"\n[daemon]\nprune_at = "03:10"\n'
+    )
     document, loaded = accepted.load_self_contained(path, ENV)
-    assert "mem0_config_file" not in document and document["mem0"] == {"vector_store": {"config": {"path": "/data/q"}}}
+    assert "mem0_config_file" not in document and document["mem0"] == {
+        "vector_store": {"config": {"path": "/data/q"}}
+    }
     kept = tmp_path / "kept.json"
     kept.write_text(json.dumps(accepted.jsonable(document)))
     (tmp_path / "mem0.yaml").write_text("[broken")
     again = config.load(path, ENV, text_from=kept)
-    assert again == loaded and again.qdrant_path == Path("/data/q") and again.state_dir == tmp_path / "state"
+    assert (
+        again == loaded
+        and again.qdrant_path == Path("/data/q")
+        and again.state_dir == tmp_path / "state"
+    )
     with pytest.raises(ConfigError, match="mem0_config_file"):
         config.load(path, ENV)

@@ -36,12 +36,15 @@ from memsync.reconcile_plan import (
 ROOT = Path(__file__).resolve().parents[2]
 FINDINGS_MD = ROOT / "docs" / "reference" / "findings.md"
 SECTION = re.compile(r"^### `([a-z-]+)`\n(.*?)(?=^##|\Z)", re.MULTILINE | re.DOTALL)
-ENTRY = re.compile(r"\*\*Severity:\*\* (\w+)\. \*\*Emitted by:\*\* `([a-z ]+)`\. \*\*Reconcile:\*\* (\w+)")
+ENTRY = re.compile(
+    r"\*\*Severity:\*\* (\w+)\. \*\*Emitted by:\*\* `([a-z ]+)`\. \*\*Reconcile:\*\* (\w+)"
+)
 
 T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
 LONG_AGO = (T0 - timedelta(days=1)).isoformat()
-WINDOW = CaptureWindow(vectors_at=T0, vectors_finished_at=T0, history_at=T0, history_finished_at=T0,
-                       longest_read_s=0.1)
+WINDOW = CaptureWindow(
+    vectors_at=T0, vectors_finished_at=T0, history_at=T0, history_finished_at=T0, longest_read_s=0.1
+)
 
 
 def documented() -> dict[str, tuple[str, str, str]]:
@@ -71,7 +74,9 @@ def test_anchor_points_at_the_section(code):
 
 
 def test_check_codes_are_the_registry_check_codes():
-    assert check.FINDING_CODES == {c: s.severity for c, s in REGISTRY.items() if s.source is Source.CHECK}
+    assert check.FINDING_CODES == {
+        c: s.severity for c, s in REGISTRY.items() if s.source is Source.CHECK
+    }
     assert len(check.FINDING_CODES) == 14
 
 
@@ -97,24 +102,41 @@ EMITTED = re.compile(
 def test_every_code_memsync_source_emits_is_registered():
     emitted = set()
     for path in sorted((ROOT / "memsync").rglob("*.py")):
-        if "doctor" in path.relative_to(ROOT).parts or path.name == "doctor.py" or path.parts[-2] == "demo":
+        if (
+            "doctor" in path.relative_to(ROOT).parts
+            or path.name == "doctor.py"
+            or path.parts[-2] == "demo"
+        ):
             continue  # doctor's result codes are their own vocabulary (docs/reference/commands/doctor.md)
         for match in EMITTED.finditer(path.read_text(encoding="utf-8")):
             emitted |= {code for code in match.groups() if code}
-    assert {"orphan-point", "manifest-missing", "memory-not-found"} <= emitted  # the scan sees all three
+    assert {
+        "orphan-point",
+        "manifest-missing",
+        "memory-not-found",
+    } <= emitted  # the scan sees all three
     assert emitted - set(REGISTRY) == set()
 
 
 def test_every_repaired_code_has_exactly_one_planner_rule():
-    assert DAMAGE_CODES == findings.repaired(Repair.DAMAGE) and POLICY_CODES == findings.repaired(Repair.POLICY)
+    assert DAMAGE_CODES == findings.repaired(Repair.DAMAGE) and POLICY_CODES == findings.repaired(
+        Repair.POLICY
+    )
     assert not DAMAGE_CODES & POLICY_CODES
     assert set(RULES) == DAMAGE_CODES | POLICY_CODES
     assert all(REGISTRY[code].source is Source.CHECK for code in RULES)
 
 
 def test_action_kinds_keep_their_journal_strings():
-    assert KNOWN_KINDS == {"delete-point", "restore-point", "record-event", "update-point", "relink-entity",
-                           "delete-messages", "report"}
+    assert KNOWN_KINDS == {
+        "delete-point",
+        "restore-point",
+        "record-event",
+        "update-point",
+        "relink-entity",
+        "delete-messages",
+        "report",
+    }
     loaded = Action(index=0, kind="delete-point", code="resurrected-point", memory_id="a", why="")
     assert loaded.kind is ActionKind.DELETE_POINT and loaded.kind == "delete-point"
     unknown = Action(index=0, kind="teleport", code="x", memory_id=None, why="")
@@ -131,14 +153,28 @@ def test_make_takes_severity_and_default_fix_from_the_registry():
 
 def test_finding_json_keeps_every_key_and_adds_the_structured_ones():
     made = findings.make("dimension-mismatch", "m", collection="mem0", expected=384, observed=5)
-    assert list(made.to_json()) == ["code", "severity", "collection", "memory_id", "path", "message", "fix",
-                                    "scope", "expected", "observed"]
+    assert list(made.to_json()) == [
+        "code",
+        "severity",
+        "collection",
+        "memory_id",
+        "path",
+        "message",
+        "fix",
+        "scope",
+        "expected",
+        "observed",
+    ]
     assert (made.to_json()["expected"], made.to_json()["observed"]) == (384, 5)
 
 
-@pytest.mark.parametrize("text", ["a fact", "Zoë likes 寿司", ""], ids=["ascii", "unicode", "empty"])
+@pytest.mark.parametrize(
+    "text", ["a fact", "Zoë likes 寿司", ""], ids=["ascii", "unicode", "empty"]
+)
 def test_payload_hash_is_mem0s_md5_of_utf8(text):
-    assert payload_hash(text) == hashlib.md5(text.encode()).hexdigest()  # mem0ai 2.2.1 Memory._create_memory
+    assert (
+        payload_hash(text) == hashlib.md5(text.encode()).hexdigest()
+    )  # mem0ai 2.2.1 Memory._create_memory
 
 
 def test_payload_hash_of_a_lone_surrogate_is_a_digest_not_an_error():
@@ -149,23 +185,51 @@ def test_payload_hash_of_a_lone_surrogate_is_a_digest_not_an_error():
 
 
 def point(pid: str, text: str = "a fact", size: int = 384, **payload: object) -> Point:
-    base = {"data": text, "hash": payload_hash(text), "created_at": LONG_AGO, "user_id": "u", **payload}
+    base = {
+        "data": text,
+        "hash": payload_hash(text),
+        "created_at": LONG_AGO,
+        "user_id": "u",
+        **payload,
+    }
     return Point(id=pid, payload=base, vector_size=size)
 
 
-def event(memory_id: str, kind: str = "ADD", new: str | None = "a fact", rowid: int = 1) -> HistoryEvent:
-    return HistoryEvent(rowid=rowid, id=f"h{rowid}", memory_id=memory_id, old_memory=None, new_memory=new,
-                        event=kind, created_at=LONG_AGO, updated_at=LONG_AGO, is_deleted=0, actor_id=None,
-                        role="user")
+def event(
+    memory_id: str, kind: str = "ADD", new: str | None = "a fact", rowid: int = 1
+) -> HistoryEvent:
+    return HistoryEvent(
+        rowid=rowid,
+        id=f"h{rowid}",
+        memory_id=memory_id,
+        old_memory=None,
+        new_memory=new,
+        event=kind,
+        created_at=LONG_AGO,
+        updated_at=LONG_AGO,
+        is_deleted=0,
+        actor_id=None,
+        role="user",
+    )
 
 
 def inventory(points=(), events=(), scopes=(), entities=(), size=384) -> Inventory:
-    history = {e.memory_id: MemoryHistory(memory_id=e.memory_id, last=e, row_count=1) for e in events}
-    return Inventory(collection="mem0", qdrant_present=True,
-                     collections={"mem0": CollectionInfo(name="mem0", vector_size=size, distance="Cosine")},
-                     points={p.id: p for p in points}, history_present=True, history=history,
-                     history_rows=len(events), entities=tuple(entities), message_scopes=tuple(scopes),
-                     expected_dims=(("embedding_model_dims", 384),), window=WINDOW)
+    history = {
+        e.memory_id: MemoryHistory(memory_id=e.memory_id, last=e, row_count=1) for e in events
+    }
+    return Inventory(
+        collection="mem0",
+        qdrant_present=True,
+        collections={"mem0": CollectionInfo(name="mem0", vector_size=size, distance="Cosine")},
+        points={p.id: p for p in points},
+        history_present=True,
+        history=history,
+        history_rows=len(events),
+        entities=tuple(entities),
+        message_scopes=tuple(scopes),
+        expected_dims=(("embedding_model_dims", 384),),
+        window=WINDOW,
+    )
 
 
 def fields(found):
@@ -194,14 +258,28 @@ def test_orphan_messages_and_dangling_links_carry_scope_count_and_entity():
     scopes = [MessageScope(scope="user_id=gone", row_count=3, newest_at=None)]
     links = [EntityLink(entity_id="e1", text="Oslo", linked_memory_ids=("x",))]
     found = check.find_problems(inventory([point("a")], [event("a")], scopes, links), T0.date())
-    assert fields(found) == [("dangling-entity-link", "x", None, None, "e1"),
-                             ("orphan-messages", None, "user_id=gone", None, 3)]
+    assert fields(found) == [
+        ("dangling-entity-link", "x", None, None, "e1"),
+        ("orphan-messages", None, "user_id=gone", None, 3),
+    ]
 
 
-@pytest.mark.parametrize("scope", ["user_id=o'brien", "user_id=back\\slash", "user_id=x remain y", ""],
-                         ids=["quote", "backslash", "message-words", "empty"])
+@pytest.mark.parametrize(
+    "scope",
+    ["user_id=o'brien", "user_id=back\\slash", "user_id=x remain y", ""],
+    ids=["quote", "backslash", "message-words", "empty"],
+)
 def test_reconcile_deletes_exactly_the_scope_the_finding_carries(scope):
-    stored = inventory([point("a")], [event("a")], [MessageScope(scope=scope, row_count=1, newest_at=None)])
-    planned = plan_reconcile(check.find_problems(stored, T0.date()), stored, {}, only=frozenset({"orphan-messages"}),
-                             record_lost=False, now=T0, new_id=lambda: "memsync-id")
+    stored = inventory(
+        [point("a")], [event("a")], [MessageScope(scope=scope, row_count=1, newest_at=None)]
+    )
+    planned = plan_reconcile(
+        check.find_problems(stored, T0.date()),
+        stored,
+        {},
+        only=frozenset({"orphan-messages"}),
+        record_lost=False,
+        now=T0,
+        new_id=lambda: "memsync-id",
+    )
     assert [(a.kind, a.params) for a in planned] == [(ActionKind.DELETE_MESSAGES, {"scope": scope})]

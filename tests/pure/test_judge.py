@@ -22,9 +22,13 @@ from memsync.model import (
 from memsync.stores.qdrant_formats import PointDecodeError, decode_point
 
 T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
-WINDOW = CaptureWindow(vectors_at=T0, vectors_finished_at=T0 + timedelta(seconds=1),
-                       history_at=T0 + timedelta(seconds=1), history_finished_at=T0 + timedelta(seconds=2),
-                       longest_read_s=1.0)
+WINDOW = CaptureWindow(
+    vectors_at=T0,
+    vectors_finished_at=T0 + timedelta(seconds=1),
+    history_at=T0 + timedelta(seconds=1),
+    history_finished_at=T0 + timedelta(seconds=2),
+    longest_read_s=1.0,
+)
 LONG_AGO = T0 - timedelta(days=1)
 DIMS = (("mem0.vector_store.config.embedding_model_dims", 384),)
 
@@ -38,21 +42,43 @@ def point(pid, text="a fact", **payload):
 
 def event(memory_id, kind="ADD", new="a fact", at=LONG_AGO, rowid=1):
     stamp = at.isoformat()
-    return HistoryEvent(rowid=rowid, id=f"h{rowid}", memory_id=memory_id, old_memory=None, new_memory=new,
-                        event=kind, created_at=stamp, updated_at=stamp, is_deleted=0, actor_id=None, role="user")
+    return HistoryEvent(
+        rowid=rowid,
+        id=f"h{rowid}",
+        memory_id=memory_id,
+        old_memory=None,
+        new_memory=new,
+        event=kind,
+        created_at=stamp,
+        updated_at=stamp,
+        is_deleted=0,
+        actor_id=None,
+        role="user",
+    )
 
 
-def inventory(points=(), events=(), entities=(), scopes=(), collections=None, qdrant=True, history=True):
+def inventory(
+    points=(), events=(), entities=(), scopes=(), collections=None, qdrant=True, history=True
+):
     last: dict[str, MemoryHistory] = {}
     for item in events:
         previous = last.get(item.memory_id)
         count = previous.row_count + 1 if previous else 1
         last[item.memory_id] = MemoryHistory(memory_id=item.memory_id, last=item, row_count=count)
     return Inventory(
-        collection="mem0", qdrant_present=qdrant,
-        collections=collections if collections is not None else {"mem0": CollectionInfo(name="mem0", vector_size=384, distance="Cosine")},
-        points={p.id: p for p in points}, history_present=history, history=last, history_rows=len(events),
-        entities=tuple(entities), message_scopes=tuple(scopes), expected_dims=DIMS, window=WINDOW,
+        collection="mem0",
+        qdrant_present=qdrant,
+        collections=collections
+        if collections is not None
+        else {"mem0": CollectionInfo(name="mem0", vector_size=384, distance="Cosine")},
+        points={p.id: p for p in points},
+        history_present=history,
+        history=last,
+        history_rows=len(events),
+        entities=tuple(entities),
+        message_scopes=tuple(scopes),
+        expected_dims=DIMS,
+        window=WINDOW,
     )
 
 
@@ -68,7 +94,11 @@ def test_agreeing_stores_give_no_findings():
     ("points", "events", "expected"),
     [
         ([], [event("a")], ("missing-point", "error", "a")),
-        ([point("a")], [event("a"), event("a", "DELETE", None, rowid=2)], ("resurrected-point", "error", "a")),
+        (
+            [point("a")],
+            [event("a"), event("a", "DELETE", None, rowid=2)],
+            ("resurrected-point", "error", "a"),
+        ),
         ([point("a")], [], ("orphan-point", "error", "a")),
         ([point("a", "new")], [event("a", new="old")], ("text-mismatch", "error", "a")),
     ],
@@ -82,7 +112,10 @@ def test_disagreement_outside_the_window_is_an_error(points, events, expected):
     ("points", "events"),
     [
         ([], [event("a", at=T0 + timedelta(seconds=1.5))]),
-        ([point("a")], [event("a"), event("a", "DELETE", None, at=T0 + timedelta(seconds=1), rowid=2)]),
+        (
+            [point("a")],
+            [event("a"), event("a", "DELETE", None, at=T0 + timedelta(seconds=1), rowid=2)],
+        ),
         ([point("a", created_at=(T0 - timedelta(seconds=1)).isoformat())], []),
     ],
     ids=["add-landing", "delete-landing", "orphan-just-written"],
@@ -93,24 +126,56 @@ def test_disagreement_inside_the_window_is_in_flight_info(points, events):
 
 
 def test_null_event_time_never_counts_as_in_flight():
-    nulled = HistoryEvent(rowid=1, id="h", memory_id="a", old_memory=None, new_memory="x", event="ADD",
-                          created_at=None, updated_at=None, is_deleted=0, actor_id=None, role=None)
-    assert codes(find_problems(inventory([], [nulled]), T0.date())) == [("missing-point", "error", "a")]
+    nulled = HistoryEvent(
+        rowid=1,
+        id="h",
+        memory_id="a",
+        old_memory=None,
+        new_memory="x",
+        event="ADD",
+        created_at=None,
+        updated_at=None,
+        is_deleted=0,
+        actor_id=None,
+        role=None,
+    )
+    assert codes(find_problems(inventory([], [nulled]), T0.date())) == [
+        ("missing-point", "error", "a")
+    ]
 
 
 def test_last_event_is_the_highest_rowid_even_with_older_timestamps():
     # mem0 < 1.0.8 wrote DELETE rows with NULL timestamps; order is by rowid only.
-    events = [event("a", rowid=1), HistoryEvent(rowid=2, id="h2", memory_id="a", old_memory="a fact",
-              new_memory=None, event="DELETE", created_at=None, updated_at=None, is_deleted=1,
-              actor_id=None, role=None)]
-    assert codes(find_problems(inventory([point("a")], events), T0.date())) == [("resurrected-point", "error", "a")]
+    events = [
+        event("a", rowid=1),
+        HistoryEvent(
+            rowid=2,
+            id="h2",
+            memory_id="a",
+            old_memory="a fact",
+            new_memory=None,
+            event="DELETE",
+            created_at=None,
+            updated_at=None,
+            is_deleted=1,
+            actor_id=None,
+            role=None,
+        ),
+    ]
+    assert codes(find_problems(inventory([point("a")], events), T0.date())) == [
+        ("resurrected-point", "error", "a")
+    ]
 
 
 def test_findings_sort_by_severity_code_then_memory_id():
     points = [point("z", "one"), point("b", "two"), point("c", "t", hash="bad")]
     events = [event("c", new="t")]
     findings = find_problems(inventory(points, events), T0.date())
-    assert codes(findings) == [("hash-mismatch", "error", "c"), ("orphan-point", "error", "b"), ("orphan-point", "error", "z")]
+    assert codes(findings) == [
+        ("hash-mismatch", "error", "c"),
+        ("orphan-point", "error", "b"),
+        ("orphan-point", "error", "z"),
+    ]
 
 
 def test_hash_and_payload_checks():
@@ -120,8 +185,11 @@ def test_hash_and_payload_checks():
 
 
 def test_expired_only_when_date_is_before_today():
-    points = [point("old", "1", expiration_date="2026-10-31"), point("today", "2", expiration_date="2026-11-01"),
-              point("future", "3", expiration_date="2027-01-01")]
+    points = [
+        point("old", "1", expiration_date="2026-10-31"),
+        point("today", "2", expiration_date="2026-11-01"),
+        point("future", "3", expiration_date="2027-01-01"),
+    ]
     events = [event(p.id, new=p.payload["data"], rowid=i) for i, p in enumerate(points)]
     findings = find_problems(inventory(points, events), date(2026, 11, 1))
     assert codes(findings) == [("expired-memory", "warning", "old")]
@@ -132,38 +200,57 @@ def test_duplicate_reports_each_newer_point_of_a_scope():
     newer = point("b", "same", created_at="2026-02-01T00:00:00+00:00")
     newest = point("c", "same", created_at="2026-03-01T00:00:00+00:00")
     elsewhere = point("d", "same", user_id="other")
-    events = [event(p.id, new="same", rowid=i) for i, p in enumerate([older, newer, newest, elsewhere])]
+    events = [
+        event(p.id, new="same", rowid=i) for i, p in enumerate([older, newer, newest, elsewhere])
+    ]
     findings = find_problems(inventory([older, newer, newest, elsewhere], events), T0.date())
-    assert codes(findings) == [("duplicate-memory", "warning", "b"), ("duplicate-memory", "warning", "c")]
+    assert codes(findings) == [
+        ("duplicate-memory", "warning", "b"),
+        ("duplicate-memory", "warning", "c"),
+    ]
 
 
 def test_dangling_link_and_orphan_messages_are_warnings():
     links = [EntityLink(entity_id="e1", text="Oslo", linked_memory_ids=("a", "gone"))]
-    scopes = [MessageScope(scope="user_id=u", row_count=2, newest_at=LONG_AGO),
-              MessageScope(scope="agent_id=x&user_id=v", row_count=3, newest_at=LONG_AGO)]
+    scopes = [
+        MessageScope(scope="user_id=u", row_count=2, newest_at=LONG_AGO),
+        MessageScope(scope="agent_id=x&user_id=v", row_count=3, newest_at=LONG_AGO),
+    ]
     findings = find_problems(inventory([point("a")], [event("a")], links, scopes), T0.date())
-    assert codes(findings) == [("dangling-entity-link", "warning", "gone"), ("orphan-messages", "warning", None)]
+    assert codes(findings) == [
+        ("dangling-entity-link", "warning", "gone"),
+        ("orphan-messages", "warning", None),
+    ]
 
 
 def test_collection_missing_only_with_live_memories_in_history():
     gone = inventory([], [event("a")], collections={}, qdrant=False)
     assert codes(find_problems(gone, T0.date())) == [("collection-missing", "error", None)]
-    deleted_only = inventory([], [event("a"), event("a", "DELETE", None, rowid=2)], collections={}, qdrant=False)
+    deleted_only = inventory(
+        [], [event("a"), event("a", "DELETE", None, rowid=2)], collections={}, qdrant=False
+    )
     assert find_problems(deleted_only, T0.date()) == []
 
 
 def test_dimension_mismatch_names_the_config_key():
     wrong = {"mem0": CollectionInfo(name="mem0", vector_size=1536, distance="Cosine")}
     findings = find_problems(inventory([point("a")], [event("a")], collections=wrong), T0.date())
-    assert codes(findings) == [("dimension-mismatch", "error", None), ("dimension-mismatch", "error", "a")]
+    assert codes(findings) == [
+        ("dimension-mismatch", "error", None),
+        ("dimension-mismatch", "error", "a"),
+    ]
     assert "embedding_model_dims" in findings[0].message
     assert "384 dimensions, the collection 1536" in findings[1].message
 
 
 @pytest.mark.parametrize(
     ("payload", "scope"),
-    [({"user_id": "a"}, "user_id=a"), ({"user_id": "a", "agent_id": "b", "run_id": "c"}, "agent_id=b&run_id=c&user_id=a"),
-     ({"user_id": "x&y=z%"}, "user_id=x%26y%3Dz%25"), ({}, "")],
+    [
+        ({"user_id": "a"}, "user_id=a"),
+        ({"user_id": "a", "agent_id": "b", "run_id": "c"}, "agent_id=b&run_id=c&user_id=a"),
+        ({"user_id": "x&y=z%"}, "user_id=x%26y%3Dz%25"),
+        ({}, ""),
+    ],
     ids=["user", "all-three", "escaped", "none"],
 )
 def test_session_scope_matches_mem0(payload, scope):
@@ -188,8 +275,13 @@ def test_garbage_blob_is_undecodable():
 def test_real_qdrant_point_decodes_without_qdrant_classes():
     from qdrant_client.http import models
 
-    blob = pickle.dumps(models.PointStruct(id="6a2f41a3-c54d-4b1f-9b8a-1d2b7b1fbb3c", vector={"": [0.5] * 8},
-                                           payload={"data": "x", "text_lemmatized": "x"}))
+    blob = pickle.dumps(
+        models.PointStruct(
+            id="6a2f41a3-c54d-4b1f-9b8a-1d2b7b1fbb3c",
+            vector={"": [0.5] * 8},
+            payload={"data": "x", "text_lemmatized": "x"},
+        )
+    )
     decoded = decode_point(blob)
     assert decoded.id == "6a2f41a3-c54d-4b1f-9b8a-1d2b7b1fbb3c"
     assert decoded.vector_size == 8

@@ -18,7 +18,9 @@ DOCTOR_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "comm
 def test_each_row_is_judged_refused_as_marked_and_documented(row):
     assert row in known_bad_mem0(row.last) and row in known_bad_mem0(row.first)
     assert (row.status, row.problem, row.fix) in judge_mem0_version(row.last, on_disk=False)
-    assert ((row.status, row.problem, row.fix) in judge_mem0_version(row.last, on_disk=True)) is not row.harmless_with_on_disk
+    assert (
+        (row.status, row.problem, row.fix) in judge_mem0_version(row.last, on_disk=True)
+    ) is not row.harmless_with_on_disk
     if row.refuses_bulk_delete:
         with pytest.raises(ConfigError, match="upgrade mem0ai"):
             refuse_bad_mem0(row.last, bulk=True)

@@ -21,19 +21,45 @@ from memsync.stores.manifest import (
 
 AT = datetime(2026, 12, 1, 10, 15, 30, 250000, tzinfo=UTC)
 DOCUMENT = {
-    "format": 1, "id": "20261201T101530Z", "created_at": "2026-12-01T10:15:30.250000Z", "mode": "embedded",
-    "collection": "mem0", "versions": {"memsync": "0.1.0", "mem0ai": "2.2.1", "qdrant-client": "1.20.0",
-                                       "sqlite": "3.45.1"},
-    "capture": {"vectors_at": "2026-12-01T10:15:30.250000Z", "vectors_finished_at": "2026-12-01T10:15:31Z",
-                "history_at": "2026-12-01T10:15:31.500000Z", "history_finished_at": "2026-12-01T10:15:32Z",
-                "longest_read_s": 0.1234},
-    "files": [{"path": "history.db", "size": 8192, "sha256": "a" * 64},
-              {"path": "qdrant/meta.json", "size": 120, "sha256": "b" * 64, "stored_size": 160,
-               "stored_sha256": "c" * 64}],
+    "format": 1,
+    "id": "20261201T101530Z",
+    "created_at": "2026-12-01T10:15:30.250000Z",
+    "mode": "embedded",
+    "collection": "mem0",
+    "versions": {
+        "memsync": "0.1.0",
+        "mem0ai": "2.2.1",
+        "qdrant-client": "1.20.0",
+        "sqlite": "3.45.1",
+    },
+    "capture": {
+        "vectors_at": "2026-12-01T10:15:30.250000Z",
+        "vectors_finished_at": "2026-12-01T10:15:31Z",
+        "history_at": "2026-12-01T10:15:31.500000Z",
+        "history_finished_at": "2026-12-01T10:15:32Z",
+        "longest_read_s": 0.1234,
+    },
+    "files": [
+        {"path": "history.db", "size": 8192, "sha256": "a" * 64},
+        {
+            "path": "qdrant/meta.json",
+            "size": 120,
+            "sha256": "b" * 64,
+            "stored_size": 160,
+            "stored_sha256": "c" * 64,
+        },
+    ],
     "collections": {"mem0": {"vector_size": 384, "distance": "Cosine", "points": 40}},
     "history": {"rows": 50, "memories": 45},
     "integrity": {"history.db": "ok", "points_decoded": True, "vector_sizes_ok": True},
-    "check": {"points": 40, "history_memories": 45, "errors": 0, "warnings": 1, "infos": 0, "findings": []},
+    "check": {
+        "points": 40,
+        "history_memories": 45,
+        "errors": 0,
+        "warnings": 1,
+        "infos": 0,
+        "findings": [],
+    },
     "encryption": {"algorithm": "AES-256-GCM STREAM, 1 MiB chunks"},
 }
 
@@ -44,8 +70,9 @@ def test_a_format_1_document_round_trips_key_for_key_and_byte_for_byte():
     assert loads(manifest.to_bytes(), None, "test") == manifest
     assert manifest.to_bytes() == (json.dumps(DOCUMENT, indent=2, sort_keys=True) + "\n").encode()
     assert manifest.encrypted and manifest.points == 40 and manifest.size_bytes == 8192 + 120
-    assert manifest.entry("qdrant/meta.json") == FileEntry(path="qdrant/meta.json", size=120, sha256="b" * 64,
-                                                          stored_size=160, stored_sha256="c" * 64)
+    assert manifest.entry("qdrant/meta.json") == FileEntry(
+        path="qdrant/meta.json", size=120, sha256="b" * 64, stored_size=160, stored_sha256="c" * 64
+    )
     assert manifest.stored_bytes == 8192 + 160
 
 
@@ -65,18 +92,49 @@ def test_a_newer_format_is_refused_with_an_upgrade_hint():
     assert "\n" not in refused.value.message
 
 
-@pytest.mark.parametrize("change", [{"format": 0}, {"id": "nope"}, {"files": []}, {"capture": {}},
-                                    {"files": [{"path": "../x", "size": 1, "sha256": "a" * 64}]}])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"format": 0},
+        {"id": "nope"},
+        {"files": []},
+        {"capture": {}},
+        {"files": [{"path": "../x", "size": 1, "sha256": "a" * 64}]},
+    ],
+)
 def test_damaged_or_foreign_documents_are_unavailable(change):
     with pytest.raises(UnavailableError, match="not valid"):
         parse({**DOCUMENT, **change}, None, "test")
 
 
 def test_a_built_manifest_writes_todays_keys():
-    window = CaptureWindow(vectors_at=AT, vectors_finished_at=AT, history_at=AT, history_finished_at=AT,
-                           longest_read_s=0.5)
-    manifest = Manifest(id="20261201T101530Z", created_at=AT, collection="mem0", capture=window,
-                        files=(FileEntry(path="history.db", size=1, sha256="d" * 64),))
-    assert set(manifest.to_json()) == {"format", "id", "created_at", "mode", "collection", "versions", "capture",
-                                       "files", "collections", "history", "integrity", "check", "encryption"}
+    window = CaptureWindow(
+        vectors_at=AT,
+        vectors_finished_at=AT,
+        history_at=AT,
+        history_finished_at=AT,
+        longest_read_s=0.5,
+    )
+    manifest = Manifest(
+        id="20261201T101530Z",
+        created_at=AT,
+        collection="mem0",
+        capture=window,
+        files=(FileEntry(path="history.db", size=1, sha256="d" * 64),),
+    )
+    assert set(manifest.to_json()) == {
+        "format",
+        "id",
+        "created_at",
+        "mode",
+        "collection",
+        "versions",
+        "capture",
+        "files",
+        "collections",
+        "history",
+        "integrity",
+        "check",
+        "encryption",
+    }
     assert manifest.to_json()["files"] == [{"path": "history.db", "size": 1, "sha256": "d" * 64}]

@@ -12,7 +12,9 @@ from memsync.snapshot import Candidate, plan_prune
 
 
 def candidate(moment: datetime, complete: bool = True, verified: bool = False) -> Candidate:
-    return Candidate(id=moment.strftime("%Y%m%dT%H%M%SZ"), time=moment, complete=complete, verified=verified)
+    return Candidate(
+        id=moment.strftime("%Y%m%dT%H%M%SZ"), time=moment, complete=complete, verified=verified
+    )
 
 
 START = datetime(2026, 1, 1, 3, 30, tzinfo=UTC)
@@ -38,7 +40,9 @@ def test_keep_daily_keeps_the_newest_of_each_of_the_last_n_days():
 
 def test_keep_weekly_uses_iso_weeks_and_monthly_uses_months():
     weekly = kept(plan_prune(SERIES, SnapshotConfig(keep_weekly=4)))
-    weeks = {datetime.strptime(i, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).isocalendar()[:2] for i in weekly}
+    weeks = {
+        datetime.strptime(i, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).isocalendar()[:2] for i in weekly
+    }
     assert len(weekly) == len(weeks) == 4
     monthly = kept(plan_prune(SERIES, SnapshotConfig(keep_monthly=6)))
     assert [i[:6] for i in monthly] == ["202604", "202603", "202602", "202601"]
@@ -51,14 +55,18 @@ def test_rules_add_up_and_every_kept_snapshot_says_why():
     newest = sorted(by_id)[-1]
     assert set(by_id[newest].reasons) == {"last 1", "daily 2026-04-30", "monthly 2026-04"}
     assert len(kept(decisions)) == 2 + 2 + 1  # last 2 (one shared with daily), 2 more days, March
-    assert all(d.reasons for d in decisions if d.keep) and not any(d.reasons for d in decisions if not d.keep)
+    assert all(d.reasons for d in decisions if d.keep) and not any(
+        d.reasons for d in decisions if not d.keep
+    )
 
 
 def test_the_newest_verified_snapshot_is_never_removed():
     series = list(SERIES)
     series[10] = Candidate(id=series[10].id, time=series[10].time, complete=True, verified=True)
     decisions = {d.id: d for d in plan_prune(series, SnapshotConfig(keep_last=1))}
-    assert decisions[series[10].id].keep and decisions[series[10].id].reasons == ("newest verified",)
+    assert decisions[series[10].id].keep and decisions[series[10].id].reasons == (
+        "newest verified",
+    )
 
 
 def test_incomplete_snapshots_are_never_in_the_plan():

@@ -23,9 +23,15 @@ def job(name: str, at: time | None = None, every: timedelta | None = None) -> Jo
 
 
 def test_a_job_missed_while_down_runs_once_at_start_and_one_done_for_its_slot_does_not():
-    jobs = [job("snapshot", at=time(3, 30)), job("prune", at=time(3, 10)), job("check", every=timedelta(minutes=15))]
+    jobs = [
+        job("snapshot", at=time(3, 30)),
+        job("prune", at=time(3, 10)),
+        job("check", every=timedelta(minutes=15)),
+    ]
     state = {
-        "snapshot": {"last_success_at": "2026-11-28T03:30:05Z"},  # yesterday's slot: today's 03:30 missed
+        "snapshot": {
+            "last_success_at": "2026-11-28T03:30:05Z"
+        },  # yesterday's slot: today's 03:30 missed
         "prune": {"last_success_at": "2026-11-29T03:10:02Z"},  # done for today's slot
         "check": {"last_success_at": "2026-11-29T11:50:00Z"},  # due again at 12:05
     }
@@ -41,9 +47,19 @@ def test_at_slots_follow_the_configured_time_zone():
     assert slot == datetime(2026, 11, 29, 8, 30, tzinfo=UTC)  # 03:30 EST
 
 
-@pytest.mark.parametrize(("code", "outcome"), [(0, "ok"), (3, "problems"), (12, "skipped"), (75, "skipped"),
-                                               (11, "failed"), (1, "failed"), (130, "interrupted")],
-                         ids=["ok", "problems", "locked", "try-later", "unavailable", "bug", "interrupted"])
+@pytest.mark.parametrize(
+    ("code", "outcome"),
+    [
+        (0, "ok"),
+        (3, "problems"),
+        (12, "skipped"),
+        (75, "skipped"),
+        (11, "failed"),
+        (1, "failed"),
+        (130, "interrupted"),
+    ],
+    ids=["ok", "problems", "locked", "try-later", "unavailable", "bug", "interrupted"],
+)
 def test_outcomes_from_exit_statuses(code, outcome):
     assert classify(code) == outcome
 
@@ -54,9 +70,11 @@ def test_backoff_doubles_caps_and_stays_inside_an_interval():
     assert backoff_s(5, 20.0) == 5.0
 
 
-@pytest.mark.parametrize(("version", "bulk", "refused"), [("1.0.2", True, True), ("1.0.2", False, False),
-                                                          ("2.2.1", True, False), (None, False, True)],
-                         ids=["bad-bulk", "bad-by-id", "good", "absent"])
+@pytest.mark.parametrize(
+    ("version", "bulk", "refused"),
+    [("1.0.2", True, True), ("1.0.2", False, False), ("2.2.1", True, False), (None, False, True)],
+    ids=["bad-bulk", "bad-by-id", "good", "absent"],
+)
 def test_mem0_releases_with_delete_bugs_are_refused_for_bulk_deletes(version, bulk, refused):
     if refused:
         with pytest.raises(ConfigError):
@@ -66,6 +84,11 @@ def test_mem0_releases_with_delete_bugs_are_refused_for_bulk_deletes(version, bu
 
 
 def test_known_bad_mem0_versions_are_judged():
-    assert [p[0] for p in judge_mem0_version("1.0.2", on_disk=False)] == ["error", "error", "warning", "warning"]
+    assert [p[0] for p in judge_mem0_version("1.0.2", on_disk=False)] == [
+        "error",
+        "error",
+        "warning",
+        "warning",
+    ]
     assert judge_mem0_version("1.0.2", on_disk=True)[0][1].startswith("delete_all")
     assert judge_mem0_version("2.2.1", on_disk=False) == []
