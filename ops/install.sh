@@ -27,23 +27,58 @@ ETC=${ETC_DIR:-/etc/memsync}
 run() { if [ "$DRY" = 1 ]; then echo "would run: $*"; else "$@"; fi; }
 
 # Every directory memsync writes, from the config when given (through memsync itself, so the
-# paths are exactly the ones it resolves), else from --deployment.
-RW=""
-add_path() {  # add once; "-" (skip if missing) for a config path that does not exist yet
-  case " $RW " in *" $1 "*|*" -$1 "*) return ;; esac
-  if [ "$2" = optional ] && [ ! -e "$1" ]; then RW="$RW -$1"; else RW="$RW $1"; fi
-}
+# paths are exactly the ones it resolves), else from --deployment. Each entry: "required PATH"
+# or "optional PATH" (a config path that may not exist yet: systemd's "-" prefix skips it).
+ENTRIES=()
 if [ -n "$CONFIG" ]; then
   [ -x "$MEMSYNC" ] || { echo "install.sh: --config needs memsync installed at $MEMSYNC (--memsync PATH)" >&2; exit 2; }
+  CONFIG=$(realpath -m -- "$CONFIG")
   shown=$("$MEMSYNC" config show --json --config "$CONFIG") || {
     echo "install.sh: $CONFIG is not a valid memsync config (memsync config validate --config $CONFIG)" >&2; exit 2; }
-  while IFS= read -r path; do [ -n "$path" ] && add_path "$path" optional; done < <(printf '%s' "$shown" |
+  while IFS= read -r path; do [ -n "$path" ] && ENTRIES+=("optional $path"); done < <(printf '%s' "$shown" |
     python3 -c 'import json, sys; print("\n".join(json.load(sys.stdin)["writable_paths"]))')
 fi
 [ ${#DEPLOYMENTS[@]} -gt 0 ] || [ -n "$CONFIG" ] || DEPLOYMENTS=(/srv/agent)
-for path in "${DEPLOYMENTS[@]}"; do add_path "$path" required; done
-add_path "$SNAPSHOTS" required
-RW=${RW# }
+for path in "${DEPLOYMENTS[@]}"; do ENTRIES+=("required $(realpath -m -- "$path")"); done
+ENTRIES+=("required $(realpath -m -- "$SNAPSHOTS")")
+
+# Writes one unit with this install's user, memsync binary, config and paths. Values go through
+# systemd's quoting ("..." with C escapes) and "%" becomes "%%" (a specifier otherwise), so any
+# path works: spaces, quotes, "&", "#".
+render_unit() {  # render_unit SOURCE > TARGET
+  USER_NAME="$USER_NAME" MEMSYNC="$MEMSYNC" CONFIG="$CONFIG" python3 - "$1" "${ENTRIES[@]}" <<'PY'
+import os, sys
+
+def word(value):
+    value = value.replace("%", "%%")
+    if value and not any(c in value for c in ' \t"\'\\'):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+source, entries = sys.argv[1], sys.argv[2:]
+paths, seen = [], set()
+for entry in entries:
+    kind, path = entry.split(" ", 1)
+    if path in seen:
+        continue
+    seen.add(path)
+    paths.append(word(("-" if kind == "optional" and not os.path.exists(path) else "") + path))
+out = []
+for line in open(source, encoding="utf-8").read().splitlines():
+    if line == "User=mem0":
+        line = "User=" + os.environ["USER_NAME"]
+    elif line == "Group=mem0":
+        line = "Group=" + os.environ["USER_NAME"]
+    elif line.startswith("ReadWritePaths="):
+        line = "ReadWritePaths=" + " ".join(paths)
+    elif line.startswith("ExecStart="):
+        line = line.replace("/usr/local/bin/memsync", word(os.environ["MEMSYNC"]), 1)
+        if os.environ["CONFIG"]:
+            line = line.replace("--config /etc/memsync/memsync.toml", "--config " + word(os.environ["CONFIG"]))
+    out.append(line)
+sys.stdout.write("\n".join(out) + "\n")
+PY
+}
 
 id "$USER_NAME" >/dev/null 2>&1 || { echo "install.sh: user $USER_NAME does not exist (the app's user)" >&2; exit 2; }
 [ -x "$MEMSYNC" ] || echo "install.sh: note: $MEMSYNC is not installed yet (the units run it)" >&2
@@ -54,12 +89,11 @@ if [ -z "$CONFIG" ] && [ ! -e "$ETC/memsync.toml" ]; then
 fi
 for unit in "$HERE"/systemd/*.service "$HERE"/systemd/*.timer; do
   name=$(basename "$unit")
+  rendered=$(render_unit "$unit")  # the same text for a dry run and a real one
   if [ "$DRY" = 1 ]; then
-    echo "would install $UNITS/$name (User=$USER_NAME, ReadWritePaths=$RW)"
+    echo "would install $UNITS/$name (User=$USER_NAME, $(printf '%s\n' "$rendered" | grep '^ReadWritePaths=' || echo 'no ReadWritePaths'))"
   else
-    sed -e "s#^User=mem0#User=$USER_NAME#" -e "s#^Group=mem0#Group=$USER_NAME#" \
-        -e "s#^ReadWritePaths=.*#ReadWritePaths=$RW#" \
-        -e "s#/usr/local/bin/memsync#$MEMSYNC#" "$unit" > "$UNITS/$name.tmp"
+    printf '%s\n' "$rendered" > "$UNITS/$name.tmp"
     mv "$UNITS/$name.tmp" "$UNITS/$name"
   fi
 done
@@ -70,6 +104,6 @@ cat <<NEXT
 Next steps:
   1. edit $ETC/memsync.toml: [mem0] is your app's mem0 config; set [snapshot], [s3], [daemon]
   2. put AWS credentials in $ETC/aws-credentials (0600) if you upload snapshots
-  3. sudo -u $USER_NAME $MEMSYNC --config $ETC/memsync.toml doctor
-  4. systemctl enable --now memsync && memsync --config $ETC/memsync.toml status
+  3. sudo -u $USER_NAME $MEMSYNC --config ${CONFIG:-$ETC/memsync.toml} doctor
+  4. systemctl enable --now memsync && memsync --config ${CONFIG:-$ETC/memsync.toml} status
 NEXT

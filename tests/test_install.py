@@ -109,3 +109,46 @@ def test_an_invalid_config_stops_the_install_before_it_changes_anything(tmp_path
     )
     assert result.returncode == 2 and "memsync config validate" in result.stderr
     assert not list((tmp_path / "units").iterdir()) and not (tmp_path / "etc").exists()
+
+
+def test_paths_with_spaces_quotes_ampersands_hashes_and_percents_survive_into_the_units(tmp_path):
+    import shlex
+    import shutil
+    import sys
+
+    odd = tmp_path / "a&b #1 50% it's"
+    qdrant, history = odd / "my qdrant", tmp_path / "h&h" / "history.db"
+    qdrant.mkdir(parents=True)
+    history.parent.mkdir()
+    config = tmp_path / "conf dir" / "memsync.toml"
+    config.parent.mkdir()
+    config.write_text(  # TOML literal strings: the path holds a single quote
+        f"mem0_dir = '''{odd / 'mem0'}'''\nstate_dir = '''{odd / 'state'}'''\n"
+        f"[mem0]\nhistory_db_path = '''{history}'''\n[mem0.vector_store]\nprovider = 'qdrant'\n"
+        f"[mem0.vector_store.config]\npath = '''{qdrant}'''\nembedding_model_dims = 384\n"
+    )
+    memsync = Path(sys.executable).with_name("memsync")
+    result = run(tmp_path, "--config", str(config), "--memsync", str(memsync))
+    assert result.returncode == 0, result.stderr
+    service = tmp_path / "units" / "memsync.service"
+    text = service.read_text()
+    line = next(x for x in text.splitlines() if x.startswith("ReadWritePaths="))
+    words = [w.replace("%%", "%") for w in shlex.split(line.removeprefix("ReadWritePaths="))]
+    assert set(words) == {
+        str(odd),
+        str(tmp_path / "h&h"),
+        str(tmp_path / "backups"),
+        str(tmp_path / "srv"),
+    }
+    exec_start = next(x for x in text.splitlines() if x.startswith("ExecStart="))
+    assert shlex.split(exec_start.removeprefix("ExecStart="))[-2:] == ["--config", str(config)]
+    analyze = shutil.which("systemd-analyze")
+    assert analyze, "systemd-analyze is needed (Debian package systemd)"
+    checked = subprocess.run(
+        [analyze, "verify", str(service)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert checked.returncode == 0 and checked.stderr == "", checked.stderr
+    dry = run(tmp_path, "--config", str(config), "--memsync", str(memsync), "--dry-run")
+    assert (
+        dry.returncode == 0 and line in dry.stdout
+    )  # a dry run shows exactly what a real run writes
