@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,9 @@ from memsync import check, findings, snapshot
 from memsync.findings import REGISTRY, Repair, Source
 from memsync.model import (
     CaptureWindow,
-    CollectionInfo,
     EntityLink,
-    HistoryEvent,
     Inventory,
-    MemoryHistory,
     MessageScope,
-    Point,
     Severity,
     payload_hash,
 )
@@ -32,6 +27,8 @@ from memsync.reconcile_plan import (
     ActionKind,
     plan_reconcile,
 )
+from tests.helpers import values
+from tests.helpers.values import T0, event, point
 
 ROOT = Path(__file__).resolve().parents[2]
 FINDINGS_MD = ROOT / "docs" / "reference" / "findings.md"
@@ -40,11 +37,10 @@ ENTRY = re.compile(
     r"\*\*Severity:\*\* (\w+)\. \*\*Emitted by:\*\* `([a-z ]+)`\. \*\*Reconcile:\*\* (\w+)"
 )
 
-T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
-LONG_AGO = (T0 - timedelta(days=1)).isoformat()
 WINDOW = CaptureWindow(
     vectors_at=T0, vectors_finished_at=T0, history_at=T0, history_finished_at=T0, longest_read_s=0.1
 )
+DIMS = (("embedding_model_dims", 384),)
 
 
 def documented() -> dict[str, tuple[str, str, str]]:
@@ -184,51 +180,9 @@ def test_payload_hash_of_a_lone_surrogate_is_a_digest_not_an_error():
 # --- structured fields: what a consumer (reconcile) reads instead of a message ---------------
 
 
-def point(pid: str, text: str = "a fact", size: int = 384, **payload: object) -> Point:
-    base = {
-        "data": text,
-        "hash": payload_hash(text),
-        "created_at": LONG_AGO,
-        "user_id": "u",
-        **payload,
-    }
-    return Point(id=pid, payload=base, vector_size=size)
-
-
-def event(
-    memory_id: str, kind: str = "ADD", new: str | None = "a fact", rowid: int = 1
-) -> HistoryEvent:
-    return HistoryEvent(
-        rowid=rowid,
-        id=f"h{rowid}",
-        memory_id=memory_id,
-        old_memory=None,
-        new_memory=new,
-        event=kind,
-        created_at=LONG_AGO,
-        updated_at=LONG_AGO,
-        is_deleted=0,
-        actor_id=None,
-        role="user",
-    )
-
-
 def inventory(points=(), events=(), scopes=(), entities=(), size=384) -> Inventory:
-    history = {
-        e.memory_id: MemoryHistory(memory_id=e.memory_id, last=e, row_count=1) for e in events
-    }
-    return Inventory(
-        collection="mem0",
-        qdrant_present=True,
-        collections={"mem0": CollectionInfo(name="mem0", vector_size=size, distance="Cosine")},
-        points={p.id: p for p in points},
-        history_present=True,
-        history=history,
-        history_rows=len(events),
-        entities=tuple(entities),
-        message_scopes=tuple(scopes),
-        expected_dims=(("embedding_model_dims", 384),),
-        window=WINDOW,
+    return values.inventory(
+        points, events, scopes=scopes, entities=entities, size=size, dims=DIMS, window=WINDOW
     )
 
 
@@ -257,7 +211,9 @@ def test_collection_dimension_mismatch_carries_config_and_collection_sizes():
 def test_orphan_messages_and_dangling_links_carry_scope_count_and_entity():
     scopes = [MessageScope(scope="user_id=gone", row_count=3, newest_at=None)]
     links = [EntityLink(entity_id="e1", text="Oslo", linked_memory_ids=("x",))]
-    found = check.find_problems(inventory([point("a")], [event("a")], scopes, links), T0.date())
+    found = check.find_problems(
+        inventory([point("a")], [event("a")], scopes=scopes, entities=links), T0.date()
+    )
     assert fields(found) == [
         ("dangling-entity-link", "x", None, None, "e1"),
         ("orphan-messages", None, "user_id=gone", None, 3),

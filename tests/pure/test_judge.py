@@ -2,84 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
 import pickle
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 
 import pytest
 
 from memsync.check import find_problems, session_scope
 from memsync.model import (
-    CaptureWindow,
     CollectionInfo,
     EntityLink,
     HistoryEvent,
-    Inventory,
-    MemoryHistory,
     MessageScope,
     Point,
 )
 from memsync.stores.qdrant_formats import PointDecodeError, decode_point
-
-T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
-WINDOW = CaptureWindow(
-    vectors_at=T0,
-    vectors_finished_at=T0 + timedelta(seconds=1),
-    history_at=T0 + timedelta(seconds=1),
-    history_finished_at=T0 + timedelta(seconds=2),
-    longest_read_s=1.0,
-)
-LONG_AGO = T0 - timedelta(days=1)
-DIMS = (("mem0.vector_store.config.embedding_model_dims", 384),)
-
-
-def point(pid, text="a fact", **payload):
-    digest = hashlib.md5(text.encode()).hexdigest()
-    base = {"data": text, "hash": digest, "created_at": LONG_AGO.isoformat(), "user_id": "u"}
-    base.update(payload)
-    return Point(id=pid, payload=base, vector_size=384)
-
-
-def event(memory_id, kind="ADD", new="a fact", at=LONG_AGO, rowid=1):
-    stamp = at.isoformat()
-    return HistoryEvent(
-        rowid=rowid,
-        id=f"h{rowid}",
-        memory_id=memory_id,
-        old_memory=None,
-        new_memory=new,
-        event=kind,
-        created_at=stamp,
-        updated_at=stamp,
-        is_deleted=0,
-        actor_id=None,
-        role="user",
-    )
-
-
-def inventory(
-    points=(), events=(), entities=(), scopes=(), collections=None, qdrant=True, history=True
-):
-    last: dict[str, MemoryHistory] = {}
-    for item in events:
-        previous = last.get(item.memory_id)
-        count = previous.row_count + 1 if previous else 1
-        last[item.memory_id] = MemoryHistory(memory_id=item.memory_id, last=item, row_count=count)
-    return Inventory(
-        collection="mem0",
-        qdrant_present=qdrant,
-        collections=collections
-        if collections is not None
-        else {"mem0": CollectionInfo(name="mem0", vector_size=384, distance="Cosine")},
-        points={p.id: p for p in points},
-        history_present=history,
-        history=last,
-        history_rows=len(events),
-        entities=tuple(entities),
-        message_scopes=tuple(scopes),
-        expected_dims=DIMS,
-        window=WINDOW,
-    )
+from tests.helpers.values import LONG_AGO, T0, event, inventory, point
 
 
 def codes(findings):
@@ -216,7 +153,9 @@ def test_dangling_link_and_orphan_messages_are_warnings():
         MessageScope(scope="user_id=u", row_count=2, newest_at=LONG_AGO),
         MessageScope(scope="agent_id=x&user_id=v", row_count=3, newest_at=LONG_AGO),
     ]
-    findings = find_problems(inventory([point("a")], [event("a")], links, scopes), T0.date())
+    findings = find_problems(
+        inventory([point("a")], [event("a")], entities=links, scopes=scopes), T0.date()
+    )
     assert codes(findings) == [
         ("dangling-entity-link", "warning", "gone"),
         ("orphan-messages", "warning", None),

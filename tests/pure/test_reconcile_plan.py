@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -10,18 +10,15 @@ import pytest
 from memsync.check import find_problems
 from memsync.model import (
     CaptureWindow,
-    CollectionInfo,
     EntityLink,
-    HistoryEvent,
     Inventory,
-    MemoryHistory,
     Point,
     Recovery,
-    payload_hash,
 )
 from memsync.reconcile_plan import ActionKind, plan_reconcile
+from tests.helpers import values
+from tests.helpers.values import T0
 
-T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
 EARLY, LATE = (T0 - timedelta(days=2)).isoformat(), (T0 - timedelta(days=1)).isoformat()
 WINDOW = CaptureWindow(
     vectors_at=T0, vectors_finished_at=T0, history_at=T0, history_finished_at=T0, longest_read_s=0.1
@@ -29,51 +26,18 @@ WINDOW = CaptureWindow(
 
 
 def point(pid: str, text: str = "a fact", at: str = EARLY, **payload: object) -> Point:
-    base = {
-        "data": text,
-        "hash": payload_hash(text),
-        "created_at": at,
-        "updated_at": at,
-        "user_id": "u",
-        **payload,
-    }
-    return Point(id=pid, payload=base, vector_size=384)
+    return values.point(pid, text, at=at, **{"updated_at": at, **payload})
 
 
 def event(
     memory_id: str, kind: str = "ADD", new: str | None = "a fact", at: str = EARLY, rowid: int = 1
 ):
-    return HistoryEvent(
-        rowid=rowid,
-        id=f"h{rowid}",
-        memory_id=memory_id,
-        old_memory=None,
-        new_memory=new,
-        event=kind,
-        created_at=at,
-        updated_at=at,
-        is_deleted=0,
-        actor_id=None,
-        role="user",
-    )
+    return values.event(memory_id, kind, new, at=at, rowid=rowid)
 
 
 def inventory(points=(), events=(), entities=()) -> Inventory:
-    history = {
-        e.memory_id: MemoryHistory(memory_id=e.memory_id, last=e, row_count=1) for e in events
-    }
-    return Inventory(
-        collection="mem0",
-        qdrant_present=True,
-        collections={"mem0": CollectionInfo(name="mem0", vector_size=384, distance="Cosine")},
-        points={p.id: p for p in points},
-        history_present=True,
-        history=history,
-        history_rows=len(events),
-        entities=tuple(entities),
-        message_scopes=(),
-        expected_dims=(("embedding_model_dims", 384),),
-        window=WINDOW,
+    return values.inventory(
+        points, events, entities=entities, dims=(("embedding_model_dims", 384),), window=WINDOW
     )
 
 
