@@ -2,8 +2,8 @@
 
 Each job is the same command the CLI runs (``python -m memsync <command> --json``), in a child
 process, one at a time: the daemon stays small, never imports mem0, and a stuck job can be
-stopped. ``plan_catch_up``, ``classify`` and ``backoff_s`` are pure; the loop around them is a
-``schedule.Scheduler``. State (last run, success, outcome per job) is kept in
+stopped. ``plan_catch_up``, ``classify``, ``backoff_s`` and ``jobs.next_run`` are pure; the loop
+around them keeps each job's next run time (UTC). State (last run, success, outcome per job) is kept in
 ``<state_dir>/daemon-state.json``; ``daemon.lock`` allows one daemon per state directory.
 systemd: READY/STATUS/WATCHDOG over ``$NOTIFY_SOCKET``; SIGTERM finishes the current job (up to
 ``stop_timeout_s``) then exits 0, a second SIGTERM stops at once; SIGHUP reloads the config.
@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, TextIO
 from zoneinfo import ZoneInfo
 
-import schedule
 import structlog
 
 from memsync import flock
@@ -41,6 +40,7 @@ from memsync.jobs import (
     build_jobs,
     latest_slot,
     load_state,
+    next_run,
     parse,
     render_textfile,
     state_path,
@@ -123,6 +123,9 @@ class Notifier:
             pass
 
 
+FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
+
+
 @dataclass
 class Daemon:
     """The scheduler loop. ``run`` returns the exit status."""
@@ -136,6 +139,7 @@ class Daemon:
     stop_now: threading.Event = field(default_factory=threading.Event)
     reload_requested: threading.Event = field(default_factory=threading.Event)
     retry_at: dict[str, float] = field(default_factory=dict)
+    next_at: dict[str, datetime] = field(default_factory=dict)  # per job: when it runs next (UTC)
     current: str | None = None
     _lock_handle: TextIO | None = None
 
@@ -143,7 +147,6 @@ class Daemon:
         self.notifier = Notifier(self.environ)
         self.state = load_state(self.config)
         self.state.setdefault("jobs", {})
-        self.scheduler = schedule.Scheduler()
 
     # --- setup ------------------------------------------------------------------------------
 
@@ -165,18 +168,27 @@ class Daemon:
             (self.config.state_dir / name).unlink(missing_ok=True)
 
     def schedule_jobs(self) -> None:
-        """(Re)build the scheduler from the current config."""
-        self.scheduler.clear()
-        zone = self.config.daemon.timezone
+        """(Re)compute every job's next run time from now and the current config."""
+        now, zone = datetime.now(UTC), ZoneInfo(self.config.daemon.timezone)
+        self.next_at = {}
         for job in build_jobs(self.config):
-            if job.when.every is not None:
-                self.scheduler.every(int(job.when.every.total_seconds())).seconds.do(
-                    self.run_job, job
-                )
-            elif job.when.at is not None:
-                self.scheduler.every().day.at(job.when.at.strftime("%H:%M"), zone).do(
-                    self.run_job, job
-                )
+            at = next_run(job.when, now, zone)
+            if at is not None:
+                self.next_at[job.name] = at
+
+    def run_due(self) -> None:
+        """Run the jobs whose time has come, earliest first; each next time counts from its end."""
+        zone = ZoneInfo(self.config.daemon.timezone)
+        for job in sorted(
+            build_jobs(self.config), key=lambda j: self.next_at.get(j.name, FAR_FUTURE)
+        ):
+            due = self.next_at.get(job.name)
+            if due is None or due > datetime.now(UTC) or self.stopping.is_set():
+                continue
+            self.run_job(job)
+            after = next_run(job.when, datetime.now(UTC), zone)
+            if after is not None:
+                self.next_at[job.name] = after
 
     def install_signals(self) -> None:
         """SIGTERM/SIGINT: finish the current job, then stop (twice: stop now). SIGHUP: reload."""
@@ -184,6 +196,8 @@ class Daemon:
         def terminate(signum: int, frame: object) -> None:
             if self.stopping.is_set():
                 self.stop_now.set()
+            else:
+                self.notifier.send("STOPPING=1")  # at once: systemd knows while a job finishes
             self.stopping.set()
 
         def hangup(signum: int, frame: object) -> None:
@@ -237,10 +251,10 @@ class Daemon:
         while not self.stopping.is_set():
             if self.reload_requested.is_set():
                 self.reload()
-            self.scheduler.run_pending()
+            self.run_due()
             self.run_retries()
             self.stopping.wait(self.sleep_s())
-        self.notifier.send("STOPPING=1")
+        self.notifier.send("STOPPING=1")  # again, for a loop that ended without SIGTERM
         self.state["stopped_at"] = iso(datetime.now(UTC))
         self.state["current_job"] = None
         self.save()
@@ -249,8 +263,11 @@ class Daemon:
 
     def sleep_s(self) -> float:
         """Until the next job or retry, at most 60 s (no busy loop)."""
-        idle = self.scheduler.idle_seconds
-        candidates = [60.0, *([max(idle, 0.05)] if idle is not None else [])]
+        now = datetime.now(UTC)
+        candidates = [
+            60.0,
+            *(max((at - now).total_seconds(), 0.05) for at in self.next_at.values()),
+        ]
         candidates += [max(at - time.monotonic(), 0.05) for at in self.retry_at.values()]
         return min(candidates)
 

@@ -51,6 +51,29 @@ def build_jobs(config: Config) -> list[Job]:
     ]
 
 
+def next_run(when: JobSchedule, after: datetime, zone: ZoneInfo) -> datetime | None:
+    """When a job runs next, strictly after ``after`` (UTC); None when it has no schedule. Pure.
+
+    ``*_every``: ``after + every``, and the daemon passes the end of the previous run, so the
+    interval counts from when a run finished. ``*_at``: HH:MM in ``zone`` on the first local
+    calendar day whose slot is after ``after``: once per local day, DST days included. A time
+    the spring change skips (02:30 in Europe/Berlin on its last March Sunday) runs at the UTC
+    offset before the change (03:30 local); a time the autumn change repeats runs at its first
+    occurrence (zoneinfo's ``fold=0``). schedule 1.2.2's ``every().day.at(..., zone)`` ran such
+    a job twice the day after the spring change, which is why the daemon does not use it.
+    """
+    if when.every is not None:
+        return after + when.every
+    if when.at is None:
+        return None
+    day = after.astimezone(zone).date()
+    for offset in range(3):
+        slot = datetime.combine(day + timedelta(days=offset), when.at, tzinfo=zone).astimezone(UTC)
+        if slot > after:
+            return slot
+    raise AssertionError("unreachable: a later local day always has a later slot")
+
+
 def latest_slot(
     when: JobSchedule, now: datetime, zone: ZoneInfo, last_success: datetime | None
 ) -> datetime | None:

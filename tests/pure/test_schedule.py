@@ -12,7 +12,7 @@ from memsync.daemon import backoff_s, classify, plan_catch_up
 from memsync.doctor import judge_mem0_version
 from memsync.errors import ConfigError
 from memsync.forget import refuse_bad_mem0
-from memsync.jobs import Job, latest_slot
+from memsync.jobs import Job, latest_slot, next_run
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 UTC_ZONE = ZoneInfo("UTC")
@@ -92,3 +92,55 @@ def test_known_bad_mem0_versions_are_judged():
     ]
     assert judge_mem0_version("1.0.2", on_disk=True)[0][1].startswith("delete_all")
     assert judge_mem0_version("2.2.1", on_disk=False) == []
+
+
+BERLIN = ZoneInfo("Europe/Berlin")
+
+
+def runs_of(
+    when: JobSchedule, start: datetime, end: datetime, zone: ZoneInfo, duration: timedelta
+) -> list[datetime]:
+    """The daemon's loop, with time as a value: run at each next time, the next counted from the end."""
+    runs, due = [], next_run(when, start, zone)
+    while due is not None and due < end:
+        runs.append(due)
+        due = next_run(when, due + duration, zone)
+    return runs
+
+
+@pytest.mark.parametrize(
+    ("start", "change_day", "times_that_day"),
+    [
+        (datetime(2026, 3, 27, 12, 0, tzinfo=UTC), "2026-03-29", ["03:30"]),  # 02:30 does not exist
+        (datetime(2026, 10, 23, 12, 0, tzinfo=UTC), "2026-10-25", ["02:30"]),  # 02:30 exists twice
+    ],
+    ids=["spring-forward", "fall-back"],
+)
+def test_a_daily_job_runs_once_per_local_day_across_a_dst_change(start, change_day, times_that_day):
+    runs = runs_of(
+        JobSchedule(at=time(2, 30)), start, start + timedelta(days=5), BERLIN, timedelta(seconds=40)
+    )
+    local = [r.astimezone(BERLIN) for r in runs]
+    days = [d.date().isoformat() for d in local]
+    assert (
+        len(days) == len(set(days)) == 5
+    )  # once per local day (schedule 1.2.2 ran twice the day after spring)
+    assert [
+        d.strftime("%H:%M") for d in local if d.date().isoformat() == change_day
+    ] == times_that_day
+    assert all(d.strftime("%H:%M") == "02:30" for d in local if d.date().isoformat() != change_day)
+
+
+def test_an_interval_counts_from_the_end_of_the_previous_run():
+    runs = runs_of(
+        JobSchedule(every=timedelta(minutes=15)),
+        NOW,
+        NOW + timedelta(hours=1),
+        UTC_ZONE,
+        timedelta(minutes=2),
+    )
+    assert [r - NOW for r in runs] == [
+        timedelta(minutes=15),
+        timedelta(minutes=32),
+        timedelta(minutes=49),
+    ]
