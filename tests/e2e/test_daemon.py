@@ -29,11 +29,15 @@ class Notify:
         self.sock.settimeout(0.2)
         self.messages: list[str] = []
 
-    def wait_for(self, text: str, timeout_s: float = 30) -> None:
+    def wait_for(self, text: str, timeout_s: float = 60, daemon: Daemon | None = None) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if any(text in m for m in self.messages):
                 return
+            if daemon is not None and daemon.poll() is not None:
+                raise AssertionError(
+                    f"the daemon exited ({daemon.poll()}) before {text!r}: {''.join(daemon.lines)[-2000:]}"
+                )
             try:
                 self.messages.append(self.sock.recv(4096).decode())
             except TimeoutError:
@@ -179,7 +183,7 @@ def test_ready_jobs_run_status_and_sigterm(deployment, cli, tmp_path):
     notify = Notify(tmp_path)
     process = start(deployment.config, notify)
     try:
-        notify.wait_for("READY=1")
+        notify.wait_for("READY=1", daemon=process)
         notify.wait_for("WATCHDOG=1")
         current = wait_state(
             deployment.paths.root,
@@ -233,7 +237,7 @@ def test_restart_does_not_rerun_a_job_done_for_its_slot(deployment, tmp_path):
     (tmp_path / "notify.sock").unlink()
     notify = Notify(tmp_path)
     process = start(deployment.config, notify)
-    notify.wait_for("READY=1")
+    notify.wait_for("READY=1", daemon=process)
     assert (
         process.wait_event("catch_up_planned")[0]["jobs"] == []
     )  # both jobs are done for their slot
@@ -275,7 +279,7 @@ def test_sighup_with_a_broken_config_keeps_the_old_one(deployment, tmp_path):
     notify = Notify(tmp_path)
     process = start(deployment.config, notify)
     try:
-        notify.wait_for("READY=1")
+        notify.wait_for("READY=1", daemon=process)
         good = deployment.config.read_text()
         deployment.config.write_text(good + "\n[daemon\nbroken = ")
         process.send_signal(signal.SIGHUP)
@@ -454,7 +458,7 @@ def test_sighup_that_moves_state_dir_or_drops_every_job_is_rejected(deployment, 
     process = start(deployment.config, notify)
     good = deployment.config.read_text()
     try:
-        notify.wait_for("READY=1")
+        notify.wait_for("READY=1", daemon=process)
         moved = tmp_path / "elsewhere"
         moved.mkdir()
         deployment.config.write_text(
