@@ -6,7 +6,9 @@ field), then the rules tying keys together (``find_cross_field_problems``), and 
 ``ConfigError`` listing every problem as ``dotted.path: what is wrong (got VALUE)``.
 Secrets (``{env = "NAME"}`` / ``{file = "PATH"}`` values in the mem0 dict) are validated for
 form at load time and resolved only by ``resolve_secrets``, so read-only commands work
-without them. Defaults follow mem0ai 2.2.1 (``mem0/configs``): Qdrant at ``/tmp/qdrant``,
+without them; no message echoes a secret's value (``memsync.config.messages``). The mem0 dict
+is made JSON-like at load (``memsync.config.mem0_dict``). Bad input of any kind (unreadable,
+non-UTF-8 or oversized files, absurd nesting, ``~unknownuser``) is a ``ConfigError``. Defaults follow mem0ai 2.2.1 (``mem0/configs``): Qdrant at ``/tmp/qdrant``,
 collection ``mem0``, 1536 dimensions, ``$MEM0_DIR/history.db``.
 """
 
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memsync.config.files import read_text
+from memsync.config.files import read_key_file, read_text
 from memsync.config.mem0_dict import Secret, resolve_secrets, with_secrets
 from memsync.config.mem0_file import read_mem0_file
 from memsync.config.messages import describe_errors
@@ -41,7 +43,7 @@ from memsync.errors import ConfigError
 __all__ = [
     "DEFAULT_CONFIG_PATH", "MEM0_DEFAULT_COLLECTION", "MEM0_DEFAULT_DIMS", "MEM0_DEFAULT_QDRANT_PATH",
     "Config", "DaemonConfig", "JobSchedule", "S3Config", "Secret", "SnapshotConfig", "config_path",
-    "load", "parse", "parse_duration", "read_document", "resolve_secrets",
+    "load", "parse", "parse_duration", "read_document", "read_key_file", "resolve_secrets",
 ]  # fmt: skip
 
 DEFAULT_CONFIG_PATH = Path("/etc/memsync/memsync.toml")

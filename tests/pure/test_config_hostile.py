@@ -176,3 +176,18 @@ def test_both_mem0_sources_list_the_problems_inside_each(tmp_path):
     assert "mem0.vector_store.config.embedding_model_dims: must be > 0 (got -1)" in problems
     assert problems[0].startswith("mem0_config_file.vector_store.config.path: must be absolute")
     assert problems[-1].startswith("mem0_config_file: give either")
+
+
+def test_an_unreadable_key_file_names_its_key_and_the_config_file(tmp_path):
+    with pytest.raises(ConfigError) as raised:
+        config.read_key_file(tmp_path / "absent", "snapshot.signing_key_file", "memsync.toml")
+    assert raised.value.source == "memsync.toml"
+    assert raised.value.problems == [
+        f"snapshot.signing_key_file: key file {tmp_path / 'absent'} is unreadable: "
+        "No such file or directory"
+    ]
+    (tmp_path / "big").write_bytes(b"k" * 100_000)
+    with pytest.raises(ConfigError, match="snapshot.encrypt_key_file: key file .* too large"):
+        config.read_key_file(tmp_path / "big", "snapshot.encrypt_key_file", "memsync.toml")
+    (tmp_path / "k").write_bytes(b"\xff" * 32)
+    assert config.read_key_file(tmp_path / "k", "snapshot.encrypt_key_file", "x") == b"\xff" * 32
