@@ -110,7 +110,7 @@ def read_document(path: Path) -> dict[str, Any]:
     """
     source = str(path)
     try:
-        return tomllib.loads(read_text(path))
+        text = read_text(path)
     except FileNotFoundError:
         raise ConfigError(
             source,
@@ -120,10 +120,12 @@ def read_document(path: Path) -> dict[str, Any]:
         ) from None
     except OSError as error:
         raise ConfigError(source, [f"cannot read: {error.strerror or error}"]) from error
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(source, [f"not valid TOML: {error}"]) from error
     except ValueError as error:
         raise ConfigError(source, [f"cannot read: {error}"]) from None
+    try:
+        return tomllib.loads(text)
+    except ValueError as error:  # TOMLDecodeError, or an integer of over 4300 digits
+        raise ConfigError(source, [f"not valid TOML: {error}"]) from None
     except RecursionError:
         raise ConfigError(source, [TOO_DEEP]) from None
 

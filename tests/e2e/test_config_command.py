@@ -168,3 +168,23 @@ def test_hostile_files_exit_10_never_1(cli, tmp_path):
             result = cli("config", action, "--json", config=tmp_path / name)
             assert result.code == 10 and result.out == "", (name, action, result.err)
             assert "SECRET" not in result.err
+
+
+def test_forget_with_an_undecodable_secret_file_exits_10_naming_the_key(
+    make_deployment, cli, tmp_path
+):
+    key = tmp_path / "key"
+    key.write_bytes(b"\xff\xfe-SECRET-KEY")
+    deployment = make_deployment(
+        count=3, extra_config=f'[mem0.llm.config]\napi_key = {{file = "{key}"}}\n'
+    )
+    deployment.close()
+    assert deployment.seeded is not None
+    victim = deployment.seeded.live[0]
+    result = cli("forget", victim, "--yes", "--no-snapshot", "--json", config=deployment.config)
+    assert result.code == 10, result.err
+    message = json.loads(result.err)["message"]
+    assert message == (
+        f"configuration {deployment.config}: mem0.llm.config.api_key: secret file {key} "
+        "is not UTF-8 text"
+    )

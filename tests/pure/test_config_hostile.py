@@ -191,3 +191,8 @@ def test_an_unreadable_key_file_names_its_key_and_the_config_file(tmp_path):
         config.read_key_file(tmp_path / "big", "snapshot.encrypt_key_file", "memsync.toml")
     (tmp_path / "k").write_bytes(b"\xff" * 32)
     assert config.read_key_file(tmp_path / "k", "snapshot.encrypt_key_file", "x") == b"\xff" * 32
+
+
+def test_an_integer_too_long_for_python_is_invalid_toml(tmp_path):
+    problems = problems_of(write(tmp_path, "[mem0.llm.config]\nx = " + "9" * 5000 + "\n"))
+    assert len(problems) == 1 and problems[0].startswith("not valid TOML: "), problems
