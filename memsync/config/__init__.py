@@ -8,8 +8,9 @@ Secrets (``{env = "NAME"}`` / ``{file = "PATH"}`` values in the mem0 dict) are v
 form at load time and resolved only by ``resolve_secrets``, so read-only commands work
 without them; no message echoes a secret's value (``memsync.config.messages``). The mem0 dict
 is made JSON-like at load (``memsync.config.mem0_dict``). Bad input of any kind (unreadable,
-non-UTF-8 or oversized files, absurd nesting, ``~unknownuser``) is a ``ConfigError``. Defaults follow mem0ai 2.2.1 (``mem0/configs``): Qdrant at ``/tmp/qdrant``,
-collection ``mem0``, 1536 dimensions, ``$MEM0_DIR/history.db``.
+non-UTF-8 or oversized files, absurd nesting, ``~unknownuser``) is a ``ConfigError``.
+Defaults follow mem0ai 2.2.1 (``mem0/configs``): Qdrant at ``/tmp/qdrant``, collection
+``mem0``, 1536 dimensions, ``$MEM0_DIR/history.db``.
 """
 
 from __future__ import annotations
@@ -223,7 +224,7 @@ def _resolve(
 def _mem0_dict(
     raw: Mapping[str, Any], errors: list[str], base_dir: Path, home: Path, source: str
 ) -> Any:
-    """The mem0 dict, from ``[mem0]`` or ``mem0_config_file``, JSON-like, with ``Secret`` references.
+    """The mem0 dict from ``[mem0]`` or ``mem0_config_file``: JSON-like, ``Secret`` references.
 
     A value of the wrong type is returned as is, for the per-field checks to report. With both
     given (a cross-field problem), ``[mem0]`` is returned and the file's own problems are added

@@ -27,7 +27,11 @@ def load_self_contained(path: Path, environ: Mapping[str, str]) -> tuple[dict[st
     Raises:
         ConfigError: as ``memsync.config.load``.
     """
-    document = inline_mem0_file(read_document(path), path.parent, home_dir(environ))
+    document = read_document(path)
+    try:
+        document = inline_mem0_file(document, path.parent, home_dir(environ))
+    except ValueError:
+        pass  # no home directory: parse reports it
     try:
         return document, parse(document, source=str(path), base_dir=path.parent, environ=environ)
     except RecursionError:

@@ -196,3 +196,12 @@ def test_an_unreadable_key_file_names_its_key_and_the_config_file(tmp_path):
 def test_an_integer_too_long_for_python_is_invalid_toml(tmp_path):
     problems = problems_of(write(tmp_path, "[mem0.llm.config]\nx = " + "9" * 5000 + "\n"))
     assert len(problems) == 1 and problems[0].startswith("not valid TOML: "), problems
+
+
+def test_the_daemon_reading_an_unknown_users_mem0_file_gets_a_config_error(tmp_path):
+    from memsync.config.accepted import load_self_contained
+
+    path = write(tmp_path, 'mem0_config_file = "~nosuchuser-memsync/m.json"\n')
+    with pytest.raises(ConfigError) as raised:
+        load_self_contained(path, ENV)
+    assert raised.value.problems[0].startswith("mem0_config_file: names an unknown user")
