@@ -94,7 +94,7 @@ def resolve_secrets(value: Any, environ: Mapping[str, str]) -> Any:
     sources: list[str] = []
     resolved = _resolve(value, environ, problems, sources)
     if problems:
-        raise ConfigError(sources[0] if sources else "configuration", problems)
+        raise ConfigError(next((s for s in sources if s), "secrets"), problems)
     return resolved
 
 
