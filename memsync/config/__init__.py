@@ -6,8 +6,11 @@ field), then the rules tying keys together (``find_cross_field_problems``), and 
 ``ConfigError`` listing every problem as ``dotted.path: what is wrong (got VALUE)``.
 Secrets (``{env = "NAME"}`` / ``{file = "PATH"}`` values in the mem0 dict) are validated for
 form at load time and resolved only by ``resolve_secrets``, so read-only commands work
-without them. Defaults follow mem0ai 2.2.1 (``mem0/configs``): Qdrant at ``/tmp/qdrant``,
-collection ``mem0``, 1536 dimensions, ``$MEM0_DIR/history.db``.
+without them; no message echoes a secret's value (``memsync.config.messages``). The mem0 dict
+is made JSON-like at load (``memsync.config.mem0_dict``). Bad input of any kind (unreadable,
+non-UTF-8 or oversized files, absurd nesting, ``~unknownuser``) is a ``ConfigError``.
+Defaults follow mem0ai 2.2.1 (``mem0/configs``): Qdrant at ``/tmp/qdrant``, collection
+``mem0``, 1536 dimensions, ``$MEM0_DIR/history.db``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memsync.config.files import read_key_file, read_text
+from memsync.config.mem0_dict import Secret, resolve_secrets, with_secrets
 from memsync.config.mem0_file import read_mem0_file
 from memsync.config.messages import describe_errors
 from memsync.config.schema import (
@@ -39,18 +44,11 @@ from memsync.errors import ConfigError
 __all__ = [
     "DEFAULT_CONFIG_PATH", "MEM0_DEFAULT_COLLECTION", "MEM0_DEFAULT_DIMS", "MEM0_DEFAULT_QDRANT_PATH",
     "Config", "DaemonConfig", "JobSchedule", "S3Config", "Secret", "SnapshotConfig", "config_path",
-    "load", "parse", "parse_duration", "read_document", "resolve_secrets",
+    "load", "parse", "parse_duration", "read_document", "read_key_file", "resolve_secrets",
 ]  # fmt: skip
 
 DEFAULT_CONFIG_PATH = Path("/etc/memsync/memsync.toml")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Secret:
-    """A reference to a secret value: an environment variable or a file (never inline)."""
-
-    env: str | None = None
-    file: str | None = None
+TOO_DEEP = "nested too deeply to be a memsync configuration"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,11 +106,12 @@ def read_document(path: Path) -> dict[str, Any]:
     """Read the TOML document at ``path`` without validating it. Reads only.
 
     Raises:
-        ConfigError: the file is missing, unreadable or not TOML.
+        ConfigError: the file is missing, unreadable, too large, not UTF-8, not TOML, or
+            nested too deeply for the TOML parser.
     """
     source = str(path)
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        text = read_text(path)
     except FileNotFoundError:
         raise ConfigError(
             source,
@@ -120,10 +119,16 @@ def read_document(path: Path) -> dict[str, Any]:
             "create it (every key is in docs/reference/config.md and ops/memsync.example.toml), "
             "or pass --config PATH / set MEMSYNC_CONFIG",
         ) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(source, [f"cannot read: {error}"]) from error
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(source, [f"not valid TOML: {error}"]) from error
+    except OSError as error:
+        raise ConfigError(source, [f"cannot read: {error.strerror or error}"]) from error
+    except ValueError as error:
+        raise ConfigError(source, [f"cannot read: {error}"]) from None
+    try:
+        return tomllib.loads(text)
+    except ValueError as error:  # TOMLDecodeError, or an integer of over 4300 digits
+        raise ConfigError(source, [f"not valid TOML: {error}"]) from None
+    except RecursionError:
+        raise ConfigError(source, [TOO_DEEP]) from None
 
 
 def load(path: Path, environ: Mapping[str, str], text_from: Path | None = None) -> Config:
@@ -140,16 +145,16 @@ def load(path: Path, environ: Mapping[str, str], text_from: Path | None = None) 
             problem is listed with its dotted path.
     """
     source = str(path)
-    if text_from is not None and text_from.suffix == ".json":
-        from memsync.config.accepted import read_accepted
-
-        raw = read_accepted(text_from, source)
-    else:
-        raw = read_document(text_from or path)
     try:
+        if text_from is not None and text_from.suffix == ".json":
+            from memsync.config.accepted import read_accepted
+
+            raw = read_accepted(text_from, source)
+        else:
+            raw = read_document(text_from or path)
         return parse(raw, source=source, base_dir=path.parent, environ=environ)
     except RecursionError:
-        raise ConfigError(source, ["nested too deeply to be a memsync configuration"]) from None
+        raise ConfigError(source, [TOO_DEEP]) from None
 
 
 def parse(
@@ -165,9 +170,12 @@ def parse(
     """
     from pydantic import ValidationError
 
-    home = home_dir(environ)
+    try:
+        home = home_dir(environ)
+    except ValueError as error:
+        raise ConfigError(source, [f"HOME: {error}"]) from None
     errors: list[str] = []
-    mem0 = _mem0_dict(raw, errors, base_dir, home)
+    mem0 = _mem0_dict(raw, errors, base_dir, home, source)
     document = {**raw, "mem0": mem0}
     settings: ConfigFile | None = None
     try:
@@ -213,55 +221,38 @@ def _resolve(
     )
 
 
-def resolve_secrets(value: Any, environ: Mapping[str, str]) -> Any:
-    """Return ``value`` with every ``Secret`` replaced by its value. Reads secret files.
+def _mem0_dict(
+    raw: Mapping[str, Any], errors: list[str], base_dir: Path, home: Path, source: str
+) -> Any:
+    """The mem0 dict from ``[mem0]`` or ``mem0_config_file``: JSON-like, ``Secret`` references.
 
-    Raises:
-        ConfigError: an environment variable is unset or a secret file is unreadable.
+    A value of the wrong type is returned as is, for the per-field checks to report. With both
+    given (a cross-field problem), ``[mem0]`` is returned and the file's own problems are added
+    as ``mem0_config_file.<key>: ...``.
     """
-    if isinstance(value, Secret):
-        if value.env is not None:
-            if value.env not in environ:
-                raise ConfigError("environment", [f"{value.env}: environment variable is not set"])
-            return environ[value.env]
-        assert value.file is not None
+    inline, named = raw.get("mem0"), raw.get("mem0_config_file")
+    from_file: Any = None
+    if isinstance(named, str) and named and "\x00" not in named:
         try:
-            return Path(value.file).read_text(encoding="utf-8").strip()
-        except OSError as error:
-            raise ConfigError(value.file, [f"secret file unreadable: {error.strerror}"]) from error
-    if isinstance(value, Mapping):
-        return {key: resolve_secrets(item, environ) for key, item in value.items()}
-    if isinstance(value, list):
-        return [resolve_secrets(item, environ) for item in value]
-    return value
-
-
-def _mem0_dict(raw: Mapping[str, Any], errors: list[str], base_dir: Path, home: Path) -> Any:
-    """The mem0 dict, from ``[mem0]`` or ``mem0_config_file``, with ``Secret`` references.
-
-    A value of the wrong type is returned as is, for the per-field checks to report.
-    """
-    inline, file_key = raw.get("mem0"), raw.get("mem0_config_file")
-    if inline is not None and file_key is not None:
-        return {}  # a cross-field problem
-    if isinstance(file_key, str) and file_key and "\x00" not in file_key:
-        return _with_secrets(
-            read_mem0_file(absolute(file_key, base_dir, home), errors), "mem0", errors
-        )
+            path = absolute(named, base_dir, home)
+        except ValueError:
+            pass  # the per-field check of mem0_config_file reports it
+        else:
+            prefix = "mem0" if inline is None else "mem0_config_file"
+            from_file = with_secrets(read_mem0_file(path, errors), prefix, source, errors)
     if inline is None:
-        return {}
-    return _with_secrets(dict(inline), "mem0", errors) if isinstance(inline, Mapping) else inline
+        return from_file if from_file is not None else {}
+    if from_file is not None:
+        errors += _file_problems(from_file)
+    return with_secrets(inline, "mem0", source, errors) if isinstance(inline, Mapping) else inline
 
 
-def _with_secrets(value: Any, dotted: str, errors: list[str]) -> Any:
-    if isinstance(value, Mapping):
-        keys = set(value)
-        if keys and keys <= {"env", "file"}:
-            if len(keys) != 1 or not all(isinstance(v, str) and v for v in value.values()):
-                errors.append(f'{dotted}: a secret is {{env = "NAME"}} or {{file = "PATH"}}')
-                return Secret()
-            return Secret(env=value.get("env"), file=value.get("file"))
-        return {key: _with_secrets(item, f"{dotted}.{key}", errors) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_with_secrets(item, f"{dotted}[{i}]", errors) for i, item in enumerate(value)]
-    return value
+def _file_problems(mem0: dict[str, Any]) -> list[str]:
+    """The per-field problems of a ``mem0_config_file`` given beside ``[mem0]``, by its keys."""
+    from pydantic import ValidationError
+
+    try:
+        ConfigFile.model_validate({"mem0": mem0})
+    except ValidationError as error:
+        return ["mem0_config_file" + line.removeprefix("mem0") for line in describe_errors(error)]
+    return []

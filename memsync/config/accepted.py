@@ -13,7 +13,7 @@ from datetime import date, time
 from pathlib import Path
 from typing import Any
 
-from memsync.config import Config, parse, read_document
+from memsync.config import TOO_DEEP, Config, parse, read_document
 from memsync.config.mem0_file import read_mem0_file
 from memsync.config.schema import absolute, home_dir
 from memsync.errors import ConfigError
@@ -27,25 +27,33 @@ def load_self_contained(path: Path, environ: Mapping[str, str]) -> tuple[dict[st
     Raises:
         ConfigError: as ``memsync.config.load``.
     """
-    document = inline_mem0_file(read_document(path), path.parent, home_dir(environ))
+    document = read_document(path)
+    try:
+        document = inline_mem0_file(document, path.parent, home_dir(environ))
+    except ValueError:
+        pass  # no home directory: parse reports it
     try:
         return document, parse(document, source=str(path), base_dir=path.parent, environ=environ)
     except RecursionError:
-        raise ConfigError(str(path), ["nested too deeply to be a memsync configuration"]) from None
+        raise ConfigError(str(path), [TOO_DEEP]) from None
 
 
 def inline_mem0_file(raw: Mapping[str, Any], base_dir: Path, home: Path) -> dict[str, Any]:
     """``raw`` with a readable ``mem0_config_file`` replaced by its mapping as ``mem0``.
 
     Reads that file. Left as it is when the file is absent, unreadable or not a mapping, or
-    when ``[mem0]`` is given too, so that validation reports the problem.
+    when ``[mem0]`` is given too, so that validation reports the problem. The mapping is kept
+    as read (dates and all); ``jsonable`` makes it JSON.
     """
     document = dict(raw)
     named = document.get("mem0_config_file")
     if not isinstance(named, str) or not named or "\x00" in named or "mem0" in document:
         return document
     errors: list[str] = []
-    mem0 = read_mem0_file(absolute(named, base_dir, home), errors)
+    try:
+        mem0 = read_mem0_file(absolute(named, base_dir, home), errors)
+    except ValueError:  # ~user of an unknown user
+        return document
     if errors:
         return document
     del document["mem0_config_file"]

@@ -1,24 +1,25 @@
 """The effective configuration as a plain document, for ``memsync config show``; secrets redacted.
 
 Never shows a secret's value: ``{env}``/``{file}`` references stay references (never resolved),
-keys the schema marks ``secret`` (``daemon.ping_url``) and inline mem0 values under secret-like
-names (``api_key``, ``password``, ``token``...) become ``"<redacted>"``.
+keys the schema marks ``secret`` (``daemon.ping_url``) and every mem0 value under a secret-like
+name (``memsync.config.redact``: ``api_key``, ``X-Api-Key``, ``private_key``, ``pw``, ``token``...,
+whatever its type) become ``"<redacted>"``, and a URL's credentials (``https://user:pass@host``)
+become ``https://<redacted>@host`` wherever they appear.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from datetime import time, timedelta
+from datetime import date, time, timedelta
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from memsync.config import Config, Secret
+from memsync.config.redact import REDACTED, is_secret_name, scrub_url
 
-REDACTED = "<redacted>"
-_SECRET_NAME = re.compile(r"(api_?key|password|passwd|secret|token|credential|auth)", re.IGNORECASE)
+__all__ = ["REDACTED", "effective_document", "flatten", "format_duration", "writable_paths"]
 
 
 def effective_document(config: Config) -> dict[str, Any]:
@@ -104,8 +105,12 @@ def _model(model: BaseModel, skip: tuple[str, ...] = ()) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, str):
+        return scrub_url(value)
     if isinstance(value, Path):
-        return str(value)
+        return scrub_url(str(value))
+    if isinstance(value, date):  # the mem0 dict holds ISO text already; kept for safety
+        return value.isoformat()
     if isinstance(value, time):
         return value.strftime("%H:%M")
     if isinstance(value, timedelta):
@@ -118,12 +123,12 @@ def _plain(value: Any) -> Any:
 def _redact_mem0(value: Any, name: str = "") -> Any:
     if isinstance(value, Secret):
         return {"env": value.env} if value.env is not None else {"file": value.file}
+    if value is not None and is_secret_name(name, value):
+        return REDACTED
     if isinstance(value, Mapping):
         return {key: _redact_mem0(item, str(key)) for key, item in value.items()}
     if isinstance(value, list):
         return [_redact_mem0(item, name) for item in value]
-    if isinstance(value, str) and _SECRET_NAME.search(name):
-        return REDACTED
     return _plain(value)
 
 

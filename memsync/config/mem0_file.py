@@ -6,24 +6,26 @@ import json
 from pathlib import Path
 from typing import Any
 
+from memsync.config.files import read_text
+
 
 def read_mem0_file(path: Path, errors: list[str]) -> dict[str, Any]:
     """Return the mapping in ``path`` (YAML by a .yaml/.yml suffix, else JSON). Reads only.
 
-    A problem is appended to ``errors`` (as ``mem0_config_file: ...``) and ``{}`` returned.
+    YAML aliases (``*name``) are refused: mem0's dict never needs them, and they let a small
+    file expand exponentially. A problem is appended to ``errors`` (as
+    ``mem0_config_file: ...``) and ``{}`` returned.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except OSError as error:
         errors.append(f"mem0_config_file: cannot read {path}: {error.strerror}")
         return {}
+    except ValueError as error:
+        errors.append(f"mem0_config_file: {error}")
+        return {}
     try:
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
+        data = _load_yaml(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
     except Exception as error:  # noqa: BLE001 - json's ValueError and yaml's own hierarchy
         errors.append(f"mem0_config_file: {path} is not valid: {error}")
         return {}
@@ -31,3 +33,21 @@ def read_mem0_file(path: Path, errors: list[str]) -> dict[str, Any]:
         errors.append(f"mem0_config_file: {path} must hold a mapping")
         return {}
     return data
+
+
+def _load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` without aliases (PyYAML 6)."""
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                line = self.peek_event().start_mark.line + 1  # type: ignore[no-untyped-call]
+                raise ValueError(f"line {line}: YAML aliases (*name) are not supported")
+            return super().compose_node(parent, index)
+
+    loader = NoAliasLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()

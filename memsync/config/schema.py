@@ -61,15 +61,34 @@ def parse_duration(text: str) -> timedelta:
 
 
 def home_dir(environ: Mapping[str, str]) -> Path:
-    """The home directory ``~`` stands for: ``$HOME``, else the user's. Reads only."""
-    return Path(environ.get("HOME") or Path.home())
+    """The home directory ``~`` stands for: ``$HOME``, else the user's. Reads only.
+
+    Raises:
+        ValueError: ``$HOME`` is unset and the user has no entry in the password database.
+    """
+    try:
+        return Path(environ.get("HOME") or Path.home())
+    except RuntimeError:
+        raise ValueError("HOME is not set and the user has no home directory") from None
 
 
 def absolute(value: str, base_dir: Path, home: Path) -> Path:
-    """``value`` as an absolute path: ``~`` under ``home``, relative under ``base_dir``. Pure."""
+    """``value`` as an absolute path: ``~`` under ``home``, relative under ``base_dir``.
+
+    ``~user/...`` reads the password database; otherwise pure.
+
+    Raises:
+        ValueError: ``~user`` names a user this system does not know.
+    """
     path = Path(value)
-    if value.startswith("~"):
-        path = home / value[2:] if value.startswith("~/") else Path(value).expanduser()
+    if value == "~" or value.startswith("~/"):
+        path = home / value[2:]
+    elif value.startswith("~"):
+        try:
+            path = path.expanduser()
+        except RuntimeError:
+            user = value[1:].split("/", 1)[0]
+            raise ValueError(f"names an unknown user (~{user})") from None
     return path if path.is_absolute() else (base_dir / path).absolute()
 
 
@@ -81,7 +100,10 @@ def _config_path(value: Any, info: ValidationInfo) -> Any:
     context = info.context or {}
     if "base_dir" not in context:
         return Path(value)
-    return absolute(value, context["base_dir"], context["home"])
+    try:
+        return absolute(value, context["base_dir"], context["home"])
+    except ValueError as error:
+        raise _problem(str(error)) from None
 
 
 def _mem0_path(value: Any) -> Any:

@@ -113,3 +113,78 @@ def test_show_of_an_invalid_file_exits_10(cli, tmp_path):
     bad.write_text("[snapshot]\nkeep_last = -1\n")
     result = cli("config", "show", "--json", config=bad)
     assert result.code == 10 and result.out == "" and "snapshot.keep_last" in result.err
+
+
+def test_show_redacts_by_name_whatever_the_type_and_url_credentials(cli, tmp_path):
+    path = tmp_path / "memsync.toml"
+    path.write_text(
+        '[mem0.llm.config]\nX-Api-Key = "secret-1"\nprivate_key = "secret-2"\n'
+        'access_key_id = "secret-3"\npw = "secret-4"\nopenai_base_url = "https://u:secret-5@h/v1"\n'
+        'numeric_token = 123456789\nkeys = ["secret-6"]\napiKey = "secret-7"\n'
+        'aws_secret_access_key = "secret-8"\nmax_tokens = 2000\nmodel = "gpt-4o-mini"\n'
+        "[mem0.llm.config.headers]\nAuthorization = 'Bearer secret-9'\n"
+        '[mem0.graph_store.config]\nurl = "bolt://neo:secret-10@db:7687"\n'
+    )
+    result = cli("config", "show", "--json", config=path)
+    text = cli("config", "show", config=path)
+    assert result.code == 0 and text.code == 0
+    llm = result.json()["config"]["mem0"]["llm"]["config"]
+    for name in ("X-Api-Key", "private_key", "access_key_id", "pw", "numeric_token", "keys"):
+        assert llm[name] == "<redacted>", name
+    assert llm["openai_base_url"] == "https://<redacted>@h/v1"
+    assert llm["max_tokens"] == 2000 and llm["model"] == "gpt-4o-mini"
+    assert "mem0.llm.config.max_tokens = 2000" in text.out
+    for number in range(1, 11):
+        assert f"secret-{number}" not in result.out + text.out, number
+    assert "123456789" not in result.out + text.out
+
+
+def test_show_renders_toml_dates_in_mem0_as_iso_text(cli, tmp_path):
+    path = tmp_path / "memsync.toml"
+    path.write_text("[mem0.llm.config]\nsince = 2024-01-01\nstamp = 1979-05-27T07:32:00Z\n")
+    assert cli("config", "validate", config=path).code == 0
+    result = cli("config", "show", "--json", config=path)
+    assert result.code == 0
+    assert result.json()["config"]["mem0"]["llm"]["config"] == {
+        "since": "2024-01-01",
+        "stamp": "1979-05-27T07:32:00+00:00",
+    }
+    text = cli("config", "show", config=path)
+    assert text.code == 0 and 'mem0.llm.config.since = "2024-01-01"' in text.out
+
+
+def test_hostile_files_exit_10_never_1(cli, tmp_path):
+    (tmp_path / "m.json").write_bytes(b"\xff")
+    cases = {
+        "tilde.toml": 'state_dir = "~nosuchuser/s"\n',
+        "nonutf.toml": 'mem0_config_file = "m.json"\n',
+        "deep.toml": "[mem0.llm]\nconfig = " + "{a=" * 400 + "1" + "}" * 400 + "\n",
+        "nan.toml": "[mem0.llm.config]\ntemperature = nan\n",
+        "ping.toml": '[daemon]\nping_url = "hc-ping.com/0b7e-SECRET-UUID"\n',
+    }
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text)
+        for action in ("validate", "show"):
+            result = cli("config", action, "--json", config=tmp_path / name)
+            assert result.code == 10 and result.out == "", (name, action, result.err)
+            assert "SECRET" not in result.err
+
+
+def test_forget_with_an_undecodable_secret_file_exits_10_naming_the_key(
+    make_deployment, cli, tmp_path
+):
+    key = tmp_path / "key"
+    key.write_bytes(b"\xff\xfe-SECRET-KEY")
+    deployment = make_deployment(
+        count=3, extra_config=f'[mem0.llm.config]\napi_key = {{file = "{key}"}}\n'
+    )
+    deployment.close()
+    assert deployment.seeded is not None
+    victim = deployment.seeded.live[0]
+    result = cli("forget", victim, "--yes", "--no-snapshot", "--json", config=deployment.config)
+    assert result.code == 10, result.err
+    message = json.loads(result.err)["message"]
+    assert message == (
+        f"configuration {deployment.config}: mem0.llm.config.api_key: secret file {key} "
+        "is not UTF-8 text"
+    )
