@@ -22,6 +22,7 @@ import botocore.exceptions
 from boto3.s3.transfer import TransferConfig
 
 from memsync.config import S3Config
+from memsync.config.redact import scrub_url
 from memsync.errors import MemsyncError, UnavailableError
 
 # boto3's own defaults (8 MiB parts, 10 threads): larger parts were slower against moto here.
@@ -71,7 +72,7 @@ class ObjectStore:
     @property
     def where(self) -> str:
         """``s3://bucket/prefix`` for messages (with the endpoint when one is set)."""
-        endpoint = f" at {self.config.endpoint_url}" if self.config.endpoint_url else ""
+        endpoint = f" at {scrub_url(self.config.endpoint_url)}" if self.config.endpoint_url else ""
         return f"s3://{self.bucket}/{self.prefix}{endpoint}"
 
     def key(self, *parts: str) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from memsync.config import read_key_file
 from memsync.errors import ConfigError
 
 MAGIC = b"MEMSYNC-SEALED-1"
@@ -34,27 +35,34 @@ class SealError(Exception):
     """A sealed file failed authentication: wrong key, tampered, truncated or renamed."""
 
 
-def load_key(path: Path) -> bytes:
-    """Read a 32-byte key from ``path`` (raw, hex or base64).
+def load_key(
+    path: Path, source: str | None = None, key: str = "snapshot.encrypt_key_file"
+) -> bytes:
+    """Read a 32-byte key from ``path`` (raw, hex or base64). Reads only.
+
+    Args:
+        path: the key file.
+        source: the configuration file that names it, for messages (default: the key file).
+        key: the dotted configuration key that names it.
 
     Raises:
-        ConfigError: unreadable, or not 32 bytes in any of the three forms.
+        ConfigError: unreadable, too large, or not 32 bytes in any of the three forms; the
+            message names ``key`` and the file, never its content.
     """
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise ConfigError(str(path), [f"key file unreadable: {error.strerror}"]) from error
+    raw = read_key_file(path, key, source or str(path))
     if len(raw) == 32:
         return raw
     text = raw.strip()
     for decode in (bytes.fromhex, base64.b64decode):
         try:
-            key = decode(text.decode("ascii"))
+            decoded = decode(text.decode("ascii"))
         except (ValueError, binascii.Error, UnicodeDecodeError):
             continue
-        if len(key) == 32:
-            return key
-    raise ConfigError(str(path), ["key file must hold 32 bytes (raw, hex or base64)"])
+        if len(decoded) == 32:
+            return decoded
+    raise ConfigError(
+        source or str(path), [f"{key}: key file {path} must hold 32 bytes (raw, hex or base64)"]
+    )
 
 
 def _nonce(prefix: bytes, counter: int, last: bool) -> bytes:
