@@ -193,8 +193,10 @@ class LocalRepository(BaseRepository):
         return Transfer(sent=sent, skipped=skipped, bytes=sent_bytes)
 
     def _read_small(self, snapshot_id: str, name: str) -> bytes | None:
+        if self.path(snapshot_id).is_symlink():
+            return None
         try:
-            return (self.path(snapshot_id) / name).read_bytes()
+            return snapshots.read_small(self.path(snapshot_id) / name)
         except FileNotFoundError:
             return None
         except OSError as error:

@@ -8,11 +8,14 @@ never drops them. The JSON written keeps today's keys exactly (users' scripts re
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
+import os
 import re
 import reprlib
+import stat
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +38,7 @@ from memsync.model import CaptureWindow
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
+SMALL_LIMIT = 256 * 1024 * 1024  # bytes: a manifest of a million findings stays below
 SUPPORTED_FORMATS = frozenset({1})
 ID_PATTERN = re.compile(r"^(\d{8}T\d{6}Z)(?:-(\d+))?\Z")  # \Z: "$" would take a final newline
 _NAME = r"(?!\.{1,2}(?:/|\Z))[A-Za-z0-9_.-]{1,255}"
@@ -475,7 +479,7 @@ def read(directory: Path) -> Manifest:
     """
     path = directory / MANIFEST
     try:
-        raw = path.read_bytes()
+        raw = read_small(path)
     except FileNotFoundError:
         raise UnavailableError(
             f"snapshot {directory} has no {MANIFEST}", "it is incomplete"
@@ -483,3 +487,21 @@ def read(directory: Path) -> Manifest:
     except OSError as error:
         raise UnavailableError(f"manifest {path} is unreadable: {error}") from error
     return loads(raw, directory.name, str(path))
+
+
+def read_small(path: Path) -> bytes:
+    """The bytes of a small regular file of a snapshot (manifest, ``verified.json``). Reads only.
+
+    A symbolic link, a FIFO or a device is not read (``/dev/zero`` would never end), nor a file
+    above ``SMALL_LIMIT`` bytes.
+
+    Raises:
+        FileNotFoundError: it is absent.
+        OSError: unreadable, a link, not a regular file, or too large.
+    """
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > SMALL_LIMIT:
+            raise OSError(errno.EINVAL, "not a regular file of a sensible size", str(path))
+        return handle.read(SMALL_LIMIT + 1)

@@ -40,6 +40,7 @@ __all__ = [
     "parse_or_none",
     "read_json",
     "read_manifest",
+    "read_small",
     "remove_stale_partials",
     "resolve_local",
     "sha256_file",
@@ -51,6 +52,7 @@ CREATING_LOCK = ".creating"
 CHUNK_BYTES = 1024 * 1024
 manifest_problem = manifests.problem
 read_manifest = manifests.read
+read_small = manifests.read_small
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,7 +116,7 @@ def sha256_file(path: Path) -> tuple[int, str]:
 def read_json(path: Path) -> dict[str, Any] | None:
     """A small JSON object file (``verified.json``), or None when absent or not a JSON object."""
     try:
-        document = manifests.decode(path.read_bytes())
+        document = manifests.decode(manifests.read_small(path))
     except (OSError, ValueError):
         return None
     return document if isinstance(document, dict) else None

@@ -10,6 +10,7 @@ nothing exits 1 (a bug in memsync), and nothing is written where it does not bel
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -233,3 +234,19 @@ def test_a_bare_object_named_like_an_id_is_not_a_snapshot(remote, cli):
     listed = cli("snapshot", "list", "--remote", "--json", config=deployment.config)
     assert listed.code == 0
     assert [row["id"] for row in listed.json()["snapshots"]] == [good_id]
+
+
+@pytest.mark.parametrize("kind", ["dev-zero-link", "fifo"])
+def test_a_manifest_that_is_no_regular_file_is_never_read(made, cli, kind):
+    deployment, good = made
+    copy = _damaged_copy(good, DAMAGED, b"{}")
+    (copy / "manifest.json").unlink()
+    if kind == "fifo":
+        os.mkfifo(copy / "manifest.json")
+    else:
+        (copy / "manifest.json").symlink_to("/dev/zero")
+    _commands_go_on(cli, deployment.config, DAMAGED)
+    verified = cli("snapshot", "verify", "--json", DAMAGED, config=deployment.config)
+    assert verified.code == 3 and verified.json()["findings"][0]["code"] == "manifest-missing"
+    restored = cli("restore", DAMAGED, "--dry-run", config=deployment.config)
+    assert restored.code == 11 and DAMAGED in restored.err, restored.err
