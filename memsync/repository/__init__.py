@@ -15,7 +15,7 @@ from memsync.repository.plaintext import decrypt, encryption_key, plaintext
 from memsync.repository.port import Entry, FileCheck, FileProblem, SnapshotRepository, Transfer
 from memsync.repository.remote import S3Repository
 from memsync.s3 import ObjectStore
-from memsync.stores.manifest import ID_PATTERN
+from memsync.stores.manifest import ID_PATTERN, valid_id
 
 __all__ = [
     "Entry",
@@ -77,14 +77,20 @@ def parse_s3_target(config: Config, target: str) -> tuple[S3Repository, str]:
 
     Raises:
         ConfigError: no ``[s3]`` section.
-        UsageError: the target does not end in a snapshot id.
+        UsageError: the target does not end in a snapshot id, or has an empty, ``.`` or ``..``
+            part (an object key, not a path: nothing is resolved).
     """
     store = object_store(config)
     rest = target[len("s3://") :].strip("/")
     parts = rest.split("/")
     snapshot_id = parts[-1]
-    if not ID_PATTERN.match(snapshot_id):
+    if not ID_PATTERN.match(snapshot_id) or not valid_id(snapshot_id):
         raise UsageError(f"{target!r} does not end in a snapshot id")
+    if any(part in ("", ".", "..") or not part.isprintable() for part in parts):
+        raise UsageError(
+            f"{target!r} is not s3://BUCKET/PREFIX/ID: empty, '.' or '..' parts are refused",
+            "name the snapshot as memsync snapshot list --remote shows it",
+        )
     if len(parts) > 1:
         store.bucket = parts[0]
         store.prefix = "/".join(parts[1:-1])

@@ -56,6 +56,10 @@ class BaseRepository(ABC):
             UnavailableError: the file cannot be read.
         """
 
+    def exists(self, snapshot_id: str) -> bool:
+        """Whether anything but ``verified.json`` is stored under the snapshot. Reads only."""
+        return bool(self._stored_names(snapshot_id) - {VERIFIED})
+
     def read_manifest(self, snapshot_id: str) -> Manifest:
         """The committed manifest of a snapshot (see ``SnapshotRepository.read_manifest``)."""
         return self._manifest_and_bytes(snapshot_id)[0]

@@ -53,6 +53,11 @@ class LocalRepository(BaseRepository):
         """The directory of a complete snapshot (whether or not it exists). Pure."""
         return self.directory / snapshot_id
 
+    def exists(self, snapshot_id: str) -> bool:
+        """Whether the snapshot's directory is there (and not a symbolic link). Reads only."""
+        final = self.path(snapshot_id)
+        return final.is_dir() and not final.is_symlink()
+
     def infos(self) -> list[SnapshotInfo]:
         """Every memsync entry of the directory with its path, sorted by id. Reads only."""
         return list(snapshots.iter_local(self.directory))
@@ -84,8 +89,11 @@ class LocalRepository(BaseRepository):
         Raises:
             UnavailableError: the snapshot's directory does not exist.
         """
-        if not self.path(snapshot_id).is_dir():
-            raise UnavailableError(f"snapshot {self.location(snapshot_id)} does not exist")
+        final = self.path(snapshot_id)
+        if final.is_symlink() or not final.is_dir():
+            raise UnavailableError(
+                f"snapshot {self.location(snapshot_id)} does not exist (or is a symbolic link)"
+            )
         write_json_atomic(self.path(snapshot_id) / name, document)
 
     def delete(self, snapshot_id: str) -> None:
@@ -185,8 +193,10 @@ class LocalRepository(BaseRepository):
         return Transfer(sent=sent, skipped=skipped, bytes=sent_bytes)
 
     def _read_small(self, snapshot_id: str, name: str) -> bytes | None:
+        if self.path(snapshot_id).is_symlink():
+            return None
         try:
-            return (self.path(snapshot_id) / name).read_bytes()
+            return snapshots.read_small(self.path(snapshot_id) / name)
         except FileNotFoundError:
             return None
         except OSError as error:
@@ -198,7 +208,7 @@ class LocalRepository(BaseRepository):
         root = self.path(snapshot_id)
         return (
             {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
-            if root.is_dir()
+            if root.is_dir() and not root.is_symlink()
             else set()
         )
 

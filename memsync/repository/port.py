@@ -93,6 +93,17 @@ class SnapshotRepository(Protocol):
         """
         ...
 
+    def exists(self, snapshot_id: str) -> bool:
+        """Whether anything of the snapshot is stored (complete or not), besides a ``verified.json``.
+
+        A local snapshot directory that is a symbolic link does not exist (memsync never makes
+        links; nothing is read or written through one). Reads only.
+
+        Raises:
+            UnavailableError: the repository is unreachable.
+        """
+        ...
+
     def read_manifest(self, snapshot_id: str) -> Manifest:
         """The committed manifest of a snapshot. Reads only.
 

@@ -20,6 +20,7 @@ from memsync.errors import UnavailableError
 from memsync.repository.base import BaseRepository
 from memsync.repository.port import BytesProgress, Entry, Transfer
 from memsync.s3 import ObjectStore
+from memsync.stores import manifest as manifests
 from memsync.stores import snapshots
 from memsync.stores.manifest import ID_PATTERN, MANIFEST, Manifest
 from memsync.stores.snapshots import VERIFIED, sha256_file
@@ -62,8 +63,8 @@ class S3Repository(BaseRepository):
         base = self._base()
         for item in self.store.iter_objects(base):
             snapshot_id, _, name = item.key[len(base) :].partition("/")
-            if not ID_PATTERN.match(snapshot_id):
-                continue
+            if not name or not ID_PATTERN.match(snapshot_id):
+                continue  # a bare object named like an id is not a snapshot
             names, size = grouped.setdefault(snapshot_id, (set(), [0]))
             names.add(name)
             size[0] += item.size
@@ -90,7 +91,7 @@ class S3Repository(BaseRepository):
             return None
         raw = self.store.get_bytes(self.store.key(snapshot_id, name))
         try:
-            document = json.loads(raw) if raw else None
+            document = manifests.decode(raw) if raw else None
         except ValueError:
             return None
         return document if isinstance(document, dict) else None

@@ -79,8 +79,14 @@ def verify_snapshot(
 
     Raises:
         ManifestTooNew: the manifest's format is newer than this memsync reads (exit 11).
-        UnavailableError: the repository is unreachable.
+        UnavailableError: the snapshot is not there (nothing is written), or the repository is
+            unreachable.
     """
+    if not repository.exists(snapshot_id):
+        raise UnavailableError(
+            f"snapshot {snapshot_id} not found at {repository.where}",
+            "memsync snapshot list (--remote) shows the snapshots there",
+        )
     findings = _findings(config, repository, snapshot_id, now)
     report = VerifyReport(
         target=target,

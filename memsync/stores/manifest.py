@@ -8,14 +8,29 @@ never drops them. The JSON written keeps today's keys exactly (users' scripts re
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
+import os
 import re
+import reprlib
+import stat
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    model_validator,
+)
 
 from memsync import utc
 from memsync.errors import UnavailableError
@@ -23,11 +38,16 @@ from memsync.model import CaptureWindow
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
+SMALL_LIMIT = 256 * 1024 * 1024  # bytes: a manifest of a million findings stays below
 SUPPORTED_FORMATS = frozenset({1})
-ID_PATTERN = re.compile(r"^(\d{8}T\d{6}Z)(?:-(\d+))?$")
+ID_PATTERN = re.compile(r"^(\d{8}T\d{6}Z)(?:-(\d+))?\Z")  # \Z: "$" would take a final newline
+_NAME = r"(?!\.{1,2}(?:/|\Z))[A-Za-z0-9_.-]{1,255}"
+_COLLECTION = re.compile(_NAME + r"\Z")
 _LAYOUT = re.compile(
-    r"^(history\.db|qdrant/meta\.json|qdrant/collection/(?!\.{1,2}/)[A-Za-z0-9_.-]{1,255}/storage\.sqlite)$"
+    rf"(history\.db|qdrant/meta\.json|qdrant/collection/{_NAME}/storage\.sqlite)\Z"
 )
+_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
+_EARLIEST, _LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(9999, 1, 1, tzinfo=UTC)
 _KNOWN = (
     "format",
     "id",
@@ -44,6 +64,136 @@ _KNOWN = (
     "encryption",
     "signature",
 )
+
+
+class _Invalid(ValueError):
+    """One line: what keeps a document from being a manifest (the field first)."""
+
+
+def _timestamp(text: str) -> str:
+    try:
+        moment = utc.parse(text)
+    except (ValueError, OverflowError):  # an offset can carry year 9999 past the range
+        raise ValueError("not a UTC timestamp") from None
+    if not _EARLIEST <= moment < _LATEST:
+        raise ValueError("not a UTC timestamp between 1970 and 9998")
+    return text
+
+
+def _matching(pattern: re.Pattern[str], what: str) -> AfterValidator:
+    def check(text: str) -> str:
+        if not pattern.match(text):
+            raise ValueError(what)
+        return text
+
+    return AfterValidator(check)
+
+
+_Timestamp = Annotated[StrictStr, AfterValidator(_timestamp)]
+_Count = Annotated[StrictInt, Field(ge=0, lt=2**63)]
+_Sha256 = Annotated[StrictStr, _matching(_SHA256, "not a lowercase hex sha256")]
+_Name = Annotated[StrictStr, _matching(_COLLECTION, "not a collection name ([A-Za-z0-9_.-])")]
+_Path = Annotated[StrictStr, _matching(_LAYOUT, "not part of the snapshot layout")]
+_STRICT = ConfigDict(strict=True, extra="ignore", frozen=True)
+_OPEN = ConfigDict(strict=True, extra="allow", frozen=True)  # fields a newer memsync adds
+
+
+class _File(BaseModel):
+    model_config = _STRICT
+    path: _Path
+    size: _Count
+    sha256: _Sha256
+    stored_size: _Count | None = None
+    stored_sha256: _Sha256 | None = None
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> _File:
+        if (self.stored_size is None) != (self.stored_sha256 is None):
+            raise ValueError("stored_size and stored_sha256 go together")
+        return self
+
+
+class _Capture(BaseModel):
+    model_config = _STRICT
+    vectors_at: _Timestamp
+    vectors_finished_at: _Timestamp
+    history_at: _Timestamp
+    history_finished_at: _Timestamp
+    longest_read_s: Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)] = 0.0
+
+
+class _Collection(BaseModel):
+    model_config = _OPEN
+    vector_size: Annotated[StrictInt, Field(ge=1, le=65536)] | None = None
+    distance: StrictStr | None = None
+    points: _Count | None = None
+
+
+class _Check(BaseModel):
+    model_config = _OPEN
+    points: _Count | None = None
+    history_memories: _Count | None = None
+    errors: _Count | None = None
+    warnings: _Count | None = None
+    infos: _Count | None = None
+    findings: list[dict[str, Any]] | None = None
+
+
+class _Encryption(BaseModel):
+    model_config = _OPEN
+    algorithm: StrictStr
+
+
+class _Document(BaseModel):
+    """The format-1 document, every field typed (strict: no coercion, a bool is not an int)."""
+
+    model_config = _OPEN
+    format: StrictInt
+    id: StrictStr
+    created_at: _Timestamp
+    mode: StrictStr = "embedded"
+    collection: _Name
+    versions: dict[StrictStr, StrictStr | None] = Field(default_factory=dict)
+    capture: _Capture
+    files: Annotated[list[_File], Field(min_length=1)]
+    collections: dict[_Name, _Collection] = Field(default_factory=dict)
+    history: dict[StrictStr, _Count] = Field(default_factory=dict)
+    integrity: dict[StrictStr, Any] = Field(default_factory=dict)
+    check: _Check = Field(default_factory=_Check)
+    encryption: _Encryption | None = None
+    signature: _Sha256 | None = None
+
+
+def _validated(document: object, expected_id: str | None) -> _Document:
+    """The checked document. Pure. Raises ``_Invalid`` (one line, naming the field)."""
+    if not isinstance(document, dict) or type(document.get("format")) is not int:
+        raise _Invalid(f"not a memsync manifest (format {FORMAT_VERSION})")
+    if document["format"] not in SUPPORTED_FORMATS:
+        raise _Invalid(f"not a memsync manifest (format {FORMAT_VERSION})")
+    snapshot_id = document.get("id")
+    if not isinstance(snapshot_id, str) or not valid_id(snapshot_id):
+        raise _Invalid(f"invalid snapshot id {_shown(snapshot_id)}")
+    if expected_id is not None and snapshot_id != expected_id.split(".", 1)[0]:
+        # the name is id, id.partial or id.purging
+        raise _Invalid(f"its id {snapshot_id!r} is not the snapshot's name {expected_id!r}")
+    try:
+        checked = _Document.model_validate(document)
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in first["loc"]) or "manifest"
+        why = re.sub(r" or instance of _\w+", "", str(first["msg"]).removeprefix("Value error, "))
+        if first["loc"][:1] == ("files",) and first["loc"][-1:] == ("path",):
+            why = "is not part of the snapshot layout"
+        raise _Invalid(f"{field}: {why} (got {_shown(first.get('input'))})") from None
+    paths = [entry.path for entry in checked.files]
+    if len(set(paths)) != len(paths):
+        raise _Invalid("files: a file path is not part of the snapshot layout (listed twice)")
+    return checked
+
+
+def _shown(value: object) -> str:
+    """A short one-line ``repr`` of a value from a document."""
+    return reprlib.repr(value)
 
 
 class ManifestTooNew(UnavailableError):  # noqa: N818 - named for what the user sees
@@ -207,68 +357,19 @@ def valid_id(snapshot_id: str) -> bool:
 def problem(document: object, expected_id: str | None) -> str | None:
     """What makes a manifest document unusable, or None. Pure.
 
-    Every listed path must be one of the snapshot layout's own files (``history.db``,
-    ``qdrant/meta.json``, ``qdrant/collection/<name>/storage.sqlite``), listed once, with an
-    integer size and a hex sha256; the id must be a snapshot id (and the expected one). A
-    manifest is data from disk or a bucket: nothing in it may name a path outside the snapshot.
-    A newer format is a problem too (``parse`` raises ``ManifestTooNew`` for it instead).
+    Every field is checked for its type and range (``_Document``): every listed path must be one
+    of the snapshot layout's own files (``history.db``, ``qdrant/meta.json``,
+    ``qdrant/collection/<name>/storage.sqlite``), listed once, with an integer size and a hex
+    sha256; the id must be a snapshot id (and the expected one); the collection a plain name;
+    timestamps UTC between 1970 and 9998. A manifest is data from disk or a bucket: nothing in it
+    may name a path outside the snapshot, and nothing wrongly typed reaches the code that uses
+    it. A newer format is a problem too (``parse`` raises ``ManifestTooNew`` for it instead).
+    The answer is one line naming the field.
     """
-    if not isinstance(document, dict) or document.get("format") not in SUPPORTED_FORMATS:
-        return f"not a memsync manifest (format {FORMAT_VERSION})"
-    snapshot_id = document.get("id")
-    if (
-        not isinstance(snapshot_id, str)
-        or not ID_PATTERN.match(snapshot_id)
-        or not valid_id(snapshot_id)
-    ):
-        return f"invalid snapshot id {snapshot_id!r}"
-    if (
-        expected_id is not None and snapshot_id != expected_id.split(".", 1)[0]
-    ):  # id, id.partial, id.purging
-        return f"its id {snapshot_id!r} is not the snapshot's name {expected_id!r}"
-    files = document.get("files")
-    if not isinstance(files, list) or not files:
-        return "no file list"
-    seen: set[str] = set()
-    for entry in files:
-        if not isinstance(entry, dict):
-            return "a file entry is not an object"
-        path = entry.get("path")
-        if not isinstance(path, str) or not _LAYOUT.match(path) or path in seen:
-            return f"file path {path!r} is not part of the snapshot layout (or listed twice)"
-        seen.add(path)
-        for size_key, sha_key in (("size", "sha256"), ("stored_size", "stored_sha256")):
-            if size_key not in entry and size_key == "stored_size":
-                continue
-            size, digest = entry.get(size_key), entry.get(sha_key)
-            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-                return f"{path}: invalid {size_key}"
-            if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
-                return f"{path}: invalid {sha_key}"
-    return _typed_problem(document)
-
-
-def _typed_problem(document: dict[str, Any]) -> str | None:
-    """What keeps a format-1 document from becoming a ``Manifest``, or None. Pure."""
-    capture = document.get("capture")
-    if not isinstance(capture, dict):
-        return "no capture window"
-    for key in ("vectors_at", "vectors_finished_at", "history_at", "history_finished_at"):
-        try:
-            utc.parse(str(capture[key]))
-        except (KeyError, ValueError):
-            return f"capture.{key}: not a UTC timestamp"
     try:
-        utc.parse(str(document.get("created_at")))
-    except ValueError:
-        return "created_at: not a UTC timestamp"
-    if not isinstance(document.get("collection"), str):
-        return "collection: not a name"
-    for key in ("versions", "collections", "history", "integrity", "check"):
-        if not isinstance(document.get(key, {}), dict):
-            return f"{key}: not an object"
-    if not isinstance(document.get("encryption"), dict | None):
-        return "encryption: not an object"
+        _validated(document, expected_id)
+    except _Invalid as invalid:
+        return str(invalid)
     return None
 
 
@@ -276,17 +377,13 @@ def too_new(document: object) -> int | None:
     """The format number of a manifest newer than this memsync reads, or None. Pure."""
     if isinstance(document, dict):
         stated = document.get("format")
-        if (
-            isinstance(stated, int)
-            and not isinstance(stated, bool)
-            and stated > max(SUPPORTED_FORMATS)
-        ):
+        if type(stated) is int and stated > max(SUPPORTED_FORMATS):
             return stated
     return None
 
 
 def parse(document: object, expected_id: str | None, where: str) -> Manifest:
-    """Turn a manifest document into a ``Manifest``. Pure.
+    """Turn a manifest document into a ``Manifest``, every field checked (see ``problem``). Pure.
 
     Args:
         document: the decoded JSON.
@@ -295,7 +392,7 @@ def parse(document: object, expected_id: str | None, where: str) -> Manifest:
 
     Raises:
         ManifestTooNew: a newer format (exit 11, hint: upgrade memsync).
-        UnavailableError: not a valid memsync manifest.
+        UnavailableError: not a valid memsync manifest (exit 11; the message names the field).
     """
     newer = too_new(document)
     if newer is not None:
@@ -303,40 +400,44 @@ def parse(document: object, expected_id: str | None, where: str) -> Manifest:
             f"manifest {where} is format {newer}; this memsync reads format {max(SUPPORTED_FORMATS)} and older",
             "upgrade memsync to read this snapshot",
         )
-    stated = problem(document, expected_id)
-    if stated is not None or not isinstance(document, dict):
-        raise UnavailableError(f"manifest {where} is not valid: {stated}", "use another snapshot")
-    capture = document["capture"]
+    try:
+        checked = _validated(document, expected_id)
+    except _Invalid as invalid:
+        raise UnavailableError(
+            f"manifest {where} is not valid: {invalid}", "use another snapshot"
+        ) from None
+    assert isinstance(document, dict)  # _validated refuses anything else
+    capture = checked.capture
     return Manifest(
-        format=int(document["format"]),
-        id=str(document["id"]),
-        created_at=utc.parse(str(document["created_at"])),
-        mode=str(document.get("mode", "embedded")),
-        collection=str(document["collection"]),
-        versions=dict(document.get("versions", {})),
+        format=checked.format,
+        id=checked.id,
+        created_at=utc.parse(checked.created_at),
+        mode=checked.mode,
+        collection=checked.collection,
+        versions=dict(checked.versions),
         capture=CaptureWindow(
-            vectors_at=utc.parse(str(capture["vectors_at"])),
-            vectors_finished_at=utc.parse(str(capture["vectors_finished_at"])),
-            history_at=utc.parse(str(capture["history_at"])),
-            history_finished_at=utc.parse(str(capture["history_finished_at"])),
-            longest_read_s=float(capture.get("longest_read_s", 0.0)),
+            vectors_at=utc.parse(capture.vectors_at),
+            vectors_finished_at=utc.parse(capture.vectors_finished_at),
+            history_at=utc.parse(capture.history_at),
+            history_finished_at=utc.parse(capture.history_finished_at),
+            longest_read_s=float(capture.longest_read_s),
         ),
         files=tuple(
             FileEntry(
-                path=e["path"],
-                size=e["size"],
-                sha256=e["sha256"],
-                stored_size=e.get("stored_size"),
-                stored_sha256=e.get("stored_sha256"),
+                path=e.path,
+                size=e.size,
+                sha256=e.sha256,
+                stored_size=e.stored_size,
+                stored_sha256=e.stored_sha256,
             )
-            for e in document["files"]
+            for e in checked.files
         ),
         collections=dict(document.get("collections", {})),
         history=dict(document.get("history", {})),
         integrity=dict(document.get("integrity", {})),
         check=dict(document.get("check", {})),
         encryption=document.get("encryption"),
-        signature=document.get("signature") if isinstance(document.get("signature"), str) else None,
+        signature=checked.signature,
         extra={key: value for key, value in document.items() if key not in _KNOWN},
     )
 
@@ -349,12 +450,24 @@ def loads(raw: bytes, expected_id: str | None, where: str) -> Manifest:
         UnavailableError: not JSON, or not a valid memsync manifest.
     """
     try:
-        document = json.loads(raw)
+        document = decode(raw)
     except ValueError as error:
         raise UnavailableError(
             f"manifest {where} is not valid: not JSON ({error})", "use another snapshot"
-        ) from error
+        ) from None
     return parse(document, expected_id, where)
+
+
+def decode(raw: bytes | str) -> Any:
+    """Decode JSON from disk or a bucket. Pure.
+
+    Raises:
+        ValueError: not JSON, not UTF-8, or nested too deeply for Python (``RecursionError``).
+    """
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def read(directory: Path) -> Manifest:
@@ -366,7 +479,7 @@ def read(directory: Path) -> Manifest:
     """
     path = directory / MANIFEST
     try:
-        raw = path.read_bytes()
+        raw = read_small(path)
     except FileNotFoundError:
         raise UnavailableError(
             f"snapshot {directory} has no {MANIFEST}", "it is incomplete"
@@ -374,3 +487,21 @@ def read(directory: Path) -> Manifest:
     except OSError as error:
         raise UnavailableError(f"manifest {path} is unreadable: {error}") from error
     return loads(raw, directory.name, str(path))
+
+
+def read_small(path: Path) -> bytes:
+    """The bytes of a small regular file of a snapshot (manifest, ``verified.json``). Reads only.
+
+    A symbolic link, a FIFO or a device is not read (``/dev/zero`` would never end), nor a file
+    above ``SMALL_LIMIT`` bytes.
+
+    Raises:
+        FileNotFoundError: it is absent.
+        OSError: unreadable, a link, not a regular file, or too large.
+    """
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > SMALL_LIMIT:
+            raise OSError(errno.EINVAL, "not a regular file of a sensible size", str(path))
+        return handle.read(SMALL_LIMIT + 1)

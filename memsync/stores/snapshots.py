@@ -11,7 +11,6 @@ common to both places (list, read, write then commit, verify, delete), are
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ __all__ = [
     "parse_or_none",
     "read_json",
     "read_manifest",
+    "read_small",
     "remove_stale_partials",
     "resolve_local",
     "sha256_file",
@@ -52,6 +52,7 @@ CREATING_LOCK = ".creating"
 CHUNK_BYTES = 1024 * 1024
 manifest_problem = manifests.problem
 read_manifest = manifests.read
+read_small = manifests.read_small
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,7 +82,7 @@ class Entry:
     @property
     def is_verified(self) -> bool:
         """True when the last verification found no problem."""
-        return bool(self.verified and self.verified.get("ok"))
+        return self.verified is not None and self.verified.get("ok") is True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,7 +116,7 @@ def sha256_file(path: Path) -> tuple[int, str]:
 def read_json(path: Path) -> dict[str, Any] | None:
     """A small JSON object file (``verified.json``), or None when absent or not a JSON object."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = manifests.decode(manifests.read_small(path))
     except (OSError, ValueError):
         return None
     return document if isinstance(document, dict) else None
@@ -123,9 +124,12 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 def parse_or_none(document: object, snapshot_id: str) -> Manifest | None:
     """The manifest of ``document``, or None when it is absent, damaged, foreign or newer. Pure."""
-    if document is None or manifests.problem(document, snapshot_id) is not None:
+    if document is None:
         return None
-    return manifests.parse(document, snapshot_id, MANIFEST)
+    try:
+        return manifests.parse(document, snapshot_id, MANIFEST)
+    except UnavailableError:  # ManifestTooNew too
+        return None
 
 
 def describe(directory: Path) -> SnapshotInfo | None:
@@ -147,7 +151,7 @@ def describe(directory: Path) -> SnapshotInfo | None:
         path=directory,
         complete=manifest is not None,
         manifest=manifest,
-        verified=read_json(directory / VERIFIED),
+        verified=None if partial else read_json(directory / VERIFIED),  # a copy's is not its own
         size_bytes=manifest.size_bytes if manifest else 0,
     )
 
@@ -182,12 +186,22 @@ def remove_stale_partials(directory: Path) -> list[Path]:
 def resolve_local(target: str, directory: Path | None) -> Path:
     """Return the snapshot directory named by ``target``: an id in ``directory``, or a path.
 
+    A symbolic link is refused (memsync never makes one; nothing is read or written through it).
+
     Raises:
-        UnavailableError: nothing is there.
+        UnavailableError: nothing is there, or it is a symbolic link.
     """
     candidate = Path(target)
-    if directory is not None and ID_PATTERN.match(target) and (directory / target).is_dir():
-        return directory / target
+    if directory is not None and ID_PATTERN.match(target):
+        if (directory / target).is_symlink():
+            candidate = directory / target
+        elif (directory / target).is_dir():
+            return directory / target
+    if candidate.is_symlink():
+        raise UnavailableError(
+            f"snapshot {target!r} is a symbolic link, not a memsync snapshot directory",
+            "name the snapshot's own directory (memsync never makes links)",
+        )
     if candidate.is_dir():
         return candidate
     where = f" in {directory}" if directory else ""
