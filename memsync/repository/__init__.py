@@ -15,7 +15,7 @@ from memsync.repository.plaintext import decrypt, encryption_key, plaintext
 from memsync.repository.port import Entry, FileCheck, FileProblem, SnapshotRepository, Transfer
 from memsync.repository.remote import S3Repository
 from memsync.s3 import ObjectStore
-from memsync.stores.manifest import ID_PATTERN, valid_id
+from memsync.stores.manifest_schema import ID_PATTERN, valid_id
 
 __all__ = [
     "Entry",

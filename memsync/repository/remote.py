@@ -22,7 +22,8 @@ from memsync.repository.port import BytesProgress, Entry, Transfer
 from memsync.s3 import ObjectStore
 from memsync.stores import manifest as manifests
 from memsync.stores import snapshots
-from memsync.stores.manifest import ID_PATTERN, MANIFEST, Manifest
+from memsync.stores.manifest import MANIFEST, Manifest
+from memsync.stores.manifest_schema import ID_PATTERN
 from memsync.stores.snapshots import VERIFIED, sha256_file
 
 logger = structlog.get_logger(__name__)

@@ -21,7 +21,8 @@ from typing import Any
 from memsync import flock
 from memsync.errors import UnavailableError
 from memsync.stores import manifest as manifests
-from memsync.stores.manifest import FORMAT_VERSION, ID_PATTERN, MANIFEST, Manifest, id_time
+from memsync.stores.manifest import MANIFEST, Manifest
+from memsync.stores.manifest_schema import FORMAT_VERSION, ID_PATTERN, id_time, valid_id
 
 __all__ = [
     "CHUNK_BYTES",
@@ -141,7 +142,7 @@ def describe(directory: Path) -> SnapshotInfo | None:
     name = directory.name
     partial = name.endswith(PARTIAL_SUFFIX)
     snapshot_id = name[: -len(PARTIAL_SUFFIX)] if partial else name
-    if not ID_PATTERN.match(snapshot_id) or not manifests.valid_id(snapshot_id):
+    if not ID_PATTERN.match(snapshot_id) or not valid_id(snapshot_id):
         return None
     if directory.is_symlink() or not directory.is_dir():
         return None  # memsync never makes links: not one of its snapshots

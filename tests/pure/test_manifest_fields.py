@@ -7,7 +7,8 @@ import copy
 import pytest
 
 from memsync.errors import UnavailableError
-from memsync.stores.manifest import ID_PATTERN, loads, parse, problem, valid_id
+from memsync.stores.manifest import loads, parse, problem
+from memsync.stores.manifest_schema import ID_PATTERN, valid_id
 from tests.pure.test_manifest import DOCUMENT
 
 
