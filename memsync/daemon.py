@@ -2,9 +2,9 @@
 
 Each job is the same command the CLI runs (``python -m memsync <command> --json``), in a child
 process, one at a time: the daemon stays small, never imports mem0, and a stuck job can be
-stopped. ``plan_catch_up``, ``classify``, ``backoff_s`` and ``jobs.next_run`` are pure; the loop
-around them keeps each job's next run time (UTC). State (last run, success, outcome per job) is kept in
-``<state_dir>/daemon-state.json``; ``daemon.lock`` allows one daemon per state directory.
+stopped. The decisions (``memsync.jobs``: ``next_run``, ``plan_catch_up``, ``classify``,
+``backoff_s``) are pure; the loop around them keeps each job's next run time (UTC). State (last
+run, success, outcome per job) is kept in ``<state_dir>/daemon-state.json``; ``daemon.lock`` allows one daemon per state directory.
 systemd: READY/STATUS/WATCHDOG over ``$NOTIFY_SOCKET``; SIGTERM finishes the current job (up to
 ``stop_timeout_s``) then exits 0, a second SIGTERM stops at once; SIGHUP reloads the config.
 The jobs read the configuration last accepted, kept as JSON (``memsync.config.accepted``).
@@ -37,11 +37,12 @@ from memsync.errors import ConfigError, ExitCode, LockedError, TryLaterError
 from memsync.jobs import (
     LOCK_FILE,
     Job,
+    backoff_s,
     build_jobs,
-    latest_slot,
+    classify,
     load_state,
     next_run,
-    parse,
+    plan_catch_up,
     render_textfile,
     state_path,
     summarize,
@@ -51,56 +52,11 @@ from memsync.utc import iso
 
 logger = structlog.get_logger(__name__)
 
-MAX_BACKOFF_S = 3600.0
-FIRST_BACKOFF_S = 30.0
 PING_TIMEOUT_S = 5.0
 ACCEPTED_CONFIG = "daemon-config.json"  # the validated document, mem0_config_file inlined
 # memsync 0.1 kept the accepted TOML text and a copy of the mem0 file; removed once replaced.
 LEGACY_COPIES = ("daemon-config.toml", "daemon-mem0.json", "daemon-mem0.yaml", "daemon-mem0.yml")
 ACCEPTED_COPY_ENV = "MEMSYNC_ACCEPTED_CONFIG"  # read by memsync.cli.common
-
-
-def plan_catch_up(
-    jobs: list[Job], state: Mapping[str, Mapping[str, Any]], now: datetime, zone: ZoneInfo
-) -> list[str]:
-    """Jobs to run once at start: their last success predates their latest scheduled time. Pure.
-
-    A job already done for its slot is not rerun; one that missed its slot (the daemon was
-    down) is.
-    """
-    due = []
-    for job in jobs:
-        last = parse(state.get(job.name, {}).get("last_success_at"))
-        slot = latest_slot(job.when, now, zone, last)
-        if slot is not None and slot <= now and (last is None or last < slot):
-            due.append(job.name)
-    return due
-
-
-def classify(exit_code: int) -> str:
-    """A job's outcome from its command's exit status. Pure.
-
-    0 ok; 3 problems (the command ran and found errors); 12 and 75 skipped (the app holds the
-    store, or a temporary condition); anything else failed.
-    """
-    if exit_code == ExitCode.OK:
-        return "ok"
-    if exit_code == ExitCode.PROBLEMS_FOUND:
-        return "problems"
-    if exit_code in (ExitCode.LOCKED, ExitCode.TRY_LATER):
-        return "skipped"
-    if exit_code == ExitCode.INTERRUPTED:
-        return "interrupted"  # stopped by the daemon's own SIGTERM: not a failure
-    return "failed"
-
-
-def backoff_s(failures: int, interval_s: float | None) -> float:
-    """Seconds before retrying a failed job: 30 s doubling to 1 h. Pure.
-
-    For an interval job, at most a quarter of its interval, so a retry comes before its next run.
-    """
-    delay = min(FIRST_BACKOFF_S * 2.0 ** max(failures - 1, 0), MAX_BACKOFF_S)
-    return float(min(delay, interval_s / 4)) if interval_s else float(delay)
 
 
 class Notifier:

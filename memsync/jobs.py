@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from memsync import flock, utc
 from memsync.config import Config, JobSchedule, schema
+from memsync.errors import ExitCode
 from memsync.utc import iso
 
 STATE_FILE = "daemon-state.json"
@@ -233,3 +234,50 @@ def render_textfile(state: Mapping[str, Any]) -> str:
             f"memsync_snapshot_size_bytes {size}",
         ]
     return "\n".join(lines) + "\n"
+
+
+MAX_BACKOFF_S = 3600.0
+FIRST_BACKOFF_S = 30.0
+
+
+def plan_catch_up(
+    jobs: list[Job], state: Mapping[str, Mapping[str, Any]], now: datetime, zone: ZoneInfo
+) -> list[str]:
+    """Jobs to run once at start: their last success predates their latest scheduled time. Pure.
+
+    A job already done for its slot is not rerun; one that missed its slot (the daemon was
+    down) is.
+    """
+    due = []
+    for job in jobs:
+        last = parse(state.get(job.name, {}).get("last_success_at"))
+        slot = latest_slot(job.when, now, zone, last)
+        if slot is not None and slot <= now and (last is None or last < slot):
+            due.append(job.name)
+    return due
+
+
+def classify(exit_code: int) -> str:
+    """A job's outcome from its command's exit status. Pure.
+
+    0 ok; 3 problems (the command ran and found errors); 12 and 75 skipped (the app holds the
+    store, or a temporary condition); anything else failed.
+    """
+    if exit_code == ExitCode.OK:
+        return "ok"
+    if exit_code == ExitCode.PROBLEMS_FOUND:
+        return "problems"
+    if exit_code in (ExitCode.LOCKED, ExitCode.TRY_LATER):
+        return "skipped"
+    if exit_code == ExitCode.INTERRUPTED:
+        return "interrupted"  # stopped by the daemon's own SIGTERM: not a failure
+    return "failed"
+
+
+def backoff_s(failures: int, interval_s: float | None) -> float:
+    """Seconds before retrying a failed job: 30 s doubling to 1 h. Pure.
+
+    For an interval job, at most a quarter of its interval, so a retry comes before its next run.
+    """
+    delay = min(FIRST_BACKOFF_S * 2.0 ** max(failures - 1, 0), MAX_BACKOFF_S)
+    return float(min(delay, interval_s / 4)) if interval_s else float(delay)

@@ -8,11 +8,10 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from memsync.config import JobSchedule
-from memsync.daemon import backoff_s, classify, plan_catch_up
 from memsync.doctor import judge_mem0_version
 from memsync.errors import ConfigError
 from memsync.forget import refuse_bad_mem0
-from memsync.jobs import Job, latest_slot, next_run
+from memsync.jobs import Job, backoff_s, classify, latest_slot, next_run, plan_catch_up
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 UTC_ZONE = ZoneInfo("UTC")
