@@ -171,65 +171,54 @@ def run_restore(
         manifest = _verify(config, directory, now)
         snapshot_id = manifest.id
         moves = plan_restore(config, snapshot_id)
+        planned = Restored(
+            snapshot_id=snapshot_id,
+            dry_run=dry_run,
+            skipped=False,
+            moves=tuple(moves),
+            check=None,
+            recovered=recovered,
+        )
         if has_data(config):
             if if_empty:
-                return Restored(
-                    snapshot_id=snapshot_id,
-                    dry_run=dry_run,
-                    skipped=True,
-                    moves=tuple(moves),
-                    check=None,
-                    recovered=recovered,
-                )
+                return replace(planned, skipped=True)
             if not force and not dry_run:
                 raise UsageError(
                     "the deployment has data: a restore would replace it",
                     "pass --force (the current files are moved aside, never deleted)",
                 )
         if dry_run:
-            return Restored(
-                snapshot_id=snapshot_id,
-                dry_run=True,
-                skipped=False,
-                moves=tuple(moves),
-                check=None,
-                recovered=recovered,
-            )
+            return planned
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")
-        with operation_lock(config.state_dir, "restore"):
-            vector_store_for(config).require_free("restore")
-            moves = _unique_asides(_with_existence(moves))
-            _stage(
-                plain,
-                moves,
-                [entry.path for entry in manifest.files],
-                vector_store_for(config).capture_dir,
-            )
-            write_json_atomic(
-                journal_path(config),
-                {
-                    "snapshot_id": snapshot_id,
-                    "phase": "staged",
-                    "moves": [asdict(m) for m in moves],
-                },
-            )
-            try:
-                _swap(config, snapshot_id, moves)
-            except BaseException:
-                _rollback(moves)
-                journal_path(config).unlink(missing_ok=True)
-                raise
-            journal_path(config).unlink(missing_ok=True)
+        moves = _put_in_place(config, manifest, plain, moves)
     report = check.run_check(config, now)
     logger.info("restore_finished", snapshot_id=snapshot_id, errors=report.count(Severity.ERROR))
-    return Restored(
-        snapshot_id=snapshot_id,
-        dry_run=False,
-        skipped=False,
-        moves=tuple(moves),
-        check=report,
-        recovered=recovered,
-    )
+    return replace(planned, moves=tuple(moves), check=report)
+
+
+def _put_in_place(config: Config, manifest: Manifest, plain: Path, moves: list[Move]) -> list[Move]:
+    """Stage the snapshot's files, then swap both stores together under the operation lock.
+
+    The intent journal says ``staged`` before the swap; a failed swap is rolled back. Returns
+    the moves as made (aside names made unique, existence recorded).
+    """
+    with operation_lock(config.state_dir, "restore"):
+        store = vector_store_for(config)
+        store.require_free("restore")
+        moves = _unique_asides(_with_existence(moves))
+        _stage(plain, moves, [entry.path for entry in manifest.files], store.capture_dir)
+        write_json_atomic(
+            journal_path(config),
+            {"snapshot_id": manifest.id, "phase": "staged", "moves": [asdict(m) for m in moves]},
+        )
+        try:
+            _swap(config, manifest.id, moves)
+        except BaseException:
+            _rollback(moves)
+            journal_path(config).unlink(missing_ok=True)
+            raise
+        journal_path(config).unlink(missing_ok=True)
+    return moves
 
 
 def _stage(plain: Path, moves: list[Move], listed: list[str], vectors_dir: str) -> None:

@@ -19,3 +19,22 @@ def load_config(args: argparse.Namespace) -> config.Config:
 # The daemon runs its jobs with the configuration it accepted last (a SIGHUP with a broken file
 # keeps the old one): the JSON document it keeps in its state directory (memsync.config.accepted).
 ACCEPTED_COPY_ENV = "MEMSYNC_ACCEPTED_CONFIG"
+
+
+def add_command(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    text: str,
+    common: argparse.ArgumentParser,
+    epilog: str,
+) -> argparse.ArgumentParser:
+    """Add a (sub)command with the shared options, ``text`` as its help, and the exit-status epilog."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        parents=[common],
+        help=text,
+        description=text,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser

@@ -8,6 +8,7 @@ import os
 
 from memsync import config
 from memsync.cli import render
+from memsync.cli.common import add_command
 from memsync.config.effective import effective_document, flatten, writable_paths
 from memsync.errors import ExitCode
 
@@ -20,14 +21,7 @@ def register(
     epilog: str,
 ) -> None:
     """Add ``config`` and its subcommands ``validate`` and ``show``."""
-    parser = subparsers.add_parser(
-        "config",
-        parents=[common],
-        help=HELP,
-        description=HELP,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "config", HELP, common, epilog)
     actions = parser.add_subparsers(dest="config_action", metavar="ACTION", required=True)
     for name, text, run in (
         ("validate", "check every key; exit 0 when valid, 10 listing every problem", run_validate),
@@ -38,14 +32,7 @@ def register(
             run_show,
         ),
     ):
-        sub = actions.add_parser(
-            name,
-            parents=[common],
-            help=text,
-            description=text,
-            epilog=epilog,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
+        sub = add_command(actions, name, text, common, epilog)
         sub.set_defaults(run=run)
 
 

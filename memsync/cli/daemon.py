@@ -10,7 +10,7 @@ from typing import Any
 from memsync import config as config_module
 from memsync import daemon, jobs
 from memsync.cli import render
-from memsync.cli.common import load_config
+from memsync.cli.common import add_command, load_config
 from memsync.errors import ExitCode
 
 DAEMON_HELP = (
@@ -30,35 +30,14 @@ def register(
     epilog: str,
 ) -> None:
     """Add ``daemon`` and ``status``."""
-    parser = subparsers.add_parser(
-        "daemon",
-        parents=[common],
-        help=DAEMON_HELP,
-        description=DAEMON_HELP,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "daemon", DAEMON_HELP, common, epilog)
     parser.set_defaults(run=run_daemon, default_log_level="info")
-    parser = subparsers.add_parser(
-        "job",
-        parents=[common],
-        help=JOB_HELP,
-        description=JOB_HELP,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "job", JOB_HELP, common, epilog)
     parser.add_argument(
         "name", choices=jobs.JOB_NAMES, metavar="JOB", help=", ".join(jobs.JOB_NAMES)
     )
     parser.set_defaults(run=run_job)
-    parser = subparsers.add_parser(
-        "status",
-        parents=[common],
-        help=STATUS_HELP,
-        description=STATUS_HELP,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "status", STATUS_HELP, common, epilog)
     parser.set_defaults(run=run_status)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from memsync import findings as registry
 from memsync import forget, restore
 from memsync.cli import render
-from memsync.cli.common import load_config
+from memsync.cli.common import add_command, load_config
 from memsync.errors import UsageError
 from memsync.state import operation_lock
 
@@ -24,14 +24,7 @@ def register(
     epilog: str,
 ) -> None:
     """Add ``forget`` and ``prune``."""
-    parser = subparsers.add_parser(
-        "forget",
-        parents=[common],
-        help=FORGET_HELP,
-        description=FORGET_HELP,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "forget", FORGET_HELP, common, epilog)
     parser.add_argument("memory_ids", nargs="*", metavar="MEMORY_ID")
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("--user", dest="user_id", metavar="ID", help="every memory of this user_id")
@@ -50,14 +43,7 @@ def register(
         help="also remove the text from history, raw messages, free pages and memsync's copies",
     )
     parser.set_defaults(run=run_forget)
-    prune = subparsers.add_parser(
-        "prune",
-        parents=[common],
-        help=PRUNE_HELP,
-        description=PRUNE_HELP,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    prune = add_command(subparsers, "prune", PRUNE_HELP, common, epilog)
     prune.add_argument(
         "--dry-run", action="store_true", help="list the expired memories; change nothing"
     )

@@ -8,7 +8,7 @@ from typing import Any
 
 from memsync import restore
 from memsync.cli import render
-from memsync.cli.common import load_config
+from memsync.cli.common import add_command, load_config
 from memsync.errors import ExitCode, UsageError
 
 HELP = "verify a snapshot, then replace both stores with it (old files moved aside, never deleted)"
@@ -20,14 +20,7 @@ def register(
     epilog: str,
 ) -> None:
     """Add the ``restore`` subcommand."""
-    parser = subparsers.add_parser(
-        "restore",
-        parents=[common],
-        help=HELP,
-        description=HELP,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "restore", HELP, common, epilog)
     parser.add_argument("target", nargs="?", metavar="ID|PATH|s3://BUCKET/PREFIX/ID")
     parser.add_argument(
         "--dry-run", action="store_true", help="verify and print the moves; change nothing"

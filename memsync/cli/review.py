@@ -8,7 +8,7 @@ from typing import Any
 
 from memsync import review, utc
 from memsync.cli import render
-from memsync.cli.common import load_config
+from memsync.cli.common import add_command, load_config
 from memsync.config import parse_duration
 from memsync.errors import ExitCode, UsageError
 from memsync.state import operation_lock
@@ -29,15 +29,7 @@ def register(
     """Add the four commands."""
 
     def add(name: str, text: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = subparsers.add_parser(
-            name,
-            parents=[common],
-            help=text,
-            description=text,
-            epilog=epilog,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        return parser
+        return add_command(subparsers, name, text, common, epilog)
 
     parser = add(
         "review", "the memories last confirmed longest ago, with where they came from (reads only)"

@@ -9,7 +9,7 @@ from typing import Any
 
 from memsync import repository, snapshot, utc
 from memsync.cli import render
-from memsync.cli.common import load_config
+from memsync.cli.common import add_command, load_config
 from memsync.errors import ExitCode, UsageError
 from memsync.state import operation_lock
 from memsync.stores import snapshots
@@ -25,26 +25,11 @@ def register(
     epilog: str,
 ) -> None:
     """Add ``snapshot`` and its subcommands."""
-    parser = subparsers.add_parser(
-        "snapshot",
-        parents=[common],
-        help=HELP,
-        description=HELP,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "snapshot", HELP, common, epilog)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def add(name: str, text: str) -> argparse.ArgumentParser:
-        sub: argparse.ArgumentParser = actions.add_parser(
-            name,
-            parents=[common],
-            help=text,
-            description=text,
-            epilog=epilog,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        return sub
+        return add_command(actions, name, text, common, epilog)
 
     create = add(
         "create", "capture vectors then history into <snapshot.directory>/<id>/ with a manifest"
