@@ -27,7 +27,7 @@ def encryption_key(config: Config) -> bytes | None:
         ConfigError: the key file is unreadable or not 32 bytes.
     """
     path = config.snapshot.encrypt_key_file
-    return seal.load_key(path) if path else None
+    return seal.load_key(path, config.source) if path else None
 
 
 def decrypt(

@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from memsync import __version__, check, seal
-from memsync.config import Config
+from memsync.config import Config, read_key_file
 from memsync.errors import ConfigError, UnavailableError
 from memsync.model import CaptureWindow, CheckReport, Inventory
 from memsync.repository import LocalRepository, encryption_key, snapshot_dir
@@ -81,12 +81,10 @@ def signing_key(config: Config) -> bytes | None:
     path = config.snapshot.signing_key_file
     if path is None:
         return None
-    try:
-        key = path.read_bytes().strip()
-    except OSError as error:
-        raise ConfigError(str(path), [f"signing key unreadable: {error.strerror}"]) from error
+    key = read_key_file(path, "snapshot.signing_key_file", config.source).strip()
     if len(key) < 16:
-        raise ConfigError(str(path), ["signing key must hold at least 16 bytes"])
+        problem = f"snapshot.signing_key_file: key file {path} must hold at least 16 bytes"
+        raise ConfigError(config.source, [problem])
     return key
 
 

@@ -23,3 +23,14 @@ def test_an_unreadable_encryption_key_file_is_exit_10_naming_the_key(
     result = cli("snapshot", "create", config=deployment.config)
     assert result.code == 10
     assert "snapshot.encrypt_key_file" in result.err and str(missing) in result.err
+
+
+def test_a_short_signing_key_file_is_exit_10_naming_the_key_and_the_config(
+    make_deployment, cli, tmp_path
+):
+    key = tmp_path / "signing.key"
+    key.write_bytes(b"short")
+    deployment = make_deployment(count=5, extra_config=f'signing_key_file = "{key}"\n')
+    result = cli("snapshot", "create", config=deployment.config)
+    assert result.code == 10
+    assert "snapshot.signing_key_file" in result.err and str(deployment.config) in result.err
