@@ -202,11 +202,13 @@ def run_reconcile(
     only: frozenset[str] | None,
     take_snapshot: bool,
     record_lost: bool,
+    create_history: bool = False,
 ) -> Outcome:
     """Check, plan, then (unless ``dry_run``) snapshot, journal and apply; finally check again.
 
     An unfinished journal from a reconcile that died is resumed first (its pending actions
-    only). Needs the embedded store free (exit 12 otherwise) only when there is something to
+    only). A history.db that does not exist is created only with ``create_history`` (a
+    missing file more likely means a wrong path). Needs the embedded store free (exit 12 otherwise) only when there is something to
     write: a plan with no action returns without touching the store or its lock.
 
     Raises:
@@ -241,6 +243,7 @@ def run_reconcile(
             now=now,
             new_id=lambda: f"memsync-{uuid.uuid4()}",
             forgetting=frozenset(load_forgetting(config.state_dir)),
+            history_writable=create_history or config.history_db_path.exists(),
         )
         if dry_run or not actions:
             return Outcome(

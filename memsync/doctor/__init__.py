@@ -22,7 +22,6 @@ from memsync.doctor.stores import check_results, probe_collections, probe_sqlite
 from memsync.doctor.versions import judge_mem0_version, probe_versions
 from memsync.errors import MemsyncError
 from memsync.model import CheckReport, DoctorResult
-from memsync.stores import deployment
 
 __all__ = [
     "ERROR", "OK", "RESULT_CODES", "WARNING", "DoctorReport", "judge_mem0_version", "probe_daemon",
@@ -60,7 +59,8 @@ class DoctorReport:
 def run_doctor(config: Config, now: datetime) -> DoctorReport:
     """Run every probe and ``check`` on one capture. Reads the deployment only.
 
-    Never raises for a store problem: an unreadable store becomes an error result.
+    Never raises for a store problem: an unreadable store becomes an error result. The check
+    summary comes from ``check.settled_capture``, the path ``check`` takes, so both agree.
     """
     results: list[DoctorResult] = []
     results += probe_paths(config)  # catches its own OSErrors, path by path
@@ -77,11 +77,16 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
             )
         )
     report: CheckReport | None = None
-    try:
-        with deployment.temporary_capture(config) as captured:
-            results += probe_collections(config, captured)
-            results += probe_sqlite(config, captured)
-            report = check.judge(deployment.read_inventory(captured, config), now.date())
+    try:  # check's own path: a write in flight is waited out and captured again, as check does
+        _inventory, report, probed = check.settled_capture(
+            config,
+            now,
+            inspect=lambda captured: [
+                *probe_collections(config, captured),
+                *probe_sqlite(config, captured),
+            ],
+        )
+        results += probed or []
         results += check_results(report)
     except MemsyncError as error:  # the stores could not be checked: never "healthy"
         results.append(

@@ -17,6 +17,9 @@ from memsync.stores.vector_store import telemetry_store_for, vector_store_for
 
 VOLATILE_FS = frozenset({"tmpfs", "ramfs"})
 MIN_FREE_BYTES = 256 * 1024 * 1024
+# Paths a deployment always has (mem0 creates both at its first start): absent means lost or,
+# more likely, a wrong path in the config.
+REQUIRED = frozenset({"Qdrant directory", "history.db"})
 
 
 def probe_paths(config: Config) -> list[DoctorResult]:
@@ -33,8 +36,10 @@ def probe_paths(config: Config) -> list[DoctorResult]:
         data_paths.append(("snapshot directory", config.snapshot.directory, True))
     results: list[DoctorResult] = []
     for label, path, precious in data_paths:
+        if label == "mem0 telemetry Qdrant" and not path.exists():
+            continue  # optional (telemetry off): an absent one is no news
         try:
-            results += _probe_one_path(label, path, precious)
+            results += _probe_one_path(label, path, precious, label in REQUIRED)
         except OSError as error:
             results.append(
                 DoctorResult(
@@ -48,7 +53,7 @@ def probe_paths(config: Config) -> list[DoctorResult]:
     return results
 
 
-def _probe_one_path(label: str, path: Path, precious: bool) -> list[DoctorResult]:
+def _probe_one_path(label: str, path: Path, precious: bool, required: bool) -> list[DoctorResult]:
     mountpoint, fstype, _device = locks.mount_of(path)
     results = []
     if fstype in VOLATILE_FS:
@@ -82,7 +87,20 @@ def _probe_one_path(label: str, path: Path, precious: bool) -> list[DoctorResult
             )
         )
     results.append(_probe_free_space(label, path))
-    results.append(_probe_permissions(label, path))
+    if path.exists():
+        results.append(_probe_permissions(label, path))
+    elif required:
+        results.append(
+            DoctorResult(
+                code="path-permissions",
+                status=ERROR,
+                path=str(path),
+                message=f"{label} does not exist: a wrong mem0_dir or [mem0] path looks "
+                "exactly like a lost store",
+                fix="check the path first (memsync config show); if it is right: memsync "
+                "restore <snapshot>",
+            )
+        )
     return results
 
 
@@ -112,13 +130,6 @@ def _gib(size: int) -> str:
 
 
 def _probe_permissions(label: str, path: Path) -> DoctorResult:
-    if not path.exists():
-        return DoctorResult(
-            code="path-permissions",
-            status=OK,
-            path=str(path),
-            message=f"{label} does not exist",
-        )
     info = path.stat()
     mode = stat.S_IMODE(info.st_mode)
     readable = os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0))

@@ -45,3 +45,56 @@ def test_reconcile_with_nothing_to_do_needs_neither_the_store_nor_its_lock(deplo
     assert result.code == 0, result.err
     outcome = json.loads(result.out)
     assert outcome["actions"] == [] and outcome["check_after"]["errors"] == 0
+
+
+# --- point 5: no damaging advice on a wrong path -------------------------------------------------
+
+
+def point_history_at(deployment, wrong: Path) -> None:
+    """A config whose history_db_path names a file that does not exist (a typo, a wrong mem0_dir)."""
+    text = deployment.config.read_text()
+    deployment.config.write_text(
+        text.replace(
+            f'history_db_path = "{deployment.paths.history_db}"', f'history_db_path = "{wrong}"'
+        )
+    )
+
+
+def test_a_wrong_history_path_is_named_and_never_filled_with_a_new_history(
+    deployment, cli, tmp_path
+):
+    deployment.close()
+    wrong = deployment.paths.root / "mem0-typo" / "history.db"
+    wrong.parent.mkdir()
+    point_history_at(deployment, wrong)
+
+    report = cli("check", "--json", config=deployment.config).json()
+    [missing] = [f for f in report["findings"] if f["code"] == "history-missing"]
+    assert "does not exist" in missing["message"] and str(wrong) in missing["message"]
+    assert missing["fix"].startswith("check the path first"), missing["fix"]
+
+    dry = cli("reconcile", "--dry-run", "--json", config=deployment.config).json()
+    assert not [a for a in dry["actions"] if a["kind"] == "record-event"], dry["actions"]
+    assert [a["kind"] for a in dry["actions"]] == ["report"]
+    assert "--create-history" in dry["actions"][0]["why"]
+
+    applied = cli("reconcile", "--json", "--no-snapshot", config=deployment.config)
+    assert applied.code == 4 and not wrong.exists()
+
+    doctor = cli("doctor", "--json", config=deployment.config).json()
+    about = [r for r in doctor["results"] if r["path"] == str(wrong) and r["status"] == "error"]
+    assert [r["code"] for r in about] == ["path-permissions"], about
+    assert "does not exist" in about[0]["message"] and not wrong.exists()
+
+
+def test_create_history_records_every_add_into_a_new_history_when_asked(deployment, cli):
+    deployment.close()
+    deployment.paths.history_db.unlink()
+    result = cli(
+        "reconcile", "--json", "--no-snapshot", "--create-history", config=deployment.config
+    )
+    assert result.code == 0, result.out + result.err
+    actions = json.loads(result.out)["actions"]
+    assert {a["kind"] for a in actions} == {"record-event"}
+    assert len(actions) == len(deployment.seeded.live)
+    assert cli("check", "--json", config=deployment.config).json()["counts"]["errors"] == 0
