@@ -104,7 +104,7 @@ def _foreign_store(inventory: Inventory, around: Surroundings, hidden: int) -> F
         "private-tmp-mismatch",
         f"{around.foreign_holder} holds the vector store {around.store_location} in another "
         "mount namespace (PrivateTmp=yes?): the files memsync reads are not the ones the app "
-        f"writes, so the {hidden} disagreements between them are not reported one by one",
+        f"writes, so the {hidden} findings on them are not reported one by one",
         collection=inventory.collection,
         path=around.store_location,
         observed=hidden,

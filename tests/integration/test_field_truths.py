@@ -5,6 +5,7 @@ doctor sees every store file and every copy still holding memories."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -98,3 +99,68 @@ def test_create_history_records_every_add_into_a_new_history_when_asked(deployme
     assert {a["kind"] for a in actions} == {"record-event"}
     assert len(actions) == len(deployment.seeded.live)
     assert cli("check", "--json", config=deployment.config).json()["counts"]["errors"] == 0
+
+
+# --- point 4: doctor and check agree ------------------------------------------------------------
+
+
+def test_doctor_and_check_agree_on_a_failure_in_the_last_two_seconds(deployment, cli):
+    """A history write that failed just now looks in flight at first: check captures again and
+    reports the error; doctor takes the same path and exits 3 too."""
+    memory_id = build.add_with_failing_history(
+        deployment.memory, deployment.paths, "likes jazz", "bob"
+    )
+    doctor = cli("doctor", "--json", config=deployment.config)
+    check = cli("check", "--json", config=deployment.config)
+    assert check.code == 3 and check.json()["findings"][0]["memory_id"] == memory_id
+    summary = [r for r in doctor.json()["results"] if r["code"] == "check"]
+    assert doctor.code == 3, summary
+    assert summary[0]["status"] == "error" and "orphan-point" in summary[0]["message"]
+    assert doctor.json()["check"]["errors"] == check.json()["counts"]["errors"] == 1
+
+
+def test_check_names_a_store_held_in_another_mount_namespace_instead_of_bare_errors(
+    deployment, cli
+):
+    """The field's PrivateTmp=yes: the app sees its own /tmp (a private tmpfs over the Qdrant
+    directory here) and writes its vectors there, while its history.db is shared. memsync sees
+    the old vectors: every new memory looks missing. check names the cause once."""
+    assert shutil.which("unshare"), "util-linux unshare is needed"
+    deployment.close()
+    script = (
+        "from memsync.demo import deployment as build\n"
+        "import sys, time\nfrom pathlib import Path\n"
+        f"paths = build.Paths(Path({str(deployment.paths.root)!r}))\n"
+        "memory = build.open_memory(paths, embedder='memsync_hash')\n"
+        "for n in range(6):\n"
+        "    memory.add(f'fact number {n} about bob', user_id='bob', infer=False)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    app = subprocess.Popen(
+        [
+            "unshare", "-m", "--propagation", "private", "sh", "-c",
+            f'mount -t tmpfs tmpfs "$1" && exec "$2" -c "$3"', "sh",
+            str(deployment.paths.qdrant), sys.executable, script,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert app.stdout is not None and app.stdout.readline().strip() == "ready", (
+            app.stderr.read() if app.stderr else ""
+        )
+        check = cli("check", "--json", config=deployment.config)
+        doctor = cli("doctor", "--json", config=deployment.config)
+    finally:
+        app.kill()
+        app.wait()
+    findings = check.json()["findings"]
+    assert check.code == 3
+    assert [f["code"] for f in findings] == ["private-tmp-mismatch"], findings
+    assert "another mount namespace" in findings[0]["message"]
+    # the six memories the app wrote look missing (plus what the stale files hold anyway)
+    assert findings[0]["observed"] >= 6 and findings[0]["path"] == str(deployment.paths.qdrant)
+    summary = [r for r in doctor.json()["results"] if r["code"] == "check"][0]
+    assert doctor.code == 3 and "private-tmp-mismatch" in summary["message"]
