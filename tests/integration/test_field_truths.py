@@ -140,7 +140,7 @@ def test_check_names_a_store_held_in_another_mount_namespace_instead_of_bare_err
     app = subprocess.Popen(
         [
             "unshare", "-m", "--propagation", "private", "sh", "-c",
-            f'mount -t tmpfs tmpfs "$1" && exec "$2" -c "$3"', "sh",
+            'mount -t tmpfs tmpfs "$1" && exec "$2" -c "$3"', "sh",
             str(deployment.paths.qdrant), sys.executable, script,
         ],
         stdout=subprocess.PIPE,
