@@ -3,7 +3,8 @@
 ``probe_*`` functions read (files, mounts, processes, versions) and return ``DoctorResult``s;
 ``run_doctor`` runs them all plus ``check`` on one capture. Doctor never writes to the
 deployment, never imports mem0 and never takes Qdrant's lock. The probes live in
-``doctor.paths``, ``doctor.stores``, ``doctor.versions`` and ``doctor.state``. Result codes:
+``doctor.paths``, ``doctor.stores``, ``doctor.versions``, ``doctor.state`` and
+``doctor.copies``. Result codes:
 docs/reference/commands/doctor.md.
 """
 
@@ -15,6 +16,7 @@ from datetime import datetime
 
 from memsync import check
 from memsync.config import Config
+from memsync.doctor.copies import probe_copies
 from memsync.doctor.paths import probe_locks, probe_paths
 from memsync.doctor.state import probe_daemon, probe_last_snapshot, probe_restores
 from memsync.doctor.status import ERROR, OK, WARNING
@@ -35,7 +37,7 @@ RESULT_CODES = (
     "store-lock", "private-tmp-mismatch", "sqlite-integrity", "journal-mode", "sqlite-version",
     "collection-params", "check", "capture-duration", "mem0-version", "qdrant-client-version",
     "version-mismatch", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
-    "daemon-job", "prune-skipped",
+    "daemon-job", "prune-skipped", "old-store-copy",
 )  # fmt: skip
 
 
@@ -95,6 +97,7 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
     results += probe_versions(config)
     results.append(probe_last_snapshot(config, now))
     results += probe_restores(config)
+    results += probe_copies(config, now)
     results += probe_daemon(config, now)
     return DoctorReport(results=tuple(results), check=report)
 

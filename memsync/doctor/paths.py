@@ -11,6 +11,7 @@ from pathlib import Path
 
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
+from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
 from memsync.stores import locks
 from memsync.stores.vector_store import telemetry_store_for, vector_store_for
@@ -40,6 +41,8 @@ def probe_paths(config: Config) -> list[DoctorResult]:
             continue  # optional (telemetry off): an absent one is no news
         try:
             results += _probe_one_path(label, path, precious, label in REQUIRED)
+            if label == "Qdrant directory":
+                results += _probe_store_files(config)
         except OSError as error:
             results.append(
                 DoctorResult(
@@ -102,6 +105,19 @@ def _probe_one_path(label: str, path: Path, precious: bool, required: bool) -> l
             )
         )
     return results
+
+
+def _probe_store_files(config: Config) -> list[DoctorResult]:
+    """Owner and mode of every file of the vector store.
+
+    Its collections' ``storage.sqlite`` hold the same personal texts as history.db.
+    """
+    store = vector_store_for(config)
+    try:
+        names = store.files(store.location) if store.present() else []
+    except MemsyncError:  # an unreadable index is check's and collection-params' to report
+        return []
+    return [_probe_permissions(f"Qdrant {name}", store.location / name) for name in names]
 
 
 def _under_tmp(path: Path) -> bool:
@@ -167,15 +183,16 @@ def probe_locks(config: Config) -> list[DoctorResult]:
             continue  # a server backend: nothing to hold
         holder = store.holder()
         if holder is None:
-            message = (
-                f"no process holds {lock_file}"
-                if lock_file.exists()
-                else f"{lock_file} does not exist"
-            )
-            results.append(
-                DoctorResult(code="store-lock", status=OK, path=str(lock_file), message=message)
-            )
-            continue
+            if lock_file.exists():
+                results.append(
+                    DoctorResult(
+                        code="store-lock",
+                        status=OK,
+                        path=str(lock_file),
+                        message=f"no process holds {lock_file}",
+                    )
+                )
+            continue  # no lock file and no holder: nothing to say
         results.append(
             DoctorResult(
                 code="store-lock",

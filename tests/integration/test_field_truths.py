@@ -164,3 +164,86 @@ def test_check_names_a_store_held_in_another_mount_namespace_instead_of_bare_err
     assert findings[0]["observed"] >= 6 and findings[0]["path"] == str(deployment.paths.qdrant)
     summary = [r for r in doctor.json()["results"] if r["code"] == "check"][0]
     assert doctor.code == 3 and "private-tmp-mismatch" in summary["message"]
+
+
+# --- point 9: doctor sees what it should --------------------------------------------------------
+
+
+def doctor_results(cli, deployment) -> list[dict]:
+    result = cli("doctor", "--json", config=deployment.config)
+    return result.json()["results"]
+
+
+def test_doctor_warns_about_every_world_readable_store_file(deployment, cli):
+    """mem0 creates its files under umask 022: storage.sqlite 0644 under a 0755 directory holds
+    the same personal texts as history.db at 0644, and both warn."""
+    deployment.close()
+    storage = deployment.paths.qdrant / "collection" / "mem0" / "storage.sqlite"
+    for path in (storage, deployment.paths.history_db):
+        path.chmod(0o644)
+    deployment.paths.qdrant.chmod(0o755)
+    warned = {
+        r["path"]
+        for r in doctor_results(cli, deployment)
+        if r["code"] == "path-permissions" and r["status"] == "warning"
+    }
+    assert {str(storage), str(deployment.paths.history_db)} <= warned
+    storage.chmod(0o600)
+    deployment.paths.history_db.chmod(0o600)
+    results = doctor_results(cli, deployment)
+    checked = {r["path"]: r["status"] for r in results if r["code"] == "path-permissions"}
+    assert checked[str(storage)] == checked[str(deployment.paths.history_db)] == "ok"
+
+
+def test_doctor_lists_the_old_history_left_after_a_move_with_its_age(deployment, cli):
+    """history.db moved out of MEM0_DIR (the config now names the new place): the old file
+    still holds every memory's text and is listed with its age."""
+    deployment.close()
+    moved = deployment.paths.root / "data" / "history.db"
+    moved.parent.mkdir()
+    shutil.copy2(deployment.paths.history_db, moved)
+    text = deployment.config.read_text()
+    deployment.config.write_text(
+        text.replace(
+            f'history_db_path = "{deployment.paths.history_db}"', f'history_db_path = "{moved}"'
+        )
+    )
+    old = [r for r in doctor_results(cli, deployment) if r["code"] == "old-store-copy"]
+    assert [r["path"] for r in old] == [str(deployment.paths.history_db)], old
+    assert old[0]["status"] == "warning" and "old" in old[0]["message"]
+    assert "day" in old[0]["message"] or "hour" in old[0]["message"]
+
+
+def test_doctor_lists_the_qdrant_directory_left_in_tmp_after_a_move(deployment, cli):
+    """The how-to copies /tmp/qdrant (mem0's default) elsewhere; the old directory stays behind
+    holding every vector and text until someone removes it."""
+    left = Path("/tmp/qdrant")  # noqa: S108 - mem0ai 2.2.1's default path, which we look for
+    assert not left.exists(), "this test needs mem0's default /tmp/qdrant to be absent"
+    deployment.close()
+    build.copy_qdrant(deployment.paths, left)
+    try:
+        old = [r for r in doctor_results(cli, deployment) if r["code"] == "old-store-copy"]
+    finally:
+        shutil.rmtree(left)
+    assert [r["path"] for r in old] == [str(left)], old
+    assert "hours old" in old[0]["message"] or "days old" in old[0]["message"]
+
+
+def test_doctor_lists_pre_restore_copies_with_their_age(deployment, cli):
+    deployment.close()
+    aside = deployment.paths.qdrant.parent / "qdrant.pre-restore-20260101T000000Z"
+    build.copy_qdrant(deployment.paths, aside)
+    copies = [r for r in doctor_results(cli, deployment) if r["code"] == "pre-restore-copy"]
+    assert [r["path"] for r in copies] == [str(aside)]
+    assert "old" in copies[0]["message"] and "memories" in copies[0]["message"]
+
+
+def test_doctor_prints_no_raw_none_and_no_lines_for_absent_optional_parts(deployment, cli):
+    """A daemon configured but never run: its jobs have no success yet."""
+    deployment.close()
+    deployment.config.write_text(deployment.config.read_text() + '\n[daemon]\nprune_at = "03:10"\n')
+    result = cli("doctor", config=deployment.config)
+    assert "daemon-job" in result.out
+    assert "None" not in result.out, result.out
+    assert "migrations_qdrant" not in result.out  # telemetry off: mem0 never made it
+    assert "does not exist" not in result.out, result.out
