@@ -39,9 +39,7 @@ def probe_copies(config: Config, now: datetime) -> list[DoctorResult]:
             )
         )
     for old, live in ((MEM0_DEFAULT_QDRANT, store.location), _default_history(config)):
-        if _same(old, live) or not old.exists():
-            continue
-        facts = _facts(store, old, now)
+        facts = None if _same(old, live) else _facts(store, old, now)
         if facts is None:
             continue  # nothing personal left there
         results.append(
@@ -71,6 +69,8 @@ def _same(one: Path, other: Path) -> bool:
 def _facts(store: VectorStore, copy: Path, now: datetime) -> str | None:
     """``"3.2 days old, still holding memories (81920 bytes)"``; None when it holds none."""
     try:
+        if not copy.exists():
+            return None
         if copy.is_dir():
             listed = [copy / name for name in store.files(copy) if name != store.index_file]
         else:

@@ -37,7 +37,7 @@ def probe_paths(config: Config) -> list[DoctorResult]:
         data_paths.append(("snapshot directory", config.snapshot.directory, True))
     results: list[DoctorResult] = []
     for label, path, precious in data_paths:
-        if label == "mem0 telemetry Qdrant" and not path.exists():
+        if label == "mem0 telemetry Qdrant" and not _exists(path):
             continue  # optional (telemetry off): an absent one is no news
         try:
             results += _probe_one_path(label, path, precious, label in REQUIRED)
@@ -105,6 +105,14 @@ def _probe_one_path(label: str, path: Path, precious: bool, required: bool) -> l
             )
         )
     return results
+
+
+def _exists(path: Path) -> bool:
+    """Whether ``path`` exists; True when it cannot be told (the probes then say why)."""
+    try:
+        return path.exists()
+    except OSError:
+        return True
 
 
 def _probe_store_files(config: Config) -> list[DoctorResult]:
