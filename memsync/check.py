@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from memsync import findings, state
 from memsync.config import Config
-from memsync.errors import UnavailableError
+from memsync.errors import MemsyncError, UnavailableError
 from memsync.model import CheckReport, Inventory, Severity
 from memsync.problems import (
     IN_FLIGHT_MARGIN,
@@ -146,7 +146,7 @@ def surroundings(config: Config, captured: Captured) -> Surroundings:
     store = captured.store
     try:
         holder = store.holder()
-    except OSError:  # /proc unreadable: no cause to name
+    except (OSError, MemsyncError):  # /proc or the store unreadable: no cause to name
         holder = None
     foreign = holder is not None and holder.sees_same_file is False
     return Surroundings(

@@ -60,7 +60,8 @@ class Surroundings:
     Attributes:
         history_path: the configured history.db path (named in ``history-missing``).
         history_file_exists: False when history.db does not exist at all (as opposed to
-            existing without rows or table): then a wrong path is the likely cause.
+            existing without rows or table): then a wrong path is the likely cause; None when
+            not known (a snapshot's copies).
         store_location: the vector store's directory (named in ``private-tmp-mismatch``).
         foreign_holder: the process holding the vector store in another mount namespace
             (``pid 12 (python app.py)``), whose files are not the ones captured; None when
@@ -68,7 +69,7 @@ class Surroundings:
     """
 
     history_path: str | None = None
-    history_file_exists: bool = True
+    history_file_exists: bool | None = None
     store_location: str | None = None
     foreign_holder: str | None = None
 
@@ -183,6 +184,12 @@ def _store_level(inventory: Inventory, around: Surroundings) -> list[Finding]:
 
 def _history_missing(inventory: Inventory, around: Surroundings) -> Finding:
     points = len(inventory.points)
+    if around.history_file_exists is None:
+        return findings.make(
+            "history-missing",
+            f"history.db is missing or has no history table while {points} points exist",
+            collection=inventory.collection,
+        )
     if around.history_file_exists:
         return findings.make(
             "history-missing",
