@@ -74,7 +74,8 @@ _SPECS = (
     Spec(code="collection-missing", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE,
          fix="memsync restore <snapshot>, or point [mem0] at the right Qdrant path"),
     Spec(code="history-missing", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE,
-         fix="memsync restore <snapshot> (history.db), or memsync reconcile to record the points' ADD events"),
+         fix="check the path first (mem0_dir, [mem0] history_db_path: memsync config show); if it is "
+             "right: memsync restore <snapshot>, or memsync reconcile --create-history"),
     Spec(code="dimension-mismatch", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE,
          fix="set the config to the collection's size, or re-embed into a new collection of the right size"),
     Spec(code="missing-point", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE, fix=FIX_RECONCILE),
@@ -90,6 +91,9 @@ _SPECS = (
     Spec(code="orphan-messages", severity=_W, source=Source.CHECK, repair=Repair.POLICY,
          fix="memsync reconcile --only orphan-messages"),
     Spec(code="in-flight", severity=_I, source=Source.CHECK, fix="none needed; run check again"),
+    Spec(code="private-tmp-mismatch", severity=_E, source=Source.CHECK,
+         fix="move the store out of /tmp (docs/how-to/move-store-off-tmp.md), or set PrivateTmp=no "
+             "on the app's unit; then run check again"),
     # snapshot verify: the snapshot itself is damaged (docs/reference/commands/snapshot.md).
     Spec(code="manifest-missing", severity=_E, source=Source.VERIFY, fix=FIX_OTHER_SNAPSHOT),
     Spec(code="file-missing", severity=_E, source=Source.VERIFY, fix=FIX_OTHER_SNAPSHOT),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -52,19 +53,68 @@ def in_window(moment: datetime | None, window: CaptureWindow) -> bool:
     return window.vectors_at - IN_FLIGHT_MARGIN <= moment <= window.history_finished_at
 
 
-def find_problems(inventory: Inventory, today: date) -> list[Finding]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Surroundings:
+    """What check's I/O half saw around the capture that the inventory does not hold.
+
+    Attributes:
+        history_path: the configured history.db path (named in ``history-missing``).
+        history_file_exists: False when history.db does not exist at all (as opposed to
+            existing without rows or table): then a wrong path is the likely cause; None when
+            not known (a snapshot's copies).
+        store_location: the vector store's directory (named in ``private-tmp-mismatch``).
+        foreign_holder: the process holding the vector store in another mount namespace
+            (``pid 12 (python app.py)``), whose files are not the ones captured; None when
+            no such process holds it.
+    """
+
+    history_path: str | None = None
+    history_file_exists: bool | None = None
+    store_location: str | None = None
+    foreign_holder: str | None = None
+
+
+NOTHING_AROUND = Surroundings()
+
+
+def find_problems(
+    inventory: Inventory, today: date, around: Surroundings = NOTHING_AROUND
+) -> list[Finding]:
     """Return every disagreement between the captured stores, sorted as the contract says.
 
     Args:
         inventory: the captured stores, read into values.
         today: the current UTC date (for ``expired-memory``).
+        around: what the capture's surroundings said (a missing history file, a store held
+            in another mount namespace).
 
     Returns:
         Findings sorted by severity, code, collection, memory_id. A disagreement explained by
-        a write inside the capture window is reported once, as ``in-flight`` (info). Pure.
+        a write inside the capture window is reported once, as ``in-flight`` (info). When the
+        store is held in another mount namespace, the one ``private-tmp-mismatch`` finding
+        stands for every disagreement (they compare files the app does not write). Pure.
     """
+    found = _find_all(inventory, today, around)
+    if around.foreign_holder is None:
+        return found
+    return [_foreign_store(inventory, around, len(found))]
+
+
+def _foreign_store(inventory: Inventory, around: Surroundings, hidden: int) -> Finding:
+    return findings.make(
+        "private-tmp-mismatch",
+        f"{around.foreign_holder} holds the vector store {around.store_location} in another "
+        "mount namespace (PrivateTmp=yes?): the files memsync reads are not the ones the app "
+        f"writes, so the {hidden} findings on them are not reported one by one",
+        collection=inventory.collection,
+        path=around.store_location,
+        observed=hidden,
+    )
+
+
+def _find_all(inventory: Inventory, today: date, around: Surroundings) -> list[Finding]:
     found: list[Finding] = []
-    found += _store_level(inventory)
+    found += _store_level(inventory, around)
     if inventory.qdrant_present and inventory.collection in inventory.collections:
         if inventory.history_present:
             found += _point_vs_history(inventory)
@@ -97,7 +147,7 @@ def _finding(
     )
 
 
-def _store_level(inventory: Inventory) -> list[Finding]:
+def _store_level(inventory: Inventory, around: Surroundings) -> list[Finding]:
     found = []
     live = sum(1 for memory in inventory.history.values() if memory.last.event in LIVE_EVENTS)
     if inventory.collection not in inventory.collections and live:
@@ -113,13 +163,7 @@ def _store_level(inventory: Inventory) -> list[Finding]:
             )
         )
     if not inventory.history_present and inventory.points:
-        found.append(
-            findings.make(
-                "history-missing",
-                f"history.db is missing or has no history table while {len(inventory.points)} points exist",
-                collection=inventory.collection,
-            )
-        )
+        found.append(_history_missing(inventory, around))
     for name, info in sorted(inventory.collections.items()):
         if name not in (inventory.collection, f"{inventory.collection}_entities"):
             continue
@@ -136,6 +180,33 @@ def _store_level(inventory: Inventory) -> list[Finding]:
                     )
                 )
     return found
+
+
+def _history_missing(inventory: Inventory, around: Surroundings) -> Finding:
+    points = len(inventory.points)
+    if around.history_file_exists is None:
+        return findings.make(
+            "history-missing",
+            f"history.db is missing or has no history table while {points} points exist",
+            collection=inventory.collection,
+        )
+    if around.history_file_exists:
+        return findings.make(
+            "history-missing",
+            f"history.db has no history table or rows while {points} points exist",
+            collection=inventory.collection,
+            path=around.history_path,
+            fix="memsync restore <snapshot> (history.db), or memsync reconcile to record "
+            "the points' ADD events",
+        )
+    where = f" at {around.history_path}" if around.history_path else ""
+    return findings.make(
+        "history-missing",
+        f"history.db does not exist{where} while {points} points exist: a wrong mem0_dir or "
+        "history_db_path looks exactly like this",
+        collection=inventory.collection,
+        path=around.history_path,
+    )
 
 
 def _point_vs_history(inventory: Inventory) -> list[Finding]:

@@ -20,7 +20,7 @@ import structlog
 
 from memsync import check, recovery, snapshot
 from memsync.config import Config
-from memsync.errors import ExitCode, UnavailableError
+from memsync.errors import ExitCode, LockedError, UnavailableError
 from memsync.model import CheckReport, HistoryEvent, Inventory, Recovery, Severity, parse_time
 from memsync.reconcile_plan import KNOWN_KINDS, NEEDS_EMBEDDER, Action, plan_reconcile
 from memsync.state import write_json_atomic
@@ -202,11 +202,14 @@ def run_reconcile(
     only: frozenset[str] | None,
     take_snapshot: bool,
     record_lost: bool,
+    create_history: bool = False,
 ) -> Outcome:
     """Check, plan, then (unless ``dry_run``) snapshot, journal and apply; finally check again.
 
     An unfinished journal from a reconcile that died is resumed first (its pending actions
-    only). Needs the embedded store free (exit 12 otherwise).
+    only). A history.db that does not exist is created only with ``create_history`` (a
+    missing file more likely means a wrong path). Needs the embedded store free (exit 12 otherwise) only when there is something to
+    write: a plan with no action returns without touching the store or its lock.
 
     Raises:
         LockedError: the app holds the store.
@@ -222,9 +225,8 @@ def run_reconcile(
         actions = revalidate(actions, check.settled_inventory(config, now)[1])
     else:
         plan_id = uuid.uuid4().hex[:12]
-        if not dry_run:
-            mem0.require_store_free(config, "reconcile")
-            mem0.prepare_for_writing(config)
+        if not dry_run and _store_free(config):
+            mem0.prepare_for_writing(config)  # hot journals rolled back before the capture
         inventory, report = check.settled_inventory(config, now)
         missing = [
             f.memory_id for f in report.findings if f.code == "missing-point" and f.memory_id
@@ -241,6 +243,7 @@ def run_reconcile(
             now=now,
             new_id=lambda: f"memsync-{uuid.uuid4()}",
             forgetting=frozenset(load_forgetting(config.state_dir)),
+            history_writable=create_history or config.history_db_path.exists(),
         )
         if dry_run or not actions:
             return Outcome(
@@ -251,7 +254,7 @@ def run_reconcile(
                 snapshot_id=None,
                 after=report if not actions else None,
             )
-        mem0.require_store_free(config, "reconcile")
+        mem0.require_store_free(config, "reconcile")  # there is work: the app must be stopped
         if take_snapshot and any(a.kind != "report" for a in actions):
             snapshot_id = snapshot.create_snapshot(config, now).id
         save_journal(config, plan_id, actions, "running")
@@ -265,6 +268,15 @@ def run_reconcile(
         snapshot_id=snapshot_id,
         after=after,
     )
+
+
+def _store_free(config: Config) -> bool:
+    """Whether no other process holds the vector store (reads /proc only; never locks)."""
+    try:
+        mem0.require_store_free(config, "reconcile")
+    except LockedError:
+        return False
+    return True
 
 
 def revalidate(actions: list[Action], report: CheckReport) -> list[Action]:

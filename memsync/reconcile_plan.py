@@ -80,6 +80,7 @@ class Context:
     forgetting: frozenset[str]
     wanted: frozenset[str]
     codes_of: Mapping[str, frozenset[str]]  # per memory id, the codes of all its findings
+    history_writable: bool = True  # history.db exists, or --create-history asked for a new one
 
     def point(self, finding: Finding) -> Point | None:
         """The finding's point, when it has one."""
@@ -262,6 +263,18 @@ def _orphan_point(finding: Finding, ctx: Context) -> list[Action]:
 
 
 def _history_missing(finding: Finding, ctx: Context) -> list[Action]:
+    if not ctx.history_writable:
+        return [
+            _act(
+                finding,
+                ActionKind.REPORT,
+                f"history.db does not exist at {finding.path or 'the configured path'}: check "
+                "the path first (mem0_dir, [mem0] history_db_path); a new history.db is created "
+                "only with --create-history",
+                target=finding.collection,
+                status="unrecoverable",
+            )
+        ]
     return [
         _act(
             finding,
@@ -460,6 +473,7 @@ def plan_reconcile(
     now: datetime,
     new_id: Callable[[], str],
     forgetting: frozenset[str] = frozenset(),
+    history_writable: bool = True,
 ) -> list[Action]:
     """Return the actions that answer ``findings``, in a stable order. Pure.
 
@@ -472,6 +486,9 @@ def plan_reconcile(
         now: the current time (UTC), for event rows.
         new_id: makes ``memsync-<uuid4>`` ids for event rows (kept in the journal).
         forgetting: memory ids of a forget that did not finish: closed, never recovered.
+        history_writable: False when history.db does not exist and creating one was not asked
+            for (``--create-history``): ``history-missing`` is then reported, never answered
+            with events into a new file at a path that may be wrong.
 
     Returns:
         Actions numbered from 0: findings in contract order, one code's rule at a time, entity
@@ -499,6 +516,7 @@ def plan_reconcile(
         forgetting=forgetting,
         wanted=wanted,
         codes_of={memory_id: frozenset(codes) for memory_id, codes in codes_of.items()},
+        history_writable=history_writable,
     )
     order = [code for code in groups if code not in RUN_LAST] + [
         code for code in RUN_LAST if code in groups

@@ -48,6 +48,12 @@ def register(
         action="store_true",
         help="record memories that no snapshot can bring back as deleted",
     )
+    parser.add_argument(
+        "--create-history",
+        action="store_true",
+        help="create history.db when it does not exist (a missing file more often means a "
+        "wrong mem0_dir or history_db_path: check the path first)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -63,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
             only=only,
             take_snapshot=False,
             record_lost=args.record_lost,
+            create_history=args.create_history,
         )
     else:
         restore.recover(config)  # a restore that died is finished or rolled back first
@@ -74,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
                 only=only,
                 take_snapshot=not args.no_snapshot,
                 record_lost=args.record_lost,
+                create_history=args.create_history,
             )
     document = _document(outcome)
     if args.json:

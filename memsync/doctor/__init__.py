@@ -3,7 +3,8 @@
 ``probe_*`` functions read (files, mounts, processes, versions) and return ``DoctorResult``s;
 ``run_doctor`` runs them all plus ``check`` on one capture. Doctor never writes to the
 deployment, never imports mem0 and never takes Qdrant's lock. The probes live in
-``doctor.paths``, ``doctor.stores``, ``doctor.versions`` and ``doctor.state``. Result codes:
+``doctor.paths``, ``doctor.stores``, ``doctor.versions``, ``doctor.state`` and
+``doctor.copies``. Result codes:
 docs/reference/commands/doctor.md.
 """
 
@@ -15,6 +16,7 @@ from datetime import datetime
 
 from memsync import check
 from memsync.config import Config
+from memsync.doctor.copies import probe_copies
 from memsync.doctor.paths import probe_locks, probe_paths
 from memsync.doctor.state import probe_daemon, probe_last_snapshot, probe_restores
 from memsync.doctor.status import ERROR, OK, WARNING
@@ -22,7 +24,6 @@ from memsync.doctor.stores import check_results, probe_collections, probe_sqlite
 from memsync.doctor.versions import judge_mem0_version, probe_versions
 from memsync.errors import MemsyncError
 from memsync.model import CheckReport, DoctorResult
-from memsync.stores import deployment
 
 __all__ = [
     "ERROR", "OK", "RESULT_CODES", "WARNING", "DoctorReport", "judge_mem0_version", "probe_daemon",
@@ -36,7 +37,7 @@ RESULT_CODES = (
     "store-lock", "private-tmp-mismatch", "sqlite-integrity", "journal-mode", "sqlite-version",
     "collection-params", "check", "capture-duration", "mem0-version", "qdrant-client-version",
     "version-mismatch", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
-    "daemon-job", "prune-skipped",
+    "daemon-job", "prune-skipped", "old-store-copy",
 )  # fmt: skip
 
 
@@ -60,7 +61,8 @@ class DoctorReport:
 def run_doctor(config: Config, now: datetime) -> DoctorReport:
     """Run every probe and ``check`` on one capture. Reads the deployment only.
 
-    Never raises for a store problem: an unreadable store becomes an error result.
+    Never raises for a store problem: an unreadable store becomes an error result. The check
+    summary comes from ``check.settled_capture``, the path ``check`` takes, so both agree.
     """
     results: list[DoctorResult] = []
     results += probe_paths(config)  # catches its own OSErrors, path by path
@@ -77,11 +79,16 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
             )
         )
     report: CheckReport | None = None
-    try:
-        with deployment.temporary_capture(config) as captured:
-            results += probe_collections(config, captured)
-            results += probe_sqlite(config, captured)
-            report = check.judge(deployment.read_inventory(captured, config), now.date())
+    try:  # check's own path: a write in flight is waited out and captured again, as check does
+        _inventory, report, probed = check.settled_capture(
+            config,
+            now,
+            inspect=lambda captured: [
+                *probe_collections(config, captured),
+                *probe_sqlite(config, captured),
+            ],
+        )
+        results += probed or []
         results += check_results(report)
     except MemsyncError as error:  # the stores could not be checked: never "healthy"
         results.append(
@@ -90,6 +97,7 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
     results += probe_versions(config)
     results.append(probe_last_snapshot(config, now))
     results += probe_restores(config)
+    results += probe_copies(config, now)
     results += probe_daemon(config, now)
     return DoctorReport(results=tuple(results), check=report)
 

@@ -11,12 +11,16 @@ from pathlib import Path
 
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
+from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
 from memsync.stores import locks
 from memsync.stores.vector_store import telemetry_store_for, vector_store_for
 
 VOLATILE_FS = frozenset({"tmpfs", "ramfs"})
 MIN_FREE_BYTES = 256 * 1024 * 1024
+# Paths a deployment always has (mem0 creates both at its first start): absent means lost or,
+# more likely, a wrong path in the config.
+REQUIRED = frozenset({"Qdrant directory", "history.db"})
 
 
 def probe_paths(config: Config) -> list[DoctorResult]:
@@ -33,8 +37,12 @@ def probe_paths(config: Config) -> list[DoctorResult]:
         data_paths.append(("snapshot directory", config.snapshot.directory, True))
     results: list[DoctorResult] = []
     for label, path, precious in data_paths:
+        if label == "mem0 telemetry Qdrant" and not _exists(path):
+            continue  # optional (telemetry off): an absent one is no news
         try:
-            results += _probe_one_path(label, path, precious)
+            results += _probe_one_path(label, path, precious, label in REQUIRED)
+            if label == "Qdrant directory":
+                results += _probe_store_files(config)
         except OSError as error:
             results.append(
                 DoctorResult(
@@ -48,7 +56,7 @@ def probe_paths(config: Config) -> list[DoctorResult]:
     return results
 
 
-def _probe_one_path(label: str, path: Path, precious: bool) -> list[DoctorResult]:
+def _probe_one_path(label: str, path: Path, precious: bool, required: bool) -> list[DoctorResult]:
     mountpoint, fstype, _device = locks.mount_of(path)
     results = []
     if fstype in VOLATILE_FS:
@@ -82,8 +90,42 @@ def _probe_one_path(label: str, path: Path, precious: bool) -> list[DoctorResult
             )
         )
     results.append(_probe_free_space(label, path))
-    results.append(_probe_permissions(label, path))
+    if path.exists():
+        results.append(_probe_permissions(label, path))
+    elif required:
+        results.append(
+            DoctorResult(
+                code="path-permissions",
+                status=ERROR,
+                path=str(path),
+                message=f"{label} does not exist: a wrong mem0_dir or [mem0] path looks "
+                "exactly like a lost store",
+                fix="check the path first (memsync config show); if it is right: memsync "
+                "restore <snapshot>",
+            )
+        )
     return results
+
+
+def _exists(path: Path) -> bool:
+    """Whether ``path`` exists; True when it cannot be told (the probes then say why)."""
+    try:
+        return path.exists()
+    except OSError:
+        return True
+
+
+def _probe_store_files(config: Config) -> list[DoctorResult]:
+    """Owner and mode of every file of the vector store.
+
+    Its collections' ``storage.sqlite`` hold the same personal texts as history.db.
+    """
+    store = vector_store_for(config)
+    try:
+        names = store.files(store.location) if store.present() else []
+    except MemsyncError:  # an unreadable index is check's and collection-params' to report
+        return []
+    return [_probe_permissions(f"Qdrant {name}", store.location / name) for name in names]
 
 
 def _under_tmp(path: Path) -> bool:
@@ -112,13 +154,6 @@ def _gib(size: int) -> str:
 
 
 def _probe_permissions(label: str, path: Path) -> DoctorResult:
-    if not path.exists():
-        return DoctorResult(
-            code="path-permissions",
-            status=OK,
-            path=str(path),
-            message=f"{label} does not exist",
-        )
     info = path.stat()
     mode = stat.S_IMODE(info.st_mode)
     readable = os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0))
@@ -156,15 +191,16 @@ def probe_locks(config: Config) -> list[DoctorResult]:
             continue  # a server backend: nothing to hold
         holder = store.holder()
         if holder is None:
-            message = (
-                f"no process holds {lock_file}"
-                if lock_file.exists()
-                else f"{lock_file} does not exist"
-            )
-            results.append(
-                DoctorResult(code="store-lock", status=OK, path=str(lock_file), message=message)
-            )
-            continue
+            if lock_file.exists():
+                results.append(
+                    DoctorResult(
+                        code="store-lock",
+                        status=OK,
+                        path=str(lock_file),
+                        message=f"no process holds {lock_file}",
+                    )
+                )
+            continue  # no lock file and no holder: nothing to say
         results.append(
             DoctorResult(
                 code="store-lock",

@@ -8,7 +8,6 @@ from memsync import jobs, state
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.model import DoctorResult
-from memsync.stores.vector_store import vector_store_for
 
 SNAPSHOT_MAX_AGE_S = 36 * 3600
 PRUNE_SKIP_LIMIT_S = 7 * 86400
@@ -64,11 +63,13 @@ def probe_daemon(config: Config, now: datetime) -> list[DoctorResult]:
     for row in jobs.job_health(config, document, now):
         if row["overdue"] or row["failing"]:
             problem = "overdue" if row["overdue"] else f"failing ({row['last_outcome']})"
+            success = row["last_success_at"]
             results.append(
                 DoctorResult(
                     code="daemon-job",
                     status=WARNING,
-                    message=f"job {row['job']} is {problem}; last success {row['last_success_at']}",
+                    message=f"job {row['job']} is {problem}; "
+                    + (f"last success {success}" if success else "it never succeeded yet"),
                     fix="memsync status; journalctl -u memsync",
                 )
             )
@@ -93,7 +94,7 @@ def probe_daemon(config: Config, now: datetime) -> list[DoctorResult]:
 
 
 def probe_restores(config: Config) -> list[DoctorResult]:
-    """An unfinished restore (error) and the pre-restore copies kept beside the stores."""
+    """An unfinished restore (error); the copies it kept are ``doctor.copies``' to list."""
     results = []
     pending = state.unfinished_restore(config.state_dir)
     if pending is not None:
@@ -104,18 +105,6 @@ def probe_restores(config: Config) -> list[DoctorResult]:
                 path=str(config.state_dir / state.RESTORE_JOURNAL),
                 message=f"a restore of snapshot {pending} did not finish",
                 fix="memsync restore --resume (finishes it or rolls it back)",
-            )
-        )
-    for copy in state.pre_restore_copies(
-        [vector_store_for(config).location, config.history_db_path]
-    ):
-        results.append(
-            DoctorResult(
-                code="pre-restore-copy",
-                status=OK,
-                path=str(copy),
-                message="files a restore moved aside (kept, never deleted by memsync)",
-                fix=f"remove it once the restored deployment is trusted: rm -r {copy}",
             )
         )
     return results

@@ -92,7 +92,10 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
         ]
         distance_ok = info.distance in (None, "Cosine")
         status = ERROR if wrong else OK if distance_ok else WARNING
-        message = f"collection {name!r}: vector size {info.vector_size}, distance {info.distance}"
+        message = (
+            f"collection {name!r}: vector size {info.vector_size or 'not recorded'}, "
+            f"distance {info.distance or 'not recorded'}"
+        )
         if wrong:
             message += f", but the config says {', '.join(wrong)}"
         elif not distance_ok:

@@ -77,7 +77,10 @@ def probe_versions(config: Config) -> list[DoctorResult]:
                     code="version-mismatch",
                     status=WARNING,
                     message="the app and memsync use different "
-                    + ", ".join(f"{n} ({theirs.get(n)} vs {ours[n]})" for n in mismatched),
+                    + ", ".join(
+                        f"{n} ({theirs.get(n) or 'not installed'} vs {ours[n] or 'not installed'})"
+                        for n in mismatched
+                    ),
                     fix="install the app's versions in memsync's environment, so repairs "
                     "write what the app expects",
                 )

@@ -386,7 +386,7 @@ def test_reconcile_refuses_while_another_memsync_operation_runs(deployment, cli)
 def test_history_missing_records_the_add_of_every_point(deployment, cli):
     deployment.close()
     deployment.paths.history_db.unlink()
-    code, outcome = reconcile(cli, deployment, "--no-snapshot")
+    code, outcome = reconcile(cli, deployment, "--no-snapshot", "--create-history")
     assert code == 0, outcome
     assert {a["kind"] for a in outcome["actions"]} == {"record-event"}
     assert len(outcome["actions"]) == len(deployment.seeded.live)
