@@ -8,11 +8,14 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from memsync.demo import deployment as build
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
@@ -214,18 +217,30 @@ def test_doctor_lists_the_old_history_left_after_a_move_with_its_age(deployment,
     assert "day" in old[0]["message"] or "hour" in old[0]["message"]
 
 
-def test_doctor_lists_the_qdrant_directory_left_in_tmp_after_a_move(deployment, cli):
+def test_doctor_lists_the_qdrant_directory_left_in_tmp_after_a_move(deployment, tmp_path):
     """The how-to copies /tmp/qdrant (mem0's default) elsewhere; the old directory stays behind
-    holding every vector and text until someone removes it."""
-    left = Path("/tmp/qdrant")  # noqa: S108 - mem0ai 2.2.1's default path, which we look for
-    assert not left.exists(), "this test needs mem0's default /tmp/qdrant to be absent"
+    holding every vector and text until someone removes it. Doctor runs in its own mount
+    namespace with a private tmpfs /tmp, so the machine's /tmp/qdrant is never touched."""
+    assert shutil.which("unshare"), "util-linux unshare is needed"
     deployment.close()
-    build.copy_qdrant(deployment.paths, left)
+    outside = Path(tempfile.mkdtemp(prefix="memsync-test-", dir="/var/tmp"))  # not under /tmp
     try:
-        old = [r for r in doctor_results(cli, deployment) if r["code"] == "old-store-copy"]
+        shutil.copytree(deployment.paths.root, outside / "dep", symlinks=True)
+        config = outside / "dep" / deployment.config.name
+        config.write_text(
+            deployment.config.read_text().replace(str(deployment.paths.root), str(outside / "dep"))
+        )
+        script = 'mount -t tmpfs tmpfs /tmp && cp -a "$1" /tmp/qdrant && exec "$2" -m memsync doctor --json --config "$3"'
+        result = subprocess.run(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
+             str(outside / "dep" / "qdrant"), sys.executable, str(config)],
+            capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+        )  # fmt: skip
     finally:
-        shutil.rmtree(left)
-    assert [r["path"] for r in old] == [str(left)], old
+        shutil.rmtree(outside, ignore_errors=True)
+    assert result.stdout, result.stderr
+    old = [r for r in json.loads(result.stdout)["results"] if r["code"] == "old-store-copy"]
+    assert [r["path"] for r in old] == ["/tmp/qdrant"], old  # noqa: S108 - mem0ai 2.2.1's default
     assert "hours old" in old[0]["message"] or "days old" in old[0]["message"]
 
 
