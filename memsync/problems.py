@@ -120,6 +120,17 @@ def _store_level(inventory: Inventory) -> list[Finding]:
                 collection=inventory.collection,
             )
         )
+    for name, files in sorted(inventory.legacy_stores.items()):
+        found.append(
+            findings.make(
+                "legacy-point-store",
+                f"collection {name!r} keeps qdrant-client's legacy dbm point store "
+                f"({', '.join(files)}) beside the storage.sqlite qdrant-client reads: its points are "
+                "invisible to mem0, not lost",
+                collection=name,
+                path=", ".join(files),
+            )
+        )
     for name, info in sorted(inventory.collections.items()):
         if name not in (inventory.collection, f"{inventory.collection}_entities"):
             continue
