@@ -17,18 +17,39 @@ Vocabulary:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from memsync.config import Config
+from memsync.errors import UnavailableError
 from memsync.model import CollectionInfo, EntityLink, Point
 from memsync.stores.locks import LockHolder
 from memsync.stores.sqlite_files import CopyResult
 
 TELEMETRY_COLLECTION = "mem0migrations"  # mem0ai 2.2.1, mem0/memory/main.py
+LEGACY_STORE_FIX = (
+    "stop the app and migrate the legacy point store first "
+    "(docs/reference/findings.md#legacy-point-store); until then nothing may be deleted"
+)
+
+
+def refuse_legacy_store(legacy: Mapping[str, tuple[str, ...]], what: str) -> None:
+    """Raise UnavailableError (exit 11) while ``legacy`` names a legacy point store. Pure.
+
+    ``legacy``: ``VectorCapture.legacy_files`` (or ``Inventory.legacy_stores``). Its points are
+    invisible to mem0, not lost: a delete, a forget, an erasure or a snapshot taken now would
+    be judged against the points mem0 sees and be wrong about the others.
+    """
+    if legacy:
+        listed = "; ".join(f"{name}: {', '.join(files)}" for name, files in sorted(legacy.items()))
+        raise UnavailableError(
+            f"{what}: the vector store keeps a legacy point store its client no longer reads "
+            f"({listed}); its points are invisible to mem0, not lost",
+            LEGACY_STORE_FIX,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

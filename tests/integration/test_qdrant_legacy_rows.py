@@ -261,3 +261,15 @@ def test_reconcile_deletes_and_records_nothing_while_a_legacy_dbm_store_exists(d
     assert {(a["kind"], a["code"]) for a in outcome["actions"]} == {
         ("report", "legacy-point-store")
     }
+
+
+def test_forget_refuses_while_a_legacy_dbm_store_exists(deployment, cli):
+    target = deployment.seeded.live[0]
+    leave_dbm_beside_empty_sqlite(deployment)
+    with closing(sqlite3.connect(deployment.paths.history_db)) as connection:
+        rows_before = connection.execute("SELECT count(*) FROM history").fetchone()[0]
+    result = cli("forget", target, "--yes", "--no-snapshot", "--json", config=deployment.config)
+    assert result.code == 11, result.out + result.err
+    assert "legacy point store" in result.err and "storage.dbm" in result.err
+    with closing(sqlite3.connect(deployment.paths.history_db)) as connection:
+        assert connection.execute("SELECT count(*) FROM history").fetchone()[0] == rows_before
