@@ -129,6 +129,23 @@ def test_older_rows_under_other_spellings_are_the_same_point_and_check_is_clean(
         assert found is not None and found.payload["data"] == point.payload["data"]
 
 
+def test_the_newest_row_under_another_spelling_holds_the_current_text(deployment, cli):
+    target = deployment.seeded.live[4]
+    deployment.close()
+    storage = storage_of(deployment)
+    point = current_point(storage, target)
+    text = point.payload["data"]
+    # An older client wrote the canonical row first, then its last write of the memory went
+    # to a new row under the upper-case spelling.
+    with closing(sqlite3.connect(storage)) as connection, connection:
+        connection.execute("DELETE FROM points WHERE id = ?", (key_of(target),))
+    write_row(storage, point, target, 4, "an older text", older=True)
+    write_row(storage, point, target.upper(), 4, text, older=False)
+    code, report = check(cli, deployment)
+    assert error_findings(report) == {} and code == 0, report["findings"]
+    assert report["counts"]["points"] == len(deployment.seeded.live)
+
+
 def newer_row_under_a_protocol_5_key(deployment) -> str:
     """Python 3.11 wrote "lives in Porto" under a protocol-4 key; the app then ran under
     Python 3.14 (protocol 5 by default) and its client failed to replace that row."""
