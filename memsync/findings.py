@@ -91,8 +91,8 @@ _SPECS = (
          fix="memsync reconcile --only orphan-messages"),
     Spec(code="in-flight", severity=_I, source=Source.CHECK, fix="none needed; run check again"),
     Spec(code="legacy-point-store", severity=_E, source=Source.CHECK,
-         fix="stop the app, open the collection once with the qdrant-client it was written by (< 1.1.7) "
-             "or move storage.sqlite aside so qdrant-client migrates the dbm files; never reconcile before"),
+         fix="stop the app, copy the Qdrant directory aside, move the empty storage.sqlite away and open the "
+             "store once with an older qdrant-client that migrates dbm files to sqlite; reconcile nothing before"),
     # snapshot verify: the snapshot itself is damaged (docs/reference/commands/snapshot.md).
     Spec(code="manifest-missing", severity=_E, source=Source.VERIFY, fix=FIX_OTHER_SNAPSHOT),
     Spec(code="file-missing", severity=_E, source=Source.VERIFY, fix=FIX_OTHER_SNAPSHOT),
