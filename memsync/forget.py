@@ -25,7 +25,7 @@ from memsync.model import HistoryEvent, Inventory, is_expired
 from memsync.state import write_json_atomic
 from memsync.stores import mem0, versions
 from memsync.stores.intent import FORGET_JOURNAL, load_forgetting
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.vector_store import refuse_legacy_store, vector_store_for
 
 logger = structlog.get_logger(__name__)
 
@@ -240,11 +240,14 @@ def run_forget(
     Raises:
         LockedError: the app holds the embedded store (exit 12).
         ConfigError: the installed mem0ai has a known delete bug, or mem0 cannot be built.
+        UnavailableError: the vector store keeps a legacy point store (exit 11).
     """
     if not dry_run:
         mem0.require_store_free(config, "forget")
         mem0.prepare_for_writing(config)
     before = check.settled_inventory(config, now)[0]
+    if not dry_run:  # the legacy store's points would be neither deleted nor erased
+        refuse_legacy_store(before.legacy_stores, "forget")
     targets = select_targets(before, memory_ids, user_id, agent_id, run_id)
     to_erase = (*targets.all, *targets.already_deleted) if erase else ()
     if targets.not_found or dry_run or not (targets.all or to_erase):
@@ -328,11 +331,14 @@ def run_prune(
 
     Raises:
         LockedError: the app holds the embedded store (exit 12).
+        UnavailableError: the vector store keeps a legacy point store (exit 11).
     """
     if not dry_run:
         mem0.require_store_free(config, "prune")
         mem0.prepare_for_writing(config)
     before = check.settled_inventory(config, now)[0]
+    if not dry_run:
+        refuse_legacy_store(before.legacy_stores, "prune")
     targets = select_expired(before, now.date())
     if dry_run or not targets.all:
         return Forgotten(targets=targets, dry_run=dry_run)

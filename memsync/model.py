@@ -195,6 +195,8 @@ class Inventory:
         message_scopes: the ``messages`` table grouped by session scope.
         expected_dims: ``(config key, size)`` pairs the collections' vector size must match.
         window: the capture instants.
+        legacy_stores: files of a legacy point store the vector store's client no longer reads,
+            by collection (``VectorCapture.legacy_files``; {} when none).
     """
 
     collection: str
@@ -208,6 +210,7 @@ class Inventory:
     message_scopes: tuple[MessageScope, ...]
     expected_dims: tuple[tuple[str, int], ...]
     window: CaptureWindow
+    legacy_stores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -164,6 +164,17 @@ def _store_level(inventory: Inventory, around: Surroundings) -> list[Finding]:
         )
     if not inventory.history_present and inventory.points:
         found.append(_history_missing(inventory, around))
+    for name, files in sorted(inventory.legacy_stores.items()):
+        found.append(
+            findings.make(
+                "legacy-point-store",
+                f"collection {name!r} keeps qdrant-client's legacy dbm point store "
+                f"({', '.join(files)}) beside the storage.sqlite qdrant-client reads: its points are "
+                "invisible to mem0, not lost",
+                collection=name,
+                path=", ".join(files),
+            )
+        )
     for name, info in sorted(inventory.collections.items()):
         if name not in (inventory.collection, f"{inventory.collection}_entities"):
             continue

@@ -38,6 +38,10 @@ DAMAGE_CODES = findings.repaired(Repair.DAMAGE)
 POLICY_CODES = findings.repaired(Repair.POLICY)
 NEEDS_EMBEDDER = frozenset({ActionKind.UPDATE_POINT.value})
 KNOWN_KINDS = frozenset(kind.value for kind in ActionKind)
+LEGACY_WHY = (
+    "the collection keeps qdrant-client's legacy dbm point store: its points are invisible, "
+    "not lost, so nothing is deleted, recorded as lost or put back until it is migrated"
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -496,6 +500,10 @@ def plan_reconcile(
     """
     wanted = only if only is not None else DAMAGE_CODES
     listed = sorted(findings, key=Finding.sort_key)
+    legacy = [finding for finding in listed if finding.code == "legacy-point-store"]
+    if legacy:  # its points are invisible, not lost: nothing may be deleted, recorded or put back
+        blocked = [_act(f, ActionKind.REPORT, LEGACY_WHY, status="unrecoverable") for f in legacy]
+        return [replace(action, index=index) for index, action in enumerate(blocked)]
     codes_of: dict[str, set[str]] = defaultdict(set)
     groups: dict[str, list[Finding]] = {}
     for finding in listed:

@@ -258,4 +258,5 @@ def _read_inventory(
         message_scopes=contents.message_scopes,
         expected_dims=config.expected_dims,
         window=captured.window,
+        legacy_stores=captured.vectors.legacy_files,
     )

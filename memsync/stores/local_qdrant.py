@@ -3,7 +3,9 @@
 Layout written by qdrant-client 1.20.0 local mode: ``<path>/meta.json`` (collections and their
 vector parameters), ``<path>/collection/<name>/storage.sqlite`` with one table
 ``points(id TEXT PRIMARY KEY, point BLOB)``; ``point`` is a pickled ``PointStruct``. Older
-files can hold several rows for one point id: the highest rowid is the current one.
+files can hold several rows for one point (other UUID spellings, another key pickle
+protocol): every reader here takes the highest rowid among them, as qdrant-client's ``load``
+does (``qdrant_formats.normalize_point_id``).
 
 Nothing here takes Qdrant's ``.lock`` or builds a ``QdrantClient``; points are decoded through
 ``PointUnpickler`` (``memsync.stores.qdrant_formats``), which admits only the classes
@@ -12,10 +14,7 @@ qdrant-client writes. ``EmbeddedQdrant`` is the ``VectorStore`` port over these 
 
 from __future__ import annotations
 
-import base64
-import io
 import os
-import pickle
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
@@ -25,11 +24,14 @@ from typing import Any
 from memsync.errors import LockedError, UnavailableError
 from memsync.model import CollectionInfo, EntityLink, Point
 from memsync.stores import locks
-from memsync.stores.qdrant_formats import Decoded, PointStructStandIn
-from memsync.stores.qdrant_formats import PointDecodeError as PointDecodeError  # re-exported
-from memsync.stores.qdrant_formats import PointUnpickler as PointUnpickler  # re-exported
-from memsync.stores.qdrant_formats import decode_point as decode_point  # re-exported
-from memsync.stores.qdrant_formats import parse_meta as parse_meta  # re-exported
+from memsync.stores.qdrant_formats import (
+    PointDecodeError,
+    decode_key,
+    decode_point,
+    decode_stored,
+    normalize_point_id,
+    parse_meta,
+)
 from memsync.stores.sqlite_files import (
     CopyResult,
     connect_readonly,
@@ -45,6 +47,7 @@ from memsync.stores.vector_store import StoredPoint, VectorCapture
 
 META_FILE = "meta.json"
 STORAGE_FILE = "storage.sqlite"
+LEGACY_STORAGE_FILE = "storage.dbm"  # qdrant-client < 1.1.7 (1.20.0 persistence.py)
 LOCK_FILE = ".lock"
 
 
@@ -90,6 +93,9 @@ def storage_path(qdrant_path: Path, collection: str) -> Path:
 def iter_points(storage: Path) -> Iterator[Point]:
     """Yield every current point of a captured ``storage.sqlite`` (newest row per id wins).
 
+    Ids are normalised (``normalize_point_id``): the rows of every spelling of a UUID are one
+    point, as qdrant-client 1.20.0's ``load`` reads them.
+
     Streams: one decoded point in memory at a time (the ids seen are kept). Reads only.
 
     Raises:
@@ -122,7 +128,7 @@ def read_points(
     """Read every current point of a captured ``storage.sqlite`` into a dict by id.
 
     Rows are read in rowid order and a later row replaces an earlier one, so the newest row
-    of a point id wins (as qdrant-client's own loader decides). With ``keys``, each payload is
+    of a point id (in any spelling, normalised) wins, as qdrant-client 1.20.0's ``load`` decides. With ``keys``, each payload is
     trimmed to those keys, so memory stays bounded whatever metadata the app stores (100,000
     points: about 110 MB of payload objects with mem0's own keys). Reads only.
 
@@ -189,32 +195,53 @@ def read_entities(storage: Path) -> tuple[EntityLink, ...]:
     return tuple(sorted(links, key=lambda link: link.entity_id))
 
 
-def point_key(point_id: str) -> str:
-    """qdrant-client's key for a point id in ``points.id`` (1.20.0: base64 of a protocol-4 pickle)."""
-    return base64.b64encode(pickle.dumps(point_id, protocol=4)).decode("ascii")
+def rows_of(connection: sqlite3.Connection, point_ids: frozenset[str]) -> list[int]:
+    """The rowids of every row of the (normalised) ``point_ids``, newest first. Reads only.
+
+    Matches each row by its key (``decode_key``: any UUID spelling, any key pickle protocol);
+    a row whose key memsync cannot read is matched by the id in its point, as qdrant-client
+    1.20.0's ``load`` identifies rows (``normalize_point_id(point.id)``).
+
+    Raises:
+        sqlite3.Error: the file cannot be read.
+        PointDecodeError: a row with an unreadable key holds an undecodable point.
+    """
+    rowids = []
+    for rowid, key in connection.execute("SELECT rowid, id FROM points ORDER BY rowid DESC"):
+        point_id = decode_key(key) if isinstance(key, str) else None
+        if point_id is None:
+            (blob,) = connection.execute(
+                "SELECT point FROM points WHERE rowid = ?", (rowid,)
+            ).fetchone()
+            point_id = decode_point(blob, frozenset()).id
+        if point_id in point_ids:
+            rowids.append(rowid)
+    return rowids
 
 
 def delete_points(storage: Path, point_ids: Sequence[str]) -> int:
-    """Delete the rows of ``point_ids`` from a ``storage.sqlite`` copy, then VACUUM it.
+    """Delete every row of ``point_ids`` from a ``storage.sqlite`` copy, then VACUUM it.
 
-    Only for copies (a snapshot being rewritten, a pre-restore copy): the live store changes
-    through mem0. Returns the rows removed. Idempotent.
+    Every spelling of an id and every key pickle protocol counts (``rows_of``), so no older
+    row is left to become the point again. Only for copies (a snapshot being rewritten, a
+    pre-restore copy): the live store changes through mem0. Returns the rows removed.
+    Idempotent.
 
     Raises:
         TryLaterError, UnavailableError: the file is busy or cannot be written.
     """
+    wanted = frozenset(normalize_point_id(point_id) for point_id in point_ids)
     connection = sqlite3.connect(storage, timeout=5.0)
     try:
         with connection:
-            removed = 0
-            for point_id in point_ids:
-                removed += connection.execute(
-                    "DELETE FROM points WHERE id = ?", (point_key(point_id),)
-                ).rowcount
+            rowids = rows_of(connection, wanted)
+            connection.executemany("DELETE FROM points WHERE rowid = ?", [(r,) for r in rowids])
         connection.execute("VACUUM")
-        return removed
+        return len(rowids)
     except sqlite3.Error as error:
         raise translate(error, storage, "delete points") from error
+    except PointDecodeError as error:
+        raise UnavailableError(f"{storage} cannot be read: {error}") from error
     finally:
         connection.close()
 
@@ -222,41 +249,50 @@ def delete_points(storage: Path, point_ids: Sequence[str]) -> int:
 def find_point(storage: Path, point_id: str) -> tuple[dict[str, Any], Any] | None:
     """Return ``(payload, vector)`` of one point of a captured or snapshot ``storage.sqlite``.
 
-    The vector is as stored (mem0: ``{"": [floats], ...}``). Looks the row up by qdrant-client's
-    key, then by scanning (older files may spell keys differently); newest row wins. None when
-    absent. Reads only; decodes through ``PointUnpickler``.
+    The point qdrant-client 1.20.0 loads: the newest row among every spelling of the id and
+    every key pickle protocol (``rows_of``). The vector is as stored (mem0: ``{"": [floats],
+    ...}``). None when absent. Reads only; decodes through ``PointUnpickler``.
 
     Raises:
         UnavailableError: the file is unreadable.
     """
-    key = point_key(point_id)
+    wanted = normalize_point_id(point_id)
     connection = connect_readonly(storage)
     try:
-        rows = connection.execute(
-            "SELECT point FROM points WHERE id = ? ORDER BY rowid DESC", (key,)
-        ).fetchall()
-        if not rows:
-            rows = [
-                (blob,)
-                for (blob,) in connection.execute("SELECT point FROM points ORDER BY rowid DESC")
-                if point_id.encode() in blob
-            ]
-        for (blob,) in rows:
-            decoded = PointUnpickler(io.BytesIO(blob)).load()
-            fields = decoded.fields() if isinstance(decoded, PointStructStandIn) else {}
-            if str(fields.get("id")) == point_id:
-                vector = fields.get("vector")
-                if isinstance(vector, dict):
-                    vector = {
-                        name: (v.fields() if isinstance(v, Decoded) else v)
-                        for name, v in vector.items()
-                    }
-                return dict(fields.get("payload") or {}), vector
+        for rowid in rows_of(connection, frozenset({wanted})):
+            (blob,) = connection.execute(
+                "SELECT point FROM points WHERE rowid = ?", (rowid,)
+            ).fetchone()
+            stored_id, payload, vector = decode_stored(blob)
+            if stored_id == wanted:  # qdrant-client goes by the point's id, not its key
+                return payload, vector
         return None
-    except (sqlite3.Error, pickle.UnpicklingError, PointDecodeError) as error:
+    except (sqlite3.Error, PointDecodeError) as error:
         raise UnavailableError(f"point {point_id} of {storage} cannot be read: {error}") from error
     finally:
         connection.close()
+
+
+def legacy_files(qdrant_path: Path) -> dict[str, tuple[str, ...]]:
+    """The legacy dbm point stores under an embedded Qdrant directory, by collection. Reads only.
+
+    qdrant-client before 1.1.7 kept a collection's points in ``storage.dbm`` (Python's
+    ``dbm``: ``storage.dbm`` itself, or ``.db``, ``.dir``/``.pag``, ``.dat``/``.dir``/``.bak``
+    beside it). 1.20.0 (``local/persistence.py: check_legacy_storage``) refuses such a
+    collection only while it has no ``storage.sqlite``; beside one (a first open after an
+    upgrade that went wrong: qdrant-client issue #1456, PR #1442) it reads the sqlite file and
+    ignores the dbm files, so the points they hold are invisible, not lost.
+
+    Returns:
+        ``{collection: (paths relative to qdrant_path, sorted)}``; collections without any
+        legacy file are left out.
+    """
+    found: dict[str, tuple[str, ...]] = {}
+    for directory in sorted((qdrant_path / "collection").glob("*")):
+        files = sorted(p for p in directory.glob(f"{LEGACY_STORAGE_FILE}*") if p.is_file())
+        if files:
+            found[directory.name] = tuple(str(p.relative_to(qdrant_path)) for p in files)
+    return found
 
 
 class EmbeddedQdrant:
@@ -335,8 +371,11 @@ class EmbeddedQdrant:
         One ``VACUUM INTO`` per collection. See ``VectorStore.capture``.
         """
         text = read_meta_text(self._path)
+        legacy = legacy_files(self._path)
         if text is None:
-            return VectorCapture(root=dest, present=False, collections={}, copies={})
+            return VectorCapture(
+                root=dest, present=False, collections={}, copies={}, legacy_files=legacy
+            )
         collections = parse_meta(text, self._path / META_FILE)
         try:
             dest.mkdir(parents=True, exist_ok=True)
@@ -348,7 +387,9 @@ class EmbeddedQdrant:
             # qdrant-client creates storage.sqlite with every collection: a listed collection
             # without a readable one is damage (exit 11), never "no points".
             copies[name] = vacuum_into(storage_path(self._path, name), storage_path(dest, name))
-        return VectorCapture(root=dest, present=True, collections=collections, copies=copies)
+        return VectorCapture(
+            root=dest, present=True, collections=collections, copies=copies, legacy_files=legacy
+        )
 
     def open_capture(
         self, root: Path, started_at: datetime, finished_at: datetime
@@ -368,7 +409,11 @@ class EmbeddedQdrant:
                     size_bytes=storage.stat().st_size,
                 )
         return VectorCapture(
-            root=root, present=collections is not None, collections=collections or {}, copies=copies
+            root=root,
+            present=collections is not None,
+            collections=collections or {},
+            copies=copies,
+            legacy_files=legacy_files(root),
         )
 
     def iter_points(self, capture: VectorCapture, collection: str) -> Iterator[Point]:
@@ -408,6 +453,10 @@ class EmbeddedQdrant:
         payload, vector = found
         dense = vector.get("") if isinstance(vector, dict) else vector
         return StoredPoint(payload=payload, vector=list(dense) if isinstance(dense, list) else None)
+
+    def legacy_files(self) -> dict[str, tuple[str, ...]]:
+        """The live store's legacy dbm point stores by collection. See ``legacy_files``."""
+        return legacy_files(self._path)
 
     def compact(self) -> None:
         """VACUUM each live ``storage.sqlite`` (the store must be free). See ``VectorStore.compact``."""

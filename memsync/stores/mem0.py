@@ -146,7 +146,11 @@ class Mem0Writer:
     def delete(self, memory_id: str) -> bool:
         """Delete a memory through ``Memory.delete`` (point, DELETE history row, entity links).
 
-        Returns False (nothing done) when it has no point. Idempotent.
+        Every stored row of the point goes: qdrant-client 1.20 (``local/persistence.py: load``)
+        removes the outdated rows of each point (other UUID spellings, another key pickle
+        protocol) when ``open_memory`` opens the store, and its ``delete`` removes the current
+        row under whatever key it has. memsync writes no row itself, so nothing races the open
+        client in this process. Returns False (nothing done) when it has no point. Idempotent.
         """
         if not self.exists(memory_id):
             return False

@@ -4,14 +4,23 @@ qdrant-client 1.20.0 local mode stores each point as a pickled ``PointStruct`` (
 in ``points.point``. ``PointUnpickler`` admits only ``PointStruct`` and ``SparseVector`` and
 loads them into stand-ins that keep the pickled state and run nothing. ``parse_meta`` reads
 ``meta.json`` (collections and their vector parameters).
+
+Point ids are read as qdrant-client reads them (1.20.0 ``local/utils.py: normalize_point_id``,
+used by ``local/persistence.py: load``): a UUID is one point whatever its spelling (upper case,
+no hyphens, braces, ``urn:uuid:``), and its canonical spelling is lower case with hyphens.
+Older clients stored one point under several row keys (one per spelling, or per pickle
+protocol of the key); ``load`` keeps the row with the highest rowid among them.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 import json
 import pickle
 import re
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +29,11 @@ from memsync.errors import UnavailableError
 from memsync.model import CollectionInfo, Point
 
 _QDRANT_MODELS = "qdrant_client.http.models.models"
+# The spellings of a UUID qdrant-client 1.20.0 accepts as a point id (local/utils.py).
+_UUID_HYPHENATED = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_UUID_SPELLING = re.compile(
+    rf"(?:[0-9a-fA-F]{{32}}|{_UUID_HYPHENATED}|\{{{_UUID_HYPHENATED}\}}|urn:uuid:{_UUID_HYPHENATED})"
+)
 # Payload keys memsync never needs (a copy of ``data`` prepared for BM25, mem0ai 2.2.1).
 _DROPPED_PAYLOAD_KEYS = frozenset({"text_lemmatized"})
 
@@ -78,8 +92,48 @@ class PointUnpickler(pickle.Unpickler):
         return stand_in
 
 
+def normalize_point_id(point_id: str | int) -> str:
+    """The point id as qdrant-client 1.20.0 identifies it, as a string. Pure.
+
+    A UUID in any spelling qdrant-client accepts becomes its canonical spelling (lower case,
+    hyphenated); any other string is kept as is; an integer id becomes its decimal string.
+    Mirrors ``qdrant_client/local/utils.py: normalize_point_id`` (qdrant-client 1.20.0).
+    """
+    if isinstance(point_id, int):
+        return str(point_id)
+    if _UUID_SPELLING.fullmatch(point_id) is None:
+        return point_id
+    return str(uuid.UUID(point_id))
+
+
+class _KeyUnpickler(pickle.Unpickler):
+    """Unpickle a row key: a pickled str or int, no class at all."""
+
+    def find_class(self, module: str, name: str) -> Any:  # noqa: D102
+        raise PointDecodeError(f"refused class {module}.{name} in a row key")
+
+
+def decode_key(key: str) -> str | None:
+    """The normalised point id of a ``points.id`` row key, or None when it is not one. Pure.
+
+    qdrant-client writes the key as base64 of a pickle of the point id (1.20.0: protocol 4;
+    older versions, or Python 3.14's default, protocol 5; older clients the id as spelt).
+    """
+    try:
+        point_id = _KeyUnpickler(io.BytesIO(base64.b64decode(key, validate=True))).load()
+    except (binascii.Error, ValueError, PointDecodeError, pickle.UnpicklingError, EOFError):
+        return None
+    except Exception:  # noqa: BLE001 - any other unpickling failure: not a key memsync can read
+        return None
+    if isinstance(point_id, bool) or not isinstance(point_id, str | int):
+        return None
+    return normalize_point_id(point_id)
+
+
 def decode_point(blob: bytes, keys: frozenset[str] | None = None) -> Point:
     """Decode one ``points.point`` blob into a ``Point`` (vector dropped, size kept). Pure.
+
+    The id is normalised as qdrant-client 1.20.0 loads it (``normalize_point_id``).
 
     Args:
         blob: the pickled point.
@@ -108,7 +162,41 @@ def decode_point(blob: bytes, keys: frozenset[str] | None = None) -> Point:
     else:
         for key in _DROPPED_PAYLOAD_KEYS & payload.keys():
             del payload[key]
-    return Point(id=str(point_id), payload=payload, vector_size=_vector_size(fields.get("vector")))
+    return Point(
+        id=normalize_point_id(point_id),
+        payload=payload,
+        vector_size=_vector_size(fields.get("vector")),
+    )
+
+
+def decode_stored(blob: bytes) -> tuple[str, dict[str, Any], Any]:
+    """Decode one ``points.point`` blob into ``(id, payload, vector)``, the vector as stored. Pure.
+
+    The id is normalised (``normalize_point_id``); an id that is neither str nor int is ``""``.
+
+    mem0's vector is ``{"": [floats], "bm25": {indices, values}}`` (sparse vectors as dicts).
+
+    Raises:
+        PointDecodeError: the blob is not a pickled PointStruct of the admitted classes.
+    """
+    try:
+        decoded = PointUnpickler(io.BytesIO(blob)).load()
+    except PointDecodeError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any unpickling failure means undecodable
+        raise PointDecodeError(f"not a pickled point: {type(error).__name__}: {error}") from error
+    if not isinstance(decoded, PointStructStandIn):
+        raise PointDecodeError(f"stored value is a {type(decoded).__name__}, not a PointStruct")
+    fields = decoded.fields()
+    vector = fields.get("vector")
+    if isinstance(vector, dict):
+        vector = {
+            name: (value.fields() if isinstance(value, Decoded) else value)
+            for name, value in vector.items()
+        }
+    point_id = fields.get("id")
+    normalized = normalize_point_id(point_id) if isinstance(point_id, str | int) else ""
+    return normalized, dict(fields.get("payload") or {}), vector
 
 
 def _vector_size(vector: Any) -> int | None:

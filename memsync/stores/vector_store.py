@@ -17,18 +17,39 @@ Vocabulary:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from memsync.config import Config
+from memsync.errors import UnavailableError
 from memsync.model import CollectionInfo, EntityLink, Point
 from memsync.stores.locks import LockHolder
 from memsync.stores.sqlite_files import CopyResult
 
 TELEMETRY_COLLECTION = "mem0migrations"  # mem0ai 2.2.1, mem0/memory/main.py
+LEGACY_STORE_FIX = (
+    "stop the app and migrate the legacy point store first "
+    "(docs/reference/findings.md#legacy-point-store); until then nothing may be deleted"
+)
+
+
+def refuse_legacy_store(legacy: Mapping[str, tuple[str, ...]], what: str) -> None:
+    """Raise UnavailableError (exit 11) while ``legacy`` names a legacy point store. Pure.
+
+    ``legacy``: ``VectorCapture.legacy_files`` (or ``Inventory.legacy_stores``). Its points are
+    invisible to mem0, not lost: a delete, a forget, an erasure or a snapshot taken now would
+    be judged against the points mem0 sees and be wrong about the others.
+    """
+    if legacy:
+        listed = "; ".join(f"{name}: {', '.join(files)}" for name, files in sorted(legacy.items()))
+        raise UnavailableError(
+            f"{what}: the vector store keeps a legacy point store its client no longer reads "
+            f"({listed}); its points are invisible to mem0, not lost",
+            LEGACY_STORE_FIX,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,12 +62,17 @@ class VectorCapture:
         collections: every collection's parameters, by name (empty when not present).
         copies: each copied collection's copy result (source, dest, UTC instants, seconds,
             bytes), by name; a collection listed without a copy had no file to copy.
+        legacy_files: the store's files of a legacy point store the backend's library no longer
+            reads, by collection (paths relative to the store's directory; embedded Qdrant:
+            ``storage.dbm*`` of qdrant-client < 1.1.7). Never copied; while any is there the
+            captured points are not all of the collection's points.
     """
 
     root: Path
     present: bool
     collections: dict[str, CollectionInfo]
     copies: dict[str, CopyResult]
+    legacy_files: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -207,12 +233,25 @@ class VectorStore(Protocol):
         """
         ...
 
+    def legacy_files(self) -> dict[str, tuple[str, ...]]:
+        """The live store's files of a legacy point store its library no longer reads.
+
+        By collection, paths relative to ``location``; {} when there is none (embedded Qdrant:
+        ``storage.dbm*`` of qdrant-client < 1.1.7 beside the ``storage.sqlite`` that
+        qdrant-client 1.20 reads instead). Their points are invisible to mem0, not lost:
+        nothing may be deleted or recorded as lost while they are there. Reads only.
+        """
+        ...
+
     # --- inventory ----------------------------------------------------------------------------
 
     def iter_points(self, capture: VectorCapture, collection: str) -> Iterator[Point]:
         """Yield every current point of a captured collection (none when it has no copy).
 
-        Streams (one decoded point in memory at a time); the vector is dropped, its size kept.
+        A point is one id as the backend's client identifies it, with its current copy
+        (embedded Qdrant: UUID spellings and row keys normalised, the newest row wins, as
+        qdrant-client 1.20's ``load``); every reader of points (check, snapshot, verify,
+        forget, erase) sees the same points. Streams (one decoded point in memory at a time); the vector is dropped, its size kept.
         Reads only.
 
         Raises:
@@ -264,7 +303,8 @@ class VectorStore(Protocol):
     def find_point(self, root: Path, collection: str, point_id: str) -> StoredPoint | None:
         """Return one point of a captured layout at ``root`` with its vector, or None when absent.
 
-        Used to put a lost point back from a snapshot. Reads only.
+        ``point_id`` in any spelling the client accepts; the point's current copy, as
+        ``iter_points`` reads it. Used to put a lost point back from a snapshot. Reads only.
 
         Raises:
             UnavailableError: the copy is unreadable or the point does not decode.
@@ -287,8 +327,9 @@ class VectorStore(Protocol):
     def erase_points(self, root: Path, point_ids: Sequence[str]) -> int:
         """Remove points from a copy at ``root`` (a pre-restore copy, a snapshot being rewritten).
 
-        Every collection of the copy loses the points, and its files are rewritten so no free
-        page keeps them. Never for the live store (that changes through mem0). Returns the
+        Every collection of the copy loses the points, every stored copy of them (embedded
+        Qdrant: each UUID spelling and key pickle protocol), and its files are rewritten so no
+        free page keeps them. Never for the live store (that changes through mem0). Returns the
         stored rows removed (0 when none was there). Idempotent.
 
         Raises:

@@ -120,6 +120,12 @@ def _mem0_memories(memory: Any) -> dict[str, dict[str, Any]]:
     return found
 
 
+def test_a_store_written_by_the_current_client_has_no_legacy_files(backend, tmp_path):
+    backend.deployment.close()
+    assert backend.store.legacy_files() == {}
+    assert backend.store.capture(tmp_path / "capture").legacy_files == {}
+
+
 def test_capture_of_a_live_store_while_another_process_writes_through_mem0(backend, tmp_path):
     store = backend.store
     backend.deployment.close()

@@ -73,7 +73,9 @@ def test_check_codes_are_the_registry_check_codes():
     assert check.FINDING_CODES == {
         c: s.severity for c, s in REGISTRY.items() if s.source is Source.CHECK
     }
-    assert len(check.FINDING_CODES) == 15  # issue 11 added private-tmp-mismatch
+    assert (
+        len(check.FINDING_CODES) == 16
+    )  # issue 11 added private-tmp-mismatch and legacy-point-store
 
 
 def test_snapshot_verify_codes_are_registered_as_verify_errors():
