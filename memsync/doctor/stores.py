@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memsync import findings
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.model import CheckReport, DoctorResult, Severity
@@ -83,7 +84,17 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
                 fix="memsync restore <snapshot>, or fix [mem0] vector_store.config.path",
             )
         ]
-    results = []
+    results = [
+        DoctorResult(
+            code="legacy-point-store",
+            status=ERROR,
+            path=", ".join(str(captured.store.location / file) for file in files),
+            message=f"collection {name!r} keeps qdrant-client's legacy dbm point store beside the "
+            "storage.sqlite qdrant-client 1.20 reads: its points are invisible to mem0, not lost",
+            fix=findings.spec("legacy-point-store").fix,
+        )
+        for name, files in sorted(captured.vectors.legacy_files.items())
+    ]
     for name, info in sorted(captured.collections.items()):
         if name not in (config.collection, config.entities_collection):
             continue

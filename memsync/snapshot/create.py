@@ -26,6 +26,7 @@ from memsync.state import fsync_dir, write_json_atomic
 from memsync.stores import deployment, snapshots, versions
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, sign
 from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
+from memsync.stores.vector_store import refuse_legacy_store
 
 logger = structlog.get_logger(__name__)
 
@@ -133,6 +134,9 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
     repository = LocalRepository(directory)
     with repository.building(now) as (snapshot_id, partial):
         captured = deployment.capture(config, partial)
+        refuse_legacy_store(
+            captured.vectors.legacy_files, "snapshot create"
+        )  # its points would be missing
         manifest = finish_directory(
             config, partial, captured, snapshot_id, now, now.date(), *keys, progress=progress
         )

@@ -290,3 +290,22 @@ def test_forget_refuses_while_a_legacy_dbm_store_exists(deployment, cli):
     assert "legacy point store" in result.err and "storage.dbm" in result.err
     with closing(sqlite3.connect(deployment.paths.history_db)) as connection:
         assert connection.execute("SELECT count(*) FROM history").fetchone()[0] == rows_before
+
+
+def test_snapshot_create_refuses_while_a_legacy_dbm_store_exists(deployment, cli):
+    leave_dbm_beside_empty_sqlite(deployment)
+    result = cli("snapshot", "create", config=deployment.config)
+    assert result.code == 11 and "storage.dbm" in result.err
+    assert cli("snapshot", "list", "--json", config=deployment.config).json()["snapshots"] == []
+
+
+def test_doctor_names_a_legacy_dbm_store_with_its_files_and_the_fix(deployment, cli):
+    names = leave_dbm_beside_empty_sqlite(deployment)
+    result = cli("doctor", "--json", config=deployment.config)
+    legacy = [r for r in result.json()["results"] if r["code"] == "legacy-point-store"]
+    assert [r["status"] for r in legacy] == ["error"]
+    assert legacy[0]["path"] == ", ".join(
+        str(deployment.paths.qdrant / "collection" / "mem0" / name) for name in names
+    )
+    assert "storage.sqlite" in legacy[0]["fix"]
+    assert result.code != 0
