@@ -22,7 +22,8 @@ from memsync import check, recovery, snapshot
 from memsync.config import Config
 from memsync.errors import ExitCode, LockedError, UnavailableError
 from memsync.model import CheckReport, HistoryEvent, Inventory, Recovery, Severity, parse_time
-from memsync.reconcile_plan import KNOWN_KINDS, NEEDS_EMBEDDER, Action, plan_reconcile
+from memsync.reconcile_actions import KNOWN_KINDS, NEEDS_EMBEDDER, Action
+from memsync.reconcile_plan import plan_reconcile
 from memsync.state import write_json_atomic
 from memsync.stores import mem0, snapshots
 from memsync.stores.intent import load_forgetting

@@ -9,164 +9,33 @@ code has exactly one rule. Policy: docs/reference/commands/reconcile.md. Nothing
 
 from __future__ import annotations
 
-import enum
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 from memsync import findings
 from memsync.findings import Repair
-from memsync.model import Finding, HistoryEvent, Inventory, Point, Recovery, Severity, parse_time
+from memsync.model import Finding, Inventory, Recovery, Severity, parse_time
 from memsync.problems import LIVE_EVENTS
-
-
-class ActionKind(enum.StrEnum):
-    """What an action does; the values are written to the journal and the JSON output."""
-
-    DELETE_POINT = "delete-point"
-    RESTORE_POINT = "restore-point"
-    RECORD_EVENT = "record-event"
-    UPDATE_POINT = "update-point"
-    RELINK_ENTITY = "relink-entity"
-    DELETE_MESSAGES = "delete-messages"
-    REPORT = "report"  # nothing to do but say why
-
+from memsync.reconcile_actions import (
+    Action,
+    ActionKind,
+    Context,
+    Rule,
+    act,
+    add_row,
+    event_row,
+    payload_time,
+    text_of,
+)
 
 DAMAGE_CODES = findings.repaired(Repair.DAMAGE)
 POLICY_CODES = findings.repaired(Repair.POLICY)
-NEEDS_EMBEDDER = frozenset({ActionKind.UPDATE_POINT.value})
-KNOWN_KINDS = frozenset(kind.value for kind in ActionKind)
 LEGACY_WHY = (
     "the collection keeps qdrant-client's legacy dbm point store: its points are invisible, "
     "not lost, so nothing is deleted, recorded as lost or put back until it is migrated"
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Action:
-    """One step of a plan.
-
-    Attributes:
-        kind: an ``ActionKind`` (a journal written by another version may hold an unknown
-            string, kept as is so applying it fails cleanly).
-        code: the finding it answers; ``memory_id`` the memory (or None).
-        why: a sentence for the operator.
-        params: what the action needs (texts, ids, a snapshot path, a prepared history row).
-        status: ``pending``, ``done``, ``failed``, ``unrecoverable`` or ``superseded``.
-    """
-
-    index: int
-    kind: ActionKind | str
-    code: str
-    memory_id: str | None
-    why: str
-    params: dict[str, Any] = field(default_factory=dict)
-    status: str = "pending"
-    error: str | None = None
-
-    def __post_init__(self) -> None:
-        """Read a known kind loaded from a journal back as its ``ActionKind``."""
-        if not isinstance(self.kind, ActionKind) and self.kind in KNOWN_KINDS:
-            object.__setattr__(self, "kind", ActionKind(self.kind))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Context:
-    """What every rule may look at besides its findings (all values; nothing to call but ``new_id``)."""
-
-    inventory: Inventory
-    recoveries: Mapping[str, Recovery | None]
-    record_lost: bool
-    stamp: str
-    new_id: Callable[[], str]
-    forgetting: frozenset[str]
-    wanted: frozenset[str]
-    codes_of: Mapping[str, frozenset[str]]  # per memory id, the codes of all its findings
-    history_writable: bool = True  # history.db exists, or --create-history asked for a new one
-
-    def point(self, finding: Finding) -> Point | None:
-        """The finding's point, when it has one."""
-        return self.inventory.points.get(finding.memory_id) if finding.memory_id else None
-
-    def last(self, finding: Finding) -> HistoryEvent | None:
-        """The last history event of the finding's memory, when history has one."""
-        memory = self.inventory.history.get(finding.memory_id) if finding.memory_id else None
-        return memory.last if memory is not None else None
-
-
-Rule = Callable[[Sequence[Finding], Context], list[Action]]
-
-
-def _act(
-    finding: Finding,
-    kind: ActionKind,
-    why: str,
-    *,
-    code: str | None = None,
-    target: str | None = None,
-    status: str = "pending",
-    **params: Any,
-) -> Action:
-    """An action answering ``finding`` (``target`` defaults to its memory id); numbered later."""
-    return Action(
-        index=0,
-        kind=kind,
-        code=code or finding.code,
-        memory_id=target or finding.memory_id,
-        why=why,
-        params=params,
-        status=status,
-    )
-
-
-def _event_row(
-    memory_id: str,
-    event: str,
-    old: str | None,
-    new: str | None,
-    created: str | None,
-    updated: str | None,
-    event_id: str,
-) -> dict[str, Any]:
-    return {
-        "id": event_id,
-        "memory_id": memory_id,
-        "old_memory": old,
-        "new_memory": new,
-        "event": event,
-        "created_at": created,
-        "updated_at": updated,
-        "is_deleted": 1 if event == "DELETE" else 0,
-        "actor_id": "memsync",
-        "role": None,
-    }
-
-
-def _text(point: Point) -> str | None:
-    value = point.payload.get("data")
-    return value if isinstance(value, str) else None
-
-
-def _payload_time(point: Point, key: str) -> str | None:
-    value = point.payload.get(key)
-    return value if isinstance(value, str) else None
-
-
-def _add_row(
-    point: Point, new_id: Callable[[], str], memory_id: str | None = None
-) -> dict[str, Any]:
-    """The ADD event a point's lost history should have had."""
-    return _event_row(
-        memory_id or point.id,
-        "ADD",
-        None,
-        _text(point),
-        _payload_time(point, "created_at"),
-        _payload_time(point, "updated_at"),
-        new_id(),
-    )
 
 
 def _each(rule: Callable[[Finding, Context], list[Action]]) -> Rule:
@@ -179,7 +48,7 @@ def _each(rule: Callable[[Finding, Context], list[Action]]) -> Rule:
 
 def _resurrected_point(finding: Finding, ctx: Context) -> list[Action]:
     return [
-        _act(
+        act(
             finding,
             ActionKind.DELETE_POINT,
             "its last history event is DELETE: tombstones win, delete it through mem0",
@@ -191,64 +60,44 @@ def _missing_point(finding: Finding, ctx: Context) -> list[Action]:
     last, memory_id = ctx.last(finding), finding.memory_id
     if not memory_id or last is None:
         return []
+
+    def close(why: str) -> list[Action]:
+        row = event_row(
+            memory_id, "DELETE", last.new_memory, None, last.created_at, ctx.stamp, ctx.new_id()
+        )
+        return [act(finding, ActionKind.RECORD_EVENT, why, row=row)]
+
     source = ctx.recoveries.get(memory_id)
     if memory_id in ctx.forgetting:
-        return [
-            _act(
-                finding,
-                ActionKind.RECORD_EVENT,
-                "a forget was deleting it when memsync stopped: close it "
-                "with its DELETE event (never brought back)",
-                row=_event_row(
-                    memory_id,
-                    "DELETE",
-                    last.new_memory,
-                    None,
-                    last.created_at,
-                    ctx.stamp,
-                    ctx.new_id(),
-                ),
-            )
-        ]
+        return close(
+            "a forget was deleting it when memsync stopped: close it with its DELETE event "
+            "(never brought back)"
+        )
     if source is not None:
+        why = (
+            f"history says it is live; snapshot {source.snapshot_id} holds it with the text "
+            "history expects: put it back with its original id, vector and payload"
+        )
         return [
-            _act(
+            act(
                 finding,
                 ActionKind.RESTORE_POINT,
-                f"history says it is live; snapshot {source.snapshot_id} "
-                "holds it with the text history expects: put it back with its original id, vector and payload",
+                why,
                 snapshot_id=source.snapshot_id,
                 storage=str(source.storage),
                 text=last.new_memory,
             )
         ]
     if ctx.record_lost:
-        return [
-            _act(
-                finding,
-                ActionKind.RECORD_EVENT,
-                "no snapshot holds it with the expected text: recorded as "
-                "lost (--record-lost), with a DELETE event",
-                row=_event_row(
-                    memory_id,
-                    "DELETE",
-                    last.new_memory,
-                    None,
-                    last.created_at,
-                    ctx.stamp,
-                    ctx.new_id(),
-                ),
-            )
-        ]
-    return [
-        _act(
-            finding,
-            ActionKind.REPORT,
-            "no snapshot holds it with the text history expects (or something "
-            "newer says it was deleted): not invented; pass --record-lost to record it as lost",
-            status="unrecoverable",
+        return close(
+            "no snapshot holds it with the expected text: recorded as lost (--record-lost), "
+            "with a DELETE event"
         )
-    ]
+    why = (
+        "no snapshot holds it with the text history expects (or something newer says it was "
+        "deleted): not invented; pass --record-lost to record it as lost"
+    )
+    return [act(finding, ActionKind.REPORT, why, status="unrecoverable")]
 
 
 def _orphan_point(finding: Finding, ctx: Context) -> list[Action]:
@@ -256,12 +105,12 @@ def _orphan_point(finding: Finding, ctx: Context) -> list[Action]:
     if point is None:
         return []
     return [
-        _act(
+        act(
             finding,
             ActionKind.RECORD_EVENT,
             "real content whose history write failed or was lost: keep it "
             "and record the missing ADD",
-            row=_add_row(point, ctx.new_id, finding.memory_id),
+            row=add_row(point, ctx.new_id, finding.memory_id),
         )
     ]
 
@@ -269,7 +118,7 @@ def _orphan_point(finding: Finding, ctx: Context) -> list[Action]:
 def _history_missing(finding: Finding, ctx: Context) -> list[Action]:
     if not ctx.history_writable:
         return [
-            _act(
+            act(
                 finding,
                 ActionKind.REPORT,
                 f"history.db does not exist at {finding.path or 'the configured path'}: check "
@@ -280,12 +129,12 @@ def _history_missing(finding: Finding, ctx: Context) -> list[Action]:
             )
         ]
     return [
-        _act(
+        act(
             finding,
             ActionKind.RECORD_EVENT,
             "history.db lost its rows: record the ADD of every point",
             target=point.id,
-            row=_add_row(point, ctx.new_id),
+            row=add_row(point, ctx.new_id),
         )
         for point in sorted(ctx.inventory.points.values(), key=lambda p: p.id)
     ]
@@ -300,7 +149,7 @@ def _text_mismatch(finding: Finding, ctx: Context) -> list[Action]:
     )
     if point_at is None or (last.at is not None and point_at <= last.at):
         return [
-            _act(
+            act(
                 finding,
                 ActionKind.UPDATE_POINT,
                 "history is newer (or the same age): update the point "
@@ -309,29 +158,29 @@ def _text_mismatch(finding: Finding, ctx: Context) -> list[Action]:
             )
         ]
     actions = [
-        _act(
+        act(
             finding,
             ActionKind.RECORD_EVENT,
             "the point is newer than the last event: record the UPDATE it missed",
-            row=_event_row(
+            row=event_row(
                 finding.memory_id or point.id,
                 "UPDATE",
                 last.new_memory,
-                _text(point),
-                _payload_time(point, "created_at"),
-                _payload_time(point, "updated_at"),
+                text_of(point),
+                payload_time(point, "created_at"),
+                payload_time(point, "updated_at"),
                 ctx.new_id(),
             ),
         )
     ]
     if "hash-mismatch" in ctx.codes_of.get(point.id, frozenset()):
         actions.append(
-            _act(
+            act(
                 finding,
                 ActionKind.UPDATE_POINT,
                 "and its hash is stale: rewrite it through mem0",
                 code="hash-mismatch",
-                text=_text(point),
+                text=text_of(point),
             )
         )
     return actions
@@ -344,11 +193,11 @@ def _hash_mismatch(finding: Finding, ctx: Context) -> list[Action]:
     if "text-mismatch" in ctx.codes_of.get(point.id, frozenset()) and "text-mismatch" in ctx.wanted:
         return []  # answered with the text-mismatch
     return [
-        _act(
+        act(
             finding,
             ActionKind.UPDATE_POINT,
             "payload hash is not the md5 of its text: rewrite it through mem0",
-            text=_text(point),
+            text=text_of(point),
         )
     ]
 
@@ -357,7 +206,7 @@ def _missing_payload(finding: Finding, ctx: Context) -> list[Action]:
     last = ctx.last(finding)
     if last is not None and last.event in LIVE_EVENTS and last.new_memory is not None:
         return [
-            _act(
+            act(
                 finding,
                 ActionKind.UPDATE_POINT,
                 "the point lost its text: write history's text back through mem0",
@@ -365,7 +214,7 @@ def _missing_payload(finding: Finding, ctx: Context) -> list[Action]:
             )
         ]
     return [
-        _act(
+        act(
             finding,
             ActionKind.REPORT,
             "the point lost its text and history does not know it",
@@ -378,7 +227,7 @@ def _restore_instead(finding: Finding, ctx: Context) -> list[Action]:
     """``collection-missing`` and ``dimension-mismatch``: nothing reconcile can write fixes them."""
     if finding.code == "dimension-mismatch" and ctx.point(finding) is not None:
         return [
-            _act(
+            act(
                 finding,
                 ActionKind.REPORT,
                 "its vector has the wrong size, and qdrant-client 1.20 cannot "
@@ -388,7 +237,7 @@ def _restore_instead(finding: Finding, ctx: Context) -> list[Action]:
             )
         ]
     return [
-        _act(
+        act(
             finding,
             ActionKind.REPORT,
             "not something reconcile can repair: restore the deployment from a "
@@ -401,7 +250,7 @@ def _restore_instead(finding: Finding, ctx: Context) -> list[Action]:
 
 def _policy_delete(finding: Finding, ctx: Context) -> list[Action]:
     return [
-        _act(
+        act(
             finding, ActionKind.DELETE_POINT, "policy requested with --only: delete it through mem0"
         )
     ]
@@ -409,7 +258,7 @@ def _policy_delete(finding: Finding, ctx: Context) -> list[Action]:
 
 def _orphan_messages(finding: Finding, ctx: Context) -> list[Action]:
     return [
-        _act(
+        act(
             finding,
             ActionKind.DELETE_MESSAGES,
             "policy requested with --only: delete the raw messages of a scope with no memory left",
@@ -467,6 +316,24 @@ RULES: Mapping[str, Rule] = {
 RUN_LAST = ("dangling-entity-link",)
 
 
+def _grouped(
+    listed: Sequence[Finding], wanted: frozenset[str]
+) -> tuple[dict[str, list[Finding]], dict[str, set[str]]]:
+    """The findings each rule answers, by code in contract order; and every memory's codes."""
+    codes_of: dict[str, set[str]] = defaultdict(set)
+    groups: dict[str, list[Finding]] = {}
+    for finding in listed:
+        if finding.memory_id:
+            codes_of[finding.memory_id].add(finding.code)
+        if (
+            finding.severity is not Severity.INFO
+            and finding.code in wanted
+            and finding.code in RULES
+        ):
+            groups.setdefault(finding.code, []).append(finding)
+    return groups, codes_of
+
+
 def plan_reconcile(
     findings: Iterable[Finding],
     inventory: Inventory,
@@ -502,19 +369,9 @@ def plan_reconcile(
     listed = sorted(findings, key=Finding.sort_key)
     legacy = [finding for finding in listed if finding.code == "legacy-point-store"]
     if legacy:  # its points are invisible, not lost: nothing may be deleted, recorded or put back
-        blocked = [_act(f, ActionKind.REPORT, LEGACY_WHY, status="unrecoverable") for f in legacy]
+        blocked = [act(f, ActionKind.REPORT, LEGACY_WHY, status="unrecoverable") for f in legacy]
         return [replace(action, index=index) for index, action in enumerate(blocked)]
-    codes_of: dict[str, set[str]] = defaultdict(set)
-    groups: dict[str, list[Finding]] = {}
-    for finding in listed:
-        if finding.memory_id:
-            codes_of[finding.memory_id].add(finding.code)
-        if (
-            finding.severity is not Severity.INFO
-            and finding.code in wanted
-            and finding.code in RULES
-        ):
-            groups.setdefault(finding.code, []).append(finding)
+    groups, codes_of = _grouped(listed, wanted)
     ctx = Context(
         inventory=inventory,
         recoveries=recoveries,
