@@ -1,0 +1,211 @@
+"""The rows of one embedded-Qdrant ``storage.sqlite``: read, find and delete points. Reads copies.
+
+qdrant-client 1.20.0 local mode keeps a collection in ``points(id TEXT PRIMARY KEY, point BLOB)``:
+``id`` is base64 of a pickled point id, ``point`` a pickled ``PointStruct``. Older files can hold
+several rows for one point (other UUID spellings, another key pickle protocol): every reader here
+takes the highest rowid among them, as qdrant-client's own ``load`` does
+(``qdrant_formats.normalize_point_id``), and a delete removes every row of the point. Points are
+decoded only through ``qdrant_formats.PointUnpickler``, which admits the classes qdrant-client
+writes and nothing else. ``memsync.stores.local_qdrant.EmbeddedQdrant`` is the port over these.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from memsync.errors import UnavailableError
+from memsync.model import EntityLink, Point
+from memsync.stores.qdrant_formats import (
+    PointDecodeError,
+    decode_key,
+    decode_point,
+    decode_stored,
+    normalize_point_id,
+)
+from memsync.stores.sqlite_files import connect_readonly, translate
+
+
+def iter_points(storage: Path) -> Iterator[Point]:
+    """Yield every current point of a captured ``storage.sqlite`` (newest row per id wins).
+
+    Ids are normalised (``normalize_point_id``): the rows of every spelling of a UUID are one
+    point, as qdrant-client 1.20.0's ``load`` reads them.
+
+    Streams: one decoded point in memory at a time (the ids seen are kept). Reads only.
+
+    Raises:
+        UnavailableError: the file is not a valid collection store, or a point is undecodable
+            (the message names the file and the row).
+    """
+    connection = connect_readonly(storage)
+    seen: set[str] = set()
+    try:
+        cursor = connection.execute("SELECT rowid, point FROM points ORDER BY rowid DESC")
+        for rowid, blob in cursor:
+            try:
+                point = decode_point(blob)
+            except PointDecodeError as error:
+                raise _undecodable(storage, rowid, error) from error
+            if point.id not in seen:
+                seen.add(point.id)
+                yield point
+    except sqlite3.Error as error:
+        raise translate(error, storage, "read its points") from error
+    finally:
+        connection.close()
+
+
+def read_points(
+    storage: Path,
+    keys: frozenset[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Point]:
+    """Read every current point of a captured ``storage.sqlite`` into a dict by id.
+
+    Rows are read in rowid order and a later row replaces an earlier one, so the newest row
+    of a point id (in any spelling, normalised) wins, as qdrant-client 1.20.0's ``load`` decides. With ``keys``, each payload is
+    trimmed to those keys, so memory stays bounded whatever metadata the app stores (100,000
+    points: about 110 MB of payload objects with mem0's own keys). Reads only.
+
+    Args:
+        storage: the captured storage.sqlite.
+        keys: payload keys to keep (None: all).
+        progress: called as ``progress(rows_read, rows_total)`` every 1,000 rows and at the end.
+
+    Raises:
+        UnavailableError: as ``iter_points``.
+    """
+    connection = connect_readonly(storage)
+    points: dict[str, Point] = {}
+    try:
+        total = (
+            int(connection.execute("SELECT count(*) FROM points").fetchone()[0]) if progress else 0
+        )
+        read = 0
+        for rowid, blob in connection.execute("SELECT rowid, point FROM points ORDER BY rowid"):
+            read += 1
+            if progress is not None and read % 1000 == 0:
+                progress(read, total)
+            try:
+                point = decode_point(blob, keys)
+            except PointDecodeError as error:
+                raise _undecodable(storage, rowid, error) from error
+            points[point.id] = point
+        if progress is not None:
+            progress(read, total)
+    except sqlite3.Error as error:
+        raise translate(error, storage, "read its points") from error
+    finally:
+        connection.close()
+    return points
+
+
+def _undecodable(storage: Path, rowid: int, error: PointDecodeError) -> UnavailableError:
+    return UnavailableError(
+        f"point at rowid {rowid} of {storage} cannot be decoded: {error}",
+        "the collection store is damaged or was not written by qdrant-client",
+    )
+
+
+def read_entities(storage: Path) -> tuple[EntityLink, ...]:
+    """Read mem0's entity points (``<collection>_entities``) from a captured storage file.
+
+    Returns the entities sorted by id; ``linked_memory_ids`` keep their stored order.
+
+    Raises:
+        UnavailableError: as ``iter_points``.
+    """
+    links = []
+    for point in iter_points(storage):
+        linked = point.payload.get("linked_memory_ids")
+        ids = tuple(str(item) for item in linked) if isinstance(linked, list) else ()
+        text = point.payload.get("data")
+        links.append(
+            EntityLink(
+                entity_id=point.id,
+                text=text if isinstance(text, str) else None,
+                linked_memory_ids=ids,
+            )
+        )
+    return tuple(sorted(links, key=lambda link: link.entity_id))
+
+
+def rows_of(connection: sqlite3.Connection, point_ids: frozenset[str]) -> list[int]:
+    """The rowids of every row of the (normalised) ``point_ids``, newest first. Reads only.
+
+    Matches each row by its key (``decode_key``: any UUID spelling, any key pickle protocol);
+    a row whose key memsync cannot read is matched by the id in its point, as qdrant-client
+    1.20.0's ``load`` identifies rows (``normalize_point_id(point.id)``).
+
+    Raises:
+        sqlite3.Error: the file cannot be read.
+        PointDecodeError: a row with an unreadable key holds an undecodable point.
+    """
+    rowids = []
+    for rowid, key in connection.execute("SELECT rowid, id FROM points ORDER BY rowid DESC"):
+        point_id = decode_key(key) if isinstance(key, str) else None
+        if point_id is None:
+            (blob,) = connection.execute(
+                "SELECT point FROM points WHERE rowid = ?", (rowid,)
+            ).fetchone()
+            point_id = decode_point(blob, frozenset()).id
+        if point_id in point_ids:
+            rowids.append(rowid)
+    return rowids
+
+
+def delete_points(storage: Path, point_ids: Sequence[str]) -> int:
+    """Delete every row of ``point_ids`` from a ``storage.sqlite`` copy, then VACUUM it.
+
+    Every spelling of an id and every key pickle protocol counts (``rows_of``), so no older
+    row is left to become the point again. Only for copies (a snapshot being rewritten, a
+    pre-restore copy): the live store changes through mem0. Returns the rows removed.
+    Idempotent.
+
+    Raises:
+        TryLaterError, UnavailableError: the file is busy or cannot be written.
+    """
+    wanted = frozenset(normalize_point_id(point_id) for point_id in point_ids)
+    connection = sqlite3.connect(storage, timeout=5.0)
+    try:
+        with connection:
+            rowids = rows_of(connection, wanted)
+            connection.executemany("DELETE FROM points WHERE rowid = ?", [(r,) for r in rowids])
+        connection.execute("VACUUM")
+        return len(rowids)
+    except sqlite3.Error as error:
+        raise translate(error, storage, "delete points") from error
+    except PointDecodeError as error:
+        raise UnavailableError(f"{storage} cannot be read: {error}") from error
+    finally:
+        connection.close()
+
+
+def find_point(storage: Path, point_id: str) -> tuple[dict[str, Any], Any] | None:
+    """Return ``(payload, vector)`` of one point of a captured or snapshot ``storage.sqlite``.
+
+    The point qdrant-client 1.20.0 loads: the newest row among every spelling of the id and
+    every key pickle protocol (``rows_of``). The vector is as stored (mem0: ``{"": [floats],
+    ...}``). None when absent. Reads only; decodes through ``PointUnpickler``.
+
+    Raises:
+        UnavailableError: the file is unreadable.
+    """
+    wanted = normalize_point_id(point_id)
+    connection = connect_readonly(storage)
+    try:
+        for rowid in rows_of(connection, frozenset({wanted})):
+            (blob,) = connection.execute(
+                "SELECT point FROM points WHERE rowid = ?", (rowid,)
+            ).fetchone()
+            stored_id, payload, vector = decode_stored(blob)
+            if stored_id == wanted:  # qdrant-client goes by the point's id, not its key
+                return payload, vector
+        return None
+    except (sqlite3.Error, PointDecodeError) as error:
+        raise UnavailableError(f"point {point_id} of {storage} cannot be read: {error}") from error
+    finally:
+        connection.close()
