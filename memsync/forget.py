@@ -18,7 +18,8 @@ from typing import Any
 import structlog
 from packaging.version import InvalidVersion, Version
 
-from memsync import check
+from memsync import check, snapshot
+from memsync import erase as erasure
 from memsync.config import Config
 from memsync.errors import ConfigError, ExitCode, TryLaterError
 from memsync.model import HistoryEvent, Inventory, is_expired
@@ -256,28 +257,12 @@ def run_forget(
     mem0.require_store_free(config, "forget")
     snapshot_id = None
     if take_snapshot and not erase and targets.all:
-        from memsync import snapshot
-
         snapshot_id = snapshot.create_snapshot(config, now).id
-    deleted: list[str] = []
-    recorded: list[str] = []
-    if targets.all:
-        save_intent(config, targets.all)
-        try:
-            deleted, recorded = delete_through_mem0(config, targets, now, progress)
-        except sqlite3.OperationalError as error:
-            raise TryLaterError(
-                f"history.db {config.history_db_path} is busy ({error}): some deletes may lack their DELETE event",
-                "run the same forget again (or memsync reconcile): the targets are journaled and will be closed",
-            ) from error
-    erased: dict[str, Any] = {}
-    if erase:
-        from memsync import erase as erasure
-
-        scope = {
-            k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)) if v
-        }
-        erased = erasure.erase_texts(config, before, to_erase, now, scope)
+    deleted, recorded = _delete_journaled(config, targets, now, progress)
+    scope = {
+        k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)) if v
+    }
+    erased = erasure.erase_texts(config, before, to_erase, now, scope) if erase else {}
     after = reread(config, now)
     unproven = prove_gone(after, targets.all)
     if not unproven:
@@ -294,6 +279,42 @@ def run_forget(
         snapshot_id=snapshot_id,
         erased=erased,
     )
+
+
+def _erase_texts(
+    config: Config,
+    before: Inventory,
+    memory_ids: Sequence[str],
+    now: datetime,
+    scope: dict[str, str],
+) -> dict[str, Any]:
+    """``erase.erase_texts`` (imported here only: erasure is the rarer path)."""
+    from memsync import erase as erasure
+
+    return erasure.erase_texts(config, before, memory_ids, now, scope)
+
+
+def _delete_journaled(
+    config: Config, targets: Targets, now: datetime, progress: Callable[[int, int], None] | None
+) -> tuple[list[str], list[str]]:
+    """Journal the targets, then delete them through mem0: ``(deleted, recorded)`` memory ids.
+
+    Raises:
+        TryLaterError: history.db was busy; the journal lets the next forget or reconcile close
+            what was deleted without its DELETE event.
+    """
+    if not targets.all:
+        return [], []
+    save_intent(config, targets.all)
+    try:
+        return delete_through_mem0(config, targets, now, progress)
+    except sqlite3.OperationalError as error:
+        raise TryLaterError(
+            f"history.db {config.history_db_path} is busy ({error}): some deletes may lack their "
+            "DELETE event",
+            "run the same forget again (or memsync reconcile): the targets are journaled and will "
+            "be closed",
+        ) from error
 
 
 INTENT = FORGET_JOURNAL

@@ -209,8 +209,9 @@ def run_reconcile(
 
     An unfinished journal from a reconcile that died is resumed first (its pending actions
     only). A history.db that does not exist is created only with ``create_history`` (a
-    missing file more likely means a wrong path). Needs the embedded store free (exit 12 otherwise) only when there is something to
-    write: a plan with no action returns without touching the store or its lock.
+    missing file more likely means a wrong path). Needs the embedded store free (exit 12
+    otherwise) only when there is something to write: a plan with no action returns without
+    touching the store or its lock.
 
     Raises:
         LockedError: the app holds the store.
@@ -226,26 +227,10 @@ def run_reconcile(
         actions = revalidate(actions, check.settled_inventory(config, now)[1])
     else:
         plan_id = uuid.uuid4().hex[:12]
-        if not dry_run and _store_free(config):
-            mem0.prepare_for_writing(config)  # hot journals rolled back before the capture
-        inventory, report = check.settled_inventory(config, now)
-        missing = [
-            f.memory_id for f in report.findings if f.code == "missing-point" and f.memory_id
-        ]
-        config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="reconcile-") as work:
-            recoveries = find_recoveries(config, inventory, missing, Path(work))
-        actions = plan_reconcile(
-            report.findings,
-            inventory,
-            recoveries,
-            only=only,
-            record_lost=record_lost,
-            now=now,
-            new_id=lambda: f"memsync-{uuid.uuid4()}",
-            forgetting=frozenset(load_forgetting(config.state_dir)),
-            history_writable=create_history or config.history_db_path.exists(),
-        )
+        actions, report = _fresh_plan(
+            config, now, only=only, record_lost=record_lost, create_history=create_history,
+            dry_run=dry_run,
+        )  # fmt: skip
         if dry_run or not actions:
             return Outcome(
                 plan_id=plan_id,
@@ -269,6 +254,37 @@ def run_reconcile(
         snapshot_id=snapshot_id,
         after=after,
     )
+
+
+def _fresh_plan(
+    config: Config,
+    now: datetime,
+    *,
+    only: frozenset[str] | None,
+    record_lost: bool,
+    create_history: bool,
+    dry_run: bool,
+) -> tuple[list[Action], CheckReport]:
+    """Check (hot journals rolled back first when the store is free), find recoveries, plan."""
+    if not dry_run and _store_free(config):
+        mem0.prepare_for_writing(config)  # hot journals rolled back before the capture
+    inventory, report = check.settled_inventory(config, now)
+    missing = [f.memory_id for f in report.findings if f.code == "missing-point" and f.memory_id]
+    config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="reconcile-") as work:
+        recoveries = find_recoveries(config, inventory, missing, Path(work))
+    actions = plan_reconcile(
+        report.findings,
+        inventory,
+        recoveries,
+        only=only,
+        record_lost=record_lost,
+        now=now,
+        new_id=lambda: f"memsync-{uuid.uuid4()}",
+        forgetting=frozenset(load_forgetting(config.state_dir)),
+        history_writable=create_history or config.history_db_path.exists(),
+    )
+    return actions, report
 
 
 def _store_free(config: Config) -> bool:
