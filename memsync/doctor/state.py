@@ -8,13 +8,14 @@ from memsync import jobs, state
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.model import DoctorResult
+from memsync.stores import snapshots
 
 SNAPSHOT_MAX_AGE_S = 36 * 3600
 PRUNE_SKIP_LIMIT_S = 7 * 86400
 
 
 def probe_last_snapshot(config: Config, now: datetime) -> DoctorResult:
-    """Age of the newest complete snapshot (a directory with a manifest) in the snapshot directory."""
+    """Age of the newest complete snapshot in the snapshot directory (by its id's UTC time)."""
     directory = config.snapshot.directory
     if directory is None:
         return DoctorResult(
@@ -23,8 +24,16 @@ def probe_last_snapshot(config: Config, now: datetime) -> DoctorResult:
             message="no snapshot directory configured: there is no backup to restore from",
             fix="set [snapshot] directory and run memsync snapshot create",
         )
-    manifests = sorted(directory.glob("*/manifest.json")) if directory.is_dir() else []
-    complete = [m for m in manifests if not m.parent.name.endswith(".partial")]
+    try:  # the catalogue's own reading: a damaged, foreign or symlinked entry is not complete
+        complete = [entry for entry in snapshots.iter_local(directory) if entry.complete]
+    except OSError as error:
+        return DoctorResult(
+            code="last-snapshot",
+            status=ERROR,
+            path=str(directory),
+            message=f"snapshot directory cannot be read: {error.strerror or error}",
+            fix="run memsync as the app's user, or give its group access (UMask=0007)",
+        )
     if not complete:
         return DoctorResult(
             code="last-snapshot",
@@ -33,13 +42,13 @@ def probe_last_snapshot(config: Config, now: datetime) -> DoctorResult:
             message="no complete snapshot found",
             fix="memsync snapshot create",
         )
-    newest = max(complete, key=lambda m: m.stat().st_mtime)
-    age = now.timestamp() - newest.stat().st_mtime
+    newest = max(complete, key=lambda entry: entry.created_at)
+    age = (now - newest.created_at).total_seconds()
     return DoctorResult(
         code="last-snapshot",
         status=WARNING if age > SNAPSHOT_MAX_AGE_S else OK,
-        path=str(newest.parent),
-        message=f"newest snapshot {newest.parent.name} is {age / 3600:.1f} hours old",
+        path=str(newest.path),
+        message=f"newest snapshot {newest.id} is {age / 3600:.1f} hours old",
         fix="memsync snapshot create" if age > SNAPSHOT_MAX_AGE_S else None,
     )
 

@@ -262,3 +262,16 @@ def test_doctor_prints_no_raw_none_and_no_lines_for_absent_optional_parts(deploy
     assert "None" not in result.out, result.out
     assert "migrations_qdrant" not in result.out  # telemetry off: mem0 never made it
     assert "does not exist" not in result.out, result.out
+
+
+def test_doctor_never_takes_a_damaged_or_foreign_entry_for_the_newest_snapshot(deployment, cli):
+    deployment.close()
+    assert cli("snapshot", "create", config=deployment.config).code == 0
+    directory = deployment.paths.root / "snapshots"
+    real = next(p for p in directory.iterdir() if p.is_dir())
+    fake = directory / "29990101T000000Z"  # newer by id and by mtime, but not a snapshot
+    fake.mkdir()
+    (fake / "manifest.json").write_text('{"format": 1, "id": "29990101T000000Z"}')
+    (directory / "29980101T000000Z").symlink_to(real)  # a link named like a newer snapshot
+    last = next(r for r in doctor_results(cli, deployment) if r["code"] == "last-snapshot")
+    assert last["path"] == str(real) and real.name in last["message"], last
