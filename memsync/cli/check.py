@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from memsync import check
 from memsync.cli import render
-from memsync.cli.common import load_config
+from memsync.cli.common import add_command, load_config
 
 HELP = "prove that vectors and history agree (reads only; exit 3 on error findings)"
 
@@ -18,14 +18,7 @@ def register(
     epilog: str,
 ) -> None:
     """Add the ``check`` subcommand."""
-    parser = subparsers.add_parser(
-        "check",
-        parents=[common],
-        help=HELP,
-        description=HELP,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "check", HELP, common, epilog)
     parser.add_argument(
         "--limit",
         type=int,

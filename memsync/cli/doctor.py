@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from memsync import doctor
 from memsync.cli import render
-from memsync.cli.common import load_config
+from memsync.cli.common import add_command, load_config
 from memsync.errors import ExitCode
 
 HELP = "health check of paths, mounts, locks, SQLite files, versions and a check summary"
@@ -19,14 +19,7 @@ def register(
     epilog: str,
 ) -> None:
     """Add the ``doctor`` subcommand."""
-    parser = subparsers.add_parser(
-        "doctor",
-        parents=[common],
-        help=HELP,
-        description=HELP,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "doctor", HELP, common, epilog)
     parser.set_defaults(run=run)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from memsync import findings, reconcile, restore
 from memsync.cli import render
-from memsync.cli.common import load_config
+from memsync.cli.common import add_command, load_config
 from memsync.errors import UsageError
 from memsync.state import operation_lock
 
@@ -21,14 +21,7 @@ def register(
     epilog: str,
 ) -> None:
     """Add the ``reconcile`` subcommand."""
-    parser = subparsers.add_parser(
-        "reconcile",
-        parents=[common],
-        help=HELP,
-        description=HELP,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "reconcile", HELP, common, epilog)
     parser.add_argument(
         "--dry-run",
         action="store_true",

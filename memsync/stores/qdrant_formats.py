@@ -142,15 +142,7 @@ def decode_point(blob: bytes, keys: frozenset[str] | None = None) -> Point:
     Raises:
         PointDecodeError: the blob is not a pickled PointStruct of the admitted classes.
     """
-    try:
-        decoded = PointUnpickler(io.BytesIO(blob)).load()
-    except PointDecodeError:
-        raise
-    except Exception as error:  # noqa: BLE001 - any unpickling failure means undecodable
-        raise PointDecodeError(f"not a pickled point: {type(error).__name__}: {error}") from error
-    if not isinstance(decoded, PointStructStandIn):
-        raise PointDecodeError(f"stored value is a {type(decoded).__name__}, not a PointStruct")
-    fields = decoded.fields()
+    fields = _point_fields(blob)
     point_id = fields.get("id")
     if not isinstance(point_id, str | int):
         raise PointDecodeError(f"point has no valid id ({point_id!r})")
@@ -169,12 +161,8 @@ def decode_point(blob: bytes, keys: frozenset[str] | None = None) -> Point:
     )
 
 
-def decode_stored(blob: bytes) -> tuple[str, dict[str, Any], Any]:
-    """Decode one ``points.point`` blob into ``(id, payload, vector)``, the vector as stored. Pure.
-
-    The id is normalised (``normalize_point_id``); an id that is neither str nor int is ``""``.
-
-    mem0's vector is ``{"": [floats], "bm25": {indices, values}}`` (sparse vectors as dicts).
+def _point_fields(blob: bytes) -> dict[str, Any]:
+    """Unpickle one ``points.point`` blob (admitted classes only) into its PointStruct fields.
 
     Raises:
         PointDecodeError: the blob is not a pickled PointStruct of the admitted classes.
@@ -187,7 +175,20 @@ def decode_stored(blob: bytes) -> tuple[str, dict[str, Any], Any]:
         raise PointDecodeError(f"not a pickled point: {type(error).__name__}: {error}") from error
     if not isinstance(decoded, PointStructStandIn):
         raise PointDecodeError(f"stored value is a {type(decoded).__name__}, not a PointStruct")
-    fields = decoded.fields()
+    return decoded.fields()
+
+
+def decode_stored(blob: bytes) -> tuple[str, dict[str, Any], Any]:
+    """Decode one ``points.point`` blob into ``(id, payload, vector)``, the vector as stored. Pure.
+
+    The id is normalised (``normalize_point_id``); an id that is neither str nor int is ``""``.
+
+    mem0's vector is ``{"": [floats], "bm25": {indices, values}}`` (sparse vectors as dicts).
+
+    Raises:
+        PointDecodeError: the blob is not a pickled PointStruct of the admitted classes.
+    """
+    fields = _point_fields(blob)
     vector = fields.get("vector")
     if isinstance(vector, dict):
         vector = {

@@ -9,34 +9,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from memsync.demo import deployment as build
+from tests.helpers.holders import app_holding
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@contextmanager
-def app_holding(qdrant: Path) -> Iterator[subprocess.Popen[str]]:
-    """Another process (the app) holding the embedded store, as mem0 does while it runs."""
-    app = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time; from qdrant_client import QdrantClient; "
-            f"c = QdrantClient(path={str(qdrant)!r}); print('ready', flush=True); time.sleep(60)",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert app.stdout is not None and app.stdout.readline().strip() == "ready"
-        yield app
-    finally:
-        app.kill()
-        app.wait()
 
 
 # --- point 8: reconcile with nothing to do ------------------------------------------------------

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memsync.demo import deployment as build
 from tests.conftest import error_findings, findings_of
 from tests.e2e.test_cli import fingerprint
+from tests.helpers.holders import app_holding
 
 
 def run(cli, deployment, *argv):
@@ -79,23 +78,8 @@ def test_forget_needs_confirmation_without_a_terminal(deployment, cli):
 def test_forget_refuses_while_the_app_holds_the_store(deployment, cli):
     deployment.close()
     before = fingerprint(deployment.paths.root)
-    app = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time; from qdrant_client import QdrantClient; "
-            f"c = QdrantClient(path={str(deployment.paths.qdrant)!r}); print('ready', flush=True); "
-            "time.sleep(60)",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert app.stdout.readline().strip() == "ready"
+    with app_holding(deployment.paths.qdrant) as app:
         code, error = run(cli, deployment, "forget", deployment.seeded.live[0], "--yes")
-    finally:
-        app.kill()
-        app.wait()
     assert code == 12 and f"pid {app.pid}" in error["message"]
     assert fingerprint(deployment.paths.root) == before
 

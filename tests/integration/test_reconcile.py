@@ -11,6 +11,7 @@ from pathlib import Path
 
 from memsync.demo import deployment as build
 from tests.conftest import error_findings, findings_of
+from tests.helpers.holders import app_holding
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -204,23 +205,8 @@ def test_dry_run_exits_3_with_work_and_changes_nothing(deployment, cli):
 def test_reconcile_refuses_while_the_app_holds_the_store(deployment, cli):
     build.delete_history_rows(deployment.paths, deployment.seeded.live[0])
     deployment.close()
-    app = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time; from qdrant_client import QdrantClient; "
-            f"c = QdrantClient(path={str(deployment.paths.qdrant)!r}); print('ready', flush=True); "
-            "time.sleep(60)",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert app.stdout.readline().strip() == "ready"
+    with app_holding(deployment.paths.qdrant) as app:
         result = cli("reconcile", "--json", config=deployment.config)
-    finally:
-        app.kill()
-        app.wait()
     assert result.code == 12 and f"pid {app.pid}" in json.loads(result.err)["message"]
 
 

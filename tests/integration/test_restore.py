@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tests.conftest import error_findings, s3_section
 from tests.e2e.test_cli import fingerprint
+from tests.helpers.holders import app_holding
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,24 +68,9 @@ def test_restore_refuses_a_deployment_with_data_unless_forced_and_keeps_the_old_
 
 def test_restore_refuses_while_the_app_holds_the_store(deployment, cli):
     snapshot_id = snapshot(cli, deployment)
-    app = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time; from qdrant_client import QdrantClient; "
-            f"c = QdrantClient(path={str(deployment.paths.qdrant)!r}); print('ready', flush=True); "
-            "time.sleep(60)",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert app.stdout.readline().strip() == "ready"
+    with app_holding(deployment.paths.qdrant) as app:
         before = fingerprint(deployment.paths.root)
         result = cli("restore", "--force", "--json", snapshot_id, config=deployment.config)
-    finally:
-        app.kill()
-        app.wait()
     assert result.code == 12 and f"pid {app.pid}" in json.loads(result.err)["message"]
     assert fingerprint(deployment.paths.root) == before
 
