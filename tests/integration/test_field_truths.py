@@ -195,27 +195,43 @@ def test_doctor_lists_the_old_history_left_after_a_move_with_its_age(deployment,
     assert "day" in old[0]["message"] or "hour" in old[0]["message"]
 
 
-def test_doctor_lists_the_qdrant_directory_left_in_tmp_after_a_move(deployment, tmp_path):
+# A private /tmp that still shows every entry of the machine's /tmp except "qdrant" (each bound
+# back at its own path: the checkout, its venv and pytest's directories may live under /tmp),
+# then a copy of the deployment's store where mem0 puts it by default: /tmp/qdrant.
+PRIVATE_TMP = r"""
+set -e
+saved=$1; store=$2; shift 2
+mount --bind /tmp "$saved"
+mount -t tmpfs tmpfs /tmp
+for entry in "$saved"/* "$saved"/.[!.]* "$saved"/..?*; do
+  [ -e "$entry" ] || [ -L "$entry" ] || continue
+  name=${entry##*/}
+  [ "$name" = qdrant ] && continue
+  if [ -L "$entry" ]; then ln -s "$(readlink "$entry")" "/tmp/$name"; continue; fi
+  if [ -d "$entry" ]; then mkdir "/tmp/$name"; else touch "/tmp/$name"; fi
+  mount --bind "$entry" "/tmp/$name"
+done
+cp -a "$store" /tmp/qdrant
+exec "$@"
+"""
+
+
+def test_doctor_lists_the_qdrant_directory_left_in_tmp_after_a_move(deployment):
     """The how-to copies /tmp/qdrant (mem0's default) elsewhere; the old directory stays behind
     holding every vector and text until someone removes it. Doctor runs in its own mount
-    namespace with a private tmpfs /tmp, so the machine's /tmp/qdrant is never touched."""
+    namespace with a private /tmp, so the machine's /tmp/qdrant is never created, read or removed."""
     assert shutil.which("unshare"), "util-linux unshare is needed"
     deployment.close()
-    outside = Path(tempfile.mkdtemp(prefix="memsync-test-", dir="/var/tmp"))  # not under /tmp
+    saved = Path(tempfile.mkdtemp(prefix="memsync-test-tmp-", dir="/var/tmp"))  # a mount point
     try:
-        shutil.copytree(deployment.paths.root, outside / "dep", symlinks=True)
-        config = outside / "dep" / deployment.config.name
-        config.write_text(
-            deployment.config.read_text().replace(str(deployment.paths.root), str(outside / "dep"))
-        )
-        script = 'mount -t tmpfs tmpfs /tmp && cp -a "$1" /tmp/qdrant && exec "$2" -m memsync doctor --json --config "$3"'
         result = subprocess.run(
-            ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
-             str(outside / "dep" / "qdrant"), sys.executable, str(config)],
+            ["unshare", "-m", "--propagation", "private", "sh", "-c", PRIVATE_TMP, "sh", str(saved),
+             str(deployment.paths.qdrant), sys.executable, "-m", "memsync", "doctor", "--json",
+             "--config", str(deployment.config)],
             capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
         )  # fmt: skip
     finally:
-        shutil.rmtree(outside, ignore_errors=True)
+        saved.rmdir()
     assert result.stdout, result.stderr
     old = [r for r in json.loads(result.stdout)["results"] if r["code"] == "old-store-copy"]
     assert [r["path"] for r in old] == ["/tmp/qdrant"], old  # noqa: S108 - mem0ai 2.2.1's default
