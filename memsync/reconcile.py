@@ -58,12 +58,14 @@ def vectors_newer_than_history(inventory: Inventory) -> bool:
 
 
 def find_recoveries(
-    config: Config, inventory: Inventory, missing: Iterable[str], work: Path
-) -> dict[str, Recovery | None]:
+    config: Config, inventory: Inventory, missing: Iterable[str], work: Path, *, fetch: bool = True
+) -> tuple[dict[str, Recovery | None], dict[str, str]]:
     """Find, for each missing memory, the newest snapshot holding it with the expected text.
 
     The search is ``memsync.recovery.find_recoveries`` (local and remote snapshots through the
-    repository port); vectors evidently newer than history block every recovery.
+    repository port); vectors evidently newer than history block every recovery. Without
+    ``fetch`` (a dry run) no snapshot is downloaded; the second mapping names, per memory left
+    unresolved for that reason, the remote-only snapshot searched when the plan is applied.
     """
     return recovery.find_recoveries(
         config,
@@ -71,7 +73,23 @@ def find_recoveries(
         missing,
         work,
         blocked_by_newer_vectors=vectors_newer_than_history(inventory),
+        fetch=fetch,
     )
+
+
+def note_deferred(actions: list[Action], deferred: dict[str, str]) -> list[Action]:
+    """Say in ``why`` which memories a dry run left to a remote-only snapshot. Pure."""
+    return [
+        replace(
+            action,
+            why=f"{action.why} (dry run: remote snapshot {deferred[action.memory_id]} and older "
+            "ones are not downloaded now; they are checked when the plan is applied, which may "
+            "restore it instead)",
+        )
+        if action.memory_id in deferred and action.code == "missing-point"
+        else action
+        for action in actions
+    ]
 
 
 def _plaintext_root(config: Config, info: snapshots.SnapshotInfo, work: Path) -> Path:
@@ -272,7 +290,9 @@ def _fresh_plan(
     missing = [f.memory_id for f in report.findings if f.code == "missing-point" and f.memory_id]
     config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="reconcile-") as work:
-        recoveries = find_recoveries(config, inventory, missing, Path(work))
+        recoveries, deferred = find_recoveries(
+            config, inventory, missing, Path(work), fetch=not dry_run
+        )
     actions = plan_reconcile(
         report.findings,
         inventory,
@@ -284,7 +304,7 @@ def _fresh_plan(
         forgetting=frozenset(load_forgetting(config.state_dir)),
         history_writable=create_history or config.history_db_path.exists(),
     )
-    return actions, report
+    return note_deferred(actions, deferred), report
 
 
 def _store_free(config: Config) -> bool:

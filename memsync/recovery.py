@@ -2,7 +2,7 @@
 
 Local snapshots and, with ``[s3]``, the bucket's complete ones that have no local copy are
 searched newest first through the repository port; a remote one is fetched into the snapshot
-directory (checked byte for byte) only when the search reaches it. Policy:
+directory (checked byte for byte) only when the search reaches it, and never in a dry run. Policy:
 docs/reference/commands/reconcile.md.
 """
 
@@ -33,29 +33,40 @@ def find_recoveries(
     work: Path,
     *,
     blocked_by_newer_vectors: bool,
-) -> dict[str, Recovery | None]:
+    fetch: bool = True,
+) -> tuple[dict[str, Recovery | None], dict[str, str]]:
     """Find, for each missing memory, the newest snapshot holding it with the expected text.
 
     A snapshot whose history ends the memory with DELETE blocks it (never brought back), and so
     does ``blocked_by_newer_vectors`` (vectors evidently newer than history). Reads snapshots
     (decrypting into ``work``); fetches a remote-only snapshot into the snapshot directory when
-    the search reaches it.
+    the search reaches it. With ``fetch`` False (a dry run) nothing is downloaded: the bucket is
+    only listed (manifests read), and a memory whose search reaches a remote-only snapshot stops
+    there, unresolved.
+
+    Returns:
+        The recoveries (None: none found), and per memory left unresolved because ``fetch`` was
+        False, the id of the remote-only snapshot that would be searched next.
 
     Raises:
         UnavailableError: S3 is unreachable, or a remote-only snapshot's copy is damaged.
     """
     wanted = {m: inventory.history[m] for m in missing if m in inventory.history}
     found: dict[str, Recovery | None] = dict.fromkeys(wanted)
+    deferred: dict[str, str] = {}
     local = repository.local_or_none(config)
     if not wanted or blocked_by_newer_vectors or local is None:
-        return found
+        return found, deferred
     blocked: set[str] = set()
     store = vector_store_for(config)
     complete = {info.id for info in local.infos() if info.complete}
     for snapshot_id in sorted(complete | _remote_only(config, complete), reverse=True):
-        pending = [m for m in wanted if found[m] is None and m not in blocked]
+        pending = [m for m in wanted if found[m] is None and m not in blocked | set(deferred)]
         if not pending:
             break
+        if not fetch and snapshot_id not in complete:
+            deferred.update(dict.fromkeys(pending, snapshot_id))  # searched when applied
+            continue
         info = _local_copy(config, local, snapshot_id, complete)
         if info is None or not _checksums_hold(store, info, inventory.collection):
             logger.warning(
@@ -65,7 +76,7 @@ def find_recoveries(
         root = plaintext_root(config, info, work)
         if root is not None:
             _search(store, root, snapshot_id, inventory.collection, pending, wanted, found, blocked)
-    return found
+    return found, deferred
 
 
 def _search(

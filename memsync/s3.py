@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import boto3.exceptions
 import botocore.config
 import botocore.exceptions
+import urllib3.exceptions
 from boto3.s3.transfer import TransferConfig
 
 from memsync.config import S3Config
@@ -39,21 +41,33 @@ class ObjectInfo:
     sha256: str | None
 
 
+class TransportError(UnavailableError):
+    """The endpoint could not be reached or did not answer in time (exit 11).
+
+    Never a finding about the data: nothing was read, so nothing can be judged.
+    """
+
+
 class ObjectStore:
     """A bucket and prefix of an S3-compatible service.
 
     Args:
-        config: the ``[s3]`` section.
-        connect_timeout_s: seconds to wait for a connection (also the read timeout).
+        config: the ``[s3]`` section (``timeout_s``: connect and read timeout, seconds).
+        connect_timeout_s: seconds to wait for a connection when ``timeout_s`` is unset
+            (the read timeout is then at least 60 seconds).
     """
 
     def __init__(self, config: S3Config, connect_timeout_s: float = 10.0) -> None:
         self.config = config
         self.bucket = config.bucket
         self.prefix = config.prefix.strip("/")
+        if config.timeout_s is not None:
+            connect_timeout_s = read_timeout_s = config.timeout_s
+        else:
+            read_timeout_s = max(connect_timeout_s, 60.0)
         client_config = botocore.config.Config(
             connect_timeout=connect_timeout_s,
-            read_timeout=max(connect_timeout_s, 60.0),
+            read_timeout=read_timeout_s,
             retries={"max_attempts": 3, "mode": "standard"},
             s3={"addressing_style": "path" if config.endpoint_url else "auto"},
             request_checksum_calculation=config.checksums,
@@ -140,6 +154,7 @@ class ObjectStore:
 
         Raises:
             UnavailableError: as ``put_file``, or the object does not exist.
+            TransportError: the endpoint stopped answering (every retry timed out).
         """
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -148,6 +163,8 @@ class ObjectStore:
             )
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
             raise self._translate(error, f"download {key}") from error
+        except boto3.exceptions.RetriesExceededError as error:  # s3transfer's retries of reads
+            raise self._translate(error.last_exception or error, f"download {key}") from error
 
     def iter_objects(self, prefix: str) -> Iterator[ObjectInfo]:
         """Every object under ``prefix`` (a full key prefix), without metadata. Reads only."""
@@ -219,20 +236,27 @@ class ObjectStore:
         except botocore.exceptions.BotoCoreError as error:
             raise self._translate(error, f"read {key}") from error
 
-    def _translate(self, error: Exception, action: str) -> MemsyncError:
+    def _translate(self, error: BaseException, action: str) -> MemsyncError:
         code = _code(error) if isinstance(error, botocore.exceptions.ClientError) else ""
+        if isinstance(
+            error,
+            botocore.exceptions.EndpointConnectionError | botocore.exceptions.ConnectTimeoutError,
+        ):
+            return TransportError(
+                f"S3 {action} at {self.where} failed: endpoint unreachable",
+                "check s3.endpoint_url and the network; nothing local was removed",
+            )
+        if isinstance(error, _TIMEOUTS):
+            return TransportError(
+                f"S3 {action} at {self.where} failed: no answer in time "
+                f"({type(error).__name__}, after retries)",
+                "check the endpoint and the network (s3.timeout_s sets the timeout); "
+                "nothing was judged and nothing local was removed",
+            )
         if isinstance(error, botocore.exceptions.NoCredentialsError):
             reason, hint = (
                 "no credentials found",
                 "provide AWS credentials through boto3's chain (environment, shared files, role)",
-            )
-        elif isinstance(
-            error,
-            botocore.exceptions.EndpointConnectionError | botocore.exceptions.ConnectTimeoutError,
-        ):
-            reason, hint = (
-                "endpoint unreachable",
-                "check s3.endpoint_url and the network; nothing local was removed",
             )
         elif code in ("NoSuchBucket",):
             reason, hint = "bucket does not exist", "create the bucket or fix s3.bucket"
@@ -250,6 +274,18 @@ class ObjectStore:
                 "check the endpoint, bucket and credentials",
             )
         return UnavailableError(f"S3 {action} at {self.where} failed: {reason}", hint)
+
+
+# A read that timed out or broke off: urllib3's and the socket's own when s3transfer re-raises them.
+_TIMEOUTS = (
+    botocore.exceptions.ReadTimeoutError,
+    botocore.exceptions.ConnectionClosedError,
+    botocore.exceptions.IncompleteReadError,
+    botocore.exceptions.ResponseStreamingError,
+    urllib3.exceptions.HTTPError,
+    TimeoutError,
+    ConnectionError,
+)
 
 
 def _code(error: botocore.exceptions.ClientError) -> str:

@@ -313,6 +313,14 @@ class S3Config(_Section):
         "boto3's CRC checksums on uploads; 'when_required' for services that "
         "reject them (Cloudflare R2, some MinIO)",
     )
+    timeout_s: float | None = key(
+        None,
+        "seconds to wait to connect and for each read before a retry (default: 10 to "
+        "connect, 60 to read); a request that keeps timing out exits 11",
+        gt=0,
+        lt=3600,
+        allow_inf_nan=False,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

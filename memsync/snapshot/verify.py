@@ -29,6 +29,7 @@ from memsync.repository import (
     encryption_key,
     parse_s3_target,
 )
+from memsync.s3 import TransportError
 from memsync.snapshot.create import signing_key
 from memsync.stores import deployment
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, ManifestTooNew, signature_ok
@@ -80,7 +81,8 @@ def verify_snapshot(
     Raises:
         ManifestTooNew: the manifest's format is newer than this memsync reads (exit 11).
         UnavailableError: the snapshot is not there (nothing is written), or the repository is
-            unreachable.
+            unreachable or stops answering (``memsync.s3.TransportError``: nothing is written;
+            a failed read is never recorded as a verdict).
     """
     if not repository.exists(snapshot_id):
         raise UnavailableError(
@@ -135,8 +137,8 @@ def _findings(
     where = repository.location(snapshot_id, MANIFEST)
     try:
         manifest = repository.read_manifest(snapshot_id)
-    except ManifestTooNew:
-        raise
+    except (ManifestTooNew, TransportError):
+        raise  # could not read: never a finding about the snapshot, nothing is recorded
     except UnavailableError as error:
         message = (
             "the snapshot has no manifest: it is incomplete or damaged, and nothing in it can be trusted"

@@ -54,6 +54,8 @@ def open_memory(config: Config) -> Iterator[Mem0Writer]:
     """Build ``mem0.Memory`` from the deployment's config; yield its writer; close it (and its lock) on exit.
 
     Raises:
+        UnavailableError: qdrant-client cannot open the embedded store (a point row does not
+            load; the message names the store and the likely cause).
         ConfigError: a plugin cannot be imported, a secret is missing, mem0 rejects the config,
             or the embedder fails its probe (the message names the embedder).
         LockedError: the embedded store is held by another process.
@@ -96,6 +98,7 @@ def _build_memory(config: Config) -> Any:
                 f"the embedded Qdrant store {config.qdrant_path} was taken by another process just now",
                 "another memsync command or the app started; try again when it is done",
             ) from error
+        _raise_if_store_unopenable(config, error)
         raise ConfigError(config.source, [f"mem0: Memory.from_config failed: {error}"]) from error
     except ValueError as error:
         if hasattr(error, "errors"):  # pydantic: name the keys, never the values (secrets)
@@ -110,14 +113,38 @@ def _build_memory(config: Config) -> Any:
                 "cannot open it, so nothing can be written through mem0",
                 "memsync check names the points (dimension-mismatch); restore a snapshot",
             ) from error
+        _raise_if_store_unopenable(config, error)
         raise ConfigError(config.source, [f"mem0: Memory.from_config failed: {error}"]) from error
     except Exception as error:  # noqa: BLE001 - mem0 raises many kinds on a bad config
+        _raise_if_store_unopenable(config, error)
         raise ConfigError(
             config.source, [f"mem0: Memory.from_config failed ({type(error).__name__})"]
         ) from None
     finally:
         mem0_logger.setLevel(level)
     return memory
+
+
+def _raise_if_store_unopenable(config: Config, error: Exception) -> None:
+    """Raise UnavailableError (exit 11) when ``error`` came from qdrant-client opening the store.
+
+    qdrant-client 1.20 unpickles every point row when it opens an embedded store
+    (``qdrant_client/local/persistence.py: load``, no handler): a row it cannot load (a class it
+    does not have, a model pickled by another pydantic) raises out of ``Memory.from_config``.
+    That is the store's state, not memsync's configuration (exit 10 stays for that).
+    """
+    traceback = error.__traceback__
+    while traceback is not None:
+        if traceback.tb_frame.f_globals.get("__name__", "").startswith("qdrant_client.local."):
+            raise UnavailableError(
+                f"qdrant-client could not open the embedded Qdrant store {config.qdrant_path} "
+                f"({type(error).__name__} loading its points): a stored point does not load, "
+                "most likely written by another qdrant-client or pydantic version than this one",
+                "memsync check and doctor read the store without qdrant-client and name the "
+                "rows; run memsync with the app's qdrant-client and pydantic versions, or "
+                "restore a snapshot",
+            ) from error
+        traceback = traceback.tb_next
 
 
 class Mem0Writer:
