@@ -9,8 +9,10 @@ exists to find.
 from __future__ import annotations
 
 import errno
+import shutil
 import sqlite3
 import stat
+import tempfile
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +27,7 @@ logger = structlog.get_logger(__name__)
 SLOW_READ_S = 2.0
 SQLITE_VERSION = sqlite3.sqlite_version  # the library this Python links
 SQLITE_HEADER = b"SQLite format 3\x00"
+WAL_HEADER_BYTES = 32  # a -wal this size or smaller holds no frame
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,8 +51,8 @@ def wal_without_writer(path: Path) -> bool:
     """True for a WAL-mode file whose ``-shm`` does not exist (no connection has it open).
 
     Opening such a file, even read-only, would create ``-wal`` and ``-shm`` beside it, owned by
-    memsync's user (the app may then fail to write). ``immutable=1`` reads it without creating
-    anything; the copy is then checked like any other.
+    memsync's user (the app may then fail to write). ``connect_readonly`` reads it without
+    creating anything there; the copy is then checked like any other.
     """
     try:
         return header_journal_mode(path) == "wal" and not Path(f"{path}-shm").exists()
@@ -57,15 +60,70 @@ def wal_without_writer(path: Path) -> bool:
         return False
 
 
+def wal_has_frames(path: Path) -> bool:
+    """True when ``path``'s ``-wal`` exists and is longer than its 32-byte header. Reads only.
+
+    Such a WAL may hold committed transactions the main file does not (files copied by hand,
+    an app stopped uncleanly): ``immutable=1`` would ignore them.
+    """
+    try:
+        return Path(f"{path}-wal").stat().st_size > WAL_HEADER_BYTES
+    except OSError:
+        return False
+
+
+class _PrivateCopy(sqlite3.Connection):
+    """A connection to memsync's own copy of a database and its ``-wal``; closing removes it."""
+
+    private_dir: Path | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self.private_dir is not None:
+            shutil.rmtree(self.private_dir, ignore_errors=True)
+            self.private_dir = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _open_private_copy(path: Path) -> sqlite3.Connection:
+    """Copy ``path`` and its ``-wal`` into a new private directory and open that copy.
+
+    SQLite replays the WAL's committed frames on the copy (creating its ``-shm`` there, never
+    beside the user's files). The directory goes when the connection is closed.
+    """
+    directory = Path(tempfile.mkdtemp(prefix="memsync-wal-"))
+    try:
+        copy = directory / "copy.db"
+        shutil.copyfile(path, copy)
+        shutil.copyfile(f"{path}-wal", f"{copy}-wal")
+        connection = sqlite3.connect(copy, timeout=1.0, factory=_PrivateCopy)
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    assert isinstance(connection, _PrivateCopy)
+    connection.private_dir = directory
+    return connection
+
+
 def connect_readonly(path: Path) -> sqlite3.Connection:
     """Open ``path`` read-only with a short busy timeout; never creates files beside it.
 
+    A WAL-mode file without ``-shm`` (no connection open) is opened ``immutable=1`` when its
+    ``-wal`` holds no frame, and through a private copy of the file and its ``-wal`` when it
+    does, so committed rows that live only in the WAL are read too.
+
     Raises:
-        UnavailableError: the file cannot be opened.
+        UnavailableError: the file cannot be opened (or copied).
     """
     try:
-        return sqlite3.connect(readonly_uri(path, wal_without_writer(path)), uri=True, timeout=1.0)
-    except sqlite3.Error as error:
+        if wal_without_writer(path):
+            if wal_has_frames(path):
+                return _open_private_copy(path)
+            return sqlite3.connect(readonly_uri(path, True), uri=True, timeout=1.0)
+        return sqlite3.connect(readonly_uri(path), uri=True, timeout=1.0)
+    except (sqlite3.Error, OSError) as error:
         raise UnavailableError(
             f"SQLite file {path} cannot be opened: {error}",
             "check that the path exists and is readable by this user",
