@@ -40,6 +40,7 @@ class CopyResult:
     finished_at: datetime
     duration_s: float
     size_bytes: int
+    journal_mode: str | None = None  # the source's: "wal" or "rollback" (None: no header yet)
 
 
 def readonly_uri(path: Path, immutable: bool = False) -> str:
@@ -187,6 +188,7 @@ def vacuum_into(source: Path, dest: Path) -> CopyResult:
         raise UnavailableError(
             f"capture target {dest} already exists", "memsync refuses to overwrite it"
         )
+    journal_mode = source_journal_mode(source)
     connection = connect_readonly(source)
     try:
         started = datetime.now(UTC)
@@ -215,7 +217,38 @@ def vacuum_into(source: Path, dest: Path) -> CopyResult:
         finished_at=finished,
         duration_s=duration,
         size_bytes=dest.stat().st_size,
+        journal_mode=journal_mode,
     )
+
+
+def source_journal_mode(path: Path) -> str | None:
+    """``"wal"`` or ``"rollback"`` from ``path``'s header; None when it has no SQLite header yet.
+
+    ``VACUUM INTO`` always writes a rollback-mode copy (SQLite 3.40), so a snapshot records the
+    live file's mode for restore to put back. Reads 20 bytes.
+    """
+    try:
+        return header_journal_mode(path)
+    except UnavailableError:
+        return None
+
+
+def set_wal_mode(path: Path) -> None:
+    """Switch the database at ``path`` (memsync's own staged copy) to WAL mode.
+
+    Writes the header; SQLite removes the ``-wal`` and ``-shm`` it made when the connection
+    closes.
+
+    Raises:
+        UnavailableError, TryLaterError: as ``translate``.
+    """
+    connection = sqlite3.connect(path, timeout=5.0)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL").fetchone()
+    except sqlite3.Error as error:
+        raise translate(error, path, "set its journal mode to WAL") from error
+    finally:
+        connection.close()
 
 
 def present(path: Path) -> bool:
