@@ -84,8 +84,11 @@ class _PrivateCopy(sqlite3.Connection):
             shutil.rmtree(self.private_dir, ignore_errors=True)
             self.private_dir = None
 
-    def __del__(self) -> None:
-        self.close()
+    def __del__(self) -> None:  # a connection dropped without close(): still remove the copy
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001, S110 - nothing to report from a finalizer
+            pass
 
 
 def _open_private_copy(path: Path) -> sqlite3.Connection:
