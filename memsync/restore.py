@@ -22,13 +22,13 @@ import structlog
 
 from memsync import check, repository, snapshot
 from memsync.config import Config
-from memsync.errors import ConfigError, UnavailableError, UsageError
+from memsync.errors import ConfigError, MemsyncError, UnavailableError, UsageError
 from memsync.model import CheckReport, Severity
 from memsync.repository.plaintext import NO_KEY
 from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
 from memsync.stores import snapshots
 from memsync.stores.manifest import Manifest
-from memsync.stores.sqlite_files import work_dir_error
+from memsync.stores.sqlite_files import set_wal_mode, work_dir_error
 from memsync.stores.vector_store import vector_store_for
 
 logger = structlog.get_logger(__name__)
@@ -56,6 +56,7 @@ class Restored:
     moves: tuple[Move, ...]
     check: CheckReport | None
     recovered: str | None = None
+    moved_aside: tuple[str, ...] = ()  # every path a restore moved aside (files, sides, dirs)
 
 
 def plan_restore(config: Config, snapshot_id: str) -> list[Move]:
@@ -188,12 +189,21 @@ def run_restore(
                     "pass --force (the current files are moved aside, never deleted)",
                 )
         if dry_run:
-            return planned
+            return replace(planned, moves=tuple(_with_existence(moves)))
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")
         moves = _put_in_place(config, manifest, plain, moves)
     report = check.run_check(config, now)
     logger.info("restore_finished", snapshot_id=snapshot_id, errors=report.count(Severity.ERROR))
-    return replace(planned, moves=tuple(moves), check=report)
+    return replace(planned, moves=tuple(moves), check=report, moved_aside=moved_aside(moves))
+
+
+def moved_aside(moves: list[Move]) -> tuple[str, ...]:
+    """The paths a swap moved aside: each target and its ``-journal``, ``-wal``, ``-shm``. Reads only.
+
+    ``_unique_asides`` picked names no file had, so an aside path that exists now is one it moved.
+    """
+    candidates = [path for m in moves for path in (m.aside, *(m.aside + s for s in SIDE_SUFFIXES))]
+    return tuple(path for path in candidates if Path(path).exists() or Path(path).is_symlink())
 
 
 def _put_in_place(config: Config, manifest: Manifest, plain: Path, moves: list[Move]) -> list[Move]:
@@ -206,7 +216,8 @@ def _put_in_place(config: Config, manifest: Manifest, plain: Path, moves: list[M
         store = vector_store_for(config)
         store.require_free("restore")
         moves = _unique_asides(_with_existence(moves))
-        _stage(plain, moves, [entry.path for entry in manifest.files], store.capture_dir)
+        wal = {entry.path for entry in manifest.files if entry.journal_mode == "wal"}
+        _stage(plain, moves, [entry.path for entry in manifest.files], store.capture_dir, wal)
         write_json_atomic(
             journal_path(config),
             {"snapshot_id": manifest.id, "phase": "staged", "moves": [asdict(m) for m in moves]},
@@ -221,11 +232,14 @@ def _put_in_place(config: Config, manifest: Manifest, plain: Path, moves: list[M
     return moves
 
 
-def _stage(plain: Path, moves: list[Move], listed: list[str], vectors_dir: str) -> None:
+def _stage(
+    plain: Path, moves: list[Move], listed: list[str], vectors_dir: str, wal: set[str]
+) -> None:
     """Copy the snapshot's listed files (and nothing else) beside each target.
 
     Files under ``vectors_dir`` (``VectorStore.capture_dir``) go to the vector store's staged
-    directory, the rest (history.db) to history's.
+    directory, the rest (history.db) to history's. The files listed in ``wal`` (WAL mode when
+    captured; the snapshot holds rollback-mode copies) are switched back to WAL mode.
     """
     prefix = f"{vectors_dir}/"
     vectors_move, history_move = moves
@@ -243,12 +257,16 @@ def _stage(plain: Path, moves: list[Move], listed: list[str], vectors_dir: str) 
                 target = Path(history_move.staged)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(plain / relative, target)
-    except OSError as error:
+            if relative in wal:
+                set_wal_mode(target)
+    except (OSError, MemsyncError) as error:
         for move in moves:
             staged = Path(move.staged)
             shutil.rmtree(staged, ignore_errors=True) if staged.is_dir() else staged.unlink(
                 missing_ok=True
             )
+        if isinstance(error, MemsyncError):
+            raise
         raise work_dir_error(Path(vectors_move.staged).parent, error) from error
     for move in moves:
         staged = Path(move.staged)

@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         "dry_run": done.dry_run,
         "skipped": done.skipped,
         "recovered": done.recovered,
-        "moves": [{"live": m.live, "aside": m.aside} for m in done.moves],
+        "moves": [_move_json(m, done) for m in done.moves],
+        "moved_aside": None if done.dry_run or done.skipped else list(done.moved_aside),
         "check_after": done.check.counts() if done.check else None,
     }
     if done.skipped:
@@ -75,15 +76,21 @@ def run(args: argparse.Namespace) -> int:
         text = "\n".join(
             [
                 f"would move {m.live} aside to {m.aside} and put the snapshot's copy in its place"
+                if m.had_live
+                else f"would put the snapshot's copy at {m.live} (nothing there to move aside)"
                 for m in done.moves
             ]
             + [f"restore {done.snapshot_id} --dry-run: verified, nothing changed"]
         )
     else:
         counts = done.check.counts() if done.check else {}
+        kept = (
+            "the old files are in " + ", ".join(done.moved_aside)
+            if done.moved_aside
+            else "there were no old files to move aside"
+        )
         text = (
-            f"restored {done.snapshot_id}; the old files are in "
-            + ", ".join(m.aside for m in done.moves)
+            f"restored {done.snapshot_id}; {kept}"
             + f"; check: {counts.get('errors', 0)} errors, {counts.get('warnings', 0)} warnings"
         )
         if counts.get("errors"):
@@ -93,3 +100,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         render.emit_text(text)
     return int(ExitCode.OK)
+
+
+def _move_json(move: restore.Move, done: restore.Restored) -> dict[str, Any]:
+    """One target of the JSON report; ``aside`` is null when nothing was (or would be) moved."""
+    if done.dry_run or done.skipped:
+        aside = move.aside if move.had_live else None
+    else:
+        aside = move.aside if move.aside in done.moved_aside else None
+    return {"live": move.live, "aside": aside}

@@ -174,7 +174,7 @@ def finish_directory(
         created_at=created_at,
         collection=config.collection,
         window=captured.window,
-        files=_file_entries(partial, encryption),
+        files=_file_entries(partial, encryption, _journal_modes(captured, partial)),
         collections=collections,
         history={"rows": inventory.history_rows, "memories": len(inventory.history)},
         integrity_results=results,
@@ -225,7 +225,17 @@ def _collections(
     return collections, wrong_sizes
 
 
-def _file_entries(partial: Path, key: bytes | None) -> list[FileEntry]:
+def _journal_modes(captured: deployment.Captured, partial: Path) -> dict[str, str]:
+    """Each copied SQLite file's live journal mode, by its path in the snapshot."""
+    copies = [*captured.collection_copies.values(), captured.history_copy]
+    return {
+        str(copy.dest.relative_to(partial)): copy.journal_mode
+        for copy in copies
+        if copy is not None and copy.journal_mode is not None and copy.dest.is_relative_to(partial)
+    }
+
+
+def _file_entries(partial: Path, key: bytes | None, modes: dict[str, str]) -> list[FileEntry]:
     entries = []
     for path in sorted(
         p for p in partial.rglob("*") if p.is_file() and p.name != snapshots.CREATING_LOCK
@@ -244,12 +254,15 @@ def _file_entries(partial: Path, key: bytes | None) -> list[FileEntry]:
                     sha256=digest,
                     stored_size=stored_size,
                     stored_sha256=stored_sha256,
+                    journal_mode=modes.get(relative),
                 )
             )
             continue
         with path.open("rb+") as handle:
             os.fsync(handle.fileno())
-        entries.append(FileEntry(path=relative, size=size, sha256=digest))
+        entries.append(
+            FileEntry(path=relative, size=size, sha256=digest, journal_mode=modes.get(relative))
+        )
     for directory in sorted({p.parent for p in partial.rglob("*")} | {partial}):
         fsync_dir(directory)
     return entries

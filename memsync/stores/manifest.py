@@ -56,6 +56,8 @@ class FileEntry:
         path: relative to the snapshot (one of the layout's own files).
         size, sha256: of the plaintext (bytes, hex).
         stored_size, stored_sha256: of the bytes as stored (ciphertext) when encrypted, else None.
+        journal_mode: the live SQLite file's journal mode at capture (``"wal"`` or
+            ``"rollback"``); restore puts it back. None for other files and older manifests.
     """
 
     path: str
@@ -63,6 +65,7 @@ class FileEntry:
     sha256: str
     stored_size: int | None = None
     stored_sha256: str | None = None
+    journal_mode: str | None = None
 
     @property
     def stored(self) -> tuple[int, str]:
@@ -79,6 +82,8 @@ class FileEntry:
                 self.stored_size,
                 self.stored_sha256,
             )
+        if self.journal_mode is not None:
+            document["journal_mode"] = self.journal_mode
         return document
 
 
@@ -260,6 +265,7 @@ def parse(document: object, expected_id: str | None, where: str) -> Manifest:
                 sha256=e.sha256,
                 stored_size=e.stored_size,
                 stored_sha256=e.stored_sha256,
+                journal_mode=e.journal_mode,
             )
             for e in checked.files
         ),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import reprlib
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -77,6 +77,7 @@ class _File(BaseModel):
     sha256: _Sha256
     stored_size: _Count | None = None
     stored_sha256: _Sha256 | None = None
+    journal_mode: Literal["wal", "rollback"] | None = None  # SQLite files since issue 11
 
     @model_validator(mode="after")
     def _both_or_neither(self) -> _File:

@@ -9,8 +9,10 @@ exists to find.
 from __future__ import annotations
 
 import errno
+import shutil
 import sqlite3
 import stat
+import tempfile
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +27,7 @@ logger = structlog.get_logger(__name__)
 SLOW_READ_S = 2.0
 SQLITE_VERSION = sqlite3.sqlite_version  # the library this Python links
 SQLITE_HEADER = b"SQLite format 3\x00"
+WAL_HEADER_BYTES = 32  # a -wal this size or smaller holds no frame
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,6 +40,7 @@ class CopyResult:
     finished_at: datetime
     duration_s: float
     size_bytes: int
+    journal_mode: str | None = None  # the source's: "wal" or "rollback" (None: no header yet)
 
 
 def readonly_uri(path: Path, immutable: bool = False) -> str:
@@ -48,8 +52,8 @@ def wal_without_writer(path: Path) -> bool:
     """True for a WAL-mode file whose ``-shm`` does not exist (no connection has it open).
 
     Opening such a file, even read-only, would create ``-wal`` and ``-shm`` beside it, owned by
-    memsync's user (the app may then fail to write). ``immutable=1`` reads it without creating
-    anything; the copy is then checked like any other.
+    memsync's user (the app may then fail to write). ``connect_readonly`` reads it without
+    creating anything there; the copy is then checked like any other.
     """
     try:
         return header_journal_mode(path) == "wal" and not Path(f"{path}-shm").exists()
@@ -57,15 +61,73 @@ def wal_without_writer(path: Path) -> bool:
         return False
 
 
+def wal_has_frames(path: Path) -> bool:
+    """True when ``path``'s ``-wal`` exists and is longer than its 32-byte header. Reads only.
+
+    Such a WAL may hold committed transactions the main file does not (files copied by hand,
+    an app stopped uncleanly): ``immutable=1`` would ignore them.
+    """
+    try:
+        return Path(f"{path}-wal").stat().st_size > WAL_HEADER_BYTES
+    except OSError:
+        return False
+
+
+class _PrivateCopy(sqlite3.Connection):
+    """A connection to memsync's own copy of a database and its ``-wal``; closing removes it."""
+
+    private_dir: Path | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self.private_dir is not None:
+            shutil.rmtree(self.private_dir, ignore_errors=True)
+            self.private_dir = None
+
+    def __del__(self) -> None:  # a connection dropped without close(): still remove the copy
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001, S110 - nothing to report from a finalizer
+            pass
+
+
+def _open_private_copy(path: Path) -> sqlite3.Connection:
+    """Copy ``path`` and its ``-wal`` into a new private directory and open that copy.
+
+    SQLite replays the WAL's committed frames on the copy (creating its ``-shm`` there, never
+    beside the user's files). The directory goes when the connection is closed.
+    """
+    directory = Path(tempfile.mkdtemp(prefix="memsync-wal-"))
+    try:
+        copy = directory / "copy.db"
+        shutil.copyfile(path, copy)
+        shutil.copyfile(f"{path}-wal", f"{copy}-wal")
+        connection = sqlite3.connect(copy, timeout=1.0, factory=_PrivateCopy)
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    assert isinstance(connection, _PrivateCopy)
+    connection.private_dir = directory
+    return connection
+
+
 def connect_readonly(path: Path) -> sqlite3.Connection:
     """Open ``path`` read-only with a short busy timeout; never creates files beside it.
 
+    A WAL-mode file without ``-shm`` (no connection open) is opened ``immutable=1`` when its
+    ``-wal`` holds no frame, and through a private copy of the file and its ``-wal`` when it
+    does, so committed rows that live only in the WAL are read too.
+
     Raises:
-        UnavailableError: the file cannot be opened.
+        UnavailableError: the file cannot be opened (or copied).
     """
     try:
-        return sqlite3.connect(readonly_uri(path, wal_without_writer(path)), uri=True, timeout=1.0)
-    except sqlite3.Error as error:
+        if wal_without_writer(path):
+            if wal_has_frames(path):
+                return _open_private_copy(path)
+            return sqlite3.connect(readonly_uri(path, True), uri=True, timeout=1.0)
+        return sqlite3.connect(readonly_uri(path), uri=True, timeout=1.0)
+    except (sqlite3.Error, OSError) as error:
         raise UnavailableError(
             f"SQLite file {path} cannot be opened: {error}",
             "check that the path exists and is readable by this user",
@@ -129,6 +191,7 @@ def vacuum_into(source: Path, dest: Path) -> CopyResult:
         raise UnavailableError(
             f"capture target {dest} already exists", "memsync refuses to overwrite it"
         )
+    journal_mode = source_journal_mode(source)
     connection = connect_readonly(source)
     try:
         started = datetime.now(UTC)
@@ -157,7 +220,38 @@ def vacuum_into(source: Path, dest: Path) -> CopyResult:
         finished_at=finished,
         duration_s=duration,
         size_bytes=dest.stat().st_size,
+        journal_mode=journal_mode,
     )
+
+
+def source_journal_mode(path: Path) -> str | None:
+    """``"wal"`` or ``"rollback"`` from ``path``'s header; None when it has no SQLite header yet.
+
+    ``VACUUM INTO`` always writes a rollback-mode copy (SQLite 3.40), so a snapshot records the
+    live file's mode for restore to put back. Reads 20 bytes.
+    """
+    try:
+        return header_journal_mode(path)
+    except UnavailableError:
+        return None
+
+
+def set_wal_mode(path: Path) -> None:
+    """Switch the database at ``path`` (memsync's own staged copy) to WAL mode.
+
+    Writes the header; SQLite removes the ``-wal`` and ``-shm`` it made when the connection
+    closes.
+
+    Raises:
+        UnavailableError, TryLaterError: as ``translate``.
+    """
+    connection = sqlite3.connect(path, timeout=5.0)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL").fetchone()
+    except sqlite3.Error as error:
+        raise translate(error, path, "set its journal mode to WAL") from error
+    finally:
+        connection.close()
 
 
 def present(path: Path) -> bool:
