@@ -83,6 +83,9 @@ def purge_snapshot(
             old.created_at.date(),
             snapshot.signing_key(config),
             repository.encryption_key(config),
+            journal_modes={
+                entry.path: entry.journal_mode for entry in old.files if entry.journal_mode
+            },
         )
         report = snapshot.verify_directory(config, work, now)
         broken = [

@@ -70,6 +70,15 @@ def run(args: argparse.Namespace) -> int:
         "moved_aside": None if done.dry_run or done.skipped else list(done.moved_aside),
         "check_after": done.check.counts() if done.check else None,
     }
+    if args.json:
+        render.emit_json(document)
+    else:
+        render.emit_text(_text(done))
+    return int(ExitCode.OK)
+
+
+def _text(done: restore.Restored) -> str:
+    """The text report of a restore, a dry run or a skip."""
     if done.skipped:
         text = f"restore {done.snapshot_id}: skipped, the deployment has data (--if-empty)"
     elif done.dry_run:
@@ -95,11 +104,7 @@ def run(args: argparse.Namespace) -> int:
         )
         if counts.get("errors"):
             text += " (memsync reconcile settles them)"
-    if args.json:
-        render.emit_json(document)
-    else:
-        render.emit_text(text)
-    return int(ExitCode.OK)
+    return text
 
 
 def _move_json(move: restore.Move, done: restore.Restored) -> dict[str, Any]:

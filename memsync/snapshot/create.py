@@ -9,7 +9,7 @@ repository and commits it; ``finish_directory`` checks a captured layout and wri
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from pathlib import Path
@@ -155,11 +155,14 @@ def finish_directory(
     signing: bytes | None,
     encryption: bytes | None,
     progress: Progress | None = None,
+    journal_modes: Mapping[str, str] | None = None,
 ) -> Manifest:
     """Check a captured layout in ``partial`` and write its manifest (sealing files when keyed).
 
     Runs ``integrity_check`` on every SQLite file, decodes every point, judges the pair,
     hashes (and with a key, seals) every file, sets modes 0600/0700, writes the manifest.
+    ``journal_modes`` (by path in the snapshot) stands in for the live files' modes when the
+    layout is not a fresh capture (a purge rewrites an existing snapshot).
 
     Raises:
         UnavailableError: a file fails its integrity check or a point does not decode.
@@ -174,7 +177,9 @@ def finish_directory(
         created_at=created_at,
         collection=config.collection,
         window=captured.window,
-        files=_file_entries(partial, encryption, _journal_modes(captured, partial)),
+        files=_file_entries(
+            partial, encryption, {**(journal_modes or {}), **_journal_modes(captured, partial)}
+        ),
         collections=collections,
         history={"rows": inventory.history_rows, "memories": len(inventory.history)},
         integrity_results=results,

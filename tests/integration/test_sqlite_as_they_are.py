@@ -140,3 +140,18 @@ def test_the_restore_report_names_what_it_moved_aside_and_nothing_else(deploymen
         f"{aside}-shm",
     }
     assert all(Path(path).exists() for path in moved)
+
+
+def test_a_purged_snapshot_keeps_the_journal_mode_its_files_had(deployment, cli):
+    history = deployment.paths.history_db
+    victim = deployment.seeded.live[0]
+    deployment.close()
+    switch = sqlite3.connect(history)
+    assert switch.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    switch.close()
+    snapshot_id = cli("snapshot", "create", "--json", config=deployment.config).json()["id"]
+    assert cli("snapshot", "purge-memory", victim, "--yes", config=deployment.config).code == 0
+    manifest = json.loads(
+        (deployment.paths.root / "snapshots" / snapshot_id / "manifest.json").read_text()
+    )
+    assert {e["path"]: e.get("journal_mode") for e in manifest["files"]}["history.db"] == "wal"
