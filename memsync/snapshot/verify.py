@@ -20,7 +20,7 @@ from memsync import __version__, check, utc
 from memsync import findings as registry
 from memsync.config import Config
 from memsync.errors import UnavailableError
-from memsync.model import Finding, Severity
+from memsync.model import CheckReport, Finding, Severity
 from memsync.repository import (
     FileCheck,
     LocalRepository,
@@ -253,7 +253,31 @@ def _verify_contents(
         return findings
     captured = deployment.from_directory(root, manifest.capture)
     inventory = deployment.read_inventory(captured, config)
-    return findings + list(check.judge(inventory, now.date()).findings)
+    judged = check.judge(inventory, now.date())
+    return findings + list(judged.findings) + _unclean(judged)
+
+
+def _unclean(judged: CheckReport) -> list[Finding]:
+    """``restore-unclean`` when the pair has errors or writes caught in flight; else nothing.
+
+    An ``in-flight`` finding in a snapshot is a write half in the copies: restored, it becomes
+    the error it stands for (a ``missing-point`` reconcile cannot repair).
+    """
+    errors = judged.count(Severity.ERROR)
+    in_flight = sorted({f.memory_id or "" for f in judged.findings if f.code == "in-flight"})
+    if not errors and not in_flight:
+        return []
+    parts = [f"{errors} error findings"] if errors else []
+    if in_flight:
+        parts.append(f"{len(in_flight)} writes caught in flight ({', '.join(in_flight[:5])})")
+    return [
+        _problem(
+            "restore-unclean",
+            None,
+            "the captured pair would not restore to a deployment that checks clean: "
+            + "; ".join(parts),
+        )
+    ]
 
 
 def _verified_copies(
