@@ -143,10 +143,13 @@ def run_verify(args: argparse.Namespace) -> int:
     """Verify a local or remote snapshot; exit 0 or 3."""
     config = load_config(args)
     if args.target.startswith("s3://"):
-        report = snapshot.verify_remote(config, args.target, _now())
+        report = snapshot.verify_remote(config, args.target, _now(), restorable=True)
     else:
         report = snapshot.verify_directory(
-            config, snapshots.resolve_local(args.target, config.snapshot.directory), _now()
+            config,
+            snapshots.resolve_local(args.target, config.snapshot.directory),
+            _now(),
+            restorable=True,
         )
     errors = sum(1 for f in report.findings if f.severity.value == "error")
     document = {
