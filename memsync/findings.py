@@ -106,6 +106,8 @@ _SPECS = (
     Spec(code="point-undecodable", severity=_E, source=Source.VERIFY, fix=FIX_OTHER_SNAPSHOT),
     Spec(code="signature-invalid", severity=_E, source=Source.VERIFY,
          fix="use another snapshot, or the signing key it was made with"),
+    Spec(code="restore-unclean", severity=_E, source=Source.VERIFY,
+         fix="use another snapshot (or restore it and run memsync reconcile for what it can repair)"),
     # forget: a target id names nothing.
     Spec(code="memory-not-found", severity=_E, source=Source.FORGET,
          fix="check the id (memsync check --json lists memory ids)"),

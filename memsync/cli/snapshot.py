@@ -79,7 +79,11 @@ def _now() -> datetime:
 
 
 def run_create(args: argparse.Namespace) -> int:
-    """Create one snapshot (and upload it with --upload)."""
+    """Create one snapshot (and upload it with --upload); exit 3 when its pair has errors.
+
+    The snapshot is kept either way (``snapshot list`` shows it; retention never protects it
+    as the newest verified one).
+    """
     config = load_config(args)
     directory = snapshot.snapshot_dir(config)
     if args.dry_run:
@@ -129,17 +133,23 @@ def run_create(args: argparse.Namespace) -> int:
     )
     if upload is not None:
         text += f"; uploaded {upload['sent']} files ({upload['skipped']} already there)"
-    return _emit(args, document, text)
+    if counts.get("unsettled"):
+        text += f"; {len(counts['unsettled'])} writes caught in the capture could not be settled"
+    code = _emit(args, document, text)
+    return int(ExitCode.PROBLEMS_FOUND) if counts.get("errors") else code
 
 
 def run_verify(args: argparse.Namespace) -> int:
     """Verify a local or remote snapshot; exit 0 or 3."""
     config = load_config(args)
     if args.target.startswith("s3://"):
-        report = snapshot.verify_remote(config, args.target, _now())
+        report = snapshot.verify_remote(config, args.target, _now(), restorable=True)
     else:
         report = snapshot.verify_directory(
-            config, snapshots.resolve_local(args.target, config.snapshot.directory), _now()
+            config,
+            snapshots.resolve_local(args.target, config.snapshot.directory),
+            _now(),
+            restorable=True,
         )
     errors = sum(1 for f in report.findings if f.severity.value == "error")
     document = {

@@ -9,6 +9,8 @@ repository and commits it; ``finish_directory`` checks a captured layout and wri
 from __future__ import annotations
 
 import os
+import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime
@@ -31,6 +33,11 @@ from memsync.stores.vector_store import refuse_legacy_store
 logger = structlog.get_logger(__name__)
 
 Progress = Callable[[int, int], None]
+
+# How many captures ``create_snapshot`` makes at most to get a pair no write was caught in,
+# and the pause between two (seconds): each capture is a new, independent copy of both stores.
+SETTLE_ATTEMPTS = 5
+SETTLE_PAUSE_S = 0.2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,9 +75,22 @@ def build_manifest(
         collections=collections,
         history=history,
         integrity=integrity_results,
-        check={**report.counts(), "findings": [f.to_json() for f in report.findings]},
+        check={
+            **report.counts(),
+            "findings": [f.to_json() for f in report.findings],
+            "unsettled": unsettled(report),
+        },
         encryption=encryption,
     )
+
+
+def unsettled(report: CheckReport) -> list[str]:
+    """The memory ids of the report's ``in-flight`` findings, sorted and unique. Pure.
+
+    A write caught between the vector and the history capture: restored, such a pair would
+    give the error the finding stands for (a ``missing-point`` reconcile cannot repair).
+    """
+    return sorted({f.memory_id or f.message for f in report.findings if f.code == "in-flight"})
 
 
 def signing_key(config: Config) -> bytes | None:
@@ -133,16 +153,59 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
     removed = snapshots.remove_stale_partials(directory)
     repository = LocalRepository(directory)
     with repository.building(now) as (snapshot_id, partial):
-        captured = deployment.capture(config, partial)
-        refuse_legacy_store(
-            captured.vectors.legacy_files, "snapshot create"
-        )  # its points would be missing
+        captured, inventory = _settled_capture(config, partial, now.date(), progress)
         manifest = finish_directory(
-            config, partial, captured, snapshot_id, now, now.date(), *keys, progress=progress
+            config,
+            partial,
+            captured,
+            snapshot_id,
+            now,
+            now.date(),
+            *keys,
+            progress=progress,
+            inventory=inventory,
         )
         final = repository.commit(snapshot_id, partial, None)
     logger.info("snapshot_created", snapshot_id=snapshot_id, size_bytes=manifest.size_bytes)
     return Created(id=snapshot_id, path=final, manifest=manifest, removed_partials=tuple(removed))
+
+
+def _settled_capture(
+    config: Config, partial: Path, today: date, progress: Progress | None
+) -> tuple[deployment.Captured, Inventory]:
+    """Capture into ``partial`` until no write is caught in the window (``in-flight``).
+
+    At most ``SETTLE_ATTEMPTS`` captures, ``SETTLE_PAUSE_S`` apart; each new one replaces the
+    files of the last. Returns the capture and its inventory: the first settled one, else the
+    last (its manifest then lists the unsettled memory ids). Raises as ``deployment.capture``.
+    """
+    for attempt in range(1, SETTLE_ATTEMPTS + 1):
+        captured = deployment.capture(config, partial)
+        refuse_legacy_store(
+            captured.vectors.legacy_files, "snapshot create"
+        )  # its points would be missing
+        inventory = deployment.read_inventory(captured, config, progress)
+        report = check.judge(inventory, today)
+        if not unsettled(report):
+            return captured, inventory
+        if attempt == SETTLE_ATTEMPTS:
+            break
+        logger.info("snapshot_recapture", attempt=attempt, unsettled=len(unsettled(report)))
+        _clear_capture(partial)
+        time.sleep(SETTLE_PAUSE_S)
+    logger.warning("snapshot_unsettled", unsettled=unsettled(report))
+    return captured, inventory
+
+
+def _clear_capture(partial: Path) -> None:
+    """Remove the captured files of ``partial`` (all but the ``.creating`` lock)."""
+    for path in partial.iterdir():
+        if path.name == snapshots.CREATING_LOCK:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def finish_directory(
@@ -156,19 +219,22 @@ def finish_directory(
     encryption: bytes | None,
     progress: Progress | None = None,
     journal_modes: Mapping[str, str] | None = None,
+    inventory: Inventory | None = None,
 ) -> Manifest:
     """Check a captured layout in ``partial`` and write its manifest (sealing files when keyed).
 
     Runs ``integrity_check`` on every SQLite file, decodes every point, judges the pair,
     hashes (and with a key, seals) every file, sets modes 0600/0700, writes the manifest.
     ``journal_modes`` (by path in the snapshot) stands in for the live files' modes when the
-    layout is not a fresh capture (a purge rewrites an existing snapshot).
+    layout is not a fresh capture (a purge rewrites an existing snapshot). ``inventory``, when
+    given, is the layout's already read inventory (not read again).
 
     Raises:
         UnavailableError: a file fails its integrity check or a point does not decode.
     """
     results = _integrity(captured, partial)
-    inventory = deployment.read_inventory(captured, config, progress)
+    if inventory is None:
+        inventory = deployment.read_inventory(captured, config, progress)
     collections, wrong_sizes = _collections(config, captured, inventory)
     results["points_decoded"] = True
     results["vector_sizes_ok"] = wrong_sizes == 0

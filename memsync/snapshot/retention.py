@@ -36,6 +36,7 @@ class Candidate:
     time: datetime
     complete: bool
     verified: bool
+    clean: bool = True
 
 
 def plan_prune(candidates: Iterable[Candidate], policy: SnapshotConfig) -> list[PruneDecision]:
@@ -43,7 +44,8 @@ def plan_prune(candidates: Iterable[Candidate], policy: SnapshotConfig) -> list[
 
     ``keep_last`` keeps the newest N; ``keep_daily``/``weekly``/``monthly`` keep the newest
     snapshot of each of the last N days (UTC) / ISO weeks / months that have snapshots. The
-    rules add up. The newest verified snapshot is always kept; incomplete ones are never
+    rules add up. The newest verified snapshot whose pair was clean (``clean``: no error
+    finding, no unsettled write) is always kept; incomplete ones are never
     touched (they are not in the result).
 
     Raises:
@@ -74,7 +76,7 @@ def plan_prune(candidates: Iterable[Candidate], policy: SnapshotConfig) -> list[
                 break
             seen.append(bucket)
             reasons[candidate.id].append(f"{name} {bucket}")
-    newest_verified = next((c for c in complete if c.verified), None)
+    newest_verified = next((c for c in complete if c.verified and c.clean), None)
     if newest_verified is not None:
         reasons[newest_verified.id].append("newest verified")
     return [
@@ -86,7 +88,13 @@ def plan_prune(candidates: Iterable[Candidate], policy: SnapshotConfig) -> list[
 def candidates(repository: SnapshotRepository) -> list[Candidate]:
     """Retention candidates of a repository (complete or not). Reads only."""
     return [
-        Candidate(id=e.id, time=e.created_at, complete=e.complete, verified=e.is_verified)
+        Candidate(
+            id=e.id,
+            time=e.created_at,
+            complete=e.complete,
+            verified=e.is_verified,
+            clean=e.manifest is not None and e.manifest.restores_clean,
+        )
         for e in repository.list()
     ]
 

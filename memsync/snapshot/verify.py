@@ -20,7 +20,7 @@ from memsync import __version__, check, utc
 from memsync import findings as registry
 from memsync.config import Config
 from memsync.errors import UnavailableError
-from memsync.model import Finding, Severity
+from memsync.model import CheckReport, Finding, Severity
 from memsync.repository import (
     FileCheck,
     LocalRepository,
@@ -72,11 +72,20 @@ def verified_document(report: VerifyReport) -> dict[str, Any]:
 
 
 def verify_snapshot(
-    config: Config, repository: SnapshotRepository, snapshot_id: str, target: str, now: datetime
+    config: Config,
+    repository: SnapshotRepository,
+    snapshot_id: str,
+    target: str,
+    now: datetime,
+    *,
+    restorable: bool = False,
 ) -> VerifyReport:
     """Verify one snapshot of a repository completely and record ``verified.json`` beside it.
 
-    Writes only ``verified.json`` (to the repository) and temporary files under ``work_dir``.
+    With ``restorable`` (``snapshot verify``), a pair with error findings or writes caught in
+    flight is also a ``restore-unclean`` error: restored, it would not check clean. Without it
+    (``restore``, ``purge``: they refuse only damaged files), the pair's findings are reported
+    as check found them. Writes only ``verified.json`` (to the repository) and temporary files under ``work_dir``.
 
     Raises:
         ManifestTooNew: the manifest's format is newer than this memsync reads (exit 11).
@@ -89,7 +98,7 @@ def verify_snapshot(
             f"snapshot {snapshot_id} not found at {repository.where}",
             "memsync snapshot list (--remote) shows the snapshots there",
         )
-    findings = _findings(config, repository, snapshot_id, now)
+    findings = _findings(config, repository, snapshot_id, now, restorable)
     report = VerifyReport(
         target=target,
         snapshot_id=snapshot_id,
@@ -100,10 +109,13 @@ def verify_snapshot(
     return report
 
 
-def verify_directory(config: Config, directory: Path, now: datetime) -> VerifyReport:
+def verify_directory(
+    config: Config, directory: Path, now: datetime, *, restorable: bool = False
+) -> VerifyReport:
     """Verify a local snapshot directory (any path) and record ``verified.json`` in it.
 
-    A ``.partial`` directory is reported incomplete and left untouched.
+    A ``.partial`` directory is reported incomplete and left untouched. ``restorable``: as in
+    ``verify_snapshot``.
     """
     if directory.name.endswith(PARTIAL_SUFFIX):
         finding = _problem(
@@ -118,21 +130,33 @@ def verify_directory(config: Config, directory: Path, now: datetime) -> VerifyRe
             target=str(directory), snapshot_id=directory.name, findings=(finding,), verified_at=now
         )
     return verify_snapshot(
-        config, LocalRepository(directory.parent), directory.name, str(directory), now
+        config,
+        LocalRepository(directory.parent),
+        directory.name,
+        str(directory),
+        now,
+        restorable=restorable,
     )
 
 
-def verify_remote(config: Config, target: str, now: datetime) -> VerifyReport:
+def verify_remote(
+    config: Config, target: str, now: datetime, *, restorable: bool = False
+) -> VerifyReport:
     """Verify ``s3://…/<id>``: every object read back into ``work_dir`` and checked there.
 
-    Reads the bucket; writes only ``verified.json`` beside the snapshot there.
+    Reads the bucket; writes only ``verified.json`` beside the snapshot there. ``restorable``:
+    as in ``verify_snapshot``.
     """
     repository, snapshot_id = parse_s3_target(config, target)
-    return verify_snapshot(config, repository, snapshot_id, target, now)
+    return verify_snapshot(config, repository, snapshot_id, target, now, restorable=restorable)
 
 
 def _findings(
-    config: Config, repository: SnapshotRepository, snapshot_id: str, now: datetime
+    config: Config,
+    repository: SnapshotRepository,
+    snapshot_id: str,
+    now: datetime,
+    restorable: bool,
 ) -> list[Finding]:
     where = repository.location(snapshot_id, MANIFEST)
     try:
@@ -166,7 +190,7 @@ def _findings(
             if plain is not None:
                 listed = {entry.path for entry in manifest.files}
                 findings += _verify_contents(
-                    config, plain, manifest, {e.path for e in good}, listed, now
+                    config, plain, manifest, {e.path for e in good}, listed, now, restorable
                 )
     return findings
 
@@ -208,7 +232,13 @@ def _plaintext(
 
 
 def _verify_contents(
-    config: Config, root: Path, manifest: Manifest, good: set[str], listed: set[str], now: datetime
+    config: Config,
+    root: Path,
+    manifest: Manifest,
+    good: set[str],
+    listed: set[str],
+    now: datetime,
+    restorable: bool,
 ) -> list[Finding]:
     """Check integrity and decoding of the files whose checksums matched, then the pair.
 
@@ -253,7 +283,31 @@ def _verify_contents(
         return findings
     captured = deployment.from_directory(root, manifest.capture)
     inventory = deployment.read_inventory(captured, config)
-    return findings + list(check.judge(inventory, now.date()).findings)
+    judged = check.judge(inventory, now.date())
+    return findings + list(judged.findings) + (_unclean(judged) if restorable else [])
+
+
+def _unclean(judged: CheckReport) -> list[Finding]:
+    """``restore-unclean`` when the pair has errors or writes caught in flight; else nothing.
+
+    An ``in-flight`` finding in a snapshot is a write half in the copies: restored, it becomes
+    the error it stands for (a ``missing-point`` reconcile cannot repair).
+    """
+    errors = judged.count(Severity.ERROR)
+    in_flight = sorted({f.memory_id or "" for f in judged.findings if f.code == "in-flight"})
+    if not errors and not in_flight:
+        return []
+    parts = [f"{errors} error findings"] if errors else []
+    if in_flight:
+        parts.append(f"{len(in_flight)} writes caught in flight ({', '.join(in_flight[:5])})")
+    return [
+        _problem(
+            "restore-unclean",
+            None,
+            "the captured pair would not restore to a deployment that checks clean: "
+            + "; ".join(parts),
+        )
+    ]
 
 
 def _verified_copies(

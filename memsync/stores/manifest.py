@@ -118,6 +118,18 @@ class Manifest:
         return bool(self.encryption)
 
     @property
+    def restores_clean(self) -> bool:
+        """Whether the ``check`` field says the captured pair would restore clean.
+
+        False when the pair had error findings, or writes its create could not settle
+        (``check.unsettled``, or an ``in-flight`` finding in a manifest older than that field).
+        """
+        if self.check.get("errors", 0) or self.check.get("unsettled"):
+            return False
+        found = self.check.get("findings") or []
+        return not any(isinstance(f, dict) and f.get("code") == "in-flight" for f in found)
+
+    @property
     def size_bytes(self) -> int:
         """Bytes of plaintext the manifest lists."""
         return sum(entry.size for entry in self.files)

@@ -110,6 +110,7 @@ class _Check(BaseModel):
     warnings: _Count | None = None
     infos: _Count | None = None
     findings: list[dict[str, Any]] | None = None
+    unsettled: list[StrictStr] | None = None
 
 
 class _Encryption(BaseModel):
