@@ -153,7 +153,7 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
     removed = snapshots.remove_stale_partials(directory)
     repository = LocalRepository(directory)
     with repository.building(now) as (snapshot_id, partial):
-        captured, inventory = _settled_capture(config, partial, now.date(), progress)
+        captured, judged = _settled_capture(config, partial, now.date(), progress)
         manifest = finish_directory(
             config,
             partial,
@@ -163,7 +163,7 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
             now.date(),
             *keys,
             progress=progress,
-            inventory=inventory,
+            judged=judged,
         )
         final = repository.commit(snapshot_id, partial, None)
     logger.info("snapshot_created", snapshot_id=snapshot_id, size_bytes=manifest.size_bytes)
@@ -172,12 +172,12 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
 
 def _settled_capture(
     config: Config, partial: Path, today: date, progress: Progress | None
-) -> tuple[deployment.Captured, Inventory]:
+) -> tuple[deployment.Captured, tuple[Inventory, CheckReport]]:
     """Capture into ``partial`` until no write is caught in the window (``in-flight``).
 
     At most ``SETTLE_ATTEMPTS`` captures, ``SETTLE_PAUSE_S`` apart; each new one replaces the
-    files of the last. Returns the capture and its inventory: the first settled one, else the
-    last (its manifest then lists the unsettled memory ids). Raises as ``deployment.capture``.
+    files of the last. Returns the capture with its inventory and judged report: the first
+    settled one, else the last (its manifest then lists the unsettled memory ids). Raises as ``deployment.capture``.
     """
     for attempt in range(1, SETTLE_ATTEMPTS + 1):
         captured = deployment.capture(config, partial)
@@ -187,14 +187,14 @@ def _settled_capture(
         inventory = deployment.read_inventory(captured, config, progress)
         report = check.judge(inventory, today)
         if not unsettled(report):
-            return captured, inventory
+            return captured, (inventory, report)
         if attempt == SETTLE_ATTEMPTS:
             break
         logger.info("snapshot_recapture", attempt=attempt, unsettled=len(unsettled(report)))
         _clear_capture(partial)
         time.sleep(SETTLE_PAUSE_S)
     logger.warning("snapshot_unsettled", unsettled=unsettled(report))
-    return captured, inventory
+    return captured, (inventory, report)
 
 
 def _clear_capture(partial: Path) -> None:
@@ -219,20 +219,21 @@ def finish_directory(
     encryption: bytes | None,
     progress: Progress | None = None,
     journal_modes: Mapping[str, str] | None = None,
-    inventory: Inventory | None = None,
+    judged: tuple[Inventory, CheckReport] | None = None,
 ) -> Manifest:
     """Check a captured layout in ``partial`` and write its manifest (sealing files when keyed).
 
     Runs ``integrity_check`` on every SQLite file, decodes every point, judges the pair,
     hashes (and with a key, seals) every file, sets modes 0600/0700, writes the manifest.
     ``journal_modes`` (by path in the snapshot) stands in for the live files' modes when the
-    layout is not a fresh capture (a purge rewrites an existing snapshot). ``inventory``, when
-    given, is the layout's already read inventory (not read again).
+    layout is not a fresh capture (a purge rewrites an existing snapshot). ``judged``, when
+    given, is the layout's already read inventory and its report (neither is redone).
 
     Raises:
         UnavailableError: a file fails its integrity check or a point does not decode.
     """
     results = _integrity(captured, partial)
+    inventory, report = judged or (None, None)
     if inventory is None:
         inventory = deployment.read_inventory(captured, config, progress)
     collections, wrong_sizes = _collections(config, captured, inventory)
@@ -249,7 +250,7 @@ def finish_directory(
         collections=collections,
         history={"rows": inventory.history_rows, "memories": len(inventory.history)},
         integrity_results=results,
-        report=check.judge(inventory, today),
+        report=report or check.judge(inventory, today),
         versions=versions.tracked_versions(),
         encryption={"algorithm": seal.ALGORITHM} if encryption else None,
     )
