@@ -20,6 +20,7 @@ class ExitCode(enum.IntEnum):
     CONFIG = 10
     UNAVAILABLE = 11
     LOCKED = 12
+    QUEUED = 13
     TRY_LATER = 75
     INTERRUPTED = 130
 
@@ -33,6 +34,7 @@ EXIT_CODE_TABLE: tuple[tuple[int, str], ...] = (
     (10, "configuration missing or invalid"),
     (11, "a store, snapshot or endpoint unreadable or unreachable"),
     (12, "locked: another process holds what this command must write"),
+    (13, "queued: no route to write now; the request is recorded and applied later"),
     (75, "temporary condition (low disk, SQLite busy): try later"),
     (130, "interrupted"),
 )
@@ -97,3 +99,14 @@ class TryLaterError(MemsyncError):
     """A temporary condition such as low disk space or a busy SQLite writer (exit 75)."""
 
     exit_code = ExitCode.TRY_LATER
+
+
+class QueuedError(MemsyncError):
+    """A write could not run now and was recorded in the queue (exit 13).
+
+    No route exists (the app holds the store, no agent answers, no maintenance window is
+    configured); ``memsync.pending`` holds the request until the agent, a window or
+    ``memsync job apply-pending`` applies it.
+    """
+
+    exit_code = ExitCode.QUEUED

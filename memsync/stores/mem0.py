@@ -23,6 +23,7 @@ from memsync.model import HistoryEvent, payload_hash
 from memsync.stores import history
 from memsync.stores.sqlite_files import roll_back_hot_journal
 from memsync.stores.vector_store import vector_store_for
+from memsync.stores.writer import Route
 
 PROBE_TEXT = "memsync embedder probe"
 
@@ -50,7 +51,7 @@ def require_store_free(config: Config, what: str) -> None:
 
 
 @contextmanager
-def open_memory(config: Config) -> Iterator[Mem0Writer]:
+def open_memory(config: Config, route: Route = "direct") -> Iterator[Mem0Writer]:
     """Build ``mem0.Memory`` from the deployment's config; yield its writer; close it (and its lock) on exit.
 
     Raises:
@@ -74,7 +75,7 @@ def open_memory(config: Config) -> Iterator[Mem0Writer]:
             ) from error
     memory = _build_memory(config)
     try:
-        yield Mem0Writer(memory, config)
+        yield Mem0Writer(memory, config, route)
     finally:
         with suppress(Exception):
             memory.close()
@@ -157,9 +158,10 @@ class Mem0Writer:
     mem0 and qdrant-client exceptions propagate unchanged (reconcile records them per action).
     """
 
-    def __init__(self, memory: Any, config: Config) -> None:
+    def __init__(self, memory: Any, config: Config, route: Route = "direct") -> None:
         self._memory = memory
         self._config = config
+        self.route: Route = route
 
     def payload(self, memory_id: str) -> dict[str, Any] | None:
         """The live point's payload, or None when it has no point. Reads only."""
