@@ -17,10 +17,10 @@ class ExitCode(enum.IntEnum):
     USAGE = 2
     PROBLEMS_FOUND = 3
     PARTIAL = 4
+    QUEUED = 5
     CONFIG = 10
     UNAVAILABLE = 11
     LOCKED = 12
-    QUEUED = 13
     TRY_LATER = 75
     INTERRUPTED = 130
 
@@ -31,10 +31,10 @@ EXIT_CODE_TABLE: tuple[tuple[int, str], ...] = (
     (2, "usage error (bad arguments, confirmation needed)"),
     (3, "the command ran and found error-severity problems"),
     (4, "partial: some actions failed or were unrecoverable"),
+    (5, "queued: no route to write now; the request is recorded and applied later"),
     (10, "configuration missing or invalid"),
     (11, "a store, snapshot or endpoint unreadable or unreachable"),
     (12, "locked: another process holds what this command must write"),
-    (13, "queued: no route to write now; the request is recorded and applied later"),
     (75, "temporary condition (low disk, SQLite busy): try later"),
     (130, "interrupted"),
 )
@@ -99,14 +99,3 @@ class TryLaterError(MemsyncError):
     """A temporary condition such as low disk space or a busy SQLite writer (exit 75)."""
 
     exit_code = ExitCode.TRY_LATER
-
-
-class QueuedError(MemsyncError):
-    """A write could not run now and was recorded in the queue (exit 13).
-
-    No route exists (the app holds the store, no agent answers, no maintenance window is
-    configured); ``memsync.pending`` holds the request until the agent, a window or
-    ``memsync job apply-pending`` applies it.
-    """
-
-    exit_code = ExitCode.QUEUED
