@@ -190,3 +190,21 @@ def test_a_window_left_open_by_a_killed_memsync_is_closed_by_the_next_write(
     pid, holder, starts, stops = app_state(deployment)
     assert pid is not None and holder == pid and (starts, stops) == (3, 2)
     assert not (deployment.paths.state / "window.json").exists()
+
+
+def test_an_erasure_through_a_window_rewrites_the_files_while_the_app_runs_again(windowed, cli):
+    deployment, _ = windowed()
+    window_app.stop(deployment.paths.root)
+    secret = "my passport number is X9988776 and my PIN is 4471"
+    memory = deployment.reopen()
+    target = memory.add(secret, user_id="erin", infer=False)["results"][0]["id"]
+    deployment.close()
+    assert window_app.start(deployment.paths.root) == 0
+    result = cli("forget", target, "--erase", "--yes", "--json", config=deployment.config)
+    outcome = result.json()
+    assert result.code == 0 and outcome["route"] == "window" and outcome["deleted"] == [target]
+    assert outcome["erased"]["history_rows_blanked"] >= 1
+    pid, holder, _, _ = app_state(deployment)
+    assert pid is not None and holder == pid  # the rewrite ran with the app holding the store
+    stored = [deployment.paths.history_db, *deployment.paths.qdrant.rglob("storage.sqlite")]
+    assert not [path for path in stored if secret.encode() in path.read_bytes()]
