@@ -346,6 +346,7 @@ class Agent:
             if not line:
                 return
             if len(line) > MAX_REQUEST_BYTES or not line.endswith(b"\n"):
+                self._discard_line(reader, line)
                 logger.warning(
                     "memsync agent: request over %s bytes from pid %s", MAX_REQUEST_BYTES, pid
                 )
@@ -356,6 +357,15 @@ class Agent:
                 )
                 return
             self._answer(connection, line, pid)
+
+    @staticmethod
+    def _discard_line(reader: Any, start: bytes) -> None:
+        """Drop the rest of an oversized request (up to 16x the limit) so the peer gets the reply."""
+        line, dropped = start, len(start)
+        with contextlib.suppress(TimeoutError, OSError):
+            while line and not line.endswith(b"\n") and dropped < 16 * MAX_REQUEST_BYTES:
+                line = reader.readline(MAX_REQUEST_BYTES)
+                dropped += len(line)
 
     def _answer(self, connection: socket.socket, line: bytes, pid: int) -> None:
         request_id = None
