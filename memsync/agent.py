@@ -104,6 +104,7 @@ class WriteGate:
         self._waiting = 0
         self._paused_until: float | None = None
         self._paused_at = 0.0
+        self.lease_ran_out = False
 
     def _depth(self) -> int:
         return int(getattr(self._local, "depth", 0))
@@ -178,6 +179,7 @@ class WriteGate:
         with self._cond:
             self._paused_until = started + lease_s
             self._paused_at = started
+            self.lease_ran_out = False
             while self._writes:
                 left = started + timeout_s - time.monotonic()
                 if left <= 0:
@@ -188,11 +190,16 @@ class WriteGate:
         return time.monotonic() - started
 
     def resume(self) -> float | None:
-        """Let app writes go on; return how long they were held (seconds), None if not paused."""
+        """Let app writes go on; return how long they were held (seconds), None if not paused.
+
+        A lease that ran out counts as held only up to its end (``lease_ran_out`` tells).
+        """
         with self._cond:
             if self._paused_until is None:
                 return None
-            held = time.monotonic() - self._paused_at
+            now = time.monotonic()
+            self.lease_ran_out = now >= self._paused_until
+            held = min(now, self._paused_until) - self._paused_at
             self._paused_until = None
             self._cond.notify_all()
         return held
@@ -546,12 +553,17 @@ class Agent:
         logger.info("memsync agent: app writes paused (lease %.1f s)", lease)
         return {"lease_s": lease, "waited_s": round(waited, 6)}
 
-    def op_resume(self) -> dict[str, float | None]:
-        """Let app writes go on; ``held_s`` None when they were not paused."""
+    def op_resume(self) -> dict[str, Any]:
+        """Let app writes go on: ``held_s`` (None when they were not paused), ``lease_ran_out``.
+
+        ``lease_ran_out`` true means app writes went on before this resume: whatever memsync
+        did under the pause was not fully quiesced.
+        """
         held = self.gate.resume()
+        ran_out = held is None or self.gate.lease_ran_out
         if held is not None:
             logger.info("memsync agent: app writes resumed after %.3f s", held)
-        return {"held_s": None if held is None else round(held, 6)}
+        return {"held_s": None if held is None else round(held, 6), "lease_ran_out": ran_out}
 
 
 def attach(

@@ -125,15 +125,19 @@ class AgentClient:
     def paused(self, lease_s: float) -> Iterator[dict[str, Any]]:
         """Hold the app's writes for the block (in-flight writes finish before it starts).
 
-        Yields the agent's pause reply (``lease_s`` granted, ``waited_s``). The app resumes
+        Yields the agent's pause reply (``lease_s`` granted, ``waited_s``); after the block the
+        same dict also holds the resume reply: ``held_s`` and ``lease_ran_out`` (True: app
+        writes went on before the block ended, so it was not fully quiesced). The app resumes
         at the block's end, when this connection closes, or when the lease runs out.
         """
-        granted: dict[str, Any] = self.call("pause", lease_s=lease_s)
+        state: dict[str, Any] = dict(self.call("pause", lease_s=lease_s))
         try:
-            yield granted
+            yield state
         finally:
-            with suppress(UnavailableError):
-                self.call("resume")
+            try:
+                state.update(self.call("resume"))
+            except UnavailableError:
+                state["lease_ran_out"] = True
 
 
 def _holder_sockets(pid: int) -> list[Path]:
