@@ -3,12 +3,12 @@
 Usage::
 
     python -m tests.helpers.app ROOT [--agent SOCKET] [--interval SECONDS] [--pidfile FILE]
-                                     [--stats FILE] [--quiet-writes]
+                                     [--stats FILE] [--quiet-writes] [--users a,b]
 
 Builds the demo deployment's Memory at ROOT (hash embedder), attaches ``memsync.agent`` when
 ``--agent`` is given, writes its pid to ``--pidfile``, prints ``ready <pid>`` and then, every
-``--interval`` seconds (default 0.05), adds a memory (infer=False) for one of the demo users,
-searches, and updates or deletes one of the memories *it* added (never others), unless
+``--interval`` seconds (default 0.05), adds a memory (infer=False) for one of ``--users``
+(default: the demo users), searches, and updates or deletes one of the memories *it* added (never others), unless
 ``--quiet-writes`` (then it only searches). It never touches memories it did not add, so tests
 can assert exactly what memsync did to the rest.
 
@@ -36,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,14 +74,14 @@ def _dump_view(memory: Any, root: Path, seq: int) -> None:
     os.replace(temporary, root / "app-view.json")
 
 
-def _step(memory: Any, rng: random.Random, added: list[str], quiet: bool) -> bool:
-    """One round of app traffic; True when it wrote."""
-    memory.search(build.fact(rng), filters={"user_id": rng.choice(build.USERS)}, top_k=3)
+def _step(memory: Any, rng: random.Random, added: list[str], quiet: bool, users: list[str]) -> bool:
+    """One round of app traffic for ``users``; True when it wrote."""
+    memory.search(build.fact(rng), filters={"user_id": rng.choice(users)}, top_k=3)
     if quiet:
         return False
     action = rng.random()
     if action < 0.6 or len(added) < 5:
-        result = memory.add(build.fact(rng), user_id=rng.choice(build.USERS), infer=False)
+        result = memory.add(build.fact(rng), user_id=rng.choice(users), infer=False)
         added += [item["id"] for item in result["results"]]
     elif action < 0.8:
         memory.update(rng.choice(added), build.fact(rng))
@@ -97,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pidfile", type=Path, default=None)
     parser.add_argument("--stats", type=Path, default=None)
     parser.add_argument("--quiet-writes", action="store_true")
+    parser.add_argument("--users", default=",".join(build.USERS))
     args = parser.parse_args(argv)
+    users = args.users.split(",")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     counter = _Counter()
     flags = _Flags()
@@ -125,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             _dump_view(memory, args.root, seq)
         started = time.perf_counter()
         try:
-            wrote = _step(memory, rng, added, args.quiet_writes)
+            wrote = _step(memory, rng, added, args.quiet_writes, users)
             writes += wrote
             searches += 1
         except Exception as error:  # noqa: BLE001 - every failure is what we count
@@ -167,12 +170,15 @@ class AppProcess:
         agent: Path | None = None,
         interval: float = 0.05,
         quiet_writes: bool = False,
+        users: Sequence[str] = (),
     ) -> None:
         argv = [sys.executable, "-m", "tests.helpers.app", str(root), "--interval", str(interval)]
         if agent is not None:
             argv += ["--agent", str(agent)]
         if quiet_writes:
             argv.append("--quiet-writes")
+        if users:
+            argv += ["--users", ",".join(users)]
         self.root = root
         self.stats: dict[str, Any] | None = None
         self.log = root.parent / f"{root.name}-app.log"  # the app's stderr (its logging)
