@@ -18,6 +18,7 @@ from memsync.forget.select import Ask, Forgotten, Targets, prove_gone, refuse_ba
 from memsync.model import HistoryEvent, Inventory
 from memsync.state import write_json_atomic
 from memsync.stores import mem0, versions
+from memsync.stores.agent_client import AgentWriter
 from memsync.stores.intent import FORGET_JOURNAL, load_forgetting
 from memsync.stores.vector_store import refuse_legacy_store, vector_store_for
 from memsync.stores.writer import Writer
@@ -224,8 +225,16 @@ def delete_with(
 ) -> Deleted:
     """On an open route: select from a fresh capture (or ``known``), journal, delete.
 
-    Nothing is deleted when an id is unknown now. Raises as ``_delete_journaled``.
+    Nothing is deleted when an id is unknown now. On the agent route the app's mem0ai release
+    is checked against the known-bad table too (its ``Memory`` does the deletes).
+
+    Raises:
+        ConfigError: the app's mem0ai has a known delete bug (agent route).
+        TryLaterError: as ``_delete_journaled``.
     """
+    app_mem0 = writer.client.hello.get("mem0") if isinstance(writer, AgentWriter) else None
+    if ask.kind != "prune" and isinstance(app_mem0, str):  # the app's mem0ai does the deletes
+        refuse_bad_mem0(app_mem0, bulk=not ask.memory_ids)
     before = known if known is not None else check.settled_inventory(config, now)[0]
     refuse_legacy_store(before.legacy_stores, ask.kind)
     targets = ask.select(before, now.date())

@@ -37,6 +37,7 @@ from memsync.routes.window import (
     recover_window,
 )
 from memsync.stores import mem0
+from memsync.stores.agent_client import AgentWriter, find_agent
 from memsync.stores.locks import LockHolder
 from memsync.stores.vector_store import vector_store_for
 from memsync.stores.writer import Route, Writer
@@ -49,9 +50,9 @@ __all__ = [
 logger = structlog.get_logger(__name__)
 
 NO_ROUTE_HINT = (
-    "attach memsync.agent in the app, or set [app] stop_command and start_command "
-    "(docs/reference/config.md), or stop the app and run again; a queued forget, erase or "
-    "prune is applied by memsync job apply-pending (memsync pending apply)"
+    "attach memsync.agent in the app, or set [app] stop_command and start_command, or stop "
+    "the app and run again (docs/how-to/maintenance-while-the-app-runs.md); a queued forget, "
+    "erase or prune is applied by memsync job apply-pending (memsync pending apply)"
 )
 
 
@@ -81,19 +82,6 @@ def _holder(config: Config) -> LockHolder | None:
     return None if holder is None or holder.pid == os.getpid() else holder
 
 
-def _find_agent(config: Config) -> Any:
-    """``agent_client.find_agent``: a connected client, or None when no agent answers.
-
-    Raises:
-        UnavailableError: the agent that answers holds another deployment (exit 11).
-    """
-    try:
-        from memsync.stores import agent_client  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # pragma: no cover - until the agent lands
-        return None
-    return agent_client.find_agent(config)
-
-
 def store_free(config: Config) -> bool:
     """Whether no other process holds the vector store (reads /proc only; never locks)."""
     return _holder(config) is None
@@ -105,7 +93,7 @@ def would_take(config: Config) -> Route | None:
     Raises:
         UnavailableError: the agent that answers holds another deployment (exit 11).
     """
-    client = _find_agent(config)
+    client = find_agent(config)
     if client is not None:
         client.close()
         return "agent"
@@ -133,12 +121,8 @@ def open_writer(config: Config, what: str, taken: Taken | None = None) -> Iterat
     """
     taken = taken if taken is not None else Taken()
     recover_window(config)
-    client = _find_agent(config)
+    client = find_agent(config)
     if client is not None:
-        from memsync.stores.agent_client import (  # type: ignore[import-not-found,unused-ignore]
-            AgentWriter,
-        )
-
         with client:
             taken.route = "agent"
             logger.info("route_taken", route="agent", what=what)

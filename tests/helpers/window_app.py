@@ -6,10 +6,12 @@ Usage (the argv lists of ``[app] stop_command`` / ``start_command`` in tests)::
     python tests/helpers/window_app.py stop ROOT    # SIGTERM it (pidfile); return once it is gone
     python tests/helpers/window_app.py serve ROOT   # the app itself (start runs it)
 
-``ROOT`` is a ``memsync.demo.deployment.Paths`` root (hash embedder). ``start`` is idempotent
-(a running app is left alone) and appends its pid to ``ROOT/app-starts.log``; ``stop`` appends
-to ``ROOT/app-stops.log``. The app writes ``ROOT/app.pid`` and prints ``ready`` to
-``ROOT/app.log`` once its ``Memory`` holds the store; on SIGTERM it closes it and exits 0.
+``ROOT`` is a ``memsync.demo.deployment.Paths`` root (hash embedder). The app is
+``memsync.demo.app`` (no agent), writing and searching for its own user ``TRAFFIC_USER`` only.
+``start`` is idempotent (a running app is left alone) and appends its pid to
+``ROOT/app-starts.log``; ``stop`` appends to ``ROOT/app-stops.log``. The app writes
+``ROOT/app.pid`` and prints ``ready PID`` to ``ROOT/app.log`` once its ``Memory`` holds the
+store; on SIGTERM it finishes its current operation, closes it and exits 0.
 With ``WINDOW_APP_FAIL_START=1`` in its environment, ``start`` exits 1 without starting.
 """
 
@@ -25,6 +27,7 @@ from pathlib import Path
 
 DEADLINE_S = 30.0
 REPOSITORY = Path(__file__).resolve().parents[2]
+TRAFFIC_USER = "window-app-traffic"  # the app adds, updates and deletes only its own memories
 
 
 def commands(root: Path) -> str:
@@ -61,6 +64,8 @@ def start(root: Path) -> int:
         return 0
     log = root / "app.log"
     log.write_text("")
+    paths = [str(REPOSITORY), *filter(None, [os.environ.get("PYTHONPATH")])]
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}  # this checkout's memsync
     with log.open("a") as output:
         app = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "serve", str(root)],
@@ -68,9 +73,10 @@ def start(root: Path) -> int:
             stdout=output,
             stderr=output,
             start_new_session=True,
+            env=environ,
         )
     deadline = time.monotonic() + DEADLINE_S
-    while "ready" not in log.read_text():
+    while not any(line.startswith("ready ") for line in log.read_text().splitlines()):
         if app.poll() is not None or time.monotonic() > deadline:
             print(f"app did not start: {log.read_text()[-500:]}", file=sys.stderr)
             return 1
@@ -96,18 +102,14 @@ def stop(root: Path) -> int:
 
 
 def serve(root: Path) -> int:
-    sys.path.insert(0, str(REPOSITORY))  # the memsync of this checkout
-    from memsync.demo import deployment as build
-
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))
-    memory = build.open_memory(build.Paths(root), embedder="memsync_hash")
-    (root / "app.pid").write_text(str(os.getpid()))
-    print("ready", flush=True)
-    while not stopping:
-        time.sleep(0.05)
-    build.close_memory(memory)
-    return 0
+    """The app: ``memsync.demo.app`` (real traffic for a user of its own, no agent)."""
+    os.execv(  # noqa: S606 - the test's own interpreter
+        sys.executable,
+        [
+            sys.executable, "-m", "memsync.demo.app", str(root), "--pidfile",
+            str(root / "app.pid"), "--users", TRAFFIC_USER,
+        ],
+    )  # fmt: skip
 
 
 def main() -> int:
