@@ -247,6 +247,8 @@ def run_reconcile(
         ConfigError: mem0 cannot be built or its embedder fails the probe.
         UnavailableError, TryLaterError: as ``check``.
     """
+    if not dry_run:
+        routes.recover_window(config)  # a window a killed memsync left open: start the app
     resumed = load_journal(config) if not dry_run else None
     taken = routes.Taken()
     snapshot_id = None

@@ -39,7 +39,7 @@ RESULT_CODES = (
     "collection-params", "check", "capture-duration", "mem0-version", "qdrant-client-version",
     "version-mismatch", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
     "daemon-job", "prune-skipped", "old-store-copy", "legacy-point-store", "pending-requests",
-    "pending-erasure-overdue",
+    "pending-erasure-overdue", "window-left-open",
 )  # fmt: skip
 
 

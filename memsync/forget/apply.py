@@ -203,9 +203,15 @@ def run_ask(
 def look(config: Config, now: datetime, what: str, *, writing: bool) -> Inventory:
     """Capture and read the stores (no route); a writer first rolls back hot journals if free.
 
+    A writer also closes a window a killed memsync left open (``routes.recover_window``), so
+    even a command with nothing to do starts the app again.
+
     Raises:
-        UnavailableError: (when ``writing``) the vector store keeps a legacy point store.
+        UnavailableError: (when ``writing``) the vector store keeps a legacy point store, or
+            the left window's start_command failed.
     """
+    if writing:
+        routes.recover_window(config)  # a window a killed memsync left open: start the app
     if writing and routes.store_free(config):
         mem0.prepare_for_writing(config)  # hot journals rolled back before the capture
     before = check.settled_inventory(config, now)[0]

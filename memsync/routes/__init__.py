@@ -22,8 +22,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
@@ -31,6 +29,7 @@ from memsync.config import Config
 from memsync.errors import LockedError
 from memsync.routes.window import (
     WINDOW_FILE,
+    Taken,
     WindowError,
     WindowOverrunError,
     maintenance_window,
@@ -44,7 +43,7 @@ from memsync.stores.writer import Route, Writer
 
 __all__ = [
     "WINDOW_FILE", "NoRouteError", "Taken", "WindowError", "WindowOverrunError", "open_writer",
-    "store_free", "would_take",
+    "recover_window", "store_free", "would_take",
 ]  # fmt: skip
 
 logger = structlog.get_logger(__name__)
@@ -58,22 +57,6 @@ NO_ROUTE_HINT = (
 
 class NoRouteError(LockedError):
     """No route can write now: the app holds the store, no agent answers, no window (exit 12)."""
-
-
-@dataclass(slots=True)
-class Taken:
-    """What a write took: its route, and for a window its downtime in seconds.
-
-    Filled by ``open_writer`` (``route`` when the writer is yielded, ``downtime_s`` when a
-    window closes); ``route`` stays None when no route was opened.
-    """
-
-    route: Route | None = None
-    downtime_s: float | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        """``{"route": ..., "downtime_s": ...}`` for a command's JSON report."""
-        return {"route": self.route, "downtime_s": self.downtime_s}
 
 
 def _holder(config: Config) -> LockHolder | None:

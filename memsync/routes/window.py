@@ -13,7 +13,6 @@ window, so a memsync killed inside one (SIGKILL) has the app started by the next
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -22,6 +21,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import FrameType, TracebackType
 from typing import Any
@@ -31,7 +31,7 @@ import structlog
 from memsync.config import Config
 from memsync.errors import LockedError, TryLaterError, UnavailableError
 from memsync.model import HistoryEvent
-from memsync.state import write_json_atomic
+from memsync.state import WINDOW_FILE, window_left_open, write_json_atomic
 from memsync.stores import mem0
 from memsync.stores.vector_store import vector_store_for
 from memsync.stores.writer import Route, Writer
@@ -39,7 +39,6 @@ from memsync.utc import iso
 
 logger = structlog.get_logger(__name__)
 
-WINDOW_FILE = "window.json"
 POLL_S = 0.05
 HANDLED_WAIT_S = 1.0
 
@@ -54,6 +53,22 @@ class WindowOverrunError(TryLaterError):
 
 class Overrun(BaseException):
     """Raised inside the window's work at its deadline (a BaseException: nothing swallows it)."""
+
+
+@dataclass(slots=True)
+class Taken:
+    """What a write took: its route, and for a window its downtime in seconds.
+
+    Filled by ``memsync.routes.open_writer`` (``route`` when the writer is yielded,
+    ``downtime_s`` when a window closes); ``route`` stays None when no route was opened.
+    """
+
+    route: Route | None = None
+    downtime_s: float | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """``{"route": ..., "downtime_s": ...}`` for a command's JSON report."""
+        return {"route": self.route, "downtime_s": self.downtime_s}
 
 
 class Window:
@@ -71,11 +86,11 @@ class Window:
 
 
 @contextmanager
-def maintenance_window(config: Config, what: str, taken: Any) -> Iterator[Writer]:
+def maintenance_window(config: Config, what: str, taken: Taken) -> Iterator[Writer]:
     """Stop the app, yield a deadline-checked direct ``Writer`` (route window), start the app.
 
-    ``taken`` (a ``memsync.routes.Taken``) gets ``route = "window"`` when the writer is
-    yielded and ``downtime_s`` (seconds, stop issued to start returned) when the window closes.
+    ``taken`` gets ``route = "window"`` when the writer is yielded and ``downtime_s``
+    (seconds, from the stop issued to the start returned) when the window closes.
 
     Raises:
         WindowError: stop_command failed or timed out, or the store stayed held (exit 12).
@@ -113,7 +128,7 @@ def maintenance_window(config: Config, what: str, taken: Any) -> Iterator[Writer
         _close(config, window, taken)
 
 
-def _close(config: Config, window: Window, taken: Any) -> None:
+def _close(config: Config, window: Window, taken: Taken) -> None:
     """Run start_command (signals deferred), record the downtime, log, drop the marker."""
     assert config.app.start_command is not None
     started = True
@@ -168,7 +183,8 @@ def run_command(
     """Run ``argv`` (no shell, its own session, output to a temporary file) within ``timeout_s``.
 
     The command's own session keeps a terminal's Ctrl-C away from it; its output goes to a
-    file, not a pipe, so a daemon it starts in the background never holds memsync up.
+    file, not a pipe, so a daemon it starts in the background never holds memsync up. When
+    memsync is interrupted meanwhile, the command is killed before the interrupt goes on.
 
     Raises:
         error: (the class given) it cannot be run, exits non-zero (the message quotes its last
@@ -191,9 +207,11 @@ def run_command(
             ) from failure
         try:
             code = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        except BaseException as interrupted:  # a timeout, or SIGTERM/Ctrl-C meanwhile
+            process.kill()  # never left running behind memsync (a stop racing the start)
             process.wait()
+            if not isinstance(interrupted, subprocess.TimeoutExpired):
+                raise
             raise error(
                 f"[app] {name} ({command}) did not finish in {timeout_s:g} s and was killed",
                 f"make {name} return once the app is {'stopped' if 'stop' in name else 'started'}",
@@ -300,22 +318,15 @@ def _mark(config: Config, what: str) -> None:
 
 
 def recover_window(config: Config) -> None:
-    """Start the app when a memsync died inside a window (``window.json`` left, its pid gone).
+    """Start the app when a memsync died inside a window (``state.window_left_open``).
 
     Idempotent. Nothing happens when there is no marker, or its memsync still runs.
 
     Raises:
         UnavailableError: start_command failed (the marker stays for the next try).
     """
-    path = config.state_dir / WINDOW_FILE
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return
-    except (OSError, ValueError):
-        document = {}
-    pid = document.get("pid") if isinstance(document, Mapping) else None
-    if isinstance(pid, int) and pid != os.getpid() and _alive(pid):
+    document = window_left_open(config.state_dir)
+    if document is None:
         return
     logger.warning(
         "window_recovered", what=document.get("what"), opened_at=document.get("opened_at")
@@ -324,17 +335,7 @@ def recover_window(config: Config) -> None:
         run_command(
             config.app.start_command, "start_command", config.app.max_downtime_s, UnavailableError
         )
-    path.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    (config.state_dir / WINDOW_FILE).unlink(missing_ok=True)
 
 
 class BoundedWriter:
@@ -406,6 +407,6 @@ class BoundedWriter:
 
 
 __all__ = [
-    "WINDOW_FILE", "BoundedWriter", "Overrun", "WindowError", "WindowOverrunError",
+    "WINDOW_FILE", "BoundedWriter", "Overrun", "Taken", "WindowError", "WindowOverrunError",
     "maintenance_window", "recover_window", "run_command",
 ]  # fmt: skip

@@ -209,3 +209,24 @@ def test_an_erasure_through_a_window_rewrites_the_files_while_the_app_runs_again
     assert pid is not None and holder == pid  # the rewrite ran with the app holding the store
     stored = [deployment.paths.history_db, *deployment.paths.qdrant.rglob("storage.sqlite")]
     assert not [path for path in stored if secret.encode() in path.read_bytes()]
+
+
+def test_a_failing_start_command_exits_11_and_the_next_write_starts_the_app(
+    windowed, cli, monkeypatch
+):
+    deployment, expired = windowed()
+    monkeypatch.setenv("WINDOW_APP_FAIL_START", "1")  # start_command inherits memsync's env
+    result = cli("prune", "--json", config=deployment.config)
+    error = json.loads(result.err.splitlines()[-1])
+    assert result.code == 11 and "[app] start_command" in error["message"]
+    assert window_app.pid_of(deployment.paths.root) is None  # the app is down, and says so:
+    doctor = cli("doctor", "--json", config=deployment.config)
+    left = [r for r in doctor.json()["results"] if r["code"] == "window-left-open"]
+    assert doctor.code == 3 and left and left[0]["status"] == "error"
+    monkeypatch.delenv("WINDOW_APP_FAIL_START")
+    result = cli("prune", "--json", config=deployment.config)  # nothing left to prune
+    assert result.code == 0 and result.json()["deleted"] == [] and result.json()["route"] is None
+    pid, holder, starts, stops = app_state(deployment)
+    assert pid is not None and holder == pid and (starts, stops) == (2, 1)
+    assert not (deployment.paths.state / "window.json").exists()
+    assert not set(expired) & live_ids(deployment)  # the first prune's deletes were done
