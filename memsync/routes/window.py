@@ -284,7 +284,12 @@ class _Watchdog:
             waited = time.monotonic() + HANDLED_WAIT_S
             while self._sent and not self._handled and time.monotonic() < waited:
                 time.sleep(0.001)  # a signal sent is handled here, never by the previous handler
-            signal.signal(signal.SIGALRM, self._previous)
+            signal.signal(signal.SIGALRM, _handler_or_default(self._previous))
+
+
+def _handler_or_default(handler: Any) -> Any:
+    """A handler ``signal.signal`` returned, fit to be put back (None: installed outside Python)."""
+    return signal.SIG_DFL if handler is None else handler
 
 
 @contextmanager
@@ -303,7 +308,7 @@ def _signals_deferred() -> Iterator[None]:
         yield
     finally:
         for number, handler in previous.items():
-            signal.signal(number, handler)
+            signal.signal(number, _handler_or_default(handler))
     if arrived:
         raise KeyboardInterrupt
 

@@ -101,6 +101,9 @@ def test_a_queued_prune_is_recorded_once_and_applied_when_the_holder_stops(make_
 def test_pending_apply_dry_run_names_the_route_and_changes_nothing(deployment, cli):
     deployment.close()
     with app_holding(deployment.paths.qdrant):
+        code, would = run(cli, deployment, "forget", deployment.seeded.live[0], "--dry-run")
+        assert code == 0 and would["route"] == "queued" and would["pending_id"] is None
+        assert pending.load(deployment.paths.state) == []  # a dry run queues nothing
         code, asked = run(cli, deployment, "forget", deployment.seeded.live[0], "--yes")
         assert code == 5
         code, dry = run(cli, deployment, "pending", "apply", "--dry-run")
