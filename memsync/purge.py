@@ -86,6 +86,7 @@ def purge_snapshot(
             journal_modes={
                 entry.path: entry.journal_mode for entry in old.files if entry.journal_mode
             },
+            quiesced=old.quiesced,
         )
         report = snapshot.verify_directory(config, work, now)
         broken = [

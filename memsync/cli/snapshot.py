@@ -128,6 +128,8 @@ def run_create(args: argparse.Namespace) -> int:
         "signed": manifest.signature is not None,
         "upload": upload,
         "removed_partials": [str(p) for p in created.removed_partials],
+        "quiesced": bool(manifest.quiesced),
+        "route": "agent" if manifest.quiesced is not None else "none",
         "capture_budget": budget.to_json(),
     }
     counts = manifest.check
@@ -139,6 +141,8 @@ def run_create(args: argparse.Namespace) -> int:
     )
     if upload is not None:
         text += f"; uploaded {upload['sent']} files ({upload['skipped']} already there)"
+    if manifest.quiesced:
+        text += "; app writes paused by its agent for the capture (quiesced)"
     if counts.get("unsettled"):
         text += f"; {len(counts['unsettled'])} writes caught in the capture could not be settled"
     text += "".join(_near_timeout_lines(budget))

@@ -26,6 +26,7 @@ from memsync.model import CaptureWindow, CheckReport, Inventory
 from memsync.repository import LocalRepository, encryption_key, snapshot_dir
 from memsync.state import fsync_dir, write_json_atomic
 from memsync.stores import deployment, snapshots, versions
+from memsync.stores.agent_client import find_agent
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, sign
 from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
 from memsync.stores.vector_store import refuse_legacy_store
@@ -38,6 +39,7 @@ Progress = Callable[[int, int], None]
 # and the pause between two (seconds): each capture is a new, independent copy of both stores.
 SETTLE_ATTEMPTS = 5
 SETTLE_PAUSE_S = 0.2
+DEFAULT_LEASE_S = 30.0  # [app] pause_lease_s: how long a quiesced capture may hold app writes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,7 +155,7 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
     removed = snapshots.remove_stale_partials(directory)
     repository = LocalRepository(directory)
     with repository.building(now) as (snapshot_id, partial):
-        captured, judged = _settled_capture(config, partial, now.date(), progress)
+        captured, judged, quiesced = _settled_capture(config, partial, now.date(), progress)
         manifest = finish_directory(
             config,
             partial,
@@ -164,6 +166,7 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
             *keys,
             progress=progress,
             judged=judged,
+            quiesced=quiesced,
         )
         final = repository.commit(snapshot_id, partial, None)
     logger.info("snapshot_created", snapshot_id=snapshot_id, size_bytes=manifest.size_bytes)
@@ -172,29 +175,61 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
 
 def _settled_capture(
     config: Config, partial: Path, today: date, progress: Progress | None
-) -> tuple[deployment.Captured, tuple[Inventory, CheckReport]]:
-    """Capture into ``partial`` until no write is caught in the window (``in-flight``).
+) -> tuple[deployment.Captured, tuple[Inventory, CheckReport], bool | None]:
+    """Capture into ``partial``: quiesced through the app's agent, else until settled.
 
-    At most ``SETTLE_ATTEMPTS`` captures, ``SETTLE_PAUSE_S`` apart; each new one replaces the
-    files of the last. Returns the capture with its inventory and judged report: the first
-    settled one, else the last (its manifest then lists the unsettled memory ids). Raises as ``deployment.capture``.
+    With an agent (``agent_client.find_agent``), app writes are paused for the one capture,
+    so both stores are copied at one instant (``quiesced`` True unless the lease ran out).
+    Without, at most ``SETTLE_ATTEMPTS`` captures, ``SETTLE_PAUSE_S`` apart, until no write
+    is caught in the window (``in-flight``); each new one replaces the files of the last.
+    Returns the capture, its inventory and judged report, and ``quiesced`` (None: no agent
+    answered; False: it did, but the pair kept is not one instant). Raises as
+    ``deployment.capture``; UnavailableError when an agent serves another deployment.
     """
+    quiesced = _quiesced_capture(config, partial)
+    agent = None if quiesced is None else False
     for attempt in range(1, SETTLE_ATTEMPTS + 1):
-        captured = deployment.capture(config, partial)
+        captured = quiesced[0] if quiesced else deployment.capture(config, partial)
         refuse_legacy_store(
             captured.vectors.legacy_files, "snapshot create"
         )  # its points would be missing
         inventory = deployment.read_inventory(captured, config, progress)
         report = check.judge(inventory, today)
-        if not unsettled(report):
-            return captured, (inventory, report)
+        exact = quiesced is not None and quiesced[1]
+        if exact or not unsettled(report):
+            return captured, (inventory, report), exact or agent
+        quiesced = None
         if attempt == SETTLE_ATTEMPTS:
             break
         logger.info("snapshot_recapture", attempt=attempt, unsettled=len(unsettled(report)))
         _clear_capture(partial)
         time.sleep(SETTLE_PAUSE_S)
     logger.warning("snapshot_unsettled", unsettled=unsettled(report))
-    return captured, (inventory, report)
+    return captured, (inventory, report), agent
+
+
+def _quiesced_capture(config: Config, partial: Path) -> tuple[deployment.Captured, bool] | None:
+    """One capture with the app's writes paused by its agent; None when no agent answers.
+
+    Returns the capture and whether it was exact (the pause held for the whole copy: the
+    lease, ``[app] pause_lease_s``, did not run out). Logs ``capture_quiesced`` with the
+    seconds app writes were held.
+    """
+    client = find_agent(config)
+    if client is None:
+        return None
+    lease_s = float(getattr(getattr(config, "app", None), "pause_lease_s", DEFAULT_LEASE_S))
+    with client, client.paused(lease_s) as pause:
+        captured = deployment.capture(config, partial)
+    exact = not pause.get("lease_ran_out", True)
+    logger.info(
+        "capture_quiesced",
+        held_s=pause.get("held_s"),
+        waited_s=pause.get("waited_s"),
+        exact=exact,
+        agent_pid=client.hello.get("pid"),
+    )
+    return captured, exact
 
 
 def _clear_capture(partial: Path) -> None:
@@ -220,6 +255,7 @@ def finish_directory(
     progress: Progress | None = None,
     journal_modes: Mapping[str, str] | None = None,
     judged: tuple[Inventory, CheckReport] | None = None,
+    quiesced: bool | None = None,
 ) -> Manifest:
     """Check a captured layout in ``partial`` and write its manifest (sealing files when keyed).
 
@@ -228,6 +264,7 @@ def finish_directory(
     ``journal_modes`` (by path in the snapshot) stands in for the live files' modes when the
     layout is not a fresh capture (a purge rewrites an existing snapshot). ``judged``, when
     given, is the layout's already read inventory and its report (neither is redone).
+    ``quiesced`` (None: not recorded) goes to the manifest's ``capture.quiesced``.
 
     Raises:
         UnavailableError: a file fails its integrity check or a point does not decode.
@@ -254,6 +291,8 @@ def finish_directory(
         versions=versions.tracked_versions(),
         encryption={"algorithm": seal.ALGORITHM} if encryption else None,
     )
+    if quiesced is not None:
+        manifest = replace(manifest, quiesced=quiesced)
     if signing is not None:
         manifest = replace(manifest, signature=sign(manifest, signing))
     for path in sorted(partial.rglob("*")):

@@ -109,6 +109,7 @@ class Manifest:
     encryption: dict[str, Any] | None = None
     signature: str | None = None
     mode: str = "embedded"
+    quiesced: bool | None = None
     format: int = FORMAT_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -166,6 +167,7 @@ class Manifest:
                 "history_at": utc.iso(window.history_at),
                 "history_finished_at": utc.iso(window.history_finished_at),
                 "longest_read_s": window.longest_read_s,
+                **({} if self.quiesced is None else {"quiesced": self.quiesced}),
             },
             "files": [entry.to_json() for entry in sorted(self.files, key=lambda e: e.path)],
             "collections": self.collections,
@@ -270,6 +272,7 @@ def parse(document: object, expected_id: str | None, where: str) -> Manifest:
             history_finished_at=utc.parse(capture.history_finished_at),
             longest_read_s=float(capture.longest_read_s),
         ),
+        quiesced=capture.quiesced,
         files=tuple(
             FileEntry(
                 path=e.path,

@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -93,6 +94,7 @@ class _Capture(BaseModel):
     history_at: _Timestamp
     history_finished_at: _Timestamp
     longest_read_s: Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)] = 0.0
+    quiesced: StrictBool | None = None  # since issue 10: app writes paused by the agent
 
 
 class _Collection(BaseModel):

@@ -1,0 +1,285 @@
+"""memsync's side of the agent protocol (``memsync.agent``): find the app's agent, ask it to write.
+
+``find_agent`` connects to the agent of the app that holds this deployment's store and checks
+that it serves this deployment (store path, collection, history.db); ``AgentWriter`` is the
+``Writer`` of the **agent** route; ``AgentClient.paused`` closes the app's write gate for an
+exact capture. Protocol 1: one JSON object per line over a Unix stream socket (see
+``memsync.agent`` and docs/reference/agent-protocol.md).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import psutil
+import structlog
+
+from memsync.config import Config
+from memsync.errors import UnavailableError
+from memsync.model import HistoryEvent
+from memsync.stores import history
+from memsync.stores.vector_store import vector_store_for
+from memsync.stores.writer import Route
+
+logger = structlog.get_logger(__name__)
+
+PROTOCOL = 1
+AGENT_SOCKET_NAME = "memsync-agent.sock"  # memsync.agent.SOCKET_NAME (that module is stdlib-only)
+REPLY_LIMIT_BYTES = 16 * 1024 * 1024
+
+
+class AgentError(UnavailableError):
+    """The agent answered a request with an error (exit 11); ``kind`` is its error type."""
+
+    def __init__(self, op: str, kind: str, message: str, socket_path: Path) -> None:
+        super().__init__(
+            f"the app's memsync agent at {socket_path} refused or failed {op!r}: {kind}: {message}",
+            "see the app's log (logger memsync.agent) for the request",
+        )
+        self.op = op
+        self.kind = kind
+
+
+class AgentClient:
+    """One connection to an app's agent. Use as a context manager; not thread-safe.
+
+    Raises (every method): UnavailableError (exit 11) when the connection breaks or the reply
+    is not protocol 1; AgentError when the agent answers with an error.
+    """
+
+    def __init__(self, path: Path, sock: socket.socket) -> None:
+        self.path = path
+        self._socket = sock
+        self._reader = sock.makefile("rb")
+        self._next_id = 0
+        self.hello: dict[str, Any] = self.call("hello")
+
+    @classmethod
+    def connect(cls, path: Path, timeout_s: float = 30.0) -> AgentClient:
+        """Connect to the agent at ``path`` and greet it (``hello``).
+
+        Raises:
+            UnavailableError: nothing listens there, or it does not answer within ``timeout_s``.
+        """
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout_s)
+        try:
+            sock.connect(str(path))
+            return cls(path, sock)
+        except OSError as error:
+            sock.close()
+            raise UnavailableError(
+                f"no memsync agent answers on {path}: {error.strerror or error}",
+                "is the app running with memsync.agent.attach(memory)? see "
+                "docs/how-to/maintenance-while-the-app-runs.md",
+            ) from error
+        except BaseException:
+            sock.close()
+            raise
+
+    def __enter__(self) -> AgentClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (the agent resumes app writes if this connection paused them)."""
+        with suppress(OSError):
+            self._reader.close()
+        with suppress(OSError):
+            self._socket.close()
+
+    def call(self, op: str, **args: Any) -> Any:
+        """Send one request and return its ``result``. See the class for the errors."""
+        self._next_id += 1
+        request = {"v": PROTOCOL, "id": self._next_id, "op": op, "args": args}
+        try:
+            self._socket.sendall(json.dumps(request).encode() + b"\n")
+            line = self._reader.readline(REPLY_LIMIT_BYTES)
+        except OSError as error:
+            raise UnavailableError(
+                f"the memsync agent at {self.path} stopped answering during {op!r}: {error}",
+                "the app may have stopped or be busy; run the command again (it is idempotent)",
+            ) from error
+        try:
+            reply = json.loads(line)
+            ok = bool(reply["ok"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise UnavailableError(
+                f"the memsync agent at {self.path} gave no valid reply to {op!r}"
+                + (" (it closed the connection)" if not line else ""),
+                "the app may have stopped mid-request; run the command again (it is idempotent)",
+            ) from error
+        if not ok:
+            problem = reply.get("error") or {}
+            raise AgentError(op, str(problem.get("type")), str(problem.get("message")), self.path)
+        return reply.get("result")
+
+    @contextmanager
+    def paused(self, lease_s: float) -> Iterator[dict[str, Any]]:
+        """Hold the app's writes for the block (in-flight writes finish before it starts).
+
+        Yields the agent's pause reply (``lease_s`` granted, ``waited_s``); after the block the
+        same dict also holds the resume reply: ``held_s`` and ``lease_ran_out`` (True: app
+        writes went on before the block ended, so it was not fully quiesced). The app resumes
+        at the block's end, when this connection closes, or when the lease runs out.
+        """
+        state: dict[str, Any] = dict(self.call("pause", lease_s=lease_s))
+        try:
+            yield state
+        finally:
+            try:
+                state.update(self.call("resume"))
+            except UnavailableError:
+                state["lease_ran_out"] = True
+
+
+def _holder_sockets(pid: int) -> list[Path]:
+    """The Unix sockets named ``memsync-agent.sock`` process ``pid`` listens on. Reads /proc."""
+    try:
+        connections = psutil.Process(pid).net_connections(kind="unix")
+    except (psutil.Error, OSError):
+        return []
+    paths: set[str] = {str(c.laddr) for c in connections if isinstance(c.laddr, str)}
+    return sorted(Path(p) for p in paths if Path(p).name == AGENT_SOCKET_NAME)
+
+
+def agent_socket_for(config: Config) -> Path | None:
+    """The agent socket to try: ``[app] agent_socket``, else the store holder's. Reads only."""
+    configured = getattr(getattr(config, "app", None), "agent_socket", None)
+    if configured is not None:
+        return Path(configured)
+    holder = vector_store_for(config).holder()
+    if holder is None:
+        return None
+    found = _holder_sockets(holder.pid)
+    return found[0] if found else None
+
+
+def require_same_deployment(client: AgentClient, config: Config) -> None:
+    """Raise UnavailableError (exit 11) unless the agent's app holds this deployment's store."""
+    hello = client.hello
+    store = hello.get("vector_store") or {}
+    theirs = {
+        "vector store path": store.get("path"),
+        "collection": store.get("collection"),
+        "history.db": hello.get("history_db_path"),
+    }
+    ours = {
+        "vector store path": str(config.qdrant_path.resolve()),
+        "collection": config.collection,
+        "history.db": str(config.history_db_path.resolve()),
+    }
+    differ = [f"{k} {theirs[k]!r} (memsync: {ours[k]!r})" for k in ours if theirs[k] != ours[k]]
+    holder = vector_store_for(config).holder()
+    if holder is not None and holder.pid != hello.get("pid"):
+        differ.append(f"pid {hello.get('pid')} (the store is held by pid {holder.pid})")
+    if hello.get("protocol") != PROTOCOL:
+        differ.append(f"protocol {hello.get('protocol')!r} (memsync speaks {PROTOCOL})")
+    if differ:
+        raise UnavailableError(
+            f"the memsync agent at {client.path} serves another deployment: " + "; ".join(differ),
+            "point [app] agent_socket at this deployment's app, or fix memsync's [mem0] paths",
+        )
+
+
+def find_agent(config: Config, timeout_s: float = 30.0) -> AgentClient | None:
+    """Connect to the agent of the app holding this deployment; None when no agent answers.
+
+    Raises:
+        UnavailableError: (exit 11) an agent answers but serves another deployment.
+    """
+    path = agent_socket_for(config)
+    if path is None or not path.exists():
+        return None
+    try:
+        client = AgentClient.connect(path, timeout_s)
+    except UnavailableError as error:
+        logger.info("agent_not_answering", socket=str(path), error=error.message)
+        return None
+    try:
+        require_same_deployment(client, config)
+    except BaseException:
+        client.close()
+        raise
+    logger.info("agent_found", socket=str(path), pid=client.hello.get("pid"))
+    return client
+
+
+class AgentWriter:
+    """The **agent** route's ``Writer``: the app's own ``Memory`` does each write (see ``Writer``).
+
+    History-only writes go to history.db directly, as on every route.
+    """
+
+    route: Route = "agent"
+
+    def __init__(self, client: AgentClient, config: Config) -> None:
+        self.client = client
+        self._config = config
+
+    def payload(self, memory_id: str) -> dict[str, Any] | None:
+        """The app's live payload for the memory, or None. Reads only."""
+        found = self.client.call("get", memory_id=memory_id)
+        return None if found is None else dict(found)
+
+    def exists(self, memory_id: str) -> bool:
+        """Whether the app's store has the point. Reads only."""
+        return self.payload(memory_id) is not None
+
+    def delete(self, memory_id: str) -> bool:
+        """``Memory.delete`` in the app; False when it had no point. Idempotent."""
+        return bool(self.client.call("delete", memory_id=memory_id)["deleted"])
+
+    def update_text(self, memory_id: str, text: str) -> bool:
+        """``Memory.update`` in the app (re-embeds). Raises LookupError: no point."""
+        try:
+            return bool(self.client.call("update", memory_id=memory_id, text=text)["updated"])
+        except AgentError as error:
+            if "has no point" in error.message:
+                raise LookupError(f"memory {memory_id} has no point") from error
+            raise
+
+    def update_metadata(self, memory_id: str, metadata: Mapping[str, Any]) -> bool:
+        """Merge ``metadata`` through ``Memory.update`` in the app; False when no point."""
+        result = self.client.call("update", memory_id=memory_id, metadata=dict(metadata))
+        return bool(result["updated"])
+
+    def put_back(self, point_id: str, vector: Sequence[float], payload: Mapping[str, Any]) -> bool:
+        """Insert a lost point in the app's store; False when it is there. Idempotent."""
+        result = self.client.call(
+            "put_back", point_id=point_id, vector=[float(x) for x in vector], payload=dict(payload)
+        )
+        return bool(result["inserted"])
+
+    def relink_entity(self, entity_id: str, remaining: Sequence[str]) -> bool:
+        """Set an entity's links in the app's entity store (delete it when empty)."""
+        return bool(
+            self.client.call("relink_entity", entity_id=entity_id, remaining=list(remaining))[
+                "changed"
+            ]
+        )
+
+    def touch_entity_store(self) -> None:
+        """Nothing to do: the agent initialises the entity store before its first delete."""
+
+    def probe_embedder(self) -> None:
+        """Nothing to do: the app's embedder serves the app; a failing update reports itself."""
+
+    def record_events(self, events: Sequence[HistoryEvent]) -> int:
+        """Insert memsync's history rows (history.db directly; SQLite busy timeout 5 s).
+
+        Raises:
+            TryLaterError: history.db stays locked; UnavailableError: it cannot be written.
+        """
+        return history.insert_repair_events(self._config.history_db_path, list(events))
+
+    def delete_messages(self, scope: str) -> int:
+        """Delete one session scope's raw ``messages`` rows (history.db directly)."""
+        return history.delete_message_scope(self._config.history_db_path, scope)
