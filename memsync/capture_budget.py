@@ -20,6 +20,9 @@ A file whose estimate exceeds ``WARN_HOLD_S`` (2.5 s: half the busy timeout, a 2
 the rate's spread between captures) and that is not in WAL mode is "near the timeout":
 ``snapshot create`` logs ``capture_near_busy_timeout`` and reports it in its JSON
 (``capture_budget``), and doctor emits ``wal-recommended``. The fix is ``memsync tune --wal``.
+When the app's agent answers, ``snapshot create`` pauses the app's writes for its capture
+(they wait at the agent's gate, not on SQLite), so it warns about nothing; ``check`` and
+``doctor`` captures are never paused, so doctor's recommendation stands.
 
 The state file (version 1)::
 
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,7 @@ import structlog
 from memsync.config import Config
 from memsync.errors import MemsyncError
 from memsync.state import write_json_atomic
+from memsync.stores.agent_client import find_agent
 from memsync.stores.journal_mode import WAL, LiveFile, live_files
 from memsync.stores.manifest import Manifest
 from memsync.stores.sqlite_files import CopyResult
@@ -56,6 +60,7 @@ MIN_SAMPLE_BYTES = 4 * 1024 * 1024
 KEEP_SAMPLES = 5
 DEFAULT_RATE_BYTES_PER_S = 100_000_000.0
 FIX = "memsync tune --wal"
+AGENT_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,22 +130,29 @@ class FileBudget:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CaptureBudget:
-    """Every live file's estimate, the rate used and the threshold (seconds)."""
+    """Every live file's estimate, the rate used and the threshold (seconds).
+
+    ``agent``: the app's memsync agent answers, so ``snapshot create`` pauses the app's writes
+    for its capture (they wait at the agent's gate, not on SQLite's busy timeout): no file is
+    near the timeout then, whatever its estimate.
+    """
 
     files: tuple[FileBudget, ...]
     rate: CopyRate
     threshold_s: float = WARN_HOLD_S
+    agent: bool = False
 
     @property
     def near_timeout(self) -> tuple[FileBudget, ...]:
         """The files a capture could hold close to the busy timeout, in capture order."""
-        return tuple(f for f in self.files if f.near_timeout)
+        return () if self.agent else tuple(f for f in self.files if f.near_timeout)
 
     def to_json(self) -> dict[str, Any]:
         """The ``capture_budget`` object of ``snapshot create --json`` and ``tune --json``."""
         return {
             "busy_timeout_s": BUSY_TIMEOUT_S,
             "warn_above_s": self.threshold_s,
+            "agent": self.agent,
             "rate": self.rate.to_json(),
             "files": [f.to_json() for f in self.files],
             "near_timeout": [
@@ -311,12 +323,14 @@ def estimate(config: Config, extra: Sequence[CopyRate] = ()) -> CaptureBudget:
 def warn_before_capture(config: Config) -> CaptureBudget:
     """Estimate the budget and log ``capture_near_busy_timeout`` for each file near it.
 
-    Called before a capture (``snapshot create``, also as the daemon's snapshot job). Reads
-    only. Never raises for a store problem (the capture that follows reports it): an
-    unreadable store gives an empty budget.
+    Called before ``snapshot create``'s capture (also the daemon's snapshot job, which runs
+    that command). When the app's agent answers, the capture will pause the app's writes and
+    nothing is logged (``CaptureBudget.agent``). Reads only (and greets the agent). Never
+    raises for a store problem (the capture that follows reports it): an unreadable store
+    gives an empty budget.
     """
     try:
-        budget = estimate(config)
+        budget = replace(estimate(config), agent=_agent_answers(config))
     except MemsyncError:
         return CaptureBudget(files=(), rate=pick_rate(load_samples(config.state_dir)))
     for near in budget.near_timeout:
@@ -332,3 +346,15 @@ def warn_before_capture(config: Config) -> CaptureBudget:
             fix=FIX,
         )
     return budget
+
+
+def _agent_answers(config: Config) -> bool:
+    """Whether the app's memsync agent answers for this deployment (``find_agent``)."""
+    try:
+        client = find_agent(config, timeout_s=AGENT_TIMEOUT_S)
+    except MemsyncError:  # an agent of another deployment: the capture refuses it anyway
+        return False
+    if client is None:
+        return False
+    client.close()
+    return True

@@ -26,12 +26,14 @@ import structlog
 from memsync.config import Config
 from memsync.errors import LockedError, UnavailableError
 from memsync.stores import journal_mode
+from memsync.stores.agent_client import AgentClient, find_agent
 from memsync.stores.journal_mode import ROLLBACK, WAL, LiveFile
 from memsync.stores.vector_store import vector_store_for
 
 logger = structlog.get_logger(__name__)
 
 TARGETS = (WAL, ROLLBACK)
+DEFAULT_LEASE_S = 30.0  # [app] pause_lease_s: how long the agent may hold the app's writes
 __all__ = ["ROLLBACK", "TARGETS", "WAL", "Tuned", "TunedFile", "apply_tune", "plan_tune"]
 NO_ROUTE_HINT = (
     "stop the app and run memsync tune --wal again, or attach memsync's agent in the app "
@@ -80,6 +82,9 @@ class Tuned:
         files: every live SQLite file, in capture order.
         holder: the process holding the store (``LockHolder.describe()``), or None.
         blocked: on a dry run with no route: why (the message exit 12 would give); else None.
+        paused_s: agent route: seconds the app's writes were held (None otherwise).
+        lease_ran_out: agent route: the app's writes resumed before every file was switched
+            (harmless: a switch to WAL is safe while the app writes; it only waited longer).
     """
 
     target: str
@@ -88,6 +93,8 @@ class Tuned:
     files: tuple[TunedFile, ...]
     holder: str | None = None
     blocked: str | None = None
+    paused_s: float | None = None
+    lease_ran_out: bool | None = None
 
     @property
     def changed(self) -> tuple[TunedFile, ...]:
@@ -139,36 +146,76 @@ def apply_tune(config: Config, target: str, *, dry_run: bool = False) -> Tuned:
     if not tuned.changed:
         return tuned if dry_run else replace(tuned, files=_read_back(planned))
     try:
-        route = _route(target, described)
+        agent = _route(config, target, described)
     except LockedError as error:
         if dry_run:
             return replace(tuned, blocked=error.message)
         raise
+    if agent is None:
+        tuned = replace(tuned, route="direct")
+        if not dry_run:
+            _switch(tuned.changed, target)
+    else:
+        tuned = replace(tuned, route="agent")
+        with agent:
+            if not dry_run:
+                tuned = _switch_paused(agent, tuned, _lease_s(config))
     if dry_run:
-        return replace(tuned, route=route)
-    _switch_direct(tuned.changed, target)
-    result = replace(tuned, route=route, files=_read_back(planned))
+        return tuned
+    result = replace(tuned, files=_read_back(planned))
     _require_target(result)
     return result
 
 
-def _route(target: str, holder: str | None) -> str:
-    """The route a switch to ``target`` takes now. Raises LockedError when none is open."""
+def _route(config: Config, target: str, holder: str | None) -> AgentClient | None:
+    """The agent to switch through (None: direct, the store is free).
+
+    Raises:
+        LockedError: the app holds the store and no route is open (no agent, or leaving WAL).
+        UnavailableError: the agent that answers serves another deployment.
+    """
     if holder is None:
-        return "direct"
+        return None
     if target == ROLLBACK:
         raise LockedError(
             f"tune --rollback-journal: the store is held by {holder}; leaving WAL mode needs "
             "every connection to the files closed",
             "stop the app, then run memsync tune --rollback-journal again",
         )
-    raise LockedError(
-        f"tune --wal: the store is held by {holder} and no memsync agent answers for it",
-        NO_ROUTE_HINT,
+    agent = find_agent(config)
+    if agent is None:
+        raise LockedError(
+            f"tune --wal: the store is held by {holder} and no memsync agent answers for it",
+            NO_ROUTE_HINT,
+        )
+    return agent
+
+
+def _lease_s(config: Config) -> float:
+    """``[app] pause_lease_s`` (seconds), or the default when the config has no ``[app]``."""
+    return float(getattr(getattr(config, "app", None), "pause_lease_s", DEFAULT_LEASE_S))
+
+
+def _switch_paused(agent: AgentClient, tuned: Tuned, lease_s: float) -> Tuned:
+    """Switch ``tuned``'s files with the app's writes held by its agent; record the pause."""
+    with agent.paused(lease_s) as pause:
+        _switch(tuned.changed, tuned.target)
+    held = pause.get("held_s")
+    ran_out = bool(pause.get("lease_ran_out", False))
+    logger.info(
+        "tune_paused",
+        held_s=held,
+        lease_ran_out=ran_out,
+        agent_pid=agent.hello.get("pid"),
+    )
+    return replace(
+        tuned,
+        paused_s=float(held) if isinstance(held, int | float) else None,
+        lease_ran_out=ran_out,
     )
 
 
-def _switch_direct(files: Sequence[TunedFile], target: str) -> None:
+def _switch(files: Sequence[TunedFile], target: str) -> None:
     """Set ``target`` mode on each file, in order (the store is free or the app paused)."""
     for entry in files:
         answer = journal_mode.switch(entry.path, target)

@@ -65,6 +65,8 @@ def document(tuned: tune.Tuned) -> dict[str, Any]:
         "blocked": tuned.blocked,
         "files": [entry.to_json() for entry in tuned.files],
         "changed": len(tuned.changed),
+        "paused_s": tuned.paused_s,
+        "lease_ran_out": tuned.lease_ran_out,
     }
 
 
@@ -84,8 +86,13 @@ def text(tuned: tune.Tuned) -> str:
         route = tuned.route or f"none open now ({tuned.blocked})"
         lines.append(f"tune --dry-run: {len(tuned.changed)} files would switch; route: {route}")
     else:
+        paused = (
+            f"; the app's writes were held {tuned.paused_s:.2f} s by its agent"
+            if tuned.paused_s is not None
+            else ""
+        )
         lines.append(
             f"tune: {len(tuned.changed)} files switched to {mode} mode ({tuned.route} route), "
-            "each read back by a new connection"
+            f"each read back by a new connection{paused}"
         )
     return "\n".join(lines)
