@@ -6,6 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from memsync import capture_budget as budget
 from memsync.doctor.wal import judge_budget
@@ -83,8 +84,10 @@ def test_only_copies_of_at_least_4_mib_that_took_time_are_samples():
 
 
 def test_recorded_samples_keep_the_newest_five_and_survive_a_reload(tmp_path):
-    for index in range(7):
-        budget.record_samples(tmp_path, [rate((index + 1) * MB)])
+    with capture_logs() as logs:
+        for index in range(7):
+            budget.record_samples(tmp_path, [rate((index + 1) * MB)])
+    assert [e["event"] for e in logs] == ["capture_rate_recorded"] * 7
     loaded = budget.load_samples(tmp_path)
     assert [s.bytes_per_s for s in loaded] == [3 * MB, 4 * MB, 5 * MB, 6 * MB, 7 * MB]
     assert loaded[0].measured_at == T0
@@ -93,8 +96,9 @@ def test_recorded_samples_keep_the_newest_five_and_survive_a_reload(tmp_path):
 
 def test_an_unreadable_rate_file_falls_back_to_the_default(tmp_path):
     (tmp_path / budget.RATE_FILE).write_text("{not json", encoding="utf-8")
-    assert budget.load_samples(tmp_path) == []
-    assert budget.pick_rate(budget.load_samples(tmp_path)) is budget.DEFAULT_RATE
+    with capture_logs() as logs:
+        assert budget.pick_rate(budget.load_samples(tmp_path)) is budget.DEFAULT_RATE
+    assert [(e["event"], e["log_level"]) for e in logs] == [("capture_rate_unreadable", "warning")]
 
 
 def test_doctor_warns_per_file_near_the_timeout_and_names_the_fix():
@@ -117,3 +121,11 @@ def test_doctor_is_ok_when_every_file_is_in_wal_mode():
         "ok",
         "every SQLite file is in WAL mode: captures never block the app's writer",
     )
+
+
+def test_the_daemon_keeps_how_many_files_a_snapshot_job_warned_about():
+    from memsync.jobs import summarize
+
+    output = {"id": "20261201T000000Z", "size_bytes": 10, "capture_budget": {"near_timeout": [{}]}}
+    assert summarize("snapshot", output)["capture_near_timeout"] == 1
+    assert summarize("snapshot", {"id": "x"})["capture_near_timeout"] == 0
