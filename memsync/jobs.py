@@ -182,7 +182,12 @@ def summarize(job: str, output: Mapping[str, Any]) -> dict[str, Any]:
     if job == "prune":
         return {"deleted": len(output.get("deleted") or [])}
     if job == "snapshot":
-        return {"snapshot_id": output.get("id"), "size_bytes": output.get("size_bytes", 0)}
+        near = (output.get("capture_budget") or {}).get("near_timeout") or []
+        return {
+            "snapshot_id": output.get("id"),
+            "size_bytes": output.get("size_bytes", 0),
+            "capture_near_timeout": len(near),  # files whose capture read nears the busy timeout
+        }
     if job == "retention":
         return {"removed": len(output.get("removed") or [])}
     return {}
