@@ -6,6 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from memsync import capture_budget as budget
@@ -15,6 +16,12 @@ from memsync.stores.sqlite_files import CopyResult
 from tests.helpers.values import T0
 
 MB = 1_000_000
+
+
+@pytest.fixture(autouse=True)
+def _unfiltered_logs():
+    """capture_logs sees info events only when no CLI run left a warning-level filter."""
+    structlog.reset_defaults()
 
 
 def live(name: str, mode: str | None, size: int) -> LiveFile:
