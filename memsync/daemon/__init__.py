@@ -258,7 +258,7 @@ class Daemon:
     def check_queue(self) -> None:
         """Once a minute: refresh the textfile, and run apply-pending when the queue holds requests.
 
-        apply-pending runs at most once a minute, 60 s doubling to 15 min after failures
+        apply-pending runs at most once a minute, 60 s doubling to 5 min after failures
         (``jobs.queue_delay_s``); the agent coming up, a window or the store coming free are
         picked up at the next run.
         """

@@ -17,7 +17,7 @@ JOB_NAMES = (*SCHEDULED_JOB_NAMES, APPLY_PENDING)
 MAX_BACKOFF_S = 3600.0
 FIRST_BACKOFF_S = 30.0
 QUEUE_CHECK_S = 60.0  # the daemon looks at the queue (and refreshes the textfile) this often
-MAX_QUEUE_DELAY_S = 900.0
+MAX_QUEUE_DELAY_S = 300.0  # bounds how long after a route appears the queue waits
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,7 +151,8 @@ def backoff_s(failures: int, interval_s: float | None) -> float:
 def queue_delay_s(failures: int) -> float:
     """Seconds between two ``apply-pending`` runs while the queue holds requests. Pure.
 
-    Once a minute; after consecutive failures (no route yet), 60 s doubling to 15 min, so a
-    queue nobody can apply does not start a process every minute for days.
+    Once a minute; after consecutive failures (no route yet), 60 s doubling to 5 min, so a
+    queue nobody can apply does not start a process every minute for days, and a route that
+    appears (the app's agent coming up) is used within 5 minutes.
     """
     return float(min(QUEUE_CHECK_S * 2.0 ** min(max(failures, 0), 16), MAX_QUEUE_DELAY_S))
