@@ -38,7 +38,7 @@ RESULT_CODES = (
     "store-lock", "private-tmp-mismatch", "sqlite-integrity", "journal-mode", "sqlite-version",
     "collection-params", "check", "capture-duration", "mem0-version", "qdrant-client-version",
     "version-mismatch", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
-    "daemon-job", "prune-skipped", "old-store-copy", "legacy-point-store", "wal-recommended",
+    "daemon-job", "old-store-copy", "legacy-point-store", "wal-recommended",
 )  # fmt: skip
 
 
