@@ -139,3 +139,15 @@ def test_doctor_warns_of_a_queue_and_errs_on_an_erasure_older_than_max_pending(d
     overdue = [r for r in report["results"] if r["code"] == "pending-erasure-overdue"]
     assert code == 3 and len(overdue) == 1 and overdue[0]["status"] == "error"
     assert "max_pending" in overdue[0]["message"]
+
+
+def test_job_apply_pending_applies_the_queue_as_an_app_units_exec_start_pre_would(deployment, cli):
+    target = deployment.seeded.live[0]
+    deployment.close()
+    with app_holding(deployment.paths.qdrant):
+        assert run(cli, deployment, "forget", target, "--yes")[0] == 5
+    code, _ = run(cli, deployment, "job", "apply-pending")  # before the app opens the store
+    assert code == 0 and pending.load(deployment.paths.state) == []
+    memory = deployment.reopen()
+    assert memory.history(target)[-1]["event"] == "DELETE"
+    deployment.close()
