@@ -10,6 +10,7 @@ from typing import Any
 from memsync import capture_budget, repository, snapshot, utc
 from memsync.cli import render
 from memsync.cli.common import add_command, load_config
+from memsync.config import Config
 from memsync.errors import ExitCode, UsageError
 from memsync.state import operation_lock
 from memsync.stores import snapshots
@@ -85,28 +86,9 @@ def run_create(args: argparse.Namespace) -> int:
     as the newest verified one).
     """
     config = load_config(args)
-    directory = snapshot.snapshot_dir(config)
     budget = capture_budget.warn_before_capture(config)  # logs each file near the busy timeout
     if args.dry_run:
-        vectors = vector_store_for(config).location
-        plan = {
-            "command": "snapshot create",
-            "dry_run": True,
-            "directory": str(directory),
-            "sources": [str(vectors), str(config.history_db_path)],
-            "upload": args.upload,
-            "capture_budget": budget.to_json(),
-        }
-        if args.upload:
-            repository.object_store(config)
-        return _emit(
-            args,
-            plan,
-            f"would capture {vectors} and {config.history_db_path} "
-            f"into {directory}/<id>/"
-            + (" and upload it" if args.upload else "")
-            + "".join(_near_timeout_lines(budget)),
-        )
+        return _create_plan(args, config, budget)
     with render.progress("reading points") as progress:
         created = snapshot.create_snapshot(config, _now(), progress)
     capture_budget.record_manifest(config.state_dir, created.manifest)  # the next estimate's rate
@@ -132,9 +114,46 @@ def run_create(args: argparse.Namespace) -> int:
         "route": "agent" if manifest.quiesced is not None else "none",
         "capture_budget": budget.to_json(),
     }
-    counts = manifest.check
+    code = _emit(args, document, _created_text(config, created, upload, budget))
+    return int(ExitCode.PROBLEMS_FOUND) if manifest.check.get("errors") else code
+
+
+def _create_plan(
+    args: argparse.Namespace, config: Config, budget: capture_budget.CaptureBudget
+) -> int:
+    """``snapshot create --dry-run``: what would be captured, where, and the capture budget."""
+    directory = snapshot.snapshot_dir(config)
+    vectors = vector_store_for(config).location
+    plan = {
+        "command": "snapshot create",
+        "dry_run": True,
+        "directory": str(directory),
+        "sources": [str(vectors), str(config.history_db_path)],
+        "upload": args.upload,
+        "capture_budget": budget.to_json(),
+    }
+    if args.upload:
+        repository.object_store(config)
+    return _emit(
+        args,
+        plan,
+        f"would capture {vectors} and {config.history_db_path} "
+        f"into {directory}/<id>/"
+        + (" and upload it" if args.upload else "")
+        + "".join(_near_timeout_lines(budget)),
+    )
+
+
+def _created_text(
+    config: Config,
+    created: snapshot.Created,
+    upload: dict[str, int] | None,
+    budget: capture_budget.CaptureBudget,
+) -> str:
+    """The one-paragraph text report of a created snapshot."""
+    manifest, counts = created.manifest, created.manifest.check
     text = (
-        f"snapshot {created.id}: {document['size_bytes']} bytes in {created.path}; "
+        f"snapshot {created.id}: {manifest.size_bytes} bytes in {created.path}; "
         f"{manifest.collections.get(config.collection, {}).get('points', 0)} points, "
         f"{manifest.history['memories']} memories; check: {counts['errors']} errors, "
         f"{counts['warnings']} warnings"
@@ -145,9 +164,7 @@ def run_create(args: argparse.Namespace) -> int:
         text += "; app writes paused by its agent for the capture (quiesced)"
     if counts.get("unsettled"):
         text += f"; {len(counts['unsettled'])} writes caught in the capture could not be settled"
-    text += "".join(_near_timeout_lines(budget))
-    code = _emit(args, document, text)
-    return int(ExitCode.PROBLEMS_FOUND) if counts.get("errors") else code
+    return text + "".join(_near_timeout_lines(budget))
 
 
 def run_verify(args: argparse.Namespace) -> int:
