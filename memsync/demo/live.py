@@ -87,7 +87,7 @@ def live_act(
         for args in (
             ("prune", "--json"),
             ("forget", "--user", ERASED_USER, "--erase", "--yes", "--json"),
-            ("reconcile", "--yes", "--json"),
+            ("reconcile", "--json"),
             ("snapshot", "create", "--json"),
         ):
             result = memsync(config, *args)
