@@ -1,0 +1,151 @@
+"""The write gate: the app's Memory calls, the agent's operations and pauses, serialised.
+
+``attach`` wraps the Memory's public methods (``WRITES`` and ``READS``, mem0ai 2.2.1, which
+calls none of them from inside another nor from its worker threads) with ``gated``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from memsync.agent.protocol import WAIT_FOR_APP_S, AgentRequestError
+
+WRITES = ("add", "update", "delete", "delete_all", "reset")
+READS = ("get", "get_all", "search", "history")
+
+logger = logging.getLogger("memsync.agent")
+
+
+class WriteGate:
+    """Serialises the agent's operations with the app's Memory calls; pauses app writes.
+
+    App calls share the gate (as they share the Memory today); ``exclusive`` waits for them to
+    finish and holds new ones back; ``pause`` holds back new writes only. Re-entrant per
+    thread: a Memory method that calls another goes through once.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._local = threading.local()
+        self._calls = 0
+        self._writes = 0
+        self._exclusive = False
+        self._waiting = 0
+        self._paused_until: float | None = None
+        self._paused_at = 0.0
+        self.lease_ran_out = False
+
+    def _depth(self) -> int:
+        return int(getattr(self._local, "depth", 0))
+
+    def paused(self) -> bool:
+        """Whether app writes are held back now (a lease that ran out does not count)."""
+        return self._paused_until is not None and time.monotonic() < self._paused_until
+
+    @contextlib.contextmanager
+    def app_call(self, write: bool) -> Iterator[None]:
+        """Run one app call through the gate (waits while an agent op runs or writes are paused)."""
+        if self._depth():
+            yield
+            return
+        with self._cond:
+            while self._exclusive or self._waiting or (write and self.paused()):
+                until = self._paused_until
+                holding = write and until is not None and self.paused()
+                self._cond.wait(until - time.monotonic() if holding and until else None)
+            if write and self._paused_until is not None:  # the lease ran out: never stop the app
+                logger.warning("memsync agent: pause lease ran out; app writes go on")
+                self._paused_until = None
+            self._calls += 1
+            self._writes += write
+        self._local.depth = 1
+        try:
+            yield
+        finally:
+            self._local.depth = 0
+            with self._cond:
+                self._calls -= 1
+                self._writes -= write
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self, timeout_s: float = WAIT_FOR_APP_S) -> Iterator[None]:
+        """Run an agent op alone: wait for in-flight app calls, hold new ones back.
+
+        Raises:
+            AgentRequestError: ("busy") app calls did not finish within ``timeout_s``.
+        """
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            self._waiting += 1
+            try:
+                while self._exclusive or self._calls:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise AgentRequestError(
+                            "busy", f"app calls still running after {timeout_s} s"
+                        )
+                    self._cond.wait(left)
+                self._exclusive = True
+            finally:
+                self._waiting -= 1
+        self._local.depth = 1
+        try:
+            yield
+        finally:
+            self._local.depth = 0
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+    def pause(self, lease_s: float, timeout_s: float = WAIT_FOR_APP_S) -> float:
+        """Hold back new app writes for ``lease_s`` seconds; return once in-flight writes ended.
+
+        Returns the seconds waited for in-flight writes. Raises AgentRequestError ("busy")
+        and resumes when they did not end within ``timeout_s``.
+        """
+        started = time.monotonic()
+        with self._cond:
+            self._paused_until = started + lease_s
+            self._paused_at = started
+            self.lease_ran_out = False
+            while self._writes:
+                left = started + timeout_s - time.monotonic()
+                if left <= 0:
+                    self._paused_until = None
+                    self._cond.notify_all()
+                    raise AgentRequestError("busy", f"app writes still running after {timeout_s} s")
+                self._cond.wait(left)
+        return time.monotonic() - started
+
+    def resume(self) -> float | None:
+        """Let app writes go on; return how long they were held (seconds), None if not paused.
+
+        A lease that ran out counts as held only up to its end (``lease_ran_out`` tells).
+        """
+        with self._cond:
+            if self._paused_until is None:
+                return None
+            now = time.monotonic()
+            self.lease_ran_out = now >= self._paused_until
+            held = min(now, self._paused_until) - self._paused_at
+            self._paused_until = None
+            self._cond.notify_all()
+        return held
+
+
+def gated(gate: WriteGate, method: Callable[..., Any], write: bool) -> Callable[..., Any]:
+    """``method`` wrapped to pass ``gate`` (as a write when ``write``)."""
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with gate.app_call(write):
+            return method(*args, **kwargs)
+
+    return call
