@@ -263,13 +263,9 @@ def run_reconcile(
             config, now, only=only, record_lost=record_lost, create_history=create_history,
             dry_run=dry_run,
         )  # fmt: skip
-        writes = any(a.kind != "report" for a in actions)
         if dry_run or not actions:
-            return Outcome(
-                plan_id=plan_id, actions=tuple(actions), dry_run=dry_run, resumed=False,
-                snapshot_id=None, after=report if not actions else None,
-                route=routes.would_take(config) if dry_run and writes else None,
-            )  # fmt: skip
+            return _unapplied(config, plan_id, actions, report, dry_run)
+        writes = any(a.kind != "report" for a in actions)
         if take_snapshot and writes and routes.would_take(config) is not None:
             snapshot_id = snapshot.create_snapshot(config, now).id  # a live capture: no route
         if writes:
@@ -287,6 +283,18 @@ def run_reconcile(
         route=taken.route,
         downtime_s=taken.downtime_s,
     )
+
+
+def _unapplied(
+    config: Config, plan_id: str, actions: list[Action], report: CheckReport, dry_run: bool
+) -> Outcome:
+    """The outcome of a dry run (with the route a write would take) or of an empty plan."""
+    writes = any(a.kind != "report" for a in actions)
+    return Outcome(
+        plan_id=plan_id, actions=tuple(actions), dry_run=dry_run, resumed=False,
+        snapshot_id=None, after=report if not actions else None,
+        route=routes.would_take(config) if dry_run and writes else None,
+    )  # fmt: skip
 
 
 def _apply_on_route(

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memsync.config.fields import absolute, home_dir, parse_duration
 from memsync.config.files import read_key_file, read_text
 from memsync.config.mem0_dict import Secret, resolve_secrets, with_secrets
 from memsync.config.mem0_file import read_mem0_file
@@ -35,10 +36,7 @@ from memsync.config.schema import (
     JobSchedule,
     S3Config,
     SnapshotConfig,
-    absolute,
     find_cross_field_problems,
-    home_dir,
-    parse_duration,
 )
 from memsync.errors import ConfigError
 

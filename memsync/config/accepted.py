@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from memsync.config import TOO_DEEP, Config, parse, read_document
+from memsync.config.fields import absolute, home_dir
 from memsync.config.mem0_file import read_mem0_file
-from memsync.config.schema import absolute, home_dir
 from memsync.errors import ConfigError
 
 
