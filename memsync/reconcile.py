@@ -236,10 +236,9 @@ def run_reconcile(
 
     An unfinished journal from a reconcile that died is resumed first (its pending actions
     only). A history.db that does not exist is created only with ``create_history`` (a
-    missing file more likely means a wrong path). Needs a route (``routes.open_writer``: the
-    app's agent, the store free, or a maintenance window) only when there is something to
-    write: a plan with no action, or only reports, returns without touching the store or its
-    lock; a dry run names the route it would take.
+    missing file more likely means a wrong path). Needs a route (``routes.open_writer``) only
+    when there is something to write: a plan with no action, or only reports, returns without
+    touching the store or its lock; a dry run names the route it would take.
 
     Raises:
         NoRouteError: (exit 12) the app holds the store and no agent or window can write.
