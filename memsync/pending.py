@@ -18,7 +18,6 @@ Document (version 1)::
 from __future__ import annotations
 
 import getpass
-import json
 import os
 import sys
 import uuid
@@ -27,7 +26,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from memsync import flock
 from memsync.errors import TryLaterError, UnavailableError
@@ -103,24 +104,55 @@ def load(state_dir: Path) -> list[PendingRequest]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return []
+    except IsADirectoryError as error:
+        raise UnavailableError(
+            f"queue {path} is a directory, not the queue file",
+            "move the directory aside; memsync writes the queue as a file there",
+        ) from error
     except OSError as error:
         raise UnavailableError(
             f"queue {path} cannot be read: {error.strerror}", "check its permissions"
         ) from error
     try:
-        document = json.loads(text)
-        if document.get("version") != VERSION:
-            raise ValueError(f"version {document.get('version')!r}, expected {VERSION}")
-        requests = [
-            PendingRequest(**{**row, "memory_ids": tuple(row.get("memory_ids", ()))})
-            for row in document["requests"]
-        ]
-    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        document = _Queue.model_validate_json(text)
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "document"
         raise UnavailableError(
-            f"queue {path} is not a memsync queue document ({error})",
+            f"queue {path} is not a memsync queue document ({where}: {problem['msg']})",
             "move it aside and ask again for the writes it held (memsync never deletes it)",
-        ) from error
-    return sorted(requests, key=lambda request: request.requested_at)
+        ) from None
+    requests = [
+        PendingRequest(**{**row.model_dump(), "memory_ids": tuple(row.memory_ids)})
+        for row in document.requests
+    ]
+    return sorted(requests, key=lambda request: parse(request.requested_at))
+
+
+def _utc_text(value: str) -> str:
+    parse(value)  # ValueError: not ISO 8601 with an offset
+    return value
+
+
+class _Row(BaseModel):
+    """One request as stored: every field typed and checked (an unknown kind is refused)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+    id: Annotated[str, Field(min_length=1)]
+    kind: Kind
+    requested_at: Annotated[str, AfterValidator(_utc_text)]
+    requested_by: dict[str, Any]
+    memory_ids: list[str] = Field(default_factory=list)
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    note: dict[str, Any] = Field(default_factory=dict)
+
+
+class _Queue(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+    version: Literal[1]
+    requests: list[_Row]
 
 
 def oldest_age_s(requests: Sequence[PendingRequest], now: datetime) -> float | None:

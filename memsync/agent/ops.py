@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -31,6 +32,17 @@ def _version(distribution: str) -> str | None:
 
 def _text_hash(text: str) -> str:
     return hashlib.md5(text.encode()).hexdigest()  # noqa: S324 - mem0's own payload hash
+
+
+def _id(name: str, value: Any) -> str:
+    """``value`` when it is a non-empty string of at most 256 characters, else bad-request."""
+    if not isinstance(value, str) or not 0 < len(value) <= 256:
+        raise AgentRequestError("bad-request", f"{name} must be a non-empty string")
+    return value
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class Operations:
@@ -84,11 +96,13 @@ class Operations:
 
     def op_get(self, memory_id: str) -> dict[str, Any] | None:
         """The live point's payload from the app's own store, or None."""
+        memory_id = _id("memory_id", memory_id)
         with self.gate.exclusive():
-            return self._live_payload(str(memory_id))
+            return self._live_payload(memory_id)
 
     def op_delete(self, memory_id: str) -> dict[str, bool]:
         """``Memory.delete`` (point, DELETE row, entity links); ``deleted`` False when no point."""
+        memory_id = _id("memory_id", memory_id)
         with self.gate.exclusive():
             if not self._entities_touched:
                 with contextlib.suppress(Exception):  # mem0ai 2.2.1 cleans links only once touched
@@ -106,8 +120,13 @@ class Operations:
 
         Raises AgentRequestError ("failed") when the memory has no point and text was given.
         """
+        memory_id = _id("memory_id", memory_id)
         if (text is None) == (metadata is None):
             raise AgentRequestError("bad-request", "update takes exactly one of text, metadata")
+        if text is not None and not isinstance(text, str):
+            raise AgentRequestError("bad-request", "text must be a string")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise AgentRequestError("bad-request", "metadata must be an object")
         with self.gate.exclusive():
             payload = self._live_payload(str(memory_id))
             if payload is None:
@@ -128,8 +147,9 @@ class Operations:
         self, point_id: str, vector: list[float], payload: dict[str, Any]
     ) -> dict[str, bool]:
         """Insert a lost point with its id, vector and payload (``vector_store.insert``)."""
-        if not isinstance(vector, list) or not all(isinstance(x, int | float) for x in vector):
-            raise AgentRequestError("bad-request", "vector must be a list of numbers")
+        point_id = _id("point_id", point_id)
+        if not isinstance(vector, list) or not vector or not all(_finite(x) for x in vector):
+            raise AgentRequestError("bad-request", "vector must be a list of finite numbers")
         if not isinstance(payload, dict):
             raise AgentRequestError("bad-request", "payload must be an object")
         with self.gate.exclusive():
@@ -142,7 +162,8 @@ class Operations:
 
     def op_relink_entity(self, entity_id: str, remaining: list[str]) -> dict[str, bool]:
         """Set an entity's ``linked_memory_ids``; delete it when ``remaining`` is empty."""
-        if not isinstance(remaining, list):
+        entity_id = _id("entity_id", entity_id)
+        if not isinstance(remaining, list) or not all(isinstance(m, str) for m in remaining):
             raise AgentRequestError("bad-request", "remaining must be a list of memory ids")
         with self.gate.exclusive():
             store = self.memory.entity_store
@@ -160,8 +181,8 @@ class Operations:
 
     def op_pause(self, lease_s: float) -> dict[str, float]:
         """Hold back app writes (in-flight ones finish first) for at most ``lease_max_s``."""
-        if not isinstance(lease_s, int | float) or lease_s <= 0:
-            raise AgentRequestError("bad-request", "lease_s must be a positive number")
+        if not _finite(lease_s) or lease_s <= 0:
+            raise AgentRequestError("bad-request", "lease_s must be a positive finite number")
         lease = min(float(lease_s), self.lease_max_s)
         waited = self.gate.pause(lease)
         logger.info("memsync agent: app writes paused (lease %.1f s)", lease)

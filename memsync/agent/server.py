@@ -5,6 +5,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import functools
+import inspect
 import json
 import logging
 import os
@@ -149,10 +151,15 @@ class Agent:
         try:
             while not self._stopping.is_set():
                 for key, _ in selector.select(timeout=0.5):
-                    if key.data is None:
-                        self._accept(selector, peers)
-                    else:
-                        self._readable(selector, peers, key.data)
+                    try:
+                        if key.data is None:
+                            self._accept(selector, peers)
+                        else:
+                            self._readable(selector, peers, key.data)
+                    except Exception:  # noqa: BLE001 - one bad peer never stops the agent
+                        logger.exception("memsync agent: dropped a connection after an error")
+                        if key.data is not None:
+                            self._drop(selector, peers, key.data)
                 now = time.monotonic()
                 for peer in [p for p in peers if now - p.seen > IDLE_TIMEOUT_S]:
                     self._drop(selector, peers, peer)
@@ -229,35 +236,23 @@ class Agent:
                 self._drop(selector, peers, peer)
 
     def _answer(self, connection: socket.socket, line: bytes, pid: int) -> None:
-        request_id = None
+        """Answer one request line: parse and check it, run its op, reply (never raises)."""
         started = time.monotonic()
         try:
-            request = json.loads(line)
-            if not isinstance(request, dict):
-                raise AgentRequestError("bad-request", "a request is a JSON object")
-            request_id = request.get("id")
-            if request.get("v") != PROTOCOL:
-                raise AgentRequestError(
-                    "bad-request", f"protocol {request.get('v')!r}; this agent speaks {PROTOCOL}"
-                )
-            op, args = request.get("op"), request.get("args") or {}
-            handler = self.ops.handlers().get(op) if isinstance(op, str) else None
-            if handler is None or not isinstance(args, dict):
-                raise AgentRequestError("bad-request", f"unknown op {op!r} or args not an object")
-            result = handler(**args)
+            request_id, op, call = self._parse(line)
+        except AgentRequestError as error:
+            logger.warning("memsync agent: %s from pid %s: %s", error.kind, pid, error)
+            self._reply(connection, None, error=(error.kind, str(error)))
+            return
+        try:
+            result = call()
             if op == "pause":
                 self._pause_owner = self._current
             elif op == "resume":
                 self._pause_owner = None
         except AgentRequestError as error:
-            logger.warning("memsync agent: %s from pid %s: %s", error.kind, pid, error)
+            logger.warning("memsync agent: %s %s from pid %s: %s", op, error.kind, pid, error)
             self._reply(connection, request_id, error=(error.kind, str(error)))
-            return
-        except (ValueError, TypeError) as error:
-            logger.warning("memsync agent: bad request from pid %s: %s", pid, error)
-            self._reply(
-                connection, request_id, error=("bad-request", f"{type(error).__name__}: {error}")
-            )
             return
         except Exception as error:  # noqa: BLE001 - the op failed inside mem0: report it
             logger.warning("memsync agent: %s failed: %s: %s", op, type(error).__name__, error)
@@ -269,6 +264,39 @@ class Agent:
             "memsync agent: %s from pid %s in %.1f ms", op, pid, (time.monotonic() - started) * 1000
         )
         self._reply(connection, request_id, result=result)
+
+    def _parse(self, line: bytes) -> tuple[Any, str, Any]:
+        """``(id, op, call)`` of a request line; ``call()`` runs the op with its arguments bound.
+
+        Raises:
+            AgentRequestError: ("bad-request") not JSON (or nested too deep), not an object,
+                another protocol version, an unknown op, or arguments the op does not take.
+        """
+        try:
+            request = json.loads(line)
+        except (ValueError, RecursionError) as error:
+            raise AgentRequestError("bad-request", f"not JSON: {type(error).__name__}") from None
+        if not isinstance(request, dict):
+            raise AgentRequestError("bad-request", "a request is a JSON object")
+        request_id = request.get("id")
+        if not isinstance(request_id, str | int | None) or isinstance(request_id, bool):
+            raise AgentRequestError("bad-request", "id must be a string, an integer or null")
+        if request.get("v") != PROTOCOL:
+            version = str(request.get("v"))[:20]
+            raise AgentRequestError(
+                "bad-request", f"protocol {version}; this agent speaks {PROTOCOL}"
+            )
+        op, args = request.get("op"), request.get("args") or {}
+        handler = self.ops.handlers().get(op) if isinstance(op, str) else None
+        if handler is None or not isinstance(args, dict):
+            raise AgentRequestError(
+                "bad-request", f"unknown op {str(op)[:40]!r} or args not an object"
+            )
+        try:
+            bound = inspect.signature(handler).bind(**args)
+        except TypeError as error:
+            raise AgentRequestError("bad-request", f"{op}: {error}") from None
+        return request_id, str(op), functools.partial(handler, *bound.args, **bound.kwargs)
 
     @staticmethod
     def _reply(
@@ -282,5 +310,11 @@ class Agent:
             document["result"] = result
         else:
             document["error"] = {"type": error[0], "message": error[1]}
+        try:
+            text = json.dumps(document, default=str, allow_nan=False)
+        except (ValueError, RecursionError):  # a result JSON cannot carry (NaN): say so instead
+            document = {"v": PROTOCOL, "id": request_id, "ok": False}
+            document["error"] = {"type": "failed", "message": "the result is not valid JSON"}
+            text = json.dumps(document)
         with contextlib.suppress(OSError):
-            connection.sendall(json.dumps(document, default=str).encode() + b"\n")
+            connection.sendall(text.encode() + b"\n")

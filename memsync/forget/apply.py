@@ -19,7 +19,7 @@ from memsync.model import HistoryEvent, Inventory
 from memsync.state import write_json_atomic
 from memsync.stores import mem0, versions
 from memsync.stores.agent_client import AgentWriter
-from memsync.stores.intent import FORGET_JOURNAL, load_forgetting
+from memsync.stores.intent import ERASE_JOURNAL, FORGET_JOURNAL, load_erasing, load_forgetting
 from memsync.stores.vector_store import refuse_legacy_store, vector_store_for
 from memsync.stores.writer import Writer
 
@@ -217,7 +217,30 @@ def look(config: Config, now: datetime, what: str, *, writing: bool) -> Inventor
     before = check.settled_inventory(config, now)[0]
     if writing:  # the legacy store's points would be neither deleted nor erased
         refuse_legacy_store(before.legacy_stores, what)
+        finish_erasure(config, now, before)
     return before
+
+
+def finish_erasure(config: Config, now: datetime, before: Inventory) -> dict[str, object] | None:
+    """Erase the texts an erasure killed after its deletes left (``erase-journal.json``).
+
+    Returns what ``erase.erase_texts`` did, or None when no erasure was unfinished. Idempotent:
+    the journal goes only once the texts are erased.
+
+    Raises:
+        TryLaterError, UnavailableError: as ``erase.erase_texts``.
+    """
+    unfinished = load_erasing(config.state_dir)
+    if unfinished is None:
+        return None
+    memory_ids, scope = unfinished
+    erased = erasure.erase_texts(config, before, memory_ids, now, scope or None)
+    (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
+    logger.warning(
+        "erasure_finished_late", memories=len(memory_ids),
+        history_rows_blanked=erased.get("history_rows_blanked"),
+    )  # fmt: skip
+    return erased
 
 
 def delete_with(
@@ -246,6 +269,11 @@ def delete_with(
     targets = ask.select(before, now.date())
     if targets.not_found or not ask.has_work(targets):
         return Deleted(before=before, targets=targets)
+    if ask.erase:  # a kill after the deletes must not leave the texts: the next write erases
+        ids = sorted({*targets.all, *targets.already_deleted})
+        write_json_atomic(
+            config.state_dir / ERASE_JOURNAL, {"memory_ids": ids, "scope": dict(ask.scope or {})}
+        )
     deleted, recorded = _delete_journaled(config, writer, targets, now, progress)
     return Deleted(before=before, targets=targets, deleted=tuple(deleted), recorded=tuple(recorded))
 
@@ -265,6 +293,7 @@ def finish(
         )
     to_erase = (*targets.all, *targets.already_deleted) if ask.erase else ()
     erased = erasure.erase_texts(config, done.before, to_erase, now, ask.scope) if to_erase else {}
+    (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
     unproven = prove_gone(reread(config, now), targets.all)
     if not unproven:
         clear_intent(config)

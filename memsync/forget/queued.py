@@ -66,6 +66,8 @@ def apply_pending(
         WindowError, UnavailableError: as ``routes.open_writer`` (the window or the app).
     """
     taken = routes.Taken()
+    if not dry_run:
+        routes.recover_window(config)  # a window a killed memsync left open: start the app
     requests = pending.load(config.state_dir)
     if not requests:
         return [], taken

@@ -184,7 +184,8 @@ def run_command(
 
     The command's own session keeps a terminal's Ctrl-C away from it; its output goes to a
     file, not a pipe, so a daemon it starts in the background never holds memsync up. When
-    memsync is interrupted meanwhile, the command is killed before the interrupt goes on.
+    memsync is interrupted meanwhile, or it overruns, the command and every process of its group
+    are killed (SIGKILL) before the interrupt goes on, so none of them acts after memsync moved on.
 
     Raises:
         error: (the class given) it cannot be run, exits non-zero (the message quotes its last
@@ -208,7 +209,10 @@ def run_command(
         try:
             code = process.wait(timeout=timeout_s)
         except BaseException as interrupted:  # a timeout, or SIGTERM/Ctrl-C meanwhile
-            process.kill()  # never left running behind memsync (a stop racing the start)
+            try:  # its whole process group: a child must not stop the app after the start
+                os.killpg(process.pid, signal.SIGKILL)
+            except OSError:
+                process.kill()
             process.wait()
             if not isinstance(interrupted, subprocess.TimeoutExpired):
                 raise

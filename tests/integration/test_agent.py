@@ -259,3 +259,25 @@ def test_connections_are_served_side_by_side_and_only_the_pauser_resumes(
         assert pauser.call("resume")["lease_ran_out"] is False
     _wait_for_more_rows(history_db, rows, timeout_s=5.0)
     assert app.stop()["failures"] == 0
+
+
+def test_arguments_of_the_wrong_type_are_refused_not_coerced(app_with_agent: Any) -> None:
+    app = app_with_agent
+    target = _live(app)[5]
+    replies = _raw(
+        app.socket,
+        b'{"v": 1, "id": 1, "op": "delete", "args": {"memory_id": ["' + target.encode() + b'"]}}\n'
+        b'{"v": 1, "id": 2, "op": "pause", "args": {"lease_s": NaN}}\n'
+        b'{"v": 1, "id": 3, "op": "pause", "args": {"lease_s": true}}\n'
+        b'{"v": 1, "id": 4, "op": "update", "args": {"memory_id": "'
+        + target.encode()
+        + b'", "text": {"a": 1}}}\n'
+        b'{"v": 1, "id": 5, "op": "hello"}\n',
+    )
+    assert [(r["id"], r["ok"]) for r in replies] == [
+        (1, False), (2, False), (3, False), (4, False), (5, True),
+    ]  # fmt: skip
+    assert {r["error"]["type"] for r in replies[:4]} == {"bad-request"}
+    assert replies[4]["result"]["paused"] is False
+    assert target in app.view()
+    assert app.stop()["failures"] == 0
