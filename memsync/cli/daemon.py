@@ -15,6 +15,8 @@ from memsync import daemon, jobs
 from memsync.cli import render
 from memsync.cli.common import add_command, load_config
 from memsync.daemon.runner import ChildResult, JobRunner, job_lock, read_queue
+from memsync.errors import ExitCode
+from memsync.state import window_left_open
 
 DAEMON_HELP = (
     "run check, prune, snapshot and retention on the [daemon] schedule (a systemd service)"
@@ -130,9 +132,10 @@ def run_status(args: argparse.Namespace) -> int:
     pid = jobs.daemon_pid(config)
     verdict = jobs.judge_jobs(config, state, now)
     queue, _ids = read_queue(config, now)
+    window = window_left_open(config.state_dir)  # a killed memsync's window: the app may be down
     document: dict[str, Any] = {
         "command": "status",
-        "ok": not verdict.problems,
+        "ok": not verdict.problems and window is None,
         "daemon": {
             "running": pid is not None,
             "pid": pid,
@@ -142,9 +145,10 @@ def run_status(args: argparse.Namespace) -> int:
         },
         "jobs": list(verdict.rows),
         "queue": queue.as_json(),
+        "window_left_open": window,
     }
     _emit(args, document, _status_text(document))
-    return verdict.exit_code
+    return int(ExitCode.PROBLEMS_FOUND) if window is not None else verdict.exit_code
 
 
 def _status_text(document: dict[str, Any]) -> str:
@@ -161,6 +165,11 @@ def _status_text(document: dict[str, Any]) -> str:
             + (f"  <- {flags}" if flags else "")
         )
         lines += [f"  {label}: {row[key]}" for label, key in _EXPLAINED if flags and row[key]]
+    if document["window_left_open"] is not None:
+        lines.append(
+            "maintenance window left open by a memsync that is gone: the app may be down "
+            "(the next write runs [app] start_command; or start the app by hand)"
+        )
     queue = document["queue"]
     if queue["count"] is None:
         lines.append(f"queue: unreadable: {queue['error']}")

@@ -30,7 +30,7 @@ import structlog
 from memsync import flock, jobs, pending
 from memsync.config import Config
 from memsync.errors import ExitCode, TryLaterError, UnavailableError
-from memsync.state import write_json_atomic
+from memsync.state import window_left_open, write_json_atomic
 from memsync.utc import iso
 
 logger = structlog.get_logger(__name__)
@@ -111,6 +111,12 @@ def publish(
     if path is None:
         return
     text = jobs.render_textfile(jobs.judge_jobs(config, state, now), state, queue)
+    window_open = int(window_left_open(config.state_dir) is not None)
+    text += (
+        "# HELP memsync_window_left_open 1 when a maintenance window's memsync died before "
+        "[app] start_command ran: the app may be down.\n"
+        f"# TYPE memsync_window_left_open gauge\nmemsync_window_left_open {window_open}\n"
+    )
     try:
         jobs.write_textfile(path, text, config.daemon.textfile_permissions)
     except OSError as error:

@@ -110,3 +110,31 @@ def test_pending_apply_with_an_empty_queue_closes_a_window_left_open(
         )
     finally:
         window_app.stop(root)
+
+
+def test_status_and_the_textfile_say_when_a_window_was_left_open(deployment, cli, tmp_path):
+    """A memsync killed inside a window leaves the app down: status and the textfile say so."""
+    import json
+    import os
+
+    from memsync.state import WINDOW_FILE
+
+    deployment.close()
+    textfile = tmp_path / "memsync.prom"
+    deployment.config.write_text(
+        deployment.config.read_text() + f'\n[daemon]\ntextfile_path = "{textfile}"\n'
+    )
+    state_dir = deployment.paths.root / "memsync-state"
+    state_dir.mkdir(exist_ok=True)
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)  # a pid that no longer runs: the killed memsync's
+    (state_dir / WINDOW_FILE).write_text(
+        json.dumps({"pid": dead, "what": "prune", "opened_at": "2026-12-01T00:00:00Z"})
+    )
+    status = cli("status", "--json", config=deployment.config)
+    assert status.code == 3 and status.json()["ok"] is False
+    assert status.json()["window_left_open"]["what"] == "prune"
+    assert cli("job", "check", "--json", config=deployment.config).code == 0
+    assert "memsync_window_left_open 1" in textfile.read_text()
