@@ -71,6 +71,7 @@ def test_forget_erase_of_a_user_while_the_app_writes(running: Any, cli: Any) -> 
     report = result.json()
     assert report["route"] == "agent"
     assert not set(memory_texts) & app.view()
+    assert "app writes paused" in app.log_text()  # the erasure's VACUUMs held app writes
     _finish(app)  # the app closes its store: every byte it wrote is on disk
     for path, data in _all_bytes(deployment.paths.root):
         for text in memory_texts.values():
