@@ -40,6 +40,7 @@ from memsync.utc import iso
 logger = structlog.get_logger(__name__)
 
 POLL_S = 0.05
+APP_STARTING_ENV = "MEMSYNC_APP_STARTING"  # set by the app unit's ExecStartPre= drop-in
 HANDLED_WAIT_S = 1.0
 
 
@@ -329,7 +330,10 @@ def _mark(config: Config, what: str) -> None:
 def recover_window(config: Config) -> None:
     """Start the app when a memsync died inside a window (``state.window_left_open``).
 
-    Idempotent. Nothing happens when there is no marker, or its memsync still runs.
+    Idempotent. Nothing happens when there is no marker, or its memsync still runs. With
+    ``MEMSYNC_APP_STARTING=1`` in the environment (the app unit's ``ExecStartPre=``: the app is
+    starting already, and a ``systemctl start`` of its own unit would wait for this very step)
+    the marker is dropped without running ``start_command``.
 
     Raises:
         UnavailableError: start_command failed (the marker stays for the next try).
@@ -337,10 +341,12 @@ def recover_window(config: Config) -> None:
     document = window_left_open(config.state_dir)
     if document is None:
         return
+    starting = os.environ.get(APP_STARTING_ENV) == "1"
     logger.warning(
-        "window_recovered", what=document.get("what"), opened_at=document.get("opened_at")
-    )
-    if config.app.start_command is not None:
+        "window_recovered", what=document.get("what"), opened_at=document.get("opened_at"),
+        app_starting=starting,
+    )  # fmt: skip
+    if config.app.start_command is not None and not starting:
         run_command(
             config.app.start_command, "start_command", config.app.max_downtime_s, UnavailableError
         )

@@ -138,3 +138,51 @@ def test_status_and_the_textfile_say_when_a_window_was_left_open(deployment, cli
     assert status.json()["window_left_open"]["what"] == "prune"
     assert cli("job", "check", "--json", config=deployment.config).code == 0
     assert "memsync_window_left_open 1" in textfile.read_text()
+
+
+def test_apply_pending_as_the_apps_exec_start_pre_drops_the_marker_without_starting_it(
+    deployment, tmp_path
+):
+    """In the app unit's ExecStartPre= the app is starting: start_command would wait for itself."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from memsync.state import WINDOW_FILE
+
+    deployment.close()
+    started = tmp_path / "start-ran"
+    start = [sys.executable, "-c", f"open({str(started)!r}, 'w').close()"]
+    deployment.config.write_text(
+        deployment.config.read_text()
+        + f'\n[app]\nstop_command = ["true"]\nstart_command = {json.dumps(start)}\n'
+    )
+    state_dir = deployment.paths.root / "memsync-state"
+    state_dir.mkdir(exist_ok=True)
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)
+    marker = state_dir / WINDOW_FILE
+    marker.write_text(
+        json.dumps({"pid": dead, "what": "prune", "opened_at": "2026-12-01T00:00:00Z"})
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memsync",
+            "pending",
+            "apply",
+            "--json",
+            "--config",
+            str(deployment.config),
+        ],
+        env={**os.environ, "MEMSYNC_APP_STARTING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert not marker.exists() and not started.exists()
