@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 
 from memsync.config import Config
-from memsync.errors import LockedError, UnavailableError
+from memsync.errors import LockedError, MemsyncError, UnavailableError
 from memsync.stores import journal_mode
 from memsync.stores.agent_client import AgentClient, find_agent
 from memsync.stores.journal_mode import ROLLBACK, WAL, LiveFile
@@ -138,6 +138,11 @@ def apply_tune(config: Config, target: str, *, dry_run: bool = False) -> Tuned:
             f"the collections under {vector_store_for(config).location})",
             "check the [mem0] paths and mem0_dir in the memsync config",
         )
+    if not any(f.path == config.history_db_path for f in files):
+        raise UnavailableError(
+            f"tune: history.db {config.history_db_path} does not exist (nothing was switched)",
+            "check [mem0] history_db_path and mem0_dir; memsync check names a likely wrong path",
+        )
     planned = plan_tune(files, target)
     holder = vector_store_for(config).holder()
     held = holder is not None and holder.pid != os.getpid()
@@ -216,9 +221,20 @@ def _switch_paused(agent: AgentClient, tuned: Tuned, lease_s: float) -> Tuned:
 
 
 def _switch(files: Sequence[TunedFile], target: str) -> None:
-    """Set ``target`` mode on each file, in order (the store is free or the app paused)."""
+    """Set ``target`` mode on each file, in order (the store is free or the app paused).
+
+    Raises as ``journal_mode.switch``; the message then also names the files switched before.
+    """
+    done: list[str] = []
     for entry in files:
-        answer = journal_mode.switch(entry.path, target)
+        try:
+            answer = journal_mode.switch(entry.path, target)
+        except MemsyncError as error:
+            if done:
+                error.message += f"; already switched to {target}: {', '.join(done)}"
+                error.args = (error.message,)
+            raise
+        done.append(str(entry.path))
         logger.info(
             "journal_mode_switched",
             path=str(entry.path),

@@ -166,6 +166,12 @@ def translate(error: sqlite3.Error, path: Path, action: str) -> MemsyncError:
             "the file is damaged: move it aside and restore it from a snapshot "
             "(memsync snapshot list); memsync changed nothing",
         )
+    if "readonly" in lowered or "read-only" in lowered:
+        return UnavailableError(
+            f"SQLite file {path} cannot be written to {action} ({text})",
+            "check the file's permissions, attributes (lsattr) and mount; memsync changed "
+            "nothing in this file",
+        )
     return UnavailableError(
         f"SQLite file {path} could not be read to {action} ({text})",
         "check the file's permissions and the disk; memsync changed nothing",

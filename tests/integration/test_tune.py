@@ -134,3 +134,18 @@ def test_tune_rollback_journal_exits_12_while_the_app_holds_the_store(
     assert result.code == 12
     assert "leaving WAL mode needs every connection" in result.err
     assert set(modes(deployment).values()) == {"wal"}
+
+
+def test_tune_wal_with_history_db_missing_switches_nothing_and_says_so(
+    deployment: Any, cli: Any
+) -> None:
+    deployment.close()
+    history = deployment.paths.history_db
+    aside = history.with_name("history.db.aside")
+    history.rename(aside)
+    stores = list(deployment.paths.qdrant.glob("collection/*/storage.sqlite"))
+    before = [header_journal_mode(path) for path in stores]
+    result = cli("tune", "--wal", "--json", config=deployment.config)
+    assert result.code == 11
+    assert "does not exist" in json.loads(result.err)["message"]
+    assert [header_journal_mode(path) for path in stores] == before == ["rollback"] * len(stores)
