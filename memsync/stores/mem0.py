@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -92,7 +93,9 @@ def _build_memory(config: Config) -> Any:
     level = mem0_logger.level
     mem0_logger.setLevel(logging.CRITICAL)  # mem0 logs validation errors with the input (secrets)
     try:
-        memory = Memory.from_config(settings)
+        with warnings.catch_warnings():  # qdrant-client 1.20 warns on every open in local mode
+            warnings.filterwarnings("ignore", message="Payload indexes have no effect")
+            memory = Memory.from_config(settings)
     except RuntimeError as error:
         if "already accessed" in str(error):
             raise LockedError(
