@@ -103,8 +103,9 @@ def _text(command: str, done: forget.Forgotten) -> str:
     if done.pending_id is not None:
         lines.append(
             f"{command}: queued as {done.pending_id} ({len(targets.all)} memories would go now): "
-            "no route to write while the app holds the store; applied by memsync pending apply, "
-            "the app's agent or the next maintenance window"
+            "no route to write while the app holds the store; applied by memsync pending apply "
+            "(run by the daemon every few minutes, or as the app unit's ExecStartPre=) once "
+            "the app's agent answers, a window is configured or the app is stopped"
         )
         return "\n".join(lines)
     lines += [

@@ -1,20 +1,69 @@
-"""Doctor's probes of writes waiting: the request queue (``memsync.pending``), an open window."""
+"""Doctor's probes of writes: the route a write would take now, the queue, an open window."""
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 
 from memsync import pending
 from memsync.config import Config
-from memsync.doctor.status import ERROR, WARNING
+from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import UnavailableError
 from memsync.model import DoctorResult
 from memsync.state import WINDOW_FILE, window_left_open
+from memsync.stores.agent_client import find_agent
+from memsync.stores.vector_store import vector_store_for
 
 APPLY_FIX = (
     "memsync pending apply once a route exists (the app's memsync agent, [app] stop_command and "
     "start_command, or the app stopped); memsync pending list shows who asked and when"
 )
+
+
+ROUTE_FIX = (
+    "attach memsync.agent in the app (two lines), or set [app] stop_command and start_command: "
+    "docs/how-to/maintenance-while-the-app-runs.md"
+)
+
+
+def probe_route(config: Config) -> DoctorResult:
+    """The route a write (forget, prune, reconcile) would take now, as ``routes.open_writer``.
+
+    Reads /proc and greets the app's agent (``hello``: a read); never takes a lock. A warning
+    when the app holds the store and neither its agent nor a window can write (forget, erase
+    and prune would be queued; reconcile and confirm refused); an error when the agent that
+    answers serves another deployment.
+    """
+    store = vector_store_for(config)
+    holder = store.holder()
+    path = str(store.location)
+    try:
+        client = find_agent(config)
+    except UnavailableError as error:
+        return DoctorResult(
+            code="write-route", status=ERROR, path=path, message=error.message, fix=error.hint
+        )
+    if client is not None:
+        with client:
+            return DoctorResult(
+                code="write-route", status=OK, path=str(client.path),
+                message=f"writes go through the app's memsync agent (pid {client.hello.get('pid')})",
+            )  # fmt: skip
+    if holder is None or holder.pid == os.getpid():
+        message = "nobody holds the store: writes go to it directly"
+        return DoctorResult(code="write-route", status=OK, path=path, message=message)
+    if config.app.window:
+        return DoctorResult(
+            code="write-route", status=OK, path=path,
+            message=f"{holder.describe()} holds the store and no agent answers: writes stop it "
+            f"for a maintenance window (at most {config.app.max_downtime_s:g} s)",
+        )  # fmt: skip
+    return DoctorResult(
+        code="write-route", status=WARNING, path=path,
+        message=f"{holder.describe()} holds the store, no memsync agent answers and no window is "
+        "configured: forget, erase and prune would be queued, reconcile and confirm refused",
+        fix=ROUTE_FIX,
+    )  # fmt: skip
 
 
 def probe_window(config: Config) -> list[DoctorResult]:

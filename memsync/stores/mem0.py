@@ -63,6 +63,9 @@ def open_memory(config: Config, route: Route = "direct") -> Iterator[Mem0Writer]
         LockedError: the embedded store is held by another process.
     """
     require_store_free(config, "writing through mem0")
+    # qdrant-client 1.20 warns on stderr whenever mem0 asks an embedded store for payload
+    # indexes (opening the memory collection, and lazily the entity store): not memsync's news.
+    warnings.filterwarnings("ignore", message="Payload indexes have no effect")
     os.environ["MEM0_DIR"] = str(config.mem0_dir)
     # A maintenance tool sends nothing anywhere, and must not open mem0's second embedded
     # Qdrant (migrations_qdrant) that telemetry keeps (mem0ai 2.2.1).
@@ -93,9 +96,7 @@ def _build_memory(config: Config) -> Any:
     level = mem0_logger.level
     mem0_logger.setLevel(logging.CRITICAL)  # mem0 logs validation errors with the input (secrets)
     try:
-        with warnings.catch_warnings():  # qdrant-client 1.20 warns on every open in local mode
-            warnings.filterwarnings("ignore", message="Payload indexes have no effect")
-            memory = Memory.from_config(settings)
+        memory = Memory.from_config(settings)
     except RuntimeError as error:
         if "already accessed" in str(error):
             raise LockedError(

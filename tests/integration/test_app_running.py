@@ -18,6 +18,7 @@ import pytest
 from memsync.demo import deployment as build
 from tests.conftest import error_findings
 from tests.helpers.app import AppProcess
+from tests.helpers.holders import app_holding
 
 APP_USERS = ("alice", "bob")  # the app's own traffic; memsync acts on the others' memories
 
@@ -135,3 +136,16 @@ def test_reconcile_repairs_a_resurrected_and_a_missing_point_through_the_app(
         checked = cli("check", "--json", config=deployment.config).json()
         assert checked["counts"]["errors"] == 0, error_findings(checked)
         _finish(app)
+
+
+def test_doctor_names_the_route_a_write_would_take(running: Any, cli: Any) -> None:
+    app, deployment = running, running.deployment
+    report = cli("doctor", "--json", config=deployment.config).json()
+    (route,) = [r for r in report["results"] if r["code"] == "write-route"]
+    assert route["status"] == "ok" and f"agent (pid {app.pid})" in route["message"]
+    _finish(app)
+    with app_holding(deployment.paths.qdrant) as holder:  # an app without the agent
+        report = cli("doctor", "--json", config=deployment.config).json()
+    (route,) = [r for r in report["results"] if r["code"] == "write-route"]
+    assert route["status"] == "warning" and f"pid {holder.pid}" in route["message"]
+    assert "queued" in route["message"] and "memsync.agent" in route["fix"]
