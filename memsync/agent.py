@@ -27,7 +27,7 @@ calls, runs alone, and lets them go on (milliseconds per memory). ``pause`` make
 writes wait (in-flight ones finish first) until ``resume``, the pausing connection closing, or
 the lease (at most ``lease_max_s`` seconds) running out: a killed memsync never stops the app.
 
-**Cost to the app.** One thread blocked in ``accept`` (0.5 s poll), a few KB per connection,
+**Cost to the app.** One thread waiting in ``select`` (0.5 s timeout), a few KB per connection,
 one uncontended lock per Memory call (about a microsecond); nothing runs when memsync is idle.
 """
 
@@ -35,11 +35,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
 import logging
 import os
+import selectors
 import socket
 import stat
 import struct
@@ -232,6 +234,18 @@ def _text_hash(text: str) -> str:
     return hashlib.md5(text.encode()).hexdigest()  # noqa: S324 - mem0's own payload hash
 
 
+@dataclasses.dataclass(eq=False)
+class _Peer:
+    """One connection: its socket, peer pid, unread bytes, last activity (monotonic seconds)."""
+
+    connection: socket.socket
+    pid: int
+    seen: float
+    buffer: bytearray = dataclasses.field(default_factory=bytearray)
+    oversized: bool = False
+    dropped: int = 0
+
+
 class Agent:
     """The agent serving one app's ``Memory`` on a Unix socket. Built by ``attach`` only."""
 
@@ -254,6 +268,8 @@ class Agent:
         self._server = self._listen()
         self._inode = os.stat(path).st_ino
         self._entities_touched = False
+        self._current: _Peer | None = None
+        self._pause_owner: _Peer | None = None
         for name in (*WRITES, *READS):
             if callable(getattr(memory, name, None)):
                 setattr(memory, name, _gated(self.gate, getattr(memory, name), name in WRITES))
@@ -319,60 +335,92 @@ class Agent:
             self.thread.join(timeout=2.0)
 
     def _serve(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                connection, _ = self._server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            try:
-                self._session(connection)
-            except Exception:  # noqa: BLE001 - nothing from a peer may reach the app
-                logger.exception("memsync agent: session failed")
-            finally:
-                if self.gate.resume() is not None:
-                    logger.info("memsync agent: connection closed; app writes resumed")
-                with contextlib.suppress(OSError):
-                    connection.close()
+        """Serve every connection from this one thread (``selectors``), until ``close``."""
+        selector = selectors.DefaultSelector()
+        self._server.setblocking(False)
+        selector.register(self._server, selectors.EVENT_READ, None)
+        peers: list[_Peer] = []
+        try:
+            while not self._stopping.is_set():
+                for key, _ in selector.select(timeout=0.5):
+                    if key.data is None:
+                        self._accept(selector, peers)
+                    else:
+                        self._readable(selector, peers, key.data)
+                now = time.monotonic()
+                for peer in [p for p in peers if now - p.seen > IDLE_TIMEOUT_S]:
+                    self._drop(selector, peers, peer)
+        except Exception:  # noqa: BLE001 - nothing from a peer may reach the app
+            logger.exception("memsync agent: stopped serving")
+        finally:
+            for peer in list(peers):
+                self._drop(selector, peers, peer)
+            selector.close()
 
-    def _session(self, connection: socket.socket) -> None:
-        """Serve one connection's requests in order until it closes, idles or misbehaves."""
-        connection.settimeout(IDLE_TIMEOUT_S)
+    def _accept(self, selector: selectors.BaseSelector, peers: list[_Peer]) -> None:
+        try:
+            connection, _ = self._server.accept()
+        except OSError:
+            return
+        connection.settimeout(5.0)  # sends; reads happen only when select says readable
         pid, uid, gid = _peer(connection)
         if uid not in self.allow_uids and gid not in self.allow_gids:
             logger.warning("memsync agent: refused peer pid %s uid %s gid %s", pid, uid, gid)
             self._reply(connection, None, error=("refused", f"uid {uid} gid {gid} is not allowed"))
+            connection.close()
             return
-        reader = connection.makefile("rb")
-        while not self._stopping.is_set():
-            try:
-                line = reader.readline(MAX_REQUEST_BYTES + 1)
-            except (TimeoutError, OSError):
-                return
-            if not line:
-                return
-            if len(line) > MAX_REQUEST_BYTES or not line.endswith(b"\n"):
-                self._discard_line(reader, line)
-                logger.warning(
-                    "memsync agent: request over %s bytes from pid %s", MAX_REQUEST_BYTES, pid
-                )
-                self._reply(
-                    connection,
-                    None,
-                    error=("bad-request", f"request over {MAX_REQUEST_BYTES} bytes"),
-                )
-                return
-            self._answer(connection, line, pid)
+        peer = _Peer(connection=connection, pid=pid, seen=time.monotonic())
+        peers.append(peer)
+        selector.register(connection, selectors.EVENT_READ, peer)
 
-    @staticmethod
-    def _discard_line(reader: Any, start: bytes) -> None:
-        """Drop the rest of an oversized request (up to 16x the limit) so the peer gets the reply."""
-        line, dropped = start, len(start)
-        with contextlib.suppress(TimeoutError, OSError):
-            while line and not line.endswith(b"\n") and dropped < 16 * MAX_REQUEST_BYTES:
-                line = reader.readline(MAX_REQUEST_BYTES)
-                dropped += len(line)
+    def _drop(self, selector: selectors.BaseSelector, peers: list[_Peer], peer: _Peer) -> None:
+        """Close a connection; resume app writes if it was the one that paused them."""
+        if self._pause_owner is peer and self.gate.resume() is not None:
+            logger.info("memsync agent: pausing connection closed; app writes resumed")
+        if self._pause_owner is peer:
+            self._pause_owner = None
+        with contextlib.suppress(KeyError, ValueError):
+            selector.unregister(peer.connection)
+        with contextlib.suppress(ValueError):
+            peers.remove(peer)
+        with contextlib.suppress(OSError):
+            peer.connection.close()
+
+    def _readable(self, selector: selectors.BaseSelector, peers: list[_Peer], peer: _Peer) -> None:
+        """Read what a peer sent; answer each complete line in order."""
+        try:
+            data = peer.connection.recv(65536)
+        except OSError:
+            data = b""
+        if not data:
+            if peer.oversized:  # the peer stopped sending inside an oversized request
+                message = f"request over {MAX_REQUEST_BYTES} bytes"
+                self._reply(peer.connection, None, error=("bad-request", message))
+            self._drop(selector, peers, peer)
+            return
+        peer.seen = time.monotonic()
+        peer.buffer += data
+        while not peer.oversized and b"\n" in peer.buffer:
+            line, _, rest = bytes(peer.buffer).partition(b"\n")
+            peer.buffer = bytearray(rest)
+            if len(line) >= MAX_REQUEST_BYTES:
+                peer.oversized = True
+                break
+            self._current = peer
+            self._answer(peer.connection, line, peer.pid)
+        if len(peer.buffer) >= MAX_REQUEST_BYTES:
+            peer.oversized = True
+        if peer.oversized:  # drop bytes to the end of the line, then answer and close
+            peer.dropped += len(peer.buffer)
+            ended = b"\n" in peer.buffer
+            peer.buffer.clear()
+            if ended or peer.dropped > 16 * MAX_REQUEST_BYTES:
+                logger.warning(
+                    "memsync agent: request over %s bytes from pid %s", MAX_REQUEST_BYTES, peer.pid
+                )
+                message = f"request over {MAX_REQUEST_BYTES} bytes"
+                self._reply(peer.connection, None, error=("bad-request", message))
+                self._drop(selector, peers, peer)
 
     def _answer(self, connection: socket.socket, line: bytes, pid: int) -> None:
         request_id = None
@@ -550,6 +598,7 @@ class Agent:
             raise AgentRequestError("bad-request", "lease_s must be a positive number")
         lease = min(float(lease_s), self.lease_max_s)
         waited = self.gate.pause(lease)
+        self._pause_owner = self._current
         logger.info("memsync agent: app writes paused (lease %.1f s)", lease)
         return {"lease_s": lease, "waited_s": round(waited, 6)}
 
@@ -560,6 +609,7 @@ class Agent:
         did under the pause was not fully quiesced.
         """
         held = self.gate.resume()
+        self._pause_owner = None
         ran_out = held is None or self.gate.lease_ran_out
         if held is not None:
             logger.info("memsync agent: app writes resumed after %.3f s", held)

@@ -239,3 +239,20 @@ def test_an_app_killed_mid_request_leaves_nothing_half_done(app_with_agent: Any)
             assert AgentWriter(retry, app.config).delete(target) is True
         assert target not in again.view()
         assert again.stop()["failures"] == 0
+
+
+def test_connections_are_served_side_by_side_and_only_the_pauser_resumes(
+    app_with_agent: Any,
+) -> None:
+    app = app_with_agent
+    history_db = app.deployment.paths.history_db
+    with AgentClient.connect(app.socket) as pauser:
+        pauser.call("pause", lease_s=30)
+        rows = _history_rows(history_db)
+        with AgentClient.connect(app.socket, timeout_s=5.0) as other:  # not stuck behind it
+            assert other.call("get", memory_id=_live(app)[4]) is not None
+        time.sleep(0.3)  # the clock: app writes come every 50 ms; none may land while paused
+        assert _history_rows(history_db) == rows  # the other connection's close resumed nothing
+        assert pauser.call("resume")["lease_ran_out"] is False
+    _wait_for_more_rows(history_db, rows, timeout_s=5.0)
+    assert app.stop()["failures"] == 0
