@@ -1,6 +1,6 @@
 """The one registry of finding codes: severity, documentation anchor, fix, emitter and repair.
 
-Every finding memsync reports (``check``, ``snapshot verify``, ``forget``) has one entry here, and
+Every finding memsync reports (``check``, ``snapshot verify``, ``forget``, ``doctor``) has one entry here, and
 everything else reads it: ``check`` and ``snapshot verify`` build findings through ``make``, the
 reconcile planner answers exactly the codes whose ``repair`` is not ``NONE`` (one rule per code,
 in ``memsync.reconcile_plan``), the renderers take the fix and anchor from here, and
@@ -27,6 +27,7 @@ class Source(enum.Enum):
     CHECK = "check"
     VERIFY = "snapshot verify"
     FORGET = "forget"
+    DOCTOR = "doctor"
 
 
 class Repair(enum.Enum):
@@ -108,6 +109,9 @@ _SPECS = (
          fix="use another snapshot, or the signing key it was made with"),
     Spec(code="restore-unclean", severity=_E, source=Source.VERIFY,
          fix="use another snapshot (or restore it and run memsync reconcile for what it can repair)"),
+    # doctor: the deployment's set-up puts the app's writes at risk.
+    Spec(code="wal-recommended", severity=_W, source=Source.DOCTOR,
+         fix="memsync tune --wal (with the app stopped, or through its memsync agent)"),
     # forget: a target id names nothing.
     Spec(code="memory-not-found", severity=_E, source=Source.FORGET,
          fix="check the id (memsync check --json lists memory ids)"),

@@ -26,6 +26,7 @@ from memsync.cli import render
 from memsync.cli import restore as restore_command
 from memsync.cli import review as review_command
 from memsync.cli import snapshot as snapshot_command
+from memsync.cli import tune as tune_command
 from memsync.errors import EXIT_CODE_TABLE, ExitCode, MemsyncError
 
 logger = structlog.get_logger(__name__)
@@ -41,6 +42,7 @@ COMMANDS = (
     review_command,
     daemon_command,
     config_command,
+    tune_command,
 )
 
 

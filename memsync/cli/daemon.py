@@ -1,26 +1,31 @@
-"""``memsync daemon`` and ``memsync status``."""
+"""``memsync daemon``, ``memsync job`` and ``memsync status``."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from datetime import UTC, datetime
 from typing import Any
+
+import structlog
 
 from memsync import config as config_module
 from memsync import daemon, jobs
 from memsync.cli import render
 from memsync.cli.common import add_command, load_config
-from memsync.errors import ExitCode
+from memsync.daemon.runner import ChildResult, JobRunner, job_lock, read_queue
 
 DAEMON_HELP = (
     "run check, prune, snapshot and retention on the [daemon] schedule (a systemd service)"
 )
 JOB_HELP = (
-    "run one daemon job now (check, prune, snapshot, retention), as the daemon or a timer would"
+    "run one daemon job now and record it as the daemon would (check, prune, snapshot, "
+    "retention, apply-pending)"
 )
 STATUS_HELP = (
-    "the daemon's jobs: last success, outcome, next run; exit 3 when one is overdue or failing"
+    "the daemon's jobs and the queue: last success, outcome, reason, next run; "
+    "exit 3 when a job is overdue or failing"
 )
 
 
@@ -29,12 +34,15 @@ def register(
     common: argparse.ArgumentParser,
     epilog: str,
 ) -> None:
-    """Add ``daemon`` and ``status``."""
+    """Add ``daemon``, ``job`` and ``status``."""
     parser = add_command(subparsers, "daemon", DAEMON_HELP, common, epilog)
     parser.set_defaults(run=run_daemon, default_log_level="info")
     parser = add_command(subparsers, "job", JOB_HELP, common, epilog)
     parser.add_argument(
         "name", choices=jobs.JOB_NAMES, metavar="JOB", help=", ".join(jobs.JOB_NAMES)
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="show the command the job runs; run nothing"
     )
     parser.set_defaults(run=run_job)
     parser = add_command(subparsers, "status", STATUS_HELP, common, epilog)
@@ -48,30 +56,83 @@ def run_daemon(args: argparse.Namespace) -> int:
 
 
 def run_job(args: argparse.Namespace) -> int:
-    """Run one daemon job now, as the daemon would (for systemd timers); its command's exit."""
-    from memsync.cli import main
+    """Run one job now, in a child process, and record it as the daemon records its runs.
 
+    Waits for a run of the same job the daemon has in progress. Returns the job command's exit
+    status; prints its ``--json`` report (with ``--json``) or a summary line.
+    """
     config = load_config(args)
-    argv = jobs.job_argv(config, args.name)
-    extra = ["--json"] if args.json else []
-    return main(
-        [
-            *argv,
-            *extra,
-            "--config",
-            str(config_module.config_path(getattr(args, "config", None), os.environ)),
-        ]
+    path = config_module.config_path(getattr(args, "config", None), os.environ).absolute()
+    job = jobs.job_named(config, args.name)
+    if args.dry_run:
+        argv = ["memsync", *job.argv, "--json", "--config", str(path)]
+        document = {"command": "job", "job": job.name, "dry_run": True, "argv": argv}
+        document["state"] = str(jobs.state_path(config))
+        _emit(args, document, f"would run: {' '.join(argv)}; recorded in {document['state']}")
+        return 0
+    options = [
+        (flag, getattr(args, name))
+        for flag, name in (("--log-level", "log_level"), ("--log-format", "log_format"))
+        if hasattr(args, name)
+    ]
+    runner = JobRunner(
+        config=config,
+        config_path=path,
+        environ=os.environ,
+        daemon=False,
+        child_options=tuple(part for option in options for part in option),
     )
+    with (
+        structlog.contextvars.bound_contextvars(job=job.name),
+        job_lock(config, job.name, wait=True),
+    ):
+        run, record, child = runner.run(job, "hand")
+    runner.wait_for_pings()
+    _relay(args, run, child)
+    if run.exit_code in (0, 3, 4, 5):
+        _emit(args, dict(run.output), _summary(run, record))
+    return run.exit_code
+
+
+def _relay(args: argparse.Namespace, run: jobs.Run, child: ChildResult) -> None:
+    """The child's log lines to stderr, then its ``exit_error`` line (in this command's format)."""
+    error = jobs.parse_exit_error(child.stderr)
+    for line in child.stderr.splitlines(keepends=True):
+        if error is None or jobs.parse_exit_error(line) is None:
+            sys.stderr.write(line)
+    sys.stderr.flush()
+    if error is not None:
+        render.exit_error(
+            run.exit_code, str(error.get("message")), error.get("hint"), as_json=args.json
+        )
+
+
+def _summary(run: jobs.Run, record: dict[str, Any]) -> str:
+    figures = ", ".join(
+        f"{key} {value}"
+        for key, value in (record.get("summary") or {}).items()
+        if isinstance(value, int | float | str) and run.outcome in ("ok", "problems")
+    )
+    line = f"job {run.name}: {run.outcome} (exit {run.exit_code}) in {run.duration_s:.1f} s"
+    line += f" ({figures})" if figures else ""
+    if record.get("reason"):
+        line += f"\n  reason: {record['reason']}"
+    if record.get("next_step"):
+        line += f"\n  next:   {record['next_step']}"
+    return line
 
 
 def run_status(args: argparse.Namespace) -> int:
-    """Print the daemon's state; exit 3 when a job is overdue or failing, or no daemon runs."""
+    """Print the daemon's state and the queue; exit 3 when a job is overdue or failing."""
     config = load_config(args)
+    now = datetime.now(UTC)
     state = jobs.load_state(config)
     pid = jobs.daemon_pid(config)
-    rows = jobs.job_health(config, state, datetime.now(UTC))
+    verdict = jobs.judge_jobs(config, state, now)
+    queue, _ids = read_queue(config, now)
     document: dict[str, Any] = {
         "command": "status",
+        "ok": not verdict.problems,
         "daemon": {
             "running": pid is not None,
             "pid": pid,
@@ -79,27 +140,46 @@ def run_status(args: argparse.Namespace) -> int:
             "started_at": state.get("started_at"),
             "stopped_at": state.get("stopped_at"),
         },
-        "jobs": rows,
+        "jobs": list(verdict.rows),
+        "queue": queue.as_json(),
     }
-    bad = [r for r in rows if r["overdue"] or r["failing"]]
-    document["ok"] = not bad
+    _emit(args, document, _status_text(document))
+    return verdict.exit_code
+
+
+def _status_text(document: dict[str, Any]) -> str:
+    running = document["daemon"]
     lines = [
-        f"daemon: {'running as pid ' + str(pid) if pid else 'not running'}"
-        + (
-            f", running {document['daemon']['current_job']}"
-            if document["daemon"]["current_job"]
-            else ""
-        )
+        f"daemon: {'running as pid ' + str(running['pid']) if running['running'] else 'not running'}"
+        + (f", running {running['current_job']}" if running["current_job"] else "")
     ]
-    for row in rows:
+    for row in document["jobs"]:
         flags = ", ".join(name for name in ("overdue", "failing") if row[name])
         lines.append(
-            f"{row['job']:<10} last success {row['last_success_at'] or 'never':<28} "
-            f"outcome {row['last_outcome'] or '-':<9} next {row['next_run_at'] or '-'}"
+            f"{row['job']:<13} last success {row['last_success_at'] or 'never':<28} "
+            f"outcome {row['last_outcome'] or '-':<11} next {row['next_run_at'] or '-'}"
             + (f"  <- {flags}" if flags else "")
         )
+        lines += [f"  {label}: {row[key]}" for label, key in _EXPLAINED if flags and row[key]]
+    queue = document["queue"]
+    if queue["count"] is None:
+        lines.append(f"queue: unreadable: {queue['error']}")
+    elif queue["count"] == 0:
+        lines.append("queue: empty")
+    else:
+        kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(queue["kinds"].items()))
+        lines.append(
+            f"queue: {queue['count']} request(s) waiting for a route ({kinds}), "
+            f"oldest {queue['oldest_age_s']:.0f} s ({queue['oldest_requested_at']})"
+        )
+    return "\n".join(lines)
+
+
+_EXPLAINED = (("reason", "reason"), ("next  ", "next_step"))
+
+
+def _emit(args: argparse.Namespace, document: dict[str, Any], text: str) -> None:
     if args.json:
         render.emit_json(document)
     else:
-        render.emit_text("\n".join(lines))
-    return int(ExitCode.PROBLEMS_FOUND if bad else ExitCode.OK)
+        render.emit_text(text)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memsync import repository, snapshot, utc
+from memsync import capture_budget, repository, snapshot, utc
 from memsync.cli import render
 from memsync.cli.common import add_command, load_config
 from memsync.errors import ExitCode, UsageError
@@ -86,6 +86,7 @@ def run_create(args: argparse.Namespace) -> int:
     """
     config = load_config(args)
     directory = snapshot.snapshot_dir(config)
+    budget = capture_budget.warn_before_capture(config)  # logs each file near the busy timeout
     if args.dry_run:
         vectors = vector_store_for(config).location
         plan = {
@@ -94,6 +95,7 @@ def run_create(args: argparse.Namespace) -> int:
             "directory": str(directory),
             "sources": [str(vectors), str(config.history_db_path)],
             "upload": args.upload,
+            "capture_budget": budget.to_json(),
         }
         if args.upload:
             repository.object_store(config)
@@ -101,10 +103,13 @@ def run_create(args: argparse.Namespace) -> int:
             args,
             plan,
             f"would capture {vectors} and {config.history_db_path} "
-            f"into {directory}/<id>/" + (" and upload it" if args.upload else ""),
+            f"into {directory}/<id>/"
+            + (" and upload it" if args.upload else "")
+            + "".join(_near_timeout_lines(budget)),
         )
     with render.progress("reading points") as progress:
         created = snapshot.create_snapshot(config, _now(), progress)
+    capture_budget.record_manifest(config.state_dir, created.manifest)  # the next estimate's rate
     upload: dict[str, int] | None = None
     if args.upload:
         with render.byte_progress("uploading", created.manifest.stored_bytes) as sent:
@@ -125,6 +130,7 @@ def run_create(args: argparse.Namespace) -> int:
         "removed_partials": [str(p) for p in created.removed_partials],
         "quiesced": bool(manifest.quiesced),
         "route": "agent" if manifest.quiesced is not None else "none",
+        "capture_budget": budget.to_json(),
     }
     counts = manifest.check
     text = (
@@ -139,6 +145,7 @@ def run_create(args: argparse.Namespace) -> int:
         text += "; app writes paused by its agent for the capture (quiesced)"
     if counts.get("unsettled"):
         text += f"; {len(counts['unsettled'])} writes caught in the capture could not be settled"
+    text += "".join(_near_timeout_lines(budget))
     code = _emit(args, document, text)
     return int(ExitCode.PROBLEMS_FOUND) if counts.get("errors") else code
 
@@ -355,6 +362,15 @@ def _confirm(args: argparse.Namespace, what: str) -> None:
     answer = input(f"{what}? [y/N] ")
     if answer.strip().lower() not in ("y", "yes"):
         raise UsageError("not confirmed")
+
+
+def _near_timeout_lines(budget: capture_budget.CaptureBudget) -> list[str]:
+    return [
+        f"\nwarning: the capture's read on {near.path} ({near.journal_mode or 'unknown'} mode, "
+        f"{near.size_bytes} bytes) was estimated at {near.estimated_hold_s:.1f} s, close to the "
+        f"app's {capture_budget.BUSY_TIMEOUT_S:.0f} s busy timeout: {capture_budget.FIX}"
+        for near in budget.near_timeout
+    ]
 
 
 def _emit(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:

@@ -37,6 +37,7 @@ _MODULE_NAME = re.compile(r"[A-Za-z_][\w.]*")
 _COLLECTION_NAME = re.compile(r"(?!\.{1,2}$)[A-Za-z0-9_.-]{1,255}")
 _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _HTTP_URL = re.compile(r"^https?://")
+_FILE_MODE = re.compile(r"0?[0-7]{3}")
 
 
 def _problem(text: str) -> PydanticCustomError:
@@ -161,6 +162,17 @@ def _plugins(value: Any) -> Any:
 def _http_url(value: Any) -> Any:
     if isinstance(value, str) and not _HTTP_URL.match(value):
         raise _problem("must start with http:// or https://")
+    return value
+
+
+def _file_mode(value: Any) -> Any:
+    if isinstance(value, str):
+        if not _FILE_MODE.fullmatch(value):
+            raise _problem("must be an octal file mode string like '0644'")
+        if int(value, 8) & 0o002:
+            raise _problem("must not let every user write the file (o+w)")
+        if not int(value, 8) & 0o400:
+            raise _problem("must let its owner read the file (u+r)")
     return value
 
 
@@ -358,9 +370,19 @@ class DaemonConfig(_Section):
         allow_inf_nan=False,
     )
     textfile_path: ConfigPath | None = key(None, "Prometheus textfile collector file")
+    textfile_mode: Annotated[str, BeforeValidator(_file_mode)] = key(
+        "0644",
+        "permissions of the textfile, whatever the umask (node_exporter must read it)",
+        toml="octal string like '0640'",
+    )
     ping_url: HttpUrl | None = key(
         None, "healthchecks-style URL; `/start` and `/fail` appended, `{job}` replaced", secret=True
     )
+
+    @property
+    def textfile_permissions(self) -> int:
+        """``textfile_mode`` as a number for ``os.chmod`` (``"0644"`` -> ``0o644``)."""
+        return int(self.textfile_mode, 8)
 
     @property
     def jobs(self) -> Mapping[str, JobSchedule]:

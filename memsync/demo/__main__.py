@@ -12,7 +12,9 @@
    ``memsync reconcile --dry-run`` and ``memsync reconcile``, ending with a clean check;
 7. prunes expired memories, and forgets one with ``--erase`` (its snapshots purged too), proven by
    a byte search of every file;
-8. runs the daemon for a few seconds and shows ``memsync status``.
+8. runs the daemon for a few seconds and shows ``memsync status``;
+9. starts the app as a real process with ``memsync.agent`` attached, writing continuously, and
+   prunes, erases a user, reconciles and snapshots through it (``memsync.demo.live``).
 
 Every memsync step runs the real CLI as a subprocess. Exits 0 only when every expectation
 holds; the deployment is left in ``$MEMSYNC_DEMO_DIR`` (default ``./demo-run``) to look at.
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from memsync.demo import deployment as build
+from memsync.demo import live
 
 MEMORIES = int(os.environ.get("MEMSYNC_DEMO_MEMORIES", "2000"))
 
@@ -173,7 +176,8 @@ def main() -> int:
         return 1
     heading("done")
     say("Every drift was named by its code and memory id, the snapshot restored both stores,")
-    say("reconcile settled a restore mix-up, and an erased memory left no byte behind.")
+    say("reconcile settled a restore mix-up, and an erased memory left no byte behind;")
+    say("with the app running, every write went through its agent and none of its writes failed.")
     say(
         f"The deployment is in {root}, healthy; what restore moved aside is beside it (*.pre-restore-*)."
     )
@@ -439,6 +443,8 @@ def daemon_act(paths: build.Paths, config: Path) -> None:
         )
     if process.returncode != 0 or status.returncode != 0:
         raise DemoFailed(f"daemon exited {process.returncode}, status exited {status.returncode}")
+    heading("9. maintenance while the app runs, through its agent")
+    live.live_act(paths, config, memsync, say, DemoFailed)
 
 
 def snapshot_ids(config: Path) -> list[str]:

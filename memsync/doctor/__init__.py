@@ -22,6 +22,7 @@ from memsync.doctor.state import probe_daemon, probe_last_snapshot, probe_restor
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.doctor.stores import check_results, probe_collections, probe_sqlite
 from memsync.doctor.versions import judge_mem0_version, probe_versions
+from memsync.doctor.wal import probe_wal
 from memsync.errors import MemsyncError
 from memsync.model import CheckReport, DoctorResult
 
@@ -37,7 +38,7 @@ RESULT_CODES = (
     "store-lock", "private-tmp-mismatch", "sqlite-integrity", "journal-mode", "sqlite-version",
     "collection-params", "check", "capture-duration", "mem0-version", "qdrant-client-version",
     "version-mismatch", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
-    "daemon-job", "prune-skipped", "old-store-copy", "legacy-point-store",
+    "daemon-job", "old-store-copy", "legacy-point-store", "wal-recommended",
 )  # fmt: skip
 
 
@@ -86,6 +87,7 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
             inspect=lambda captured: [
                 *probe_collections(config, captured),
                 *probe_sqlite(config, captured),
+                *probe_wal(config, captured),
             ],
         )
         results += probed or []

@@ -11,7 +11,6 @@ from memsync.model import DoctorResult
 from memsync.stores import snapshots
 
 SNAPSHOT_MAX_AGE_S = 36 * 3600
-PRUNE_SKIP_LIMIT_S = 7 * 86400
 
 
 def probe_last_snapshot(config: Config, now: datetime) -> DoctorResult:
@@ -54,49 +53,40 @@ def probe_last_snapshot(config: Config, now: datetime) -> DoctorResult:
 
 
 def probe_daemon(config: Config, now: datetime) -> list[DoctorResult]:
-    """The daemon's health when it is configured: running, jobs overdue or failing, prune skipped."""
-    if not config.daemon.jobs:
-        return []
-    document = jobs.load_state(config)
-    pid = jobs.daemon_pid(config)
-    results = [
-        DoctorResult(
-            code="daemon",
-            status=OK if pid else WARNING,
-            message=f"daemon running as pid {pid}"
-            if pid
-            else "no memsync daemon runs for this state directory",
-            fix=None if pid else "systemctl start memsync (docs/how-to/install-on-a-vps.md)",
-        )
-    ]
-    for row in jobs.job_health(config, document, now):
-        if row["overdue"] or row["failing"]:
-            problem = "overdue" if row["overdue"] else f"failing ({row['last_outcome']})"
-            success = row["last_success_at"]
-            results.append(
-                DoctorResult(
-                    code="daemon-job",
-                    status=WARNING,
-                    message=f"job {row['job']} is {problem}; "
-                    + (f"last success {success}" if success else "it never succeeded yet"),
-                    fix="memsync status; journalctl -u memsync",
-                )
-            )
-    prune = document.get("jobs", {}).get("prune", {})
-    skipped = jobs.parse(prune.get("last_skipped_at"))
-    success = jobs.parse(prune.get("last_success_at"))
-    if (
-        skipped
-        and (success is None or success < skipped)
-        and (success is None or (now - success).total_seconds() > PRUNE_SKIP_LIMIT_S)
-    ):
+    """Judge the daemon and its jobs: ``daemon`` and one ``daemon-job`` error per job in trouble.
+
+    ``daemon`` (running or not) only when ``[daemon]`` schedules jobs; ``daemon-job`` for each
+    job overdue or failing.
+    The judgement is ``jobs.judge_jobs``, the one ``memsync status`` exits 3 on: doctor is
+    unhealthy exactly when status would exit 3 (and for its own other errors). Reads only.
+    """
+    results = []
+    if config.daemon.jobs:
+        pid = jobs.daemon_pid(config)
         results.append(
             DoctorResult(
-                code="prune-skipped",
-                status=WARNING,
-                message="expired memories have not been pruned for more than 7 days: the app "
-                "holds the store whenever prune runs",
-                fix="schedule prune in a maintenance window when the app is stopped",
+                code="daemon",
+                status=OK if pid else WARNING,
+                message=f"daemon running as pid {pid}"
+                if pid
+                else "no memsync daemon runs for this state directory",
+                fix=None if pid else "systemctl start memsync (docs/how-to/install-on-a-vps.md)",
+            )
+        )
+    verdict = jobs.judge_jobs(config, jobs.load_state(config), now)
+    for row in verdict.problems:
+        problem = " and ".join(
+            ([] if not row["overdue"] else ["overdue"])
+            + ([] if not row["failing"] else [f"failing ({row['last_outcome']})"])
+        )
+        success = row["last_success_at"]
+        results.append(
+            DoctorResult(
+                code="daemon-job",
+                status=ERROR,
+                message=f"job {row['job']} is {problem}: {row['reason']}"
+                + (f"; last success {success}" if success else ""),
+                fix=row["next_step"] or "memsync status; journalctl -u memsync",
             )
         )
     return results

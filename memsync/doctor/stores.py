@@ -50,7 +50,12 @@ def probe_sqlite(config: Config, captured: Captured) -> list[DoctorResult]:
             status=WARNING if wal_bug else OK,
             path=None,
             message=f"SQLite library {SQLITE_VERSION}"
-            + (" has a rare WAL-reset corruption bug (fixed in 3.51.3)" if wal_bug else ""),
+            + (
+                " has a rare WAL-reset corruption bug (SQLite 3.7.0 to 3.51.2, fixed in 3.51.3) "
+                "and a file here is in WAL mode"
+                if wal_bug
+                else ""
+            ),
             fix="upgrade SQLite (the Python build's library)" if wal_bug else None,
         )
     )
@@ -67,8 +72,8 @@ def _journal_result(live: Path, mode: str, longest_read_s: float) -> DoctorResul
         path=str(live),
         message="rollback journal (mem0's default): a reader blocks mem0's writers, which give "
         "up after 5 s; in WAL mode readers never block writers (and writes were 3.6x faster)",
-        fix="stop the app, then: sqlite3 FILE 'PRAGMA journal_mode=WAL' (a change to your "
-        "files; memsync never does it silently)",
+        fix="memsync tune --wal (a change to your files, which memsync never makes silently: "
+        "docs/how-to/wal-mode.md)",
     )
 
 

@@ -31,13 +31,17 @@ FINDING_KEYS = {
 
 
 def fingerprint(root: Path) -> dict[str, str]:
-    """sha256 of every file under ``root`` except Qdrant's lock file."""
+    """sha256 of every file under ``root`` except Qdrant's lock file and memsync's own directories.
+
+    memsync's state directory (``memsync-state``; ``state`` in bulk-generated deployments) and
+    the snapshot directory are memsync's, not the deployment's.
+    """
     return {
         str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(root.rglob("*"))
         if path.is_file()
         and path.name != ".lock"
-        and not {"memsync-state", "snapshots"} & set(path.parts)
+        and not {"memsync-state", "state", "snapshots"} & set(path.relative_to(root).parts)
     }
 
 

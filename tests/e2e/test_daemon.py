@@ -329,38 +329,6 @@ def test_failing_job_is_retried_and_the_loop_lives(make_deployment, tmp_path):
     assert any(e.get("event") == "job_retry" for e in events(err))
 
 
-def test_job_blocked_by_the_apps_lock_is_skipped_not_failed(deployment, cli, tmp_path):
-    deployment.close()
-    with_daemon(deployment, 'prune_every = "2s"\n')
-    app = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time; from qdrant_client import QdrantClient; "
-            f"c = QdrantClient(path={str(deployment.paths.qdrant)!r}); print('ready', flush=True); "
-            "time.sleep(120)",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert app.stdout.readline().strip() == "ready"
-    notify = Notify(tmp_path)
-    process = start(deployment.config, notify)
-    try:
-        current = wait_state(
-            deployment.paths.root,
-            lambda s: s["jobs"].get("prune", {}).get("last_outcome") == "skipped",
-        )
-        assert "last_success_at" not in current["jobs"]["prune"]
-        status = cli("status", "--json", config=deployment.config).json()
-        prune = next(j for j in status["jobs"] if j["job"] == "prune")
-        assert prune["last_skipped_at"] and prune["failing"] is False
-    finally:
-        app.kill()
-        app.wait()
-        assert stop(process)[0] == 0
-
-
 def test_status_exits_3_when_a_job_is_failing_and_writes_a_textfile(make_deployment, cli, tmp_path):
     textfile = tmp_path / "memsync.prom"
     deployment = make_deployment(count=10)
@@ -423,32 +391,6 @@ def test_systemd_units_verify_cleanly(unit, tmp_path):
         [analyze, "verify", str(tmp_path / target)], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0 and result.stderr == "", result.stderr
-
-
-def test_doctor_warns_when_prune_was_skipped_for_more_than_a_week(deployment, cli):
-    from datetime import UTC, datetime, timedelta
-
-    deployment.close()
-    with_daemon(deployment, 'prune_at = "03:10"\n')
-    week_ago = (datetime.now(UTC) - timedelta(days=8)).isoformat().replace("+00:00", "Z")
-    recent = (datetime.now(UTC) - timedelta(hours=2)).isoformat().replace("+00:00", "Z")
-    deployment.paths.state.mkdir(parents=True, exist_ok=True)
-    (deployment.paths.state / "daemon-state.json").write_text(
-        json.dumps(
-            {
-                "jobs": {
-                    "prune": {
-                        "last_success_at": week_ago,
-                        "last_skipped_at": recent,
-                        "last_outcome": "skipped",
-                    }
-                }
-            }
-        )
-    )
-    report = cli("doctor", "--json", config=deployment.config).json()
-    codes = {r["code"]: r["status"] for r in report["results"]}
-    assert codes["prune-skipped"] == "warning" and codes["daemon"] == "warning"
 
 
 def test_sighup_that_moves_state_dir_or_drops_every_job_is_rejected(deployment, tmp_path):

@@ -51,13 +51,25 @@ def test_at_slots_follow_the_configured_time_zone():
     [
         (0, "ok"),
         (3, "problems"),
-        (12, "skipped"),
-        (75, "skipped"),
+        (5, "queued"),
+        (12, "locked"),
+        (75, "try-later"),
         (11, "failed"),
         (1, "failed"),
+        (2, "failed"),
         (130, "interrupted"),
     ],
-    ids=["ok", "problems", "locked", "try-later", "unavailable", "bug", "interrupted"],
+    ids=[
+        "ok",
+        "problems",
+        "queued",
+        "locked",
+        "try-later",
+        "unavailable",
+        "bug",
+        "usage",
+        "interrupted",
+    ],
 )
 def test_outcomes_from_exit_statuses(code, outcome):
     assert classify(code) == outcome
@@ -67,6 +79,11 @@ def test_backoff_doubles_caps_and_stays_inside_an_interval():
     assert [backoff_s(n, None) for n in (1, 2, 3)] == [30.0, 60.0, 120.0]
     assert backoff_s(20, None) == 3600.0
     assert backoff_s(5, 20.0) == 5.0
+
+
+def test_backoff_stays_a_number_after_months_of_failures():
+    # an hourly retry for a year: memsync <= 0.2 computed 30 * 2**8759 and crashed the loop
+    assert backoff_s(24 * 365, None) == 3600.0
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,119 @@
+"""The Prometheus textfile (node_exporter's textfile collector): rendering and writing.
+
+Conventions (Prometheus' instrumentation practice: a series that may exist is always there):
+every job ``judge_jobs`` lists has ``memsync_job_last_success_timestamp_seconds`` (0 when it
+never succeeded, so ``time() - ...`` alerts fire for it), ``memsync_job_failing`` and
+``memsync_job_overdue`` (0/1, the same judgement as ``memsync status``); the queue gauges are
+always there (0 for an empty queue) unless the queue file cannot be read. Values are as of the
+file's write time: node_exporter exports that as ``node_textfile_mtime_seconds``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from memsync.jobs.health import JobsVerdict, QueueFigures
+from memsync.jobs.schedule import parse
+
+
+def _gauge(name: str, text: str, samples: list[tuple[str, float | int]]) -> list[str]:
+    lines = [f"# HELP {name} {text}", f"# TYPE {name} gauge"]
+    return lines + [f"{name}{labels} {_number(value)}" for labels, value in samples]
+
+
+def _number(value: float | int) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{float(value):.3f}"
+
+
+def render_textfile(verdict: JobsVerdict, state: Mapping[str, Any], queue: QueueFigures) -> str:
+    """The textfile's text: the jobs' judgement, the last figures they reported, the queue. Pure."""
+    records = state.get("jobs") or {}
+    rows = verdict.rows
+    success = []
+    for row in rows:
+        moment = parse(row["last_success_at"])
+        success.append((f'{{job="{row["job"]}"}}', moment.timestamp() if moment else 0))
+    lines = _gauge(
+        "memsync_job_last_success_timestamp_seconds",
+        "Start of the last successful run of a memsync job (Unix time, UTC); 0 when it never succeeded.",
+        [(labels, round(value)) for labels, value in success],
+    )
+    lines += _gauge(
+        "memsync_job_failing",
+        "1 when the last run of a job did not do its work (failed, no route, queued, try later) "
+        "or found problems.",
+        [(f'{{job="{r["job"]}"}}', int(r["failing"])) for r in rows],
+    )
+    lines += _gauge(
+        "memsync_job_overdue",
+        "1 when a scheduled job has no success since its latest slot (as memsync status judges).",
+        [(f'{{job="{r["job"]}"}}', int(r["overdue"])) for r in rows],
+    )
+    ran = [r["job"] for r in rows if r["job"] in records and "duration_s" in records[r["job"]]]
+    lines += _gauge(
+        "memsync_job_duration_seconds",
+        "Duration of the last run of a memsync job.",
+        [(f'{{job="{n}"}}', float(records[n]["duration_s"])) for n in ran],
+    )
+    lines += _summaries(records, [r["job"] for r in rows])
+    if queue.count is not None:
+        lines += _gauge(
+            "memsync_pending_requests",
+            "Writes queued for lack of a route (<state_dir>/pending.json).",
+            [("", queue.count)],
+        )
+        lines += _gauge(
+            "memsync_pending_oldest_age_seconds",
+            "Age of the oldest queued write; 0 when the queue is empty.",
+            [("", round(queue.oldest_age_s or 0.0, 1))],
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _summaries(records: Mapping[str, Any], names: list[str]) -> list[str]:
+    """The gauges from the figures jobs reported: findings, snapshot size, window downtime."""
+    summaries = {n: records.get(n, {}).get("summary") or {} for n in names}
+    by_code = summaries.get("check", {}).get("findings_by_code", {})
+    lines = _gauge(
+        "memsync_findings",
+        "Findings of the last check, by code.",
+        [(f'{{code="{code}"}}', count) for code, count in sorted(by_code.items())],
+    )
+    size = summaries.get("snapshot", {}).get("size_bytes")
+    if isinstance(size, int):
+        lines += _gauge("memsync_snapshot_size_bytes", "Size of the last snapshot.", [("", size)])
+    downtime = [
+        (f'{{job="{n}"}}', s["downtime_s"])
+        for n, s in summaries.items()
+        if isinstance(s.get("downtime_s"), int | float)
+    ]
+    if downtime:
+        lines += _gauge(
+            "memsync_job_window_downtime_seconds",
+            "The app's downtime in the maintenance window of a job's last successful run.",
+            downtime,
+        )
+    return lines
+
+
+def write_textfile(path: Path, text: str, mode: int) -> None:
+    """Replace ``path`` with ``text`` atomically, with permissions ``mode`` whatever the umask.
+
+    The temporary file (``.<name>.<pid>.tmp`` beside it) does not end in ``.prom``, so
+    node_exporter never reads a partial file.
+
+    Raises:
+        OSError: the directory cannot be written.
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with temporary.open("w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)

@@ -1,0 +1,151 @@
+"""The journal mode of a live SQLite file: read it, switch it (WAL or rollback), prove it.
+
+mem0ai 2.2.1 (history.db) and qdrant-client 1.20 (each collection's ``storage.sqlite``) open
+their files in SQLite's default rollback mode with Python's 5 s busy timeout. In WAL mode a
+reader (a capture's ``VACUUM INTO``) and the app's writer never wait for each other. The mode
+is stored in the file header (bytes 18 and 19 are 2 in WAL mode), so it persists: a connection
+that is already open (the app's) notices the new header at its next transaction and carries on
+in WAL mode (measured with SQLite 3.40.1: a mem0 process writing continuously while both files
+were switched from another process, zero failed writes; docs/how-to/wal-mode.md).
+
+Only ``memsync.tune`` calls the switches, and only with the store free or the app's writes
+paused through its agent. Leaving WAL mode needs every other connection closed (SQLite refuses
+it with "database is locked" at once otherwise).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from memsync.config import Config
+from memsync.errors import UnavailableError
+from memsync.stores.sqlite_files import (
+    header_journal_mode,
+    present,
+    require_regular_file,
+    translate,
+)
+from memsync.stores.vector_store import vector_store_for
+
+WAL = "wal"
+ROLLBACK = "rollback"
+# What ``PRAGMA journal_mode`` answers for each mode memsync sets (DELETE is mem0's default).
+PRAGMA_VALUE = {WAL: "wal", ROLLBACK: "delete"}
+SWITCH_TIMEOUT_S = 5.0  # a busy file is waited for this long (the app's own busy timeout)
+
+
+def probe_mode(path: Path) -> str:
+    """Return ``"wal"`` or ``"rollback"`` from ``path``'s header. Reads 20 bytes, no lock.
+
+    Raises:
+        UnavailableError: the file is unreadable or not an SQLite database.
+    """
+    return header_journal_mode(path)
+
+
+def switch(path: Path, mode: str, timeout_s: float = SWITCH_TIMEOUT_S) -> str:
+    """Set ``path``'s journal mode to ``mode`` (``"wal"`` or ``"rollback"``); return SQLite's answer.
+
+    Opens a read-write connection of its own (never through mem0), runs ``PRAGMA
+    journal_mode=WAL`` (or ``=DELETE``), closes it. To WAL: one short write transaction on the
+    header, waiting up to ``timeout_s`` for the app's transaction to end. To rollback: needs
+    every other connection closed. Writes the file's header. Idempotent (the mode it already
+    has is set again without a write).
+
+    Returns:
+        ``PRAGMA journal_mode``'s answer (``"wal"`` / ``"delete"``; another value means the
+        file system refused the mode, see ``verify``).
+
+    Raises:
+        TryLaterError: the file stayed busy (a writer held it, or another connection is open
+            when leaving WAL).
+        UnavailableError: the file is missing, unreadable or not a database.
+    """
+    require_regular_file(path)
+    connection = sqlite3.connect(path, timeout=timeout_s)
+    try:
+        row = connection.execute(f"PRAGMA journal_mode={PRAGMA_VALUE[mode].upper()}").fetchone()
+    except sqlite3.Error as error:
+        raise translate(error, path, f"switch it to {mode} mode") from error
+    finally:
+        connection.close()
+    return str(row[0]).lower() if row else ""
+
+
+def verify(path: Path, timeout_s: float = SWITCH_TIMEOUT_S) -> str:
+    """Re-open ``path`` in a new connection and return its mode: ``"wal"`` or ``"rollback"``.
+
+    Reads ``PRAGMA journal_mode`` (SQLite's own answer, not only the header), so a file system
+    that cannot share WAL memory (SQLite falls back to another mode) is caught. A read-write
+    open: on a WAL file nobody has open it makes ``-wal``/``-shm`` and removes them on close.
+    Reads only.
+
+    Raises:
+        UnavailableError: the file cannot be opened or read, or SQLite reports another mode
+            (``memory``, ``off``, ``truncate``, ``persist``: the message names it).
+        TryLaterError: the file stayed busy for ``timeout_s``.
+    """
+    require_regular_file(path)
+    connection = sqlite3.connect(path, timeout=timeout_s)
+    try:
+        answer = str(connection.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+    except sqlite3.Error as error:
+        raise translate(error, path, "read its journal mode") from error
+    finally:
+        connection.close()
+    if answer == "wal":
+        return WAL
+    if answer == "delete":
+        return ROLLBACK
+    raise UnavailableError(
+        f"SQLite file {path} is in journal mode {answer!r}, neither WAL nor rollback (delete)",
+        "something other than mem0 set it; set it back with sqlite3 FILE 'PRAGMA journal_mode=DELETE'",
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveFile:
+    """One live SQLite file of the deployment, as its header and size say now.
+
+    Attributes:
+        path: the live file.
+        label: ``"history.db"`` or ``"collection <name>"`` (for messages).
+        mode: ``"wal"`` or ``"rollback"`` from the header; None when it has no SQLite header yet.
+        size_bytes: the main file's size (without ``-wal``/``-journal``).
+    """
+
+    path: Path
+    label: str
+    mode: str | None
+    size_bytes: int
+
+
+def live_files(config: Config) -> list[LiveFile]:
+    """The deployment's live SQLite files: every collection's ``storage.sqlite``, then history.db.
+
+    Collections in capture order (the memory collection first, as ``VectorStore.capture``),
+    each listed in the store's metadata and present on disk; history.db when it exists. Reads
+    metadata, headers and sizes only (no SQLite open, no lock).
+
+    Raises:
+        UnavailableError: the vector store's metadata exists but is unreadable or invalid, or a
+            path above a file denies access.
+    """
+    store = vector_store_for(config)
+    found: list[tuple[str, Path]] = []
+    collections = store.read_collections() or {}
+    for name in sorted(collections, key=lambda name: (name != store.collection, name)):
+        found.append((f"collection {name}", store.collection_file(name)))
+    found.append(("history.db", config.history_db_path))
+    files = []
+    for label, path in found:
+        if not present(path) or not path.is_file():
+            continue
+        try:
+            mode: str | None = header_journal_mode(path)
+        except UnavailableError:
+            mode = None
+        files.append(LiveFile(path=path, label=label, mode=mode, size_bytes=path.stat().st_size))
+    return files
