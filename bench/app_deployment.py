@@ -143,13 +143,3 @@ def journal_modes(root: Path) -> dict[str, str]:
         modes[name] = connection.execute("PRAGMA journal_mode").fetchone()[0]
         connection.close()
     return modes
-
-
-def set_journal_mode(root: Path, mode: str) -> dict[str, str]:
-    """Switch both files to ``mode`` ("wal" or "delete") while nothing holds them."""
-    for path in (root / "history.db", storage_path(root)):
-        connection = sqlite3.connect(path)
-        got = connection.execute(f"PRAGMA journal_mode={mode}").fetchone()[0]
-        connection.close()
-        assert got == mode, (path, got)
-    return journal_modes(root)

@@ -18,7 +18,7 @@ machine load.
 * ``window``: no agent, rollback journal; snapshot create x N (not quiesced), then ``memsync
   prune`` through the window route (``[app] stop_command``/``start_command`` = ``appctl.py
   stop|start``): ``downtime_s`` from its JSON, the app's time to ready, the gap in its writes.
-* ``wal``: no agent, both files in WAL mode; snapshot create x N: failed writes and the
+* ``wal``: no agent, both files switched to WAL mode by ``memsync tune --wal`` (app stopped); snapshot create x N: failed writes and the
   capture's longest read transaction (manifest ``capture.longest_read_s``).
 
 A write belongs to a phase when it starts while the phase's command runs (start to exit). Ratios are
@@ -160,6 +160,9 @@ def snapshot_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "held_s": [e.get("held_s") for e in events if e.get("event") == "capture_quiesced"],
         "recaptures": sum(1 for e in events if e.get("event") == "snapshot_recapture"),
         "unsettled": [len(r["doc"]["check"].get("unsettled") or []) for r in runs],
+        "near_busy_timeout_warnings": sum(
+            1 for e in events if e.get("event") == "capture_near_busy_timeout"
+        ),
     }
 
 
@@ -206,8 +209,11 @@ def scenario(name: str, template: Path, out: Path, args: argparse.Namespace) -> 
             f"start_command = {json.dumps(start_argv)}\nmax_downtime_s = 600.0\n"
         )
     config = app_deployment.write_config(root, app_section)
-    journal = app_deployment.set_journal_mode(root, "wal" if name == "wal" else "delete")
-    result: dict[str, Any] = {"journal": journal, "load_before": os.getloadavg()}
+    result: dict[str, Any] = {"load_before": os.getloadavg()}
+    if name == "wal":  # while the app is stopped: the direct route
+        tuned = memsync(config, "tune", "--wal")
+        result["tune"] = {"code": tuned["code"], "route": (tuned["doc"] or {}).get("route")}
+    result["journal"] = app_deployment.journal_modes(root)
     appctl("start", root, *start)
     time.sleep(WARM_S)
     spans: dict[str, list[tuple[float, float]]] = {"idle": [], "snapshot": []}
