@@ -2,7 +2,9 @@
 
 ``plan_reconcile`` (in ``memsync.reconcile_plan``, one pure rule per finding code) takes findings,
 inventory and the recovery sources found in snapshots, and returns a list of actions.
-``run_reconcile`` is the I/O half: check, plan, safety snapshot, journal, then every action through ``mem0.Memory`` (or one of the documented direct writes), marking each
+``run_reconcile`` is the I/O half: check, plan, safety snapshot, then on a route
+(``memsync.routes``: the app's agent, directly, or a maintenance window) journal and every action
+through the route's writer (``mem0.Memory``, or one of the documented direct writes), marking each
 done so a crash resumes instead of repeating. Policy: docs/reference/commands/reconcile.md.
 """
 
@@ -18,9 +20,9 @@ from pathlib import Path
 
 import structlog
 
-from memsync import check, recovery, snapshot
+from memsync import check, recovery, routes, snapshot
 from memsync.config import Config
-from memsync.errors import ExitCode, LockedError, UnavailableError
+from memsync.errors import ExitCode, UnavailableError
 from memsync.model import CheckReport, HistoryEvent, Inventory, Recovery, Severity, parse_time
 from memsync.reconcile_actions import KNOWN_KINDS, NEEDS_EMBEDDER, Action
 from memsync.reconcile_plan import plan_reconcile
@@ -28,6 +30,7 @@ from memsync.state import write_json_atomic
 from memsync.stores import mem0, snapshots
 from memsync.stores.intent import load_forgetting
 from memsync.stores.vector_store import StoredPoint, vector_store_for
+from memsync.stores.writer import Writer
 
 logger = structlog.get_logger(__name__)
 
@@ -99,7 +102,11 @@ def _plaintext_root(config: Config, info: snapshots.SnapshotInfo, work: Path) ->
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
-    """What a reconcile run did: the plan (with statuses) and the check after it."""
+    """What a reconcile run did: the plan (with statuses) and the check after it.
+
+    ``route``: the route the writes took (``memsync.routes``), the one a dry run would take
+    (None: none would), or None when nothing was written; ``downtime_s``: a window's downtime.
+    """
 
     plan_id: str
     actions: tuple[Action, ...]
@@ -107,6 +114,8 @@ class Outcome:
     resumed: bool
     snapshot_id: str | None
     after: CheckReport | None
+    route: str | None = None
+    downtime_s: float | None = None
 
     @property
     def exit_code(self) -> ExitCode:
@@ -153,7 +162,7 @@ def load_journal(config: Config) -> tuple[str, list[Action]] | None:
         ) from error
 
 
-def apply_action(action: Action, writer: mem0.Mem0Writer, config: Config) -> Action:
+def apply_action(action: Action, writer: Writer, config: Config) -> Action:
     """Apply one action through the writer, idempotently (its effect already present: done).
 
     Returns the action with its status (``done``, ``failed`` with an error, ``unrecoverable``).
@@ -227,42 +236,46 @@ def run_reconcile(
 
     An unfinished journal from a reconcile that died is resumed first (its pending actions
     only). A history.db that does not exist is created only with ``create_history`` (a
-    missing file more likely means a wrong path). Needs the embedded store free (exit 12
-    otherwise) only when there is something to write: a plan with no action returns without
-    touching the store or its lock.
+    missing file more likely means a wrong path). Needs a route (``routes.open_writer``: the
+    app's agent, the store free, or a maintenance window) only when there is something to
+    write: a plan with no action, or only reports, returns without touching the store or its
+    lock; a dry run names the route it would take.
 
     Raises:
-        LockedError: the app holds the store.
+        NoRouteError: (exit 12) the app holds the store and no agent or window can write.
+        WindowError, WindowOverrunError: as ``routes.open_writer`` (the journal resumes).
         ConfigError: mem0 cannot be built or its embedder fails the probe.
         UnavailableError, TryLaterError: as ``check``.
     """
+    if not dry_run:
+        routes.recover_window(config)  # a window a killed memsync left open: start the app
     resumed = load_journal(config) if not dry_run else None
+    taken = routes.Taken()
     snapshot_id = None
     if resumed is not None:
         plan_id, actions = resumed
-        mem0.require_store_free(config, "reconcile")
-        mem0.prepare_for_writing(config)
-        actions = revalidate(actions, check.settled_inventory(config, now)[1])
+        with routes.open_writer(config, "reconcile", taken) as writer:
+            actions = revalidate(actions, check.settled_inventory(config, now)[1])
+            actions = _apply_all(config, plan_id, actions, writer)
     else:
         plan_id = uuid.uuid4().hex[:12]
         actions, report = _fresh_plan(
             config, now, only=only, record_lost=record_lost, create_history=create_history,
             dry_run=dry_run,
         )  # fmt: skip
+        writes = any(a.kind != "report" for a in actions)
         if dry_run or not actions:
             return Outcome(
-                plan_id=plan_id,
-                actions=tuple(actions),
-                dry_run=dry_run,
-                resumed=False,
-                snapshot_id=None,
-                after=report if not actions else None,
-            )
-        mem0.require_store_free(config, "reconcile")  # there is work: the app must be stopped
-        if take_snapshot and any(a.kind != "report" for a in actions):
-            snapshot_id = snapshot.create_snapshot(config, now).id
-        save_journal(config, plan_id, actions, "running")
-    actions = _apply_all(config, plan_id, actions)
+                plan_id=plan_id, actions=tuple(actions), dry_run=dry_run, resumed=False,
+                snapshot_id=None, after=report if not actions else None,
+                route=routes.would_take(config) if dry_run and writes else None,
+            )  # fmt: skip
+        if take_snapshot and writes and routes.would_take(config) is not None:
+            snapshot_id = snapshot.create_snapshot(config, now).id  # a live capture: no route
+        if writes:
+            actions = _apply_on_route(config, now, plan_id, actions, taken)
+        else:  # only reports: nothing to write, no route (mem0 is not even built)
+            actions = _apply_all(config, plan_id, actions, None)
     after = check.run_check(config, now)
     return Outcome(
         plan_id=plan_id,
@@ -271,7 +284,27 @@ def run_reconcile(
         resumed=resumed is not None,
         snapshot_id=snapshot_id,
         after=after,
+        route=taken.route,
+        downtime_s=taken.downtime_s,
     )
+
+
+def _apply_on_route(
+    config: Config, now: datetime, plan_id: str, actions: list[Action], taken: routes.Taken
+) -> list[Action]:
+    """Open a route, journal the plan and apply it through the route's writer.
+
+    On the agent or in a window the plan is checked again first (the app may have written
+    since it was made: ``revalidate``).
+
+    Raises:
+        NoRouteError: (exit 12) nothing can write now; no journal is left behind.
+    """
+    with routes.open_writer(config, "reconcile", taken) as writer:
+        if writer.route != "direct":
+            actions = revalidate(actions, check.settled_inventory(config, now)[1])
+        save_journal(config, plan_id, actions, "running")
+        return _apply_all(config, plan_id, actions, writer)
 
 
 def _fresh_plan(
@@ -284,7 +317,7 @@ def _fresh_plan(
     dry_run: bool,
 ) -> tuple[list[Action], CheckReport]:
     """Check (hot journals rolled back first when the store is free), find recoveries, plan."""
-    if not dry_run and _store_free(config):
+    if not dry_run and routes.store_free(config):
         mem0.prepare_for_writing(config)  # hot journals rolled back before the capture
     inventory, report = check.settled_inventory(config, now)
     missing = [f.memory_id for f in report.findings if f.code == "missing-point" and f.memory_id]
@@ -305,15 +338,6 @@ def _fresh_plan(
         history_writable=create_history or config.history_db_path.exists(),
     )
     return note_deferred(actions, deferred), report
-
-
-def _store_free(config: Config) -> bool:
-    """Whether no other process holds the vector store (reads /proc only; never locks)."""
-    try:
-        mem0.require_store_free(config, "reconcile")
-    except LockedError:
-        return False
-    return True
 
 
 def revalidate(actions: list[Action], report: CheckReport) -> list[Action]:
@@ -342,33 +366,35 @@ def revalidate(actions: list[Action], report: CheckReport) -> list[Action]:
     return kept
 
 
-def _apply_all(config: Config, plan_id: str, actions: list[Action]) -> list[Action]:
-    if not any(a.status == "pending" and a.kind != "report" for a in actions):
+def _apply_all(
+    config: Config, plan_id: str, actions: list[Action], writer: Writer | None
+) -> list[Action]:
+    """Apply every pending action through ``writer``, journaling each; None: reports only."""
+    if writer is None or not any(a.status == "pending" and a.kind != "report" for a in actions):
         actions = [
             replace(a, status="unrecoverable") if a.status == "pending" else a for a in actions
         ]
         save_journal(config, plan_id, actions, "done")
-        return actions  # nothing to write: mem0 is not even built
-    with mem0.open_memory(config) as writer:
-        if any(a.kind in NEEDS_EMBEDDER and a.status == "pending" for a in actions):
-            writer.probe_embedder()
-        writer.touch_entity_store()
-        for position, action in enumerate(actions):
-            if action.status != "pending":
-                continue
-            try:
-                actions[position] = apply_action(action, writer, config)
-            except Exception as error:  # noqa: BLE001 - a failed action is recorded, never fatal
-                actions[position] = replace(
-                    action, status="failed", error=f"{type(error).__name__}: {error}"
-                )
-            logger.info(
-                "reconcile_action",
-                kind=action.kind,
-                code=action.code,
-                memory_id=action.memory_id,
-                status=actions[position].status,
+        return actions
+    if any(a.kind in NEEDS_EMBEDDER and a.status == "pending" for a in actions):
+        writer.probe_embedder()
+    writer.touch_entity_store()
+    for position, action in enumerate(actions):
+        if action.status != "pending":
+            continue
+        try:
+            actions[position] = apply_action(action, writer, config)
+        except Exception as error:  # noqa: BLE001 - a failed action is recorded, never fatal
+            actions[position] = replace(
+                action, status="failed", error=f"{type(error).__name__}: {error}"
             )
-            save_journal(config, plan_id, actions, "running")
+        logger.info(
+            "reconcile_action",
+            kind=action.kind,
+            code=action.code,
+            memory_id=action.memory_id,
+            status=actions[position].status,
+        )
+        save_journal(config, plan_id, actions, "running")
     save_journal(config, plan_id, actions, "done")
     return actions

@@ -1,7 +1,8 @@
 """``review``, ``confirm``, ``audit``, ``export-context``: what the agent remembers, and from whom.
 
 ``plan_review``, ``find_audit`` and ``build_context`` are pure. ``confirm`` stamps the payload
-key ``confirmed_at`` (UTC ISO 8601) through ``Mem0Writer.update_metadata`` (``Memory.update``);
+key ``confirmed_at`` (UTC ISO 8601) through a route's writer (``memsync.routes``:
+``update_metadata``, i.e. ``Memory.update``);
 mem0ai 2.2.1 records that as an UPDATE whose old and new text are equal, which review and audit
 treat as a metadata change.
 """
@@ -13,9 +14,10 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from memsync import routes
 from memsync.config import Config
 from memsync.model import HistoryEvent, Point, is_expired, parse_time
-from memsync.stores import deployment, history, mem0
+from memsync.stores import deployment, history
 from memsync.stores.vector_store import vector_store_for
 
 CONFIRMED_AT = "confirmed_at"
@@ -182,16 +184,19 @@ def load_points_and_events(
 
 
 def confirm(
-    config: Config, memory_ids: Sequence[str], now: datetime
+    config: Config, memory_ids: Sequence[str], now: datetime, taken: routes.Taken | None = None
 ) -> tuple[list[str], list[str]]:
-    """Stamp ``confirmed_at`` on each memory through mem0; return (confirmed, not found).
+    """Stamp ``confirmed_at`` on each memory through a route; return (confirmed, not found).
+
+    ``taken`` (optional) receives the route and a window's downtime (``routes.open_writer``).
 
     Raises:
-        LockedError: the app holds the embedded store.
+        NoRouteError: (exit 12) the app holds the store and no agent or window can write.
+        WindowError, WindowOverrunError, LockedError, ConfigError: as ``routes.open_writer``.
     """
     done: list[str] = []
     missing: list[str] = []
-    with mem0.open_memory(config) as writer:
+    with routes.open_writer(config, "confirm", taken) as writer:
         for memory_id in memory_ids:
             stamped = writer.update_metadata(memory_id, {CONFIRMED_AT: now.isoformat()})
             (done if stamped else missing).append(memory_id)

@@ -88,3 +88,38 @@ def pre_restore_copies(targets: list[Path]) -> list[Path]:
         if target.parent.is_dir():
             found += sorted(target.parent.glob(f"{target.name}.pre-restore-*"))
     return found
+
+
+WINDOW_FILE = "window.json"
+
+
+def window_left_open(state_dir: Path) -> dict[str, Any] | None:
+    """The marker of a maintenance window whose memsync is gone, or None. Reads only.
+
+    ``<state_dir>/window.json`` (``pid``, ``what``, ``opened_at``) is written before a window
+    stops the app and removed once ``[app] start_command`` returned: when it is there and its
+    pid no longer runs (or is this process: the start failed), the app may be down. An
+    unreadable marker counts as left open (``{}``).
+    """
+    try:
+        document = json.loads((state_dir / WINDOW_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(document, dict):
+        return {}
+    pid = document.get("pid")
+    if isinstance(pid, int) and pid != os.getpid() and _running(pid):
+        return None
+    return document
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -21,6 +21,7 @@ from memsync.cli import config as config_command
 from memsync.cli import daemon as daemon_command
 from memsync.cli import doctor as doctor_command
 from memsync.cli import forget as forget_command
+from memsync.cli import pending as pending_command
 from memsync.cli import reconcile as reconcile_command
 from memsync.cli import render
 from memsync.cli import restore as restore_command
@@ -39,6 +40,7 @@ COMMANDS = (
     restore_command,
     reconcile_command,
     forget_command,
+    pending_command,
     review_command,
     daemon_command,
     config_command,

@@ -82,6 +82,9 @@ def _document(command: str, done: forget.Forgotten) -> dict[str, Any]:
         "safety_snapshot": done.snapshot_id,
         "erased": done.erased or None,
         "findings": findings,
+        "route": done.route,
+        "downtime_s": done.downtime_s,
+        "pending_id": done.pending_id,
     }
 
 
@@ -90,9 +93,19 @@ def _text(command: str, done: forget.Forgotten) -> str:
     lines = [f"memory-not-found {m}: nothing was touched" for m in targets.not_found]
     if done.dry_run:
         lines += [f"would delete {m}" for m in targets.all]
-        lines.append(f"{command} --dry-run: {len(targets.all)} memories would go")
+        lines.append(
+            f"{command} --dry-run: {len(targets.all)} memories would go"
+            + (f" (route: {done.route})" if done.route else "")
+        )
         return "\n".join(lines)
     if targets.not_found:
+        return "\n".join(lines)
+    if done.pending_id is not None:
+        lines.append(
+            f"{command}: queued as {done.pending_id} ({len(targets.all)} memories would go now): "
+            "no route to write while the app holds the store; applied by memsync pending apply, "
+            "the app's agent or the next maintenance window"
+        )
         return "\n".join(lines)
     lines += [
         f"NOT PROVEN {m}: a point, a live event or an entity link is left" for m in done.unproven
@@ -100,6 +113,9 @@ def _text(command: str, done: forget.Forgotten) -> str:
     lines.append(
         f"{command}: deleted {len(done.deleted)} through mem0, recorded {len(done.recorded)} "
         f"history-only; {len(targets.all) - len(done.unproven)} proven gone"
+        + (f" (route: {done.route}" if done.route else "")
+        + (f", app down {done.downtime_s:.1f} s" if done.downtime_s is not None else "")
+        + (")" if done.route else "")
     )
     if done.erased:
         holding = done.erased.get("snapshots_holding") or []
@@ -115,7 +131,7 @@ def _text(command: str, done: forget.Forgotten) -> str:
 
 
 def run_forget(args: argparse.Namespace) -> int:
-    """Forget memories; exit 0, 2 (unconfirmed), 3 (unknown id), 4 (not proven), 12 (locked)."""
+    """Forget memories; exit 0, 2 (unconfirmed), 3 (unknown id), 4 (not proven), 5 (queued)."""
     if not args.memory_ids and not (args.user_id or args.agent_id or args.run_id):
         raise UsageError("forget needs MEMORY_ID... or one of --user/--agent/--run")
     if args.memory_ids and (args.user_id or args.agent_id or args.run_id):
@@ -147,7 +163,7 @@ def run_forget(args: argparse.Namespace) -> int:
 
 
 def run_prune(args: argparse.Namespace) -> int:
-    """Prune expired memories; exit 0, 4 (not proven), 12 (the app holds the store)."""
+    """Prune expired memories; exit 0, 4 (not proven), 5 (queued: no route now)."""
     config = load_config(args)
     if not args.dry_run:
         restore.recover(config)

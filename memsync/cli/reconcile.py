@@ -124,6 +124,8 @@ def _document(outcome: reconcile.Outcome) -> dict[str, Any]:
             for a in outcome.actions
         ],
         "check_after": outcome.after.counts() if outcome.after else None,
+        "route": outcome.route,
+        "downtime_s": outcome.downtime_s,
     }
 
 
@@ -136,6 +138,7 @@ def _text(outcome: reconcile.Outcome, counts: dict[str, int]) -> str:
     if outcome.dry_run:
         lines.append(
             f"reconcile --dry-run: {len(outcome.actions)} actions planned, nothing changed"
+            + (f" (route: {outcome.route})" if outcome.route else "")
         )
     else:
         after = outcome.after.counts() if outcome.after else {}
@@ -144,5 +147,7 @@ def _text(outcome: reconcile.Outcome, counts: dict[str, int]) -> str:
             f"{counts['unrecoverable']} unrecoverable"
             + (f"; safety snapshot {outcome.snapshot_id}" if outcome.snapshot_id else "")
             + (f"; check after: {after.get('errors', 0)} errors" if after else "")
+            + (f"; route {outcome.route}" if outcome.route else "")
+            + (f", app down {outcome.downtime_s:.1f} s" if outcome.downtime_s is not None else "")
         )
     return "\n".join(lines)

@@ -6,7 +6,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from memsync import review, utc
+from memsync import review, routes, utc
 from memsync.cli import render
 from memsync.cli.common import add_command, load_config
 from memsync.config import parse_duration
@@ -90,25 +90,29 @@ def run_confirm(args: argparse.Namespace) -> int:
     config = load_config(args)
     now = datetime.now(UTC)
     if args.dry_run:
+        route = routes.would_take(config)
         return _emit(
             args,
-            {"command": "confirm", "dry_run": True, "memory_ids": args.memory_ids},
-            f"would stamp confirmed_at={utc.iso_or_none(now)} on {len(args.memory_ids)} memories",
+            {"command": "confirm", "dry_run": True, "memory_ids": args.memory_ids, "route": route},
+            f"would stamp confirmed_at={utc.iso_or_none(now)} on {len(args.memory_ids)} memories "
+            f"(route: {route or 'none: exit 12'})",
         )
+    taken = routes.Taken()
     with operation_lock(config.state_dir, "confirm"):
-        done, missing = review.confirm(config, args.memory_ids, now)
+        done, missing = review.confirm(config, args.memory_ids, now, taken)
     document = {
         "command": "confirm",
         "confirmed": done,
         "not_found": missing,
         "confirmed_at": utc.iso_or_none(now),
+        **taken.as_json(),
     }
     _emit(
         args,
         document,
         "\n".join(
             [f"memory-not-found {m}" for m in missing]
-            + [f"confirmed {len(done)} memories at {utc.iso_or_none(now)}"]
+            + [f"confirmed {len(done)} memories at {utc.iso_or_none(now)} (route: {taken.route})"]
         ),
     )
     return int(ExitCode.PROBLEMS_FOUND if missing else ExitCode.OK)

@@ -29,6 +29,7 @@ from memsync.config.schema import (
     MEM0_DEFAULT_COLLECTION,
     MEM0_DEFAULT_DIMS,
     MEM0_DEFAULT_QDRANT_PATH,
+    AppConfig,
     ConfigFile,
     DaemonConfig,
     JobSchedule,
@@ -42,7 +43,7 @@ from memsync.config.schema import (
 from memsync.errors import ConfigError
 
 __all__ = [
-    "DEFAULT_CONFIG_PATH", "MEM0_DEFAULT_COLLECTION", "MEM0_DEFAULT_DIMS", "MEM0_DEFAULT_QDRANT_PATH",
+    "AppConfig", "DEFAULT_CONFIG_PATH", "MEM0_DEFAULT_COLLECTION", "MEM0_DEFAULT_DIMS", "MEM0_DEFAULT_QDRANT_PATH",
     "Config", "DaemonConfig", "JobSchedule", "S3Config", "Secret", "SnapshotConfig", "config_path",
     "load", "parse", "parse_duration", "read_document", "read_key_file", "resolve_secrets",
 ]  # fmt: skip
@@ -80,6 +81,7 @@ class Config:
     snapshot: SnapshotConfig
     s3: S3Config | None
     daemon: DaemonConfig
+    app: AppConfig
     settings: ConfigFile = field(repr=False, compare=False)
 
     @property
@@ -217,6 +219,7 @@ def _resolve(
         snapshot=settings.snapshot,
         s3=settings.s3,
         daemon=settings.daemon,
+        app=settings.app,
         settings=settings,
     )
 

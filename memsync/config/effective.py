@@ -25,7 +25,7 @@ __all__ = ["REDACTED", "effective_document", "flatten", "format_duration", "writ
 def effective_document(config: Config) -> dict[str, Any]:
     """Every key with its value or default, resolved (paths absolute), secrets redacted. Pure."""
     settings = config.settings
-    document = _model(settings, skip=("mem0", "snapshot", "s3", "daemon"))
+    document = _model(settings, skip=("mem0", "snapshot", "s3", "daemon", "app"))
     document.update(
         mem0_dir=str(config.mem0_dir),
         state_dir=str(config.state_dir),
@@ -37,6 +37,7 @@ def effective_document(config: Config) -> dict[str, Any]:
     document["snapshot"] = _model(settings.snapshot)
     document["s3"] = _model(settings.s3) if settings.s3 is not None else None
     document["daemon"] = _model(settings.daemon)
+    document["app"] = _model(settings.app)
     return document
 
 

@@ -395,6 +395,66 @@ class DaemonConfig(_Section):
         return found
 
 
+def _argv(value: Any) -> Any:
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        if not value:
+            raise _problem("must name a program: a non-empty list of strings")
+        if any(not item or "\x00" in item for item in value):
+            raise _problem("every item must be a non-empty string")
+    return value
+
+
+Argv = Annotated[list[str], BeforeValidator(_argv)]
+_ARGV = "array of strings (argv)"
+
+
+class AppConfig(_Section):
+    """``[app]``: how memsync writes while the app holds the store (agent, window, queue)."""
+
+    agent_socket: ConfigPath | None = key(
+        None,
+        "the Unix socket of memsync.agent inside the app",
+        shown="the `memsync-agent.sock` the store's holder listens on",
+    )
+    stop_command: Argv | None = key(
+        None,
+        'stops the app for a maintenance window, e.g. `["systemctl", "stop", '
+        '"agent.service"]` (with start_command)',
+        toml=_ARGV,
+    )
+    start_command: Argv | None = key(
+        None,
+        "starts the app again after a window, always (also on failure, timeout, SIGTERM)",
+        toml=_ARGV,
+    )
+    max_downtime_s: float = key(
+        60.0,
+        "bound on a maintenance window, from the stop issued to the start returned (seconds)",
+        gt=0,
+        lt=86400,
+        allow_inf_nan=False,
+    )
+    max_pending: Duration = key(
+        timedelta(hours=24),
+        "a queued erasure older than this is an error in doctor",
+        toml=_EVERY,
+        shown='`"24h"`',
+    )
+    pause_lease_s: float = key(
+        30.0,
+        "how long a quiesced capture may hold the app's writes (seconds; the app resumes "
+        "on its own after it)",
+        gt=0,
+        lt=3600,
+        allow_inf_nan=False,
+    )
+
+    @property
+    def window(self) -> bool:
+        """Whether a maintenance window is configured (both commands)."""
+        return self.stop_command is not None and self.start_command is not None
+
+
 class ConfigFile(_Section):
     """The whole TOML document, validated but not yet resolved (see ``memsync.config.Config``)."""
 
@@ -427,6 +487,7 @@ class ConfigFile(_Section):
     snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig, description="snapshots")
     s3: S3Config | None = Field(None, description="the upload target (absent: no uploads)")
     daemon: DaemonConfig = Field(default_factory=DaemonConfig, description="the daemon's schedule")
+    app: AppConfig = Field(default_factory=AppConfig, description="writing while the app runs")
 
 
 def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
@@ -458,4 +519,10 @@ def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
     for name in JOB_NAMES:
         if daemon.get(f"{name}_at") is not None and daemon.get(f"{name}_every") is not None:
             problems.append(f"daemon.{name}_at: give {name}_at or {name}_every, not both")
+    app = raw.get("app")
+    app = app if isinstance(app, Mapping) else {}
+    given = [name for name in ("stop_command", "start_command") if app.get(name) is not None]
+    if len(given) == 1:
+        other = "start_command" if given == ["stop_command"] else "stop_command"
+        problems.append(f"app.{other}: required with app.{given[0]} (a window needs both)")
     return problems

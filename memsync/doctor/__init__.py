@@ -18,6 +18,7 @@ from memsync import check
 from memsync.config import Config
 from memsync.doctor.copies import probe_copies
 from memsync.doctor.paths import probe_locks, probe_paths
+from memsync.doctor.pending import probe_pending
 from memsync.doctor.state import probe_daemon, probe_last_snapshot, probe_restores
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.doctor.stores import check_results, probe_collections, probe_sqlite
@@ -38,7 +39,8 @@ RESULT_CODES = (
     "store-lock", "private-tmp-mismatch", "sqlite-integrity", "journal-mode", "sqlite-version",
     "collection-params", "check", "capture-duration", "mem0-version", "qdrant-client-version",
     "version-mismatch", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
-    "daemon-job", "old-store-copy", "legacy-point-store", "wal-recommended",
+    "daemon-job", "old-store-copy", "legacy-point-store", "wal-recommended", "pending-requests",
+    "pending-erasure-overdue", "window-left-open",
 )  # fmt: skip
 
 
@@ -101,6 +103,7 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
     results += probe_restores(config)
     results += probe_copies(config, now)
     results += probe_daemon(config, now)
+    results += probe_pending(config, now)
     return DoctorReport(results=tuple(results), check=report)
 
 

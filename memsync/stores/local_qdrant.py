@@ -273,7 +273,7 @@ class EmbeddedQdrant:
         return legacy_files(self._path)
 
     def compact(self) -> None:
-        """VACUUM each live ``storage.sqlite`` (the store must be free). See ``VectorStore.compact``."""
+        """VACUUM each live ``storage.sqlite`` (no route needed). See ``VectorStore.compact``."""
         for storage in sorted(self._path.glob(f"collection/*/{STORAGE_FILE}")):
             vacuum(storage)
 

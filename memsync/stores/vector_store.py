@@ -316,8 +316,10 @@ class VectorStore(Protocol):
     def compact(self) -> None:
         """Rewrite the live store so no free page keeps deleted content (erase, after deletes).
 
-        Embedded Qdrant: ``VACUUM`` of each ``storage.sqlite``. Only while memsync holds the
-        right to write (the app stopped, mem0 closed). Writes the live store. Idempotent.
+        Embedded Qdrant: ``VACUUM`` of each ``storage.sqlite``: SQLite allows it while the app
+        holds the store (one exclusive transaction, 5 s busy timeout; qdrant-client keeps its
+        points in memory and never reads the rows again), so it needs no route; memsync's own
+        ``Memory`` must be closed. Writes the live store. Idempotent.
 
         Raises:
             TryLaterError: a file stays busy; UnavailableError: a file cannot be rewritten.

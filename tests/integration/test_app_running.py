@@ -125,7 +125,7 @@ def test_reconcile_repairs_a_resurrected_and_a_missing_point_through_the_app(
     ) as app:
         view = app.view()
         assert resurrected in view and missing not in view
-        result = cli("reconcile", "--yes", "--json", config=deployment.config)
+        result = cli("reconcile", "--json", config=deployment.config)
         assert result.code == 0, result.err
         report = result.json()
         assert report["route"] == "agent"

@@ -75,12 +75,13 @@ def test_forget_needs_confirmation_without_a_terminal(deployment, cli):
     assert fingerprint(deployment.paths.root) == before
 
 
-def test_forget_refuses_while_the_app_holds_the_store(deployment, cli):
+def test_forget_is_queued_untouched_while_the_app_holds_the_store_without_a_route(deployment, cli):
     deployment.close()
     before = fingerprint(deployment.paths.root)
-    with app_holding(deployment.paths.qdrant) as app:
-        code, error = run(cli, deployment, "forget", deployment.seeded.live[0], "--yes")
-    assert code == 12 and f"pid {app.pid}" in error["message"]
+    with app_holding(deployment.paths.qdrant):
+        code, outcome = run(cli, deployment, "forget", deployment.seeded.live[0], "--yes")
+    assert code == 5 and outcome["route"] == "queued" and outcome["pending_id"]
+    assert outcome["deleted"] == [] and outcome["targets"] == [deployment.seeded.live[0]]
     assert fingerprint(deployment.paths.root) == before
 
 

@@ -211,3 +211,55 @@ def test_accepted_document_is_self_contained_and_parses_alike(tmp_path):
     )
     with pytest.raises(ConfigError, match="mem0_config_file"):
         config.load(path, ENV)
+
+
+def test_app_defaults_configure_no_window_and_a_day_for_erasures():
+    app = parse({}).app
+    assert app.window is False and app.agent_socket is None
+    assert app.max_pending.total_seconds() == 86400 and app.max_downtime_s == 60.0
+
+
+@pytest.mark.parametrize(
+    ("app", "problem"),
+    [
+        ({"stop_command": ["systemctl", "stop", "a"]}, "app.start_command: required with"),
+        ({"start_command": ["systemctl", "start", "a"]}, "app.stop_command: required with"),
+        ({"stop_command": [], "start_command": ["b"]}, "app.stop_command: must name a program"),
+        ({"stop_command": ["a", ""], "start_command": ["b"]}, "app.stop_command: every item"),
+        ({"stop_command": "systemctl stop a", "start_command": ["b"]}, "must be a list"),
+        ({"max_downtime_s": 0}, "app.max_downtime_s: must be > 0"),
+        ({"max_pending": "1y"}, "app.max_pending: expected a positive duration"),
+        ({"restart_command": ["b"]}, "app.restart_command: unknown key"),
+    ],
+    ids=[
+        "stop-alone",
+        "start-alone",
+        "empty-argv",
+        "empty-item",
+        "shell-string",
+        "zero",
+        "bad-duration",
+        "unknown",
+    ],
+)
+def test_app_section_is_validated_strictly(app, problem):
+    with pytest.raises(ConfigError) as raised:
+        parse({"app": app})
+    assert any(p.startswith(problem) or problem in p for p in raised.value.problems), (
+        raised.value.problems
+    )
+
+
+def test_app_window_and_relative_socket_resolve():
+    app = parse(
+        {
+            "app": {
+                "stop_command": ["systemctl", "stop", "a"],
+                "start_command": ["systemctl", "start", "a"],
+                "agent_socket": "run/agent.sock",
+                "max_pending": "2h",
+            }
+        }
+    ).app
+    assert app.window and app.agent_socket == Path("/etc/memsync/run/agent.sock")
+    assert app.max_pending.total_seconds() == 7200

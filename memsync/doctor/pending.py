@@ -1,0 +1,94 @@
+"""Doctor's probes of writes waiting: the request queue (``memsync.pending``), an open window."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from memsync import pending
+from memsync.config import Config
+from memsync.doctor.status import ERROR, WARNING
+from memsync.errors import UnavailableError
+from memsync.model import DoctorResult
+from memsync.state import WINDOW_FILE, window_left_open
+
+APPLY_FIX = (
+    "memsync pending apply once a route exists (the app's memsync agent, [app] stop_command and "
+    "start_command, or the app stopped); memsync pending list shows who asked and when"
+)
+
+
+def probe_window(config: Config) -> list[DoctorResult]:
+    """An error when a maintenance window was left open: its memsync died, the app may be down.
+
+    Reads ``<state_dir>/window.json`` (``state.window_left_open``); nothing when it is absent.
+    """
+    document = window_left_open(config.state_dir)
+    if document is None:
+        return []
+    return [
+        DoctorResult(
+            code="window-left-open",
+            status=ERROR,
+            path=str(config.state_dir / WINDOW_FILE),
+            message=f"a maintenance window for {document.get('what', '?')} opened at "
+            f"{document.get('opened_at', '?')} was never closed: [app] stop_command ran, "
+            "start_command did not succeed; the app may be down",
+            fix="start the app ([app] start_command), or run any memsync write (prune): it "
+            "runs start_command first and removes the marker",
+        )
+    ]
+
+
+def probe_pending(config: Config, now: datetime) -> list[DoctorResult]:
+    """The queue's size and oldest request (warning), and each erasure queued too long (error).
+
+    Nothing when the queue is empty. An erasure older than ``[app] max_pending`` is an error:
+    someone asked for their text to be gone and it is still there. A window left open comes
+    first (``probe_window``). Reads only.
+    """
+    results = probe_window(config)
+    path = str(config.state_dir / pending.PENDING_FILE)
+    try:
+        requests = pending.load(config.state_dir)
+    except UnavailableError as error:
+        return [
+            *results,
+            DoctorResult(
+                code="pending-requests",
+                status=ERROR,
+                path=path,
+                message=error.message,
+                fix=error.hint,
+            ),  # fmt: skip
+        ]
+    if not requests:
+        return results
+    oldest = pending.oldest_age_s(requests, now) or 0.0
+    kinds = sorted({request.kind for request in requests})
+    results.append(
+        DoctorResult(
+            code="pending-requests",
+            status=WARNING,
+            path=path,
+            message=f"{len(requests)} requests ({', '.join(kinds)}) wait for a route to write; "
+            f"the oldest was asked {oldest / 3600:.1f} h ago",
+            fix=APPLY_FIX,
+        )
+    )
+    limit_s = config.app.max_pending.total_seconds()
+    for request in requests:
+        if request.kind != "erase" or request.age_s(now) <= limit_s:
+            continue
+        results.append(
+            DoctorResult(
+                code="pending-erasure-overdue",
+                status=ERROR,
+                path=path,
+                message=f"erasure {request.id} (asked {request.requested_at} by "
+                f"{request.requested_by.get('user', '?')}) has waited "
+                f"{request.age_s(now) / 3600:.1f} h, longer than [app] max_pending "
+                f"({limit_s / 3600:g} h): the text is still stored",
+                fix=APPLY_FIX,
+            )
+        )
+    return results

@@ -1,0 +1,350 @@
+"""Apply a forget, erase or prune on a route, or queue it; then erase and prove."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+import structlog
+
+from memsync import check, pending, routes, snapshot
+from memsync import erase as erasure
+from memsync.config import Config
+from memsync.errors import TryLaterError
+from memsync.forget.select import Ask, Forgotten, Targets, prove_gone, refuse_bad_mem0
+from memsync.model import HistoryEvent, Inventory
+from memsync.state import write_json_atomic
+from memsync.stores import mem0, versions
+from memsync.stores.agent_client import AgentWriter
+from memsync.stores.intent import FORGET_JOURNAL, load_forgetting
+from memsync.stores.vector_store import refuse_legacy_store, vector_store_for
+from memsync.stores.writer import Writer
+
+logger = structlog.get_logger(__name__)
+
+
+def delete_through(
+    config: Config,
+    writer: Writer,
+    targets: Targets,
+    now: datetime,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[str], list[str]]:
+    """Delete every target through the route's writer, entity store first; close history-only ones.
+
+    History-only targets are closed with a DELETE row by ``memsync``. Returns (deleted through
+    mem0, recorded directly).
+
+    Raises:
+        sqlite3.OperationalError: mem0's own history write found history.db locked.
+        TryLaterError, UnavailableError: a DELETE row cannot be recorded.
+    """
+    deleted: list[str] = []
+    recorded: list[str] = []
+    writer.touch_entity_store()
+    for index, memory_id in enumerate(targets.with_point):
+        writer.delete(memory_id)
+        deleted.append(memory_id)
+        if progress is not None and (index + 1) % 50 == 0:
+            progress(index + 1, len(targets.all))
+    unlink_entities(config, writer, set(targets.all))
+    if targets.history_only:
+        stamp = now.isoformat()
+        writer.record_events(
+            [
+                HistoryEvent(
+                    0,
+                    f"memsync-{uuid.uuid4()}",
+                    memory_id,
+                    None,
+                    None,
+                    "DELETE",
+                    stamp,
+                    stamp,
+                    1,
+                    "memsync",
+                    None,
+                )  # fmt: skip
+                for memory_id in targets.history_only
+            ]
+        )
+        recorded = list(targets.history_only)
+    if progress is not None:
+        progress(len(targets.all), len(targets.all))
+    return deleted, recorded
+
+
+def unlink_entities(config: Config, writer: Writer, gone: set[str]) -> int:
+    """Drop links to ``gone`` memories that mem0's own cleanup left; delete entities left bare.
+
+    mem0ai 2.2.1's cleanup filters by the memory's scope and scans 10,000 entity rows.
+    Reads the live entity links through the vector-store port (the store is held), writes
+    through the writer's ``relink_entity`` (a documented direct write). Returns the entities changed.
+    """
+    if not gone:
+        return 0
+    changed = 0
+    for entity in vector_store_for(config).read_live_entities():
+        if not gone & set(entity.linked_memory_ids):
+            continue
+        writer.relink_entity(
+            entity.entity_id, [m for m in entity.linked_memory_ids if m not in gone]
+        )
+        changed += 1
+    return changed
+
+
+def reread(config: Config, now: datetime) -> Inventory:
+    """Capture and read the stores again (no settle: our own writes are done)."""
+    return check.settled_inventory(config, now, settle=False)[0]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deleted:
+    """The deletes done on a route: the inventory they were selected from, and what went."""
+
+    before: Inventory
+    targets: Targets
+    deleted: tuple[str, ...] = ()
+    recorded: tuple[str, ...] = ()
+    snapshot_id: str | None = None
+
+
+def run_forget(
+    config: Config,
+    now: datetime,
+    *,
+    memory_ids: Sequence[str],
+    user_id: str | None,
+    agent_id: str | None,
+    run_id: str | None,
+    dry_run: bool,
+    take_snapshot: bool,
+    erase: bool,
+    progress: Callable[[int, int], None] | None = None,
+) -> Forgotten:
+    """Delete memories through a route and prove it; with ``erase``, remove their text everywhere.
+
+    See ``run_ask``. Raises as ``run_ask``.
+    """
+    ask = Ask(
+        kind="erase" if erase else "forget", memory_ids=tuple(memory_ids), user_id=user_id,
+        agent_id=agent_id, run_id=run_id,
+    )  # fmt: skip
+    return run_ask(
+        config, now, ask, dry_run=dry_run, take_snapshot=take_snapshot, progress=progress
+    )
+
+
+def run_prune(
+    config: Config,
+    now: datetime,
+    *,
+    dry_run: bool,
+    progress: Callable[[int, int], None] | None = None,
+) -> Forgotten:
+    """Delete every memory whose expiration_date has passed, through a route; prove it. Idempotent.
+
+    See ``run_ask``. Raises as ``run_ask``.
+    """
+    return run_ask(config, now, Ask(kind="prune"), dry_run=dry_run, progress=progress)
+
+
+def run_ask(
+    config: Config,
+    now: datetime,
+    ask: Ask,
+    *,
+    dry_run: bool,
+    take_snapshot: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> Forgotten:
+    """Apply a forget, erase or prune now, or queue it when no route can write.
+
+    Looks first without a route: an unknown id (exit 3), nothing to do, or a dry run (which
+    names the route it would take) returns there and touches nothing. Otherwise it opens a
+    route (``memsync.routes.open_writer``; the safety snapshot of a forget with
+    ``take_snapshot`` is taken just before, as a live capture), selects again from a fresh
+    capture (what the app wrote meanwhile counts), deletes, and closes the route; then erases (no route needed) and proves every
+    target gone from a new capture. With no route it records the request in the queue
+    (``memsync.pending``) and returns it with route ``"queued"`` (exit 5).
+
+    Raises:
+        ConfigError: the installed mem0ai has a known delete bug, or mem0 cannot be built.
+        UnavailableError: the vector store keeps a legacy point store (exit 11).
+        LockedError, WindowOverrunError, TryLaterError: as ``routes.open_writer``.
+    """
+    before = look(config, now, ask.kind, writing=not dry_run)
+    targets = ask.select(before, now.date())
+    if targets.not_found or dry_run or not ask.has_work(targets):
+        route = (
+            (routes.would_take(config) or "queued") if dry_run and ask.has_work(targets) else None
+        )
+        return Forgotten(targets=targets, dry_run=dry_run, route=route)
+    if ask.kind != "prune":
+        refuse_bad_mem0(versions.installed_version("mem0ai"), bulk=not ask.memory_ids)
+    snapshot_id = None
+    if take_snapshot and ask.kind == "forget" and targets.all and routes.would_take(config):
+        snapshot_id = snapshot.create_snapshot(config, now).id  # a live capture: no route
+    taken = routes.Taken()
+    try:
+        with routes.open_writer(config, ask.kind, taken) as writer:
+            known = before if writer.route == "direct" else None
+            done = delete_with(config, writer, now, ask, known=known, progress=progress)
+    except routes.NoRouteError as no_route:
+        request = queue(config, ask, now, no_route.message)
+        return Forgotten(targets=targets, dry_run=False, route="queued", pending_id=request.id)
+    return finish(config, now, ask, replace(done, snapshot_id=snapshot_id), taken)
+
+
+def look(config: Config, now: datetime, what: str, *, writing: bool) -> Inventory:
+    """Capture and read the stores (no route); a writer first rolls back hot journals if free.
+
+    A writer also closes a window a killed memsync left open (``routes.recover_window``), so
+    even a command with nothing to do starts the app again.
+
+    Raises:
+        UnavailableError: (when ``writing``) the vector store keeps a legacy point store, or
+            the left window's start_command failed.
+    """
+    if writing:
+        routes.recover_window(config)  # a window a killed memsync left open: start the app
+    if writing and routes.store_free(config):
+        mem0.prepare_for_writing(config)  # hot journals rolled back before the capture
+    before = check.settled_inventory(config, now)[0]
+    if writing:  # the legacy store's points would be neither deleted nor erased
+        refuse_legacy_store(before.legacy_stores, what)
+    return before
+
+
+def delete_with(
+    config: Config,
+    writer: Writer,
+    now: datetime,
+    ask: Ask,
+    *,
+    known: Inventory | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Deleted:
+    """On an open route: select from a fresh capture (or ``known``), journal, delete.
+
+    Nothing is deleted when an id is unknown now. On the agent route the app's mem0ai release
+    is checked against the known-bad table too (its ``Memory`` does the deletes).
+
+    Raises:
+        ConfigError: the app's mem0ai has a known delete bug (agent route).
+        TryLaterError: as ``_delete_journaled``.
+    """
+    app_mem0 = writer.client.hello.get("mem0") if isinstance(writer, AgentWriter) else None
+    if ask.kind != "prune" and isinstance(app_mem0, str):  # the app's mem0ai does the deletes
+        refuse_bad_mem0(app_mem0, bulk=not ask.memory_ids)
+    before = known if known is not None else check.settled_inventory(config, now)[0]
+    refuse_legacy_store(before.legacy_stores, ask.kind)
+    targets = ask.select(before, now.date())
+    if targets.not_found or not ask.has_work(targets):
+        return Deleted(before=before, targets=targets)
+    deleted, recorded = _delete_journaled(config, writer, targets, now, progress)
+    return Deleted(before=before, targets=targets, deleted=tuple(deleted), recorded=tuple(recorded))
+
+
+def finish(
+    config: Config, now: datetime, ask: Ask, done: Deleted, taken: routes.Taken
+) -> Forgotten:
+    """After the route closed: erase (history and file rewrites need no route), then prove.
+
+    Raises:
+        TryLaterError, UnavailableError: a store is busy or unreadable.
+    """
+    targets = done.targets
+    if targets.not_found:
+        return Forgotten(
+            targets=targets, dry_run=False, route=taken.route, downtime_s=taken.downtime_s
+        )
+    to_erase = (*targets.all, *targets.already_deleted) if ask.erase else ()
+    erased = erasure.erase_texts(config, done.before, to_erase, now, ask.scope) if to_erase else {}
+    unproven = prove_gone(reread(config, now), targets.all)
+    if not unproven:
+        clear_intent(config)
+    logger.info(
+        "prune_finished" if ask.kind == "prune" else "forget_finished",
+        deleted=len(done.deleted), recorded=len(done.recorded), unproven=len(unproven),
+        route=taken.route, downtime_s=taken.downtime_s,
+    )  # fmt: skip
+    return Forgotten(
+        targets=targets, dry_run=False, deleted=done.deleted, recorded=done.recorded,
+        unproven=tuple(unproven), snapshot_id=done.snapshot_id, erased=erased,
+        route=taken.route, downtime_s=taken.downtime_s,
+    )  # fmt: skip
+
+
+def queue(config: Config, ask: Ask, now: datetime, reason: str) -> pending.PendingRequest:
+    """Record ``ask`` in the queue, unless the same selection waits there already; return it.
+
+    Raises:
+        UnavailableError: the queue file is unreadable; TryLaterError: it cannot be written.
+    """
+    request = ask.request(now)
+    waiting = [r for r in pending.load(config.state_dir) if Ask.of(r) == ask]
+    if waiting:
+        request = waiting[0]
+    else:
+        pending.add(config.state_dir, request)
+    logger.info(
+        "request_queued", pending_id=request.id, kind=ask.kind, requested_at=request.requested_at,
+        reason=reason, queued_before=bool(waiting),
+    )  # fmt: skip
+    return request
+
+
+def _delete_journaled(
+    config: Config,
+    writer: Writer,
+    targets: Targets,
+    now: datetime,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[list[str], list[str]]:
+    """Journal the targets, then delete them through the writer: ``(deleted, recorded)`` memory ids.
+
+    Raises:
+        TryLaterError: history.db was busy; the journal lets the next forget or reconcile close
+            what was deleted without its DELETE event.
+    """
+    if not targets.all:
+        return [], []
+    save_intent(config, targets.all)
+    try:
+        return delete_through(config, writer, targets, now, progress)
+    except sqlite3.OperationalError as error:
+        raise TryLaterError(
+            f"history.db {config.history_db_path} is busy ({error}): some deletes may lack their "
+            "DELETE event",
+            "run the same command again (or memsync reconcile): the targets are journaled and "
+            "will be closed",
+        ) from error
+
+
+INTENT = FORGET_JOURNAL
+
+
+def save_intent(config: Config, memory_ids: Sequence[str]) -> None:
+    """Journal the memories being forgotten before touching them.
+
+    If memsync dies between mem0's point delete and its DELETE row, the memory looks like a
+    ``missing-point``; reconcile reads this journal and closes it instead of restoring it.
+    """
+    path = config.state_dir / INTENT
+    existing = load_intent(config)
+    write_json_atomic(path, {"memory_ids": sorted(set(existing) | set(memory_ids))})
+
+
+def load_intent(config: Config) -> list[str]:
+    """The memory ids of a forget that did not finish (empty when none). Reads only."""
+    return load_forgetting(config.state_dir)
+
+
+def clear_intent(config: Config) -> None:
+    """Forget is proven: drop its journal."""
+    (config.state_dir / INTENT).unlink(missing_ok=True)

@@ -1,0 +1,161 @@
+"""Apply the queue of forget, erase and prune requests (``memsync pending apply``).
+
+Every request is selected again when it is applied (a scope reaches what the app added since
+it was asked), all of them through one route, in the order they were asked. A request leaves
+the queue only once its deletes are proven; a request that still finds no route stays queued.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+import structlog
+
+from memsync import pending, routes
+from memsync.config import Config
+from memsync.errors import ExitCode, MemsyncError
+from memsync.forget.apply import Deleted, delete_with, finish, look
+from memsync.forget.select import Ask, Forgotten, refuse_bad_mem0
+from memsync.stores import versions
+
+logger = structlog.get_logger(__name__)
+
+Status = Literal["applied", "queued", "failed", "would-apply"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Applied:
+    """One queued request and what became of it.
+
+    ``status``: ``applied`` (proven, removed from the queue; also when nothing was left to
+    do), ``queued`` (no route now: kept), ``failed`` (an error, an unknown id or a delete not
+    proven: kept; ``error`` says why), ``would-apply`` (a dry run). ``done``: the forget's own
+    report when it ran (or, in a dry run, what it would select now).
+    """
+
+    request: pending.PendingRequest
+    status: Status
+    done: Forgotten | None = None
+    error: str | None = None
+
+
+def exit_code(applied: list[Applied]) -> ExitCode:
+    """4 when a request failed, else 5 when one stays queued, else 0. Pure."""
+    statuses = {item.status for item in applied}
+    if "failed" in statuses:
+        return ExitCode.PARTIAL
+    return ExitCode.QUEUED if "queued" in statuses else ExitCode.OK
+
+
+def apply_pending(
+    config: Config, now: datetime, *, dry_run: bool
+) -> tuple[list[Applied], routes.Taken]:
+    """Apply every queued request through the route available now; return each one's fate.
+
+    Looks once without a route: requests with nothing left to do leave the queue without one
+    (a route is opened only for real work; a dry run opens none and says which it would take).
+    Then one route for all the rest (``routes.open_writer``), each request selected and
+    deleted in turn, the route closed, and each one erased and proven; proven ones are
+    removed from the queue (``pending.remove``) and logged (``pending_applied``: who asked,
+    when). Queued forgets take no safety snapshot.
+
+    Raises:
+        UnavailableError: the queue file or a store is unreadable (exit 11).
+        WindowError, UnavailableError: as ``routes.open_writer`` (the window or the app).
+    """
+    taken = routes.Taken()
+    requests = pending.load(config.state_dir)
+    if not requests:
+        return [], taken
+    before = look(config, now, "pending apply", writing=not dry_run)
+    results: dict[str, Applied] = {}
+    work: list[tuple[pending.PendingRequest, Ask]] = []
+    for request in requests:
+        ask = Ask.of(request)
+        targets = ask.select(before, now.date())
+        done = Forgotten(targets=targets, dry_run=dry_run)
+        if targets.not_found:
+            missing = ", ".join(targets.not_found)
+            results[request.id] = Applied(
+                request=request, status="failed", done=done, error=f"memory-not-found: {missing}"
+            )
+        elif dry_run:
+            status: Status = "would-apply" if ask.has_work(targets) else "applied"
+            results[request.id] = Applied(request=request, status=status, done=done)
+        elif ask.has_work(targets):
+            work.append((request, ask))
+        else:
+            results[request.id] = _applied(config, request, done, taken, now)
+    if dry_run:
+        if any(item.status == "would-apply" for item in results.values()):
+            taken.route = routes.would_take(config)
+    elif work:
+        _apply(config, now, work, results, taken)
+    return [results[request.id] for request in requests], taken
+
+
+def _apply(
+    config: Config,
+    now: datetime,
+    work: list[tuple[pending.PendingRequest, Ask]],
+    results: dict[str, Applied],
+    taken: routes.Taken,
+) -> None:
+    """Delete every request's targets on one route, then erase and prove each (``results``)."""
+    deleted: dict[str, Deleted] = {}
+    try:
+        with routes.open_writer(config, "pending apply", taken) as writer:
+            for request, ask in work:
+                try:
+                    if ask.kind != "prune":
+                        refuse_bad_mem0(versions.installed_version("mem0ai"), not ask.memory_ids)
+                    deleted[request.id] = delete_with(config, writer, now, ask)
+                except MemsyncError as error:
+                    results[request.id] = Applied(
+                        request=request, status="failed", error=error.message
+                    )
+    except routes.NoRouteError as no_route:
+        for request, _ in work:
+            results[request.id] = Applied(request=request, status="queued", error=no_route.message)
+        return
+    except routes.WindowOverrunError as overrun:
+        for request, _ in work:
+            if request.id not in deleted and request.id not in results:
+                results[request.id] = Applied(
+                    request=request, status="failed", error=overrun.message
+                )
+    for request, ask in work:
+        if request.id not in deleted:
+            continue
+        try:
+            done = finish(config, now, ask, deleted[request.id], taken)
+        except MemsyncError as error:
+            results[request.id] = Applied(request=request, status="failed", error=error.message)
+            continue
+        if done.exit_code is ExitCode.OK:
+            results[request.id] = _applied(config, request, done, taken, now)
+        else:
+            why = "memory-not-found" if done.targets.not_found else "not proven gone"
+            results[request.id] = Applied(
+                request=request, status="failed", done=done,
+                error=f"{why}: {', '.join(done.targets.not_found or done.unproven)}",
+            )  # fmt: skip
+
+
+def _applied(
+    config: Config,
+    request: pending.PendingRequest,
+    done: Forgotten,
+    taken: routes.Taken,
+    now: datetime,
+) -> Applied:
+    """Remove a request proven applied from the queue; log who asked it and when."""
+    pending.remove(config.state_dir, request.id)
+    logger.info(
+        "pending_applied", pending_id=request.id, kind=request.kind,
+        requested_at=request.requested_at, requested_by=request.requested_by.get("user"),
+        age_s=round(request.age_s(now), 3), route=taken.route, deleted=len(done.deleted),
+    )  # fmt: skip
+    return Applied(request=request, status="applied", done=done)

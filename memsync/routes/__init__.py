@@ -1,0 +1,131 @@
+"""Routes for a write: memsync picks how to reach the deployment's mem0 while the app may run.
+
+For every write (forget, erase, prune, confirm, reconcile), ``open_writer`` tries in order:
+
+1. **agent**: the store's holder answers on its memsync agent socket (``[app] agent_socket``,
+   else the ``memsync-agent.sock`` the holder listens on) and holds this deployment: the writes
+   go through the app's own ``Memory`` (``memsync.stores.agent_client.AgentWriter``);
+2. **direct**: nobody holds the store: hot journals are rolled back and memsync builds its own
+   ``Memory`` (``memsync.stores.mem0.open_memory``);
+3. **window**: ``[app] stop_command`` and ``start_command`` are set: the app is stopped, the
+   work runs with memsync's own ``Memory``, and the app is started again, always
+   (``memsync.routes.window``), within ``[app] max_downtime_s``;
+4. none: ``NoRouteError`` (exit 12). forget, erase and prune record the request in the queue
+   instead (``memsync.pending``, exit 5); reconcile and confirm exit 12.
+
+Reads never need a route, nor does history-only or file-level work (blanking history rows,
+``VACUUM``): SQLite allows it across processes with a busy timeout.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import structlog
+
+from memsync.config import Config
+from memsync.errors import LockedError
+from memsync.routes.window import (
+    WINDOW_FILE,
+    Taken,
+    WindowError,
+    WindowOverrunError,
+    maintenance_window,
+    recover_window,
+)
+from memsync.stores import mem0
+from memsync.stores.agent_client import AgentWriter, find_agent
+from memsync.stores.locks import LockHolder
+from memsync.stores.vector_store import vector_store_for
+from memsync.stores.writer import Route, Writer
+
+__all__ = [
+    "WINDOW_FILE", "NoRouteError", "Taken", "WindowError", "WindowOverrunError", "open_writer",
+    "recover_window", "store_free", "would_take",
+]  # fmt: skip
+
+logger = structlog.get_logger(__name__)
+
+NO_ROUTE_HINT = (
+    "attach memsync.agent in the app, or set [app] stop_command and start_command, or stop "
+    "the app and run again (docs/how-to/maintenance-while-the-app-runs.md); a queued forget, "
+    "erase or prune is applied by memsync job apply-pending (memsync pending apply)"
+)
+
+
+class NoRouteError(LockedError):
+    """No route can write now: the app holds the store, no agent answers, no window (exit 12)."""
+
+
+def _holder(config: Config) -> LockHolder | None:
+    """The process holding the vector store, other than this one (reads /proc only)."""
+    holder = vector_store_for(config).holder()
+    return None if holder is None or holder.pid == os.getpid() else holder
+
+
+def store_free(config: Config) -> bool:
+    """Whether no other process holds the vector store (reads /proc only; never locks)."""
+    return _holder(config) is None
+
+
+def would_take(config: Config) -> Route | None:
+    """The route a write would take now, or None when none would (dry runs). Reads only.
+
+    Raises:
+        UnavailableError: the agent that answers holds another deployment (exit 11).
+    """
+    client = find_agent(config)
+    if client is not None:
+        client.close()
+        return "agent"
+    if _holder(config) is None:
+        return "direct"
+    return "window" if config.app.window else None
+
+
+@contextmanager
+def open_writer(config: Config, what: str, taken: Taken | None = None) -> Iterator[Writer]:
+    """Yield a ``Writer`` on the first route that can write now (agent, direct, window).
+
+    ``what`` names the work in messages and logs (``"forget"``). A window left open by a
+    memsync that was killed is closed first (its ``start_command`` run). ``taken`` (optional)
+    receives the route and, for a window, the downtime. The direct and window routes roll back
+    hot journals first (``mem0.prepare_for_writing``); the agent route never touches files.
+
+    Raises:
+        NoRouteError: (exit 12) the app holds the store, no agent answers, no window is set.
+        WindowError: (exit 12) the window could not stop the app or free the store.
+        WindowOverrunError: (exit 75) the work overran ``[app] max_downtime_s``.
+        UnavailableError: an agent answers for another deployment, or ``start_command``
+            failed after a window (the app may be down).
+        LockedError, ConfigError: as ``mem0.open_memory``.
+    """
+    taken = taken if taken is not None else Taken()
+    recover_window(config)
+    client = find_agent(config)
+    if client is not None:
+        with client:
+            taken.route = "agent"
+            logger.info("route_taken", route="agent", what=what)
+            yield AgentWriter(client, config)
+        return
+    holder = _holder(config)
+    if holder is None:
+        mem0.prepare_for_writing(config)
+        with mem0.open_memory(config) as writer:
+            taken.route = "direct"
+            logger.info("route_taken", route="direct", what=what)
+            yield writer
+        return
+    if config.app.window:
+        with maintenance_window(config, what, taken) as writer:
+            yield writer
+        return
+    raise NoRouteError(
+        f"{what}: the app ({holder.describe()}) holds the store "
+        f"{vector_store_for(config).location}, no memsync agent answers and no maintenance "
+        "window is configured",
+        NO_ROUTE_HINT,
+    )
