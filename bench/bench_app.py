@@ -282,7 +282,11 @@ def main() -> int:
     parser.add_argument("--snapshots", type=int, default=3)
     parser.add_argument("--expired", type=int, default=1000)
     parser.add_argument("--scenarios", default="agent,window,wal")
+    parser.add_argument("--report", type=Path, help="print the tables of a saved figures file")
     args = parser.parse_args()
+    if args.report is not None:
+        report(json.loads(args.report.read_text()))
+        return 0
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -318,12 +322,45 @@ def report(results: dict[str, Any]) -> None:
                     f"{stats['max_ms']:>8.1f} {stats['p50_ms'] / base['p50_ms']:>8.2f} "
                     f"{stats['p99_ms'] / base['p99_ms']:>8.2f}"
                 )
+    print(
+        f"\n{'points':>8} {'scenario':<9} {'journal':<8} {'quiesced':<8} {'create s':>14} "
+        f"{'longest read s':>17} {'writes held s':>17} {'recaptures':>10} {'unsettled':>9} "
+        f"{'failed writes':>13}"
+    )
     for size, by in results["sizes"].items():
         for name, result in by.items():
-            print(f"{int(size):,} {name}: snapshot {json.dumps(result['snapshot'])}")
-            if "prune" in result:
-                print(f"{int(size):,} {name}: prune {json.dumps(result['prune'])}")
-            print(f"{int(size):,} {name}: app ready_s {result['ready_s']}")
+            snap = result["snapshot"]
+            print(
+                f"{int(size):>8,} {name:<9} {result['journal']['history.db']:<8} "
+                f"{str(all(snap['quiesced'])):<8} {_spread(snap['wall_s']):>14} "
+                f"{_spread(snap['longest_read_s']):>17} {_spread(snap['held_s']):>17} "
+                f"{snap['recaptures']:>10} {sum(snap['unsettled']):>9} "
+                f"{result['failures_total']:>6} of {result['writes_total']:<5}"
+            )
+    print(
+        f"\n{'points':>8} {'route':<7} {'deleted':>7} {'prune s':>8} {'downtime s':>10} "
+        f"{'write gap s':>11} {'app ready s':>12}"
+    )
+    for size, by in results["sizes"].items():
+        for result in by.values():
+            if "prune" not in result:
+                continue
+            prune = result["prune"]
+            ready = "/".join(f"{r:.1f}" for r in result["ready_s"])
+            print(
+                f"{int(size):>8,} {prune['route']:<7} {prune['deleted']:>7} "
+                f"{prune['wall_s']:>8.1f} {prune['downtime_s'] or 0:>10.1f} "
+                f"{prune.get('write_gap_s') or 0:>11.1f} {ready:>12}"
+            )
+
+
+def _spread(values: list[float]) -> str:
+    """``min-max`` of ``values`` (seconds, 2 decimals), or ``-``."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    low, high = min(values), max(values)
+    return f"{low:.2f}" if round(low, 2) == round(high, 2) else f"{low:.2f}-{high:.2f}"
 
 
 if __name__ == "__main__":
