@@ -1,7 +1,9 @@
 """Benchmark what memsync's maintenance costs a running app: write latency, pauses, downtime.
 
 Usage: ``python bench/bench_app.py [--sizes 20000,100000] [--out bench/out] [--gap 4]
-[--snapshots 3] [--expired 1000] [--scenarios agent,window,wal]``
+[--snapshots 3] [--expired 1000] [--scenarios agent,window,wal]``;
+``python bench/bench_app.py --report RUN.json [RUN.json ...]`` re-prints saved runs' tables and,
+for several, each cell's spread across them.
 
 For each size a template deployment is generated once (``app_deployment``: mem0's on-disk shape,
 384 dims, ``--expired`` memories with an expiration date in the past); every scenario runs on a
@@ -14,25 +16,23 @@ machine load.
 
 * ``agent``: the app serves ``memsync.agent``, rollback journal; ``memsync snapshot create`` x
   ``--snapshots`` (quiesced: app writes paused for the capture), then ``memsync prune`` of the
-  expired memories through the agent.
+  expired memories (route ``agent``).
 * ``window``: no agent, rollback journal; snapshot create x N (not quiesced), then ``memsync
   prune`` through the window route (``[app] stop_command``/``start_command`` = ``appctl.py
-  stop|start``): ``downtime_s`` from its JSON, the app's time to ready, the gap in its writes.
-* ``wal``: no agent, both files switched to WAL mode by ``memsync tune --wal`` (app stopped); snapshot create x N: failed writes and the
-  capture's longest read transaction (manifest ``capture.longest_read_s``).
+  stop|start``): ``downtime_s`` from its JSON, the app's time to ready and to its first write,
+  and the gap from the old app's last completed write to the new one's first.
+* ``wal``: no agent, both files switched to WAL by ``memsync tune --wal`` (app stopped);
+  snapshot create x N: failed writes and the capture's longest read transaction (manifest
+  ``capture.longest_read_s``).
 
-A write belongs to a phase when it starts while the phase's command runs (start to exit). Ratios are
-against the baseline of the same scenario in the same run. Prints tables; writes every figure
-to ``OUT/bench_app-<sizes>.json`` and each app's raw write records to ``OUT/raw-*``. If
-``memsync.routes`` is absent (issue 10's routes not merged), the ``agent`` prune is
-``AgentWriter.delete`` of the expired ids from a separate process instead, labelled so, and the
-window route is skipped.
+A write belongs to a phase when it starts while the phase's command runs (start to exit).
+Ratios are against the baseline of the same scenario in the same run. Prints tables; writes
+every figure to ``OUT/bench_app-<sizes>.json`` and each app's raw write records to ``OUT/raw-*``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -50,24 +50,10 @@ import app_deployment  # noqa: E402
 
 REPO = HERE.parent
 ENV = {k: v for k, v in os.environ.items() if k != "MEMSYNC_CONFIG"} | {"PYTHONPATH": str(REPO)}
-GAP_S = 2.0  # idle seconds between two commands of a phase series
-WARM_S = 2.0  # the app's first writes after ready are not measured (first embed, caches)
+# Not measured: the app's first write after ready, which grows qdrant-client's in-memory arrays
+# (numpy resize of every vector: 0.2-0.5 s at 20,000 points, 3.3-4.2 s at 100,000).
+WARM_S = 5.0
 APPCTL = [sys.executable, str(HERE / "appctl.py")]
-
-AGENT_PRUNE = r"""
-import json, os, sys
-from pathlib import Path
-from memsync import config as config_module
-from memsync.stores.agent_client import AgentWriter, find_agent
-config = config_module.load(Path(sys.argv[1]), os.environ)
-ids = json.loads(open(sys.argv[2]).read())
-client = find_agent(config)
-assert client is not None, "no agent answers"
-writer = AgentWriter(client, config)
-deleted = sum(writer.delete(memory_id) for memory_id in ids)
-client.close()
-print(json.dumps({"route": "agent (AgentWriter.delete from a separate process)", "deleted": deleted}))
-"""
 
 
 def memsync(config: Path, *args: str) -> dict[str, Any]:
@@ -167,7 +153,7 @@ def snapshot_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def prune_summary(run: dict[str, Any]) -> dict[str, Any]:
-    """The figures of one prune (``memsync prune`` or the AgentWriter stand-in)."""
+    """The figures of one ``memsync prune``."""
     doc = run["doc"] or {}
     deleted = doc.get("deleted")
     window = [e for e in run["logs"] if e.get("event") == "window_closed"]
@@ -181,12 +167,9 @@ def prune_summary(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def prune(config: Path, template: Path) -> dict[str, Any]:
-    """``memsync prune``; before issue 10's routes, 1,000 AgentWriter deletes instead."""
-    if importlib.util.find_spec("memsync.routes") is not None:
-        return memsync(config, "prune")
-    argv = [sys.executable, "-c", AGENT_PRUNE, str(config), str(template / "expired.json")]
-    return _timed(argv)
+def prune(config: Path) -> dict[str, Any]:
+    """``memsync prune`` (the expired memories; the route is memsync's choice)."""
+    return memsync(config, "prune")
 
 
 def scenario(name: str, template: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -197,11 +180,10 @@ def scenario(name: str, template: Path, out: Path, args: argparse.Namespace) -> 
     ``wal``: no agent, WAL; snapshots.
     """
     root = app_deployment.fresh_copy(template, out / f"run-{name}")
-    routes = importlib.util.find_spec("memsync.routes") is not None
     app_section, start = "", []
     if name == "agent":
         start = ["--agent", str(root / "memsync-agent.sock")]
-    elif name == "window" and routes:
+    elif name == "window":
         stop_argv = [*APPCTL, "stop", str(root)]
         start_argv = [*APPCTL, "start", str(root)]
         app_section = (
@@ -223,9 +205,9 @@ def scenario(name: str, template: Path, out: Path, args: argparse.Namespace) -> 
         runs.append(snapshot_create(config))
         spans["snapshot"].append((runs[-1]["t0"], runs[-1]["t1"]))
     result["snapshot"] = snapshot_summary(runs)
-    if name in ("agent", "window") and (routes or name == "agent"):
+    if name in ("agent", "window"):
         spans["idle"].append(idle(args.gap))
-        pruned = prune(config, template)
+        pruned = prune(config)
         spans["prune"] = [(pruned["t0"], pruned["t1"])]
         result["prune"] = prune_summary(pruned)
     spans["idle"].append(idle(args.gap))
@@ -242,9 +224,11 @@ def scenario(name: str, template: Path, out: Path, args: argparse.Namespace) -> 
         for _, line in a["agent_log"]
         if "resumed after" in line
     ]
+    result["first_write_s"] = [round(a["writes"][0][1] / 1000, 2) for a in apps]
     if "prune" in result and len(apps) == 2:  # the window restarted the app
         last_end = max(w[0] + w[1] / 1000 for w in apps[0]["writes"])
-        result["prune"]["write_gap_s"] = round(apps[1]["writes"][0][0] - last_end, 2)
+        first = apps[1]["writes"][0]
+        result["prune"]["write_gap_s"] = round(first[0] + first[1] / 1000 - last_end, 2)
     result["writes_total"] = len(writes)
     result["failures_total"] = sum(1 for w in writes if not w[2])
     result["errors"] = [e for a in apps for e in a["errors"]][:5]
@@ -282,10 +266,16 @@ def main() -> int:
     parser.add_argument("--snapshots", type=int, default=3)
     parser.add_argument("--expired", type=int, default=1000)
     parser.add_argument("--scenarios", default="agent,window,wal")
-    parser.add_argument("--report", type=Path, help="print the tables of a saved figures file")
+    parser.add_argument(
+        "--report", type=Path, nargs="+", help="print the tables of saved figures files (runs)"
+    )
     args = parser.parse_args()
-    if args.report is not None:
-        report(json.loads(args.report.read_text()))
+    if args.report:
+        runs = [json.loads(path.read_text()) for path in args.report]
+        for run in runs:
+            report(run)
+        if len(runs) > 1:
+            across(runs)
         return 0
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -339,28 +329,55 @@ def report(results: dict[str, Any]) -> None:
             )
     print(
         f"\n{'points':>8} {'route':<7} {'deleted':>7} {'prune s':>8} {'downtime s':>10} "
-        f"{'write gap s':>11} {'app ready s':>12}"
+        f"{'write gap s':>11} {'app ready + first write s':>26}"
     )
     for size, by in results["sizes"].items():
         for result in by.values():
             if "prune" not in result:
                 continue
             prune = result["prune"]
-            ready = "/".join(f"{r:.1f}" for r in result["ready_s"])
+            ready = " / ".join(
+                f"{r:.1f}+{w:.1f}"
+                for r, w in zip(result["ready_s"], result["first_write_s"], strict=True)
+            )
             print(
                 f"{int(size):>8,} {prune['route']:<7} {prune['deleted']:>7} "
                 f"{prune['wall_s']:>8.1f} {prune['downtime_s'] or 0:>10.1f} "
-                f"{prune.get('write_gap_s') or 0:>11.1f} {ready:>12}"
+                f"{prune.get('write_gap_s') or 0:>11.1f} {ready:>26}"
             )
 
 
-def _spread(values: list[float]) -> str:
-    """``min-max`` of ``values`` (seconds, 2 decimals), or ``-``."""
+def across(runs: list[dict[str, Any]]) -> None:
+    """Print each cell's ratios to its baseline as ``min-max`` over several runs."""
+    print(f"\nacross {len(runs)} runs (min-max)")
+    print(
+        f"{'points':>8} {'scenario':<9} {'phase':<9} {'base p50 ms':>12} {'base p99 ms':>12} "
+        f"{'p50/base':>10} {'p99/base':>11} {'max ms':>11} {'failed':>6}"
+    )
+    for size, by in runs[0]["sizes"].items():
+        for name, result in by.items():
+            for phase in result["phases"]:
+                cells = [run["sizes"][size][name]["phases"] for run in runs]
+                base = [c["idle"] for c in cells]
+                this = [c[phase] for c in cells]
+                p50 = [t["p50_ms"] / b["p50_ms"] for t, b in zip(this, base, strict=True)]
+                p99 = [t["p99_ms"] / b["p99_ms"] for t, b in zip(this, base, strict=True)]
+                print(
+                    f"{int(size):>8,} {name:<9} {phase:<9} "
+                    f"{_spread([b['p50_ms'] for b in base], 1):>12} "
+                    f"{_spread([b['p99_ms'] for b in base], 0):>12} {_spread(p50, 1):>10} "
+                    f"{_spread(p99, 1):>11} {_spread([t['max_ms'] for t in this], 0):>11} "
+                    f"{sum(t['failures'] for t in this):>6}"
+                )
+
+
+def _spread(values: list[float], digits: int = 2) -> str:
+    """``min-max`` of ``values`` (``digits`` decimals), or ``-``."""
     values = [v for v in values if v is not None]
     if not values:
         return "-"
-    low, high = min(values), max(values)
-    return f"{low:.2f}" if round(low, 2) == round(high, 2) else f"{low:.2f}-{high:.2f}"
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return low if low == high else f"{low}-{high}"
 
 
 if __name__ == "__main__":
