@@ -51,7 +51,7 @@ import app_deployment  # noqa: E402
 REPO = HERE.parent
 ENV = {k: v for k, v in os.environ.items() if k != "MEMSYNC_CONFIG"} | {"PYTHONPATH": str(REPO)}
 # Not measured: the app's first write after ready, which grows qdrant-client's in-memory arrays
-# (numpy resize of every vector: 0.2-0.5 s at 20,000 points, 3.3-4.2 s at 100,000).
+# (numpy resize of every vector: 0.1-0.6 s at 20,000 points, 1.6-4.2 s at 100,000).
 WARM_S = 5.0
 APPCTL = [sys.executable, str(HERE / "appctl.py")]
 
