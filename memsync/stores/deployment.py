@@ -22,8 +22,8 @@ from memsync import flock
 from memsync.config import MEM0_DEFAULT_COLLECTION, Config
 from memsync.errors import UnavailableError
 from memsync.model import CaptureWindow, CollectionInfo, Inventory
-from memsync.stores import history
-from memsync.stores.sqlite_files import CopyResult, present, work_dir_error
+from memsync.stores import history, journal_mode
+from memsync.stores.sqlite_files import CopyResult, pinned_snapshots, present, work_dir_error
 from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store_for
 
 logger = structlog.get_logger(__name__)
@@ -82,7 +82,9 @@ class Captured:
 def capture(config: Config, dest: Path) -> Captured:
     """Copy the deployment's stores into ``dest``: every collection first, then history.db.
 
-    Takes no lock; each live file is read in one short transaction (``VACUUM INTO``).
+    Takes no lock; each live file is read in one short transaction (``VACUUM INTO``); when every
+    file is in WAL mode, all read snapshots are opened first, back to back
+    (``sqlite_files.pinned_snapshots``), so the pair is one instant.
     Writes under ``dest`` only.
 
     Raises:
@@ -99,13 +101,15 @@ def capture(config: Config, dest: Path) -> Captured:
             "check the [mem0] paths and mem0_dir in the memsync config",
         )
     clock_start = datetime.now(UTC)
-    vectors = store.capture(dest / store.capture_dir)
-    copies = vectors.copies
-    vectors_end = datetime.now(UTC)
-    history_copy = None
-    if history_present:
-        history_copy = history.capture(config.history_db_path, dest / "history.db")
-    history_end = datetime.now(UTC)
+    live = [entry.path for entry in journal_mode.live_files(config)]  # vectors first, then history
+    with pinned_snapshots(live):  # WAL files: every read snapshot opened at one instant
+        vectors = store.capture(dest / store.capture_dir)
+        copies = vectors.copies
+        vectors_end = datetime.now(UTC)
+        history_copy = None
+        if history_present:
+            history_copy = history.capture(config.history_db_path, dest / "history.db")
+        history_end = datetime.now(UTC)
     all_copies = [*copies.values(), *([history_copy] if history_copy else [])]
     window = CaptureWindow(
         vectors_at=min((c.started_at for c in copies.values()), default=clock_start),

@@ -14,6 +14,9 @@ import sqlite3
 import stat
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -198,11 +201,15 @@ def vacuum_into(source: Path, dest: Path) -> CopyResult:
             f"capture target {dest} already exists", "memsync refuses to overwrite it"
         )
     journal_mode = source_journal_mode(source)
-    connection = connect_readonly(source)
+    pinned = (_PINS.get() or {}).pop(source, None)
+    connection = pinned[0] if pinned else connect_readonly(source)
     try:
-        started = datetime.now(UTC)
-        clock = time.monotonic()
-        connection.execute("VACUUM INTO ?", (str(dest),))
+        started = pinned[1] if pinned else datetime.now(UTC)
+        clock = pinned[2] if pinned else time.monotonic()
+        if pinned:  # the read snapshot opened by ``pinned_snapshots``: copy exactly that
+            _copy_snapshot(connection, dest)
+        else:
+            connection.execute("VACUUM INTO ?", (str(dest),))
         duration = time.monotonic() - clock
         finished = datetime.now(UTC)
     except sqlite3.Error as error:
@@ -228,6 +235,69 @@ def vacuum_into(source: Path, dest: Path) -> CopyResult:
         size_bytes=dest.stat().st_size,
         journal_mode=journal_mode,
     )
+
+
+_PINS: ContextVar[dict[Path, tuple[sqlite3.Connection, datetime, float]] | None] = ContextVar(
+    "memsync_sqlite_pins", default=None
+)
+
+
+@contextmanager
+def pinned_snapshots(paths: Sequence[Path]) -> Iterator[bool]:
+    """Open one read snapshot of each live WAL file, in order, back to back; yields True if so.
+
+    In WAL mode a reader never blocks the app's writer, so each ``VACUUM INTO`` of a capture
+    reads its file as of its own start: a write landing between the vector copy and the
+    history copy shows as in flight. Pinned, every file is read as of (nearly) one instant,
+    the vector files first: ``vacuum_into`` then copies from the pinned snapshot (SQLite's
+    backup API honours an open read transaction) and ``VACUUM``s the copy, so it is as compact
+    as ``VACUUM INTO``'s. Only when every file is in WAL mode with its ``-shm`` (a live app):
+    a rollback-mode reader held that long would block the writer. Yields False (and pins
+    nothing) otherwise. Connections not used by a copy are closed at the end.
+
+    Raises:
+        UnavailableError: a file cannot be opened.
+    """
+    eligible = all(
+        source_journal_mode(path) == "wal" and Path(f"{path}-shm").exists() for path in paths
+    )
+    if not paths or not eligible:
+        yield False
+        return
+    pins: dict[Path, tuple[sqlite3.Connection, datetime, float]] = {}
+    token = _PINS.set(pins)
+    try:
+        for path in paths:
+            connection = connect_readonly(path)
+            connection.isolation_level = None
+            started, clock = datetime.now(UTC), time.monotonic()
+            try:
+                connection.execute("BEGIN")
+                connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.Error as error:
+                connection.close()
+                raise translate(error, path, "open a read snapshot of it") from error
+            pins[path] = (connection, started, clock)
+        yield True
+    finally:
+        _PINS.reset(token)
+        for connection, _started, _clock in pins.values():
+            connection.close()
+
+
+def _copy_snapshot(connection: sqlite3.Connection, dest: Path) -> None:
+    """Copy the read snapshot ``connection`` holds into ``dest``, then compact ``dest``.
+
+    The backup API copies free pages too (deleted text); the ``VACUUM`` of the private copy
+    drops them, as ``VACUUM INTO`` would have.
+    """
+    target = sqlite3.connect(dest)
+    try:
+        connection.backup(target)
+        target.execute("PRAGMA journal_mode=DELETE").fetchone()  # as VACUUM INTO writes it
+        target.execute("VACUUM")
+    finally:
+        target.close()
 
 
 def source_journal_mode(path: Path) -> str | None:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from memsync.stores.sqlite_files import header_journal_mode
+from memsync.utc import parse
 from tests.helpers.app import AppProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,3 +153,29 @@ def test_a_read_only_mount_of_a_stopped_wal_store_with_frames_is_captured_in_ful
     assert report["counts"]["points"] == before["points"] + 5
     assert report["counts"]["history_memories"] == before["history_memories"] + 5
     assert [f for f in report["findings"] if f["severity"] == "error"] == []
+
+
+def test_a_wal_capture_reads_both_stores_at_one_instant_while_the_app_writes(
+    deployment, cli, tmp_path
+):
+    """In WAL mode the app's writer never waits for a capture, so each file's copy would see its
+    own moment; pinned read snapshots make the pair one instant: it settles at once."""
+    from tests.helpers.app import AppProcess
+
+    deployment.close()
+    assert cli("tune", "--wal", "--json", config=deployment.config).code == 0
+    with AppProcess(deployment.paths.root, interval=0.01) as app:  # no agent: not quiesced
+        reports = [cli("snapshot", "create", "--json", config=deployment.config) for _ in range(3)]
+        stats = app.stop()
+    assert stats["failures"] == 0 and stats["writes"] > 0
+    for created in reports:
+        assert created.code == 0, created.err
+        assert created.json()["quiesced"] is False
+        assert created.json()["check"]["unsettled"] == []
+        capture = json.loads((Path(created.json()["path"]) / "manifest.json").read_text())[
+            "capture"
+        ]
+        vectors_at, history_at = (parse(capture[k]) for k in ("vectors_at", "history_at"))
+        vectors_done = parse(capture["vectors_finished_at"])
+        assert history_at <= vectors_done  # history's snapshot opened before the vectors copied
+        assert (history_at - vectors_at).total_seconds() < 0.5
