@@ -113,6 +113,7 @@ class Deleted:
     deleted: tuple[str, ...] = ()
     recorded: tuple[str, ...] = ()
     snapshot_id: str | None = None
+    erased: dict[str, Any] | None = None  # set when the erasure ran inside a window
 
 
 def run_forget(
@@ -277,13 +278,23 @@ def delete_with(
             config.state_dir / ERASE_JOURNAL, {"memory_ids": ids, "scope": dict(ask.scope or {})}
         )
     deleted, recorded = _delete_journaled(config, writer, targets, now, progress)
-    return Deleted(before=before, targets=targets, deleted=tuple(deleted), recorded=tuple(recorded))
+    erased = None
+    if ask.erase and writer.route == "window":  # the app is stopped: rewrite the files now
+        everything = [*targets.all, *targets.already_deleted]
+        erased = erasure.erase_texts(config, before, everything, now, ask.scope)
+    return Deleted(
+        before=before, targets=targets, deleted=tuple(deleted), recorded=tuple(recorded),
+        erased=erased,
+    )  # fmt: skip
 
 
 def finish(
     config: Config, now: datetime, ask: Ask, done: Deleted, taken: routes.Taken
 ) -> Forgotten:
-    """After the route closed: erase (history and file rewrites need no route), then prove.
+    """After the route closed: erase (unless the window did), then prove from a new capture.
+
+    History and file rewrites need no route; on a window they run inside it (the app is
+    stopped: a long ``VACUUM`` blocks nobody), through the agent with the app's writes held.
 
     Raises:
         TryLaterError, UnavailableError: a store is busy or unreadable.
@@ -294,8 +305,8 @@ def finish(
             targets=targets, dry_run=False, route=taken.route, downtime_s=taken.downtime_s
         )
     to_erase = (*targets.all, *targets.already_deleted) if ask.erase else ()
-    erased: dict[str, Any] = {}
-    if to_erase:
+    erased: dict[str, Any] = done.erased or {}
+    if to_erase and done.erased is None:
         with _app_writes_held(config, taken):  # VACUUM holds history.db longer than mem0 waits
             erased = erasure.erase_texts(config, done.before, to_erase, now, ask.scope)
     (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
