@@ -45,12 +45,15 @@ from typing import Any
 from memsync.demo import deployment as build
 
 
-class _Counter(logging.Handler):
+class ErrorCounter(logging.Handler):
+    """Counts ERROR records (mem0ai 2.2.1 only logs some failed history writes)."""
+
     def __init__(self) -> None:
         super().__init__(level=logging.ERROR)
         self.messages: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
+        """Keep the record's message."""
         self.messages.append(record.getMessage())
 
 
@@ -106,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     users = args.users.split(",")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    counter = _Counter()
+    counter = ErrorCounter()
     flags = _Flags()
     signal.signal(signal.SIGTERM, lambda *_: setattr(flags, "stop", True))
     signal.signal(signal.SIGINT, lambda *_: setattr(flags, "stop", True))

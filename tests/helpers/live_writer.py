@@ -16,20 +16,12 @@ import time
 from pathlib import Path
 
 from memsync.demo import deployment as build
-
-
-class _Counter(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(level=logging.ERROR)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
+from memsync.demo.app import ErrorCounter
 
 
 def main() -> int:
     root, seconds = Path(sys.argv[1]), float(sys.argv[2])
-    counter = _Counter()
+    counter = ErrorCounter()
     logging.getLogger().addHandler(counter)
     memory = build.open_memory(build.Paths(root), embedder="memsync_hash")
     logging.getLogger("mem0").addHandler(counter)

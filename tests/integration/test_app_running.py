@@ -27,15 +27,20 @@ def _all_bytes(root: Path) -> list[tuple[Path, bytes]]:
     return [(p, p.read_bytes()) for p in root.rglob("*") if p.is_file()]
 
 
-@pytest.fixture
-def running(deployment: Any, tmp_path: Path) -> Any:
-    deployment.close()
-    with AppProcess(
+def _app(deployment: Any, tmp_path: Path) -> AppProcess:
+    """The app on ``deployment``, its agent attached, writing every 20 ms for ``APP_USERS``."""
+    return AppProcess(
         deployment.paths.root,
         agent=tmp_path / "run" / "memsync-agent.sock",
         interval=0.02,
         users=APP_USERS,
-    ) as app:
+    )
+
+
+@pytest.fixture
+def running(deployment: Any, tmp_path: Path) -> Any:
+    deployment.close()
+    with _app(deployment, tmp_path) as app:
         app.deployment = deployment
         yield app
 
@@ -119,12 +124,7 @@ def test_reconcile_repairs_a_resurrected_and_a_missing_point_through_the_app(
     memory = deployment.reopen()
     build.delete_with_failing_history(memory, deployment.paths, missing)
     deployment.close()
-    with AppProcess(
-        deployment.paths.root,
-        agent=tmp_path / "run" / "memsync-agent.sock",
-        interval=0.02,
-        users=APP_USERS,
-    ) as app:
+    with _app(deployment, tmp_path) as app:
         view = app.view()
         assert resurrected in view and missing not in view
         result = cli("reconcile", "--json", config=deployment.config)
