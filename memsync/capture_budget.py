@@ -228,10 +228,13 @@ def samples_from_manifest(manifest: Manifest) -> list[CopyRate]:
     The capture window times history.db's copy alone (``history_at`` to
     ``history_finished_at``) and every collection's copies in a row (``vectors_at`` to
     ``vectors_finished_at``); file sizes are the plaintext copies' (``files[].size``).
-    Samples under ``MIN_SAMPLE_BYTES`` are left out.
+    Samples under ``MIN_SAMPLE_BYTES`` are left out, and so are WAL files: their captures read
+    from snapshots pinned together (``sqlite_files.pinned_snapshots``), so the window's times
+    include waiting for the other copies, and no estimate is ever made for a WAL file.
     """
     window = manifest.capture
-    sizes = {entry.path: entry.size for entry in manifest.files}
+    wal = {entry.path for entry in manifest.files if entry.journal_mode == "wal"}
+    sizes = {entry.path: entry.size for entry in manifest.files if entry.path not in wal}
     history_bytes = sizes.get("history.db", 0)
     vector_bytes = sum(size for path, size in sizes.items() if path.endswith("storage.sqlite"))
     parts = [

@@ -136,3 +136,14 @@ def test_snapshot_create_records_the_copy_rate_it_measured(tmp_path: Path, cli: 
     assert samples[0].sample_bytes >= capture_budget.MIN_SAMPLE_BYTES and samples[0].bytes_per_s > 0
     again = cli("snapshot", "create", "--json", config=config).json()["capture_budget"]["rate"]
     assert again["source"] == "collections"
+
+
+def test_a_wal_capture_records_no_copy_rate(tmp_path: Path, cli: Any) -> None:
+    """WAL files are read from snapshots pinned together: their times are not a copy rate."""
+    config = bulk.generate(tmp_path / "big", 2000)
+    with config.open("a", encoding="utf-8") as handle:
+        handle.write(f'\n[snapshot]\ndirectory = "{tmp_path / "snapshots"}"\n')
+    assert cli("tune", "--wal", "--json", config=config).code == 0
+    created = cli("snapshot", "create", "--json", config=config)
+    assert created.code == 0, created.err
+    assert capture_budget.load_samples(tmp_path / "big" / "state") == []
