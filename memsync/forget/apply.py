@@ -195,7 +195,9 @@ def run_ask(
     taken = routes.Taken()
     try:
         with routes.open_writer(config, ask.kind, taken) as writer:
-            known = before if writer.route == "direct" else None
+            # direct: nobody wrote since the look; prune: expired memories the app adds meanwhile
+            # wait for the next prune, so no second capture stalls a rollback-mode writer
+            known = before if writer.route == "direct" or ask.kind == "prune" else None
             done = delete_with(config, writer, now, ask, known=known, progress=progress)
     except routes.NoRouteError as no_route:
         request = queue(config, ask, now, no_route.message)
