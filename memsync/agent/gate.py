@@ -56,9 +56,8 @@ class WriteGate:
             return
         with self._cond:
             while self._exclusive or self._waiting or (write and self.paused()):
-                until = self._paused_until
-                holding = write and until is not None and self.paused()
-                self._cond.wait(until - time.monotonic() if holding and until else None)
+                until = self._paused_until if write and self.paused() else None
+                self._cond.wait(None if until is None else until - time.monotonic())
             if write and self._paused_until is not None:  # the lease ran out: never stop the app
                 logger.warning("memsync agent: pause lease ran out; app writes go on")
                 self._paused_until = None

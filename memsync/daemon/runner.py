@@ -110,13 +110,8 @@ def publish(
     path = config.daemon.textfile_path
     if path is None:
         return
-    text = jobs.render_textfile(jobs.judge_jobs(config, state, now), state, queue)
-    window_open = int(window_left_open(config.state_dir) is not None)
-    text += (
-        "# HELP memsync_window_left_open 1 when a maintenance window's memsync died before "
-        "[app] start_command ran: the app may be down.\n"
-        f"# TYPE memsync_window_left_open gauge\nmemsync_window_left_open {window_open}\n"
-    )
+    window_open = window_left_open(config.state_dir) is not None
+    text = jobs.render_textfile(jobs.judge_jobs(config, state, now), state, queue, window_open)
     try:
         jobs.write_textfile(path, text, config.daemon.textfile_permissions)
     except OSError as error:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -20,7 +20,7 @@ from memsync.forget.select import Ask, Forgotten, Targets, prove_gone, refuse_ba
 from memsync.model import HistoryEvent, Inventory
 from memsync.state import write_json_atomic
 from memsync.stores import mem0, versions
-from memsync.stores.agent_client import AgentWriter, find_agent
+from memsync.stores.agent_client import AgentWriter, writes_held
 from memsync.stores.intent import ERASE_JOURNAL, FORGET_JOURNAL, load_erasing, load_forgetting
 from memsync.stores.vector_store import refuse_legacy_store, vector_store_for
 from memsync.stores.writer import Writer
@@ -309,8 +309,16 @@ def finish(
     to_erase = (*targets.all, *targets.already_deleted) if ask.erase else ()
     erased: dict[str, Any] = done.erased or {}
     if to_erase and done.erased is None:
-        with _app_writes_held(config, taken):  # VACUUM holds history.db longer than mem0 waits
+        # VACUUM takes SQLite's exclusive lock for the whole rewrite, longer than mem0 waits
+        # (5 s) on a large store: through the agent, app writes wait in its gate instead
+        holding = writes_held(config) if taken.route == "agent" else nullcontext(None)
+        with holding as pause:
             erased = erasure.erase_texts(config, done.before, to_erase, now, ask.scope)
+        if pause is not None:
+            logger.info(
+                "erasure_quiesced", held_s=pause.get("held_s"),
+                lease_ran_out=pause.get("lease_ran_out"),
+            )  # fmt: skip
     (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
     unproven = prove_gone(reread(config, now), targets.all)
     if not unproven:
@@ -325,26 +333,6 @@ def finish(
         unproven=tuple(unproven), snapshot_id=done.snapshot_id, erased=erased,
         route=taken.route, downtime_s=taken.downtime_s,
     )  # fmt: skip
-
-
-@contextmanager
-def _app_writes_held(config: Config, taken: routes.Taken) -> Iterator[None]:
-    """On the agent route, hold the app's writes (in its gate) while the erasure rewrites files.
-
-    ``VACUUM`` of history.db and each ``storage.sqlite`` takes SQLite's exclusive lock for the
-    whole rewrite; mem0 and qdrant-client wait 5 s for a lock, so on a large store an app write
-    would fail with ``database is locked``. Held in the agent's gate instead, app writes wait
-    and none fails; ``[app] pause_lease_s`` bounds the hold. Without the agent nothing is held.
-    """
-    client = find_agent(config) if taken.route == "agent" else None
-    if client is None:
-        yield
-        return
-    with client, client.paused(config.app.pause_lease_s) as pause:
-        yield
-    logger.info(
-        "erasure_quiesced", held_s=pause.get("held_s"), lease_ran_out=pause.get("lease_ran_out")
-    )
 
 
 def queue(config: Config, ask: Ask, now: datetime, reason: str) -> pending.PendingRequest:

@@ -28,8 +28,13 @@ def _number(value: float | int) -> str:
     return str(int(value)) if float(value).is_integer() else f"{float(value):.3f}"
 
 
-def render_textfile(verdict: JobsVerdict, state: Mapping[str, Any], queue: QueueFigures) -> str:
-    """The textfile's text: the jobs' judgement, the last figures they reported, the queue. Pure."""
+def render_textfile(
+    verdict: JobsVerdict,
+    state: Mapping[str, Any],
+    queue: QueueFigures,
+    window_left_open: bool = False,
+) -> str:
+    """The textfile's text: jobs' judgement and figures, the queue, a window left open. Pure."""
     records = state.get("jobs") or {}
     rows = verdict.rows
     success = []
@@ -70,6 +75,12 @@ def render_textfile(verdict: JobsVerdict, state: Mapping[str, Any], queue: Queue
             "Age of the oldest queued write; 0 when the queue is empty.",
             [("", round(queue.oldest_age_s or 0.0, 1))],
         )
+    lines += _gauge(
+        "memsync_window_left_open",
+        "1 when a maintenance window's memsync died before [app] start_command ran: the app "
+        "may be down.",
+        [("", int(window_left_open))],
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -26,7 +26,7 @@ from memsync.model import CaptureWindow, CheckReport, Inventory
 from memsync.repository import LocalRepository, encryption_key, snapshot_dir
 from memsync.state import fsync_dir, write_json_atomic
 from memsync.stores import deployment, snapshots, versions
-from memsync.stores.agent_client import find_agent
+from memsync.stores.agent_client import writes_held
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, sign
 from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
 from memsync.stores.vector_store import refuse_legacy_store
@@ -39,7 +39,6 @@ Progress = Callable[[int, int], None]
 # and the pause between two (seconds): each capture is a new, independent copy of both stores.
 SETTLE_ATTEMPTS = 5
 SETTLE_PAUSE_S = 0.2
-DEFAULT_LEASE_S = 30.0  # [app] pause_lease_s: how long a quiesced capture may hold app writes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,11 +214,9 @@ def _quiesced_capture(config: Config, partial: Path) -> tuple[deployment.Capture
     lease, ``[app] pause_lease_s``, did not run out). Logs ``capture_quiesced`` with the
     seconds app writes were held.
     """
-    client = find_agent(config)
-    if client is None:
-        return None
-    lease_s = float(getattr(getattr(config, "app", None), "pause_lease_s", DEFAULT_LEASE_S))
-    with client, client.paused(lease_s) as pause:
+    with writes_held(config) as pause:
+        if pause is None:
+            return None
         captured = deployment.capture(config, partial)
     exact = not pause.get("lease_ran_out", True)
     logger.info(
@@ -227,7 +224,7 @@ def _quiesced_capture(config: Config, partial: Path) -> tuple[deployment.Capture
         held_s=pause.get("held_s"),
         waited_s=pause.get("waited_s"),
         exact=exact,
-        agent_pid=client.hello.get("pid"),
+        agent_pid=pause.get("agent_pid"),
     )
     return captured, exact
 

@@ -19,6 +19,7 @@ from typing import Any
 import psutil
 import structlog
 
+from memsync.agent.protocol import PROTOCOL, SOCKET_NAME
 from memsync.config import Config
 from memsync.errors import UnavailableError
 from memsync.model import HistoryEvent
@@ -28,8 +29,6 @@ from memsync.stores.writer import Route
 
 logger = structlog.get_logger(__name__)
 
-PROTOCOL = 1
-AGENT_SOCKET_NAME = "memsync-agent.sock"  # memsync.agent.SOCKET_NAME (that module is stdlib-only)
 REPLY_LIMIT_BYTES = 16 * 1024 * 1024
 
 
@@ -147,14 +146,13 @@ def _holder_sockets(pid: int) -> list[Path]:
     except (psutil.Error, OSError):
         return []
     paths: set[str] = {str(c.laddr) for c in connections if isinstance(c.laddr, str)}
-    return sorted(Path(p) for p in paths if Path(p).name == AGENT_SOCKET_NAME)
+    return sorted(Path(p) for p in paths if Path(p).name == SOCKET_NAME)
 
 
 def agent_socket_for(config: Config) -> Path | None:
     """The agent socket to try: ``[app] agent_socket``, else the store holder's. Reads only."""
-    configured = getattr(getattr(config, "app", None), "agent_socket", None)
-    if configured is not None:
-        return Path(configured)
+    if config.app.agent_socket is not None:
+        return Path(config.app.agent_socket)
     holder = vector_store_for(config).holder()
     if holder is None:
         return None
@@ -210,6 +208,26 @@ def find_agent(config: Config, timeout_s: float = 30.0) -> AgentClient | None:
         raise
     logger.info("agent_found", socket=str(path), pid=client.hello.get("pid"))
     return client
+
+
+@contextmanager
+def writes_held(config: Config) -> Iterator[dict[str, Any] | None]:
+    """Hold the app's writes through its agent for the block; yields None when none answers.
+
+    Yields the pause reply (``lease_s``, ``waited_s``, ``agent_pid``; after the block also
+    ``held_s`` and ``lease_ran_out``, see ``AgentClient.paused``). The lease is
+    ``[app] pause_lease_s``.
+
+    Raises:
+        UnavailableError: the agent that answers serves another deployment.
+    """
+    client = find_agent(config)
+    if client is None:
+        yield None
+        return
+    with client, client.paused(config.app.pause_lease_s) as pause:
+        pause["agent_pid"] = client.hello.get("pid")
+        yield pause
 
 
 class AgentWriter:
