@@ -24,6 +24,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from memsync.config.fields import (
     _BUCKET_NAME,
     _COLLECTION_NAME,
+    AppriseUrl,
     ConfigPath,
     Duration,
     HttpUrl,
@@ -218,6 +219,13 @@ class DaemonConfig(_Section):
     )
     ping_url: HttpUrl | None = key(
         None, "healthchecks-style URL; `/start` and `/fail` appended, `{job}` replaced", secret=True
+    )
+    notify: list[AppriseUrl] = key(
+        [],
+        "Apprise URLs (ntfy://, mailto://, json://, ...) told when a job fails, finds problems, "
+        "trips the mass-deletion tripwire or recovers",
+        toml="array of strings",
+        secret=True,
     )
 
     @property
