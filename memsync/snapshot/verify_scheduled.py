@@ -103,6 +103,7 @@ class SideResult:
             "incomplete": list(self.incomplete),
             "budget_bytes": self.plan.budget_bytes,
             "stored_bytes": self.plan.total_bytes,
+            "other_bytes": self.plan.other_bytes,
             "planned_bytes": self.plan.planned_bytes,
             "plan": [item.to_json() for item in self.plan.items],
             "bytes_read": self.bytes_read,
