@@ -19,11 +19,11 @@ from memsync.errors import ExitCode
 from memsync.state import window_left_open
 
 DAEMON_HELP = (
-    "run check, prune, snapshot and retention on the [daemon] schedule (a systemd service)"
+    "run check, prune, snapshot, retention and verify on the [daemon] schedule (a systemd service)"
 )
 JOB_HELP = (
     "run one daemon job now and record it as the daemon would (check, prune, snapshot, "
-    "retention, apply-pending)"
+    "retention, verify, apply-pending)"
 )
 STATUS_HELP = (
     "the daemon's jobs and the queue: last success, outcome, reason, next run; "

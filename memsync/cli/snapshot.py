@@ -251,7 +251,8 @@ def run_list(args: argparse.Namespace) -> int:
         where = "+".join(places)
         verified = "+".join(name for name in places if row[name]["verified"]) or "no"
         complete = all(row[name]["complete"] for name in places)
-        when = max((row[name]["verified_at"] or "" for name in places), default="") or "-"
+        when = max((row[name]["verified_at"] or "" for name in places), default="")
+        when = f"{when[:19]}Z" if when else "-"  # to the second
         lines.append(
             f"{row['id']:<20} {str(complete).lower():<8} {verified:<12} {when:<20} "
             f"{row['size_bytes']:>12} {row['points'] if row['points'] is not None else '-':>8} "
@@ -261,8 +262,10 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def _verified_at(document: dict[str, Any] | None) -> str | None:
-    """When a snapshot's bytes were last read back and matched: ``files_read_at`` (a scheduled
-    slice) or ``verified_at`` (a full verification), the later; None when never verified ok."""
+    """When a snapshot was last read back and matched; None when its verification failed.
+
+    The later of ``verified_at`` (a full verification) and ``files_read_at`` (a scheduled slice).
+    """
     if not document or document.get("ok") is not True:
         return None
     times = [document.get(k) for k in ("verified_at", "files_read_at")]

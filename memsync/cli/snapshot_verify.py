@@ -57,6 +57,8 @@ def _side_lines(side: SideResult, dry_run: bool) -> list[str]:
         )
     for result in side.results:
         for finding in result.findings:
-            lines.append(f"  {finding.severity.value.upper():<8} {finding.code:<20} {finding.path or ''}")
+            lines.append(
+                f"  {finding.severity.value.upper():<8} {finding.code:<20} {finding.path or ''}"
+            )
             lines.append(f"           {finding.message}")
     return lines

@@ -146,7 +146,11 @@ def _units(stored: Stored, last_read: LastRead) -> list[tuple[datetime | None, I
         when = seen.get(path)
         reason = "never read" if when is None else f"read {utc.iso(when)}"
         item = Item(
-            snapshot_id=stored.snapshot_id, paths=(path,), size_bytes=size, full=False, reason=reason
+            snapshot_id=stored.snapshot_id,
+            paths=(path,),
+            size_bytes=size,
+            full=False,
+            reason=reason,
         )
         units.append((when, item))
     return units
@@ -232,7 +236,9 @@ def plan_side(
     )
 
 
-def coverage(stored: Sequence[Stored], last_read: LastRead, now: datetime, cycle: timedelta) -> float:
+def coverage(
+    stored: Sequence[Stored], last_read: LastRead, now: datetime, cycle: timedelta
+) -> float:
     """The share of a side's stored bytes read back and matched within the last cycle. Pure.
 
     1.0 for a side with no stored bytes; between 0.0 and 1.0 otherwise.

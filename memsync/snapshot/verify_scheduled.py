@@ -17,7 +17,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -223,14 +223,7 @@ def run_scheduled(
         if report.ok and not dry_run:
             state["last_ok_at"] = utc.iso(now)
             save_state(config.state_dir, state)
-            report = ScheduledReport(
-                sides=report.sides,
-                started_at=now,
-                cycle=cycle,
-                interval=interval,
-                dry_run=False,
-                last_ok_at=now,
-            )
+            report = replace(report, last_ok_at=now)
     return report
 
 
@@ -269,7 +262,9 @@ def _run_side(
     """Check the side's manifests, plan, read; return the result and the new read record."""
     entries = repository.list()
     stored, damaged, incomplete = _manifests(config, side, repository, entries)
-    plan = schedule.plan_side(stored, last_read, now, config.snapshot.verify_cycle, job_interval(config))
+    plan = schedule.plan_side(
+        stored, last_read, now, config.snapshot.verify_cycle, job_interval(config)
+    )
     results: list[SnapshotResult] = []
     reads: dict[str, list[str]] = {}
     if not dry_run:

@@ -50,7 +50,9 @@ def load(deployment):
 def stored_files(deployment) -> dict[str, list[str]]:
     directory = deployment.paths.root / "snapshots"
     return {
-        sid: [f["path"] for f in json.loads((directory / sid / "manifest.json").read_text())["files"]]
+        sid: [
+            f["path"] for f in json.loads((directory / sid / "manifest.json").read_text())["files"]
+        ]
         for sid in deployment.ids
     }
 
@@ -106,9 +108,7 @@ def test_slices_read_every_stored_file_on_both_sides_within_one_cycle(two_sided,
             assert row[side]["verified"] is True and row[side]["verified_at"], row
 
 
-def test_a_damaged_file_of_an_old_snapshot_is_found_by_the_run_whose_slice_reads_it(
-    two_sided, cli
-):
+def test_a_damaged_file_of_an_old_snapshot_is_found_by_the_run_whose_slice_reads_it(two_sided, cli):
     d = two_sided
     config = load(d)
     now = max(id_time(sid) for sid in d.ids) + timedelta(minutes=1)
@@ -138,16 +138,15 @@ def test_a_damaged_file_of_an_old_snapshot_is_found_by_the_run_whose_slice_reads
             )
             codes = {(r.snapshot_id, f.code, f.path) for r in side.results for f in r.findings}
             if planned:
-                assert codes == {
-                    (target[0], "checksum-mismatch", _location(d, side.side, *target))
-                }
+                assert codes == {(target[0], "checksum-mismatch", _location(d, side.side, *target))}
                 found[side.side] = run
             else:
                 assert codes == set(), (run, side.side)  # nothing read: nothing reported
         now += INTERVAL
     assert set(found) == {"local", "remote"}  # both within one cycle of the damage
     listed = {
-        r["id"]: r for r in cli("snapshot", "list", "--remote", "--json", config=d.config).json()["snapshots"]
+        r["id"]: r
+        for r in cli("snapshot", "list", "--remote", "--json", config=d.config).json()["snapshots"]
     }
     assert listed[d.ids[0]]["local"]["verified"] is False
     assert listed[d.ids[0]]["remote"]["verified"] is True
@@ -191,9 +190,7 @@ def test_scheduled_and_a_snapshot_together_is_a_usage_error(two_sided, cli):
 
 def test_the_verify_job_records_what_status_and_the_textfile_show(make_deployment, cli, tmp_path):
     textfile = tmp_path / "memsync.prom"
-    d = make_deployment(
-        count=10, extra_config=SCHEDULE + f'textfile_path = "{textfile}"\n'
-    )
+    d = make_deployment(count=10, extra_config=SCHEDULE + f'textfile_path = "{textfile}"\n')
     d.close()
     ids = [cli("snapshot", "create", "--json", config=d.config).json()["id"] for _ in range(2)]
     job = cli("job", "verify", "--json", config=d.config)

@@ -52,7 +52,9 @@ def test_the_newest_snapshot_is_read_completely_first_whatever_the_record():
     snapshots = [stored(0), stored(1), stored(2)]
     newest = snapshots[-1]
     fresh = {newest.snapshot_id: dict.fromkeys([p for p, _ in newest.files], START)}
-    plan = plan_side(snapshots, fresh, START + timedelta(days=2, hours=1), timedelta(days=30), timedelta(days=1))
+    plan = plan_side(
+        snapshots, fresh, START + timedelta(days=2, hours=1), timedelta(days=30), timedelta(days=1)
+    )
     first = plan.items[0]
     assert (first.snapshot_id, first.full, first.reason) == (newest.snapshot_id, True, "newest")
     assert first.paths == tuple(p for p, _ in newest.files)
@@ -61,7 +63,9 @@ def test_the_newest_snapshot_is_read_completely_first_whatever_the_record():
 
 def test_a_snapshot_not_verified_is_one_unit_read_completely():
     snapshots = [stored(0, verified=False), stored(1)]
-    plan = plan_side(snapshots, {}, START + timedelta(days=1), timedelta(days=30), timedelta(days=1))
+    plan = plan_side(
+        snapshots, {}, START + timedelta(days=1), timedelta(days=30), timedelta(days=1)
+    )
     assert [(i.snapshot_id, i.full, i.reason) for i in plan.items[1:]] == [
         (snapshots[0].snapshot_id, True, "not verified")
     ]
@@ -70,7 +74,10 @@ def test_a_snapshot_not_verified_is_one_unit_read_completely():
 def test_the_least_recently_read_files_come_first_and_the_budget_bounds_the_rest():
     snapshots = [stored(day, sizes=(100, 100, 100)) for day in range(4)]
     now = START + timedelta(days=4)
-    read = {s.snapshot_id: {p: now - timedelta(hours=10 - i) for i, (p, _) in enumerate(s.files)} for s in snapshots}
+    read = {
+        s.snapshot_id: {p: now - timedelta(hours=10 - i) for i, (p, _) in enumerate(s.files)}
+        for s in snapshots
+    }
     oldest = snapshots[2]
     read[oldest.snapshot_id]["qdrant/meta.json"] = now - timedelta(days=3)
     plan = plan_side(snapshots, read, now, timedelta(days=30), timedelta(days=10))
@@ -86,7 +93,8 @@ def test_a_file_that_would_pass_its_cycle_before_the_next_run_is_taken_beyond_th
     now = START + timedelta(days=40)
     cycle, interval = timedelta(days=30), timedelta(days=1)
     read = {
-        s.snapshot_id: dict.fromkeys((p for p, _ in s.files), now - timedelta(days=1)) for s in snapshots
+        s.snapshot_id: dict.fromkeys((p for p, _ in s.files), now - timedelta(days=1))
+        for s in snapshots
     }
     late = snapshots[1]
     read[snapshots[0].snapshot_id]["qdrant/meta.json"] = now - timedelta(days=29, hours=1)
@@ -121,7 +129,12 @@ def test_every_stored_byte_is_read_within_each_cycle_over_months_of_runs(cycle, 
             for day in range(max(0, made - keep + 1), made + 1)
         ]
         present = [
-            Stored(snapshot_id=s.snapshot_id, files=s.files, verified=s.snapshot_id in verified, created_at=s.created_at)
+            Stored(
+                snapshot_id=s.snapshot_id,
+                files=s.files,
+                verified=s.snapshot_id in verified,
+                created_at=s.created_at,
+            )
             for s in present
         ]
         plan = plan_side(present, last_read, now, cycle, interval)
@@ -145,7 +158,9 @@ def test_coverage_counts_only_bytes_read_within_the_cycle():
     snapshots = [stored(0, sizes=(600, 300, 100))]
     now = START + timedelta(days=10)
     sid = snapshots[0].snapshot_id
-    read = {sid: {"history.db": now - timedelta(days=2), "qdrant/meta.json": now - timedelta(days=8)}}
+    read = {
+        sid: {"history.db": now - timedelta(days=2), "qdrant/meta.json": now - timedelta(days=8)}
+    }
     assert coverage(snapshots, read, now, timedelta(days=7)) == pytest.approx(0.6)
     assert coverage([], {}, now, timedelta(days=7)) == 1.0
 
