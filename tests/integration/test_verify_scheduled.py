@@ -232,3 +232,23 @@ def _metrics(path: Path) -> dict[str, float]:
         if line and not line.startswith("#")
         for name, value in [line.rsplit(" ", 1)]
     }
+
+
+def test_every_manifest_is_checked_and_an_unfinished_upload_is_only_listed(two_sided):
+    d = two_sided
+    config = load(d)
+    (d.paths.root / "snapshots" / d.ids[1] / "manifest.json").unlink()  # behind memsync's back
+    client = boto3.client("s3", endpoint_url=d.endpoint, region_name="us-east-1")
+    client.delete_object(Bucket=d.bucket, Key=f"{PREFIX}/{d.ids[2]}/manifest.json")
+    now = max(id_time(sid) for sid in d.ids) + timedelta(minutes=1)
+    report = verify_scheduled.run_scheduled(config, now)
+    local, remote = report.sides
+    assert local.damaged_manifests == (d.ids[1],) and local.incomplete == ()
+    assert local.manifests == 4
+    codes = {(r.snapshot_id, r.scope, f.code) for r in local.results for f in r.findings}
+    assert codes == {(d.ids[1], "manifest", "manifest-missing")}
+    assert remote.incomplete == (d.ids[2],) and remote.errors == 0 and remote.manifests == 3
+    assert d.ids[2] not in {item.snapshot_id for item in remote.plan.items}
+    assert not report.ok
+    verdict = json.loads((d.paths.root / "snapshots" / d.ids[1] / "verified.json").read_text())
+    assert verdict["ok"] is False and verdict["codes"] == ["manifest-missing"]

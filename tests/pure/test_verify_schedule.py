@@ -171,3 +171,62 @@ def test_record_reads_drops_snapshots_no_longer_present():
     after = record_reads(before, {"b": ["z"], "c": ["w"]}, later, ["b", "c"])
     assert after == {"b": {"y": START, "z": later}, "c": {"w": later}}
     assert before == {"a": {"x": START}, "b": {"y": START}}
+
+
+def _config(tmp_path, daemon: str):
+    from memsync import config as config_module
+
+    path = tmp_path / "memsync.toml"
+    path.write_text(
+        f'state_dir = "{tmp_path / "state"}"\n'
+        f'[mem0.vector_store.config]\npath = "{tmp_path / "q"}"\n'
+        f'[snapshot]\nverify_cycle = "7d"\n[daemon]\n{daemon}'
+    )
+    return config_module.load(path, {"HOME": str(tmp_path)})
+
+
+@pytest.mark.parametrize(
+    ("daemon", "interval"),
+    [('verify_every = "6h"\n', timedelta(hours=6)), ('verify_at = "04:30"\n', timedelta(days=1))],
+    ids=["every", "at"],
+)
+def test_the_daemon_schedules_the_verify_job_and_its_interval_sizes_the_slice(
+    tmp_path, daemon, interval
+):
+    from memsync.jobs import build_jobs
+    from memsync.snapshot.verify_scheduled import job_interval
+
+    config = _config(tmp_path, daemon)
+    jobs = {job.name: job for job in build_jobs(config)}
+    assert jobs["verify"].argv == ("snapshot", "verify", "--scheduled")
+    assert job_interval(config) == interval
+    assert config.snapshot.verify_cycle == timedelta(days=7)
+
+
+def test_the_textfile_has_the_verify_series_from_the_jobs_summary(tmp_path):
+    import re
+
+    from memsync.jobs import QueueFigures, judge_jobs, render_textfile, summarize
+
+    config = _config(tmp_path, 'verify_every = "1d"\n')
+    never = render_textfile(
+        judge_jobs(config, {"jobs": {}}, START), {"jobs": {}}, QueueFigures(count=0)
+    )
+    assert "memsync_verify_last_success_timestamp_seconds 0" in never.splitlines()
+    output = {
+        "bytes_read": 4096,
+        "counts": {"errors": 2, "warnings": 0},
+        "last_ok_at": "2026-11-01T03:00:00Z",
+        "coverage": {"local": 1.0, "remote": 0.25},
+    }
+    record = {"last_outcome": "problems", "failing": True, "summary": summarize("verify", output)}
+    state = {"jobs": {"verify": record}}
+    text = render_textfile(judge_jobs(config, state, START), state, QueueFigures(count=0))
+    samples = dict(re.findall(r"^(memsync_verify_\S+) (\S+)$", text, re.MULTILINE))
+    assert samples == {
+        "memsync_verify_last_success_timestamp_seconds": str(round(START.timestamp())),
+        "memsync_verify_bytes_read": "4096",
+        "memsync_verify_problems": "2",
+        'memsync_verify_cycle_coverage_ratio{side="local"}': "1",
+        'memsync_verify_cycle_coverage_ratio{side="remote"}': "0.250",
+    }
