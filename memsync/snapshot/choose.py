@@ -69,7 +69,8 @@ def parse_time(text: str) -> datetime:
         UsageError: (exit 2) not ISO 8601, or no ``Z``/offset (a local time is ambiguous).
     """
     try:
-        parsed = datetime.fromisoformat(text.strip())
+        given = text.strip()
+        parsed = datetime.fromisoformat(given[:-1] + "Z" if given.endswith("z") else given)
     except ValueError:
         raise UsageError(f"--before {text!r} is not an ISO 8601 time", TIME_HINT) from None
     if parsed.tzinfo is None:
