@@ -201,3 +201,30 @@ def test_recover_from_an_unverified_latest_is_refused(deployment, cli):
     result = cli("recover", "--user", "alice", "--json", config=deployment.config)
     assert result.code == 11 and "passed verification" in json.loads(result.err)["message"]
     assert Path(deployment.paths.history_db).is_file()
+
+
+def test_recover_goes_through_the_running_apps_agent(deployment, cli, tmp_path):
+    from tests.helpers.app import AppProcess
+
+    snapshot_id = verified_snapshot(cli, deployment)
+    before = stored(deployment)
+    victim = busiest_user(before)
+    theirs = {m for m, (payload, _) in before.items() if payload["user_id"] == victim}
+    sock = tmp_path / "run" / "memsync-agent.sock"
+    with AppProcess(deployment.paths.root, agent=sock, users=("agent-app-traffic",)) as app:
+        forgot = cli(
+            "forget", "--user", victim, "--yes", "--no-snapshot", "--json", config=deployment.config
+        )
+        assert forgot.code == 0 and forgot.json()["route"] == "agent"
+        assert not theirs & app.view()
+        result = cli(
+            "recover", "--user", victim, "--from", snapshot_id, "--json", config=deployment.config
+        )
+        assert result.code == 0, result.err
+        assert result.json()["route"] == "agent"
+        assert result.json()["counts"]["recovered"] == len(theirs)
+        assert theirs <= app.view()  # the app's own Memory has them back at once
+        assert app.process.poll() is None and app.stop()["failures"] == 0
+    after = stored(deployment)
+    assert {m: after[m] for m in before} == before  # the app's traffic added others; ours equal
+    assert cli("check", "--json", config=deployment.config).json()["counts"]["errors"] == 0

@@ -74,9 +74,12 @@ def test_restore_before_a_time_with_z_or_an_offset_and_from_the_bucket(
         "snapshot_id": first,
     }
     zulu = (cut + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    assert cli("restore", "--before", zulu, "--dry-run", "--json", config=deployment.config).json()[
-        "snapshot_id"
-    ] == second
+    assert (
+        cli("restore", "--before", zulu, "--dry-run", "--json", config=deployment.config).json()[
+            "snapshot_id"
+        ]
+        == second
+    )
     result = cli("restore", "--before", offset, "--force", "--json", config=deployment.config)
     assert result.code == 0 and result.json()["check_after"]["errors"] == 0
     memory = deployment.reopen()
@@ -93,16 +96,16 @@ def test_restore_before_a_time_with_z_or_an_offset_and_from_the_bucket(
     assert both.code == 2 and "--before chooses" in both.err
 
 
-def test_restore_to_a_new_directory_never_touches_the_live_deployment(
-    deployment, cli, tmp_path
-):
+def test_restore_to_a_new_directory_never_touches_the_live_deployment(deployment, cli, tmp_path):
     snapshot_id = snapshot(cli, deployment)
     held = list(deployment.seeded.live)
     after_snapshot = add(deployment, "written after the snapshot")
     live = fingerprint(deployment.paths.root)
     copy = tmp_path / "inspect"
     with app_holding(deployment.paths.qdrant):  # the app keeps running: no lock is needed
-        dry = cli("restore", "latest", "--to", str(copy), "--dry-run", "--json", config=deployment.config)
+        dry = cli(
+            "restore", "latest", "--to", str(copy), "--dry-run", "--json", config=deployment.config
+        )
         assert dry.code == 0 and not copy.exists()
         done = run_memsync(
             "restore", "latest", "--to", str(copy), "--json", "--config", str(deployment.config)
@@ -128,6 +131,8 @@ def test_restore_to_a_new_directory_never_touches_the_live_deployment(
 
     again = cli("restore", snapshot_id, "--to", str(copy), config=deployment.config)
     assert again.code == 2 and "not empty" in again.err
-    inside = cli("restore", snapshot_id, "--to", str(deployment.paths.qdrant / "x"), config=deployment.config)
+    inside = cli(
+        "restore", snapshot_id, "--to", str(deployment.paths.qdrant / "x"), config=deployment.config
+    )
     assert inside.code == 2 and "live deployment" in inside.err
     assert fingerprint(deployment.paths.root) == live
