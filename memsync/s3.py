@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,61 @@ class ObjectInfo:
     key: str
     size: int
     sha256: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ObjectVersion:
+    """One version of an object in a versioned bucket (or the only one in an unversioned one).
+
+    Attributes:
+        key: the object key.
+        version_id: the version's id (``"null"`` in an unversioned bucket).
+        latest: whether it is the current version.
+        delete_marker: whether it is a delete marker (no bytes).
+        size: bytes (0 for a delete marker).
+        last_modified: when it was written (UTC).
+    """
+
+    key: str
+    version_id: str
+    latest: bool
+    delete_marker: bool
+    size: int
+    last_modified: datetime
+
+    @property
+    def label(self) -> str:
+        """``key?versionId=…`` for messages and reports."""
+        return f"{self.key}?versionId={self.version_id}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MultipartUpload:
+    """A multipart upload that was started and never completed or aborted (billed, invisible)."""
+
+    key: str
+    upload_id: str
+    initiated: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BucketSettings:
+    """What the bucket says of itself.
+
+    Attributes:
+        versioning: ``"Enabled"``, ``"Suspended"`` or ``"Off"`` (never enabled).
+        object_lock: object lock is enabled on the bucket.
+        abort_incomplete_days: days after which an enabled lifecycle rule covering the whole
+            bucket or memsync's prefix aborts incomplete multipart uploads; None without one.
+    """
+
+    versioning: str
+    object_lock: bool
+    abort_incomplete_days: int | None
+
+
+class ObjectLockedError(UnavailableError):
+    """Object lock (retention or legal hold) refused to delete an object version (exit 11)."""
 
 
 class TransportError(UnavailableError):
@@ -93,9 +149,12 @@ class ObjectStore:
         """The object key of ``parts`` under the prefix."""
         return "/".join(part.strip("/") for part in (self.prefix, *parts) if part)
 
-    def head(self, key: str) -> ObjectInfo | None:
-        """Return the object's info, or None when it does not exist. Reads only."""
-        response = self._read(key, self.client.head_object)
+    def head(self, key: str, action: str | None = None) -> ObjectInfo | None:
+        """Return the object's info, or None when it does not exist. Reads only.
+
+        ``action`` is what an error message says was being done (default ``look up KEY``).
+        """
+        response = self._read(key, self.client.head_object, action or f"look up {key}")
         if response is None:
             return None
         metadata = response.get("Metadata") or {}
@@ -119,7 +178,7 @@ class ObjectStore:
             UnavailableError: endpoint unreachable, bucket missing, access denied.
         """
         size = path.stat().st_size
-        existing = self.head(key)
+        existing = self.head(key, f"upload {key} (checking the object already there)")
         if existing is not None and existing.size == size and existing.sha256 == sha256:
             if progress is not None:
                 progress(size)
@@ -195,6 +254,162 @@ class ObjectStore:
             return []
         return found
 
+    def list_versions(self, prefix: str) -> list[ObjectVersion]:
+        """Every version and delete marker under ``prefix`` (a full key prefix). Reads only.
+
+        An unversioned bucket lists each object once, with version id ``"null"``; a service
+        without the ListObjectVersions call lists the current objects that way.
+
+        Raises:
+            UnavailableError: the endpoint, bucket or credentials fail.
+        """
+        found: list[ObjectVersion] = []
+        try:
+            paginator = self.client.get_paginator("list_object_versions")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Versions", []):
+                    found.append(_version(item, delete_marker=False))
+                for item in page.get("DeleteMarkers", []):
+                    found.append(_version(item, delete_marker=True))
+        except botocore.exceptions.ClientError as error:
+            if _code(error) not in ("NotImplemented", "MethodNotAllowed"):
+                raise self._translate(error, f"list versions under {prefix}") from error
+            return [
+                ObjectVersion(
+                    key=info.key,
+                    version_id="null",
+                    latest=True,
+                    delete_marker=False,
+                    size=info.size,
+                    last_modified=datetime.fromtimestamp(0, UTC),
+                )
+                for info in self.iter_objects(prefix)
+            ]
+        except botocore.exceptions.BotoCoreError as error:
+            raise self._translate(error, f"list versions under {prefix}") from error
+        return sorted(found, key=lambda v: (v.key, v.last_modified))
+
+    def get_version_bytes(self, version: ObjectVersion) -> bytes:
+        """The bytes of one object version (delete markers: empty). Reads only.
+
+        Raises:
+            UnavailableError: the version is gone or the endpoint fails.
+        """
+        if version.delete_marker:
+            return b""
+        try:
+            response = self.client.get_object(
+                Bucket=self.bucket, Key=version.key, VersionId=version.version_id
+            )
+            return bytes(response["Body"].read())
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+            raise self._translate(error, f"download {version.label}") from error
+
+    def delete_versions(self, versions: list[ObjectVersion]) -> None:
+        """Delete these object versions for good (no delete marker is left). Idempotent.
+
+        Raises:
+            ObjectLockedError: object lock refused one or more of them (the others are gone);
+                the message names the first.
+            UnavailableError: the endpoint, bucket or credentials fail.
+        """
+        refused: list[str] = []
+        for start in range(0, len(versions), 1000):
+            batch = [
+                {"Key": v.key, "VersionId": v.version_id} for v in versions[start : start + 1000]
+            ]
+            try:
+                response = self.client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
+                )
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+                raise self._translate(error, "delete object versions") from error
+            for failure in response.get("Errors", []):
+                refused.append(
+                    f"{failure.get('Key')}?versionId={failure.get('VersionId')} "
+                    f"({failure.get('Code')}: {failure.get('Message')})"
+                )
+        if refused:
+            raise ObjectLockedError(
+                f"S3 delete at {self.where} refused {len(refused)} object version(s), "
+                f"first {refused[0]}: object lock (retention or legal hold) protects them",
+                "they go when their retention ends; an operator with "
+                "s3:BypassGovernanceRetention can remove governance-mode locks",
+            )
+
+    def list_multipart_uploads(self, prefix: str) -> list[MultipartUpload]:
+        """Multipart uploads started under ``prefix`` and never completed or aborted. Reads only.
+
+        Raises:
+            UnavailableError: the endpoint, bucket or credentials fail.
+        """
+        found: list[MultipartUpload] = []
+        try:
+            paginator = self.client.get_paginator("list_multipart_uploads")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Uploads", []):
+                    found.append(
+                        MultipartUpload(
+                            key=item["Key"],
+                            upload_id=item["UploadId"],
+                            initiated=item["Initiated"].astimezone(UTC),
+                        )
+                    )
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+            raise self._translate(error, f"list multipart uploads under {prefix}") from error
+        return found
+
+    def abort_multipart_uploads(self, uploads: list[MultipartUpload]) -> None:
+        """Abort these incomplete multipart uploads (their parts stop being billed). Idempotent.
+
+        Raises:
+            UnavailableError: the endpoint, bucket or credentials fail.
+        """
+        for upload in uploads:
+            try:
+                self.client.abort_multipart_upload(
+                    Bucket=self.bucket, Key=upload.key, UploadId=upload.upload_id
+                )
+            except botocore.exceptions.ClientError as error:
+                if _code(error) != "NoSuchUpload":  # already completed or aborted
+                    raise self._translate(error, f"abort upload of {upload.key}") from error
+            except botocore.exceptions.BotoCoreError as error:
+                raise self._translate(error, f"abort upload of {upload.key}") from error
+
+    def bucket_settings(self) -> BucketSettings:
+        """The bucket's versioning, object lock and incomplete-upload lifecycle rule. Reads only.
+
+        Raises:
+            UnavailableError: the endpoint, bucket or credentials fail.
+        """
+        try:
+            versioning = self.client.get_bucket_versioning(Bucket=self.bucket).get("Status")
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+            raise self._translate(error, "read bucket versioning") from error
+        locked = self._optional("get_object_lock_configuration", "ObjectLockConfiguration")
+        lifecycle = self._optional("get_bucket_lifecycle_configuration", "Rules")
+        return BucketSettings(
+            versioning=versioning or "Off",
+            object_lock=bool(locked and locked.get("ObjectLockEnabled") == "Enabled"),
+            abort_incomplete_days=_abort_days(lifecycle or [], self.prefix),
+        )
+
+    def _optional(self, call: str, field: str) -> Any:
+        """A bucket setting that may not exist (None then, or when the service lacks the call)."""
+        try:
+            return getattr(self.client, call)(Bucket=self.bucket).get(field)
+        except botocore.exceptions.ClientError as error:
+            if _code(error) in (
+                "ObjectLockConfigurationNotFoundError",
+                "NoSuchLifecycleConfiguration",
+                "NotImplemented",
+                "MethodNotAllowed",
+            ):
+                return None
+            raise self._translate(error, f"read bucket settings ({call})") from error
+        except botocore.exceptions.BotoCoreError as error:
+            raise self._translate(error, f"read bucket settings ({call})") from error
+
     def delete(self, keys: list[str]) -> None:
         """Delete ``keys`` (idempotent: missing keys are fine)."""
         for start in range(0, len(keys), 1000):
@@ -217,24 +432,24 @@ class ObjectStore:
 
     def get_bytes(self, key: str) -> bytes | None:
         """Read a small object; None when it does not exist."""
-        response = self._read(key, self.client.get_object)
+        response = self._read(key, self.client.get_object, f"download {key}")
         if response is None:
             return None
         try:
             return bytes(response["Body"].read())
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
-            raise self._translate(error, f"read {key}") from error
+            raise self._translate(error, f"download {key}") from error
 
-    def _read(self, key: str, call: Any) -> Any:
+    def _read(self, key: str, call: Any, action: str) -> Any:
         """``call(Bucket=…, Key=key)``; None when the object does not exist."""
         try:
             return call(Bucket=self.bucket, Key=key)
         except botocore.exceptions.ClientError as error:
             if _code(error) in ("404", "NoSuchKey", "NotFound"):
                 return None
-            raise self._translate(error, f"read {key}") from error
+            raise self._translate(error, action) from error
         except botocore.exceptions.BotoCoreError as error:
-            raise self._translate(error, f"read {key}") from error
+            raise self._translate(error, action) from error
 
     def _translate(self, error: BaseException, action: str) -> MemsyncError:
         code = _code(error) if isinstance(error, botocore.exceptions.ClientError) else ""
@@ -256,7 +471,9 @@ class ObjectStore:
         if isinstance(error, botocore.exceptions.NoCredentialsError):
             reason, hint = (
                 "no credentials found",
-                "provide AWS credentials through boto3's chain (environment, shared files, role)",
+                "provide AWS credentials through boto3's chain (environment, shared files, "
+                "role); the systemd units load them with LoadCredential=: to run by hand with "
+                "the same ones, see docs/how-to/install-on-a-vps.md (credentials by hand)",
             )
         elif code in ("NoSuchBucket",):
             reason, hint = "bucket does not exist", "create the bucket or fix s3.bucket"
@@ -286,6 +503,29 @@ _TIMEOUTS = (
     TimeoutError,
     ConnectionError,
 )
+
+
+def _version(item: dict[str, Any], *, delete_marker: bool) -> ObjectVersion:
+    return ObjectVersion(
+        key=item["Key"],
+        version_id=str(item.get("VersionId") or "null"),
+        latest=bool(item.get("IsLatest")),
+        delete_marker=delete_marker,
+        size=0 if delete_marker else int(item.get("Size", 0)),
+        last_modified=item["LastModified"].astimezone(UTC),
+    )
+
+
+def _abort_days(rules: list[dict[str, Any]], prefix: str) -> int | None:
+    """Days of the shortest enabled rule aborting incomplete uploads that covers ``prefix``."""
+    days = []
+    for rule in rules:
+        if rule.get("Status") != "Enabled" or "AbortIncompleteMultipartUpload" not in rule:
+            continue
+        rule_prefix = rule.get("Prefix") or (rule.get("Filter") or {}).get("Prefix") or ""
+        if prefix.startswith(rule_prefix.rstrip("/")):
+            days.append(int(rule["AbortIncompleteMultipartUpload"].get("DaysAfterInitiation", 0)))
+    return min(days) if days else None
 
 
 def _code(error: botocore.exceptions.ClientError) -> str:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from memsync.config.fields import (
     _BUCKET_NAME,
     _COLLECTION_NAME,
+    AppriseUrl,
     ConfigPath,
     Duration,
     HttpUrl,
@@ -116,11 +117,27 @@ class SnapshotConfig(_Section):
 
     directory: ConfigPath | None = key(None, "where dated snapshot directories are written")
     keep_last: int = key(0, "retention: the newest N snapshots", ge=0)
+    keep_hourly: int = key(
+        0, "retention: the newest snapshot of each of the last N hours (UTC)", ge=0
+    )
     keep_daily: int = key(
         0, "retention: the newest snapshot of each of the last N days (UTC)", ge=0
     )
     keep_weekly: int = key(0, "retention: ... of each of the last N ISO weeks", ge=0)
     keep_monthly: int = key(0, "retention: ... of each of the last N months", ge=0)
+    keep_yearly: int = key(0, "retention: ... of each of the last N years", ge=0)
+    keep_within: Duration | None = key(
+        None,
+        "retention: every snapshot younger than this, counted from the newest one",
+        toml="duration '7d'/'12h'",
+    )
+    max_pending_uploads: int = key(
+        3,
+        "snapshots that failed to upload kept for the next run; with this many pending, "
+        "no new snapshot is captured until they are uploaded",
+        ge=1,
+        le=1000,
+    )
     encrypt_key_file: ConfigPath | None = key(None, "client-side encryption key file (optional)")
     signing_key_file: ConfigPath | None = key(
         None, "HMAC-SHA256 key file signing the manifest (optional)"
@@ -202,6 +219,13 @@ class DaemonConfig(_Section):
     )
     ping_url: HttpUrl | None = key(
         None, "healthchecks-style URL; `/start` and `/fail` appended, `{job}` replaced", secret=True
+    )
+    notify: list[AppriseUrl] = key(
+        [],
+        "Apprise URLs (ntfy://, mailto://, json://, ...) told when a job fails, finds problems, "
+        "trips the mass-deletion tripwire or recovers",
+        toml="array of strings",
+        secret=True,
     )
 
     @property

@@ -17,7 +17,7 @@ from memsync.errors import UnavailableError, UsageError
 from memsync.repository.port import BytesProgress, FileCheck, FileProblem
 from memsync.stores import manifest as manifests
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest
-from memsync.stores.snapshots import PARTIAL_SUFFIX, VERIFIED, sha256_file
+from memsync.stores.snapshots import PARTIAL_SUFFIX, SIDECARS, sha256_file
 
 DAMAGED_FIX = "the file was changed or truncated after the snapshot: use another snapshot"
 
@@ -57,8 +57,8 @@ class BaseRepository(ABC):
         """
 
     def exists(self, snapshot_id: str) -> bool:
-        """Whether anything but ``verified.json`` is stored under the snapshot. Reads only."""
-        return bool(self._stored_names(snapshot_id) - {VERIFIED})
+        """Whether anything but its sidecars (``verified.json``, ``pinned.json``) is stored. Reads only."""
+        return bool(self._stored_names(snapshot_id) - SIDECARS)
 
     def read_manifest(self, snapshot_id: str) -> Manifest:
         """The committed manifest of a snapshot (see ``SnapshotRepository.read_manifest``)."""
@@ -135,7 +135,7 @@ class BaseRepository(ABC):
                 message=f"{name} is not listed in the manifest: something was added to the snapshot "
                 "after it was made",
             )
-            for name in sorted(names - listed - {MANIFEST, VERIFIED})
+            for name in sorted(names - listed - {MANIFEST} - SIDECARS)
         ]
         passed: list[FileEntry] = []
         root = self._root(snapshot_id, keep)

@@ -75,6 +75,7 @@ class LocalRepository(BaseRepository):
                 manifest=i.manifest,
                 verified=i.verified,
                 size_bytes=i.size_bytes,
+                pin=i.pin,
             )
             for i in self.infos()
         ]

@@ -94,7 +94,7 @@ class SnapshotRepository(Protocol):
         ...
 
     def exists(self, snapshot_id: str) -> bool:
-        """Whether anything of the snapshot is stored (complete or not), besides a ``verified.json``.
+        """Whether anything of the snapshot is stored (complete or not), besides its sidecars.
 
         A local snapshot directory that is a symbolic link does not exist (memsync never makes
         links; nothing is read or written through one). Reads only.

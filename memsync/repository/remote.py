@@ -24,7 +24,7 @@ from memsync.stores import manifest as manifests
 from memsync.stores import snapshots
 from memsync.stores.manifest import MANIFEST, Manifest
 from memsync.stores.manifest_schema import ID_PATTERN
-from memsync.stores.snapshots import VERIFIED, sha256_file
+from memsync.stores.snapshots import PINNED, VERIFIED, sha256_file
 
 logger = structlog.get_logger(__name__)
 
@@ -81,6 +81,7 @@ class S3Repository(BaseRepository):
                     manifest=manifest,
                     verified=self._json(snapshot_id, VERIFIED, names),
                     size_bytes=size[0],
+                    pin=self._json(snapshot_id, PINNED, names),
                 )
             )
         return results

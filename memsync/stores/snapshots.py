@@ -31,6 +31,8 @@ __all__ = [
     "ID_PATTERN",
     "MANIFEST",
     "PARTIAL_SUFFIX",
+    "PINNED",
+    "SIDECARS",
     "VERIFIED",
     "SnapshotInfo",
     "describe",
@@ -49,6 +51,9 @@ __all__ = [
 
 PARTIAL_SUFFIX = ".partial"
 VERIFIED = "verified.json"
+PINNED = "pinned.json"
+# Small JSON documents stored beside a snapshot's files, never listed in its manifest.
+SIDECARS = frozenset({VERIFIED, PINNED})
 CREATING_LOCK = ".creating"
 CHUNK_BYTES = 1024 * 1024
 manifest_problem = manifests.problem
@@ -67,6 +72,7 @@ class Entry:
         verified: the ``verified.json`` document, or None.
         size_bytes: local: plaintext bytes the manifest lists (0 when incomplete); S3: bytes of
             the objects stored.
+        pin: the ``pinned.json`` document, or None (``memsync.snapshot.pins`` reads it).
     """
 
     id: str
@@ -74,6 +80,7 @@ class Entry:
     manifest: Manifest | None
     verified: dict[str, Any] | None
     size_bytes: int
+    pin: dict[str, Any] | None = None
 
     @property
     def created_at(self) -> datetime:
@@ -154,6 +161,7 @@ def describe(directory: Path) -> SnapshotInfo | None:
         manifest=manifest,
         verified=None if partial else read_json(directory / VERIFIED),  # a copy's is not its own
         size_bytes=manifest.size_bytes if manifest else 0,
+        pin=None if partial else read_json(directory / PINNED),
     )
 
 

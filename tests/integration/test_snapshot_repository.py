@@ -244,3 +244,39 @@ def test_a_newer_manifest_format_is_refused_with_upgrade_hint(place, source):
         repository.read_manifest(SNAPSHOT_ID)
     assert refused.value.exit_code == 11 and "upgrade memsync" in (refused.value.hint or "")
     assert [(e.id, e.complete) for e in repository.list()] == [(SNAPSHOT_ID, False)]
+
+
+def test_a_pin_is_stored_beside_the_snapshot_and_never_counts_as_its_content(
+    place, source, tmp_path
+):
+    from memsync.errors import UsageError
+    from memsync.snapshot import pins
+
+    repository, _ = place
+    root, manifest = source
+    now = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    with pytest.raises(UsageError, match="not stored"):
+        pins.pin(repository, SNAPSHOT_ID, reason="before the drop", by="tripwire", now=now)
+    assert repository.list() == []  # refusing wrote nothing, not even a stray pinned.json
+    repository.put(SNAPSHOT_ID, root, manifest)
+    written = pins.pin(repository, SNAPSHOT_ID, reason="before the drop", by="tripwire", now=now)
+    [entry] = repository.list()
+    assert (
+        pins.pin_of(entry)
+        == written
+        == {
+            "pinned": True,
+            "reason": "before the drop",
+            "by": "tripwire",
+            "at": "2026-12-01T12:00:00Z",
+        }
+    )
+    check = repository.verify(SNAPSHOT_ID, tmp_path / "keep")
+    assert check.problems == () and len(check.passed) == len(FILES)  # a sidecar, not unlisted
+    assert pins.unpin(repository, SNAPSHOT_ID, now=now) is True
+    [entry] = repository.list()
+    assert pins.pin_of(entry) is None and entry.pin is not None
+    assert entry.pin["unpinned_at"] == "2026-12-01T12:00:00Z"  # the record stays
+    assert pins.unpin(repository, SNAPSHOT_ID, now=now) is False  # idempotent
+    repository.delete(SNAPSHOT_ID)
+    assert repository.list() == [] and not repository.exists(SNAPSHOT_ID)

@@ -1,0 +1,80 @@
+"""Pins: a snapshot retention never removes until an operator unpins it.
+
+A pin is a small JSON document beside the snapshot (``pinned.json``, one of the sidecars a
+manifest never lists), written through ``SnapshotRepository.write_json`` on each side where the
+snapshot is stored: ``{"pinned": true, "reason": str, "by": "operator" | "tripwire", "at":
+ISO 8601 UTC}``. Unpinning writes ``{"pinned": false, ...}`` so the record of who unpinned it
+and when stays beside the snapshot.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from memsync.errors import UsageError
+from memsync.repository import Entry, SnapshotRepository
+from memsync.stores.snapshots import PINNED
+
+PinnedBy = Literal["operator", "tripwire"]
+
+
+def pin_of(entry: Entry) -> dict[str, Any] | None:
+    """The active pin of a listed snapshot, or None (unpinned, never pinned, or damaged). Pure."""
+    document = entry.pin
+    if document is None or document.get("pinned") is not True:
+        return None
+    return document
+
+
+def pin(
+    repository: SnapshotRepository,
+    snapshot_id: str,
+    *,
+    reason: str,
+    by: PinnedBy,
+    now: datetime,
+) -> dict[str, Any]:
+    """Pin a stored snapshot; returns the pin document written. Writes atomically; idempotent.
+
+    Pinning again replaces the reason (the newest one wins).
+
+    Raises:
+        UsageError: nothing of the snapshot is stored in ``repository``.
+        UnavailableError: the repository is unreachable or refuses the write.
+    """
+    _require(repository, snapshot_id)
+    document = {"pinned": True, "reason": reason, "by": by, "at": _iso(now)}
+    repository.write_json(snapshot_id, PINNED, document)
+    return document
+
+
+def unpin(repository: SnapshotRepository, snapshot_id: str, *, now: datetime) -> bool:
+    """Unpin a stored snapshot; returns whether it was pinned. Writes atomically; idempotent.
+
+    Raises:
+        UsageError: nothing of the snapshot is stored in ``repository``.
+        UnavailableError: the repository is unreachable or refuses the write.
+    """
+    _require(repository, snapshot_id)
+    previous = repository.read_json(snapshot_id, PINNED)
+    was_pinned = previous is not None and previous.get("pinned") is True
+    if previous is not None:
+        repository.write_json(
+            snapshot_id,
+            PINNED,
+            {**previous, "pinned": False, "unpinned_at": _iso(now)},
+        )
+    return was_pinned
+
+
+def _require(repository: SnapshotRepository, snapshot_id: str) -> None:
+    if not repository.exists(snapshot_id):
+        raise UsageError(
+            f"snapshot {snapshot_id} is not stored at {repository.where}",
+            "memsync snapshot list (--remote) shows the snapshots there",
+        )
+
+
+def _iso(now: datetime) -> str:
+    return now.astimezone(UTC).isoformat().replace("+00:00", "Z")
