@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 import tempfile
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -259,11 +259,13 @@ def run_recover(
     *,
     dry_run: bool,
     before: datetime | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Recovered:
     """Recover the deleted memories of ``scope`` from a snapshot (see the module docstring).
 
     ``source``: an id, a path, ``s3://…`` or ``latest`` (``before``: the newest verified one
     made before it). A dry run verifies and plans, and writes nothing to the deployment.
+    ``progress(memories_done, memories_planned)`` is called as the writes go.
 
     Raises:
         UnavailableError: (exit 11) the snapshot is missing, fails verification, S3 fails.
@@ -289,7 +291,7 @@ def run_recover(
         if dry_run:
             return replace(result, route=routes.would_take(config))
         taken = routes.Taken()
-        decisions = _apply(config, plain, manifest.id, now, decisions, taken)
+        decisions = _apply(config, plain, manifest.id, now, decisions, taken, progress)
     after = check.run_check(config, now)
     return replace(result, decisions=tuple(decisions), route=taken.route, after=after)
 
@@ -346,19 +348,25 @@ def _apply(
     now: datetime,
     decisions: list[Decision],
     taken: routes.Taken,
+    progress: Callable[[int, int], None] | None,
 ) -> list[Decision]:
     """Write every planned memory back on a route, under the operation lock."""
+    planned = sum(1 for d in decisions if d.status is Status.RECOVER)
+    done: list[Decision] = []
+    written = 0
     with operation_lock(config.state_dir, "recover"):
         try:
             with routes.open_writer(config, "recover", taken) as writer:
-                return [
-                    _put_back(config, plain, snapshot_id, now, d, writer)
-                    if d.status is Status.RECOVER
-                    else d
-                    for d in decisions
-                ]
+                for decision in decisions:
+                    if decision.status is Status.RECOVER:
+                        decision = _put_back(config, plain, snapshot_id, now, decision, writer)
+                        written += 1
+                        if progress is not None:
+                            progress(written, planned)
+                    done.append(decision)
         except routes.NoRouteError as error:
             raise routes.NoRouteError(error.message, NO_ROUTE_HINT) from error
+    return done
 
 
 def _put_back(

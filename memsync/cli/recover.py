@@ -82,9 +82,16 @@ def run(args: argparse.Namespace) -> int:
     before = choose.parse_time(args.before) if args.before is not None else None
     source = args.source if args.source is not None or before is not None else choose.LATEST
     config = load_config(args)
-    done = recover.run_recover(
-        config, source, datetime.now(UTC), scope, dry_run=args.dry_run, before=before
-    )
+    with render.progress("recovering") as progress:
+        done = recover.run_recover(
+            config,
+            source,
+            datetime.now(UTC),
+            scope,
+            dry_run=args.dry_run,
+            before=before,
+            progress=progress,
+        )
     document: dict[str, Any] = {
         "command": "recover",
         "snapshot_id": done.snapshot_id,
