@@ -113,8 +113,8 @@ _SPECS = (
          fix="use another snapshot (or restore it and run memsync reconcile for what it can repair)"),
     # snapshot create: the tripwire (memsync.snapshot.tripwire) saw far fewer memories than before.
     Spec(code="mass-deletion", severity=_W, source=Source.CREATE,
-         fix="memsync snapshot list (the snapshot before the drop is pinned); if the deletion was a "
-             "mistake: memsync recover --user <id> --from <pinned snapshot>; then memsync snapshot unpin <id>"),
+         fix="if the deletion was a mistake: memsync recover --user <id> --from <the pinned snapshot "
+             "before the drop>; then (or if it was wanted) memsync snapshot unpin <that snapshot>"),
     # doctor: the deployment's set-up puts the app's writes at risk.
     Spec(code="wal-recommended", severity=_W, source=Source.DOCTOR,
          fix="memsync tune --wal (with the app stopped, or through its memsync agent)"),
