@@ -179,7 +179,8 @@ def _baseline(
     try:
         found = choose_baseline(new_id, (), repository.remote(config).list())
     except MemsyncError as error:
-        logger.warning("tripwire_remote_unreadable", snapshot_id=new_id, error=str(error))
+        # info: the report says it, and an upload to the same bucket fails with the real error
+        logger.info("tripwire_remote_unreadable", snapshot_id=new_id, error=str(error))
         return None, None, f"no earlier local snapshot, and the bucket is unreadable: {error}"
     return found, ("remote" if found is not None else None), None
 
