@@ -1,9 +1,10 @@
 """The one registry of finding codes: severity, documentation anchor, fix, emitter and repair.
 
-Every finding memsync reports (``check``, ``snapshot verify``, ``forget``, ``doctor``) has one entry here, and
-everything else reads it: ``check`` and ``snapshot verify`` build findings through ``make``, the
-reconcile planner answers exactly the codes whose ``repair`` is not ``NONE`` (one rule per code,
-in ``memsync.reconcile_plan``), the renderers take the fix and anchor from here, and
+Every finding memsync reports (``check``, ``snapshot verify``, ``snapshot create``'s tripwire,
+``forget``, ``doctor``) has one entry here, and everything else reads it: ``check``, ``snapshot
+verify`` and the tripwire build findings through ``make``, the reconcile planner answers exactly
+the codes whose ``repair`` is not ``NONE`` (one rule per code, in ``memsync.reconcile_plan``),
+the renderers take the fix and anchor from here, and
 ``tests/pure/test_findings_registry.py`` proves docs/reference/findings.md agrees with it.
 Adding a code means one entry here, one section in findings.md, and (when reconcile repairs it)
 one planner rule. Codes are never renamed. Nothing here does I/O.
@@ -26,6 +27,7 @@ class Source(enum.Enum):
 
     CHECK = "check"
     VERIFY = "snapshot verify"
+    CREATE = "snapshot create"
     FORGET = "forget"
     DOCTOR = "doctor"
 
@@ -109,6 +111,10 @@ _SPECS = (
          fix="use another snapshot, or the signing key it was made with"),
     Spec(code="restore-unclean", severity=_E, source=Source.VERIFY,
          fix="use another snapshot (or restore it and run memsync reconcile for what it can repair)"),
+    # snapshot create: the tripwire (memsync.snapshot.tripwire) saw far fewer memories than before.
+    Spec(code="mass-deletion", severity=_W, source=Source.CREATE,
+         fix="if the deletion was a mistake: memsync recover --user <id> --from <the pinned snapshot "
+             "before the drop>; then (or if it was wanted) memsync snapshot unpin <that snapshot>"),
     # doctor: the deployment's set-up puts the app's writes at risk.
     Spec(code="wal-recommended", severity=_W, source=Source.DOCTOR,
          fix="memsync tune --wal (with the app stopped, or through its memsync agent)"),

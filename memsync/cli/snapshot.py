@@ -122,8 +122,10 @@ def run_create(args: argparse.Namespace) -> int:
         "quiesced": bool(manifest.quiesced),
         "route": "agent" if manifest.quiesced is not None else "none",
         "capture_budget": budget.to_json(),
+        **(created.tripwire.report() if created.tripwire else {}),  # findings, tripwire
     }
-    code = _emit(args, document, _created_text(config, created, upload, budget))
+    text = _created_text(config, created, upload, budget)
+    code = _emit(args, document, text + (created.tripwire.text() if created.tripwire else ""))
     return int(ExitCode.PROBLEMS_FOUND) if manifest.check.get("errors") else code
 
 

@@ -138,6 +138,18 @@ class SnapshotConfig(_Section):
         ge=1,
         le=1000,
     )
+    tripwire_percent: int = key(
+        20,
+        "mass-deletion tripwire: a drop of more than this % of a scope's memories (or of all) "
+        "since the previous snapshot, together with tripwire_memories, trips it; 0 disables",
+        ge=0,
+        le=100,
+    )
+    tripwire_memories: int = key(
+        50,
+        "mass-deletion tripwire: ... and of more than this many memories; 0 disables",
+        ge=0,
+    )
     encrypt_key_file: ConfigPath | None = key(None, "client-side encryption key file (optional)")
     signing_key_file: ConfigPath | None = key(
         None, "HMAC-SHA256 key file signing the manifest (optional)"

@@ -150,6 +150,9 @@ def default_next_step(name: str, outcome: str | None) -> str:
 def summarize(job: str, output: Mapping[str, Any]) -> dict[str, Any]:
     """The few figures of a job's JSON report worth keeping (counts, snapshot id and size). Pure.
 
+    A snapshot job also keeps ``tripwire_tripped`` (bool) and ``tripwire_pinned`` (the snapshot
+    the tripwire pinned, or None) when its report has a ``tripwire`` object.
+
     Every job also keeps ``route`` and ``downtime_s`` (a maintenance window's app downtime,
     seconds) when its report has them.
     """
@@ -178,6 +181,10 @@ def summarize(job: str, output: Mapping[str, Any]) -> dict[str, Any]:
             "size_bytes": output.get("size_bytes", 0),
             "capture_near_timeout": len(near),  # files whose capture read nears the busy timeout
         }
+        tripwire = output.get("tripwire")
+        if isinstance(tripwire, dict):  # the mass-deletion tripwire (memsync.snapshot.guard)
+            kept["tripwire_tripped"] = tripwire.get("tripped") is True
+            kept["tripwire_pinned"] = tripwire.get("pinned")
     elif job == "retention":
         kept["removed"] = len(output.get("removed") or [])
     elif job == "verify":

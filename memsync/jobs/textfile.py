@@ -96,6 +96,7 @@ def _summaries(records: Mapping[str, Any], names: list[str]) -> list[str]:
     size = summaries.get("snapshot", {}).get("size_bytes")
     if isinstance(size, int):
         lines += _gauge("memsync_snapshot_size_bytes", "Size of the last snapshot.", [("", size)])
+    lines += _tripwire(summaries.get("snapshot", {}))
     downtime = [
         (f'{{job="{n}"}}', s["downtime_s"])
         for n, s in summaries.items()
@@ -139,6 +140,21 @@ def _verify_gauges(summary: Mapping[str, Any]) -> list[str]:
         [(f'{{side="{side}"}}', float(value)) for side, value in sorted(coverage.items())],
     )
     return lines
+
+
+def _tripwire(summary: Mapping[str, Any]) -> list[str]:
+    """``memsync_tripwire_tripped`` of the last snapshot run, when its report had a tripwire."""
+    if not isinstance(summary.get("tripwire_tripped"), bool):
+        return []
+    labels = f'snapshot_id="{summary.get("snapshot_id") or ""}"'
+    if isinstance(summary.get("tripwire_pinned"), str):
+        labels += f',pinned="{summary["tripwire_pinned"]}"'
+    return _gauge(
+        "memsync_tripwire_tripped",
+        "1 when the last snapshot held far fewer memories than the one before (mass-deletion; "
+        "pinned: the snapshot kept until memsync snapshot unpin).",
+        [(f"{{{labels}}}", int(summary["tripwire_tripped"]))],
+    )
 
 
 def write_textfile(path: Path, text: str, mode: int) -> None:

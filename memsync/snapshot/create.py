@@ -24,6 +24,7 @@ from memsync.config import Config, read_key_file
 from memsync.errors import ConfigError, UnavailableError
 from memsync.model import CaptureWindow, CheckReport, Inventory
 from memsync.repository import LocalRepository, encryption_key, snapshot_dir
+from memsync.snapshot import guard, tripwire
 from memsync.state import fsync_dir, write_json_atomic
 from memsync.stores import deployment, snapshots, versions
 from memsync.stores.agent_client import writes_held
@@ -43,12 +44,13 @@ SETTLE_PAUSE_S = 0.2
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Created:
-    """A snapshot just created: its id, directory and manifest."""
+    """A snapshot just created: its id, directory, manifest and what the tripwire found."""
 
     id: str
     path: Path
     manifest: Manifest
     removed_partials: tuple[Path, ...] = ()
+    tripwire: guard.TripwireResult | None = None
 
 
 def build_manifest(
@@ -169,7 +171,14 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
         )
         final = repository.commit(snapshot_id, partial, None)
     logger.info("snapshot_created", snapshot_id=snapshot_id, size_bytes=manifest.size_bytes)
-    return Created(id=snapshot_id, path=final, manifest=manifest, removed_partials=tuple(removed))
+    checked = guard.run_tripwire(config, repository, manifest, now)  # never fails the snapshot
+    return Created(
+        id=snapshot_id,
+        path=final,
+        manifest=manifest,
+        removed_partials=tuple(removed),
+        tripwire=checked,
+    )
 
 
 def _settled_capture(
@@ -290,6 +299,9 @@ def finish_directory(
     )
     if quiesced is not None:
         manifest = replace(manifest, quiesced=quiesced)
+    manifest = replace(  # the mass-deletion tripwire's counts (memsync.snapshot.tripwire)
+        manifest, scopes=tripwire.count_scopes(p.payload for p in inventory.points.values())
+    )
     if signing is not None:
         manifest = replace(manifest, signature=sign(manifest, signing))
     for path in sorted(partial.rglob("*")):

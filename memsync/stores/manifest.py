@@ -39,6 +39,7 @@ _KNOWN = (
     "history",
     "integrity",
     "check",
+    "scopes",
     "encryption",
     "signature",
 )
@@ -92,7 +93,8 @@ class Manifest:
     """A snapshot manifest (format 1). Build one with ``Manifest(...)``, read one with ``parse``/``read``.
 
     ``collections``, ``history``, ``integrity``, ``check`` and ``encryption`` are JSON objects
-    as documented; ``signature`` is the HMAC-SHA256 hex or None; ``extra`` holds the fields a
+    as documented; ``scopes`` the memory counts per scope (``{"total": n, "user_id": {id: n},
+    "agent_id": {...}, "run_id": {...}}``) or None in manifests older than issue 12; ``signature`` is the HMAC-SHA256 hex or None; ``extra`` holds the fields a
     newer memsync of the same format added.
     """
 
@@ -107,6 +109,7 @@ class Manifest:
     integrity: dict[str, Any] = field(default_factory=dict)
     check: dict[str, Any] = field(default_factory=dict)
     encryption: dict[str, Any] | None = None
+    scopes: dict[str, Any] | None = None
     signature: str | None = None
     mode: str = "embedded"
     quiesced: bool | None = None
@@ -176,6 +179,8 @@ class Manifest:
             "check": self.check,
             "encryption": self.encryption,
         }
+        if self.scopes is not None:
+            document["scopes"] = self.scopes
         if self.signature is not None:
             document["signature"] = self.signature
         return document
@@ -289,6 +294,7 @@ def parse(document: object, expected_id: str | None, where: str) -> Manifest:
         integrity=dict(document.get("integrity", {})),
         check=dict(document.get("check", {})),
         encryption=document.get("encryption"),
+        scopes=document.get("scopes"),
         signature=checked.signature,
         extra={key: value for key, value in document.items() if key not in _KNOWN},
     )

@@ -115,6 +115,16 @@ class _Check(BaseModel):
     unsettled: list[StrictStr] | None = None
 
 
+class _Scopes(BaseModel):
+    """Memory counts per scope (since issue 12; the tripwire compares them)."""
+
+    model_config = _OPEN
+    total: _Count
+    user_id: dict[StrictStr, _Count] = Field(default_factory=dict)
+    agent_id: dict[StrictStr, _Count] = Field(default_factory=dict)
+    run_id: dict[StrictStr, _Count] = Field(default_factory=dict)
+
+
 class _Encryption(BaseModel):
     model_config = _OPEN
     algorithm: StrictStr
@@ -136,6 +146,7 @@ class _Document(BaseModel):
     history: dict[StrictStr, _Count] = Field(default_factory=dict)
     integrity: dict[StrictStr, Any] = Field(default_factory=dict)
     check: _Check = Field(default_factory=_Check)
+    scopes: _Scopes | None = None
     encryption: _Encryption | None = None
     signature: _Sha256 | None = None
 

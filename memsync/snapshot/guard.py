@@ -1,0 +1,242 @@
+"""The tripwire's I/O half: compare a new snapshot with the one before it, pin that one on a drop.
+
+``run_tripwire`` is called by ``snapshot create`` once the new snapshot is committed. It picks the
+previous complete snapshot (``tripwire.choose_baseline``: local first, the bucket when no local
+one), compares the scope counts of both manifests (``tripwire.find_drops``) and, when the
+tripwire trips, pins the previous snapshot (``pins.pin``, ``by="tripwire"``) on every side where
+it is stored, so retention keeps it until an operator runs ``memsync snapshot unpin``. Nothing
+here fails the snapshot: an unreadable repository means no baseline, a refused pin is reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from memsync import findings, repository
+from memsync.config import Config
+from memsync.errors import MemsyncError
+from memsync.model import Finding
+from memsync.repository import Entry, SnapshotRepository
+from memsync.snapshot import pins
+from memsync.snapshot.tripwire import Drop, Thresholds, choose_baseline, find_drops
+from memsync.stores.manifest import Manifest
+
+logger = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TripwireResult:
+    """What the tripwire found for one new snapshot.
+
+    Attributes:
+        snapshot_id: the new snapshot.
+        thresholds: the configured thresholds (``enabled`` False: nothing was compared).
+        previous: the snapshot compared with, or None.
+        previous_side: ``"local"`` or ``"remote"`` (where ``previous`` was read), or None.
+        no_baseline: why nothing was compared (no earlier snapshot, one without scope counts,
+            an unreadable repository), or None.
+        drops: the scopes beyond the thresholds (empty: not tripped).
+        pinned_on: the sides (``local``, ``remote``) where ``previous`` was pinned.
+        pin_errors: one line per side where pinning failed.
+    """
+
+    snapshot_id: str
+    thresholds: Thresholds
+    previous: str | None = None
+    previous_side: str | None = None
+    no_baseline: str | None = None
+    drops: tuple[Drop, ...] = ()
+    pinned_on: tuple[str, ...] = ()
+    pin_errors: tuple[str, ...] = ()
+
+    @property
+    def tripped(self) -> bool:
+        """True when a scope (or the whole store) dropped beyond the thresholds."""
+        return bool(self.drops)
+
+    @property
+    def pinned(self) -> str | None:
+        """The snapshot pinned by this run (on at least one side), or None."""
+        return self.previous if self.pinned_on else None
+
+    def findings(self) -> list[Finding]:
+        """One ``mass-deletion`` warning per drop (``scope``; ``expected`` before, ``observed`` after)."""
+        return [
+            findings.make(
+                "mass-deletion",
+                f"{drop.label}: {drop.before} -> {drop.after} memories (-{drop.percent}%) "
+                f"since snapshot {self.previous}",
+                scope=drop.scope,
+                expected=drop.before,
+                observed=drop.after,
+            )
+            for drop in self.drops
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``snapshot create --json`` ``tripwire`` object (docs/reference/json-output.md)."""
+        return {
+            "enabled": self.thresholds.enabled,
+            "tripped": self.tripped,
+            "percent": self.thresholds.percent,
+            "memories": self.thresholds.memories,
+            "previous": self.previous,
+            "previous_side": self.previous_side,
+            "no_baseline": self.no_baseline,
+            "drops": [drop.to_json() for drop in self.drops],
+            "pinned": self.pinned,
+            "pinned_on": list(self.pinned_on),
+            "pin_errors": list(self.pin_errors),
+        }
+
+    def report(self) -> dict[str, Any]:
+        """The keys ``snapshot create --json`` adds: ``findings`` and ``tripwire``."""
+        return {
+            "findings": [finding.to_json() for finding in self.findings()],
+            "tripwire": self.to_json(),
+        }
+
+    def text(self) -> str:
+        """The text report's tripwire line(s), each starting with a newline."""
+        if not self.thresholds.enabled:
+            return "\ntripwire: disabled ([snapshot] tripwire_percent or tripwire_memories is 0)"
+        if self.no_baseline is not None:
+            return f"\ntripwire: no baseline ({self.no_baseline})"
+        if not self.tripped:
+            return f"\ntripwire: no mass deletion since snapshot {self.previous}"
+        dropped = ", ".join(
+            f"{d.label} {d.before} -> {d.after} (-{d.percent}%)" for d in self.drops
+        )
+        lines = f"\nWARNING mass-deletion since snapshot {self.previous}: {dropped}"
+        if self.pinned:
+            lines += (
+                f"\n  pinned {self.pinned} ({', '.join(self.pinned_on)}) until "
+                f"memsync snapshot unpin {self.pinned}"
+            )
+        return lines + "".join(f"\n  NOT pinned: {error}" for error in self.pin_errors)
+
+
+def run_tripwire(
+    config: Config, local: SnapshotRepository, manifest: Manifest, now: datetime
+) -> TripwireResult:
+    """Compare ``manifest`` (just committed) with the previous snapshot; pin that one on a drop.
+
+    Reads the local repository, and the bucket when ``[s3]`` is set and no earlier local snapshot
+    exists; on a drop writes ``pinned.json`` beside the previous snapshot on every side holding it
+    (atomically; pinning again replaces the reason). Logs ``mass_deletion_suspected`` (warning,
+    counts only: no scope ids above debug). Never raises a MemsyncError: an unreadable repository
+    becomes ``no_baseline``, a refused pin a ``pin_errors`` line.
+    """
+    snapshot = config.snapshot
+    thresholds = Thresholds(percent=snapshot.tripwire_percent, memories=snapshot.tripwire_memories)
+    result = TripwireResult(snapshot_id=manifest.id, thresholds=thresholds)
+    if not thresholds.enabled:
+        return result
+    baseline, side, why = _baseline(config, local, manifest.id)
+    if baseline is None or baseline.manifest is None:
+        return _no_baseline(result, why or "no earlier complete snapshot")
+    result = TripwireResult(
+        snapshot_id=manifest.id, thresholds=thresholds, previous=baseline.id, previous_side=side
+    )
+    if baseline.manifest.scopes is None or manifest.scopes is None:
+        why = f"snapshot {baseline.id} has no scope counts (made by an older memsync)"
+        return _no_baseline(result, why)
+    drops = tuple(find_drops(baseline.manifest.scopes, manifest.scopes, thresholds))
+    if not drops:
+        return result
+    pinned_on, errors = _pin_everywhere(
+        config, local, baseline.id, _reason(drops, manifest.id), now
+    )
+    tripped = TripwireResult(
+        snapshot_id=manifest.id,
+        thresholds=thresholds,
+        previous=baseline.id,
+        previous_side=side,
+        drops=drops,
+        pinned_on=pinned_on,
+        pin_errors=errors,
+    )
+    _log_tripped(tripped)
+    return tripped
+
+
+def _baseline(
+    config: Config, local: SnapshotRepository, new_id: str
+) -> tuple[Entry | None, str | None, str | None]:
+    """The previous complete snapshot, the side it was read from, and why there is none."""
+    try:
+        found = choose_baseline(new_id, local.list(), ())
+    except (MemsyncError, OSError) as error:
+        return None, None, f"local snapshots unreadable: {error}"
+    if found is not None:
+        return found, "local", None
+    if config.s3 is None:
+        return None, None, None
+    try:
+        found = choose_baseline(new_id, (), repository.remote(config).list())
+    except MemsyncError as error:
+        # info: the report says it, and an upload to the same bucket fails with the real error
+        logger.info("tripwire_remote_unreadable", snapshot_id=new_id, error=str(error))
+        return None, None, f"no earlier local snapshot, and the bucket is unreadable: {error}"
+    return found, ("remote" if found is not None else None), None
+
+
+def _no_baseline(result: TripwireResult, why: str) -> TripwireResult:
+    logger.info("tripwire_no_baseline", snapshot_id=result.snapshot_id, reason=why)
+    return TripwireResult(
+        snapshot_id=result.snapshot_id,
+        thresholds=result.thresholds,
+        previous=result.previous,
+        previous_side=result.previous_side,
+        no_baseline=why,
+    )
+
+
+def _reason(drops: tuple[Drop, ...], new_id: str) -> str:
+    """The pin's reason: the drops (scope, before -> after) and the snapshot that saw them."""
+    shown = ", ".join(f"{d.label} {d.before} -> {d.after}" for d in drops)
+    return f"mass-deletion before snapshot {new_id}: {shown}"
+
+
+def _pin_everywhere(
+    config: Config, local: SnapshotRepository, snapshot_id: str, reason: str, now: datetime
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Pin ``snapshot_id`` on each side storing it; returns the sides pinned and one line per failure."""
+    sides: list[tuple[str, SnapshotRepository]] = [("local", local)]
+    if config.s3 is not None:
+        sides.append(("remote", repository.remote(config)))
+    pinned, errors = [], []
+    for name, side in sides:
+        try:
+            if not side.exists(snapshot_id):
+                continue
+            pins.pin(side, snapshot_id, reason=reason, by="tripwire", now=now)
+        except (MemsyncError, OSError) as error:
+            logger.warning(
+                "tripwire_pin_failed", snapshot_id=snapshot_id, side=name, error=str(error)
+            )
+            errors.append(f"{name} {side.location(snapshot_id)}: {error}")
+            continue
+        pinned.append(name)
+    return tuple(pinned), tuple(errors)
+
+
+def _log_tripped(result: TripwireResult) -> None:
+    """One warning with counts only; the scope ids at debug (they are user data)."""
+    total = next((d for d in result.drops if d.scope_id is None), None)
+    logger.warning(
+        "mass_deletion_suspected",
+        snapshot_id=result.snapshot_id,
+        previous_snapshot_id=result.previous,
+        scope_count=sum(1 for d in result.drops if d.scope_id is not None),
+        total_before=total.before if total else None,
+        total_after=total.after if total else None,
+        dropped_memories=max(d.dropped for d in result.drops),
+        pinned_on=list(result.pinned_on),
+    )
+    for drop in result.drops:
+        logger.debug("mass_deletion_scope", scope=drop.label, before=drop.before, after=drop.after)

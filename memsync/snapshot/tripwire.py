@@ -1,0 +1,179 @@
+"""The mass-deletion tripwire: memory counts per scope, and the drops between two snapshots. Pure.
+
+Each snapshot's manifest records how many memories (points of the memory collection) it holds
+in all and per scope: per ``user_id``, ``agent_id`` and ``run_id`` payload value, as mem0ai
+2.2.1 stores them (``count_scopes``). ``snapshot create`` compares the new snapshot's counts
+with the previous complete snapshot's (``find_drops``); a drop of more than
+``[snapshot] tripwire_percent`` percent AND more than ``tripwire_memories`` memories in one
+scope, or in the whole store, trips it (mem0 has shipped ``delete_all`` bugs that wiped every
+user: mem0ai/mem0 #3746, #3928). ``choose_baseline`` picks the snapshot to compare with. The
+I/O half (reading the repositories, pinning, logging) is ``memsync.snapshot.guard``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memsync.repository import Entry
+from memsync.stores.manifest_schema import ID_PATTERN
+
+SCOPE_KINDS = ("user_id", "agent_id", "run_id")
+TOTAL = "total"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Thresholds:
+    """When a drop trips the wire: more than ``percent`` % AND more than ``memories`` memories.
+
+    Either at 0 disables the tripwire.
+    """
+
+    percent: int
+    memories: int
+
+    @property
+    def enabled(self) -> bool:
+        """False when either threshold is 0."""
+        return self.percent > 0 and self.memories > 0
+
+    def trips(self, before: int, after: int) -> bool:
+        """Whether going from ``before`` to ``after`` memories is beyond both thresholds."""
+        dropped = before - after
+        return self.enabled and dropped > self.memories and dropped * 100 > self.percent * before
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Drop:
+    """One scope whose memories dropped beyond the thresholds.
+
+    Attributes:
+        kind: ``"total"`` (the whole store), ``"user_id"``, ``"agent_id"`` or ``"run_id"``.
+        scope_id: the scope's id (a user id, ...); None for ``total``.
+        before, after: memories in the previous and the new snapshot (``after`` is 0 for a
+            scope that vanished).
+    """
+
+    kind: str
+    scope_id: str | None
+    before: int
+    after: int
+
+    @property
+    def dropped(self) -> int:
+        """Memories fewer in the new snapshot."""
+        return self.before - self.after
+
+    @property
+    def percent(self) -> float:
+        """The drop as a percentage of ``before`` (one decimal)."""
+        return round(100 * self.dropped / self.before, 1) if self.before else 0.0
+
+    @property
+    def scope(self) -> str | None:
+        """mem0's scope notation (``"user_id=alice"``), or None for the whole store."""
+        return None if self.scope_id is None else f"{self.kind}={self.scope_id}"
+
+    @property
+    def label(self) -> str:
+        """The scope for people: ``user_id=alice`` or ``all memories``."""
+        return self.scope or "all memories"
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"kind", "id", "scope", "before", "after", "dropped", "percent"}`` (the report's ``drops[]``)."""
+        return {
+            "kind": self.kind,
+            "id": self.scope_id,
+            "scope": self.scope,
+            "before": self.before,
+            "after": self.after,
+            "dropped": self.dropped,
+            "percent": self.percent,
+        }
+
+
+def count_scopes(payloads: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Count memories in all and per scope id: the manifest's ``scopes`` field. Pure.
+
+    Args:
+        payloads: the payloads of the memory collection's points (one per memory).
+
+    Returns:
+        ``{"total": n, "user_id": {id: n}, "agent_id": {id: n}, "run_id": {id: n}}``, ids
+        sorted. A memory counts once in ``total`` and once under each scope key it carries; an
+        absent, null or empty value is no scope. Non-string ids are counted by ``str(value)``.
+    """
+    total = 0
+    counts: dict[str, dict[str, int]] = {kind: {} for kind in SCOPE_KINDS}
+    for payload in payloads:
+        total += 1
+        for kind in SCOPE_KINDS:
+            value = payload.get(kind)
+            if value is None or value == "":
+                continue
+            scope_id = str(value)
+            counts[kind][scope_id] = counts[kind].get(scope_id, 0) + 1
+    return {TOTAL: total, **{kind: dict(sorted(counts[kind].items())) for kind in SCOPE_KINDS}}
+
+
+def find_drops(
+    previous: Mapping[str, Any], current: Mapping[str, Any], thresholds: Thresholds
+) -> list[Drop]:
+    """The scopes whose memories dropped beyond ``thresholds`` from ``previous`` to ``current``. Pure.
+
+    Both are manifest ``scopes`` documents (``count_scopes``). A scope new in ``current`` never
+    trips; one absent from it has 0 memories. Returns the whole store first (when it trips),
+    then by kind (``user_id``, ``agent_id``, ``run_id``), each by largest drop, then id. Empty
+    when the tripwire is disabled.
+    """
+    if not thresholds.enabled:
+        return []
+    drops = []
+    before_total, after_total = _count(previous.get(TOTAL)), _count(current.get(TOTAL))
+    if thresholds.trips(before_total, after_total):
+        drops.append(Drop(kind=TOTAL, scope_id=None, before=before_total, after=after_total))
+    for kind in SCOPE_KINDS:
+        before, after = _scope_map(previous.get(kind)), _scope_map(current.get(kind))
+        found = [
+            Drop(kind=kind, scope_id=scope_id, before=count, after=after.get(scope_id, 0))
+            for scope_id, count in before.items()
+            if thresholds.trips(count, after.get(scope_id, 0))
+        ]
+        drops += sorted(found, key=lambda drop: (-drop.dropped, drop.scope_id or ""))
+    return drops
+
+
+def choose_baseline(new_id: str, local: Sequence[Entry], remote: Sequence[Entry]) -> Entry | None:
+    """The snapshot the new one is compared with. Pure.
+
+    The newest complete local snapshot whose id sorts before ``new_id``; when there is none,
+    the newest such remote one; None when neither side has one.
+    """
+    for side in (local, remote):
+        earlier = [
+            e
+            for e in side
+            if e.complete and e.manifest is not None and id_order(e.id) < id_order(new_id)
+        ]
+        if earlier:
+            return max(earlier, key=lambda entry: id_order(entry.id))
+    return None
+
+
+def id_order(snapshot_id: str) -> tuple[str, int]:
+    """A sort key of snapshot ids by time, then ``-N`` suffix (``-10`` after ``-9``). Pure."""
+    match = ID_PATTERN.match(snapshot_id)
+    if match is None:
+        return snapshot_id, -1
+    return match.group(1), int(match.group(2) or 0)
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _scope_map(value: object) -> dict[str, int]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(key): _count(count) for key, count in value.items()}
