@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from memsync import capture_budget, repository, snapshot, utc
-from memsync.cli import render
+from memsync.cli import render, snapshot_upload
 from memsync.cli.common import add_command, load_config
 from memsync.config import Config
+from memsync.config.fields import parse_duration
 from memsync.errors import ExitCode, UsageError
+from memsync.repository import upload_marks
 from memsync.state import operation_lock
 from memsync.stores import snapshots
 from memsync.stores.manifest import Manifest
@@ -35,7 +37,23 @@ def register(
     create = add(
         "create", "capture vectors then history into <snapshot.directory>/<id>/ with a manifest"
     )
-    create.add_argument("--upload", action="store_true", help="upload it to [s3] when complete")
+    create.add_argument(
+        "--upload",
+        action="store_true",
+        help="upload it to [s3] when complete, after the snapshots still pending upload",
+    )
+    create.add_argument(
+        "--pending-only",
+        action="store_true",
+        help="with --upload: upload the pending snapshots; capture none",
+    )
+    create.add_argument(
+        "--if-due",
+        metavar="EVERY",
+        type=parse_duration,
+        help="with --upload: capture only when the newest snapshot is older than ~EVERY "
+        "('1h'; the daemon passes its schedule)",
+    )
     create.add_argument(
         "--dry-run", action="store_true", help="say what would be captured; write nothing"
     )
@@ -48,6 +66,11 @@ def register(
     listing.set_defaults(run=run_list)
     upload = add("upload", "upload a local snapshot (resumes: files already there are skipped)")
     upload.add_argument("id", metavar="ID|PATH")
+    upload.add_argument(
+        "--verify",
+        action="store_true",
+        help="read every stored object back and send again those that differ (repair)",
+    )
     upload.add_argument(
         "--dry-run", action="store_true", help="say what would be sent; send nothing"
     )
@@ -86,16 +109,17 @@ def run_create(args: argparse.Namespace) -> int:
     as the newest verified one).
     """
     config = load_config(args)
+    snapshot_upload.check_flags(args)
     budget = capture_budget.warn_before_capture(config)  # logs each file near the busy timeout
     if args.dry_run:
         return _create_plan(args, config, budget)
+    queue = snapshot_upload.pending_first(args, config, _now()) if args.upload else None
+    if queue is not None and not queue.capture:
+        return snapshot_upload.skipped(args, queue)
     with render.progress("reading points") as progress:
         created = snapshot.create_snapshot(config, _now(), progress)
     capture_budget.record_manifest(config.state_dir, created.manifest)  # the next estimate's rate
-    upload: dict[str, int] | None = None
-    if args.upload:
-        with render.byte_progress("uploading", created.manifest.stored_bytes) as sent:
-            upload = snapshot.upload_snapshot(config, created.path, sent)
+    upload = snapshot_upload.upload_created(config, created, queue, _now()) if queue else None
     manifest = created.manifest
     document = {
         "command": "snapshot create",
@@ -113,8 +137,10 @@ def run_create(args: argparse.Namespace) -> int:
         "quiesced": bool(manifest.quiesced),
         "route": "agent" if manifest.quiesced is not None else "none",
         "capture_budget": budget.to_json(),
+        "pending_uploads": queue.to_json() if queue else None,
     }
-    code = _emit(args, document, _created_text(config, created, upload, budget))
+    text = _created_text(config, created, upload, budget) + (queue.text() if queue else "")
+    code = _emit(args, document, text)
     return int(ExitCode.PROBLEMS_FOUND) if manifest.check.get("errors") else code
 
 
@@ -131,6 +157,7 @@ def _create_plan(
         "sources": [str(vectors), str(config.history_db_path)],
         "upload": args.upload,
         "capture_budget": budget.to_json(),
+        "pending_uploads": [i.id for i in upload_marks.pending(config.snapshot.directory)],
     }
     if args.upload:
         repository.object_store(config)
@@ -147,7 +174,7 @@ def _create_plan(
 def _created_text(
     config: Config,
     created: snapshot.Created,
-    upload: dict[str, int] | None,
+    upload: dict[str, Any] | None,
     budget: capture_budget.CaptureBudget,
 ) -> str:
     """The one-paragraph text report of a created snapshot."""
@@ -207,6 +234,7 @@ def run_list(args: argparse.Namespace) -> int:
             rows[info.id] = _row(
                 info.id, info.manifest, info.complete, info.is_verified, info.size_bytes, "local"
             )
+            rows[info.id]["upload_pending"] = upload_marks.read(info.path) is not None
     if args.remote:
         for remote in repository.remote(config).list():
             row = rows.get(remote.id)
@@ -227,7 +255,7 @@ def run_list(args: argparse.Namespace) -> int:
     ]
     for row in ordered:
         places = [name for name in ("local", "remote") if row[name]]
-        where = "+".join(places)
+        where = "+".join(places) + (" (upload pending)" if row.get("upload_pending") else "")
         verified = "+".join(name for name in places if row[name]["verified"]) or "no"
         complete = all(row[name]["complete"] for name in places)
         lines.append(
@@ -235,7 +263,12 @@ def run_list(args: argparse.Namespace) -> int:
             f"{row['size_bytes']:>12} {row['points'] if row['points'] is not None else '-':>8} "
             f"{row['memories'] if row['memories'] is not None else '-':>8} {where}"
         )
-    return _emit(args, {"command": "snapshot list", "snapshots": ordered}, "\n".join(lines))
+    pending = sum(1 for row in ordered if row.get("upload_pending"))
+    lines += [f"{pending} snapshot(s) wait for upload (snapshot create --upload sends them)"] * (
+        pending > 0
+    )
+    document = {"command": "snapshot list", "snapshots": ordered, "pending_upload": pending}
+    return _emit(args, document, "\n".join(lines))
 
 
 def _row(
@@ -278,12 +311,23 @@ def run_upload(args: argparse.Namespace) -> int:
             f"would upload {len(manifest.files)} files and the manifest of {directory.name} to {remote.where}",
         )
     with render.byte_progress("uploading", manifest.stored_bytes) as sent:
-        result = snapshot.upload_snapshot(config, directory, sent, remote.store)
+        result = snapshot.upload_snapshot(
+            config, directory, sent, remote.store, repair=args.verify, now=_now()
+        )
+    text = (
+        f"uploaded {directory.name} to {remote.where}: {result['sent']} files sent, "
+        f"{result['skipped']} already there"
+    )
+    if result["aborted_uploads"]:
+        text += f"; aborted {result['aborted_uploads']} incomplete multipart upload(s) first"
+    if args.verify:
+        text += f"; read back every object, repaired {len(result['repaired'])}: " + (
+            ", ".join(result["repaired"]) or "none differed"
+        )
     return _emit(
         args,
         {"command": "snapshot upload", "id": directory.name, **result, "to": remote.where},
-        f"uploaded {directory.name} to {remote.where}: {result['sent']} files sent, "
-        f"{result['skipped']} already there",
+        text,
     )
 
 
