@@ -42,23 +42,16 @@ class PendingRun:
     Attributes:
         uploaded: ids uploaded now, oldest first, with their transfer figures.
         failure: the error that stopped the run (S3 down, ...), or None.
-        failed_id: the snapshot whose upload failed, or None.
         still_pending: ids still pending after the run, oldest first.
     """
 
     uploaded: dict[str, dict[str, Any]] = field(default_factory=dict)
     failure: MemsyncError | None = None
-    failed_id: str | None = None
     still_pending: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """``{"uploaded": [ids], "failed": id | null, "error": str | null, "pending": [ids]}``."""
-        return {
-            "uploaded": list(self.uploaded),
-            "failed": self.failed_id,
-            "error": self.failure.message if self.failure else None,
-            "pending": list(self.still_pending),
-        }
+        """``{"uploaded": [ids], "pending": [ids]}`` (a failure is exit 11: never in a report)."""
+        return {"uploaded": list(self.uploaded), "pending": list(self.still_pending)}
 
 
 def upload_pending(
@@ -79,7 +72,7 @@ def upload_pending(
                     config, info.path, sent, target.store, now=now
                 )
         except MemsyncError as error:
-            run.failure, run.failed_id = error, info.id
+            run.failure = error
             run.still_pending = [each.id for each in queue[index:]]
             break
     return run
