@@ -74,7 +74,7 @@ def register(
     upload.add_argument(
         "--dry-run", action="store_true", help="say what would be sent; send nothing"
     )
-    upload.set_defaults(run=run_upload)
+    upload.set_defaults(run=snapshot_upload.run_upload)
     download = add("download", "download a remote snapshot into DIR/<id>/, verifying every byte")
     download.add_argument("id", metavar="ID|s3://BUCKET/PREFIX/ID")
     download.add_argument("dest", metavar="DIR", type=Path)
@@ -264,9 +264,8 @@ def run_list(args: argparse.Namespace) -> int:
             f"{row['memories'] if row['memories'] is not None else '-':>8} {where}"
         )
     pending = sum(1 for row in ordered if row.get("upload_pending"))
-    lines += [f"{pending} snapshot(s) wait for upload (snapshot create --upload sends them)"] * (
-        pending > 0
-    )
+    if pending:
+        lines.append(f"{pending} snapshot(s) wait for upload (snapshot create --upload sends them)")
     document = {"command": "snapshot list", "snapshots": ordered, "pending_upload": pending}
     return _emit(args, document, "\n".join(lines))
 
@@ -290,45 +289,6 @@ def _row(
         "local": {"complete": complete, "verified": verified} if where == "local" else None,
         "remote": {"complete": complete, "verified": verified} if where == "remote" else None,
     }
-
-
-def run_upload(args: argparse.Namespace) -> int:
-    """Upload a local snapshot to S3 (manifest last)."""
-    config = load_config(args)
-    directory = snapshots.resolve_local(args.id, config.snapshot.directory)
-    manifest = snapshots.read_manifest(directory)
-    remote = repository.remote(config)
-    if args.dry_run:
-        return _emit(
-            args,
-            {
-                "command": "snapshot upload",
-                "dry_run": True,
-                "id": directory.name,
-                "files": [f.path for f in manifest.files],
-                "to": remote.where,
-            },
-            f"would upload {len(manifest.files)} files and the manifest of {directory.name} to {remote.where}",
-        )
-    with render.byte_progress("uploading", manifest.stored_bytes) as sent:
-        result = snapshot.upload_snapshot(
-            config, directory, sent, remote.store, repair=args.verify, now=_now()
-        )
-    text = (
-        f"uploaded {directory.name} to {remote.where}: {result['sent']} files sent, "
-        f"{result['skipped']} already there"
-    )
-    if result["aborted_uploads"]:
-        text += f"; aborted {result['aborted_uploads']} incomplete multipart upload(s) first"
-    if args.verify:
-        text += f"; read back every object, repaired {len(result['repaired'])}: " + (
-            ", ".join(result["repaired"]) or "none differed"
-        )
-    return _emit(
-        args,
-        {"command": "snapshot upload", "id": directory.name, **result, "to": remote.where},
-        text,
-    )
 
 
 def run_download(args: argparse.Namespace) -> int:

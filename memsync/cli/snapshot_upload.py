@@ -1,21 +1,24 @@
-"""``snapshot create --upload``'s queue: pending uploads first, then maybe a capture, then its upload.
+"""``snapshot upload``, and ``snapshot create --upload``'s queue: pending uploads first.
 
-The decisions are ``memsync.snapshot.uploads``; this module renders progress and reports.
+The queue uploads the pending snapshots, then maybe captures, then uploads the new one. The
+decisions are ``memsync.snapshot.uploads``; this module renders progress and reports.
 """
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from memsync import repository, snapshot
 from memsync.cli import render
+from memsync.cli.common import load_config
 from memsync.config import Config
 from memsync.errors import UnavailableError, UsageError
 from memsync.repository import S3Repository
 from memsync.snapshot import uploads
+from memsync.stores import snapshots
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,3 +114,42 @@ def check_flags(args: argparse.Namespace) -> None:
     """``--pending-only`` and ``--if-due`` need ``--upload``. Raises UsageError."""
     if (args.pending_only or args.if_due is not None) and not args.upload:
         raise UsageError("--pending-only and --if-due go with --upload", "add --upload")
+
+
+def run_upload(args: argparse.Namespace) -> int:
+    """Upload a local snapshot to S3 (manifest last; ``--verify``: read back and repair)."""
+    config = load_config(args)
+    directory = snapshots.resolve_local(args.id, config.snapshot.directory)
+    manifest = snapshots.read_manifest(directory)
+    remote = repository.remote(config)
+    if args.dry_run:
+        return render.emit(
+            bool(args.json),
+            {
+                "command": "snapshot upload",
+                "dry_run": True,
+                "id": directory.name,
+                "files": [f.path for f in manifest.files],
+                "to": remote.where,
+            },
+            f"would upload {len(manifest.files)} files and the manifest of {directory.name} to {remote.where}",
+        )
+    with render.byte_progress("uploading", manifest.stored_bytes) as sent:
+        result = snapshot.upload_snapshot(
+            config, directory, sent, remote.store, repair=args.verify, now=datetime.now(UTC)
+        )
+    text = (
+        f"uploaded {directory.name} to {remote.where}: {result['sent']} files sent, "
+        f"{result['skipped']} already there"
+    )
+    if result["aborted_uploads"]:
+        text += f"; aborted {result['aborted_uploads']} incomplete multipart upload(s) first"
+    if args.verify:
+        text += f"; read back every object, repaired {len(result['repaired'])}: " + (
+            ", ".join(result["repaired"]) or "none differed"
+        )
+    return render.emit(
+        bool(args.json),
+        {"command": "snapshot upload", "id": directory.name, **result, "to": remote.where},
+        text,
+    )
