@@ -93,6 +93,22 @@ class BucketSettings:
     abort_incomplete_days: int | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Access:
+    """What one list call under the prefix found (``ObjectStore.check_access``).
+
+    Attributes:
+        status: ``"ok"``, ``"unreachable"`` (no connection or no answer in time),
+            ``"no-bucket"``, ``"denied"`` (no credentials, or refused) or ``"failed"``.
+        message: one line for the operator (the error's, or what was listed).
+        hint: what to do, or None.
+    """
+
+    status: str
+    message: str
+    hint: str | None = None
+
+
 class ObjectLockedError(UnavailableError):
     """Object lock (retention or legal hold) refused to delete an object version (exit 11)."""
 
@@ -168,17 +184,22 @@ class ObjectStore:
         path: Path,
         sha256: str,
         progress: Callable[[int], None] | None = None,
+        *,
+        force: bool = False,
     ) -> bool:
         """Upload ``path`` to ``key`` with its sha256 in the metadata, unless already there.
 
-        An object with the same size and sha256 metadata is not sent again (resume).
+        An object with the same size and sha256 metadata is not sent again (resume), unless
+        ``force`` (its bytes were read back and differ: the metadata alone is trusted otherwise).
         Returns True when bytes were sent. Multipart above ``MULTIPART_THRESHOLD`` (8 MiB).
 
         Raises:
             UnavailableError: endpoint unreachable, bucket missing, access denied.
         """
         size = path.stat().st_size
-        existing = self.head(key, f"upload {key} (checking the object already there)")
+        existing = (
+            None if force else self.head(key, f"upload {key} (checking the object already there)")
+        )
         if existing is not None and existing.size == size and existing.sha256 == sha256:
             if progress is not None:
                 progress(size)
@@ -376,6 +397,27 @@ class ObjectStore:
             except botocore.exceptions.BotoCoreError as error:
                 raise self._translate(error, f"abort upload of {upload.key}") from error
 
+    def check_access(self) -> Access:
+        """List one key under the prefix: is the endpoint reachable, the bucket there, access granted?
+
+        Never raises for S3's answer (it becomes the ``Access`` status). Reads only.
+        """
+        try:
+            self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.key("") + "/", MaxKeys=1)
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+            translated = self._translate(error, "list")
+            code = _code(error) if isinstance(error, botocore.exceptions.ClientError) else ""
+            if isinstance(translated, TransportError) or isinstance(error, _TIMEOUTS):
+                status = "unreachable"
+            elif code == "NoSuchBucket":
+                status = "no-bucket"
+            elif code in _DENIED or isinstance(error, botocore.exceptions.NoCredentialsError):
+                status = "denied"
+            else:
+                status = "failed"
+            return Access(status=status, message=translated.message, hint=translated.hint)
+        return Access(status="ok", message=f"{self.where} answers a list call")
+
     def bucket_settings(self) -> BucketSettings:
         """The bucket's versioning, object lock and incomplete-upload lifecycle rule. Reads only.
 
@@ -492,6 +534,14 @@ class ObjectStore:
             )
         return UnavailableError(f"S3 {action} at {self.where} failed: {reason}", hint)
 
+
+_DENIED = (
+    "AccessDenied",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "403",
+    "AllAccessDisabled",
+)
 
 # A read that timed out or broke off: urllib3's and the socket's own when s3transfer re-raises them.
 _TIMEOUTS = (

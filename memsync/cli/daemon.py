@@ -16,6 +16,7 @@ from memsync.cli import render
 from memsync.cli.common import add_command, load_config
 from memsync.daemon.runner import ChildResult, JobRunner, job_lock, read_queue
 from memsync.errors import ExitCode
+from memsync.repository import upload_marks
 from memsync.state import window_left_open
 
 DAEMON_HELP = (
@@ -146,6 +147,7 @@ def run_status(args: argparse.Namespace) -> int:
         "jobs": list(verdict.rows),
         "queue": queue.as_json(),
         "window_left_open": window,
+        "snapshots": {"pending_upload": upload_marks.count(config)},
     }
     _emit(args, document, _status_text(document))
     return int(ExitCode.PROBLEMS_FOUND) if window is not None else verdict.exit_code
@@ -183,6 +185,9 @@ def _status_text(document: dict[str, Any]) -> str:
             f"queue: {queue['count']} request(s) waiting for a route ({kinds}), "
             f"oldest {queue['oldest_age_s']:.0f} s ({queue['oldest_requested_at']})"
         )
+    pending = document["snapshots"]["pending_upload"]
+    if pending:
+        lines.append(f"snapshots: {pending} wait for upload (memsync snapshot list)")
     return "\n".join(lines)
 
 

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from memsync import capture_budget, repository, snapshot, utc
-from memsync.cli import render, snapshot_verify
+from memsync.cli import render, snapshot_upload, snapshot_verify
 from memsync.cli.common import add_command, load_config
 from memsync.config import Config
+from memsync.config.fields import parse_duration
 from memsync.errors import ExitCode, UsageError
+from memsync.repository import upload_marks
 from memsync.state import operation_lock
 from memsync.stores import snapshots
 from memsync.stores.manifest import Manifest
@@ -35,7 +37,23 @@ def register(
     create = add(
         "create", "capture vectors then history into <snapshot.directory>/<id>/ with a manifest"
     )
-    create.add_argument("--upload", action="store_true", help="upload it to [s3] when complete")
+    create.add_argument(
+        "--upload",
+        action="store_true",
+        help="upload it to [s3] when complete, after the snapshots still pending upload",
+    )
+    create.add_argument(
+        "--pending-only",
+        action="store_true",
+        help="with --upload: upload the pending snapshots; capture none",
+    )
+    create.add_argument(
+        "--if-due",
+        metavar="EVERY",
+        type=parse_duration,
+        help="with --upload: capture only when the newest snapshot is older than ~EVERY "
+        "('1h'; the daemon passes its schedule)",
+    )
     create.add_argument(
         "--dry-run", action="store_true", help="say what would be captured; write nothing"
     )
@@ -58,9 +76,14 @@ def register(
     upload = add("upload", "upload a local snapshot (resumes: files already there are skipped)")
     upload.add_argument("id", metavar="ID|PATH")
     upload.add_argument(
+        "--verify",
+        action="store_true",
+        help="read every stored object back and send again those that differ (repair)",
+    )
+    upload.add_argument(
         "--dry-run", action="store_true", help="say what would be sent; send nothing"
     )
-    upload.set_defaults(run=run_upload)
+    upload.set_defaults(run=snapshot_upload.run_upload)
     download = add("download", "download a remote snapshot into DIR/<id>/, verifying every byte")
     download.add_argument("id", metavar="ID|s3://BUCKET/PREFIX/ID")
     download.add_argument("dest", metavar="DIR", type=Path)
@@ -95,16 +118,17 @@ def run_create(args: argparse.Namespace) -> int:
     as the newest verified one).
     """
     config = load_config(args)
+    snapshot_upload.check_flags(args)
     budget = capture_budget.warn_before_capture(config)  # logs each file near the busy timeout
     if args.dry_run:
         return _create_plan(args, config, budget)
+    queue = snapshot_upload.pending_first(args, config, _now()) if args.upload else None
+    if queue is not None and not queue.capture:
+        return snapshot_upload.skipped(args, queue)
     with render.progress("reading points") as progress:
         created = snapshot.create_snapshot(config, _now(), progress)
     capture_budget.record_manifest(config.state_dir, created.manifest)  # the next estimate's rate
-    upload: dict[str, int] | None = None
-    if args.upload:
-        with render.byte_progress("uploading", created.manifest.stored_bytes) as sent:
-            upload = snapshot.upload_snapshot(config, created.path, sent)
+    upload = snapshot_upload.upload_created(config, created, queue, _now()) if queue else None
     manifest = created.manifest
     document = {
         "command": "snapshot create",
@@ -123,8 +147,9 @@ def run_create(args: argparse.Namespace) -> int:
         "route": "agent" if manifest.quiesced is not None else "none",
         "capture_budget": budget.to_json(),
         **(created.tripwire.report() if created.tripwire else {}),  # findings, tripwire
+        "pending_uploads": queue.to_json() if queue else None,
     }
-    text = _created_text(config, created, upload, budget)
+    text = _created_text(config, created, upload, budget) + (queue.text() if queue else "")
     code = _emit(args, document, text + (created.tripwire.text() if created.tripwire else ""))
     return int(ExitCode.PROBLEMS_FOUND) if manifest.check.get("errors") else code
 
@@ -142,6 +167,7 @@ def _create_plan(
         "sources": [str(vectors), str(config.history_db_path)],
         "upload": args.upload,
         "capture_budget": budget.to_json(),
+        "pending_uploads": [i.id for i in upload_marks.pending(config.snapshot.directory)],
     }
     if args.upload:
         repository.object_store(config)
@@ -158,7 +184,7 @@ def _create_plan(
 def _created_text(
     config: Config,
     created: snapshot.Created,
-    upload: dict[str, int] | None,
+    upload: dict[str, Any] | None,
     budget: capture_budget.CaptureBudget,
 ) -> str:
     """The one-paragraph text report of a created snapshot."""
@@ -228,6 +254,7 @@ def run_list(args: argparse.Namespace) -> int:
                 info.id, info.manifest, info.complete, info.is_verified, info.size_bytes, "local"
             )
             rows[info.id]["local"]["verified_at"] = _verified_at(info.verified)
+            rows[info.id]["upload_pending"] = upload_marks.read(info.path) is not None
     if args.remote:
         for remote in repository.remote(config).list():
             row = rows.get(remote.id)
@@ -250,7 +277,7 @@ def run_list(args: argparse.Namespace) -> int:
     ]
     for row in ordered:
         places = [name for name in ("local", "remote") if row[name]]
-        where = "+".join(places)
+        where = "+".join(places) + (" (upload pending)" if row.get("upload_pending") else "")
         verified = "+".join(name for name in places if row[name]["verified"]) or "no"
         complete = all(row[name]["complete"] for name in places)
         when = max((row[name]["verified_at"] or "" for name in places), default="")
@@ -260,7 +287,11 @@ def run_list(args: argparse.Namespace) -> int:
             f"{row['size_bytes']:>12} {row['points'] if row['points'] is not None else '-':>8} "
             f"{row['memories'] if row['memories'] is not None else '-':>8} {where}"
         )
-    return _emit(args, {"command": "snapshot list", "snapshots": ordered}, "\n".join(lines))
+    pending = sum(1 for row in ordered if row.get("upload_pending"))
+    if pending:
+        lines.append(f"{pending} snapshot(s) wait for upload (snapshot create --upload sends them)")
+    document = {"command": "snapshot list", "snapshots": ordered, "pending_upload": pending}
+    return _emit(args, document, "\n".join(lines))
 
 
 def _verified_at(document: dict[str, Any] | None) -> str | None:
@@ -293,34 +324,6 @@ def _row(
         "local": {"complete": complete, "verified": verified} if where == "local" else None,
         "remote": {"complete": complete, "verified": verified} if where == "remote" else None,
     }
-
-
-def run_upload(args: argparse.Namespace) -> int:
-    """Upload a local snapshot to S3 (manifest last)."""
-    config = load_config(args)
-    directory = snapshots.resolve_local(args.id, config.snapshot.directory)
-    manifest = snapshots.read_manifest(directory)
-    remote = repository.remote(config)
-    if args.dry_run:
-        return _emit(
-            args,
-            {
-                "command": "snapshot upload",
-                "dry_run": True,
-                "id": directory.name,
-                "files": [f.path for f in manifest.files],
-                "to": remote.where,
-            },
-            f"would upload {len(manifest.files)} files and the manifest of {directory.name} to {remote.where}",
-        )
-    with render.byte_progress("uploading", manifest.stored_bytes) as sent:
-        result = snapshot.upload_snapshot(config, directory, sent, remote.store)
-    return _emit(
-        args,
-        {"command": "snapshot upload", "id": directory.name, **result, "to": remote.where},
-        f"uploaded {directory.name} to {remote.where}: {result['sent']} files sent, "
-        f"{result['skipped']} already there",
-    )
 
 
 def run_download(args: argparse.Namespace) -> int:

@@ -31,6 +31,7 @@ from memsync import flock, jobs, pending
 from memsync.config import Config
 from memsync.daemon import alerts
 from memsync.errors import ExitCode, TryLaterError, UnavailableError
+from memsync.repository import upload_marks
 from memsync.state import window_left_open, write_json_atomic
 from memsync.utc import iso
 
@@ -112,7 +113,9 @@ def publish(
     if path is None:
         return
     window_open = window_left_open(config.state_dir) is not None
-    text = jobs.render_textfile(jobs.judge_jobs(config, state, now), state, queue, window_open)
+    pending = upload_marks.count(config) if config.snapshot.directory is not None else None
+    verdict = jobs.judge_jobs(config, state, now)
+    text = jobs.render_textfile(verdict, state, queue, window_open, pending_uploads=pending)
     try:
         jobs.write_textfile(path, text, config.daemon.textfile_permissions)
     except OSError as error:

@@ -19,6 +19,7 @@ from memsync.config import Config
 from memsync.doctor.copies import probe_copies
 from memsync.doctor.paths import probe_locks, probe_paths
 from memsync.doctor.pending import probe_pending, probe_route
+from memsync.doctor.s3 import S3_RESULT_CODES, probe_backups
 from memsync.doctor.state import probe_daemon, probe_last_snapshot, probe_restores
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.doctor.stores import check_results, probe_collections, probe_sqlite
@@ -40,7 +41,7 @@ RESULT_CODES = (
     "collection-params", "check", "capture-duration", "mem0-version", "qdrant-client-version",
     "version-mismatch", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
     "daemon-job", "old-store-copy", "legacy-point-store", "wal-recommended", "pending-requests",
-    "pending-erasure-overdue", "window-left-open", "write-route",
+    "pending-erasure-overdue", "window-left-open", "write-route", *S3_RESULT_CODES,
 )  # fmt: skip
 
 
@@ -105,6 +106,7 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
     results += probe_daemon(config, now)
     results.append(probe_route(config))
     results += probe_pending(config, now)
+    results += probe_backups(config, now)  # snapshot space, pending uploads, the bucket
     return DoctorReport(results=tuple(results), check=report)
 
 

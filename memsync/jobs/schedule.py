@@ -44,12 +44,24 @@ def job_argv(config: Config, name: str) -> tuple[str, ...]:
     commands: dict[str, tuple[str, ...]] = {
         "check": ("check",),
         "prune": ("prune",),
-        "snapshot": ("snapshot", "create", *(("--upload",) if upload else ())),
+        "snapshot": ("snapshot", "create", *(_upload_flags(config) if upload else ())),
         "retention": ("snapshot", "prune", "--yes"),
         "verify": ("snapshot", "verify", "--scheduled"),
         APPLY_PENDING: ("pending", "apply"),
     }
     return commands[name]
+
+
+def _upload_flags(config: Config) -> tuple[str, ...]:
+    """``--upload --if-due EVERY`` for a scheduled snapshot job (``*_at``: EVERY is a day). Pure.
+
+    A retry of a failed run then uploads the pending snapshots and captures only when due.
+    """
+    when = config.daemon.jobs.get("snapshot", JobSchedule())
+    if when.every is None and when.at is None:
+        return ("--upload",)  # not scheduled: every run is due
+    every = int(when.every.total_seconds()) if when.every else 86400
+    return ("--upload", "--if-due", f"{every}s")
 
 
 def build_jobs(config: Config) -> list[Job]:

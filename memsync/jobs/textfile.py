@@ -33,8 +33,12 @@ def render_textfile(
     state: Mapping[str, Any],
     queue: QueueFigures,
     window_left_open: bool = False,
+    pending_uploads: int | None = None,
 ) -> str:
-    """The textfile's text: jobs' judgement and figures, the queue, a window left open. Pure."""
+    """The textfile's text: jobs' judgement and figures, the queue, a window left open. Pure.
+
+    ``pending_uploads``: local snapshots waiting for their upload (None: no snapshot directory).
+    """
     records = state.get("jobs") or {}
     rows = verdict.rows
     success = []
@@ -81,6 +85,13 @@ def render_textfile(
         "may be down.",
         [("", int(window_left_open))],
     )
+    if pending_uploads is not None:
+        lines += _gauge(
+            "memsync_snapshots_pending_upload",
+            "Local snapshots whose upload failed or was interrupted, waiting for the next "
+            "snapshot create --upload.",
+            [("", pending_uploads)],
+        )
     return "\n".join(lines) + "\n"
 
 

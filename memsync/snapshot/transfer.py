@@ -1,18 +1,32 @@
 """``snapshot upload`` and ``download``: a complete local snapshot to S3 and back, via the port.
 
-Upload is ``S3Repository.put`` (every file with its sha256, the manifest last, resuming);
-download is ``fetch`` (into ``<id>.partial/``, every byte checked, renamed only then).
+Upload is ``S3Repository.put`` (every file with its sha256, the manifest last, resuming): the
+local snapshot is marked pending (``repository.upload_marks``) until the manifest object is
+committed, and the incomplete multipart uploads an interrupted attempt left under the snapshot's
+prefix are aborted before it resumes. ``repair`` reads the stored objects back
+(``SnapshotRepository.verify``) and sends again those that fail. Download is ``fetch`` (into
+``<id>.partial/``, every byte checked, renamed only then).
 """
 
 from __future__ import annotations
 
+import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+import structlog
 
 from memsync.config import Config
-from memsync.repository import S3Repository, SnapshotRepository, remote
+from memsync.errors import MemsyncError, UnavailableError
+from memsync.repository import S3Repository, SnapshotRepository, remote, upload_marks
 from memsync.repository.port import BytesProgress
-from memsync.s3 import ObjectStore
+from memsync.s3 import ObjectStore, TransportError
 from memsync.stores import manifest as manifests
+from memsync.stores.manifest import Manifest
+from memsync.stores.snapshots import sha256_file
+
+logger = structlog.get_logger(__name__)
 
 
 def upload_snapshot(
@@ -20,19 +34,88 @@ def upload_snapshot(
     directory: Path,
     progress: BytesProgress | None = None,
     store: ObjectStore | None = None,
-) -> dict[str, int]:
+    *,
+    repair: bool = False,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     """Upload a complete local snapshot directory; ``store`` defaults to the configured bucket.
 
-    Returns ``{"sent": n, "skipped": n, "bytes": n}``.
+    Marks the snapshot pending first (``upload-pending.json``; ``now`` defaults to the clock),
+    aborts the incomplete multipart uploads under its prefix, sends what is missing (with
+    ``repair``: also every object whose stored bytes fail the manifest), commits the manifest and
+    clears the mark. Idempotent. Returns ``{"sent": n, "skipped": n, "bytes": n,
+    "aborted_uploads": n}`` and with ``repair`` ``"repaired": [paths]``.
 
     Raises:
         ConfigError: no ``[s3]`` section.
         UnavailableError: the snapshot is incomplete or changed since it was made, or S3 fails
-            (nothing local is removed).
+            (the snapshot stays local and pending; nothing local is removed).
     """
     manifest = manifests.read(directory)
     target = S3Repository(store) if store is not None else remote(config)
-    return target.put(directory.name, directory, manifest, progress).to_json()
+    upload_marks.begin(directory, now or datetime.now(UTC), target.where)
+    try:
+        aborted = abort_incomplete(target, directory.name)
+        if repair:
+            result = _repair(target, directory, manifest, progress)
+        else:
+            result = target.put(directory.name, directory, manifest, progress).to_json()
+    except MemsyncError as error:
+        upload_marks.failed(directory, error.message)
+        raise
+    upload_marks.done(directory)
+    return {**result, "aborted_uploads": aborted}
+
+
+def abort_incomplete(target: S3Repository, snapshot_id: str) -> int:
+    """Abort the incomplete multipart uploads under a snapshot's prefix; return how many.
+
+    Raises:
+        UnavailableError: S3 fails.
+    """
+    uploads = target.store.list_multipart_uploads(target.store.key(snapshot_id) + "/")
+    if uploads:
+        target.store.abort_multipart_uploads(uploads)
+        logger.info("multipart_uploads_aborted", snapshot_id=snapshot_id, count=len(uploads))
+    return len(uploads)
+
+
+def _repair(
+    target: S3Repository, directory: Path, manifest: Manifest, progress: BytesProgress | None
+) -> dict[str, Any]:
+    """Read every stored object back; send again each one missing or differing, then the rest.
+
+    A remote snapshot without a readable manifest has every file sent again.
+    """
+    snapshot_id = directory.name
+    listed = {entry.path for entry in manifest.files}
+    with tempfile.TemporaryDirectory(prefix="memsync-repair-") as keep:
+        try:
+            check = target.verify(snapshot_id, Path(keep))
+            bad = sorted({p.path for p in check.problems if p.path in listed})
+        except TransportError:
+            raise
+        except UnavailableError as error:  # no manifest, or not a valid one: trust nothing
+            logger.info("repair_all", snapshot_id=snapshot_id, reason=error.message)
+            bad = sorted(listed)
+    entries = {entry.path: entry for entry in manifest.files}
+    for path in bad:
+        local = directory / path
+        if not local.is_file() or sha256_file(local) != entries[path].stored:
+            raise UnavailableError(
+                f"{local} differs from its manifest: it cannot repair {target.location(snapshot_id, path)}",
+                f"memsync snapshot verify {snapshot_id}; repair from another snapshot",
+            )
+        target.store.put_file(
+            target.store.key(snapshot_id, path),
+            local,
+            entries[path].stored[1],
+            progress,
+            force=True,
+        )
+    result = target.put(snapshot_id, directory, manifest, progress).to_json()
+    logger.info("snapshot_repaired", snapshot_id=snapshot_id, repaired=len(bad))
+    return {**result, "sent": result["sent"] + len(bad), "repaired": bad}
 
 
 def download_snapshot(

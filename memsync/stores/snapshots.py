@@ -33,6 +33,7 @@ __all__ = [
     "PARTIAL_SUFFIX",
     "PINNED",
     "SIDECARS",
+    "UPLOAD_PENDING",
     "VERIFIED",
     "SnapshotInfo",
     "describe",
@@ -52,8 +53,9 @@ __all__ = [
 PARTIAL_SUFFIX = ".partial"
 VERIFIED = "verified.json"
 PINNED = "pinned.json"
+UPLOAD_PENDING = "upload-pending.json"  # local only: an upload was started and has not finished
 # Small JSON documents stored beside a snapshot's files, never listed in its manifest.
-SIDECARS = frozenset({VERIFIED, PINNED})
+SIDECARS = frozenset({VERIFIED, PINNED, UPLOAD_PENDING})
 CREATING_LOCK = ".creating"
 CHUNK_BYTES = 1024 * 1024
 manifest_problem = manifests.problem
