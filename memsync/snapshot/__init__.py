@@ -1,8 +1,8 @@
 """``snapshot``: both stores captured in one job into one dated directory, verified, uploaded, pruned.
 
 Split by concern: ``create`` (capture, check, manifest, commit), ``verify`` (one path for a
-directory and a bucket), ``retention`` (``plan_prune`` is pure; ``apply_prune`` deletes) and
-``transfer`` (upload, download). Where snapshots are stored is ``memsync.repository``; the
+directory and a bucket), ``retention`` (``plan_prune``, pure: one decision over both sides),
+``prune`` (``apply_prune`` deletes on each side) and ``transfer`` (upload, download). Where snapshots are stored is ``memsync.repository``; the
 manifest is ``memsync.stores.manifest``. Layout and codes: docs/reference/contract.md ("Snapshot layout").
 """
 
@@ -16,14 +16,17 @@ from memsync.snapshot.create import (
     finish_directory,
     signing_key,
 )
-from memsync.snapshot.retention import (
-    Candidate,
-    PruneDecision,
+from memsync.snapshot.prune import (
+    Sides,
     apply_prune,
     candidates,
     local_candidates,
-    plan_prune,
+    open_sides,
+    purge_versions,
+    survey,
+    versions_left,
 )
+from memsync.snapshot.retention import Candidate, PruneDecision, merge, plan_prune
 from memsync.snapshot.transfer import download_snapshot, upload_snapshot
 from memsync.snapshot.verify import (
     VERIFY_CODES,
@@ -39,6 +42,7 @@ __all__ = [
     "Candidate",
     "Created",
     "PruneDecision",
+    "Sides",
     "VerifyReport",
     "apply_prune",
     "build_manifest",
@@ -47,14 +51,19 @@ __all__ = [
     "download_snapshot",
     "finish_directory",
     "local_candidates",
+    "merge",
     "object_store",
+    "open_sides",
     "parse_s3_target",
     "plan_prune",
+    "purge_versions",
     "signing_key",
     "snapshot_dir",
+    "survey",
     "upload_snapshot",
     "verified_document",
     "verify_directory",
     "verify_remote",
     "verify_snapshot",
+    "versions_left",
 ]
