@@ -27,9 +27,7 @@ def test_local_prune_keeps_the_policy_and_leaves_foreign_and_partial_directories
     text = deployment.config.read_text().replace("keep_last = 3", "keep_last = 1")
     deployment.config.write_text(text)
     dry = cli("snapshot", "prune", "--dry-run", "--json", config=deployment.config)
-    assert dry.code == 0 and [
-        (d["action"], d["reasons"]) for d in dry.json()["decisions"]
-    ] == [
+    assert dry.code == 0 and [(d["action"], d["reasons"]) for d in dry.json()["decisions"]] == [
         ("keep", ["keep-last 1"]),
         ("remove", ["no rule keeps it"]),
         ("remove", ["no rule keeps it"]),

@@ -126,9 +126,7 @@ def test_one_decision_over_both_sides_with_reasons_pins_and_unpin(remote, cli):
     assert local_ids(d) == {verified} and remote_ids(d) == {verified, newest}
 
 
-def test_pin_of_a_snapshot_stored_nowhere_is_a_usage_error_and_dry_run_writes_nothing(
-    remote, cli
-):
+def test_pin_of_a_snapshot_stored_nowhere_is_a_usage_error_and_dry_run_writes_nothing(remote, cli):
     d = remote
     kept = make(d, 1)
     missing = sid(NOW - timedelta(days=30))
@@ -192,9 +190,7 @@ def test_incomplete_remote_snapshots_older_than_a_day_go_with_their_uploads(remo
 
 
 def versioned(d) -> None:
-    d.client.put_bucket_versioning(
-        Bucket=d.bucket, VersioningConfiguration={"Status": "Enabled"}
-    )
+    d.client.put_bucket_versioning(Bucket=d.bucket, VersioningConfiguration={"Status": "Enabled"})
 
 
 def versions_under(d, snapshot_id: str) -> tuple[list, list]:
@@ -202,9 +198,7 @@ def versions_under(d, snapshot_id: str) -> tuple[list, list]:
     return listed.get("Versions", []), listed.get("DeleteMarkers", [])
 
 
-def test_a_versioned_bucket_reports_the_versions_left_and_purge_versions_deletes_them(
-    remote, cli
-):
+def test_a_versioned_bucket_reports_the_versions_left_and_purge_versions_deletes_them(remote, cli):
     d = remote
     versioned(d)
     old, newest = make(d, 2), make(d, 1)

@@ -53,7 +53,11 @@ def test_rules_add_up_and_every_kept_snapshot_says_why():
     decisions = plan_prune(SERIES, SnapshotConfig(keep_last=2, keep_daily=3, keep_monthly=2))
     by_id = {d.id: d for d in decisions}
     newest = sorted(by_id)[-1]
-    assert set(by_id[newest].reasons) == {"keep-last 1", "keep-daily 2026-04-30", "keep-monthly 2026-04"}
+    assert set(by_id[newest].reasons) == {
+        "keep-last 1",
+        "keep-daily 2026-04-30",
+        "keep-monthly 2026-04",
+    }
     assert len(kept(decisions)) == 2 + 2 + 1  # last 2 (one shared with daily), 2 more days, March
     assert all(d.reasons for d in decisions)
     assert {d.reasons for d in decisions if not d.keep} == {("no rule keeps it",)}
@@ -72,7 +76,11 @@ def test_an_incomplete_local_snapshot_is_kept_and_counts_for_no_rule():
     partial = candidate(START + timedelta(days=500), complete=False)
     decisions = plan_prune([*SERIES, partial], SnapshotConfig(keep_last=1))
     first, second = decisions[:2]
-    assert (first.id, first.keep, first.reasons) == (partial.id, True, ("incomplete, never pruned",))
+    assert (first.id, first.keep, first.reasons) == (
+        partial.id,
+        True,
+        ("incomplete, never pruned",),
+    )
     assert second.reasons == ("keep-last 1",)  # the newest complete one
 
 
