@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -13,7 +13,7 @@ from memsync import snapshot
 from memsync.cli import render
 from memsync.cli.common import load_config
 from memsync.config import Config
-from memsync.errors import UsageError
+from memsync.errors import UnavailableError, UsageError
 from memsync.repository import SnapshotRepository
 from memsync.snapshot import pins
 from memsync.snapshot.prune import Removed, Sides, Survey, VersionsLeft
@@ -23,6 +23,7 @@ from memsync.stores.manifest_schema import ID_PATTERN, valid_id
 from memsync.stores.snapshots import PINNED
 
 Add = Callable[[str, str], argparse.ArgumentParser]
+Left = VersionsLeft | str | None  # str: why the versions could not be read
 
 
 def register(add: Add) -> None:
@@ -69,7 +70,7 @@ def run_prune(args: argparse.Namespace) -> int:
     if args.dry_run:
         found, decisions = _plan(sides, config)
         removing = [d.id for d in decisions if "remote" in d.remove_from]
-        left = snapshot.versions_left(sides.remote, removing) if sides.remote else None
+        left = _versions(sides, removing, required=False)
         return _report(args, sides, found, decisions, Removed(ids=[], aborted=[]), left, 0)
     confirmed: set[str] | None = None
     if not args.yes:  # ask before taking the lock, then decide again under it
@@ -83,11 +84,32 @@ def run_prune(args: argparse.Namespace) -> int:
             decisions = [_unless_unconfirmed(d, confirmed) for d in decisions]
         with render.progress("removing") as progress:
             removed = snapshot.apply_prune(sides, decisions, found.uploads, progress)
-        left = snapshot.versions_left(sides.remote) if sides.remote else None
+        left = _versions(sides, (), required=args.purge_versions)
         purged = 0
-        if sides.remote and left and left.versions and args.purge_versions:
+        if (
+            sides.remote
+            and isinstance(left, VersionsLeft)
+            and left.versions
+            and args.purge_versions
+        ):
             purged = snapshot.purge_versions(sides.remote, left, len(removed.ids))
     return _report(args, sides, found, decisions, removed, left, purged)
+
+
+def _versions(sides: Sides, removing: Sequence[str], *, required: bool) -> Left:
+    """The bucket's versions of removed snapshots, or why they could not be listed.
+
+    A bucket refusing to list them (a policy without s3:ListBucketVersions) is said in the
+    report rather than failing the prune, unless ``required`` (``--purge-versions``).
+    """
+    if sides.remote is None:
+        return None
+    try:
+        return snapshot.versions_left(sides.remote, removing)
+    except UnavailableError as error:
+        if required:
+            raise
+        return error.message
 
 
 def _plan(sides: Sides, config: Config) -> tuple[Survey, list[PruneDecision]]:
@@ -108,7 +130,7 @@ def _report(
     found: Survey,
     decisions: list[PruneDecision],
     removed: Removed,
-    left: VersionsLeft | None,
+    left: Left,
     purged: int,
 ) -> int:
     removing = {d.id for d in decisions if not d.keep}
@@ -137,9 +159,11 @@ def _report(
     return render.emit(bool(args.json), document, _prune_text(args, sides, document, left, purged))
 
 
-def _versions_json(left: VersionsLeft | None, purged: int) -> dict[str, Any] | None:
+def _versions_json(left: Left, purged: int) -> dict[str, Any] | None:
     if left is None:
         return None
+    if isinstance(left, str):
+        return {"error": left}
     return {
         "versioning": left.versioning,
         "snapshots": list(left.snapshot_ids),
@@ -153,7 +177,7 @@ def _prune_text(
     args: argparse.Namespace,
     sides: Sides,
     document: dict[str, Any],
-    left: VersionsLeft | None,
+    left: Left,
     purged: int,
 ) -> str:
     lines = [
@@ -174,6 +198,8 @@ def _prune_text(
     )
     if purged:
         lines.append(f"deleted {purged} noncurrent object version(s) of removed snapshots for good")
+    elif isinstance(left, str):
+        lines.append(f"could not list the bucket's old object versions: {left}")
     elif left is not None and left.count:
         lines.append(
             f"{'would leave' if args.dry_run else 'left'} {left.count} noncurrent object "
