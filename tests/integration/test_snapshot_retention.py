@@ -106,6 +106,7 @@ def test_one_decision_over_both_sides_with_reasons_pins_and_unpin(remote, cli):
     assert dry.json()["removed"] == [] and oldest in local_ids(d) | remote_ids(d)
 
     lines = cli("snapshot", "prune", "--dry-run", config=d.config).out.splitlines()
+    assert lines[-1].endswith("keep 3, would remove 2")
     assert any(
         line.split()[:3] == ["REMOVE", oldest, "local+remote"] and "no rule keeps it" in line
         for line in lines
@@ -177,6 +178,8 @@ def test_incomplete_remote_snapshots_older_than_a_day_go_with_their_uploads(remo
     assert plan[young]["keep"] and plan[young]["reasons"] == ["incomplete, younger than 1 day"]
     assert dry.json()["skipped_incomplete"] == [young]
     assert uploads(d) == {old_upload, parts_upload, young_upload}  # the dry run aborted none
+    alone = cli("snapshot", "prune", "--local-only", "--dry-run", "--json", config=d.config).json()
+    assert alone["sides"] == ["local"] and [x["id"] for x in alone["decisions"]] == [kept]
     assert remote_ids(d) == {kept, old, young}
 
     done = cli("snapshot", "prune", "--yes", "--json", config=d.config)
