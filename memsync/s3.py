@@ -149,9 +149,12 @@ class ObjectStore:
         """The object key of ``parts`` under the prefix."""
         return "/".join(part.strip("/") for part in (self.prefix, *parts) if part)
 
-    def head(self, key: str) -> ObjectInfo | None:
-        """Return the object's info, or None when it does not exist. Reads only."""
-        response = self._read(key, self.client.head_object)
+    def head(self, key: str, action: str | None = None) -> ObjectInfo | None:
+        """Return the object's info, or None when it does not exist. Reads only.
+
+        ``action`` is what an error message says was being done (default ``look up KEY``).
+        """
+        response = self._read(key, self.client.head_object, action or f"look up {key}")
         if response is None:
             return None
         metadata = response.get("Metadata") or {}
@@ -175,7 +178,7 @@ class ObjectStore:
             UnavailableError: endpoint unreachable, bucket missing, access denied.
         """
         size = path.stat().st_size
-        existing = self.head(key)
+        existing = self.head(key, f"upload {key} (checking the object already there)")
         if existing is not None and existing.size == size and existing.sha256 == sha256:
             if progress is not None:
                 progress(size)
@@ -429,24 +432,24 @@ class ObjectStore:
 
     def get_bytes(self, key: str) -> bytes | None:
         """Read a small object; None when it does not exist."""
-        response = self._read(key, self.client.get_object)
+        response = self._read(key, self.client.get_object, f"download {key}")
         if response is None:
             return None
         try:
             return bytes(response["Body"].read())
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
-            raise self._translate(error, f"read {key}") from error
+            raise self._translate(error, f"download {key}") from error
 
-    def _read(self, key: str, call: Any) -> Any:
+    def _read(self, key: str, call: Any, action: str) -> Any:
         """``call(Bucket=…, Key=key)``; None when the object does not exist."""
         try:
             return call(Bucket=self.bucket, Key=key)
         except botocore.exceptions.ClientError as error:
             if _code(error) in ("404", "NoSuchKey", "NotFound"):
                 return None
-            raise self._translate(error, f"read {key}") from error
+            raise self._translate(error, action) from error
         except botocore.exceptions.BotoCoreError as error:
-            raise self._translate(error, f"read {key}") from error
+            raise self._translate(error, action) from error
 
     def _translate(self, error: BaseException, action: str) -> MemsyncError:
         code = _code(error) if isinstance(error, botocore.exceptions.ClientError) else ""
@@ -468,7 +471,9 @@ class ObjectStore:
         if isinstance(error, botocore.exceptions.NoCredentialsError):
             reason, hint = (
                 "no credentials found",
-                "provide AWS credentials through boto3's chain (environment, shared files, role)",
+                "provide AWS credentials through boto3's chain (environment, shared files, "
+                "role); the systemd units load them with LoadCredential=: to run by hand with "
+                "the same ones, see docs/how-to/install-on-a-vps.md (credentials by hand)",
             )
         elif code in ("NoSuchBucket",):
             reason, hint = "bucket does not exist", "create the bucket or fix s3.bucket"

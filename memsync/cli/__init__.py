@@ -23,6 +23,7 @@ from memsync.cli import doctor as doctor_command
 from memsync.cli import forget as forget_command
 from memsync.cli import pending as pending_command
 from memsync.cli import reconcile as reconcile_command
+from memsync.cli import recover as recover_command
 from memsync.cli import render
 from memsync.cli import restore as restore_command
 from memsync.cli import review as review_command
@@ -38,6 +39,7 @@ COMMANDS = (
     doctor_command,
     snapshot_command,
     restore_command,
+    recover_command,
     reconcile_command,
     forget_command,
     pending_command,

@@ -19,11 +19,11 @@ from memsync.errors import ExitCode
 from memsync.state import window_left_open
 
 DAEMON_HELP = (
-    "run check, prune, snapshot and retention on the [daemon] schedule (a systemd service)"
+    "run check, prune, snapshot, retention and verify on the [daemon] schedule (a systemd service)"
 )
 JOB_HELP = (
     "run one daemon job now and record it as the daemon would (check, prune, snapshot, "
-    "retention, apply-pending)"
+    "retention, verify, apply-pending)"
 )
 STATUS_HELP = (
     "the daemon's jobs and the queue: last success, outcome, reason, next run; "
@@ -165,6 +165,8 @@ def _status_text(document: dict[str, Any]) -> str:
             + (f"  <- {flags}" if flags else "")
         )
         lines += [f"  {label}: {row[key]}" for label, key in _EXPLAINED if flags and row[key]]
+        if row["job"] == "verify" and row.get("summary"):
+            lines.append(_verify_line(row["summary"]))
     if document["window_left_open"] is not None:
         lines.append(
             "maintenance window left open by a memsync that is gone: the app may be down "
@@ -185,6 +187,18 @@ def _status_text(document: dict[str, Any]) -> str:
 
 
 _EXPLAINED = (("reason", "reason"), ("next  ", "next_step"))
+
+
+def _verify_line(summary: dict[str, Any]) -> str:
+    """The verify job's figures: last clean run, bytes read, problems, coverage of the cycle."""
+    coverage = ", ".join(
+        f"{side} {value:.0%}" for side, value in sorted((summary.get("coverage") or {}).items())
+    )
+    return (
+        f"  verified: last clean run {summary.get('last_ok_at') or 'never'}, read "
+        f"{summary.get('bytes_read', 0)} bytes, {summary.get('problems', 0)} problems; "
+        f"cycle covered: {coverage or '-'}"
+    )
 
 
 def _emit(args: argparse.Namespace, document: dict[str, Any], text: str) -> None:

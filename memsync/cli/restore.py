@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from memsync import restore
 from memsync.cli import render
 from memsync.cli.common import add_command, load_config
+from memsync.config import Config
 from memsync.errors import ExitCode, UsageError
+from memsync.restore import to_dir
+from memsync.snapshot import choose
 
 HELP = "verify a snapshot, then replace both stores with it (old files moved aside, never deleted)"
 
@@ -21,7 +25,24 @@ def register(
 ) -> None:
     """Add the ``restore`` subcommand."""
     parser = add_command(subparsers, "restore", HELP, common, epilog)
-    parser.add_argument("target", nargs="?", metavar="ID|PATH|s3://BUCKET/PREFIX/ID")
+    parser.add_argument(
+        "target",
+        nargs="?",
+        metavar="ID|PATH|s3://BUCKET/PREFIX/ID|latest",
+        help="latest: the newest complete snapshot whose verification passed, local or remote",
+    )
+    parser.add_argument(
+        "--before",
+        metavar="TIME",
+        help="the newest complete, verified snapshot made before TIME (ISO 8601 with Z or an "
+        "offset, e.g. 2026-11-30T12:00Z)",
+    )
+    parser.add_argument(
+        "--to",
+        metavar="DIR",
+        help="copy both stores into the new or empty directory DIR with a memsync config and a "
+        "mem0 config pointing there; the live deployment is not touched",
+    )
     parser.add_argument(
         "--dry-run", action="store_true", help="verify and print the moves; change nothing"
     )
@@ -38,7 +59,12 @@ def register(
 
 
 def run(args: argparse.Namespace) -> int:
-    """Restore; exit 0, 2 (has data, no --force), 10, 11, 12."""
+    """Restore (or copy with --to); exit 0, 2 (has data, no --force; a bad --before), 10, 11, 12."""
+    if args.to is not None and (args.force or args.if_empty or args.resume):
+        raise UsageError(
+            "--to makes a copy in a new directory: --force, --if-empty and --resume do not apply"
+        )
+    before = choose.parse_time(args.before) if args.before is not None else None
     config = load_config(args)
     if args.resume:
         outcome = restore.recover(config)
@@ -48,10 +74,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             render.emit_text(text)
         return int(ExitCode.OK)
-    if not args.target:
-        raise UsageError(
-            "restore needs a snapshot: ID, PATH or s3://BUCKET/PREFIX/ID", "memsync snapshot list"
-        )
+    if args.to is not None:
+        return _run_to(args, config, before)
     done = restore.run_restore(
         config,
         args.target,
@@ -59,10 +83,12 @@ def run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         force=args.force,
         if_empty=args.if_empty,
+        before=before,
     )
     document: dict[str, Any] = {
         "command": "restore",
         "snapshot_id": done.snapshot_id,
+        "chosen": done.chosen.to_json() if done.chosen else None,
         "dry_run": done.dry_run,
         "skipped": done.skipped,
         "recovered": done.recovered,
@@ -73,8 +99,59 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         render.emit_json(document)
     else:
-        render.emit_text(_text(done))
+        render.emit_text(_chosen_line(done.chosen) + _text(done))
     return int(ExitCode.OK)
+
+
+def _run_to(args: argparse.Namespace, config: Config, before: datetime | None) -> int:
+    """``restore --to DIR``: a copy for inspection; exit 0, 2, 10, 11."""
+    done = to_dir.run_restore_to(
+        config, args.target, datetime.now(UTC), Path(args.to), dry_run=args.dry_run, before=before
+    )
+    layout = done.layout
+    document: dict[str, Any] = {
+        "command": "restore",
+        "to": str(layout.root),
+        "snapshot_id": done.snapshot_id,
+        "chosen": done.chosen.to_json() if done.chosen else None,
+        "dry_run": done.dry_run,
+        "vector_store": str(layout.vectors),
+        "history_db": str(layout.history_db),
+        "config": str(layout.config),
+        "mem0_config": str(layout.mem0_config),
+        "mem0": done.mem0,
+        "check_after": done.check.counts() if done.check else None,
+    }
+    if args.json:
+        render.emit_json(document)
+        return int(ExitCode.OK)
+    if done.dry_run:
+        text = (
+            f"restore {done.snapshot_id} --to {layout.root} --dry-run: verified; would write "
+            f"{layout.vectors}, {layout.history_db}, {layout.config} and {layout.mem0_config}"
+        )
+    else:
+        counts = done.check.counts() if done.check else {}
+        text = (
+            f"copied {done.snapshot_id} into {layout.root} (the live deployment was not touched); "
+            f"check: {counts.get('points', 0)} points, {counts.get('errors', 0)} errors\n"
+            f"look at it with: memsync --config {layout.config} check   (mem0's dict: "
+            f"{layout.mem0_config})"
+        )
+    render.emit_text(_chosen_line(done.chosen) + text)
+    return int(ExitCode.OK)
+
+
+def _chosen_line(chosen: choose.Chosen | None) -> str:
+    """``chose <id> (<where>): ...`` when ``latest`` or ``--before`` picked the snapshot."""
+    if chosen is None:
+        return ""
+    why = (
+        "the newest complete snapshot whose verification passed"
+        if chosen.before is None
+        else f"the newest complete, verified snapshot made before {chosen.to_json()['before']}"
+    )
+    return f"chose {chosen.snapshot_id} ({chosen.where}): {why}\n"
 
 
 def _text(done: restore.Restored) -> str:

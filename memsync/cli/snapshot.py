@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from memsync import capture_budget, repository, snapshot, utc
-from memsync.cli import render, snapshot_retention
+from memsync.cli import render, snapshot_retention, snapshot_verify
 from memsync.cli.common import add_command, load_config
 from memsync.config import Config
 from memsync.errors import ExitCode, UsageError
@@ -45,7 +45,16 @@ def register(
     )
     create.set_defaults(run=run_create)
     verify = add("verify", "recompute checksums, signature and integrity; re-run check on the pair")
-    verify.add_argument("target", metavar="ID|PATH|s3://BUCKET/PREFIX/ID")
+    verify.add_argument("target", metavar="ID|PATH|s3://BUCKET/PREFIX/ID", nargs="?")
+    verify.add_argument(
+        "--scheduled",
+        action="store_true",
+        help="every manifest, the newest snapshot and a slice of the others, on each side "
+        "(the daemon's verify job)",
+    )
+    verify.add_argument(
+        "--dry-run", action="store_true", help="with --scheduled: print the plan; read nothing"
+    )
     verify.set_defaults(run=run_verify)
     listing = add("list", "list local (and with --remote, S3) snapshots")
     listing.add_argument("--remote", action="store_true", help="also list the snapshots in [s3]")
@@ -168,7 +177,16 @@ def _created_text(
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    """Verify a local or remote snapshot; exit 0 or 3."""
+    """Verify a local or remote snapshot (or, --scheduled, this run's share of all); exit 0 or 3."""
+    if args.scheduled or args.dry_run:
+        if args.target is not None or not args.scheduled:
+            raise UsageError(
+                "give a snapshot (ID, PATH or s3://...) or --scheduled [--dry-run], not both",
+                "memsync snapshot verify --help",
+            )
+        return snapshot_verify.run_scheduled(args)
+    if args.target is None:
+        raise UsageError("name the snapshot to verify, or pass --scheduled")
     config = load_config(args)
     if args.target.startswith("s3://"):
         report = snapshot.verify_remote(config, args.target, _now(), restorable=True)
@@ -208,6 +226,7 @@ def run_list(args: argparse.Namespace) -> int:
                 info.id, info.manifest, info.complete, info.is_verified, info.size_bytes, "local"
             )
             rows[info.id]["pin"] = pins.pin_of(info)
+            rows[info.id]["local"]["verified_at"] = _verified_at(info.verified)
     if args.remote:
         for remote in repository.remote(config).list():
             row = rows.get(remote.id)
@@ -224,22 +243,37 @@ def run_list(args: argparse.Namespace) -> int:
             else:
                 row["remote"] = {"complete": remote.complete, "verified": remote.is_verified}
                 row["pin"] = row["pin"] or pins.pin_of(remote)
+            rows[remote.id]["remote"]["verified_at"] = _verified_at(remote.verified)
     ordered = [rows[key] for key in sorted(rows)]
     lines = [
-        f"{'id':<20} {'complete':<8} {'verified':<12} {'size':>12} {'points':>8} {'memories':>8} where"
+        f"{'id':<20} {'complete':<8} {'verified':<12} {'verified at':<20} {'size':>12} "
+        f"{'points':>8} {'memories':>8} where"
     ]
     for row in ordered:
         places = [name for name in ("local", "remote") if row[name]]
         where = "+".join(places)
         verified = "+".join(name for name in places if row[name]["verified"]) or "no"
         complete = all(row[name]["complete"] for name in places)
+        when = max((row[name]["verified_at"] or "" for name in places), default="")
+        when = f"{when[:19]}Z" if when else "-"  # to the second
         lines.append(
-            f"{row['id']:<20} {str(complete).lower():<8} {verified:<12} "
+            f"{row['id']:<20} {str(complete).lower():<8} {verified:<12} {when:<20} "
             f"{row['size_bytes']:>12} {row['points'] if row['points'] is not None else '-':>8} "
             f"{row['memories'] if row['memories'] is not None else '-':>8} {where}"
             + (" pinned" if row["pin"] else "")
         )
     return _emit(args, {"command": "snapshot list", "snapshots": ordered}, "\n".join(lines))
+
+
+def _verified_at(document: dict[str, Any] | None) -> str | None:
+    """When a snapshot was last read back and matched; None when its verification failed.
+
+    The later of ``verified_at`` (a full verification) and ``files_read_at`` (a scheduled slice).
+    """
+    if not document or document.get("ok") is not True:
+        return None
+    times = [document.get(k) for k in ("verified_at", "files_read_at")]
+    return max((t for t in times if isinstance(t, str)), default=None)
 
 
 def _row(

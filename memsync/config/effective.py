@@ -1,7 +1,7 @@
 """The effective configuration as a plain document, for ``memsync config show``; secrets redacted.
 
 Never shows a secret's value: ``{env}``/``{file}`` references stay references (never resolved),
-keys the schema marks ``secret`` (``daemon.ping_url``) and every mem0 value under a secret-like
+keys the schema marks ``secret`` (``daemon.ping_url``, each of ``daemon.notify``) and every mem0 value under a secret-like
 name (``memsync.config.redact``: ``api_key``, ``X-Api-Key``, ``private_key``, ``pw``, ``token``...,
 whatever its type) become ``"<redacted>"``, and a URL's credentials (``https://user:pass@host``)
 become ``https://<redacted>@host`` wherever they appear.
@@ -96,7 +96,9 @@ def _model(model: BaseModel, skip: tuple[str, ...] = ()) -> dict[str, Any]:
             continue
         value = getattr(model, name)
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        if extra.get("secret") and value is not None:
+        if extra.get("secret") and isinstance(value, list):
+            found[name] = [REDACTED] * len(value)  # how many, never which
+        elif extra.get("secret") and value is not None:
             found[name] = REDACTED
         elif isinstance(value, BaseModel):
             found[name] = _model(value)

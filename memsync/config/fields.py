@@ -18,6 +18,8 @@ from pydantic import BeforeValidator, Field, ValidationInfo
 from pydantic.config import JsonDict
 from pydantic_core import PydanticCustomError
 
+from memsync import notify
+
 _DURATION = re.compile(r"(\d{1,12})(s|m|h|d)")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _TIME_OF_DAY = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
@@ -153,6 +155,14 @@ def _http_url(value: Any) -> Any:
     return value
 
 
+def _apprise_url(value: Any) -> Any:
+    if isinstance(value, str):
+        problem = notify.find_url_problem(value) if value else "must be a non-empty URL"
+        if problem is not None:
+            raise _problem(problem)
+    return value
+
+
 def _file_mode(value: Any) -> Any:
     if isinstance(value, str):
         if not _FILE_MODE.fullmatch(value):
@@ -173,6 +183,7 @@ Mem0Path = Annotated[Path, BeforeValidator(_mem0_path)]
 TimeOfDay = Annotated[time, BeforeValidator(_time_of_day)]
 Duration = Annotated[timedelta, BeforeValidator(_duration)]
 HttpUrl = Annotated[str, BeforeValidator(_http_url)]
+AppriseUrl = Annotated[str, BeforeValidator(_apprise_url)]
 _OrEmpty = BeforeValidator(_none_is_empty)
 
 

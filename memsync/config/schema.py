@@ -24,6 +24,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from memsync.config.fields import (
     _BUCKET_NAME,
     _COLLECTION_NAME,
+    AppriseUrl,
     ConfigPath,
     Duration,
     HttpUrl,
@@ -41,7 +42,7 @@ from memsync.config.fields import (
 MEM0_DEFAULT_QDRANT_PATH = "/tmp/qdrant"  # noqa: S108 - mem0ai 2.2.1 QdrantConfig.path
 MEM0_DEFAULT_COLLECTION = "mem0"
 MEM0_DEFAULT_DIMS = 1536
-JOB_NAMES = ("check", "prune", "snapshot", "retention")
+JOB_NAMES = ("check", "prune", "snapshot", "retention", "verify")
 
 
 class _Section(BaseModel):
@@ -141,6 +142,14 @@ class SnapshotConfig(_Section):
     signing_key_file: ConfigPath | None = key(
         None, "HMAC-SHA256 key file signing the manifest (optional)"
     )
+    verify_cycle: Duration = key(
+        timedelta(days=30),
+        "scheduled verification (`snapshot verify --scheduled`, the `verify` job) re-reads "
+        "every stored byte at least once per this period",
+        toml="duration '30s'/'15m'/'6h'/'1d'",
+        shown='`"30d"`',
+        gt=timedelta(0),
+    )
 
 
 def _strip_slashes(value: Any) -> Any:
@@ -202,6 +211,12 @@ class DaemonConfig(_Section):
     snapshot_every: Duration | None = key(None, "run snapshot create at this interval", toml=_EVERY)
     retention_at: TimeOfDay | None = key(None, "run snapshot prune daily at this time", toml=_AT)
     retention_every: Duration | None = key(None, "run snapshot prune at this interval", toml=_EVERY)
+    verify_at: TimeOfDay | None = key(
+        None, "run snapshot verify --scheduled daily at this time", toml=_AT
+    )
+    verify_every: Duration | None = key(
+        None, "run snapshot verify --scheduled at this interval", toml=_EVERY
+    )
     upload: bool = key(True, "upload each scheduled snapshot to [s3]")
     stop_timeout_s: float = key(
         120.0,
@@ -218,6 +233,13 @@ class DaemonConfig(_Section):
     )
     ping_url: HttpUrl | None = key(
         None, "healthchecks-style URL; `/start` and `/fail` appended, `{job}` replaced", secret=True
+    )
+    notify: list[AppriseUrl] = key(
+        [],
+        "Apprise URLs (ntfy://, mailto://, json://, ...) told when a job fails, finds problems, "
+        "trips the mass-deletion tripwire or recovers",
+        toml="array of strings",
+        secret=True,
     )
 
     @property

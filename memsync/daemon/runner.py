@@ -29,6 +29,7 @@ import structlog
 
 from memsync import flock, jobs, pending
 from memsync.config import Config
+from memsync.daemon import alerts
 from memsync.errors import ExitCode, TryLaterError, UnavailableError
 from memsync.state import window_left_open, write_json_atomic
 from memsync.utc import iso
@@ -207,8 +208,10 @@ class JobRunner:
             trigger=trigger,
         )
 
+        before: dict[str, Any] = {}
+
         def finish(state: dict[str, Any]) -> dict[str, Any]:
-            before = state["jobs"].get(job.name) or {}
+            before.update(state["jobs"].get(job.name) or {})
             record = jobs.record_run(before, run, retries=self.daemon, interval_s=job.interval_s)
             state["jobs"][job.name] = record
             if self.daemon:
@@ -217,6 +220,7 @@ class JobRunner:
 
         record = commit(self.config, finish) or {}
         self.ping(job.name, "" if run.outcome == "ok" else "/fail")
+        self.alert(run, before, record)
         self.log_finished(run, record)
         return run, record, child
 
@@ -275,10 +279,24 @@ class JobRunner:
         thread.start()
         self._pings = [t for t in self._pings if t.is_alive()] + [thread]
 
+    def alert(self, run: jobs.Run, before: Mapping[str, Any], record: Mapping[str, Any]) -> None:
+        """Tell ``[daemon] notify`` about the run when it calls for it, in the background."""
+        if not self.config.daemon.notify:
+            return
+        notice = alerts.plan_notice(run, before, record, alerts.place_of(self.config))
+        if notice is not None:
+            self._pings += alerts.send(self.config, run.name, notice)
+
     def wait_for_pings(self) -> None:
-        """Let the pings in flight finish (a run by hand exits right after), at most their timeout."""
+        """Let the pings and notifications in flight finish (a run by hand exits right after).
+
+        Waits at most ``NOTIFY_WAIT_S`` (10 s) in all; logs ``notify_failed`` for each
+        notification still without an answer then.
+        """
+        deadline = time.monotonic() + max(PING_TIMEOUT_S + 1, alerts.NOTIFY_WAIT_S)
         for thread in self._pings:
-            thread.join(PING_TIMEOUT_S + 1)
+            thread.join(max(deadline - time.monotonic(), 0))
+        alerts.log_unfinished(self._pings)
 
 
 def run_child(

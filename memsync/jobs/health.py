@@ -133,4 +133,5 @@ def job_row(
         "reason": reason,
         "next_step": next_step,
         "pending_id": record.get("pending_id"),
+        "summary": record.get("summary") if isinstance(record.get("summary"), dict) else None,
     }

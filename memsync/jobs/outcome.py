@@ -51,6 +51,8 @@ LOCKED_STEP = "memsync status; free what holds the store, or let the request be 
 PROBLEM_STEPS = {
     "check": "memsync check (lists the findings), then memsync reconcile --dry-run",
     "snapshot": "memsync snapshot verify",
+    "verify": "memsync snapshot verify --scheduled (its report names each damaged file); "
+    "memsync snapshot list shows which snapshots still verify",
 }
 
 
@@ -178,7 +180,24 @@ def summarize(job: str, output: Mapping[str, Any]) -> dict[str, Any]:
         }
     elif job == "retention":
         kept["removed"] = len(output.get("removed") or [])
+    elif job == "verify":
+        kept |= _verify_figures(output)
     return kept
+
+
+def _verify_figures(output: Mapping[str, Any]) -> dict[str, Any]:
+    """The verify job's figures: bytes read, error findings, last clean run, cycle coverage."""
+    coverage = output.get("coverage")
+    return {
+        "bytes_read": output.get("bytes_read", 0),
+        "problems": (output.get("counts") or {}).get("errors", 0),
+        "last_ok_at": output.get("last_ok_at"),
+        "coverage": {
+            str(side): value
+            for side, value in (coverage.items() if isinstance(coverage, dict) else ())
+            if isinstance(value, int | float)
+        },
+    }
 
 
 def record_run(

@@ -46,6 +46,7 @@ def job_argv(config: Config, name: str) -> tuple[str, ...]:
         "prune": ("prune",),
         "snapshot": ("snapshot", "create", *(("--upload",) if upload else ())),
         "retention": ("snapshot", "prune", "--yes"),
+        "verify": ("snapshot", "verify", "--scheduled"),
         APPLY_PENDING: ("pending", "apply"),
     }
     return commands[name]

@@ -107,6 +107,37 @@ def _summaries(records: Mapping[str, Any], names: list[str]) -> list[str]:
             "The app's downtime in the maintenance window of a job's last successful run.",
             downtime,
         )
+    if "verify" in names:
+        lines += _verify_gauges(summaries["verify"])
+    return lines
+
+
+def _verify_gauges(summary: Mapping[str, Any]) -> list[str]:
+    """Scheduled verification: last clean run, bytes read, problems, coverage of the cycle."""
+    clean = parse(summary.get("last_ok_at"))
+    lines = _gauge(
+        "memsync_verify_last_success_timestamp_seconds",
+        "Time of the last scheduled verification that found no problem (Unix time, UTC); "
+        "0 when none did.",
+        [("", round(clean.timestamp()) if clean else 0)],
+    )
+    lines += _gauge(
+        "memsync_verify_bytes_read",
+        "Stored bytes the last scheduled verification read back (both sides).",
+        [("", int(summary.get("bytes_read") or 0))],
+    )
+    lines += _gauge(
+        "memsync_verify_problems",
+        "Error findings of the last scheduled verification (damaged snapshots' files).",
+        [("", int(summary.get("problems") or 0))],
+    )
+    coverage = summary.get("coverage") or {}
+    lines += _gauge(
+        "memsync_verify_cycle_coverage_ratio",
+        "Share of a side's stored bytes read back and matched within the last verify_cycle "
+        "(1 = every byte).",
+        [(f'{{side="{side}"}}', float(value)) for side, value in sorted(coverage.items())],
+    )
     return lines
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from pathlib import Path
 
 from memsync.errors import UnavailableError, UsageError
@@ -137,9 +138,36 @@ class BaseRepository(ABC):
             )
             for name in sorted(names - listed - {MANIFEST} - SIDECARS)
         ]
+        return self._check(snapshot_id, manifest, manifest.files, names, keep, problems)
+
+    def verify_files(self, snapshot_id: str, paths: Iterable[str], keep: Path) -> FileCheck:
+        """Read back only the listed files ``paths`` (see ``SnapshotRepository.verify_files``)."""
+        manifest = self.read_manifest(snapshot_id)
+        wanted = set(paths)
+        unlisted = sorted(wanted - {entry.path for entry in manifest.files})
+        if unlisted:
+            raise UsageError(
+                f"{self.location(snapshot_id, unlisted[0])} is not listed in the manifest of "
+                f"{snapshot_id}",
+                "name files as the manifest lists them (memsync snapshot verify ID reads all)",
+            )
+        entries = tuple(entry for entry in manifest.files if entry.path in wanted)
+        names = self._stored_names(snapshot_id)
+        return self._check(snapshot_id, manifest, entries, names, keep, [])
+
+    def _check(
+        self,
+        snapshot_id: str,
+        manifest: Manifest,
+        entries: tuple[FileEntry, ...],
+        names: set[str],
+        keep: Path,
+        problems: list[FileProblem],
+    ) -> FileCheck:
+        """Read back ``entries`` and compare each with the manifest; add to ``problems``."""
         passed: list[FileEntry] = []
         root = self._root(snapshot_id, keep)
-        for entry in manifest.files:
+        for entry in entries:
             where = self.location(snapshot_id, entry.path)
             if entry.path not in names:
                 problems.append(

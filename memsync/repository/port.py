@@ -10,7 +10,7 @@ implementation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -176,6 +176,21 @@ class SnapshotRepository(Protocol):
         Raises:
             UnavailableError: no manifest, or not a valid one; the repository fails.
             ManifestTooNew: its format is newer than this memsync reads.
+        """
+        ...
+
+    def verify_files(self, snapshot_id: str, paths: Iterable[str], keep: Path) -> FileCheck:
+        """Read back only the named files and compare their size and sha256 with the manifest.
+
+        The slice of a scheduled verification (``memsync.snapshot.verify_schedule``): the same
+        read-back as ``verify``, for some of the listed files; files the manifest does not list
+        are not looked for. Writes nothing to the repository; ``keep`` as in ``verify``.
+        ``FileCheck.problems`` and ``passed`` cover ``paths`` only.
+
+        Raises:
+            UnavailableError: no manifest, or not a valid one; the repository fails.
+            ManifestTooNew: its format is newer than this memsync reads.
+            UsageError: a path the manifest does not list (nothing is read).
         """
         ...
 

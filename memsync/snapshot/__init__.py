@@ -1,8 +1,10 @@
 """``snapshot``: both stores captured in one job into one dated directory, verified, uploaded, pruned.
 
 Split by concern: ``create`` (capture, check, manifest, commit), ``verify`` (one path for a
-directory and a bucket), ``retention`` (``plan_prune``, pure: one decision over both sides),
-``prune`` (``apply_prune`` deletes on each side) and ``transfer`` (upload, download). Where snapshots are stored is ``memsync.repository``; the
+directory and a bucket), ``verify_scheduled`` (a scheduled run: manifests, the newest, a slice
+planned by the pure ``verify_schedule``), ``retention`` (``plan_prune``, pure: one decision over
+both sides), ``prune`` (``apply_prune`` deletes on each side) and ``transfer`` (upload,
+download). Where snapshots are stored is ``memsync.repository``; the
 manifest is ``memsync.stores.manifest``. Layout and codes: docs/reference/contract.md ("Snapshot layout").
 """
 

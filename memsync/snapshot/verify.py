@@ -68,6 +68,7 @@ def verified_document(report: VerifyReport) -> dict[str, Any]:
         "errors": sum(1 for f in report.findings if f.severity is Severity.ERROR),
         "codes": sorted({f.code for f in report.findings}),
         "memsync": __version__,
+        "scope": "full",
     }
 
 

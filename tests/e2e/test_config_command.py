@@ -64,15 +64,11 @@ def test_show_fills_defaults_and_never_prints_a_secret(cli, tmp_path, monkeypatc
     assert shown["state_dir"] == str(tmp_path / "state") and shown["work_dir"] == str(
         tmp_path / "state" / "tmp"
     )
-    assert shown["snapshot"] == {
-        "directory": None,
-        "keep_last": 0,
-        "keep_daily": 7,
-        "keep_weekly": 0,
-        "keep_monthly": 0,
-        "encrypt_key_file": None,
-        "signing_key_file": None,
-    }
+    from memsync.config.schema import SnapshotConfig
+
+    defaults = {name: field.default for name, field in SnapshotConfig.model_fields.items()}
+    assert defaults["keep_daily"] == 0 and defaults["directory"] is None
+    assert shown["snapshot"] == {**defaults, "keep_daily": 7}  # every key shown, filled
     assert (
         shown["s3"] is None
         and shown["daemon"]["check_every"] == "90m"

@@ -368,6 +368,7 @@ def test_status_exits_3_when_a_job_is_failing_and_writes_a_textfile(make_deploym
         "memsync-check.timer",
         "memsync-prune.timer",
         "memsync-snapshot.timer",
+        "memsync-verify.timer",
     ],
 )
 def test_systemd_units_verify_cleanly(unit, tmp_path):

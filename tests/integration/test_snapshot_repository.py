@@ -17,7 +17,7 @@ import boto3
 import pytest
 
 from memsync.config import S3Config
-from memsync.errors import UnavailableError
+from memsync.errors import UnavailableError, UsageError
 from memsync.model import CaptureWindow
 from memsync.repository import LocalRepository, S3Repository, SnapshotRepository
 from memsync.s3 import ObjectStore
@@ -204,6 +204,42 @@ def test_verify_reports_a_file_the_manifest_does_not_list(place, source, tmp_pat
     assert [(p.code, p.path) for p in checked.problems] == [
         ("checksum-mismatch", "qdrant/extra.bin")
     ]
+
+
+def test_verify_files_reads_back_only_the_named_files(place, source, tmp_path):
+    repository, damage = place
+    root, manifest = source
+    repository.put(SNAPSHOT_ID, root, manifest)
+    damage.write(SNAPSHOT_ID, "qdrant/extra.bin", b"added later")  # only a full verify looks
+    body = bytearray(damage.read(SNAPSHOT_ID, "history.db"))
+    body[100] ^= 0xFF
+    damage.write(SNAPSHOT_ID, "history.db", bytes(body))
+    damage.remove(SNAPSHOT_ID, "qdrant/meta.json")
+    clean = repository.verify_files(
+        SNAPSHOT_ID, ["qdrant/collection/mem0/storage.sqlite"], tmp_path / "keep-1"
+    )
+    assert clean.problems == ()
+    assert [e.path for e in clean.passed] == ["qdrant/collection/mem0/storage.sqlite"]
+    stored = clean.root / "qdrant/collection/mem0/storage.sqlite"
+    assert stored.read_bytes() == (root / "qdrant/collection/mem0/storage.sqlite").read_bytes()
+    checked = repository.verify_files(
+        SNAPSHOT_ID, ["qdrant/meta.json", "history.db"], tmp_path / "keep-2"
+    )
+    assert [(p.code, p.path) for p in checked.problems] == [
+        ("checksum-mismatch", "history.db"),
+        ("file-missing", "qdrant/meta.json"),
+    ]
+    assert checked.passed == () and checked.manifest == manifest
+
+
+def test_verify_files_refuses_a_path_the_manifest_does_not_list(place, source, tmp_path):
+    repository, _ = place
+    root, manifest = source
+    repository.put(SNAPSHOT_ID, root, manifest)
+    with pytest.raises(UsageError, match="not listed in the manifest"):
+        repository.verify_files(SNAPSHOT_ID, ["history.db", "../outside"], tmp_path / "keep")
+    with pytest.raises(UnavailableError, match="no manifest"):
+        repository.verify_files("20261201T101501Z", ["history.db"], tmp_path / "keep")
 
 
 def test_fetch_checks_every_byte_and_leaves_nothing_partial(place, source, tmp_path):

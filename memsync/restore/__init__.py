@@ -6,6 +6,9 @@ filesystem, writes an intent journal, moves the current files aside to
 ``<path>.pre-restore-<id>`` (never deleting them), moves the new ones in with the owner and mode
 of the files they replace, and checks the result. ``recover`` finishes or rolls back a restore
 that died, so the deployment is always the old one or the new one, never a mix.
+
+Which snapshot (``latest``, ``--before``) and its verification are ``memsync.snapshot.choose``;
+a copy into a directory of its own, away from the live deployment, is ``restore.to_dir``.
 """
 
 from __future__ import annotations
@@ -20,13 +23,12 @@ from pathlib import Path
 
 import structlog
 
-from memsync import check, repository, snapshot
+from memsync import check, repository
 from memsync.config import Config
-from memsync.errors import ConfigError, MemsyncError, UnavailableError, UsageError
+from memsync.errors import MemsyncError, UnavailableError, UsageError
 from memsync.model import CheckReport, Severity
-from memsync.repository.plaintext import NO_KEY
+from memsync.snapshot import choose
 from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
-from memsync.stores import snapshots
 from memsync.stores.manifest import Manifest
 from memsync.stores.sqlite_files import set_wal_mode, work_dir_error
 from memsync.stores.vector_store import vector_store_for
@@ -57,6 +59,7 @@ class Restored:
     check: CheckReport | None
     recovered: str | None = None
     moved_aside: tuple[str, ...] = ()  # every path a restore moved aside (files, sides, dirs)
+    chosen: choose.Chosen | None = None  # how ``latest`` or ``--before`` picked it
 
 
 def plan_restore(config: Config, snapshot_id: str) -> list[Move]:
@@ -106,70 +109,37 @@ def has_data(config: Config) -> bool:
     )
 
 
-def _verify(config: Config, directory: Path, now: datetime) -> Manifest:
-    manifest = snapshots.read_manifest(directory)
-    if manifest.encrypted and config.snapshot.encrypt_key_file is None:
-        raise ConfigError(config.source, [NO_KEY])
-    report = snapshot.verify_directory(config, directory, now)
-    broken = [
-        f
-        for f in report.findings
-        if f.code in snapshot.VERIFY_CODES and f.severity is Severity.ERROR
-    ]
-    if broken:
-        listed = "; ".join(f"{f.code} {f.path}" for f in broken[:5])
-        raise UnavailableError(
-            f"snapshot {directory.name} fails verification: {listed}",
-            "restore from another snapshot (memsync snapshot list)",
-        )
-    manifest = snapshots.read_manifest(directory)
-    problems = []
-    if manifest.collection != config.collection:
-        problems.append(
-            f"mem0.vector_store.config.collection_name: the snapshot holds collection "
-            f"{manifest.collection!r}, the config says {config.collection!r}"
-        )
-    size = (manifest.collections.get(config.collection) or {}).get("vector_size")
-    for key, dims in config.expected_dims:
-        if size is not None and size != dims:
-            problems.append(
-                f"{key}: the snapshot's vectors have {size} dimensions, the config says {dims}"
-            )
-    if problems:
-        raise ConfigError(
-            config.source, problems, "restore a snapshot made with this configuration"
-        )
-    return manifest
-
-
-def _materialize(config: Config, target: str, now: datetime, scratch: Path) -> Path:
-    """A plaintext snapshot directory for ``target`` (downloaded and/or decrypted into ``scratch``)."""
-    if target.startswith("s3://"):
-        remote, snapshot_id = repository.parse_s3_target(config, target)
-        directory = snapshot.download_snapshot(remote, snapshot_id, scratch / "download")
-    else:
-        directory = snapshots.resolve_local(target, config.snapshot.directory)
-    return directory
-
-
 def run_restore(
-    config: Config, target: str, now: datetime, *, dry_run: bool, force: bool, if_empty: bool
+    config: Config,
+    target: str | None,
+    now: datetime,
+    *,
+    dry_run: bool,
+    force: bool,
+    if_empty: bool,
+    before: datetime | None = None,
 ) -> Restored:
-    """Restore a snapshot (an id, a path or ``s3://…``) over the deployment.
+    """Restore a snapshot over the deployment, both stores together.
+
+    ``target``: an id, a path, ``s3://…`` or ``latest``; or None with ``before`` (the newest
+    complete, verified snapshot made before it): ``choose.resolve``.
 
     Raises:
-        UnavailableError: the snapshot is missing or fails verification (exit 11).
+        UnavailableError: the snapshot is missing or fails verification, or none qualifies
+            for ``latest``/``before`` (exit 11).
         ConfigError: it does not fit the config (collection, dimensions) (exit 10).
         LockedError: the app holds the embedded store, or another memsync operation runs (12).
-        UsageError: the deployment has data and neither --force nor --if-empty was given (2).
+        UsageError: the deployment has data and neither --force nor --if-empty was given, or
+            the snapshot is named twice (2).
     """
     recovered = recover(config)
     vector_store_for(config).require_free("restore")
+    target, chosen = choose.resolve(config, target, before)
     config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="restore-") as temporary:
         scratch = Path(temporary)
-        directory = _materialize(config, target, now, scratch)
-        manifest = _verify(config, directory, now)
+        directory = choose.materialize(config, target, scratch)
+        manifest = choose.verify_fit(config, directory, now)
         snapshot_id = manifest.id
         moves = plan_restore(config, snapshot_id)
         planned = Restored(
@@ -179,6 +149,7 @@ def run_restore(
             moves=tuple(moves),
             check=None,
             recovered=recovered,
+            chosen=chosen,
         )
         if has_data(config):
             if if_empty:
@@ -217,7 +188,7 @@ def _put_in_place(config: Config, manifest: Manifest, plain: Path, moves: list[M
         store.require_free("restore")
         moves = _unique_asides(_with_existence(moves))
         wal = {entry.path for entry in manifest.files if entry.journal_mode == "wal"}
-        _stage(plain, moves, [entry.path for entry in manifest.files], store.capture_dir, wal)
+        stage(plain, moves, [entry.path for entry in manifest.files], store.capture_dir, wal)
         write_json_atomic(
             journal_path(config),
             {"snapshot_id": manifest.id, "phase": "staged", "moves": [asdict(m) for m in moves]},
@@ -232,7 +203,7 @@ def _put_in_place(config: Config, manifest: Manifest, plain: Path, moves: list[M
     return moves
 
 
-def _stage(
+def stage(
     plain: Path, moves: list[Move], listed: list[str], vectors_dir: str, wal: set[str]
 ) -> None:
     """Copy the snapshot's listed files (and nothing else) beside each target.

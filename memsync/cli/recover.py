@@ -1,0 +1,141 @@
+"""``memsync recover``: bring back from a snapshot the memories of a scope deleted since."""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from memsync import recover
+from memsync.cli import render
+from memsync.cli.common import add_command, load_config
+from memsync.errors import UsageError
+from memsync.snapshot import choose
+
+HELP = (
+    "bring back through mem0 the memories of a user, agent, run or ids that a snapshot holds "
+    "and were deleted since (same ids, vectors and payloads); everything else is left"
+)
+SHOWN = 20  # text output lists at most this many memories per status
+
+
+def register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    epilog: str,
+) -> None:
+    """Add the ``recover`` subcommand."""
+    parser = add_command(subparsers, "recover", HELP, common, epilog)
+    parser.add_argument("memory_ids", nargs="*", metavar="MEMORY_ID")
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("--user", dest="user_id", metavar="ID", help="the memories of this user_id")
+    scope.add_argument("--agent", dest="agent_id", metavar="ID", help="... of this agent_id")
+    scope.add_argument("--run", dest="run_id", metavar="ID", help="... of this run_id")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        metavar="SNAPSHOT",
+        help="the snapshot: ID, PATH, s3://BUCKET/PREFIX/ID or latest (default: latest)",
+    )
+    parser.add_argument(
+        "--before",
+        metavar="TIME",
+        help="instead of --from: the newest complete, verified snapshot made before TIME "
+        "(ISO 8601 with Z or an offset)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="verify, list what would come back; change nothing"
+    )
+    parser.set_defaults(run=run)
+
+
+def _scope(args: argparse.Namespace) -> recover.Scope:
+    """The scope the arguments name: exactly one of --user, --agent, --run or ids."""
+    named = [v for v in (args.user_id, args.agent_id, args.run_id) if v is not None]
+    if len(named) + bool(args.memory_ids) != 1:
+        raise UsageError(
+            "recover needs exactly one scope: --user ID, --agent ID, --run ID or MEMORY_ID...",
+            "memsync recover --user ana --from latest --dry-run",
+        )
+    if any(v == "" for v in named):
+        raise UsageError("an empty --user/--agent/--run would match nothing")
+    return recover.Scope(
+        user_id=args.user_id,
+        agent_id=args.agent_id,
+        run_id=args.run_id,
+        memory_ids=tuple(_normal_id(m) for m in args.memory_ids),
+    )
+
+
+def _normal_id(memory_id: str) -> str:
+    """A memory id as Qdrant spells mem0's (a lowercase hyphenated UUID), else as given."""
+    try:
+        return str(uuid.UUID(memory_id))
+    except ValueError:
+        return memory_id
+
+
+def run(args: argparse.Namespace) -> int:
+    """Recover; exit 0, 2, 4 (a memory failed to come back), 10, 11, 12 (no route; never queued)."""
+    scope = _scope(args)
+    before = choose.parse_time(args.before) if args.before is not None else None
+    source = args.source if args.source is not None or before is not None else choose.LATEST
+    config = load_config(args)
+    with render.progress("recovering") as progress:
+        done = recover.run_recover(
+            config,
+            source,
+            datetime.now(UTC),
+            scope,
+            dry_run=args.dry_run,
+            before=before,
+            progress=progress,
+        )
+    document: dict[str, Any] = {
+        "command": "recover",
+        "snapshot_id": done.snapshot_id,
+        "chosen": done.chosen.to_json() if done.chosen else None,
+        "scope": done.scope.to_json(),
+        "dry_run": done.dry_run,
+        "route": done.route,
+        "counts": {status.value: done.count(status) for status in recover.Status},
+        "memories": [d.to_json() for d in done.decisions],
+        "check_after": done.after.counts() if done.after else None,
+    }
+    render.emit(args.json, document, _text(done))
+    return int(done.exit_code)
+
+
+def _text(done: recover.Recovered) -> str:
+    """Per status, how many and which memories (at most ``SHOWN``), then the outcome."""
+    lines = []
+    if done.chosen is not None:
+        lines.append(f"snapshot {done.snapshot_id} ({done.chosen.where}, chosen: {done.chosen.by})")
+    for status in recover.Status:
+        chosen = [d for d in done.decisions if d.status is status]
+        if not chosen:
+            continue
+        lines.append(f"{status.value}: {len(chosen)}")
+        lines += [
+            f"  {d.memory_id}  {d.why}" + (f" ({d.error})" if d.error else "")
+            for d in chosen[:SHOWN]
+        ]
+        if len(chosen) > SHOWN:
+            lines.append(f"  ... and {len(chosen) - SHOWN} more (--json lists every one)")
+    planned = done.count(recover.Status.RECOVER)
+    if done.dry_run:
+        route = done.route or "none now: the app holds the store (exit 12 when run)"
+        lines.append(
+            f"recover --dry-run: {planned} would come back (route: {route}); nothing changed"
+        )
+    elif not done.decisions:
+        lines.append(f"snapshot {done.snapshot_id} holds no memory of this scope")
+    else:
+        counts = done.after.counts() if done.after else {}
+        lines.append(
+            f"recovered {done.count(recover.Status.RECOVERED)} from {done.snapshot_id}"
+            + (f" (route: {done.route})" if done.route else "")
+            + (f"; check: {counts.get('errors', 0)} errors" if done.after else "")
+        )
+    return "\n".join(lines)

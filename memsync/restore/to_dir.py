@@ -1,0 +1,143 @@
+"""``restore --to DIR``: a snapshot's two stores copied into a new directory, for inspection.
+
+The copy gets a memsync config (``DIR/memsync.toml``) and a mem0 dict (``DIR/mem0-config.json``)
+pointing at it (``memsync.config.scratch``), so ``memsync --config DIR/memsync.toml check``
+or an app's ``Memory.from_config`` can look at it. The live deployment is never touched: no
+lock is taken, no file of it is read or written, the app may keep running.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from memsync import check, config, repository
+from memsync.config.effective import effective_document
+from memsync.config.scratch import ScratchLayout, scratch_documents
+from memsync.errors import UsageError
+from memsync.model import CheckReport
+from memsync.restore import Move, stage
+from memsync.snapshot import choose
+from memsync.state import fsync_dir, write_json_atomic
+from memsync.stores.vector_store import vector_store_for
+
+logger = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CopiedTo:
+    """What ``restore --to`` made (or, in a dry run, would make).
+
+    Attributes:
+        snapshot_id: the snapshot copied. chosen: how ``latest``/``--before`` picked it, or None.
+        layout: where the copy's files are (``layout.root`` is DIR, absolute).
+        mem0: the copy's mem0 dict as ``memsync config show`` shows it (secrets redacted);
+            None in a dry run.
+        check: ``check`` of the copy (None in a dry run).
+    """
+
+    snapshot_id: str
+    dry_run: bool
+    layout: ScratchLayout
+    chosen: choose.Chosen | None
+    mem0: dict[str, Any] | None = None
+    check: CheckReport | None = None
+
+
+def require_new_directory(cfg: config.Config, dest: Path) -> None:
+    """Refuse a ``--to`` directory that is not new or empty, or lies in the live deployment.
+
+    Raises:
+        UsageError: (exit 2) DIR is a file, a link, a non-empty directory, or inside the live
+            vector store, mem0's directory or the snapshot directory.
+    """
+    target = dest.absolute()
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        raise UsageError(
+            f"--to {dest}: not a directory", "name a new or empty directory for the copy"
+        )
+    if dest.is_dir() and any(dest.iterdir()):
+        raise UsageError(
+            f"--to {dest} is not empty: restore --to makes a new copy and never writes over files",
+            "name a new or empty directory",
+        )
+    live = [vector_store_for(cfg).location, cfg.history_db_path.parent, cfg.mem0_dir]
+    if cfg.snapshot.directory is not None:
+        live.append(cfg.snapshot.directory)
+    for place in live:
+        if target == place.absolute() or target.is_relative_to(place.absolute()):
+            raise UsageError(
+                f"--to {dest} is inside {place}, which belongs to the live deployment or its "
+                "snapshots",
+                "name a directory of its own for the copy",
+            )
+
+
+def run_restore_to(
+    cfg: config.Config,
+    target: str | None,
+    now: datetime,
+    dest: Path,
+    *,
+    dry_run: bool,
+    before: datetime | None = None,
+) -> CopiedTo:
+    """Copy a snapshot's vector store and history.db into ``dest``, with configs pointing there.
+
+    ``target`` and ``before`` name the snapshot as for ``run_restore``. The snapshot is verified
+    first; then ``dest/qdrant``, ``dest/mem0/history.db``, ``dest/mem0-config.json`` and
+    ``dest/memsync.toml`` (mode 0600) are written, and the copy is checked with its own config.
+    A dry run verifies and changes nothing. Never reads or writes the live stores.
+
+    Raises:
+        UsageError: (exit 2) ``dest`` is not new or empty, or lies inside the live deployment.
+        UnavailableError: (exit 11) the snapshot is missing, fails verification, or none
+            qualifies for ``latest``/``before``.
+        ConfigError: (exit 10) it does not fit the configuration.
+    """
+    require_new_directory(cfg, dest)
+    target, chosen = choose.resolve(cfg, target, before)
+    layout = ScratchLayout(root=dest.absolute())
+    cfg.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with tempfile.TemporaryDirectory(dir=cfg.work_dir, prefix="restore-to-") as temporary:
+        scratch = Path(temporary)
+        directory = choose.materialize(cfg, target, scratch)
+        manifest = choose.verify_fit(cfg, directory, now)
+        planned = CopiedTo(snapshot_id=manifest.id, dry_run=dry_run, layout=layout, chosen=chosen)
+        if dry_run:
+            return planned
+        plain = repository.plaintext(cfg, directory, manifest, scratch / "plain")
+        dest.mkdir(parents=True, exist_ok=True, mode=0o700)
+        layout.mem0_dir.mkdir(exist_ok=True, mode=0o700)
+        moves = [
+            Move(live=str(path), staged=str(path), aside="")
+            for path in (layout.vectors, layout.history_db)
+        ]
+        wal = {entry.path for entry in manifest.files if entry.journal_mode == "wal"}
+        listed = [entry.path for entry in manifest.files]
+        stage(plain, moves, listed, vector_store_for(cfg).capture_dir, wal)
+    text, mem0 = scratch_documents(cfg, layout, manifest.id)
+    write_json_atomic(layout.mem0_config, mem0)
+    _write_text(layout.config, text)
+    copied = config.load(layout.config, os.environ)
+    report = check.run_check(copied, now)
+    logger.info("restore_to_finished", snapshot_id=manifest.id, to=str(layout.root))
+    return replace(planned, mem0=effective_document(copied)["mem0"], check=report)
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, mode 0600 (the config may name secret files)."""
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    fsync_dir(path.parent)

@@ -1,0 +1,206 @@
+"""Which snapshot a restore or a recover reads, and its files verified on local disk.
+
+A snapshot is named by id, by path, by ``s3://…``, by ``latest`` (the newest complete snapshot
+whose last verification passed, local or remote) or by a time (``--before``: the newest such
+snapshot made before it). ``pick`` is the pure choice over both repositories' listings;
+``choose`` lists them. ``materialize`` gives the chosen snapshot as a local directory
+(downloaded through the repository port when remote) and ``verify_fit`` verifies every byte
+and that it fits the configuration, as ``restore`` always has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from memsync import repository, utc
+from memsync.config import Config
+from memsync.errors import ConfigError, UnavailableError, UsageError
+from memsync.model import Severity
+from memsync.repository import Entry
+from memsync.repository.plaintext import NO_KEY
+from memsync.snapshot.transfer import download_snapshot
+from memsync.snapshot.verify import VERIFY_CODES, verify_directory
+from memsync.stores import snapshots
+from memsync.stores.manifest import Manifest
+
+LATEST = "latest"
+TIME_HINT = "give a UTC time with Z or an offset, e.g. 2026-11-30T12:00Z or 2026-11-30T13:00+01:00"
+
+Side = Literal["local", "remote"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Chosen:
+    """A snapshot picked by ``latest`` or ``--before``.
+
+    Attributes:
+        snapshot_id: its id. where: ``local`` (preferred when both sides have it) or ``remote``.
+        by: ``latest`` or ``before``. before: the time given with ``--before`` (UTC), or None.
+    """
+
+    snapshot_id: str
+    where: Side
+    by: Literal["latest", "before"]
+    before: datetime | None = None
+
+    @property
+    def target(self) -> str:
+        """The snapshot as ``restore`` names it: its id, or ``s3://<id>`` (configured bucket)."""
+        return self.snapshot_id if self.where == "local" else f"s3://{self.snapshot_id}"
+
+    def to_json(self) -> dict[str, str | None]:
+        """``{"by", "before", "where", "snapshot_id"}`` (the ``chosen`` object of the reports)."""
+        return {
+            "by": self.by,
+            "before": utc.iso_or_none(self.before),
+            "where": self.where,
+            "snapshot_id": self.snapshot_id,
+        }
+
+
+def parse_time(text: str) -> datetime:
+    """Read a ``--before`` time: ISO 8601 with ``Z`` or an offset, as aware UTC. Pure.
+
+    Raises:
+        UsageError: (exit 2) not ISO 8601, or no ``Z``/offset (a local time is ambiguous).
+    """
+    try:
+        given = text.strip()
+        parsed = datetime.fromisoformat(given[:-1] + "Z" if given.endswith("z") else given)
+    except ValueError:
+        raise UsageError(f"--before {text!r} is not an ISO 8601 time", TIME_HINT) from None
+    if parsed.tzinfo is None:
+        raise UsageError(f"--before {text!r} has no Z or UTC offset", TIME_HINT)
+    return parsed.astimezone(UTC)
+
+
+def pick(
+    local: Sequence[Entry], remote: Sequence[Entry], before: datetime | None
+) -> tuple[str, Side] | None:
+    """The newest complete snapshot whose verification passed (made before ``before``). Pure.
+
+    Each side counts on its own verdict; a snapshot on both sides is read locally when its
+    local copy qualifies. Returns ``(id, side)``, or None when none qualifies.
+    """
+    found: dict[str, Side] = {}
+    sides: tuple[tuple[Side, Sequence[Entry]], ...] = (("remote", remote), ("local", local))
+    for side, entries in sides:  # local last: it wins a tie
+        for entry in entries:
+            if entry.complete and entry.is_verified:
+                if before is None or entry.created_at < before:
+                    found[entry.id] = side
+    if not found:
+        return None
+    newest = max(found, key=lambda snapshot_id: (snapshots.id_time(snapshot_id), snapshot_id))
+    return newest, found[newest]
+
+
+def choose(config: Config, before: datetime | None) -> Chosen:
+    """Pick ``latest`` (``before`` None) or the newest before ``before``, local or remote.
+
+    Reads the local snapshot directory and, with ``[s3]``, lists the bucket.
+
+    Raises:
+        UnavailableError: (exit 11) no complete snapshot passed verification (before the time),
+            or S3 is unreachable.
+    """
+    local_repo = repository.local_or_none(config)
+    local = local_repo.list() if local_repo is not None else []
+    remote = repository.remote(config).list() if config.s3 is not None else []
+    picked = pick(local, remote, before)
+    if picked is None:
+        complete = len({e.id for e in [*local, *remote] if e.complete})
+        when = f" made before {utc.iso(before)}" if before is not None else ""
+        raise UnavailableError(
+            f"no complete snapshot{when} has passed verification ({complete} complete "
+            f"snapshot(s) listed{', local and remote' if config.s3 is not None else ''})",
+            "memsync snapshot verify ID (--remote) records a verdict; or name a snapshot by id "
+            "(memsync snapshot list)",
+        )
+    snapshot_id, where = picked
+    return Chosen(
+        snapshot_id=snapshot_id,
+        where=where,
+        by="latest" if before is None else "before",
+        before=before,
+    )
+
+
+def resolve(
+    config: Config, target: str | None, before: datetime | None
+) -> tuple[str, Chosen | None]:
+    """The target a restore or recover reads: as given, or chosen by ``latest`` / ``before``.
+
+    Raises:
+        UsageError: (exit 2) no target and no ``before``, or both an explicit target and ``before``.
+        UnavailableError: as ``choose``.
+    """
+    if before is not None and target not in (None, LATEST):
+        raise UsageError(
+            f"--before chooses the snapshot itself: drop {target!r}", "memsync snapshot list"
+        )
+    if before is None and target is None:
+        raise UsageError(
+            "no snapshot named: give an ID, a PATH, s3://BUCKET/PREFIX/ID, latest, or --before TIME",
+            "memsync snapshot list (--remote) shows them",
+        )
+    if before is None and target != LATEST:
+        assert target is not None
+        return target, None
+    chosen = choose(config, before)
+    return chosen.target, chosen
+
+
+def materialize(config: Config, target: str, scratch: Path) -> Path:
+    """A local snapshot directory for ``target`` (a remote one downloaded into ``scratch``).
+
+    Raises:
+        UnavailableError: not found, or the download fails or differs from its manifest.
+        UsageError: a malformed ``s3://`` target.
+    """
+    if target.startswith("s3://"):
+        remote, snapshot_id = repository.parse_s3_target(config, target)
+        return download_snapshot(remote, snapshot_id, scratch / "download")
+    return snapshots.resolve_local(target, config.snapshot.directory)
+
+
+def verify_fit(config: Config, directory: Path, now: datetime) -> Manifest:
+    """Verify a snapshot directory byte for byte, then that it fits the configuration.
+
+    Records ``verified.json`` in the directory. Only damaged or missing files refuse it.
+
+    Raises:
+        UnavailableError: (exit 11) a file is missing or differs from the manifest.
+        ConfigError: (exit 10) encrypted without a key, another collection or vector size.
+    """
+    manifest = snapshots.read_manifest(directory)
+    if manifest.encrypted and config.snapshot.encrypt_key_file is None:
+        raise ConfigError(config.source, [NO_KEY])
+    report = verify_directory(config, directory, now)
+    broken = [f for f in report.findings if f.code in VERIFY_CODES and f.severity is Severity.ERROR]
+    if broken:
+        listed = "; ".join(f"{f.code} {f.path}" for f in broken[:5])
+        raise UnavailableError(
+            f"snapshot {directory.name} fails verification: {listed}",
+            "use another snapshot (memsync snapshot list)",
+        )
+    manifest = snapshots.read_manifest(directory)
+    problems = []
+    if manifest.collection != config.collection:
+        problems.append(
+            f"mem0.vector_store.config.collection_name: the snapshot holds collection "
+            f"{manifest.collection!r}, the config says {config.collection!r}"
+        )
+    size = (manifest.collections.get(config.collection) or {}).get("vector_size")
+    for key, dims in config.expected_dims:
+        if size is not None and size != dims:
+            problems.append(
+                f"{key}: the snapshot's vectors have {size} dimensions, the config says {dims}"
+            )
+    if problems:
+        raise ConfigError(config.source, problems, "use a snapshot made with this configuration")
+    return manifest

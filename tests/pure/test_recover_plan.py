@@ -1,0 +1,135 @@
+"""recover's plan and the snapshot choice of restore/recover: values in, values out."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memsync.errors import UsageError
+from memsync.model import HistoryEvent, MemoryHistory, Point
+from memsync.recover import ROLE_PREFIX, Scope, Status, plan_recover, recover_event
+from memsync.repository import Entry
+from memsync.snapshot.choose import parse_time, pick
+
+
+def point(memory_id: str, text: str, user: str = "ana") -> Point:
+    return Point(id=memory_id, payload={"data": text, "user_id": user}, vector_size=3)
+
+
+def event(memory_id: str, kind: str, old: str | None, new: str | None, **extra) -> HistoryEvent:
+    row = {
+        "rowid": 1, "id": f"e-{memory_id}", "memory_id": memory_id, "old_memory": old,
+        "new_memory": new, "event": kind, "created_at": "2026-11-30T10:00:00+00:00",
+        "updated_at": "2026-11-30T11:00:00+00:00", "is_deleted": int(kind == "DELETE"),
+        "actor_id": None, "role": None,
+    }  # fmt: skip
+    return HistoryEvent(**{**row, **extra})
+
+
+def statuses(decisions) -> dict[str, str]:
+    return {d.memory_id: d.status.value for d in decisions}
+
+
+def test_only_memories_deleted_since_with_the_snapshots_text_come_back():
+    snap = {
+        "deleted": point("deleted", "a"),
+        "wiped": point("wiped", "b"),
+        "live": point("live", "c"),
+        "edited": point("edited", "d"),
+        "erased": point("erased", "e"),
+        "changed-then-deleted": point("changed-then-deleted", "f"),
+        "missing": point("missing", "g"),
+        "tombstoned": point("tombstoned", "h"),
+        "queued": point("queued", "i"),
+        "resumed": point("resumed", "j"),
+        "someone-else": point("someone-else", "k", user="bo"),
+    }
+    snap_history = {
+        "tombstoned": MemoryHistory("tombstoned", event("tombstoned", "DELETE", "h", None), 2)
+    }
+    live = {"live": point("live", "c"), "edited": point("edited", "D")}
+    last = {
+        "deleted": event("deleted", "DELETE", "a", None),
+        "erased": event("erased", "DELETE", None, None, actor_id="memsync"),
+        "changed-then-deleted": event("changed-then-deleted", "DELETE", "F", None),
+        "missing": event("missing", "UPDATE", "x", "g"),
+        "queued": event("queued", "DELETE", "i", None),
+        "resumed": event("resumed", "ADD", None, "j", actor_id="memsync", role=ROLE_PREFIX + "S"),
+    }
+    queued = [("req1", Scope(memory_ids=("queued",)))]
+    decisions = plan_recover(Scope(user_id="ana"), "S", snap, snap_history, live, last, queued)
+    assert statuses(decisions) == {
+        "deleted": "recover",
+        "wiped": "recover",
+        "live": "present",
+        "edited": "changed",
+        "erased": "erased",
+        "changed-then-deleted": "changed",
+        "missing": "not-deleted",
+        "tombstoned": "deleted-in-snapshot",
+        "queued": "queued-delete",
+        "resumed": "recover",
+    }
+    assert [d.memory_id for d in decisions if d.resume] == ["resumed"]
+
+
+def test_ids_the_snapshot_lacks_are_reported_and_scopes_match_their_key_only():
+    snap = {"a": point("a", "x"), "b": point("b", "y")}
+    decisions = plan_recover(Scope(memory_ids=("a", "zz")), "S", snap, {}, {}, {})
+    assert statuses(decisions) == {"a": "recover", "zz": "not-in-snapshot"}
+    assert Scope(agent_id="ana").holds("a", {"user_id": "ana"}) is False
+    assert Scope(run_id="r").holds("a", {"run_id": "r"}) is True
+
+
+def test_the_recover_event_says_why_and_follows_the_contract():
+    recorded = recover_event(
+        "m", {"data": "t", "created_at": "c"}, "20261130T120000Z", datetime(2026, 12, 1, tzinfo=UTC)
+    )
+    assert (recorded.event, recorded.new_memory, recorded.old_memory) == ("ADD", "t", None)
+    assert recorded.actor_id == "memsync" and recorded.id.startswith("memsync-")
+    assert recorded.role == "memsync recover from 20261130T120000Z"
+    assert (recorded.created_at, recorded.updated_at) == ("c", "2026-12-01T00:00:00Z")
+    assert Status.RECOVERED.value == "recovered"
+
+
+def entry(snapshot_id: str, *, verified: bool = True, complete: bool = True) -> Entry:
+    return Entry(
+        id=snapshot_id,
+        complete=complete,
+        manifest=None,
+        verified={"ok": verified},
+        size_bytes=0,
+    )
+
+
+def test_pick_takes_the_newest_complete_verified_snapshot_of_either_side():
+    local = [entry("20261129T120000Z"), entry("20261130T120000Z", verified=False)]
+    remote = [entry("20261130T120000Z"), entry("20261201T000000Z", complete=False)]
+    assert pick(local, remote, None) == ("20261130T120000Z", "remote")
+    assert pick(local + [entry("20261130T120000Z")], remote, None) == ("20261130T120000Z", "local")
+    cut = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    assert pick(local, remote, cut) == ("20261129T120000Z", "local")  # strictly before
+    assert pick(local, remote, datetime(2026, 11, 1, tzinfo=UTC)) is None
+    assert pick([entry("20261130T120000Z"), entry("20261130T120000Z-1")], [], None) == (
+        "20261130T120000Z-1",
+        "local",
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-11-30T12:00Z", datetime(2026, 11, 30, 12, 0, tzinfo=UTC)),
+        ("2026-11-30T13:30:00+01:30", datetime(2026, 11, 30, 12, 0, tzinfo=UTC)),
+        ("2026-11-30T12:00:00.5z", datetime(2026, 11, 30, 12, 0, 0, 500000, tzinfo=UTC)),
+    ],
+)
+def test_before_accepts_iso_8601_with_z_or_an_offset(text, expected):
+    assert parse_time(text) == expected
+
+
+@pytest.mark.parametrize("text", ["2026-11-30T12:00", "2026-11-30", "yesterday", ""])
+def test_before_refuses_other_times_as_usage_errors(text):
+    with pytest.raises(UsageError):
+        parse_time(text)
