@@ -1,4 +1,7 @@
-"""``memsync snapshot create|verify|list|upload|download|prune|purge-memory``."""
+"""``memsync snapshot create|verify|list|upload|download|purge-memory|prune|pin|unpin``.
+
+prune, pin and unpin live in ``memsync.cli.snapshot_retention``.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from memsync import capture_budget, repository, snapshot, utc
-from memsync.cli import render, snapshot_upload, snapshot_verify
+from memsync.cli import render, snapshot_retention, snapshot_upload, snapshot_verify
 from memsync.cli.common import add_command, load_config
 from memsync.config import Config
 from memsync.config.fields import parse_duration
 from memsync.errors import ExitCode, UsageError
 from memsync.repository import upload_marks
+from memsync.snapshot import pins
 from memsync.state import operation_lock
 from memsync.stores import snapshots
 from memsync.stores.manifest import Manifest
@@ -100,11 +104,7 @@ def register(
         "--dry-run", action="store_true", help="list the snapshots that hold them; change nothing"
     )
     purge.set_defaults(run=run_purge)
-    prune = add("prune", "remove snapshots that retention (keep_*) does not keep")
-    prune.add_argument("--dry-run", action="store_true", help="print the decisions; remove nothing")
-    prune.add_argument("--remote", action="store_true", help="prune the snapshots in [s3] instead")
-    prune.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    prune.set_defaults(run=run_prune)
+    snapshot_retention.register(add)  # prune, pin, unpin
 
 
 def _now() -> datetime:
@@ -253,6 +253,7 @@ def run_list(args: argparse.Namespace) -> int:
             rows[info.id] = _row(
                 info.id, info.manifest, info.complete, info.is_verified, info.size_bytes, "local"
             )
+            rows[info.id]["pin"] = pins.pin_of(info)
             rows[info.id]["local"]["verified_at"] = _verified_at(info.verified)
             rows[info.id]["upload_pending"] = upload_marks.read(info.path) is not None
     if args.remote:
@@ -267,8 +268,10 @@ def run_list(args: argparse.Namespace) -> int:
                     remote.size_bytes,
                     "remote",
                 )
+                rows[remote.id]["pin"] = pins.pin_of(remote)
             else:
                 row["remote"] = {"complete": remote.complete, "verified": remote.is_verified}
+                row["pin"] = row["pin"] or pins.pin_of(remote)
             rows[remote.id]["remote"]["verified_at"] = _verified_at(remote.verified)
     ordered = [rows[key] for key in sorted(rows)]
     lines = [
@@ -286,6 +289,7 @@ def run_list(args: argparse.Namespace) -> int:
             f"{row['id']:<20} {str(complete).lower():<8} {verified:<12} {when:<20} "
             f"{row['size_bytes']:>12} {row['points'] if row['points'] is not None else '-':>8} "
             f"{row['memories'] if row['memories'] is not None else '-':>8} {where}"
+            + (" pinned" if row["pin"] else "")
         )
     pending = sum(1 for row in ordered if row.get("upload_pending"))
     if pending:
@@ -339,39 +343,6 @@ def run_download(args: argparse.Namespace) -> int:
         {"command": "snapshot download", "id": snapshot_id, "path": str(path)},
         f"downloaded {snapshot_id} into {path}; every file matches its manifest",
     )
-
-
-def run_prune(args: argparse.Namespace) -> int:
-    """Apply retention locally (or in S3 with --remote)."""
-    config = load_config(args)
-    where = repository.remote(config) if args.remote else repository.local(config)
-    candidates = snapshot.candidates(where)
-    decisions = snapshot.plan_prune(candidates, config.snapshot)
-    skipped = sorted(c.id for c in candidates if not c.complete)
-    document: dict[str, Any] = {
-        "command": "snapshot prune",
-        "dry_run": args.dry_run,
-        "location": "remote" if args.remote else "local",
-        "decisions": [
-            {"id": d.id, "action": "keep" if d.keep else "remove", "reasons": list(d.reasons)}
-            for d in decisions
-        ],
-        "skipped_incomplete": skipped,
-        "removed": [],
-    }
-    lines = [
-        f"{'keep' if d.keep else 'REMOVE':<7} {d.id:<20} {', '.join(d.reasons)}" for d in decisions
-    ]
-    lines += [f"skip    {item:<20} incomplete: never pruned" for item in skipped]
-    if not args.dry_run and any(not d.keep for d in decisions):
-        _confirm(args, f"remove {sum(1 for d in decisions if not d.keep)} snapshots")
-        with operation_lock(config.state_dir, "snapshot prune"):
-            document["removed"] = snapshot.apply_prune(where, decisions)
-    lines.append(
-        f"prune ({document['location']}): keep {sum(d.keep for d in decisions)}, "
-        f"{'would remove' if args.dry_run else 'removed'} {sum(not d.keep for d in decisions)}"
-    )
-    return _emit(args, document, "\n".join(lines))
 
 
 def run_purge(args: argparse.Namespace) -> int:

@@ -2,8 +2,9 @@
 
 Split by concern: ``create`` (capture, check, manifest, commit), ``verify`` (one path for a
 directory and a bucket), ``verify_scheduled`` (a scheduled run: manifests, the newest, a slice
-planned by the pure ``verify_schedule``), ``retention`` (``plan_prune`` is pure; ``apply_prune`` deletes) and
-``transfer`` (upload, download). Where snapshots are stored is ``memsync.repository``; the
+planned by the pure ``verify_schedule``), ``retention`` (``plan_prune``, pure: one decision over
+both sides), ``prune`` (``apply_prune`` deletes on each side) and ``transfer`` (upload,
+download). Where snapshots are stored is ``memsync.repository``; the
 manifest is ``memsync.stores.manifest``. Layout and codes: docs/reference/contract.md ("Snapshot layout").
 """
 
@@ -17,14 +18,17 @@ from memsync.snapshot.create import (
     finish_directory,
     signing_key,
 )
-from memsync.snapshot.retention import (
-    Candidate,
-    PruneDecision,
+from memsync.snapshot.prune import (
+    Sides,
     apply_prune,
     candidates,
     local_candidates,
-    plan_prune,
+    open_sides,
+    purge_versions,
+    survey,
+    versions_left,
 )
+from memsync.snapshot.retention import Candidate, PruneDecision, merge, plan_prune
 from memsync.snapshot.transfer import download_snapshot, upload_snapshot
 from memsync.snapshot.verify import (
     VERIFY_CODES,
@@ -40,6 +44,7 @@ __all__ = [
     "Candidate",
     "Created",
     "PruneDecision",
+    "Sides",
     "VerifyReport",
     "apply_prune",
     "build_manifest",
@@ -48,14 +53,19 @@ __all__ = [
     "download_snapshot",
     "finish_directory",
     "local_candidates",
+    "merge",
     "object_store",
+    "open_sides",
     "parse_s3_target",
     "plan_prune",
+    "purge_versions",
     "signing_key",
     "snapshot_dir",
+    "survey",
     "upload_snapshot",
     "verified_document",
     "verify_directory",
     "verify_remote",
     "verify_snapshot",
+    "versions_left",
 ]

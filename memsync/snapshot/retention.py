@@ -1,120 +1,199 @@
-"""``snapshot prune``: which snapshots retention keeps (pure), and removing the others.
+"""Retention: which snapshots to keep, decided once over the local and the remote ones. Pure.
 
-``plan_prune`` decides as restic does; ``candidates`` reads them from a repository and
-``apply_prune`` deletes through it (a bucket loses the manifest object first).
+``merge`` joins what each side lists into one ``Candidate`` per snapshot id; ``plan_prune``
+decides as restic does (``keep_last``, ``keep_hourly`` ... ``keep_yearly``, ``keep_within``),
+always keeps the newest verified clean snapshot and every pinned one, and removes incomplete
+remote snapshots older than a day. A snapshot stored on both sides is kept or removed on both.
+Every decision says why. Removing is ``memsync.snapshot.prune``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-import structlog
-
-from memsync.config import Config, SnapshotConfig
+from memsync.config import SnapshotConfig
+from memsync.config.effective import format_duration
 from memsync.errors import ConfigError
-from memsync.repository import SnapshotRepository, local
+from memsync.repository import Entry
+from memsync.snapshot.pins import pin_of
 
-logger = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PruneDecision:
-    """Keep or remove one snapshot, and why."""
-
-    id: str
-    keep: bool
-    reasons: tuple[str, ...] = field(default_factory=tuple)
+SIDES = ("local", "remote")
+INCOMPLETE_GRACE = timedelta(days=1)  # an incomplete remote snapshot younger may be uploading
+NO_RULE = "no rule keeps it"
+INCOMPLETE_OLD = "incomplete, older than 1 day"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Candidate:
-    """What retention needs to know of one snapshot."""
+    """What retention needs to know of one snapshot id, over every side storing it.
+
+    Attributes:
+        id: the snapshot id.
+        time: its time (UTC, from the id).
+        complete: its manifest is committed and valid on at least one side.
+        verified: its last verification passed on at least one side.
+        clean: its pair restores clean (no error finding, nothing unsettled).
+        pin: the active pin document (``memsync.snapshot.pins``), or None.
+        sides: where something of it is stored, in ``SIDES`` order.
+        incomplete_on: the sides of ``sides`` holding it without a valid manifest.
+    """
 
     id: str
     time: datetime
     complete: bool
     verified: bool
     clean: bool = True
+    pin: Mapping[str, Any] | None = None
+    sides: tuple[str, ...] = ("local",)
+    incomplete_on: tuple[str, ...] = ()
 
 
-def plan_prune(candidates: Iterable[Candidate], policy: SnapshotConfig) -> list[PruneDecision]:
-    """Decide which snapshots retention keeps, as restic does. Pure.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PruneDecision:
+    """Keep or remove one snapshot, why, where it is stored and where removing deletes it.
 
-    ``keep_last`` keeps the newest N; ``keep_daily``/``weekly``/``monthly`` keep the newest
-    snapshot of each of the last N days (UTC) / ISO weeks / months that have snapshots. The
-    rules add up. The newest verified snapshot whose pair was clean (``clean``: no error
-    finding, no unsettled write) is always kept; incomplete ones are never
-    touched (they are not in the result).
+    ``remove_from`` is empty for a kept snapshot; a removed one leaves an incomplete local
+    directory alone (memsync never deletes what it cannot read).
+    """
+
+    id: str
+    keep: bool
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+    sides: tuple[str, ...] = ("local",)
+    remove_from: tuple[str, ...] = ()
+
+
+def merge(listed: Mapping[str, Sequence[Entry]]) -> list[Candidate]:
+    """One candidate per snapshot id over ``{side: entries}`` (sides of ``SIDES``). Pure.
+
+    A side listing an id twice (a complete directory and a ``.partial``) counts as complete.
+    """
+    by_id: dict[str, dict[str, Entry]] = {}
+    for side in SIDES:
+        for entry in listed.get(side, ()):
+            found = by_id.setdefault(entry.id, {})
+            if side not in found or entry.complete:
+                found[side] = entry
+    return [_candidate(snapshot_id, found) for snapshot_id, found in sorted(by_id.items())]
+
+
+def _candidate(snapshot_id: str, found: Mapping[str, Entry]) -> Candidate:
+    entries = list(found.values())
+    complete = [e for e in entries if e.complete]
+    pins = [p for e in entries if (p := pin_of(e)) is not None]
+    return Candidate(
+        id=snapshot_id,
+        time=entries[0].created_at,
+        complete=bool(complete),
+        verified=any(e.is_verified for e in complete),
+        clean=all(e.manifest is not None and e.manifest.restores_clean for e in complete),
+        pin=pins[0] if pins else None,
+        sides=tuple(found),
+        incomplete_on=tuple(side for side, e in found.items() if not e.complete),
+    )
+
+
+def pin_reason(pin: Mapping[str, Any]) -> str:
+    """``pinned (tripwire: <reason>)``; ``pinned (operator)`` without a reason. Pure."""
+    by, reason = str(pin.get("by") or "operator"), str(pin.get("reason") or "")
+    return f"pinned ({by}: {reason})" if reason else f"pinned ({by})"
+
+
+def plan_prune(
+    candidates: Iterable[Candidate], policy: SnapshotConfig, *, now: datetime | None = None
+) -> list[PruneDecision]:
+    """Decide, newest first, which snapshots retention keeps, as restic does. Pure.
+
+    ``keep_last`` keeps the newest N; ``keep_hourly``/``daily``/``weekly``/``monthly``/``yearly``
+    keep the newest snapshot of each of the last N hours / days / ISO weeks / months / years
+    (UTC) that have one; ``keep_within`` keeps every snapshot younger than that, counted from
+    the newest snapshot. The rules add up, over complete snapshots only. The newest verified
+    snapshot whose pair was clean is always kept, and so is every pinned one. An incomplete
+    snapshot is kept, unless it is stored remotely and its id's time is more than a day before
+    ``now`` (None: never): then its remote objects go, its local directory stays.
 
     Raises:
-        ConfigError: every keep_* is 0 (an empty policy would remove everything).
+        ConfigError: no keep_* rule is set (an empty policy would remove everything).
     """
-    if not (policy.keep_last or policy.keep_daily or policy.keep_weekly or policy.keep_monthly):
+    if not (
+        policy.keep_last
+        or policy.keep_hourly
+        or policy.keep_daily
+        or policy.keep_weekly
+        or policy.keep_monthly
+        or policy.keep_yearly
+        or policy.keep_within
+    ):
         raise ConfigError("snapshot", ["snapshot.keep_*: retention needs at least one keep_* > 0"])
-    complete = sorted((c for c in candidates if c.complete), key=lambda c: c.id, reverse=True)
+    ordered = sorted(candidates, key=lambda c: c.id, reverse=True)
+    complete = [c for c in ordered if c.complete]
+    reasons = _rule_reasons(complete, policy)
+    newest_verified = next((c for c in complete if c.verified and c.clean), None)
+    if newest_verified is not None:
+        reasons[newest_verified.id].append("newest verified")
+    return [_decide(c, reasons.get(c.id, []), now) for c in ordered]
+
+
+def _decide(candidate: Candidate, reasons: list[str], now: datetime | None) -> PruneDecision:
+    reasons = [*reasons, pin_reason(candidate.pin)] if candidate.pin else list(reasons)
+    remote = "remote" in candidate.sides
+    if not candidate.complete:
+        if remote and not reasons and now is not None and now - candidate.time > INCOMPLETE_GRACE:
+            return _removed(candidate, INCOMPLETE_OLD, ("remote",))
+        young = remote and now is not None
+        reasons.append("incomplete, younger than 1 day" if young else "incomplete, never pruned")
+    if reasons:
+        return PruneDecision(
+            id=candidate.id, keep=True, reasons=tuple(reasons), sides=candidate.sides
+        )
+    unread = "local" in candidate.incomplete_on  # a local directory memsync cannot read stays
+    return _removed(
+        candidate, NO_RULE, tuple(s for s in candidate.sides if s != "local" or not unread)
+    )
+
+
+def _removed(candidate: Candidate, reason: str, remove_from: tuple[str, ...]) -> PruneDecision:
+    return PruneDecision(
+        id=candidate.id,
+        keep=False,
+        reasons=(reason,),
+        sides=candidate.sides,
+        remove_from=remove_from,
+    )
+
+
+_BUCKETS: tuple[tuple[str, Callable[[datetime], str]], ...] = (
+    ("hourly", lambda t: t.strftime("%Y-%m-%dT%H")),
+    ("daily", lambda t: t.strftime("%Y-%m-%d")),
+    ("weekly", lambda t: f"{t.isocalendar()[0]:04d}-W{t.isocalendar()[1]:02d}"),
+    ("monthly", lambda t: t.strftime("%Y-%m")),
+    ("yearly", lambda t: t.strftime("%Y")),
+)
+
+
+def _rule_reasons(complete: list[Candidate], policy: SnapshotConfig) -> dict[str, list[str]]:
+    """``{id: ["keep-last 1", "keep-daily 2026-11-30", ...]}`` of complete snapshots, newest first."""
     reasons: dict[str, list[str]] = {c.id: [] for c in complete}
     for index, candidate in enumerate(complete[: policy.keep_last]):
-        reasons[candidate.id].append(f"last {index + 1}")
-    buckets: tuple[tuple[str, int, Callable[[datetime], str]], ...] = (
-        ("daily", policy.keep_daily, lambda t: t.strftime("%Y-%m-%d")),
-        (
-            "weekly",
-            policy.keep_weekly,
-            lambda t: f"{t.isocalendar()[0]:04d}-W{t.isocalendar()[1]:02d}",
-        ),
-        ("monthly", policy.keep_monthly, lambda t: t.strftime("%Y-%m")),
-    )
-    for name, count, bucket_of in buckets:
-        seen: list[str] = []
+        reasons[candidate.id].append(f"keep-last {index + 1}")
+    for name, bucket_of in _BUCKETS:
+        count: int = getattr(policy, f"keep_{name}")
+        seen: set[str] = set()
         for candidate in complete:
             bucket = bucket_of(candidate.time.astimezone(UTC))
             if bucket in seen:
                 continue
             if len(seen) >= count:
                 break
-            seen.append(bucket)
-            reasons[candidate.id].append(f"{name} {bucket}")
-    newest_verified = next((c for c in complete if c.verified and c.clean), None)
-    if newest_verified is not None:
-        reasons[newest_verified.id].append("newest verified")
-    return [
-        PruneDecision(id=c.id, keep=bool(reasons[c.id]), reasons=tuple(reasons[c.id]))
-        for c in complete
-    ]
-
-
-def candidates(repository: SnapshotRepository) -> list[Candidate]:
-    """Retention candidates of a repository (complete or not). Reads only."""
-    return [
-        Candidate(
-            id=e.id,
-            time=e.created_at,
-            complete=e.complete,
-            verified=e.is_verified,
-            clean=e.manifest is not None and e.manifest.restores_clean,
-        )
-        for e in repository.list()
-    ]
-
-
-def local_candidates(config: Config) -> list[Candidate]:
-    """Retention candidates of the local snapshot directory. Raises ConfigError without one."""
-    return candidates(local(config))
-
-
-def apply_prune(repository: SnapshotRepository, decisions: Sequence[PruneDecision]) -> list[str]:
-    """Delete the snapshots ``decisions`` do not keep; return their ids.
-
-    Each goes through ``SnapshotRepository.delete``: the manifest first, so a snapshot is
-    incomplete by construction from then on, then everything else.
-    """
-    removed = []
-    for decision in decisions:
-        if decision.keep:
-            continue
-        repository.delete(decision.id)
-        logger.info("snapshot_removed", snapshot_id=decision.id, where=repository.where)
-        removed.append(decision.id)
-    return removed
+            seen.add(bucket)
+            reasons[candidate.id].append(f"keep-{name} {bucket}")
+    if policy.keep_within and complete:
+        since = complete[0].time - policy.keep_within
+        label = f"keep-within {format_duration(policy.keep_within)}"
+        for candidate in complete:
+            if candidate.time > since:
+                reasons[candidate.id].append(label)
+    return reasons

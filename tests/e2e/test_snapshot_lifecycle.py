@@ -27,10 +27,11 @@ def test_local_prune_keeps_the_policy_and_leaves_foreign_and_partial_directories
     text = deployment.config.read_text().replace("keep_last = 3", "keep_last = 1")
     deployment.config.write_text(text)
     dry = cli("snapshot", "prune", "--dry-run", "--json", config=deployment.config)
-    assert dry.code == 0 and [d["action"] for d in dry.json()["decisions"]] == [
-        "keep",
-        "remove",
-        "remove",
+    assert dry.code == 0 and [(d["action"], d["reasons"]) for d in dry.json()["decisions"]] == [
+        ("keep", ["keep-last 1"]),
+        ("remove", ["no rule keeps it"]),
+        ("remove", ["no rule keeps it"]),
+        ("keep", ["incomplete, never pruned"]),  # the .partial: create's to clean up
     ]
     assert all((base / i).is_dir() for i in ids)
     refused = cli("snapshot", "prune", config=deployment.config)

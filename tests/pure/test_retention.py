@@ -53,11 +53,14 @@ def test_rules_add_up_and_every_kept_snapshot_says_why():
     decisions = plan_prune(SERIES, SnapshotConfig(keep_last=2, keep_daily=3, keep_monthly=2))
     by_id = {d.id: d for d in decisions}
     newest = sorted(by_id)[-1]
-    assert set(by_id[newest].reasons) == {"last 1", "daily 2026-04-30", "monthly 2026-04"}
+    assert set(by_id[newest].reasons) == {
+        "keep-last 1",
+        "keep-daily 2026-04-30",
+        "keep-monthly 2026-04",
+    }
     assert len(kept(decisions)) == 2 + 2 + 1  # last 2 (one shared with daily), 2 more days, March
-    assert all(d.reasons for d in decisions if d.keep) and not any(
-        d.reasons for d in decisions if not d.keep
-    )
+    assert all(d.reasons for d in decisions)
+    assert {d.reasons for d in decisions if not d.keep} == {("no rule keeps it",)}
 
 
 def test_the_newest_verified_snapshot_is_never_removed():
@@ -69,10 +72,16 @@ def test_the_newest_verified_snapshot_is_never_removed():
     )
 
 
-def test_incomplete_snapshots_are_never_in_the_plan():
+def test_an_incomplete_local_snapshot_is_kept_and_counts_for_no_rule():
     partial = candidate(START + timedelta(days=500), complete=False)
     decisions = plan_prune([*SERIES, partial], SnapshotConfig(keep_last=1))
-    assert partial.id not in {d.id for d in decisions}
+    first, second = decisions[:2]
+    assert (first.id, first.keep, first.reasons) == (
+        partial.id,
+        True,
+        ("incomplete, never pruned",),
+    )
+    assert second.reasons == ("keep-last 1",)  # the newest complete one
 
 
 def test_an_empty_policy_is_refused():

@@ -27,7 +27,7 @@ def test_a_newer_verified_snapshot_whose_pair_was_not_clean_is_not_the_newest_ve
     older = candidate(0, verified=True, clean=True)
     newer = candidate(1, verified=True, clean=False)
     decisions = {d.id: d for d in plan_prune([older, newer], SnapshotConfig(keep_last=1))}
-    assert decisions[newer.id].reasons == ("last 1",)
+    assert decisions[newer.id].reasons == ("keep-last 1",)
     assert decisions[older.id].keep and decisions[older.id].reasons == ("newest verified",)
 
 
