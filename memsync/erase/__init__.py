@@ -27,7 +27,13 @@ from memsync.stores import deployment, snapshots
 from memsync.stores.sqlite_files import translate
 from memsync.stores.vector_store import vector_store_for
 
-__all__ = ["blank_history", "erase_texts", "purge_own_copies", "snapshots_holding"]
+__all__ = [
+    "blank_history",
+    "copies_left",
+    "erase_texts",
+    "purge_own_copies",
+    "snapshots_holding",
+]
 
 
 def _scope_fields(scope: str) -> dict[str, str]:
@@ -55,9 +61,7 @@ def erase_texts(
 
     Blanks their history texts, drops raw messages of scopes left empty, VACUUMs the stores,
     purges memsync's own copies and records the ids in the erasure ledger. Returns what was
-    done, which local snapshots still hold them (``snapshots_holding``) and every copy that
-    still does or may (``copies``: see ``erase.copies.copies_holding``; S3 is read when
-    ``[s3]`` is set).
+    done; ``copies_left`` lists what still holds them.
     """
     scopes = {
         check.session_scope(before.points[m].payload) for m in memory_ids if m in before.points
@@ -80,11 +84,23 @@ def erase_texts(
     vector_store_for(config).compact()
     purged = purge_own_copies(config, memory_ids, empty_scopes, now)
     ledger.record(config.state_dir, memory_ids, scope, now)
-    found = copies.copies_holding(config, memory_ids, scope)
     return {
         "history_rows_blanked": rows,
         "message_scopes_removed": empty_scopes,
         "purged": purged,
+    }
+
+
+def copies_left(
+    config: Config, memory_ids: Sequence[str], scope: dict[str, str] | None
+) -> dict[str, Any]:
+    """``{"copies": [...], "snapshots_holding": [ids]}``: what still holds the erased text.
+
+    Run after the route closed (it reads snapshots and the bucket: never inside a window).
+    See ``erase.copies.copies_holding``.
+    """
+    found = copies.copies_holding(config, memory_ids, scope)
+    return {
         "snapshots_holding": [c["snapshot_id"] for c in found if c["kind"] == "local-snapshot"],
         "copies": found,
     }

@@ -185,3 +185,58 @@ def test_forget_report_names_each_copy_and_an_unreachable_bucket(make_deployment
     s3 = [line for line in lines if line.strip().startswith("unknown")]
     assert len(s3) == 1 and "unknown: S3 unreachable" in s3[0], lines
     assert "endpoint unreachable" in s3[0]
+
+
+def plaintext_versions(client: Any, bucket: str, key: bytes, work: Path) -> dict[str, bytes]:
+    """Every version of every object, sealed ones opened with ``key`` (memsync.seal)."""
+    from memsync import seal
+
+    opened = {}
+    for label, data in every_version(client, bucket).items():
+        if not data.startswith(seal.MAGIC):
+            opened[label] = data
+            continue
+        path = label.partition("?versionId=")[0].split("/", 3)[3]  # memsync/test/<id>/<path>
+        sealed, plain = work / "sealed", work / "plain"
+        sealed.write_bytes(data)
+        plain.unlink(missing_ok=True)
+        seal.open_file(sealed, plain, key, path)
+        opened[label] = plain.read_bytes()
+    return opened
+
+
+def test_sealed_versions_are_opened_with_the_key_before_they_are_searched(
+    make_deployment, s3_endpoint, bucket, tmp_path
+):
+    import os
+
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    key = os.urandom(32)
+    key_file = tmp_path / "snapshot.key"
+    key_file.write_text(key.hex())
+    deployment = make_deployment(count=4, extra_config=s3_section(s3_endpoint, bucket))
+    config = deployment.config
+    config.write_text(
+        config.read_text().replace(
+            "keep_last = 3", f'keep_last = 3\nencrypt_key_file = "{key_file}"'
+        )
+    )
+    seed(deployment)
+    made = snapshot_upload(config)
+    assert not holding_text(every_version(client, bucket), SECRETS)  # sealed: bytes hide it
+    assert memsync(config, "forget", "--user", "zed", "--erase", "--yes")[0] == 0
+    code, purged, err = memsync(
+        config, "snapshot", "purge-memory", "--user", "zed", "--remote", "--yes"
+    )
+    assert code == 0 and purged["rewritten"] == [made], err
+    listed = {h["version"] for h in purged["versions"]["holding"]}
+    assert listed and listed == holding_text(
+        plaintext_versions(client, bucket, key, tmp_path), SECRETS
+    )
+    code, deleted, err = memsync(
+        config, "snapshot", "purge-memory", "--user", "zed", "--delete-versions", "--yes"
+    )
+    assert code == 0 and set(deleted["versions"]["deleted"]) == listed, err
+    opened = plaintext_versions(client, bucket, key, tmp_path)
+    assert not holding_text(opened, SECRETS) and holding_text(opened, (KEPT_TEXT,))
