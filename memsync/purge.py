@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -149,6 +149,7 @@ def run_purge(
     scope: Mapping[str, str] | None = None,
     delete_versions: bool = False,
     dry_run: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Purged:
     """Rewrite every local snapshot holding the memories; look for them in the bucket's versions.
 
@@ -156,7 +157,7 @@ def run_purge(
     has are uploaded again. With ``[s3]`` set, the noncurrent versions holding any memory of
     this run or of the erasure ledger are listed (``erase.versions.scan``) on every run, and
     ``delete_versions`` deletes them. ``dry_run`` downloads and changes nothing (only the scan's
-    verdict cache is written).
+    verdict cache is written). ``progress(done, total)`` follows the versions read.
 
     Raises:
         ConfigError: an encrypted snapshot and no key; ``delete_versions`` without ``[s3]``.
@@ -190,7 +191,9 @@ def run_purge(
         memory_ids=tuple(ids), holding=tuple(held), rewritten=tuple(rewritten),
         uploaded=tuple(uploaded),
     )  # fmt: skip
-    return _versions(config, done, ids, delete_versions=delete_versions and not dry_run)
+    return _versions(
+        config, done, ids, delete_versions=delete_versions and not dry_run, progress=progress
+    )
 
 
 def _fetch_remote_only(
@@ -205,7 +208,14 @@ def _fetch_remote_only(
     return fetched
 
 
-def _versions(config: Config, done: Purged, ids: Sequence[str], *, delete_versions: bool) -> Purged:
+def _versions(
+    config: Config,
+    done: Purged,
+    ids: Sequence[str],
+    *,
+    delete_versions: bool,
+    progress: Callable[[int, int], None] | None,
+) -> Purged:
     """Scan the bucket's noncurrent versions (and delete the holding ones when asked)."""
     if config.s3 is None:
         if delete_versions:
@@ -214,7 +224,7 @@ def _versions(config: Config, done: Purged, ids: Sequence[str], *, delete_versio
     store = repository.object_store(config)
     wanted = sorted(set(ids) | ledger.erased_ids(config.state_dir))
     try:
-        scan = versions.scan(config, store, wanted)
+        scan = versions.scan(config, store, wanted, progress)
     except UnavailableError as error:
         if delete_versions:
             raise

@@ -355,10 +355,13 @@ def run_purge(args: argparse.Namespace) -> int:
     if not args.dry_run:
         _confirm(args, "rewrite the snapshots holding these memories"
                  + (" and delete the S3 versions holding erased ones" if args.delete_versions else ""))  # fmt: skip
-    with operation_lock(config.state_dir, "snapshot purge-memory"):
+    with (
+        operation_lock(config.state_dir, "snapshot purge-memory"),
+        render.progress("reading S3 versions") as progress,
+    ):
         done = purge.run_purge(
             config, args.memory_ids, _now(), args.remote, scope=scope or None,
-            delete_versions=args.delete_versions, dry_run=args.dry_run,
+            delete_versions=args.delete_versions, dry_run=args.dry_run, progress=progress,
         )  # fmt: skip
     document = purge_report.document(done, dry_run=args.dry_run, scope=scope)
     _emit(args, document, purge_report.text(done, dry_run=args.dry_run))

@@ -22,7 +22,7 @@ from typing import Any
 
 from memsync import repository, state
 from memsync.config import Config
-from memsync.erase import versions
+from memsync.erase import ledger, versions
 from memsync.erase.holding import history_holds, points_held, snapshot_holds
 from memsync.errors import UnavailableError
 from memsync.stores import snapshots
@@ -175,14 +175,18 @@ def _remote(
                     _copy("remote-snapshot", where, local[entry.id],
                           "the same snapshot as the local copy holding them", command, entry.id)
                 )  # fmt: skip
-        scan = versions.scan(config, bucket.store, memory_ids)
+        # the ledger's whole set, as purge-memory scans: one verdict cache serves both
+        wanted = sorted(set(memory_ids) | ledger.erased_ids(config.state_dir))
+        scan = versions.scan(config, bucket.store, wanted)
     except UnavailableError as error:
         return [*found, _unknown(bucket.where, error, purge)]
+    ours = set(memory_ids)
     delete = f"{purge} --delete-versions"
     found += [
         _copy("s3-version", h.version.label, "yes", "a noncurrent object version holds them",
               delete, h.snapshot_id)
         for h in scan.hits
+        if ours & set(h.memory_ids)
     ]  # fmt: skip
     found += [
         _copy("s3-version", label, "maybe", f"not readable: {why}", delete)

@@ -103,6 +103,14 @@ def test_user_erasure_reaches_every_object_version(make_deployment, s3_endpoint,
     assert listed == in_bucket and listed  # exactly the versions whose bytes hold the text
     assert {h["snapshot_id"] for h in purged["versions"]["holding"]} == set(made)
 
+    # erasing them again by id: the report names the noncurrent versions, with the command
+    code, again, err = memsync(config, "forget", *zed, "--erase", "--yes")
+    assert code == 0, err
+    named = {c["where"]: c for c in again["erased"]["copies"] if c["kind"] == "s3-version"}
+    assert set(named) == listed and all(c["holds"] == "yes" for c in named.values())
+    assert all("--delete-versions" in c["remove"] for c in named.values())
+    assert not [c for c in again["erased"]["copies"] if c["kind"] != "s3-version"]
+
     # a later run, a new process: the same versions, from the bucket and the verdict cache
     code, again, err = memsync(config, "snapshot", "purge-memory", "--user", "zed", "--dry-run")
     assert code == 0, err
