@@ -92,3 +92,15 @@ def _version_lines(done: Purged, dry_run: bool) -> list[str]:
         + f"; read {scan.downloaded}, known from earlier runs {scan.cached}"
     )
     return lines
+
+
+def refusal(done: Purged) -> tuple[str, str]:
+    """The exit-11 error line when object lock kept versions: ``(message, hint)``."""
+    first = done.kept[0]
+    until = f" (retained until {first.retain_until.isoformat()})" if first.retain_until else ""
+    return (
+        f"object lock kept {len(done.kept)} noncurrent S3 version(s) holding erased memories, "
+        f"first {first.version.label}{until}",
+        "delete them once their retention ends (run this again then); every other version "
+        "holding them was deleted",
+    )

@@ -365,17 +365,9 @@ def run_purge(args: argparse.Namespace) -> int:
         )  # fmt: skip
     document = purge_report.document(done, dry_run=args.dry_run, scope=scope)
     _emit(args, document, purge_report.text(done, dry_run=args.dry_run))
-    if done.kept:
-        first = done.kept[0]
-        render.exit_error(
-            int(ExitCode.UNAVAILABLE),
-            f"object lock kept {len(done.kept)} noncurrent S3 version(s) holding erased "
-            f"memories, first {first.version.label}"
-            + (f" (retained until {first.retain_until.isoformat()})" if first.retain_until else ""),
-            "they can be deleted once their retention ends (run this again then); every other "
-            "version was deleted",
-            as_json=bool(args.json),
-        )
+    if done.kept:  # object lock refused: the report above names each version kept
+        message, hint = purge_report.refusal(done)
+        render.exit_error(int(ExitCode.UNAVAILABLE), message, hint, as_json=bool(args.json))
         return int(ExitCode.UNAVAILABLE)
     return 0
 

@@ -135,6 +135,11 @@ def test_user_erasure_reaches_every_object_version(make_deployment, s3_endpoint,
         assert memsync(config, "snapshot", "verify", remote)[0] == 0
     code, last, err = memsync(config, "snapshot", "purge-memory", "--user", "zed", "--dry-run")
     assert code == 0 and last["versions"]["holding"] == [], err
+    for path in deployment.paths.root.rglob("*"):  # stores, snapshots, state: ledger and cache
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(t.encode() in data for t in SECRETS), path
+            assert b"zed" not in data or path.suffix != ".json", path  # the ledger: a digest
 
 
 def test_object_lock_refuses_clearly_and_loses_nothing_else(make_deployment, s3_endpoint, bucket):
@@ -166,6 +171,17 @@ def test_object_lock_refuses_clearly_and_loses_nothing_else(make_deployment, s3_
     assert purged["rewritten"] == [made] and purged["uploaded"] == [made]  # nothing else lost
     assert memsync(config, "snapshot", "verify", f"s3://{locked}/memsync/test/{made}")[0] == 0
     assert holding_text(before, (KEPT_TEXT,))
+    before = every_version(client, locked)  # verify wrote verified.json: a new version
+    text = subprocess.run(  # the text report: one KEPT line per version, with its retention
+        [sys.executable, "-m", "memsync", "snapshot", "purge-memory", *zed, "--delete-versions",
+         "--yes", "--config", str(config)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert text.returncode == 11 and text.stderr.startswith("memsync: error: object lock kept")
+    kept_lines = [line for line in text.stdout.splitlines() if line.startswith("KEPT")]
+    assert {line.split()[1].rstrip(":") for line in kept_lines} == holding
+    assert all(f"retained until {until.isoformat()}" in line for line in kept_lines)
+    assert every_version(client, locked) == before
 
 
 def test_forget_report_names_each_copy_and_an_unreachable_bucket(make_deployment, monkeypatch):
