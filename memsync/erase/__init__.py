@@ -22,6 +22,7 @@ from memsync import check, state
 from memsync.config import Config
 from memsync.erase import copies, ledger
 from memsync.erase.holding import snapshots_holding
+from memsync.errors import MemsyncError
 from memsync.model import Inventory
 from memsync.stores import deployment, snapshots
 from memsync.stores.sqlite_files import translate
@@ -99,7 +100,15 @@ def copies_left(
     Run after the route closed (it reads snapshots and the bucket: never inside a window).
     See ``erase.copies.copies_holding``.
     """
-    found = copies.copies_holding(config, memory_ids, scope)
+    try:
+        found = copies.copies_holding(config, memory_ids, scope)
+    except MemsyncError as error:  # the erasure is done: the listing never undoes its success
+        found = [
+            {"kind": "copies", "where": str(config.source), "snapshot_id": None,
+             "holds": "unknown", "why": f"unknown: the copies could not be listed ({error.message})",
+             "remove": "fix the cause, then: memsync snapshot purge-memory "
+             f"{copies.selector(memory_ids, scope)} --dry-run"}
+        ]  # fmt: skip
     return {
         "snapshots_holding": [c["snapshot_id"] for c in found if c["kind"] == "local-snapshot"],
         "copies": found,

@@ -61,7 +61,9 @@ def copies_holding(
     ``[{kind, where, snapshot_id, holds, why, remove}]``: ``holds`` is ``"yes"``, ``"maybe"``
     or ``"unknown"`` (not reachable); ``remove`` the command that removes it.
 
-    Reads only (downloads noncurrent S3 versions into ``work_dir``, removed afterwards).
+    Reads the copies (noncurrent S3 versions are downloaded into ``work_dir`` and removed
+    afterwards); writes only the versions' verdict cache (``erase.versions``). A copy that
+    cannot be read is ``"maybe"`` with the reason.
 
     Raises:
         ConfigError: a key file is unreadable.
@@ -93,11 +95,14 @@ def _local(
                       f"let it finish, then {purge}", info.id)
             )  # fmt: skip
             continue
-        holds = snapshot_holds(config, info, memory_ids)
+        try:
+            holds = snapshot_holds(config, info, memory_ids)
+            why = "its files hold them" if holds else "sealed and no snapshot.encrypt_key_file set"
+        except UnavailableError as error:
+            holds, why = None, f"not readable: {error.message}"
         if holds is False:
             continue
         verdicts[info.id] = "yes" if holds else "maybe"
-        why = "its files hold them" if holds else "sealed and no snapshot.encrypt_key_file set"
         found.append(
             _copy("local-snapshot", str(info.path), verdicts[info.id], why, purge, info.id)
         )
@@ -117,16 +122,17 @@ def _pre_restore(config: Config, memory_ids: Sequence[str]) -> list[dict[str, An
     store = vector_store_for(config)
     found = []
     for copy in state.pre_restore_copies([store.location, config.history_db_path]):
-        held = (
-            points_held(store, copy, store.collection, memory_ids)
-            if copy.is_dir()
-            else history_holds(copy, memory_ids)
-        )
-        if held:
-            found.append(
-                _copy("pre-restore-copy", str(copy), "yes",
-                      "files a restore moved aside", f"rm -r {copy}")
-            )  # fmt: skip
+        try:
+            held = (
+                points_held(store, copy, store.collection, memory_ids)
+                if copy.is_dir()
+                else history_holds(copy, memory_ids)
+            )
+            holds, why = ("yes" if held else ""), "files a restore moved aside"
+        except UnavailableError as error:
+            holds, why = "maybe", f"files a restore moved aside, not readable: {error.message}"
+        if holds:
+            found.append(_copy("pre-restore-copy", str(copy), holds, why, f"rm -r {copy}"))
     return found
 
 
@@ -136,8 +142,10 @@ def _journal(config: Config, memory_ids: Sequence[str]) -> list[dict[str, Any]]:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
-    actions = document.get("actions") if isinstance(document, dict) else None
-    if document.get("status") == "done" or not isinstance(actions, list):
+    if not isinstance(document, dict) or document.get("status") == "done":
+        return []
+    actions = document.get("actions")
+    if not isinstance(actions, list):
         return []
     if not {a.get("memory_id") for a in actions if isinstance(a, dict)} & set(memory_ids):
         return []
