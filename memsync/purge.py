@@ -4,20 +4,24 @@ Each holding snapshot is copied to ``<id>.purging/`` (decrypted when sealed), th
 points deleted and their history texts blanked (both files VACUUMed), the raw messages of scopes
 left empty deleted, a new manifest written (new checksums, signature, sealing), and the copy
 verified; only then does it replace the old snapshot, which is removed. Remote copies are
-re-uploaded; with S3 versioning on, the older object versions that still hold the text are listed.
+re-uploaded. With ``[s3]`` set, every run lists the noncurrent object versions of a versioned
+bucket that still hold any erased memory (``erase.versions``) and ``--delete-versions``
+deletes them. ``--user``/``--agent``/``--run`` find the scope's ids in the snapshots' own
+payloads and in the erasure ledger.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
 from memsync import check, erase, repository, snapshot
 from memsync.config import Config
+from memsync.erase import holding, ledger, versions
 from memsync.errors import UnavailableError
 from memsync.model import CaptureWindow, Severity
 from memsync.repository import LocalRepository, S3Repository
@@ -29,11 +33,26 @@ PURGING_SUFFIX = ".purging"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Purged:
-    """Which snapshots were rewritten, re-uploaded, and which remote versions still hold text."""
+    """What a run found and did.
 
+    Attributes:
+        memory_ids: the memories purged (given, or found for the scope).
+        holding: the local snapshots that held them before the run.
+        rewritten, uploaded: snapshots rewritten locally, and uploaded again.
+        scan: the noncurrent S3 versions holding any erased memory (None without ``[s3]``).
+        scan_error: why the bucket could not be read ("unknown", never "none").
+        deleted: labels of the versions deleted (``--delete-versions``).
+        kept: the holding versions object lock kept, with their retention.
+    """
+
+    memory_ids: tuple[str, ...] = ()
+    holding: tuple[str, ...] = ()
     rewritten: tuple[str, ...] = ()
     uploaded: tuple[str, ...] = ()
-    old_versions: tuple[str, ...] = field(default_factory=tuple)
+    scan: versions.VersionScan | None = None
+    scan_error: str | None = None
+    deleted: tuple[str, ...] = ()
+    kept: tuple[versions.Kept, ...] = field(default_factory=tuple)
 
 
 def _scopes_left_empty(
@@ -108,49 +127,112 @@ def purge_snapshot(
         raise
 
 
-def run_purge(config: Config, memory_ids: Sequence[str], now: datetime, remote: bool) -> Purged:
-    """Rewrite every local snapshot holding ``memory_ids``.
+def resolve_ids(
+    config: Config, memory_ids: Sequence[str], scope: Mapping[str, str] | None
+) -> list[str]:
+    """The ids given, or the scope's: points of it in any local snapshot and erased ones.
 
-    With ``remote``: re-upload the rewritten ones the bucket has, download and rewrite the
-    remote-only ones, and list the older object versions that still hold the text.
+    Memories already erased from the live store and from every local snapshot are found in
+    the erasure ledger (``erase.ledger``). Reads only.
     """
-    holding = set(erase.snapshots_holding(config, memory_ids))
-    rewritten: list[str] = []
-    uploaded: list[str] = []
+    if memory_ids or not scope:
+        return sorted(set(memory_ids))
+    return sorted(ledger.erased_ids(config.state_dir, scope) | holding.scope_ids(config, scope))
+
+
+def run_purge(
+    config: Config,
+    memory_ids: Sequence[str],
+    now: datetime,
+    remote: bool,
+    *,
+    scope: Mapping[str, str] | None = None,
+    delete_versions: bool = False,
+    dry_run: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> Purged:
+    """Rewrite every local snapshot holding the memories; look for them in the bucket's versions.
+
+    With ``remote``: remote-only snapshots are downloaded first, the rewritten ones the bucket
+    has are uploaded again. With ``[s3]`` set, the noncurrent versions holding any memory of
+    this run or of the erasure ledger are listed (``erase.versions.scan``) on every run, and
+    ``delete_versions`` deletes them. ``dry_run`` downloads and changes nothing (only the scan's
+    verdict cache is written). ``progress(done, total)`` follows the versions read.
+
+    Raises:
+        ConfigError: an encrypted snapshot and no key; ``delete_versions`` without ``[s3]``.
+        UnavailableError: a rewritten snapshot fails verification; S3 fails with ``remote``
+            or ``delete_versions`` (without them an unreachable bucket is ``scan_error``).
+    """
     bucket = repository.remote(config) if remote else None
     local = repository.local(config)
     remote_ids = {e.id for e in bucket.list() if e.complete} if bucket else set()
-    for remote_id in sorted(remote_ids - {i.id for i in local.infos()}):
-        assert bucket is not None
-        bucket.fetch(remote_id, local.directory)
-        if remote_id in set(erase.snapshots_holding(config, memory_ids)):
-            holding.add(remote_id)
-        else:
-            local.delete(remote_id)
-    for info in local.infos():
-        if info.complete and info.id in holding:
-            purge_snapshot(config, info, memory_ids, now)
-            rewritten.append(info.id)
-            if bucket is not None and info.id in remote_ids:
+    fetched = [] if dry_run else _fetch_remote_only(local, bucket, remote_ids)
+    ids = resolve_ids(config, memory_ids, scope)
+    held = erase.snapshots_holding(config, ids)
+    for snapshot_id in fetched:
+        if snapshot_id not in held:
+            local.delete(snapshot_id)
+    rewritten: list[str] = []
+    uploaded: list[str] = []
+    if not dry_run:
+        ledger.record(config.state_dir, ids, scope, now)
+        for info in local.infos():
+            if not info.complete:
+                continue
+            if info.id in held:
+                purge_snapshot(config, info, ids, now)
+                rewritten.append(info.id)
+            if bucket is not None and info.id in remote_ids and _differs(local, bucket, info.id):
+                # rewritten now, or purged here earlier without --remote
                 _upload(local, bucket, info.id)
                 uploaded.append(info.id)
-        elif (
-            info.complete
-            and bucket is not None
-            and info.id in remote_ids
-            and _differs(local, bucket, info.id)
-        ):
-            # purged here earlier (without --remote): the bucket may still hold the old copy
-            _upload(local, bucket, info.id)
-            uploaded.append(info.id)
-    versions = (
-        [v for snapshot_id in uploaded for v in bucket.noncurrent_versions(snapshot_id)]
-        if bucket
-        else []
+    done = Purged(
+        memory_ids=tuple(ids), holding=tuple(held), rewritten=tuple(rewritten),
+        uploaded=tuple(uploaded),
+    )  # fmt: skip
+    return _versions(
+        config, done, ids, delete_versions=delete_versions and not dry_run, progress=progress
     )
-    return Purged(
-        rewritten=tuple(rewritten), uploaded=tuple(uploaded), old_versions=tuple(versions)
-    )
+
+
+def _fetch_remote_only(
+    local: LocalRepository, bucket: S3Repository | None, remote_ids: set[str]
+) -> list[str]:
+    """Download the complete remote snapshots with no local copy; their ids."""
+    if bucket is None:
+        return []
+    fetched = sorted(remote_ids - {i.id for i in local.infos()})
+    for snapshot_id in fetched:
+        bucket.fetch(snapshot_id, local.directory)
+    return fetched
+
+
+def _versions(
+    config: Config,
+    done: Purged,
+    ids: Sequence[str],
+    *,
+    delete_versions: bool,
+    progress: Callable[[int, int], None] | None,
+) -> Purged:
+    """Scan the bucket's noncurrent versions (and delete the holding ones when asked)."""
+    if config.s3 is None:
+        if delete_versions:
+            repository.object_store(config)  # raises ConfigError: --delete-versions needs [s3]
+        return done
+    store = repository.object_store(config)
+    wanted = sorted(set(ids) | ledger.erased_ids(config.state_dir))
+    try:
+        scan = versions.scan(config, store, wanted, progress)
+    except UnavailableError as error:
+        if delete_versions:
+            raise
+        return replace(done, scan_error=f"unknown: S3 unreachable ({error.message})")
+    if not delete_versions or not scan.hits:
+        return replace(done, scan=scan)
+    deleted, kept = versions.delete(store, scan.hits)
+    return replace(done, scan=scan, deleted=tuple(deleted), kept=tuple(kept))
 
 
 def _upload(local: LocalRepository, bucket: S3Repository, snapshot_id: str) -> None:

@@ -358,6 +358,24 @@ class ObjectStore:
                 "s3:BypassGovernanceRetention can remove governance-mode locks",
             )
 
+    def retention_of(self, version: ObjectVersion) -> tuple[str | None, datetime | None]:
+        """The object lock retention of a version: ``(mode, retain-until UTC)``. Reads only.
+
+        Read from the version's HEAD (``x-amz-object-lock-*``); ``(None, None)`` when it has
+        none (a legal hold alone, or no object lock).
+
+        Raises:
+            UnavailableError: the version is gone, or the endpoint, bucket or credentials fail.
+        """
+        try:
+            response = self.client.head_object(
+                Bucket=self.bucket, Key=version.key, VersionId=version.version_id
+            )
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+            raise self._translate(error, f"read retention of {version.label}") from error
+        until = response.get("ObjectLockRetainUntilDate")
+        return response.get("ObjectLockMode"), until.astimezone(UTC) if until else None
+
     def list_multipart_uploads(self, prefix: str) -> list[MultipartUpload]:
         """Multipart uploads started under ``prefix`` and never completed or aborted. Reads only.
 

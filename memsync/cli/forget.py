@@ -119,16 +119,26 @@ def _text(command: str, done: forget.Forgotten) -> str:
         + (")" if done.route else "")
     )
     if done.erased:
-        holding = done.erased.get("snapshots_holding") or []
-        lines.append(
-            f"erased: {done.erased['history_rows_blanked']} history rows blanked, both stores rewritten; "
-            + (
-                f"snapshots still holding it: {', '.join(holding)} (memsync snapshot purge-memory)"
-                if holding
-                else "no snapshot holds it"
-            )
-        )
+        lines += _copies_lines(done.erased)
     return "\n".join(lines)
+
+
+def _copies_lines(erased: dict[str, Any]) -> list[str]:
+    """The erasure line and one line per copy still holding the text, with its command."""
+    copies = erased.get("copies") or []
+    lines = [
+        f"erased: {erased['history_rows_blanked']} history rows blanked, both stores rewritten; "
+        + (
+            f"{len(copies)} copies memsync knows of still hold it or may:"
+            if copies
+            else "no copy memsync knows of holds it"
+        )
+    ]
+    lines += [
+        f"  {c['holds']:<7} {c['kind']:<22} {c['where']}: {c['why']} -> {c['remove']}"
+        for c in copies
+    ]
+    return lines
 
 
 def run_forget(args: argparse.Namespace) -> int:

@@ -95,13 +95,21 @@ def register(
     purge = add(
         "purge-memory", "rewrite the snapshots that still hold erased memories (new checksums)"
     )
-    purge.add_argument("memory_ids", nargs="+", metavar="MEMORY_ID")
+    purge.add_argument("memory_ids", nargs="*", metavar="MEMORY_ID")
+    scope = purge.add_mutually_exclusive_group()
+    for flag, dest in (("--user", "user_id"), ("--agent", "agent_id"), ("--run", "run_id")):
+        scope.add_argument(flag, dest=dest, metavar="ID", help=f"every memory of this {dest}")
     purge.add_argument(
         "--remote", action="store_true", help="also the bucket's copies (re-uploaded)"
     )
+    purge.add_argument(
+        "--delete-versions",
+        action="store_true",
+        help="delete the noncurrent S3 object versions that still hold erased memories",
+    )
     purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     purge.add_argument(
-        "--dry-run", action="store_true", help="list the snapshots that hold them; change nothing"
+        "--dry-run", action="store_true", help="list what holds them; change nothing"
     )
     purge.set_defaults(run=run_purge)
     snapshot_retention.register(add)  # prune, pin, unpin
@@ -346,35 +354,32 @@ def run_download(args: argparse.Namespace) -> int:
 
 
 def run_purge(args: argparse.Namespace) -> int:
-    """Rewrite the snapshots holding the memories; exit 0."""
-    from memsync import erase, purge
+    """Rewrite the snapshots holding the memories, list (and delete) the S3 versions; exit 0, 11."""
+    from memsync import purge
+    from memsync.cli import purge_report
 
+    scope = {k: v for k in ("user_id", "agent_id", "run_id") if (v := getattr(args, k))}
+    if bool(args.memory_ids) == bool(scope):
+        raise UsageError("purge-memory needs MEMORY_ID... or one of --user/--agent/--run")
     config = load_config(args)
-    holding = erase.snapshots_holding(config, args.memory_ids)
-    if args.dry_run:
-        return _emit(
-            args,
-            {"command": "snapshot purge-memory", "dry_run": True, "holding": holding},
-            "\n".join(
-                [f"holds them: {i}" for i in holding]
-                + [f"{len(holding)} local snapshots hold them"]
-            ),
-        )
-    _confirm(args, f"rewrite {len(holding)} snapshots without {len(args.memory_ids)} memories")
-    with operation_lock(config.state_dir, "snapshot purge-memory"):
-        done = purge.run_purge(config, args.memory_ids, _now(), args.remote)
-    document = {
-        "command": "snapshot purge-memory",
-        "rewritten": list(done.rewritten),
-        "uploaded": list(done.uploaded),
-        "old_versions": list(done.old_versions),
-    }
-    text = f"rewrote {len(done.rewritten)} snapshot(s)" + (
-        f", re-uploaded {len(done.uploaded)}" if done.uploaded else ""
-    )
-    if done.old_versions:
-        text += f"; {len(done.old_versions)} older S3 object versions still hold the text (delete them by version id)"
-    return _emit(args, document, text)
+    if not args.dry_run:
+        _confirm(args, "rewrite the snapshots holding these memories"
+                 + (" and delete the S3 versions holding erased ones" if args.delete_versions else ""))  # fmt: skip
+    with (
+        operation_lock(config.state_dir, "snapshot purge-memory"),
+        render.progress("reading S3 versions") as progress,
+    ):
+        done = purge.run_purge(
+            config, args.memory_ids, _now(), args.remote, scope=scope or None,
+            delete_versions=args.delete_versions, dry_run=args.dry_run, progress=progress,
+        )  # fmt: skip
+    document = purge_report.document(done, dry_run=args.dry_run, scope=scope)
+    _emit(args, document, purge_report.text(done, dry_run=args.dry_run))
+    if done.kept:  # object lock refused: the report above names each version kept
+        message, hint = purge_report.refusal(done)
+        render.exit_error(int(ExitCode.UNAVAILABLE), message, hint, as_json=bool(args.json))
+        return int(ExitCode.UNAVAILABLE)
+    return 0
 
 
 def _confirm(args: argparse.Namespace, what: str) -> None:

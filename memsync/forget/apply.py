@@ -293,7 +293,10 @@ def delete_with(
 def finish(
     config: Config, now: datetime, ask: Ask, done: Deleted, taken: routes.Taken
 ) -> Forgotten:
-    """After the route closed: erase (unless the window did), then prove from a new capture.
+    """After the route closed: erase (unless the window did), list copies, prove.
+
+    The copies still holding the text come from ``erase.copies_left``; the proof from a new
+    capture.
 
     History and file rewrites need no route; on a window they run inside it (the app is
     stopped: a long ``VACUUM`` blocks nobody), through the agent with the app's writes held.
@@ -320,6 +323,8 @@ def finish(
                 lease_ran_out=pause.get("lease_ran_out"),
             )  # fmt: skip
     (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
+    if to_erase:  # after the route closed: snapshots and the bucket are read
+        erased = {**erased, **erasure.copies_left(config, to_erase, ask.scope)}
     unproven = prove_gone(reread(config, now), targets.all)
     if not unproven:
         clear_intent(config)

@@ -4,8 +4,9 @@ History rows keep their events and times but lose their text (a DELETE row by ``
 with no text records the erasure); raw ``messages`` of scopes left without memories go; both
 SQLite files are rewritten (``secure_delete``, ``VACUUM``) so no free page keeps the text;
 memsync's own work copies, stale ``.partial`` snapshots, reconcile journals and pre-restore
-copies are purged too. Snapshots that still hold the memory are listed
-(``memsync snapshot purge-memory`` rewrites them).
+copies are purged too. The ids are added to the erasure ledger (``erase.ledger``: ids only),
+and every copy memsync knows of that still holds the text is listed (``erase.copies``), each
+with the command that removes it.
 """
 
 from __future__ import annotations
@@ -19,10 +20,21 @@ from typing import Any
 
 from memsync import check, state
 from memsync.config import Config
+from memsync.erase import copies, ledger
+from memsync.erase.holding import snapshots_holding
+from memsync.errors import MemsyncError
 from memsync.model import Inventory
 from memsync.stores import deployment, snapshots
 from memsync.stores.sqlite_files import translate
-from memsync.stores.vector_store import VectorStore, vector_store_for
+from memsync.stores.vector_store import vector_store_for
+
+__all__ = [
+    "blank_history",
+    "copies_left",
+    "erase_texts",
+    "purge_own_copies",
+    "snapshots_holding",
+]
 
 
 def _scope_fields(scope: str) -> dict[str, str]:
@@ -48,8 +60,9 @@ def erase_texts(
 ) -> dict[str, Any]:
     """Remove the texts of deleted memories from every place memsync controls.
 
-    Blanks their history texts, drops raw messages of scopes left empty, VACUUMs the stores and
-    purges memsync's own copies. Returns what was done and which snapshots still hold them.
+    Blanks their history texts, drops raw messages of scopes left empty, VACUUMs the stores,
+    purges memsync's own copies and records the ids in the erasure ledger. Returns what was
+    done; ``copies_left`` lists what still holds them.
     """
     scopes = {
         check.session_scope(before.points[m].payload) for m in memory_ids if m in before.points
@@ -71,11 +84,34 @@ def erase_texts(
     rows = blank_history(config.history_db_path, memory_ids, empty_scopes, now)
     vector_store_for(config).compact()
     purged = purge_own_copies(config, memory_ids, empty_scopes, now)
+    ledger.record(config.state_dir, memory_ids, scope, now)
     return {
         "history_rows_blanked": rows,
         "message_scopes_removed": empty_scopes,
         "purged": purged,
-        "snapshots_holding": snapshots_holding(config, memory_ids),
+    }
+
+
+def copies_left(
+    config: Config, memory_ids: Sequence[str], scope: dict[str, str] | None
+) -> dict[str, Any]:
+    """``{"copies": [...], "snapshots_holding": [ids]}``: what still holds the erased text.
+
+    Run after the route closed (it reads snapshots and the bucket: never inside a window).
+    See ``erase.copies.copies_holding``.
+    """
+    try:
+        found = copies.copies_holding(config, memory_ids, scope)
+    except MemsyncError as error:  # the erasure is done: the listing never undoes its success
+        found = [
+            {"kind": "copies", "where": str(config.source), "snapshot_id": None,
+             "holds": "unknown", "why": f"unknown: the copies could not be listed ({error.message})",
+             "remove": "fix the cause, then: memsync snapshot purge-memory "
+             f"{copies.selector(memory_ids, scope)} --dry-run"}
+        ]  # fmt: skip
+    return {
+        "snapshots_holding": [c["snapshot_id"] for c in found if c["kind"] == "local-snapshot"],
+        "copies": found,
     }
 
 
@@ -165,42 +201,3 @@ def purge_own_copies(
             blank_history(copy, memory_ids, scopes, now, record=False)
         done.append(str(copy))
     return done
-
-
-def snapshots_holding(config: Config, memory_ids: Sequence[str]) -> list[str]:
-    """List the local snapshots whose files still hold any of the memories.
-
-    Matched by history rows with text or by points. Encrypted snapshots are listed when they
-    might (their bytes cannot be searched).
-    """
-    holding: list[str] = []
-    if config.snapshot.directory is None:
-        return holding
-    for info in snapshots.iter_local(config.snapshot.directory):
-        if not info.complete:
-            continue
-        if info.manifest is not None and info.manifest.encrypted:
-            holding.append(info.id)
-            continue
-        if _snapshot_holds(info.path, vector_store_for(config), memory_ids):
-            holding.append(info.id)
-    return holding
-
-
-def _snapshot_holds(root: Path, store: VectorStore, memory_ids: Sequence[str]) -> bool:
-    history_db = root / "history.db"
-    if history_db.is_file():
-        connection = sqlite3.connect(f"file:{history_db}?mode=ro", uri=True)
-        try:
-            marks = ",".join("?" * len(memory_ids))
-            found = connection.execute(
-                f"SELECT 1 FROM history WHERE memory_id IN ({marks}) AND "
-                "(old_memory IS NOT NULL OR new_memory IS NOT NULL) LIMIT 1",
-                list(memory_ids),
-            ).fetchone()
-        finally:
-            connection.close()
-        if found:
-            return True
-    vectors = root / store.capture_dir
-    return any(store.find_point(vectors, store.collection, m) is not None for m in memory_ids)

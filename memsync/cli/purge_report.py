@@ -1,0 +1,106 @@
+"""The ``snapshot purge-memory`` report: its ``--json`` document and its text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memsync.purge import Purged
+
+
+def document(done: Purged, *, dry_run: bool, scope: dict[str, str]) -> dict[str, Any]:
+    """The ``--json`` document (docs/reference/json-output.md, "snapshot purge-memory")."""
+    scan = done.scan
+    hits = [h.to_json() for h in scan.hits] if scan else []
+    return {
+        "command": "snapshot purge-memory",
+        "dry_run": dry_run,
+        "scope": scope or None,
+        "memory_ids": list(done.memory_ids),
+        "holding": list(done.holding),
+        "rewritten": list(done.rewritten),
+        "uploaded": list(done.uploaded),
+        "old_versions": [h["version"] for h in hits if h["version"] not in done.deleted],
+        "versions": {
+            "status": "unknown" if done.scan_error else ("checked" if scan else "no-s3"),
+            "why": done.scan_error,
+            "holding": hits,
+            "unreadable": [
+                {"version": label, "why": why} for label, why in sorted(scan.unreadable.items())
+            ]
+            if scan
+            else [],
+            "downloaded": scan.downloaded if scan else 0,
+            "cached": scan.cached if scan else 0,
+            "deleted": list(done.deleted),
+            "kept": [k.to_json() for k in done.kept],
+        },
+    }
+
+
+def text(done: Purged, *, dry_run: bool) -> str:
+    """The text report: what holds the memories, what was rewritten, the versions."""
+    if dry_run:
+        lines = [f"holds them: {i}" for i in done.holding]
+        lines.append(
+            f"{len(done.holding)} local snapshots hold {len(done.memory_ids)} memories "
+            "(remote-only snapshots are read by a run with --remote)"
+        )
+    else:
+        lines = [
+            f"rewrote {len(done.rewritten)} snapshot(s)"
+            + (f", re-uploaded {len(done.uploaded)}" if done.uploaded else "")
+            + f" ({len(done.memory_ids)} memories)"
+        ]
+    lines += _version_lines(done, dry_run)
+    return "\n".join(lines)
+
+
+def _version_lines(done: Purged, dry_run: bool) -> list[str]:
+    if done.scan_error:
+        return [f"noncurrent S3 versions: {done.scan_error}"]
+    scan = done.scan
+    if scan is None:
+        return []
+    deleted = set(done.deleted)
+    kept = {k.version.label: k for k in done.kept}
+    lines = []
+    for hit in scan.hits:
+        label = hit.version.label
+        if label in deleted:
+            lines.append(f"deleted {label}")
+        elif label in kept:
+            until = kept[label].retain_until
+            lines.append(
+                f"KEPT    {label}: object lock"
+                + (f", retained until {until.isoformat()}" if until else "")
+            )
+        else:
+            lines.append(
+                f"{'would delete' if dry_run else 'holds'} {label} "
+                f"({len(hit.memory_ids)} erased memories)"
+            )
+    lines += [f"unreadable {label}: {why}" for label, why in sorted(scan.unreadable.items())]
+    left = len(scan.hits) - len(deleted)
+    lines.append(
+        f"noncurrent S3 versions holding erased memories: {len(scan.hits)}, deleted "
+        f"{len(deleted)}, left {left}"
+        + (
+            " (memsync snapshot purge-memory ... --delete-versions deletes them)"
+            if left and not done.kept and not dry_run
+            else ""
+        )
+        + f"; read {scan.downloaded}, known from earlier runs {scan.cached}"
+    )
+    return lines
+
+
+def refusal(done: Purged) -> tuple[str, str]:
+    """The exit-11 error line when object lock kept versions: ``(message, hint)``."""
+    first = done.kept[0]
+    until = f" (retained until {first.retain_until.isoformat()})" if first.retain_until else ""
+    return (
+        f"object lock kept {len(done.kept)} noncurrent S3 version(s) holding erased memories, "
+        f"first {first.version.label}{until}",
+        "delete them once their retention ends (run this again then); every other version "
+        "holding them was deleted",
+    )

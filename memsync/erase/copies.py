@@ -1,0 +1,220 @@
+"""Every copy memsync knows of that still holds erased memories, with the command removing it.
+
+Looked at, in order: local snapshots (``<snapshot.directory>/<id>/``, read as the stores read
+them, sealed ones opened with the configured key), snapshots still being created, the work
+directories an interrupted ``purge-memory`` left (``<id>.purging``, ``<id>.purged-old``),
+``.pre-restore-*`` copies ``restore`` moved aside, an unfinished reconcile journal naming the
+memories (its actions carry texts), and with ``[s3]`` the bucket: remote snapshots (a remote
+copy with the same manifest as a local one is judged by the local one; others are not
+downloaded: "maybe") and noncurrent object versions (``erase.versions``). An unreachable
+bucket is one entry ``"holds": "unknown"``. The forget and erase journals, the pending queue,
+the erasure ledger and window markers hold ids or scopes, never text, and are not listed;
+copies memsync did not make or does not track (``snapshot download DIR``, copies an operator
+made) are outside what it knows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from memsync import repository, state
+from memsync.config import Config
+from memsync.erase import ledger, versions
+from memsync.erase.holding import history_holds, points_held, snapshot_holds
+from memsync.errors import UnavailableError
+from memsync.stores import snapshots
+from memsync.stores.vector_store import vector_store_for
+
+RECONCILE_JOURNAL = "reconcile-journal.json"
+
+
+def _copy(
+    kind: str, where: str, holds: str, why: str, remove: str, snapshot_id: str | None = None
+) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "where": where,
+        "snapshot_id": snapshot_id,
+        "holds": holds,
+        "why": why,
+        "remove": remove,
+    }
+
+
+def selector(memory_ids: Sequence[str], scope: Mapping[str, str] | None) -> str:
+    """The ``purge-memory`` arguments naming these memories (``--user ID`` or the ids). Pure."""
+    flags = {"user_id": "--user", "agent_id": "--agent", "run_id": "--run"}
+    if scope and len(scope) == 1:
+        ((key, value),) = scope.items()
+        return f"{flags[key]} {value}"
+    return " ".join(sorted(memory_ids))
+
+
+def copies_holding(
+    config: Config, memory_ids: Sequence[str], scope: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Every copy that holds, may hold or could not be read for ``memory_ids``.
+
+    ``[{kind, where, snapshot_id, holds, why, remove}]``: ``holds`` is ``"yes"``, ``"maybe"``
+    or ``"unknown"`` (not reachable); ``remove`` the command that removes it.
+
+    Reads the copies (noncurrent S3 versions are downloaded into ``work_dir`` and removed
+    afterwards); writes only the versions' verdict cache (``erase.versions``). A copy that
+    cannot be read is ``"maybe"`` with the reason.
+
+    Raises:
+        ConfigError: a key file is unreadable.
+    """
+    if not memory_ids:
+        return []
+    purge = f"memsync snapshot purge-memory {selector(memory_ids, scope)} --yes"
+    local, found = _local(config, memory_ids, purge)
+    found += _pre_restore(config, memory_ids) + _journal(config, memory_ids)
+    if config.s3 is not None:
+        found += _remote(config, memory_ids, purge, local)
+    return found
+
+
+def _local(
+    config: Config, memory_ids: Sequence[str], purge: str
+) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """``({snapshot id: "yes"|"maybe"}, copies)`` of the local snapshot directory."""
+    verdicts: dict[str, str] = {}
+    found: list[dict[str, Any]] = []
+    directory = config.snapshot.directory
+    if directory is None:
+        return verdicts, found
+    for info in snapshots.iter_local(directory):
+        if not info.complete:
+            found.append(
+                _copy("local-snapshot-partial", str(info.path), "maybe",
+                      "a snapshot being created: not read",
+                      f"let it finish, then {purge}", info.id)
+            )  # fmt: skip
+            continue
+        try:
+            holds = snapshot_holds(config, info, memory_ids)
+            why = "its files hold them" if holds else "sealed and no snapshot.encrypt_key_file set"
+        except UnavailableError as error:
+            holds, why = None, f"not readable: {error.message}"
+        if holds is False:
+            continue
+        verdicts[info.id] = "yes" if holds else "maybe"
+        found.append(
+            _copy("local-snapshot", str(info.path), verdicts[info.id], why, purge, info.id)
+        )
+    for leftover in sorted([*directory.glob("*.purging"), *directory.glob("*.purged-old")]):
+        snapshot_id = leftover.name.rsplit(".", 1)[0]
+        found.append(
+            _copy("purge-leftover", str(leftover), "maybe",
+                  "an interrupted purge-memory left it",
+                  f"if memsync snapshot verify {snapshot_id} passes: rm -r {leftover}; "
+                  f"otherwise move it back to {directory / snapshot_id} and run {purge}",
+                  snapshot_id)
+        )  # fmt: skip
+    return verdicts, found
+
+
+def _pre_restore(config: Config, memory_ids: Sequence[str]) -> list[dict[str, Any]]:
+    store = vector_store_for(config)
+    found = []
+    for copy in state.pre_restore_copies([store.location, config.history_db_path]):
+        try:
+            held = (
+                points_held(store, copy, store.collection, memory_ids)
+                if copy.is_dir()
+                else history_holds(copy, memory_ids)
+            )
+            holds, why = ("yes" if held else ""), "files a restore moved aside"
+        except UnavailableError as error:
+            holds, why = "maybe", f"files a restore moved aside, not readable: {error.message}"
+        if holds:
+            found.append(_copy("pre-restore-copy", str(copy), holds, why, f"rm -r {copy}"))
+    return found
+
+
+def _journal(config: Config, memory_ids: Sequence[str]) -> list[dict[str, Any]]:
+    path: Path = config.state_dir / RECONCILE_JOURNAL
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(document, dict) or document.get("status") == "done":
+        return []
+    actions = document.get("actions")
+    if not isinstance(actions, list):
+        return []
+    if not {a.get("memory_id") for a in actions if isinstance(a, dict)} & set(memory_ids):
+        return []
+    return [
+        _copy("reconcile-journal", str(path), "yes",
+              "an unfinished reconcile plan: its actions carry texts",
+              "memsync reconcile --yes (finishes it), then memsync forget --erase again")
+    ]  # fmt: skip
+
+
+def _remote(
+    config: Config, memory_ids: Sequence[str], purge: str, local: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """The bucket's snapshots and noncurrent versions; one ``unknown`` entry when unreachable."""
+    bucket = repository.remote(config)
+    local_repo = repository.local_or_none(config)
+    command = f"{purge} --remote"
+    found: list[dict[str, Any]] = []
+    try:
+        for entry in bucket.list():
+            where = bucket.location(entry.id)
+            if not entry.complete:
+                found.append(
+                    _copy("remote-snapshot", where, "maybe", "an incomplete upload: not read",
+                          "memsync snapshot prune --remote --yes", entry.id)
+                )  # fmt: skip
+            elif _local_manifest(local_repo, entry.id) != entry.manifest:
+                found.append(
+                    _copy("remote-snapshot", where, "maybe",
+                          "not read here (remote only, or other than the local copy)",
+                          command, entry.id)
+                )  # fmt: skip
+            elif entry.id in local:  # the same bytes as the local copy that holds them
+                found.append(
+                    _copy("remote-snapshot", where, local[entry.id],
+                          "the same snapshot as the local copy holding them", command, entry.id)
+                )  # fmt: skip
+        # the ledger's whole set, as purge-memory scans: one verdict cache serves both
+        wanted = sorted(set(memory_ids) | ledger.erased_ids(config.state_dir))
+        scan = versions.scan(config, bucket.store, wanted)
+    except UnavailableError as error:
+        return [*found, _unknown(bucket.where, error, purge)]
+    ours = set(memory_ids)
+    delete = f"{purge} --delete-versions"
+    found += [
+        _copy("s3-version", h.version.label, "yes", "a noncurrent object version holds them",
+              delete, h.snapshot_id)
+        for h in scan.hits
+        if ours & set(h.memory_ids)
+    ]  # fmt: skip
+    found += [
+        _copy("s3-version", label, "maybe", f"not readable: {why}", delete)
+        for label, why in sorted(scan.unreadable.items())
+    ]
+    return found
+
+
+def _local_manifest(local_repo: repository.LocalRepository | None, snapshot_id: str) -> object:
+    """The local copy's manifest, or None when there is no readable local copy."""
+    if local_repo is None or not local_repo.exists(snapshot_id):
+        return None
+    try:
+        return local_repo.read_manifest(snapshot_id)
+    except UnavailableError:
+        return None
+
+
+def _unknown(where: str, error: UnavailableError, purge: str) -> dict[str, Any]:
+    return _copy(
+        "s3", where, "unknown", f"unknown: S3 unreachable ({error.message})",
+        f"once S3 answers: {purge} --remote --delete-versions",
+    )  # fmt: skip

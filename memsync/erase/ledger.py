@@ -1,0 +1,79 @@
+"""The erasure ledger (``<state_dir>/erasures.json``): which memory ids were erased, never their text.
+
+``forget --erase`` and ``snapshot purge-memory`` append one record per run: the UTC time, the
+memory ids and the scope asked for, its values kept only as sha256 digests
+(``{"user_id": "sha256:…"}``), so the ledger names no user. Later runs of
+``snapshot purge-memory`` read it to find the ids of a scope whose memories are gone from the
+live store and from every local snapshot, and to look for every erased memory in the bucket's
+noncurrent object versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memsync.errors import UnavailableError
+from memsync.state import write_json_atomic
+
+LEDGER = "erasures.json"
+
+
+def digest(value: str) -> str:
+    """``sha256:<hex>`` of a scope value (a user, agent or run id). Pure."""
+    return "sha256:" + hashlib.sha256(value.encode("utf-8")).hexdigest()
+
+
+def _load(state_dir: Path) -> list[dict[str, Any]]:
+    try:
+        document = json.loads((state_dir / LEDGER).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as error:
+        raise UnavailableError(
+            f"erasure ledger {state_dir / LEDGER} is unreadable ({type(error).__name__})",
+            "restore it from a backup of the state directory, or move it aside (the ids of "
+            "earlier erasures are then found only in snapshots)",
+        ) from error
+    records = document.get("erasures") if isinstance(document, dict) else None
+    return [r for r in records or [] if isinstance(r, dict)]
+
+
+def record(
+    state_dir: Path, memory_ids: Sequence[str], scope: Mapping[str, str] | None, now: datetime
+) -> None:
+    """Append one erasure (ids, hashed scope, time). Writes the ledger atomically (0600).
+
+    Raises:
+        UnavailableError: the ledger exists and cannot be read.
+    """
+    if not memory_ids:
+        return
+    records = _load(state_dir)
+    records.append(
+        {
+            "at": now.isoformat(),
+            "memory_ids": sorted(set(memory_ids)),
+            "scope": {key: digest(value) for key, value in (scope or {}).items()},
+        }
+    )
+    write_json_atomic(state_dir / LEDGER, {"erasures": records})
+
+
+def erased_ids(state_dir: Path, scope: Mapping[str, str] | None = None) -> set[str]:
+    """Every erased memory id, or those of erasures asked for exactly ``scope``. Reads only.
+
+    Raises:
+        UnavailableError: the ledger is unreadable.
+    """
+    wanted = {key: digest(value) for key, value in (scope or {}).items()}
+    return {
+        str(memory_id)
+        for entry in _load(state_dir)
+        if not wanted or entry.get("scope") == wanted
+        for memory_id in entry.get("memory_ids") or []
+    }

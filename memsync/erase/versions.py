@@ -1,0 +1,215 @@
+"""Noncurrent S3 object versions that still hold erased memories, and their deletion.
+
+A versioned bucket keeps every object memsync overwrote (a snapshot that ``purge-memory``
+rewrote and uploaded again) or deleted (retention) as a noncurrent version. Every noncurrent
+version under memsync's prefix that can hold memory text is read as its store reads it
+(``erase.holding``): ``<id>/history.db`` (a history row of an erased id with text) and the files
+under ``<id>/<capture_dir>/`` (a point of an erased id in the memory collection). A sealed
+version is opened with ``snapshot.encrypt_key_file`` first; without the key it is "unreadable".
+Manifests and sidecars (``manifest.json``, ``verified.json``, ...) hold no memory text and are not
+read. A version id names bytes that never change, so each verdict is kept in
+``<state_dir>/erasure-scan.json`` for the set of ids it was read for: a later run with the same
+ids downloads only versions it has not read (a new erasure reads them all once more).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from memsync import repository, seal
+from memsync.config import Config
+from memsync.erase.holding import HISTORY, history_holds, points_held, work_directory
+from memsync.errors import MemsyncError, UnavailableError
+from memsync.s3 import ObjectLockedError, ObjectStore, ObjectVersion
+from memsync.state import write_json_atomic
+from memsync.stores.manifest_schema import ID_PATTERN
+from memsync.stores.vector_store import vector_store_for
+
+CACHE = "erasure-scan.json"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hit:
+    """A noncurrent object version holding erased memories (``memory_ids``: which of them)."""
+
+    version: ObjectVersion
+    snapshot_id: str
+    memory_ids: tuple[str, ...]
+
+    def to_json(self) -> dict[str, object]:
+        """``{"version", "key", "version_id", "snapshot_id", "memories"}`` (a count, never text)."""
+        return {
+            "version": self.version.label,
+            "key": self.version.key,
+            "version_id": self.version.version_id,
+            "snapshot_id": self.snapshot_id,
+            "memories": len(self.memory_ids),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VersionScan:
+    """What a scan found: holding versions, unreadable ones (label -> why), how many were read."""
+
+    hits: tuple[Hit, ...] = ()
+    unreadable: dict[str, str]
+    downloaded: int = 0
+    cached: int = 0
+
+
+def _ids_digest(memory_ids: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(set(memory_ids))).encode()).hexdigest()
+
+
+def _load_cache(state_dir: Path, digest: str) -> dict[str, list[str]]:
+    try:
+        document = json.loads((state_dir / CACHE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # a lost cache costs downloads, never a wrong answer
+    if not isinstance(document, dict) or document.get("ids_sha256") != digest:
+        return {}
+    verdicts = document.get("verdicts")
+    return {str(k): list(v) for k, v in verdicts.items()} if isinstance(verdicts, dict) else {}
+
+
+def candidates(store: ObjectStore, capture_dir: str) -> list[tuple[str, str, ObjectVersion]]:
+    """``(snapshot id, path, version)`` of every noncurrent version that can hold memory text.
+
+    Raises:
+        UnavailableError: the bucket cannot be listed.
+    """
+    base = store.key("") + "/" if store.prefix else ""
+    found = []
+    for version in store.list_versions(base):
+        if version.latest or version.delete_marker:
+            continue
+        snapshot_id, _, path = version.key[len(base) :].partition("/")
+        if ID_PATTERN.match(snapshot_id) and (
+            path == HISTORY or path.startswith(capture_dir + "/")
+        ):
+            found.append((snapshot_id, path, version))
+    return found
+
+
+def _read(
+    config: Config, store: ObjectStore, path: str, version: ObjectVersion, ids: Sequence[str]
+) -> list[str]:
+    """The erased ids one version holds. Raises MemsyncError when it cannot be read."""
+    vectors = vector_store_for(config)
+    with work_directory(config) as work:
+        target = work / "plain" / path
+        target.parent.mkdir(parents=True, mode=0o700)
+        data = store.get_version_bytes(version)
+        if data.startswith(seal.MAGIC):
+            key = repository.encryption_key(config)
+            if key is None:
+                raise MemsyncError(
+                    "sealed, and no snapshot.encrypt_key_file is set to open it",
+                    "set the key the snapshot was made with",
+                )
+            sealed = work / "sealed"
+            sealed.write_bytes(data)
+            try:
+                seal.open_file(sealed, target, key, path)
+            except seal.SealError as error:
+                raise MemsyncError(str(error), "set the key the snapshot was made with") from error
+        else:
+            target.write_bytes(data)
+        if path == HISTORY:
+            return sorted(history_holds(target, ids))
+        root = work / "plain" / vectors.capture_dir
+        return sorted(points_held(vectors, root, vectors.collection, ids))
+
+
+def scan(
+    config: Config,
+    store: ObjectStore,
+    memory_ids: Sequence[str],
+    progress: Callable[[int, int], None] | None = None,
+) -> VersionScan:
+    """Find the noncurrent versions under the prefix that hold any of ``memory_ids``.
+
+    Downloads only versions without a cached verdict for these ids; writes the cache atomically.
+
+    Raises:
+        UnavailableError: the bucket cannot be listed (a version that cannot be read is
+            reported in ``unreadable`` instead).
+    """
+    if not memory_ids:
+        return VersionScan(unreadable={})
+    digest = _ids_digest(memory_ids)
+    cache = _load_cache(config.state_dir, digest)
+    listed = candidates(store, vector_store_for(config).capture_dir)
+    hits, unreadable, downloaded, cached = [], {}, 0, 0
+    verdicts: dict[str, list[str]] = {}
+    for index, (snapshot_id, path, version) in enumerate(listed):
+        if version.label in cache:
+            held, cached = cache[version.label], cached + 1
+        else:
+            try:
+                held = _read(config, store, path, version, memory_ids)
+            except MemsyncError as error:
+                unreadable[version.label] = error.message
+                continue
+            downloaded += 1
+        verdicts[version.label] = held
+        if held:
+            hits.append(Hit(version=version, snapshot_id=snapshot_id, memory_ids=tuple(held)))
+        if progress is not None:
+            progress(index + 1, len(listed))
+    config.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_json_atomic(config.state_dir / CACHE, {"ids_sha256": digest, "verdicts": verdicts})
+    return VersionScan(
+        hits=tuple(hits), unreadable=unreadable, downloaded=downloaded, cached=cached
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Kept:
+    """A version object lock kept: its retention mode and end (UTC) when the bucket says."""
+
+    version: ObjectVersion
+    mode: str | None
+    retain_until: datetime | None
+
+    def to_json(self) -> dict[str, object]:
+        """``{"version", "mode", "retain_until"}``."""
+        return {
+            "version": self.version.label,
+            "mode": self.mode,
+            "retain_until": self.retain_until.isoformat() if self.retain_until else None,
+        }
+
+
+def delete(store: ObjectStore, hits: Sequence[Hit]) -> tuple[list[str], list[Kept]]:
+    """Delete the holding versions for good: ``(labels deleted, versions object lock kept)``.
+
+    Idempotent. Every version object lock refuses stays and is returned with its retention.
+
+    Raises:
+        UnavailableError: the endpoint, bucket or credentials fail.
+    """
+    versions = [hit.version for hit in hits]
+    try:
+        store.delete_versions(versions)
+    except ObjectLockedError:
+        base = store.key("") + "/" if store.prefix else ""
+        left = {v.label for v in store.list_versions(base)}
+        kept = [_kept(store, v) for v in versions if v.label in left]
+        kept_labels = {k.version.label for k in kept}
+        return [v.label for v in versions if v.label not in kept_labels], kept
+    return [v.label for v in versions], []
+
+
+def _kept(store: ObjectStore, version: ObjectVersion) -> Kept:
+    """A version object lock kept, with its retention when the bucket says (None otherwise)."""
+    try:
+        mode, until = store.retention_of(version)
+    except UnavailableError:
+        mode, until = None, None
+    return Kept(version=version, mode=mode, retain_until=until)
