@@ -14,7 +14,10 @@
    a byte search of every file;
 8. runs the daemon for a few seconds and shows ``memsync status``;
 9. starts the app as a real process with ``memsync.agent`` attached, writing continuously, and
-   prunes, erases a user, reconciles and snapshots through it (``memsync.demo.live``).
+   prunes, erases a user, reconciles and snapshots through it (``memsync.demo.live``);
+10. undoes a mistaken ``forget --user`` with ``memsync recover``, then reproduces a bulk
+   deletion (mem0's ``delete_all`` for one user), which trips the mass-deletion tripwire and
+   pins the snapshot before it, and recovers that user from it (``memsync.demo.backups``).
 
 Every memsync step runs the real CLI as a subprocess. Exits 0 only when every expectation
 holds; the deployment is left in ``$MEMSYNC_DEMO_DIR`` (default ``./demo-run``) to look at.
@@ -33,8 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memsync.demo import backups, live
 from memsync.demo import deployment as build
-from memsync.demo import live
 
 MEMORIES = int(os.environ.get("MEMSYNC_DEMO_MEMORIES", "2000"))
 
@@ -177,7 +180,8 @@ def main() -> int:
     heading("done")
     say("Every drift was named by its code and memory id, the snapshot restored both stores,")
     say("reconcile settled a restore mix-up, and an erased memory left no byte behind;")
-    say("with the app running, every write went through its agent and none of its writes failed.")
+    say("with the app running, every write went through its agent and none of its writes failed;")
+    say("the tripwire caught a bulk deletion, and recover brought back exactly what was lost.")
     say(
         f"The deployment is in {root}, healthy; what restore moved aside is beside it (*.pre-restore-*)."
     )
@@ -445,6 +449,8 @@ def daemon_act(paths: build.Paths, config: Path) -> None:
         raise DemoFailed(f"daemon exited {process.returncode}, status exited {status.returncode}")
     heading("9. maintenance while the app runs, through its agent")
     live.live_act(paths, config, memsync, say, DemoFailed)
+    heading("10. a mistaken forget and a bulk deletion, each undone by recover")
+    backups.backups_act(paths, config, memsync, say, DemoFailed)
 
 
 def snapshot_ids(config: Path) -> list[str]:
