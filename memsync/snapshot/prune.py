@@ -17,7 +17,13 @@ import structlog
 
 from memsync import repository
 from memsync.config import Config
-from memsync.repository import Entry, LocalRepository, S3Repository, SnapshotRepository
+from memsync.repository import (
+    Entry,
+    LocalRepository,
+    S3Repository,
+    SnapshotRepository,
+    upload_marks,
+)
 from memsync.s3 import MultipartUpload, ObjectLockedError, ObjectVersion
 from memsync.snapshot.retention import Candidate, PruneDecision, merge
 from memsync.stores.manifest_schema import ID_PATTERN, valid_id
@@ -87,7 +93,12 @@ def survey(sides: Sides) -> Survey:
             Entry(id=i, complete=False, manifest=None, verified=None, size_bytes=0)
             for i in sorted(set(uploads) - known)
         ]
-    return Survey(candidates=merge(listed), uploads=uploads)
+    pending = (
+        {info.id for info in upload_marks.pending(sides.local.directory)}
+        if sides.local is not None
+        else set()
+    )
+    return Survey(candidates=merge(listed, pending), uploads=uploads)
 
 
 def _uploads_by_id(remote: S3Repository) -> dict[str, list[MultipartUpload]]:

@@ -9,7 +9,7 @@ Every decision says why. Removing is ``memsync.snapshot.prune``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,6 +24,7 @@ SIDES = ("local", "remote")
 INCOMPLETE_GRACE = timedelta(days=1)  # an incomplete remote snapshot younger may be uploading
 NO_RULE = "no rule keeps it"
 INCOMPLETE_OLD = "incomplete, older than 1 day"
+UPLOAD_PENDING = "upload pending"  # its only copy that was meant for the bucket
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,6 +40,8 @@ class Candidate:
         pin: the active pin document (``memsync.snapshot.pins``), or None.
         sides: where something of it is stored, in ``SIDES`` order.
         incomplete_on: the sides of ``sides`` holding it without a valid manifest.
+        upload_pending: a local copy whose upload failed or was interrupted
+            (``upload-pending.json``): kept until it is uploaded.
     """
 
     id: str
@@ -49,6 +52,7 @@ class Candidate:
     pin: Mapping[str, Any] | None = None
     sides: tuple[str, ...] = ("local",)
     incomplete_on: tuple[str, ...] = ()
+    upload_pending: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,10 +70,13 @@ class PruneDecision:
     remove_from: tuple[str, ...] = ()
 
 
-def merge(listed: Mapping[str, Sequence[Entry]]) -> list[Candidate]:
+def merge(
+    listed: Mapping[str, Sequence[Entry]], upload_pending: Collection[str] = ()
+) -> list[Candidate]:
     """One candidate per snapshot id over ``{side: entries}`` (sides of ``SIDES``). Pure.
 
     A side listing an id twice (a complete directory and a ``.partial``) counts as complete.
+    ``upload_pending``: ids of local snapshots marked pending upload.
     """
     by_id: dict[str, dict[str, Entry]] = {}
     for side in SIDES:
@@ -77,10 +84,13 @@ def merge(listed: Mapping[str, Sequence[Entry]]) -> list[Candidate]:
             found = by_id.setdefault(entry.id, {})
             if side not in found or entry.complete:
                 found[side] = entry
-    return [_candidate(snapshot_id, found) for snapshot_id, found in sorted(by_id.items())]
+    return [
+        _candidate(snapshot_id, found, snapshot_id in upload_pending)
+        for snapshot_id, found in sorted(by_id.items())
+    ]
 
 
-def _candidate(snapshot_id: str, found: Mapping[str, Entry]) -> Candidate:
+def _candidate(snapshot_id: str, found: Mapping[str, Entry], upload_pending: bool) -> Candidate:
     entries = list(found.values())
     complete = [e for e in entries if e.complete]
     pins = [p for e in entries if (p := pin_of(e)) is not None]
@@ -93,6 +103,7 @@ def _candidate(snapshot_id: str, found: Mapping[str, Entry]) -> Candidate:
         pin=pins[0] if pins else None,
         sides=tuple(found),
         incomplete_on=tuple(side for side, e in found.items() if not e.complete),
+        upload_pending=upload_pending and "local" in found,
     )
 
 
@@ -111,7 +122,8 @@ def plan_prune(
     keep the newest snapshot of each of the last N hours / days / ISO weeks / months / years
     (UTC) that have one; ``keep_within`` keeps every snapshot younger than that, counted from
     the newest snapshot. The rules add up, over complete snapshots only. The newest verified
-    snapshot whose pair was clean is always kept, and so is every pinned one. An incomplete
+    snapshot whose pair was clean is always kept, and so is every pinned one and every local
+    one whose upload is pending (removing it would lose what the bucket was to hold). An incomplete
     snapshot is kept, unless it is stored remotely and its id's time is more than a day before
     ``now`` (None: never): then its remote objects go, its local directory stays.
 
@@ -139,6 +151,8 @@ def plan_prune(
 
 def _decide(candidate: Candidate, reasons: list[str], now: datetime | None) -> PruneDecision:
     reasons = [*reasons, pin_reason(candidate.pin)] if candidate.pin else list(reasons)
+    if candidate.upload_pending:
+        reasons.append(UPLOAD_PENDING)
     remote = "remote" in candidate.sides
     if not candidate.complete:
         if remote and not reasons and now is not None and now - candidate.time > INCOMPLETE_GRACE:

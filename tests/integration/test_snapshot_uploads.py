@@ -107,6 +107,11 @@ def test_an_outage_keeps_at_most_max_pending_snapshots_and_the_return_uploads_th
     assert all(row["upload_pending"] for row in listed["snapshots"])
     status = json.loads(memsync(config, "status", "--json").stdout)
     assert status["snapshots"] == {"pending_upload": 3}
+    plan = memsync(config, "snapshot", "prune", "--local-only", "--dry-run", "--json")
+    assert plan.returncode == 0, plan.stderr  # S3 is down: the local side decides alone
+    kept = {d["id"]: d for d in json.loads(plan.stdout)["decisions"]}
+    assert set(kept) == set(local_ids(root))  # retention never drops a snapshot not yet uploaded
+    assert all(d["keep"] and "upload pending" in d["reasons"] for d in kept.values())
 
     moto.start()
     back = memsync(config, "snapshot", "create", "--upload", "--pending-only", "--json")
