@@ -23,8 +23,9 @@ from memsync.repository import S3Repository, SnapshotRepository, remote, upload_
 from memsync.repository.port import BytesProgress
 from memsync.s3 import ObjectStore, TransportError
 from memsync.stores import manifest as manifests
+from memsync.stores import snapshots
 from memsync.stores.manifest import Manifest
-from memsync.stores.snapshots import sha256_file
+from memsync.stores.snapshots import PINNED, sha256_file
 
 logger = structlog.get_logger(__name__)
 
@@ -42,8 +43,8 @@ def upload_snapshot(
 
     Marks the snapshot pending first (``upload-pending.json``; ``now`` defaults to the clock),
     aborts the incomplete multipart uploads under its prefix, sends what is missing (with
-    ``repair``: also every object whose stored bytes fail the manifest), commits the manifest and
-    clears the mark. Idempotent. Returns ``{"sent": n, "skipped": n, "bytes": n,
+    ``repair``: also every object whose stored bytes fail the manifest), commits the manifest,
+    pins the uploaded copy when the local one is pinned, and clears the mark. Idempotent. Returns ``{"sent": n, "skipped": n, "bytes": n,
     "aborted_uploads": n}`` and with ``repair`` ``"repaired": [paths]``.
 
     Raises:
@@ -60,11 +61,23 @@ def upload_snapshot(
             result = _repair(target, directory, manifest, progress)
         else:
             result = target.put(directory.name, directory, manifest, progress).to_json()
+        _carry_pin(target, directory)
     except MemsyncError as error:
         upload_marks.failed(directory, error.message)
         raise
     upload_marks.done(directory)
     return {**result, "aborted_uploads": aborted}
+
+
+def _carry_pin(target: S3Repository, directory: Path) -> None:
+    """Pin the uploaded copy when the local one is pinned (idempotent).
+
+    A tripwire pin can be made while the upload is pending; retention over the bucket alone
+    (``--remote-only``) must keep the uploaded copy too.
+    """
+    pin = snapshots.read_json(directory / PINNED)
+    if pin is not None and pin.get("pinned") is True:
+        target.write_json(directory.name, PINNED, pin)
 
 
 def abort_incomplete(target: S3Repository, snapshot_id: str) -> int:

@@ -168,3 +168,19 @@ def test_remote_prune_removes_manifest_first_and_keeps_the_newest(remote_deploym
     result = cli("snapshot", "prune", "--remote", "--yes", "--json", config=d.config)
     assert result.code == 0 and sorted(result.json()["removed"]) == sorted(ids[:2])
     assert {key.split("/")[2] for key in objects(d)} == {ids[2]}
+
+
+def test_a_pin_made_while_the_upload_was_pending_goes_with_the_upload(remote_deployment, cli):
+    d = remote_deployment
+    snapshot_id = cli("snapshot", "create", "--json", config=d.config).json()["id"]
+    pinned = cli("snapshot", "pin", snapshot_id, "--reason", "before a drop", config=d.config)
+    assert pinned.code == 0, pinned.err
+    assert f"{PREFIX}/{snapshot_id}/pinned.json" not in objects(d)  # only local so far
+    uploaded = cli("snapshot", "upload", snapshot_id, "--json", config=d.config)
+    assert uploaded.code == 0, uploaded.err
+    listed = cli("snapshot", "list", "--remote", "--json", config=d.config).json()["snapshots"]
+    [row] = [r for r in listed if r["id"] == snapshot_id]
+    assert row["pin"]["reason"] == "before a drop"
+    plan = cli("snapshot", "prune", "--remote-only", "--dry-run", "--json", config=d.config)
+    [decision] = [x for x in plan.json()["decisions"] if x["id"] == snapshot_id]
+    assert decision["keep"] and "pinned (operator: before a drop)" in decision["reasons"]
