@@ -29,6 +29,8 @@ from memsync.stores import deployment, snapshots
 from memsync.stores.vector_store import VectorStore, vector_store_for
 
 PURGING_SUFFIX = ".purging"
+# Sidecars a rewritten snapshot keeps (its verified.json is the rewrite's own verification).
+KEPT_SIDECARS = (snapshots.PINNED, snapshots.UPLOAD_PENDING)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,6 +120,9 @@ def purge_snapshot(
                 f"the rewritten snapshot {info.id} fails verification: {broken[0].message}",
                 "the old snapshot was kept",
             )
+        for sidecar in KEPT_SIDECARS:  # a pin and a pending upload outlive the rewrite
+            if (info.path / sidecar).is_file():
+                shutil.copy2(info.path / sidecar, work / sidecar)
         retired = info.path.with_name(info.id + ".purged-old")
         os.rename(info.path, retired)
         os.rename(work, info.path)

@@ -197,9 +197,20 @@ def _no_baseline(result: TripwireResult, why: str) -> TripwireResult:
 
 
 def _reason(drops: tuple[Drop, ...], new_id: str) -> str:
-    """The pin's reason: the drops (scope, before -> after) and the snapshot that saw them."""
-    shown = ", ".join(f"{d.label} {d.before} -> {d.after}" for d in drops)
-    return f"mass-deletion before snapshot {new_id}: {shown}"
+    """The pin's reason: how many memories and scopes dropped, before the snapshot that saw it.
+
+    Counts only, never a scope's id: a pin outlives erasures (``purge-memory`` rewrites the
+    manifest's ``scopes`` but keeps the pin), so it must not name a user. The ids are in the
+    create report's findings and in the two manifests' ``scopes``.
+    """
+    total = next((d for d in drops if d.kind == "total"), None)
+    counted: dict[str, int] = {}
+    for drop in drops:
+        if drop.kind != "total":
+            counted[drop.kind] = counted.get(drop.kind, 0) + 1
+    parts = [f"all memories {total.before} -> {total.after}"] if total else []
+    parts += [f"{n} {kind} scope(s) dropped" for kind, n in counted.items()]
+    return f"mass-deletion before snapshot {new_id}: {', '.join(parts)}"
 
 
 def _pin_everywhere(
