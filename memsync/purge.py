@@ -227,7 +227,11 @@ def _versions(
             repository.object_store(config)  # raises ConfigError: --delete-versions needs [s3]
         return done
     store = repository.object_store(config)
-    wanted = sorted(set(ids) | ledger.erased_ids(config.state_dir))
+    wanted = sorted(
+        set(ids)
+        | ledger.erased_ids(config.state_dir)
+        | set(versions.scope_marks(sorted(ledger.erased_scopes(config.state_dir))))
+    )
     try:
         scan = versions.scan(config, store, wanted, progress)
     except UnavailableError as error:

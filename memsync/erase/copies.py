@@ -184,7 +184,11 @@ def _remote(
                           "the same snapshot as the local copy holding them", command, entry.id)
                 )  # fmt: skip
         # the ledger's whole set, as purge-memory scans: one verdict cache serves both
-        wanted = sorted(set(memory_ids) | ledger.erased_ids(config.state_dir))
+        wanted = sorted(
+            set(memory_ids)
+            | ledger.erased_ids(config.state_dir)
+            | set(versions.scope_marks(sorted(ledger.erased_scopes(config.state_dir))))
+        )
         scan = versions.scan(config, bucket.store, wanted)
     except UnavailableError as error:
         return [*found, _unknown(bucket.where, error, purge)]

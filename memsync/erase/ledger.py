@@ -77,3 +77,18 @@ def erased_ids(state_dir: Path, scope: Mapping[str, str] | None = None) -> set[s
         if not wanted or entry.get("scope") == wanted
         for memory_id in entry.get("memory_ids") or []
     }
+
+
+def erased_scopes(state_dir: Path) -> set[str]:
+    """``"<kind>:sha256:<hex>"`` of every scope an erasure named (``user_id:sha256:…``). Reads only.
+
+    Raises:
+        UnavailableError: the ledger is unreadable.
+    """
+    return {
+        f"{kind}:{value}"
+        for entry in _load(state_dir)
+        if isinstance(entry.get("scope"), dict)
+        for kind, value in entry["scope"].items()
+        if isinstance(value, str)
+    }

@@ -6,8 +6,10 @@ version under memsync's prefix that can hold memory text is read as its store re
 (``erase.holding``): ``<id>/history.db`` (a history row of an erased id with text) and the files
 under ``<id>/<capture_dir>/`` (a point of an erased id in the memory collection). A sealed
 version is opened with ``snapshot.encrypt_key_file`` first; without the key it is "unreadable".
-Manifests and sidecars (``manifest.json``, ``verified.json``, ...) hold no memory text and are not
-read. A version id names bytes that never change, so each verdict is kept in
+Sidecars (``verified.json``, ...) hold no memory text and are not read. A manifest holds no
+memory text either, but its ``scopes`` name user, agent and run ids: a noncurrent
+``manifest.json`` whose ``scopes`` name a scope an erasure named (the ledger keeps only its
+sha256) holds it too (``SCOPE_MARK`` entries among the held ids). A version id names bytes that never change, so each verdict is kept in
 ``<state_dir>/erasure-scan.json`` for the set of ids it was read for: a later run with the same
 ids downloads only versions it has not read (a new erasure reads them all once more).
 """
@@ -24,13 +26,16 @@ from pathlib import Path
 from memsync import repository, seal
 from memsync.config import Config
 from memsync.erase.holding import HISTORY, history_holds, points_held, work_directory
+from memsync.erase.ledger import digest
 from memsync.errors import MemsyncError, UnavailableError
 from memsync.s3 import ObjectLockedError, ObjectStore, ObjectVersion
 from memsync.state import write_json_atomic
+from memsync.stores.manifest import MANIFEST
 from memsync.stores.manifest_schema import ID_PATTERN
 from memsync.stores.vector_store import vector_store_for
 
 CACHE = "erasure-scan.json"
+SCOPE_MARK = "scope:"  # a held "id" that is an erased scope named in a manifest, not a memory
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,13 +47,15 @@ class Hit:
     memory_ids: tuple[str, ...]
 
     def to_json(self) -> dict[str, object]:
-        """``{"version", "key", "version_id", "snapshot_id", "memories"}`` (a count, never text)."""
+        """``{"version", "key", "version_id", "snapshot_id", "memories", "scopes"}`` (counts)."""
+        scopes = sum(1 for held in self.memory_ids if held.startswith(SCOPE_MARK))
         return {
             "version": self.version.label,
             "key": self.version.key,
             "version_id": self.version.version_id,
             "snapshot_id": self.snapshot_id,
-            "memories": len(self.memory_ids),
+            "memories": len(self.memory_ids) - scopes,
+            "scopes": scopes,
         }
 
 
@@ -90,7 +97,7 @@ def candidates(store: ObjectStore, capture_dir: str) -> list[tuple[str, str, Obj
             continue
         snapshot_id, _, path = version.key[len(base) :].partition("/")
         if ID_PATTERN.match(snapshot_id) and (
-            path == HISTORY or path.startswith(capture_dir + "/")
+            path in (HISTORY, MANIFEST) or path.startswith(capture_dir + "/")
         ):
             found.append((snapshot_id, path, version))
     return found
@@ -99,7 +106,13 @@ def candidates(store: ObjectStore, capture_dir: str) -> list[tuple[str, str, Obj
 def _read(
     config: Config, store: ObjectStore, path: str, version: ObjectVersion, ids: Sequence[str]
 ) -> list[str]:
-    """The erased ids one version holds. Raises MemsyncError when it cannot be read."""
+    """The erased ids (and ``SCOPE_MARK`` scopes) one version holds.
+
+    Raises:
+        MemsyncError: the version cannot be read (or opened without the key).
+    """
+    if path == MANIFEST:
+        return _scopes_named(store.get_version_bytes(version), ids)
     vectors = vector_store_for(config)
     with work_directory(config) as work:
         target = work / "plain" / path
@@ -126,6 +139,27 @@ def _read(
         return sorted(points_held(vectors, root, vectors.collection, ids))
 
 
+def _scopes_named(data: bytes, ids: Sequence[str]) -> list[str]:
+    """The ``SCOPE_MARK`` entries of ``ids`` a manifest's ``scopes`` name (by their sha256)."""
+    wanted = {held for held in ids if held.startswith(SCOPE_MARK)}
+    try:
+        scopes = json.loads(data).get("scopes") or {}
+    except (ValueError, AttributeError):
+        return []  # not a manifest memsync can read: it names nothing memsync knows of
+    named = {
+        f"{SCOPE_MARK}{kind}:{digest(str(scope_id))}"
+        for kind in ("user_id", "agent_id", "run_id")
+        if isinstance(scopes, dict) and isinstance(scopes.get(kind), dict)
+        for scope_id in scopes[kind]
+    }
+    return sorted(named & wanted)
+
+
+def scope_marks(scopes: Sequence[str]) -> list[str]:
+    """``ledger.erased_scopes`` entries as held "ids" for ``scan``. Pure."""
+    return [f"{SCOPE_MARK}{scope}" for scope in scopes]
+
+
 def scan(
     config: Config,
     store: ObjectStore,
@@ -133,6 +167,9 @@ def scan(
     progress: Callable[[int, int], None] | None = None,
 ) -> VersionScan:
     """Find the noncurrent versions under the prefix that hold any of ``memory_ids``.
+
+    ``memory_ids`` may carry ``scope_marks`` of erased scopes: a noncurrent manifest whose
+    ``scopes`` name one holds it.
 
     Downloads only versions without a cached verdict for these ids; writes the cache atomically.
 

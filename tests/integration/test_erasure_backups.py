@@ -100,14 +100,19 @@ def test_user_erasure_reaches_every_object_version(make_deployment, s3_endpoint,
     assert purged["rewritten"] == made and purged["uploaded"] == made
     listed = {h["version"] for h in purged["versions"]["holding"]}
     in_bucket = holding_text(every_version(client, bucket), SECRETS)
-    assert listed == in_bucket and listed  # exactly the versions whose bytes hold the text
+    # old manifests name the user in their scopes (counts, no text): they hold zed too
+    naming = holding_text(every_version(client, bucket), ('"zed"',))
+    assert naming and all("/manifest.json?" in label for label in naming)
+    assert {h["version"] for h in purged["versions"]["holding"] if h["scopes"]} == naming
+    assert listed == in_bucket | naming and in_bucket  # exactly the versions holding either
     assert {h["snapshot_id"] for h in purged["versions"]["holding"]} == set(made)
 
     # erasing them again by id: the report names the noncurrent versions, with the command
     code, again, err = memsync(config, "forget", *zed, "--erase", "--yes")
     assert code == 0, err
     named = {c["where"]: c for c in again["erased"]["copies"] if c["kind"] == "s3-version"}
-    assert set(named) == listed and all(c["holds"] == "yes" for c in named.values())
+    # the versions holding these memories' text (an old manifest names the user, no memory)
+    assert set(named) == in_bucket and all(c["holds"] == "yes" for c in named.values())
     assert all("--delete-versions" in c["remove"] for c in named.values())
     assert not [c for c in again["erased"]["copies"] if c["kind"] != "s3-version"]
 
@@ -129,6 +134,7 @@ def test_user_erasure_reaches_every_object_version(make_deployment, s3_endpoint,
     assert set(deleted["versions"]["deleted"]) == listed
     everything = every_version(client, bucket)
     assert holding_text(everything, SECRETS) == set()  # no version of any object holds it
+    assert holding_text(everything, ('"zed"',)) == set()  # nor names the user
     assert holding_text(everything, (KEPT_TEXT,))  # amy's memory is still backed up
     for snapshot_id in made:
         remote = f"s3://{bucket}/memsync/test/{snapshot_id}"
@@ -255,12 +261,13 @@ def test_sealed_versions_are_opened_with_the_key_before_they_are_searched(
     )
     assert code == 0 and purged["rewritten"] == [made], err
     listed = {h["version"] for h in purged["versions"]["holding"]}
-    assert listed and listed == holding_text(
-        plaintext_versions(client, bucket, key, tmp_path), SECRETS
-    )
+    opened = plaintext_versions(client, bucket, key, tmp_path)
+    # the sealed files' text, and the old (plaintext) manifest naming the user in its scopes
+    assert listed and listed == holding_text(opened, SECRETS) | holding_text(opened, ('"zed"',))
     code, deleted, err = memsync(
         config, "snapshot", "purge-memory", "--user", "zed", "--delete-versions", "--yes"
     )
     assert code == 0 and set(deleted["versions"]["deleted"]) == listed, err
     opened = plaintext_versions(client, bucket, key, tmp_path)
     assert not holding_text(opened, SECRETS) and holding_text(opened, (KEPT_TEXT,))
+    assert not holding_text(opened, ('"zed"',))
