@@ -6,6 +6,7 @@ prune, pin and unpin live in ``memsync.cli.snapshot_retention``.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,15 @@ def register(
     def add(name: str, text: str) -> argparse.ArgumentParser:
         return add_command(actions, name, text, common, epilog)
 
+    _register_create(add)
+    _register_reading(add)
+    _register_transfer(add)
+    _register_purge(add)
+    snapshot_retention.register(add)  # prune, pin, unpin
+
+
+def _register_create(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """``snapshot create``."""
     create = add(
         "create", "capture vectors then history into <snapshot.directory>/<id>/ with a manifest"
     )
@@ -62,6 +72,10 @@ def register(
         "--dry-run", action="store_true", help="say what would be captured; write nothing"
     )
     create.set_defaults(run=run_create)
+
+
+def _register_reading(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """``snapshot verify`` and ``snapshot list``."""
     verify = add("verify", "recompute checksums, signature and integrity; re-run check on the pair")
     verify.add_argument("target", metavar="ID|PATH|s3://BUCKET/PREFIX/ID", nargs="?")
     verify.add_argument(
@@ -77,6 +91,10 @@ def register(
     listing = add("list", "list local (and with --remote, S3) snapshots")
     listing.add_argument("--remote", action="store_true", help="also list the snapshots in [s3]")
     listing.set_defaults(run=run_list)
+
+
+def _register_transfer(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """``snapshot upload`` and ``snapshot download``."""
     upload = add("upload", "upload a local snapshot (resumes: files already there are skipped)")
     upload.add_argument("id", metavar="ID|PATH")
     upload.add_argument(
@@ -92,6 +110,10 @@ def register(
     download.add_argument("id", metavar="ID|s3://BUCKET/PREFIX/ID")
     download.add_argument("dest", metavar="DIR", type=Path)
     download.set_defaults(run=run_download)
+
+
+def _register_purge(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """``snapshot purge-memory``."""
     purge = add(
         "purge-memory", "rewrite the snapshots that still hold erased memories (new checksums)"
     )
@@ -112,7 +134,6 @@ def register(
         "--dry-run", action="store_true", help="list what holds them; change nothing"
     )
     purge.set_defaults(run=run_purge)
-    snapshot_retention.register(add)  # prune, pin, unpin
 
 
 def _now() -> datetime:

@@ -68,6 +68,13 @@ def render_textfile(
         [(f'{{job="{n}"}}', float(records[n]["duration_s"])) for n in ran],
     )
     lines += _summaries(records, [r["job"] for r in rows])
+    lines += _backlog(queue, window_left_open, pending_uploads)
+    return "\n".join(lines) + "\n"
+
+
+def _backlog(queue: QueueFigures, window_left_open: bool, pending_uploads: int | None) -> list[str]:
+    """The queue, a window left open and the snapshots waiting for their upload."""
+    lines: list[str] = []
     if queue.count is not None:
         lines += _gauge(
             "memsync_pending_requests",
@@ -92,7 +99,7 @@ def render_textfile(
             "snapshot create --upload.",
             [("", pending_uploads)],
         )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _summaries(records: Mapping[str, Any], names: list[str]) -> list[str]:

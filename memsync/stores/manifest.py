@@ -237,6 +237,17 @@ def too_new(document: object) -> int | None:
     return None
 
 
+def _capture_window(capture: Any) -> CaptureWindow:
+    """The validated ``capture`` section as a ``CaptureWindow`` (UTC times)."""
+    return CaptureWindow(
+        vectors_at=utc.parse(capture.vectors_at),
+        vectors_finished_at=utc.parse(capture.vectors_finished_at),
+        history_at=utc.parse(capture.history_at),
+        history_finished_at=utc.parse(capture.history_finished_at),
+        longest_read_s=float(capture.longest_read_s),
+    )
+
+
 def parse(document: object, expected_id: str | None, where: str) -> Manifest:
     """Turn a manifest document into a ``Manifest``, every field checked (see ``problem``). Pure.
 
@@ -262,7 +273,6 @@ def parse(document: object, expected_id: str | None, where: str) -> Manifest:
             f"manifest {where} is not valid: {invalid}", "use another snapshot"
         ) from None
     assert isinstance(document, dict)  # _validated refuses anything else
-    capture = checked.capture
     return Manifest(
         format=checked.format,
         id=checked.id,
@@ -270,14 +280,8 @@ def parse(document: object, expected_id: str | None, where: str) -> Manifest:
         mode=checked.mode,
         collection=checked.collection,
         versions=dict(checked.versions),
-        capture=CaptureWindow(
-            vectors_at=utc.parse(capture.vectors_at),
-            vectors_finished_at=utc.parse(capture.vectors_finished_at),
-            history_at=utc.parse(capture.history_at),
-            history_finished_at=utc.parse(capture.history_finished_at),
-            longest_read_s=float(capture.longest_read_s),
-        ),
-        quiesced=capture.quiesced,
+        capture=_capture_window(checked.capture),
+        quiesced=checked.capture.quiesced,
         files=tuple(
             FileEntry(
                 path=e.path,
