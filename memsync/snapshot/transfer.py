@@ -86,7 +86,10 @@ def abort_incomplete(target: S3Repository, snapshot_id: str) -> int:
     Raises:
         UnavailableError: S3 fails.
     """
-    uploads = target.store.list_multipart_uploads(target.store.key(snapshot_id) + "/")
+    uploads = target.store.list_multipart_uploads(
+        target.store.key(snapshot_id) + "/",
+        f"upload {snapshot_id} (looking for its incomplete multipart uploads first)",
+    )
     if uploads:
         target.store.abort_multipart_uploads(uploads)
         logger.info("multipart_uploads_aborted", snapshot_id=snapshot_id, count=len(uploads))

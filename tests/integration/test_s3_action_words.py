@@ -40,7 +40,7 @@ def exit_error(err: str) -> dict:
     [
         ("no-credentials", "no credentials found"),
         ("refused", "endpoint unreachable"),
-        ("no-bucket", "NoSuchBucket"),
+        ("no-bucket", "bucket does not exist"),
     ],
 )
 def test_a_failed_upload_says_upload_and_why(
