@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from memsync import config
+from memsync.errors import UsageError
 
 
 def load_config(args: argparse.Namespace) -> config.Config:
@@ -38,3 +40,20 @@ def add_command(
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return parser
+
+
+def confirm(args: argparse.Namespace, what: str, shows: str = "the plan") -> None:
+    """Ask ``what? [y/N]`` on a terminal unless ``--yes``; anything but yes refuses.
+
+    Raises:
+        UsageError: not confirmed, or no terminal to ask on and no ``--yes`` (exit 2; the hint
+            names ``--dry-run``, which shows ``shows``).
+    """
+    if args.yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(
+            f"confirmation needed to {what}", f"pass --yes (or --dry-run to see {shows})"
+        )
+    if input(f"{what}? [y/N] ").strip().lower() not in ("y", "yes"):
+        raise UsageError("not confirmed")

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import UTC, datetime
 from typing import Any
 
 from memsync import findings as registry
 from memsync import forget, restore
 from memsync.cli import render
-from memsync.cli.common import add_command, load_config
+from memsync.cli.common import add_command, confirm, load_config
 from memsync.errors import UsageError
 from memsync.state import operation_lock
 
@@ -48,17 +47,6 @@ def register(
         "--dry-run", action="store_true", help="list the expired memories; change nothing"
     )
     prune.set_defaults(run=run_prune)
-
-
-def _confirm(args: argparse.Namespace, what: str) -> None:
-    if args.yes:
-        return
-    if not sys.stdin.isatty():
-        raise UsageError(
-            f"confirmation needed to {what}", "pass --yes (or --dry-run to see the list)"
-        )
-    if input(f"{what}? [y/N] ").strip().lower() not in ("y", "yes"):
-        raise UsageError("not confirmed")
 
 
 def _document(command: str, done: forget.Forgotten) -> dict[str, Any]:
@@ -154,7 +142,7 @@ def run_forget(args: argparse.Namespace) -> int:
         else "forget every memory of the scope"
     )
     if not args.dry_run:
-        _confirm(args, what + (" and erase their text" if args.erase else ""))
+        confirm(args, what + (" and erase their text" if args.erase else ""), shows="the list")
     if not args.dry_run:
         restore.recover(config)
     with operation_lock(config.state_dir, "forget"), render.progress("deleting") as progress:

@@ -13,7 +13,7 @@ from typing import Any
 
 from memsync import capture_budget, repository, snapshot, utc
 from memsync.cli import render, snapshot_retention, snapshot_upload, snapshot_verify
-from memsync.cli.common import add_command, load_config
+from memsync.cli.common import add_command, confirm, load_config
 from memsync.config import Config
 from memsync.config.fields import parse_duration
 from memsync.errors import ExitCode, UsageError
@@ -384,7 +384,7 @@ def run_purge(args: argparse.Namespace) -> int:
         raise UsageError("purge-memory needs MEMORY_ID... or one of --user/--agent/--run")
     config = load_config(args)
     if not args.dry_run:
-        _confirm(args, "rewrite the snapshots holding these memories"
+        confirm(args, "rewrite the snapshots holding these memories"
                  + (" and delete the S3 versions holding erased ones" if args.delete_versions else ""))  # fmt: skip
     with (
         operation_lock(config.state_dir, "snapshot purge-memory"),
@@ -401,20 +401,6 @@ def run_purge(args: argparse.Namespace) -> int:
         render.exit_error(int(ExitCode.UNAVAILABLE), message, hint, as_json=bool(args.json))
         return int(ExitCode.UNAVAILABLE)
     return 0
-
-
-def _confirm(args: argparse.Namespace, what: str) -> None:
-    import sys
-
-    if args.yes:
-        return
-    if not sys.stdin.isatty():
-        raise UsageError(
-            f"confirmation needed to {what}", "pass --yes (or --dry-run to see the plan)"
-        )
-    answer = input(f"{what}? [y/N] ")
-    if answer.strip().lower() not in ("y", "yes"):
-        raise UsageError("not confirmed")
 
 
 def _near_timeout_lines(budget: capture_budget.CaptureBudget) -> list[str]:

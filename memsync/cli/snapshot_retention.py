@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -11,7 +10,7 @@ from typing import Any
 
 from memsync import snapshot
 from memsync.cli import render
-from memsync.cli.common import load_config
+from memsync.cli.common import confirm, load_config
 from memsync.config import Config
 from memsync.errors import UnavailableError, UsageError
 from memsync.repository import SnapshotRepository
@@ -77,7 +76,7 @@ def run_prune(args: argparse.Namespace) -> int:
         found, decisions = _plan(sides, config)
         confirmed = {d.id for d in decisions if not d.keep}
         if confirmed:
-            _confirm(args, f"remove {len(confirmed)} snapshots")
+            confirm(args, f"remove {len(confirmed)} snapshots")
     with operation_lock(config.state_dir, "snapshot prune"):
         found, decisions = _plan(sides, config)  # a pin or an upload since counts
         if confirmed is not None:
@@ -276,17 +275,6 @@ def _stored_on(config: Config, snapshot_id: str) -> dict[str, SnapshotRepository
             "memsync snapshot list --remote shows the snapshots there",
         )
     return stored
-
-
-def _confirm(args: argparse.Namespace, what: str) -> None:
-    if args.yes:
-        return
-    if not sys.stdin.isatty():
-        raise UsageError(
-            f"confirmation needed to {what}", "pass --yes (or --dry-run to see the plan)"
-        )
-    if input(f"{what}? [y/N] ").strip().lower() not in ("y", "yes"):
-        raise UsageError("not confirmed")
 
 
 def _now() -> datetime:
