@@ -1,0 +1,81 @@
+"""Breaker findings on issue 12's backup features: each test failed before its fix.
+
+Real deployments (hash embedder), real snapshots, moto's S3 server on 127.0.0.1, the real CLI.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from memsync import config as memsync_config
+from memsync import snapshot
+from memsync.stores.snapshots import PINNED
+from tests.conftest import s3_section
+
+PREFIX = "memsync/brk"
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+@pytest.fixture
+def remote(make_deployment: Any, s3_endpoint: str, bucket: str) -> Any:
+    deployment = make_deployment(count=8, extra_config=s3_section(s3_endpoint, bucket, PREFIX))
+    deployment.close()
+    text = deployment.config.read_text().replace("keep_last = 3", "keep_last = 1")
+    deployment.config.write_text(text)
+    deployment.bucket = bucket
+    deployment.client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    deployment.loaded = memsync_config.load(deployment.config, os.environ)
+    return deployment
+
+
+def make(d: Any, days_ago: float, *, upload: bool = True) -> str:
+    created = snapshot.create_snapshot(d.loaded, NOW - timedelta(days=days_ago))
+    if upload:
+        snapshot.upload_snapshot(d.loaded, created.path)
+    return str(created.id)
+
+
+def test_damaged_local_pin_keeps_the_snapshot(remote: Any, cli: Any) -> None:
+    """A pinned.json that cannot be read (truncated by a full disk, edited by hand) is no
+    licence to remove the snapshot: prune keeps it and says the pin is unreadable."""
+    d = remote
+    pinned = make(d, 10, upload=False)
+    make(d, 1, upload=False)
+    assert cli("snapshot", "pin", pinned, "--reason", "keep", config=d.config).code == 0
+    pin_file = d.paths.root / "snapshots" / pinned / PINNED
+    pin_file.write_text(pin_file.read_text()[:15])  # truncated
+    result = cli("snapshot", "prune", "--yes", "--local-only", "--json", config=d.config)
+    assert result.code == 0, result.err
+    decision = {x["id"]: x for x in result.json()["decisions"]}[pinned]
+    assert decision["keep"], decision
+    assert (d.paths.root / "snapshots" / pinned).is_dir()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "pinned-not-bool"])
+def test_damaged_remote_pin_keeps_the_snapshot_on_both_sides(
+    remote: Any, cli: Any, damage: str
+) -> None:
+    """A pin damaged in the bucket only (a hand edit, ``"pinned": "yes"``) still keeps the
+    snapshot on both sides, and ``snapshot unpin`` replaces the damaged document."""
+    d = remote
+    pinned = make(d, 10)
+    make(d, 1)
+    assert cli("snapshot", "pin", pinned, config=d.config).code == 0
+    key = f"{PREFIX}/{pinned}/{PINNED}"
+    body = b'{"pinned": tr' if damage == "truncated" else b'{"pinned": "yes"}'
+    d.client.put_object(Bucket=d.bucket, Key=key, Body=body)
+    (d.paths.root / "snapshots" / pinned / PINNED).unlink()  # pinned on the remote side only
+    result = cli("snapshot", "prune", "--yes", "--json", config=d.config)
+    assert result.code == 0, result.err
+    decision = {x["id"]: x for x in result.json()["decisions"]}[pinned]
+    assert decision["keep"] and decision["sides"] == ["local", "remote"], decision
+    assert (d.paths.root / "snapshots" / pinned).is_dir()
+    unpin = cli("snapshot", "unpin", pinned, config=d.config)
+    assert unpin.code == 0, unpin.err
+    again = cli("snapshot", "prune", "--yes", "--json", config=d.config)
+    assert pinned in again.json()["removed"]
