@@ -79,3 +79,22 @@ def test_damaged_remote_pin_keeps_the_snapshot_on_both_sides(
     assert unpin.code == 0, unpin.err
     again = cli("snapshot", "prune", "--yes", "--json", config=d.config)
     assert pinned in again.json()["removed"]
+
+
+def test_restore_to_through_a_link_into_the_live_deployment_is_refused(
+    deployment: Any, cli: Any, tmp_path: Any
+) -> None:
+    """``restore --to`` refuses a directory inside the live deployment (restore.md); a
+    symbolic link on the way there (LINK -> the live mem0 directory, --to LINK/copy) must
+    not get around that."""
+    deployment.close()
+    made = cli("snapshot", "create", "--json", config=deployment.config)
+    assert made.code == 0, made.err
+    snapshot_id = made.json()["id"]
+    link = tmp_path / "elsewhere"
+    link.symlink_to(deployment.paths.root / "mem0")
+    before = sorted(p.name for p in (deployment.paths.root / "mem0").iterdir())
+    result = cli("restore", snapshot_id, "--to", str(link / "copy"), config=deployment.config)
+    assert result.code == 2, (result.code, result.err)
+    assert "inside" in result.err
+    assert sorted(p.name for p in (deployment.paths.root / "mem0").iterdir()) == before
