@@ -98,3 +98,25 @@ def test_restore_to_through_a_link_into_the_live_deployment_is_refused(
     assert result.code == 2, (result.code, result.err)
     assert "inside" in result.err
     assert sorted(p.name for p in (deployment.paths.root / "mem0").iterdir()) == before
+
+
+@pytest.mark.parametrize(
+    "marker", [b'{"since": "2026-11-30T00:00:00Z", "attempts": "many"}', b'{"since": "2026-1']
+)
+def test_damaged_upload_marker_is_uploaded_and_shown_pending(
+    remote: Any, cli: Any, marker: bytes
+) -> None:
+    """A damaged ``upload-pending.json`` (hand-edited attempts, truncated) leaves the snapshot
+    pending: ``snapshot list`` says so, and the next ``create --upload`` uploads it."""
+    d = remote
+    waiting = make(d, 0.5, upload=False)
+    (d.paths.root / "snapshots" / waiting / "upload-pending.json").write_bytes(marker)
+    listed = cli("snapshot", "list", "--json", config=d.config)
+    assert listed.code == 0, listed.err
+    row = {r["id"]: r for r in listed.json()["snapshots"]}[waiting]
+    assert row["upload_pending"] is True, row
+    result = cli("snapshot", "create", "--upload", "--pending-only", "--json", config=d.config)
+    assert result.code == 0, (result.code, result.err)
+    assert not (d.paths.root / "snapshots" / waiting / "upload-pending.json").exists()
+    keys = d.client.list_objects_v2(Bucket=d.bucket, Prefix=f"{PREFIX}/{waiting}/")["Contents"]
+    assert any(k["Key"].endswith("/manifest.json") for k in keys)
