@@ -5,6 +5,7 @@ Real deployments (hash embedder), real snapshots, moto's S3 server on 127.0.0.1,
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -120,3 +121,30 @@ def test_damaged_upload_marker_is_uploaded_and_shown_pending(
     assert not (d.paths.root / "snapshots" / waiting / "upload-pending.json").exists()
     keys = d.client.list_objects_v2(Bucket=d.bucket, Prefix=f"{PREFIX}/{waiting}/")["Contents"]
     assert any(k["Key"].endswith("/manifest.json") for k in keys)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        [{"at": "2026-11-01T00:00:00+00:00", "memory_ids": ["m-old"], "scope": {}}],
+        {"erasures": {"m-old": 1}},
+        {"erasures": [{"at": "x", "memory_ids": 7, "scope": {}}]},
+    ],
+)
+def test_misshapen_erasure_ledger_is_refused_never_overwritten(
+    tmp_path: Any, document: Any
+) -> None:
+    """An ``erasures.json`` that is JSON but not the ledger's shape is as unreadable as a
+    truncated one (exit 11 naming it): recording the next erasure must not replace it (the
+    earlier ids were the only record of what to look for in old S3 versions)."""
+    from memsync.erase import ledger
+    from memsync.errors import UnavailableError
+
+    path = tmp_path / ledger.LEDGER
+    text = json.dumps(document)
+    path.write_text(text)
+    with pytest.raises(UnavailableError, match="erasures.json"):
+        ledger.record(tmp_path, ["m-new"], None, NOW)
+    with pytest.raises(UnavailableError, match="erasures.json"):
+        ledger.erased_ids(tmp_path)
+    assert path.read_text() == text
