@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -18,6 +22,7 @@ from memsync import snapshot
 from memsync.stores.snapshots import PINNED
 from tests.conftest import s3_section
 
+ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "memsync/brk"
 NOW = datetime.now(UTC).replace(microsecond=0)
 
@@ -148,3 +153,65 @@ def test_misshapen_erasure_ledger_is_refused_never_overwritten(
     with pytest.raises(UnavailableError, match="erasures.json"):
         ledger.erased_ids(tmp_path)
     assert path.read_text() == text
+
+
+def _killed(config: Any, target: str, nth: int, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tests.breaker.killat", target, "--nth", str(nth), "--",
+         *argv, "--config", str(config)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def test_recover_killed_between_event_and_point_is_finished_by_the_next_run(
+    deployment: Any, cli: Any
+) -> None:
+    """SIGKILL ``recover --user`` after the 3rd memory's history event, before its point;
+    the next ``recover`` brings every memory of the user back, each with one recover event,
+    and check is clean."""
+    deployment.close()
+    made = cli("snapshot", "create", "--json", config=deployment.config)
+    snapshot_id = made.json()["id"]
+    assert cli("snapshot", "verify", snapshot_id, config=deployment.config).code == 0
+    forgot = cli("forget", "--user", "alice", "--yes", "--no-snapshot", "--json",
+                 config=deployment.config)  # fmt: skip
+    assert forgot.code == 0, forgot.err
+    theirs = set(forgot.json()["deleted"])
+    assert len(theirs) >= 4
+    killed = _killed(deployment.config, "memsync.stores.mem0:Mem0Writer.put_back", 3,
+                     "recover", "--user", "alice", "--from", snapshot_id)  # fmt: skip
+    assert killed.returncode == -9, killed.stderr
+    again = cli("recover", "--user", "alice", "--from", snapshot_id, "--json",
+                config=deployment.config)  # fmt: skip
+    assert again.code == 0, again.err
+    document = again.json()
+    assert document["check_after"]["errors"] == 0, document["check_after"]
+    back = {m["memory_id"] for m in document["memories"] if m["status"] in ("recovered", "present")}
+    assert back == theirs, document["memories"]
+    with sqlite3.connect(deployment.paths.history_db) as connection:
+        events = connection.execute(
+            "SELECT memory_id, count(*) FROM history WHERE actor_id = 'memsync' GROUP BY memory_id"
+        ).fetchall()
+    assert {m for m, _ in events} == theirs and all(n == 1 for _, n in events), events
+
+
+def test_prune_killed_while_removing_a_local_snapshot_leaves_nothing_for_good(
+    deployment: Any, cli: Any
+) -> None:
+    """SIGKILL ``snapshot prune`` after it took a removed snapshot's manifest, before its
+    files went: the half-removed directory is not a damaged snapshot left for the operator
+    forever; the next create and prune leave nothing of it."""
+    deployment.close()
+    config = memsync_config.load(deployment.config, os.environ)
+    old = str(snapshot.create_snapshot(config, NOW - timedelta(days=30)).id)
+    for days in (3, 2, 1):
+        snapshot.create_snapshot(config, NOW - timedelta(days=days))
+    directory = deployment.paths.root / "snapshots"
+    killed = _killed(deployment.config, "shutil:rmtree", 1,
+                     "snapshot", "prune", "--yes", "--local-only")  # fmt: skip
+    assert killed.returncode == -9, killed.stderr
+    assert not (directory / old / "manifest.json").exists()  # the kill landed mid-removal
+    assert cli("snapshot", "create", config=deployment.config).code == 0
+    again = cli("snapshot", "prune", "--yes", "--local-only", "--json", config=deployment.config)
+    assert again.code == 0, again.err
+    assert not [p for p in directory.iterdir() if p.name.startswith(old)]
