@@ -11,13 +11,19 @@ version stays until its retention ends).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import structlog
 
 from memsync import repository
 from memsync.config import Config
-from memsync.repository import Entry, LocalRepository, S3Repository, SnapshotRepository
+from memsync.repository import (
+    Entry,
+    LocalRepository,
+    S3Repository,
+    SnapshotRepository,
+    upload_marks,
+)
 from memsync.s3 import MultipartUpload, ObjectLockedError, ObjectVersion
 from memsync.snapshot.retention import Candidate, PruneDecision, merge
 from memsync.stores.manifest_schema import ID_PATTERN, valid_id
@@ -27,10 +33,15 @@ logger = structlog.get_logger(__name__)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Sides:
-    """The repositories one prune covers (None: not covered)."""
+    """The repositories one prune covers (None: not covered).
+
+    ``uploading``: ids of local snapshots marked upload-pending (``upload-pending.json``),
+    read from the snapshot directory even when only the bucket is covered.
+    """
 
     local: LocalRepository | None
     remote: S3Repository | None
+    uploading: frozenset[str] = frozenset()
 
     def named(self) -> dict[str, SnapshotRepository]:
         """``{"local": ..., "remote": ...}`` of the covered sides."""
@@ -43,18 +54,22 @@ class Sides:
 
 
 def open_sides(config: Config, *, local_only: bool = False, remote_only: bool = False) -> Sides:
-    """The snapshot directory and, with ``[s3]``, the bucket (or only one of them). Pure.
+    """The snapshot directory and, with ``[s3]``, the bucket (or only one of them).
+
+    Reads the snapshot directory's upload-pending markers.
 
     Raises:
         ConfigError: the side asked for is not configured, or neither is.
     """
+    uploading = frozenset(i.id for i in upload_marks.pending(config.snapshot.directory))
     if remote_only:
-        return Sides(local=None, remote=repository.remote(config))
+        return Sides(local=None, remote=repository.remote(config), uploading=uploading)
     if local_only:
         return Sides(local=repository.local(config), remote=None)
     sides = Sides(
         local=repository.local_or_none(config),
         remote=repository.remote(config) if config.s3 is not None else None,
+        uploading=uploading,
     )
     if sides.local is None and sides.remote is None:
         repository.local(config)  # raises the usual ConfigError
@@ -73,7 +88,8 @@ def survey(sides: Sides) -> Survey:
     """List every side and the bucket's incomplete multipart uploads. Reads only.
 
     An id with only incomplete multipart uploads (an upload killed in its first file) is an
-    incomplete remote snapshot too.
+    incomplete remote snapshot too. A candidate whose local copy is marked upload-pending
+    says so (``Candidate.upload_pending``): its remote part may be an upload running now.
 
     Raises:
         UnavailableError: a side is unreachable.
@@ -87,7 +103,10 @@ def survey(sides: Sides) -> Survey:
             Entry(id=i, complete=False, manifest=None, verified=None, size_bytes=0)
             for i in sorted(set(uploads) - known)
         ]
-    return Survey(candidates=merge(listed), uploads=uploads)
+    candidates = [
+        replace(c, upload_pending=True) if c.id in sides.uploading else c for c in merge(listed)
+    ]
+    return Survey(candidates=candidates, uploads=uploads)
 
 
 def _uploads_by_id(remote: S3Repository) -> dict[str, list[MultipartUpload]]:

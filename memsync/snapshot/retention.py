@@ -24,6 +24,7 @@ SIDES = ("local", "remote")
 INCOMPLETE_GRACE = timedelta(days=1)  # an incomplete remote snapshot younger may be uploading
 NO_RULE = "no rule keeps it"
 INCOMPLETE_OLD = "incomplete, older than 1 day"
+UPLOADING = "incomplete, its upload is pending locally"  # never removed under a running upload
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,6 +40,7 @@ class Candidate:
         pin: the active pin document (``memsync.snapshot.pins``), or None.
         sides: where something of it is stored, in ``SIDES`` order.
         incomplete_on: the sides of ``sides`` holding it without a valid manifest.
+        upload_pending: its local copy is marked upload-pending (an upload may be running).
     """
 
     id: str
@@ -49,6 +51,7 @@ class Candidate:
     pin: Mapping[str, Any] | None = None
     sides: tuple[str, ...] = ("local",)
     incomplete_on: tuple[str, ...] = ()
+    upload_pending: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,7 +116,8 @@ def plan_prune(
     the newest snapshot. The rules add up, over complete snapshots only. The newest verified
     snapshot whose pair was clean is always kept, and so is every pinned one. An incomplete
     snapshot is kept, unless it is stored remotely and its id's time is more than a day before
-    ``now`` (None: never): then its remote objects go, its local directory stays.
+    ``now`` (None: never) and its local copy is not marked upload-pending: then its remote
+    objects go, its local directory stays.
 
     Raises:
         ConfigError: no keep_* rule is set (an empty policy would remove everything).
@@ -141,10 +145,13 @@ def _decide(candidate: Candidate, reasons: list[str], now: datetime | None) -> P
     reasons = [*reasons, pin_reason(candidate.pin)] if candidate.pin else list(reasons)
     remote = "remote" in candidate.sides
     if not candidate.complete:
-        if remote and not reasons and now is not None and now - candidate.time > INCOMPLETE_GRACE:
+        if candidate.upload_pending and remote:
+            reasons.append(UPLOADING)
+        elif remote and not reasons and now is not None and now - candidate.time > INCOMPLETE_GRACE:
             return _removed(candidate, INCOMPLETE_OLD, ("remote",))
-        young = remote and now is not None
-        reasons.append("incomplete, younger than 1 day" if young else "incomplete, never pruned")
+        else:
+            young = remote and now is not None
+            reasons.append("incomplete, younger than 1 day" if young else "incomplete, never pruned")
     if reasons:
         return PruneDecision(
             id=candidate.id, keep=True, reasons=tuple(reasons), sides=candidate.sides

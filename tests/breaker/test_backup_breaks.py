@@ -10,6 +10,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -215,3 +216,38 @@ def test_prune_killed_while_removing_a_local_snapshot_leaves_nothing_for_good(
     again = cli("snapshot", "prune", "--yes", "--local-only", "--json", config=deployment.config)
     assert again.code == 0, again.err
     assert not [p for p in directory.iterdir() if p.name.startswith(old)]
+
+
+def test_remote_prune_during_the_upload_of_an_old_pending_snapshot_breaks_nothing(
+    remote: Any, cli: Any, tmp_path: Any
+) -> None:
+    """An old snapshot (captured 2 days ago, S3 down since) is being uploaded when
+    ``snapshot prune --remote-only`` runs: its remote part is "incomplete, older than 1 day".
+    Removing it under the running upload left a remote snapshot whose manifest lists files
+    that are gone (verify fails, the local copy is no longer pending)."""
+    d = remote
+    make(d, 0.1)  # a newer complete snapshot on both sides
+    waiting = make(d, 2, upload=False)
+    flag = tmp_path / "paused"
+    upload = subprocess.Popen(
+        [sys.executable, "-m", "tests.breaker.pauseat", "memsync.s3:ObjectStore.put_file",
+         "--nth", "2", "--flag", str(flag), "--",
+         "snapshot", "upload", waiting, "--config", str(d.config)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for _ in range(600):
+            if flag.exists() or upload.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert flag.exists(), upload.communicate()
+        pruned = cli("snapshot", "prune", "--remote-only", "--yes", "--json", config=d.config)
+        assert pruned.code == 0, pruned.err
+        decision = {x["id"]: x for x in pruned.json()["decisions"]}[waiting]
+        assert decision["keep"], decision
+    finally:
+        flag.unlink(missing_ok=True)
+        out, err = upload.communicate(timeout=120)
+    assert upload.returncode == 0, err
+    verified = cli("snapshot", "verify", f"s3://{waiting}", config=d.config)
+    assert verified.code == 0, verified.out + verified.err
