@@ -251,3 +251,19 @@ def test_remote_prune_during_the_upload_of_an_old_pending_snapshot_breaks_nothin
     assert upload.returncode == 0, err
     verified = cli("snapshot", "verify", f"s3://{waiting}", config=d.config)
     assert verified.code == 0, verified.out + verified.err
+
+
+@pytest.mark.parametrize("moment", ["0001-01-01T00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_before_a_time_out_of_range_is_a_usage_error(
+    deployment: Any, cli: Any, moment: str
+) -> None:
+    """``--before`` at the ends of the calendar (valid ISO 8601 with an offset, but not a UTC
+    time) is exit 2 naming it, not exit 1 ``unexpected OverflowError``."""
+    deployment.close()
+    for argv in (
+        ("restore", "--before", moment, "--dry-run"),
+        ("recover", "--user", "alice", "--before", moment, "--dry-run"),
+    ):
+        result = cli(*argv, config=deployment.config)
+        assert result.code == 2, (argv, result.code, result.err)
+        assert moment in result.err
