@@ -29,6 +29,8 @@ from memsync.stores import deployment, snapshots
 from memsync.stores.vector_store import VectorStore, vector_store_for
 
 PURGING_SUFFIX = ".purging"
+# Sidecars a rewrite keeps (verified.json is of the old bytes: the rewrite is verified anew).
+KEPT_SIDECARS = (snapshots.PINNED, snapshots.UPLOAD_PENDING)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,7 +76,8 @@ def purge_snapshot(
 ) -> None:
     """Rewrite one local snapshot without ``memory_ids``.
 
-    The old one is removed only after the new one verifies.
+    The old one is removed only after the new one verifies; its ``pinned.json`` and
+    ``upload-pending.json`` are carried over to the new one.
 
     Raises:
         ConfigError: the snapshot is encrypted and no key is configured.
@@ -118,6 +121,9 @@ def purge_snapshot(
                 f"the rewritten snapshot {info.id} fails verification: {broken[0].message}",
                 "the old snapshot was kept",
             )
+        for sidecar in KEPT_SIDECARS:  # its pin and upload-pending mark stay with it
+            if (info.path / sidecar).is_file():
+                shutil.copy2(info.path / sidecar, work / sidecar)
         retired = info.path.with_name(info.id + ".purged-old")
         os.rename(info.path, retired)
         os.rename(work, info.path)

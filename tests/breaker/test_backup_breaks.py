@@ -267,3 +267,31 @@ def test_before_a_time_out_of_range_is_a_usage_error(
         result = cli(*argv, config=deployment.config)
         assert result.code == 2, (argv, result.code, result.err)
         assert moment in result.err
+
+
+def test_purge_memory_keeps_the_pin_and_the_pending_upload_of_a_snapshot(
+    remote: Any, cli: Any
+) -> None:
+    """``snapshot purge-memory`` rewrites a snapshot holding the memory; the rewrite must keep
+    what stood beside it: its pin (retention removed the pinned snapshot after an erasure)
+    and its upload-pending mark (the erased copy was then never uploaded)."""
+    d = remote
+    pinned = make(d, 3, upload=False)
+    waiting = make(d, 2, upload=False)
+    make(d, 1, upload=False)
+    directory = d.paths.root / "snapshots"
+    assert cli("snapshot", "pin", pinned, "--reason", "audit", config=d.config).code == 0
+    for snapshot_id in (pinned, waiting):
+        (directory / snapshot_id / "upload-pending.json").write_text(
+            json.dumps({"since": "2026-11-29T00:00:00Z", "attempts": 1, "to": "s3://x",
+                        "last_error": "S3 down"})
+        )  # fmt: skip
+    victim = sorted(d.seeded.live)[0]
+    purged = cli("snapshot", "purge-memory", victim, "--yes", "--json", config=d.config)
+    assert purged.code == 0, purged.err
+    assert set(purged.json()["rewritten"]) >= {pinned, waiting}, purged.out
+    for snapshot_id in (pinned, waiting):
+        assert (directory / snapshot_id / "upload-pending.json").is_file(), snapshot_id
+    assert json.loads((directory / pinned / PINNED).read_text())["pinned"] is True
+    pruned = cli("snapshot", "prune", "--local-only", "--yes", "--json", config=d.config)
+    assert pinned not in pruned.json()["removed"]
