@@ -295,3 +295,27 @@ def test_purge_memory_keeps_the_pin_and_the_pending_upload_of_a_snapshot(
     assert json.loads((directory / pinned / PINNED).read_text())["pinned"] is True
     pruned = cli("snapshot", "prune", "--local-only", "--yes", "--json", config=d.config)
     assert pinned not in pruned.json()["removed"]
+
+
+def test_purge_memory_killed_between_its_renames_is_finished_by_the_next_run(
+    deployment: Any, cli: Any
+) -> None:
+    """SIGKILL ``purge-memory`` after the old snapshot was renamed ``.purged-old`` and before
+    the verified rewrite took its place: the snapshot vanished from every listing (retention,
+    restore) and its unpurged bytes stayed. The next run puts the rewrite in place."""
+    deployment.close()
+    made = cli("snapshot", "create", "--json", config=deployment.config)
+    snapshot_id = made.json()["id"]
+    victim = sorted(deployment.seeded.live)[0]
+    killed = _killed(deployment.config, "os:rename", 2,
+                     "snapshot", "purge-memory", victim, "--yes")  # fmt: skip
+    assert killed.returncode == -9, killed.stderr
+    directory = deployment.paths.root / "snapshots"
+    assert not (directory / snapshot_id).exists()  # the kill landed between the renames
+    again = cli("snapshot", "purge-memory", victim, "--yes", "--json", config=deployment.config)
+    assert again.code == 0, again.err
+    assert sorted(p.name for p in directory.iterdir() if p.name.startswith(snapshot_id)) == [
+        snapshot_id
+    ]
+    assert cli("snapshot", "verify", snapshot_id, config=deployment.config).code == 0
+    assert again.json()["holding"] == [], again.out
