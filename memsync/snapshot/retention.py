@@ -151,7 +151,9 @@ def _decide(candidate: Candidate, reasons: list[str], now: datetime | None) -> P
             return _removed(candidate, INCOMPLETE_OLD, ("remote",))
         else:
             young = remote and now is not None
-            reasons.append("incomplete, younger than 1 day" if young else "incomplete, never pruned")
+            reasons.append(
+                "incomplete, younger than 1 day" if young else "incomplete, never pruned"
+            )
     if reasons:
         return PruneDecision(
             id=candidate.id, keep=True, reasons=tuple(reasons), sides=candidate.sides
