@@ -29,7 +29,8 @@ from memsync.stores import deployment, snapshots
 from memsync.stores.vector_store import VectorStore, vector_store_for
 
 PURGING_SUFFIX = ".purging"
-# Sidecars a rewritten snapshot keeps (its verified.json is the rewrite's own verification).
+RETIRED_SUFFIX = ".purged-old"  # the old snapshot between the two renames of a rewrite
+# Sidecars a rewrite keeps (verified.json is of the old bytes: the rewrite is verified anew).
 KEPT_SIDECARS = (snapshots.PINNED, snapshots.UPLOAD_PENDING)
 
 
@@ -76,7 +77,8 @@ def purge_snapshot(
 ) -> None:
     """Rewrite one local snapshot without ``memory_ids``.
 
-    The old one is removed only after the new one verifies.
+    The old one is removed only after the new one verifies; its ``pinned.json`` and
+    ``upload-pending.json`` are carried over to the new one.
 
     Raises:
         ConfigError: the snapshot is encrypted and no key is configured.
@@ -120,16 +122,35 @@ def purge_snapshot(
                 f"the rewritten snapshot {info.id} fails verification: {broken[0].message}",
                 "the old snapshot was kept",
             )
-        for sidecar in KEPT_SIDECARS:  # a pin and a pending upload outlive the rewrite
+        for sidecar in KEPT_SIDECARS:  # its pin and upload-pending mark stay with it
             if (info.path / sidecar).is_file():
                 shutil.copy2(info.path / sidecar, work / sidecar)
-        retired = info.path.with_name(info.id + ".purged-old")
+        retired = info.path.with_name(info.id + RETIRED_SUFFIX)
         os.rename(info.path, retired)
         os.rename(work, info.path)
         shutil.rmtree(retired)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
+
+
+def finish_interrupted(directory: Path) -> list[str]:
+    """Finish the rewrites a killed run left between its two renames; their snapshot ids.
+
+    ``<id>.purged-old`` with no ``<id>``: the verified rewrite (``<id>.purging``) takes its
+    place and the old copy is removed; without a rewrite the old copy goes back to ``<id>``
+    (purged again by this run). With ``<id>`` in place, ``<id>.purged-old`` is removed.
+    """
+    finished = []
+    for retired in sorted(directory.glob(f"*{RETIRED_SUFFIX}")):
+        snapshot_id = retired.name[: -len(RETIRED_SUFFIX)]
+        final, work = directory / snapshot_id, directory / f"{snapshot_id}{PURGING_SUFFIX}"
+        if not final.exists():
+            os.rename(work if work.is_dir() else retired, final)
+        if final.is_dir():
+            shutil.rmtree(retired, ignore_errors=True)
+            finished.append(snapshot_id)
+    return finished
 
 
 def resolve_ids(
@@ -171,6 +192,8 @@ def run_purge(
     """
     bucket = repository.remote(config) if remote else None
     local = repository.local(config)
+    if not dry_run:
+        finish_interrupted(local.directory)
     remote_ids = {e.id for e in bucket.list() if e.complete} if bucket else set()
     fetched = [] if dry_run else _fetch_remote_only(local, bucket, remote_ids)
     ids = resolve_ids(config, memory_ids, scope)

@@ -34,13 +34,25 @@ def _load(state_dir: Path) -> list[dict[str, Any]]:
     except FileNotFoundError:
         return []
     except (OSError, ValueError) as error:
-        raise UnavailableError(
-            f"erasure ledger {state_dir / LEDGER} is unreadable ({type(error).__name__})",
-            "restore it from a backup of the state directory, or move it aside (the ids of "
-            "earlier erasures are then found only in snapshots)",
-        ) from error
-    records = document.get("erasures") if isinstance(document, dict) else None
-    return [r for r in records or [] if isinstance(r, dict)]
+        raise _unreadable(state_dir, type(error).__name__) from error
+    records = document.get("erasures", []) if isinstance(document, dict) else None
+    if not isinstance(records, list) or not all(_is_record(r) for r in records):
+        raise _unreadable(state_dir, "not a list of erasures with memory_ids")
+    return records
+
+
+def _is_record(record: object) -> bool:
+    ids = record.get("memory_ids", []) if isinstance(record, dict) else None
+    return isinstance(ids, list) and all(isinstance(i, str) for i in ids)
+
+
+def _unreadable(state_dir: Path, why: str) -> UnavailableError:
+    """Exit 11 for a ledger that cannot be read: never overwritten, never read as empty."""
+    return UnavailableError(
+        f"erasure ledger {state_dir / LEDGER} is unreadable ({why})",
+        "restore it from a backup of the state directory, or move it aside (the ids of "
+        "earlier erasures are then found only in snapshots)",
+    )
 
 
 def record(

@@ -98,8 +98,20 @@ class LocalRepository(BaseRepository):
         write_json_atomic(self.path(snapshot_id) / name, document)
 
     def delete(self, snapshot_id: str) -> None:
-        """Remove the snapshot's manifest, then its directory. Idempotent."""
+        """Remove the snapshot: renamed ``<id>.partial`` first, then its directory. Idempotent.
+
+        The rename makes it incomplete at once; a removal killed midway leaves a ``.partial``
+        directory nobody holds, which the next ``snapshot create`` removes (never a directory
+        without a manifest, which is left to the operator as a damaged snapshot).
+        """
         final = self.path(snapshot_id)
+        doomed = final.with_name(f"{final.name}{PARTIAL_SUFFIX}")
+        if final.is_dir() and not final.is_symlink() and not doomed.exists():
+            final.rename(doomed)
+            fsync_dir(self.directory)
+            shutil.rmtree(doomed, ignore_errors=True)
+            if doomed.exists():
+                raise UnavailableError(f"cannot remove {doomed}", "check its permissions")
         (final / MANIFEST).unlink(missing_ok=True)
         shutil.rmtree(final, ignore_errors=True)
         if final.exists():

@@ -81,7 +81,7 @@ class S3Repository(BaseRepository):
                     manifest=manifest,
                     verified=self._json(snapshot_id, VERIFIED, names),
                     size_bytes=size[0],
-                    pin=self._json(snapshot_id, PINNED, names),
+                    pin=self._pin(snapshot_id, names),
                 )
             )
         return results
@@ -97,6 +97,12 @@ class S3Repository(BaseRepository):
         except ValueError:
             return None
         return document if isinstance(document, dict) else None
+
+    def _pin(self, snapshot_id: str, names: set[str]) -> dict[str, Any] | None:
+        """The pin document; an unreadable ``pinned.json`` object reads as pinned."""
+        if PINNED not in names:
+            return None
+        return self._json(snapshot_id, PINNED, names) or snapshots.damaged_pin()
 
     def read_json(self, snapshot_id: str, name: str) -> dict[str, Any] | None:
         """A small JSON object beside the snapshot, or None (see the port)."""

@@ -24,22 +24,31 @@ from memsync.stores.snapshots import UPLOAD_PENDING, SnapshotInfo
 
 
 def read(directory: Path) -> dict[str, Any] | None:
-    """The marker of a local snapshot directory, or None when it is not pending. Reads only."""
-    return snapshots.read_json(directory / UPLOAD_PENDING)
+    """The marker of a local snapshot directory, or None when it is not pending. Reads only.
+
+    A marker that is not a readable JSON object still marks the snapshot pending (its
+    document then only says so in ``last_error``); the next upload rewrites it.
+    """
+    marker = directory / UPLOAD_PENDING
+    if not marker.is_file():
+        return None
+    return snapshots.read_json(marker) or {"last_error": f"{marker} is unreadable"}
 
 
 def begin(directory: Path, now: datetime, to: str) -> dict[str, Any]:
     """Mark the snapshot pending before an upload attempt (one attempt more). Atomic.
 
-    Keeps ``since`` and ``last_error`` of an earlier attempt. Returns the document written.
+    Keeps ``since`` and ``last_error`` of an earlier attempt (a damaged ``since`` or
+    ``attempts`` starts again from this attempt). Returns the document written.
 
     Raises:
         OSError: the snapshot directory cannot be written.
     """
     before = read(directory) or {}
+    since, attempts = before.get("since"), before.get("attempts")
     document = {
-        "since": before.get("since") or utc.iso(now),
-        "attempts": int(before.get("attempts") or 0) + 1,
+        "since": since if isinstance(since, str) and since else utc.iso(now),
+        "attempts": (attempts if type(attempts) is int and attempts >= 0 else 0) + 1,
         "last_attempt_at": utc.iso(now),
         "to": to,
         "last_error": before.get("last_error"),

@@ -55,9 +55,8 @@ def require_new_directory(cfg: config.Config, dest: Path) -> None:
 
     Raises:
         UsageError: (exit 2) DIR is a file, a link, a non-empty directory, or inside the live
-            vector store, mem0's directory or the snapshot directory.
+            vector store, mem0's directory or the snapshot directory (links resolved).
     """
-    target = dest.absolute()
     if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
         raise UsageError(
             f"--to {dest}: not a directory", "name a new or empty directory for the copy"
@@ -70,8 +69,9 @@ def require_new_directory(cfg: config.Config, dest: Path) -> None:
     live = [vector_store_for(cfg).location, cfg.history_db_path.parent, cfg.mem0_dir]
     if cfg.snapshot.directory is not None:
         live.append(cfg.snapshot.directory)
+    target = dest.resolve()  # a link on the way (LINK/copy, LINK -> the live mem0 dir) counts
     for place in live:
-        if target == place.absolute() or target.is_relative_to(place.absolute()):
+        if target.is_relative_to(place.resolve()):
             raise UsageError(
                 f"--to {dest} is inside {place}, which belongs to the live deployment or its "
                 "snapshots",

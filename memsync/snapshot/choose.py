@@ -66,7 +66,8 @@ def parse_time(text: str) -> datetime:
     """Read a ``--before`` time: ISO 8601 with ``Z`` or an offset, as aware UTC. Pure.
 
     Raises:
-        UsageError: (exit 2) not ISO 8601, or no ``Z``/offset (a local time is ambiguous).
+        UsageError: (exit 2) not ISO 8601, no ``Z``/offset (a local time is ambiguous), or
+            out of range once in UTC.
     """
     try:
         given = text.strip()
@@ -75,7 +76,10 @@ def parse_time(text: str) -> datetime:
         raise UsageError(f"--before {text!r} is not an ISO 8601 time", TIME_HINT) from None
     if parsed.tzinfo is None:
         raise UsageError(f"--before {text!r} has no Z or UTC offset", TIME_HINT)
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+14:00 is before the first UTC time
+        raise UsageError(f"--before {text!r} is out of range in UTC", TIME_HINT) from None
 
 
 def pick(

@@ -14,17 +14,22 @@ from typing import Any, Literal
 
 from memsync.errors import UsageError
 from memsync.repository import Entry, SnapshotRepository
-from memsync.stores.snapshots import PINNED
+from memsync.stores.snapshots import PINNED, damaged_pin
 
 PinnedBy = Literal["operator", "tripwire"]
 
 
 def pin_of(entry: Entry) -> dict[str, Any] | None:
-    """The active pin of a listed snapshot, or None (unpinned, never pinned, or damaged). Pure."""
+    """The active pin of a listed snapshot, or None (unpinned or never pinned). Pure.
+
+    A pin document memsync cannot read (``pinned`` neither true nor false, an unreadable
+    ``pinned.json``) counts as a pin (``damaged_pin``): retention never removes a snapshot
+    because its pin was damaged.
+    """
     document = entry.pin
-    if document is None or document.get("pinned") is not True:
+    if document is None or document.get("pinned") is False:
         return None
-    return document
+    return document if document.get("pinned") is True else damaged_pin()
 
 
 def pin(
@@ -52,20 +57,30 @@ def pin(
 def unpin(repository: SnapshotRepository, snapshot_id: str, *, now: datetime) -> bool:
     """Unpin a stored snapshot; returns whether it was pinned. Writes atomically; idempotent.
 
+    An unreadable ``pinned.json`` (which retention counts as a pin) is replaced by the unpin
+    document too.
+
     Raises:
         UsageError: nothing of the snapshot is stored in ``repository``.
         UnavailableError: the repository is unreachable or refuses the write.
     """
     _require(repository, snapshot_id)
     previous = repository.read_json(snapshot_id, PINNED)
-    was_pinned = previous is not None and previous.get("pinned") is True
-    if previous is not None:
-        repository.write_json(
-            snapshot_id,
-            PINNED,
-            {**previous, "pinned": False, "unpinned_at": _iso(now)},
-        )
+    if previous is None and not _has_pin_file(repository, snapshot_id):
+        return False
+    was_pinned = previous is None or previous.get("pinned") is not False
+    repository.write_json(
+        snapshot_id,
+        PINNED,
+        {**(previous or {}), "pinned": False, "unpinned_at": _iso(now)},
+    )
     return was_pinned
+
+
+def _has_pin_file(repository: SnapshotRepository, snapshot_id: str) -> bool:
+    """Whether the snapshot's listing shows a pin document (readable or not). Reads only."""
+    listed = [e for e in repository.list() if e.id == snapshot_id and e.pin is not None]
+    return bool(listed)
 
 
 def _require(repository: SnapshotRepository, snapshot_id: str) -> None:

@@ -33,10 +33,15 @@ logger = structlog.get_logger(__name__)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Sides:
-    """The repositories one prune covers (None: not covered)."""
+    """The repositories one prune covers (None: not covered).
+
+    ``uploading``: ids of local snapshots marked upload-pending (``upload-pending.json``),
+    read from the snapshot directory even when only the bucket is covered.
+    """
 
     local: LocalRepository | None
     remote: S3Repository | None
+    uploading: frozenset[str] = frozenset()
 
     def named(self) -> dict[str, SnapshotRepository]:
         """``{"local": ..., "remote": ...}`` of the covered sides."""
@@ -49,18 +54,22 @@ class Sides:
 
 
 def open_sides(config: Config, *, local_only: bool = False, remote_only: bool = False) -> Sides:
-    """The snapshot directory and, with ``[s3]``, the bucket (or only one of them). Pure.
+    """The snapshot directory and, with ``[s3]``, the bucket (or only one of them).
+
+    Reads the snapshot directory's upload-pending markers.
 
     Raises:
         ConfigError: the side asked for is not configured, or neither is.
     """
+    uploading = frozenset(i.id for i in upload_marks.pending(config.snapshot.directory))
     if remote_only:
-        return Sides(local=None, remote=repository.remote(config))
+        return Sides(local=None, remote=repository.remote(config), uploading=uploading)
     if local_only:
-        return Sides(local=repository.local(config), remote=None)
+        return Sides(local=repository.local(config), remote=None, uploading=uploading)
     sides = Sides(
         local=repository.local_or_none(config),
         remote=repository.remote(config) if config.s3 is not None else None,
+        uploading=uploading,
     )
     if sides.local is None and sides.remote is None:
         repository.local(config)  # raises the usual ConfigError
@@ -79,7 +88,8 @@ def survey(sides: Sides) -> Survey:
     """List every side and the bucket's incomplete multipart uploads. Reads only.
 
     An id with only incomplete multipart uploads (an upload killed in its first file) is an
-    incomplete remote snapshot too.
+    incomplete remote snapshot too. A candidate whose local copy is marked upload-pending
+    says so (``Candidate.upload_pending``): its remote part may be an upload running now.
 
     Raises:
         UnavailableError: a side is unreachable.
@@ -93,12 +103,7 @@ def survey(sides: Sides) -> Survey:
             Entry(id=i, complete=False, manifest=None, verified=None, size_bytes=0)
             for i in sorted(set(uploads) - known)
         ]
-    pending = (
-        {info.id for info in upload_marks.pending(sides.local.directory)}
-        if sides.local is not None
-        else set()
-    )
-    return Survey(candidates=merge(listed, pending), uploads=uploads)
+    return Survey(candidates=merge(listed, sides.uploading), uploads=uploads)
 
 
 def _uploads_by_id(remote: S3Repository) -> dict[str, list[MultipartUpload]]:

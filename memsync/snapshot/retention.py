@@ -24,7 +24,7 @@ SIDES = ("local", "remote")
 INCOMPLETE_GRACE = timedelta(days=1)  # an incomplete remote snapshot younger may be uploading
 NO_RULE = "no rule keeps it"
 INCOMPLETE_OLD = "incomplete, older than 1 day"
-UPLOAD_PENDING = "upload pending"  # its only copy that was meant for the bucket
+UPLOAD_PENDING = "upload pending"  # its upload failed, was interrupted or is running now
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,8 +40,9 @@ class Candidate:
         pin: the active pin document (``memsync.snapshot.pins``), or None.
         sides: where something of it is stored, in ``SIDES`` order.
         incomplete_on: the sides of ``sides`` holding it without a valid manifest.
-        upload_pending: a local copy whose upload failed or was interrupted
-            (``upload-pending.json``): kept until it is uploaded.
+        upload_pending: its local copy is marked upload-pending (``upload-pending.json``: its
+            upload failed, was interrupted or is running now); kept on every side until the
+            upload completes (the bucket never got it whole).
     """
 
     id: str
@@ -76,7 +77,8 @@ def merge(
     """One candidate per snapshot id over ``{side: entries}`` (sides of ``SIDES``). Pure.
 
     A side listing an id twice (a complete directory and a ``.partial``) counts as complete.
-    ``upload_pending``: ids of local snapshots marked pending upload.
+    ``upload_pending``: ids whose local copy is marked upload-pending (read from the snapshot
+    directory even when only the bucket is covered).
     """
     by_id: dict[str, dict[str, Entry]] = {}
     for side in SIDES:
@@ -103,7 +105,7 @@ def _candidate(snapshot_id: str, found: Mapping[str, Entry], upload_pending: boo
         pin=pins[0] if pins else None,
         sides=tuple(found),
         incomplete_on=tuple(side for side, e in found.items() if not e.complete),
-        upload_pending=upload_pending and "local" in found,
+        upload_pending=upload_pending,
     )
 
 
@@ -125,7 +127,8 @@ def plan_prune(
     snapshot whose pair was clean is always kept, and so is every pinned one and every local
     one whose upload is pending (removing it would lose what the bucket was to hold). An incomplete
     snapshot is kept, unless it is stored remotely and its id's time is more than a day before
-    ``now`` (None: never): then its remote objects go, its local directory stays.
+    ``now`` (None: never) and its local copy is not marked upload-pending: then its remote
+    objects go, its local directory stays.
 
     Raises:
         ConfigError: no keep_* rule is set (an empty policy would remove everything).
@@ -154,11 +157,17 @@ def _decide(candidate: Candidate, reasons: list[str], now: datetime | None) -> P
     if candidate.upload_pending:
         reasons.append(UPLOAD_PENDING)
     remote = "remote" in candidate.sides
-    if not candidate.complete:
-        if remote and not reasons and now is not None and now - candidate.time > INCOMPLETE_GRACE:
+    if not candidate.complete and not candidate.upload_pending:
+        old = remote and now is not None and now - candidate.time > INCOMPLETE_GRACE
+        if old and not reasons:
             return _removed(candidate, INCOMPLETE_OLD, ("remote",))
-        young = remote and now is not None
-        reasons.append("incomplete, younger than 1 day" if young else "incomplete, never pruned")
+        if old:
+            reasons.append(INCOMPLETE_OLD)
+        else:
+            young = remote and now is not None
+            reasons.append(
+                "incomplete, younger than 1 day" if young else "incomplete, never pruned"
+            )
     if reasons:
         return PruneDecision(
             id=candidate.id, keep=True, reasons=tuple(reasons), sides=candidate.sides

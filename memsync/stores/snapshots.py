@@ -43,6 +43,8 @@ __all__ = [
     "new_id",
     "parse_or_none",
     "read_json",
+    "read_pin",
+    "damaged_pin",
     "read_manifest",
     "read_small",
     "remove_stale_partials",
@@ -132,6 +134,27 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
+def read_pin(path: Path) -> dict[str, Any] | None:
+    """The ``pinned.json`` document at ``path``, or None when there is none. Reads only.
+
+    One that exists but is not a readable JSON object (truncated, edited by hand) reads as
+    ``damaged_pin``: retention keeps a snapshot whose pin it cannot read.
+    """
+    if not path.exists() and not path.is_symlink():
+        return None
+    return read_json(path) or damaged_pin(path.name)
+
+
+def damaged_pin(name: str = PINNED) -> dict[str, Any]:
+    """The pin document standing for an unreadable ``pinned.json``: pinned, by "unknown". Pure."""
+    return {
+        "pinned": True,
+        "by": "unknown",
+        "damaged": True,
+        "reason": f"{name} is unreadable; snapshot pin ID rewrites it, snapshot unpin ID drops it",
+    }
+
+
 def parse_or_none(document: object, snapshot_id: str) -> Manifest | None:
     """The manifest of ``document``, or None when it is absent, damaged, foreign or newer. Pure."""
     if document is None:
@@ -163,7 +186,7 @@ def describe(directory: Path) -> SnapshotInfo | None:
         manifest=manifest,
         verified=None if partial else read_json(directory / VERIFIED),  # a copy's is not its own
         size_bytes=manifest.size_bytes if manifest else 0,
-        pin=None if partial else read_json(directory / PINNED),
+        pin=None if partial else read_pin(directory / PINNED),
     )
 
 

@@ -36,11 +36,16 @@ def arm(target: str, nth: int) -> None:
         return original(*args, **kwargs)
 
     setattr(owner, name, killed_at_step)
+    rebind(original, killed_at_step)
+
+
+def rebind(original: Any, replacement: Any) -> None:
+    """Point every memsync module's imported name for ``original`` at ``replacement``."""
     for module in list(sys.modules.values()):
         if getattr(module, "__name__", "").startswith("memsync"):
             for attribute, value in list(vars(module).items()):
                 if value is original:
-                    setattr(module, attribute, killed_at_step)
+                    setattr(module, attribute, replacement)
 
 
 def main(argv: list[str]) -> int:

@@ -292,19 +292,3 @@ def test_a_bad_mem0_config_never_shows_a_secret(deployment, cli, monkeypatch):
     )
     assert result.code == 10
     assert "hunter2-secret" not in result.err + result.out
-
-
-def test_a_purged_snapshot_stays_pinned(deployment, cli):
-    victim = deployment.seeded.live[0]
-    deployment.close()
-    snapshot_id = cli("snapshot", "create", "--json", config=deployment.config).json()["id"]
-    pinned = cli("snapshot", "pin", snapshot_id, "--reason", "keep", config=deployment.config)
-    assert pinned.code == 0, pinned.err
-    purged = cli("snapshot", "purge-memory", victim, "--yes", config=deployment.config)
-    assert purged.code == 0, purged.err
-    directory = deployment.paths.root / "snapshots" / snapshot_id
-    assert json.loads((directory / "pinned.json").read_text())["reason"] == "keep"
-    plan = cli("snapshot", "prune", "--dry-run", "--json", config=deployment.config).json()
-    [decision] = [d for d in plan["decisions"] if d["id"] == snapshot_id]
-    assert "pinned (operator: keep)" in decision["reasons"]
-    assert json.loads((directory / "verified.json").read_text())["ok"] is True  # re-verified
