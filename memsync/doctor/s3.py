@@ -40,6 +40,16 @@ def probe_backups(config: Config, now: datetime) -> list[DoctorResult]:
     access = store.check_access()
     if access.status == "unreachable":
         return [*results, _result("s3-reachable", ERROR, access.message, access.hint)]
+    if access.status == "no-credentials":  # boto3 sends nothing unsigned: not tried
+        results.append(
+            _result(
+                "s3-reachable",
+                WARNING,
+                f"{store.where}: not tried, no credentials to sign a request with",
+                "see s3-access",
+            )
+        )
+        return [*results, _result("s3-access", ERROR, access.message, access.hint)]
     results.append(_result("s3-reachable", OK, f"{store.where} answers"))
     if access.status != "ok":
         return [*results, _result("s3-access", ERROR, access.message, access.hint)]

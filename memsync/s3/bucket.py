@@ -76,7 +76,7 @@ class Access:
 
     Attributes:
         status: ``"ok"``, ``"unreachable"`` (no connection or no answer in time),
-            ``"no-bucket"``, ``"denied"`` (no credentials, or refused) or ``"failed"``.
+            ``"no-bucket"``, ``"no-credentials"`` (nothing was sent), ``"denied"`` or ``"failed"``.
         message: one line for the operator (the error's, or what was listed).
         hint: what to do, or None.
     """
@@ -290,9 +290,11 @@ class BucketState:
             code = error_code(error) if isinstance(error, botocore.exceptions.ClientError) else ""
             if isinstance(translated, TransportError) or isinstance(error, TIMEOUTS):
                 status = "unreachable"
+            elif isinstance(error, botocore.exceptions.NoCredentialsError):
+                status = "no-credentials"  # nothing was sent: reachability is unknown
             elif code == "NoSuchBucket":
                 status = "no-bucket"
-            elif code in DENIED or isinstance(error, botocore.exceptions.NoCredentialsError):
+            elif code in DENIED:
                 status = "denied"
             else:
                 status = "failed"
