@@ -4,7 +4,7 @@ History rows keep their events and times but lose their text (a DELETE row by ``
 with no text records the erasure); raw ``messages`` of scopes left without memories go; both
 SQLite files are rewritten (``secure_delete``, ``VACUUM``) so no free page keeps the text;
 memsync's own work copies, stale ``.partial`` snapshots, reconcile journals and pre-restore
-copies are purged too. The ids are added to the erasure ledger (``erase.ledger``: ids only),
+copies are purged too. The ids are added to the erasure ledger (``memsync.erasures``: ids only),
 and every copy memsync knows of that still holds the text is listed (``erase.copies``), each
 with the command that removes it.
 """
@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from memsync import check, state
+from memsync import erasures as ledger
 from memsync.config import Config
-from memsync.erase import copies, ledger
+from memsync.erase import copies
 from memsync.erase.holding import snapshots_holding
 from memsync.errors import MemsyncError
 from memsync.model import Inventory

@@ -10,19 +10,19 @@ here fails the snapshot: an unreadable repository means no baseline, a refused p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import structlog
 
-from memsync import findings, repository
+from memsync import erasures, findings, repository
 from memsync.config import Config
 from memsync.errors import MemsyncError
 from memsync.model import Finding
 from memsync.repository import Entry, SnapshotRepository
 from memsync.snapshot import pins
-from memsync.snapshot.tripwire import Drop, Thresholds, choose_baseline, find_drops
+from memsync.snapshot.tripwire import Drop, Thresholds, choose_baseline, erased_in, find_drops
 from memsync.stores.manifest import Manifest
 
 logger = structlog.get_logger(__name__)
@@ -42,6 +42,8 @@ class TripwireResult:
         drops: the scopes beyond the thresholds (empty: not tripped).
         pinned_on: the sides (``local``, ``remote``) where ``previous`` was pinned.
         pin_errors: one line per side where pinning failed.
+        erased_scopes: scopes of ``previous`` that ``forget --erase`` or ``purge-memory``
+            erased since it (the erasure ledger): deleted on purpose, left out of the comparison.
     """
 
     snapshot_id: str
@@ -52,6 +54,7 @@ class TripwireResult:
     drops: tuple[Drop, ...] = ()
     pinned_on: tuple[str, ...] = ()
     pin_errors: tuple[str, ...] = ()
+    erased_scopes: int = 0
 
     @property
     def tripped(self) -> bool:
@@ -91,6 +94,7 @@ class TripwireResult:
             "pinned": self.pinned,
             "pinned_on": list(self.pinned_on),
             "pin_errors": list(self.pin_errors),
+            "erased_scopes": self.erased_scopes,
         }
 
     def report(self) -> dict[str, Any]:
@@ -106,8 +110,13 @@ class TripwireResult:
             return "\ntripwire: disabled ([snapshot] tripwire_percent or tripwire_memories is 0)"
         if self.no_baseline is not None:
             return f"\ntripwire: no baseline ({self.no_baseline})"
+        erased = (
+            f" ({self.erased_scopes} scope(s) erased on purpose since, left out)"
+            if self.erased_scopes
+            else ""
+        )
         if not self.tripped:
-            return f"\ntripwire: no mass deletion since snapshot {self.previous}"
+            return f"\ntripwire: no mass deletion since snapshot {self.previous}{erased}"
         dropped = ", ".join(
             f"{d.label} {d.before} -> {d.after} (-{d.percent}%)" for d in self.drops
         )
@@ -145,21 +154,15 @@ def run_tripwire(
     if baseline.manifest.scopes is None or manifest.scopes is None:
         why = f"snapshot {baseline.id} has no scope counts (made by an older memsync)"
         return _no_baseline(result, why)
-    drops = tuple(find_drops(baseline.manifest.scopes, manifest.scopes, thresholds))
+    erased = _erased_since(config, baseline.created_at)
+    result = replace(result, erased_scopes=erased_in(baseline.manifest.scopes, erased))
+    drops = tuple(find_drops(baseline.manifest.scopes, manifest.scopes, thresholds, erased))
     if not drops:
         return result
     pinned_on, errors = _pin_everywhere(
         config, local, baseline.id, _reason(drops, manifest.id), now
     )
-    tripped = TripwireResult(
-        snapshot_id=manifest.id,
-        thresholds=thresholds,
-        previous=baseline.id,
-        previous_side=side,
-        drops=drops,
-        pinned_on=pinned_on,
-        pin_errors=errors,
-    )
+    tripped = replace(result, drops=drops, pinned_on=pinned_on, pin_errors=errors)
     _log_tripped(tripped)
     return tripped
 
@@ -183,6 +186,17 @@ def _baseline(
         logger.info("tripwire_remote_unreadable", snapshot_id=new_id, error=str(error))
         return None, None, f"no earlier local snapshot, and the bucket is unreadable: {error}"
     return found, ("remote" if found is not None else None), None
+
+
+def _erased_since(config: Config, since: datetime) -> set[str]:
+    """Scopes the erasure ledger says were erased at or after ``since`` (UTC). Reads only.
+
+    An unreadable ledger explains nothing: none, so the drop then trips.
+    """
+    try:
+        return erasures.erased_scopes(config.state_dir, since)
+    except MemsyncError:
+        return set()
 
 
 def _no_baseline(result: TripwireResult, why: str) -> TripwireResult:

@@ -12,10 +12,11 @@ I/O half (reading the repositories, pinning, logging) is ``memsync.snapshot.guar
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memsync.erasures import digest
 from memsync.repository import Entry
 from memsync.stores.manifest_schema import ID_PATTERN
 
@@ -118,19 +119,28 @@ def count_scopes(payloads: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def find_drops(
-    previous: Mapping[str, Any], current: Mapping[str, Any], thresholds: Thresholds
+    previous: Mapping[str, Any],
+    current: Mapping[str, Any],
+    thresholds: Thresholds,
+    erased: Collection[str] = (),
 ) -> list[Drop]:
     """The scopes whose memories dropped beyond ``thresholds`` from ``previous`` to ``current``. Pure.
 
     Both are manifest ``scopes`` documents (``count_scopes``). A scope new in ``current`` never
-    trips; one absent from it has 0 memories. Returns the whole store first (when it trips),
-    then by kind (``user_id``, ``agent_id``, ``run_id``), each by largest drop, then id. Empty
-    when the tripwire is disabled.
+    trips; one absent from it has 0 memories. A scope in ``erased`` (``"<kind>:sha256:<hex>"``,
+    as ``memsync.erasures.erased_scopes`` gives the scopes erased since ``previous``) was
+    deleted on purpose: it never trips, and the whole store's counts leave out its memories
+    (those of the kind whose erased scopes hold the most, so memories in two erased scopes are
+    never subtracted twice). Returns the whole store first (when it trips), then by kind
+    (``user_id``, ``agent_id``, ``run_id``), each by largest drop, then id. Empty when the
+    tripwire is disabled.
     """
     if not thresholds.enabled:
         return []
     drops = []
-    before_total, after_total = _count(previous.get(TOTAL)), _count(current.get(TOTAL))
+    gone_before, gone_after = _erased_counts(previous, current, erased)
+    before_total = max(0, _count(previous.get(TOTAL)) - gone_before)
+    after_total = max(0, _count(current.get(TOTAL)) - gone_after)
     if thresholds.trips(before_total, after_total):
         drops.append(Drop(kind=TOTAL, scope_id=None, before=before_total, after=after_total))
     for kind in SCOPE_KINDS:
@@ -138,10 +148,34 @@ def find_drops(
         found = [
             Drop(kind=kind, scope_id=scope_id, before=count, after=after.get(scope_id, 0))
             for scope_id, count in before.items()
-            if thresholds.trips(count, after.get(scope_id, 0))
+            if f"{kind}:{digest(scope_id)}" not in erased
+            and thresholds.trips(count, after.get(scope_id, 0))
         ]
         drops += sorted(found, key=lambda drop: (-drop.dropped, drop.scope_id or ""))
     return drops
+
+
+def erased_in(previous: Mapping[str, Any], erased: Collection[str]) -> int:
+    """How many scopes of ``previous`` are in ``erased`` (left out of the comparison). Pure."""
+    return sum(
+        1
+        for kind in SCOPE_KINDS
+        for scope_id in _scope_map(previous.get(kind))
+        if f"{kind}:{digest(scope_id)}" in erased
+    )
+
+
+def _erased_counts(
+    previous: Mapping[str, Any], current: Mapping[str, Any], erased: Collection[str]
+) -> tuple[int, int]:
+    """Memories of erased scopes before and after, of the kind whose erased scopes hold most."""
+    best = (0, 0)
+    for kind in SCOPE_KINDS:
+        before, after = _scope_map(previous.get(kind)), _scope_map(current.get(kind))
+        names = [name for name in before if f"{kind}:{digest(name)}" in erased]
+        counts = (sum(before[n] for n in names), sum(after.get(n, 0) for n in names))
+        best = max(best, counts)
+    return best
 
 
 def choose_baseline(new_id: str, local: Sequence[Entry], remote: Sequence[Entry]) -> Entry | None:

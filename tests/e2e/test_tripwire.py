@@ -119,6 +119,23 @@ def test_a_deletion_below_the_thresholds_does_not_trip(zoe):
     assert not (deployment.paths.root / "snapshots" / first["id"] / "pinned.json").exists()
 
 
+def test_an_erasure_of_a_user_is_not_taken_for_a_mass_deletion(zoe):
+    deployment, _ = zoe()
+    create(deployment.config)  # the snapshot before: zoe has 64 memories
+    erased = run_memsync(
+        "forget", "--user", USER, "--erase", "--yes", "--config", str(deployment.config)
+    )
+    assert erased.returncode == 0, erased.stderr
+    second = create(deployment.config)
+    tripwire = second["tripwire"]
+    assert second["findings"] == [] and tripwire["tripped"] is False, tripwire
+    assert tripwire["erased_scopes"] == 1 and tripwire["pinned"] is None
+    snapshots = deployment.paths.root / "snapshots"
+    assert not any(snapshots.glob("*/pinned.json"))  # nothing keeps the erased user's copies
+    ledger = (deployment.paths.state / "erasures.json").read_text()
+    assert USER not in ledger  # the ledger knows the scope only by its sha256
+
+
 @pytest.mark.parametrize(
     ("config", "tripped", "enabled"),
     [

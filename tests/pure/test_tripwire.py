@@ -206,3 +206,31 @@ def test_a_snapshot_jobs_summary_keeps_the_tripwire_verdict_when_the_report_has_
     }
     older = summarize("snapshot", {"id": "S2", "size_bytes": 1})  # a memsync without it
     assert "tripwire_tripped" not in older
+
+
+def test_a_scope_erased_on_purpose_never_trips_and_leaves_the_total():
+    from memsync.erasures import digest
+    from memsync.snapshot.tripwire import erased_in
+
+    previous = scopes(500, user_id={"bob": 120, "carol": 80, "dan": 300}, agent_id={"x": 120})
+    current = scopes(380, user_id={"carol": 80, "dan": 300}, agent_id={"x": 0})
+    erased = {f"user_id:{digest('bob')}"}  # forget --user bob --erase since the previous one
+    drops = find_drops(previous, current, DEFAULT, erased)
+    # bob's 120 are left out of the total (500-120 -> 380-0: no drop); agent x was not erased
+    assert [(d.kind, d.scope_id) for d in drops] == [("agent_id", "x")]
+    assert erased_in(previous, erased) == 1
+    assert [(d.kind, d.scope_id) for d in find_drops(previous, current, DEFAULT)] == [
+        ("total", None),
+        ("user_id", "bob"),
+        ("agent_id", "x"),
+    ]  # without the ledger the same counts trip on bob and the total
+
+
+def test_memories_in_two_erased_scopes_are_never_left_out_twice():
+    from memsync.erasures import digest
+
+    previous = scopes(300, user_id={"bob": 100}, agent_id={"bot": 100})  # the same 100 memories
+    current = scopes(140, user_id={}, agent_id={})  # bob's 100 erased, and 60 others lost
+    erased = {f"user_id:{digest('bob')}", f"agent_id:{digest('bot')}"}
+    [total] = find_drops(previous, current, DEFAULT, erased)
+    assert (total.kind, total.before, total.after) == ("total", 200, 140)  # not 100 -> 140

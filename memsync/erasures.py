@@ -5,7 +5,8 @@ memory ids and the scope asked for, its values kept only as sha256 digests
 (``{"user_id": "sha256:…"}``), so the ledger names no user. Later runs of
 ``snapshot purge-memory`` read it to find the ids of a scope whose memories are gone from the
 live store and from every local snapshot, and to look for every erased memory in the bucket's
-noncurrent object versions.
+noncurrent object versions; ``snapshot create``'s tripwire reads it so an erasure of a scope is
+not taken for a mass deletion.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +92,11 @@ def erased_ids(state_dir: Path, scope: Mapping[str, str] | None = None) -> set[s
     }
 
 
-def erased_scopes(state_dir: Path) -> set[str]:
+def erased_scopes(state_dir: Path, since: datetime | None = None) -> set[str]:
     """``"<kind>:sha256:<hex>"`` of every scope an erasure named (``user_id:sha256:…``). Reads only.
+
+    ``since``: only erasures recorded at or after it (UTC); a record whose time cannot be read
+    counts.
 
     Raises:
         UnavailableError: the ledger is unreadable.
@@ -100,7 +104,19 @@ def erased_scopes(state_dir: Path) -> set[str]:
     return {
         f"{kind}:{value}"
         for entry in _load(state_dir)
-        if isinstance(entry.get("scope"), dict)
+        if isinstance(entry.get("scope"), dict) and _at_or_after(entry.get("at"), since)
         for kind, value in entry["scope"].items()
         if isinstance(value, str)
     }
+
+
+def _at_or_after(at: object, since: datetime | None) -> bool:
+    if since is None:
+        return True
+    try:
+        moment = datetime.fromisoformat(str(at))
+    except ValueError:
+        return True
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment >= since
