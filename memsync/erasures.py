@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from memsync.errors import UnavailableError
+from memsync.model import SCOPE_KINDS, TOTAL, count_scopes
 from memsync.state import write_json_atomic
 
 LEDGER = "erasures.json"
@@ -57,24 +58,65 @@ def _unreadable(state_dir: Path, why: str) -> UnavailableError:
 
 
 def record(
-    state_dir: Path, memory_ids: Sequence[str], scope: Mapping[str, str] | None, now: datetime
+    state_dir: Path,
+    memory_ids: Sequence[str],
+    scope: Mapping[str, str] | None,
+    now: datetime,
+    payloads: Iterable[Mapping[str, Any]] = (),
 ) -> None:
     """Append one erasure (ids, hashed scope, time). Writes the ledger atomically (0600).
+
+    ``payloads``: of the memories this erasure deleted from the live store (none for a purge of
+    snapshots only); their counts per scope are kept as ``dropped`` (``{"total": n,
+    "user_id": {"sha256:…": n}, ...}``: no id in the clear), so ``snapshot create``'s tripwire
+    can tell a drop that was an erasure from a mass deletion.
 
     Raises:
         UnavailableError: the ledger exists and cannot be read.
     """
     if not memory_ids:
         return
+    counted = count_scopes(payloads)
     records = _load(state_dir)
     records.append(
         {
             "at": now.isoformat(),
             "memory_ids": sorted(set(memory_ids)),
             "scope": {key: digest(value) for key, value in (scope or {}).items()},
+            "dropped": {
+                TOTAL: counted[TOTAL],
+                **{k: {digest(i): n for i, n in counted[k].items()} for k in SCOPE_KINDS},
+            },
         }
     )
     write_json_atomic(state_dir / LEDGER, {"erasures": records})
+
+
+def erased_counts(state_dir: Path, since: datetime) -> dict[str, int]:
+    """Memories erased from the live store at or after ``since`` (UTC), in all and per scope.
+
+    Returns ``{"total": n, "<kind>:sha256:<hex>": n, ...}`` summed over the erasures since
+    (those recorded before ``dropped`` existed count nothing). Reads only.
+
+    Raises:
+        UnavailableError: the ledger is unreadable.
+    """
+    found: dict[str, int] = {TOTAL: 0}
+    for entry in _load(state_dir):
+        dropped = entry.get("dropped")
+        if not isinstance(dropped, dict) or not _at_or_after(entry.get("at"), since):
+            continue
+        found[TOTAL] += _int(dropped.get(TOTAL))
+        for kind in SCOPE_KINDS:
+            scopes = dropped.get(kind)
+            for hashed, count in scopes.items() if isinstance(scopes, dict) else ():
+                key = f"{kind}:{hashed}"
+                found[key] = found.get(key, 0) + _int(count)
+    return found
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def erased_ids(state_dir: Path, scope: Mapping[str, str] | None = None) -> set[str]:

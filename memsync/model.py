@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -330,3 +330,31 @@ class DoctorResult:
             "message": self.message,
             "fix": self.fix,
         }
+
+
+SCOPE_KINDS = ("user_id", "agent_id", "run_id")  # mem0ai 2.2.1's scope payload keys
+TOTAL = "total"
+
+
+def count_scopes(payloads: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Count memories in all and per scope id: the manifest's ``scopes`` field. Pure.
+
+    Args:
+        payloads: the payloads of the memory collection's points (one per memory).
+
+    Returns:
+        ``{"total": n, "user_id": {id: n}, "agent_id": {id: n}, "run_id": {id: n}}``, ids
+        sorted. A memory counts once in ``total`` and once under each scope key it carries; an
+        absent, null or empty value is no scope. Non-string ids are counted by ``str(value)``.
+    """
+    total = 0
+    counts: dict[str, dict[str, int]] = {kind: {} for kind in SCOPE_KINDS}
+    for payload in payloads:
+        total += 1
+        for kind in SCOPE_KINDS:
+            value = payload.get(kind)
+            if value is None or value == "":
+                continue
+            scope_id = str(value)
+            counts[kind][scope_id] = counts[kind].get(scope_id, 0) + 1
+    return {TOTAL: total, **{kind: dict(sorted(counts[kind].items())) for kind in SCOPE_KINDS}}

@@ -106,6 +106,14 @@ def _text(command: str, done: forget.Forgotten) -> str:
         + (f", app down {done.downtime_s:.1f} s" if done.downtime_s is not None else "")
         + (")" if done.route else "")
     )
+    if done.snapshot_id is not None:
+        lines.append(
+            f"safety snapshot {done.snapshot_id} taken first: memsync recover "
+            f"--from {done.snapshot_id} brings these memories back if this was a mistake"
+            if not done.erased
+            else f"safety snapshot {done.snapshot_id} taken first: it holds them until "
+            "memsync snapshot purge-memory rewrites it (listed below)"
+        )
     if done.erased:
         lines += _copies_lines(done.erased)
     return "\n".join(lines)

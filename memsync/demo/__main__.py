@@ -177,6 +177,7 @@ def main() -> int:
     except DemoFailed as failure:
         say(f"\nDEMO FAILED: {failure}")
         return 1
+    dropped = backups.leave_config_usable(config)
     heading("done")
     say("Every drift was named by its code and memory id, the snapshot restored both stores,")
     say("reconcile settled a restore mix-up, and an erased memory left no byte behind;")
@@ -184,6 +185,10 @@ def main() -> int:
     say("the tripwire caught a bulk deletion, and recover brought back exactly what was lost.")
     say(
         f"The deployment is in {root}, healthy; what restore moved aside is beside it (*.pre-restore-*)."
+    )
+    say(
+        f"Its config, {config.name}, works on it as it is left: its {' and '.join(dropped)} "
+        "sections are commented out (the demo's S3 server and daemon stopped)."
     )
     return 0
 
@@ -415,7 +420,9 @@ def daemon_act(paths: build.Paths, config: Path) -> None:
     heading("8. the daemon, briefly")
     with config.open("a", encoding="utf-8") as handle:
         handle.write('\n[daemon]\ncheck_every = "2s"\nsnapshot_every = "1d"\n')
-    say("$ memsync daemon   (check every 2 s, snapshot daily: it never ran, so it runs at start)")
+    say("$ memsync daemon   (check every 2 s; the daily snapshot job never ran, so it runs at")
+    say("   start: it uploads any snapshot still pending and, the newest being seconds old,")
+    say("   captures none: snapshot create --upload --if-due 1d)")
     process = subprocess.Popen(
         [sys.executable, "-m", "memsync", "daemon", "--config", str(config)],
         stdout=subprocess.DEVNULL,

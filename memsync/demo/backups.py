@@ -45,7 +45,10 @@ def backups_act(
     say(f"   snapshot {baseline}: {len(before[MISTAKEN_USER])} memories of {MISTAKEN_USER}")
 
     forgotten = run_json("forget", "--user", MISTAKEN_USER, "--yes")
-    say(f"   a mistaken forget: {_count(forgotten)} of {MISTAKEN_USER}'s memories deleted")
+    say(
+        f"   a mistaken forget: {_count(forgotten)} of {MISTAKEN_USER}'s memories deleted "
+        f"(forget took safety snapshot {forgotten.get('safety_snapshot')} first)"
+    )
     if _user_ids(paths)[MISTAKEN_USER]:
         raise fail(f"forget --user {MISTAKEN_USER} left memories")
     planned = run_json("recover", "--user", MISTAKEN_USER, "--from", baseline, "--dry-run")
@@ -118,3 +121,30 @@ def _user_ids(paths: build.Paths) -> dict[str, set[str]]:
 def _count(report: dict[str, Any]) -> int:
     """How many memories a ``forget --json`` report deleted."""
     return len(report["deleted"])
+
+
+def leave_config_usable(config: Path) -> list[str]:
+    """Comment out the sections that point at what the demo stopped; return their names.
+
+    ``[s3]`` named the S3 server the demo ran on 127.0.0.1 (gone when it exits) and
+    ``[daemon]`` a 2-second check schedule nobody runs: left in, every command reaching the
+    bucket would fail and ``status`` would call the check overdue. Writes the file once.
+    """
+    lines = config.read_text(encoding="utf-8").splitlines()
+    out, section, dropped = [], "", []
+    for line in lines:
+        header = line.strip()
+        if header.startswith("[") and header.endswith("]"):
+            section = header.strip("[]").split(".")[0].strip()
+            if section in STOPPED and section not in dropped:
+                dropped.append(section)
+                out.append(f"# {section}: {STOPPED[section]}")
+        out.append(f"# {line}" if section in STOPPED and line else line)
+    config.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return dropped
+
+
+STOPPED = {
+    "s3": "the demo's S3 server on 127.0.0.1 stopped when the demo ended",
+    "daemon": "the demo's 2-second schedule; nobody runs this daemon",
+}

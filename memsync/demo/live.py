@@ -96,6 +96,7 @@ def live_act(
             report = json.loads(result.stdout)
             routes[args[0]] = report.get("route")
             say(f"   -> route {report.get('route')}: {_summary(args[0], report)}")
+        _purge_erased_user(paths, config, memsync, say, fail)
         view = app.view()
         gone = set(expired) | set(texts) | set(doomed)
         if view & gone:
@@ -133,4 +134,33 @@ def _summary(command: str, report: dict[str, Any]) -> str:
     if command == "reconcile":
         kinds = sorted({a["kind"] for a in report.get("actions", [])})
         return f"{len(report.get('actions', []))} actions ({', '.join(kinds)})"
-    return f"snapshot {report.get('id')}, quiesced: {report.get('quiesced')}"
+    tripped = (report.get("tripwire") or {}).get("tripped")
+    return (
+        f"snapshot {report.get('id')}, quiesced: {report.get('quiesced')}; the erasure did not "
+        f"trip the mass-deletion tripwire: {not tripped}"
+    )
+
+
+def _purge_erased_user(
+    paths: build.Paths,
+    config: Path,
+    memsync: Callable[..., Any],
+    say: Callable[[str], None],
+    fail: Callable[[str], Exception],
+) -> None:
+    """``--erase`` names the snapshots still holding the user; ``purge-memory`` rewrites them."""
+    result = memsync(config, "snapshot", "purge-memory", "--user", ERASED_USER, "--yes", "--json")
+    if result.returncode != 0:
+        raise fail(f"purge-memory exited {result.returncode}: {result.stderr.strip()}")
+    report = json.loads(result.stdout)
+    holding = [
+        str(p)
+        for p in (paths.root / "snapshots").rglob("*")
+        if p.is_file() and ERASED_USER.encode() in p.read_bytes()
+    ]
+    say(
+        f"   -> {len(report.get('rewritten', []))} snapshots rewritten without {ERASED_USER}'s "
+        f"memories; files under snapshots/ naming {ERASED_USER}: {len(holding)}"
+    )
+    if holding:
+        raise fail(f"snapshots still name {ERASED_USER}: {holding[:3]}")

@@ -85,7 +85,8 @@ def erase_texts(
     rows = blank_history(config.history_db_path, memory_ids, empty_scopes, now)
     vector_store_for(config).compact()
     purged = purge_own_copies(config, memory_ids, empty_scopes, now)
-    ledger.record(config.state_dir, memory_ids, scope, now)
+    deleted = [before.points[m].payload for m in memory_ids if m in before.points]
+    ledger.record(config.state_dir, memory_ids, scope, now, deleted)
     return {
         "history_rows_blanked": rows,
         "message_scopes_removed": empty_scopes,

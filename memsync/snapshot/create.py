@@ -22,9 +22,9 @@ import structlog
 from memsync import __version__, check, seal
 from memsync.config import Config, read_key_file
 from memsync.errors import ConfigError, UnavailableError
-from memsync.model import CaptureWindow, CheckReport, Inventory
+from memsync.model import CaptureWindow, CheckReport, Inventory, count_scopes
 from memsync.repository import LocalRepository, encryption_key, snapshot_dir
-from memsync.snapshot import guard, tripwire
+from memsync.snapshot import guard
 from memsync.state import fsync_dir, write_json_atomic
 from memsync.stores import deployment, snapshots, versions
 from memsync.stores.agent_client import writes_held
@@ -300,7 +300,7 @@ def finish_directory(
     if quiesced is not None:
         manifest = replace(manifest, quiesced=quiesced)
     manifest = replace(  # the mass-deletion tripwire's counts (memsync.snapshot.tripwire)
-        manifest, scopes=tripwire.count_scopes(p.payload for p in inventory.points.values())
+        manifest, scopes=count_scopes(p.payload for p in inventory.points.values())
     )
     if signing is not None:
         manifest = replace(manifest, signature=sign(manifest, signing))

@@ -22,7 +22,7 @@ from memsync.errors import MemsyncError
 from memsync.model import Finding
 from memsync.repository import Entry, SnapshotRepository
 from memsync.snapshot import pins
-from memsync.snapshot.tripwire import Drop, Thresholds, choose_baseline, erased_in, find_drops
+from memsync.snapshot.tripwire import Drop, Thresholds, choose_baseline, find_drops
 from memsync.stores.manifest import Manifest
 
 logger = structlog.get_logger(__name__)
@@ -42,8 +42,8 @@ class TripwireResult:
         drops: the scopes beyond the thresholds (empty: not tripped).
         pinned_on: the sides (``local``, ``remote``) where ``previous`` was pinned.
         pin_errors: one line per side where pinning failed.
-        erased_scopes: scopes of ``previous`` that ``forget --erase`` or ``purge-memory``
-            erased since it (the erasure ledger): deleted on purpose, left out of the comparison.
+        erased_memories: memories ``forget --erase`` erased since ``previous`` (the erasure
+            ledger): deleted on purpose, taken out of ``previous``'s counts before comparing.
     """
 
     snapshot_id: str
@@ -54,7 +54,7 @@ class TripwireResult:
     drops: tuple[Drop, ...] = ()
     pinned_on: tuple[str, ...] = ()
     pin_errors: tuple[str, ...] = ()
-    erased_scopes: int = 0
+    erased_memories: int = 0
 
     @property
     def tripped(self) -> bool:
@@ -94,7 +94,7 @@ class TripwireResult:
             "pinned": self.pinned,
             "pinned_on": list(self.pinned_on),
             "pin_errors": list(self.pin_errors),
-            "erased_scopes": self.erased_scopes,
+            "erased_memories": self.erased_memories,
         }
 
     def report(self) -> dict[str, Any]:
@@ -111,8 +111,8 @@ class TripwireResult:
         if self.no_baseline is not None:
             return f"\ntripwire: no baseline ({self.no_baseline})"
         erased = (
-            f" ({self.erased_scopes} scope(s) erased on purpose since, left out)"
-            if self.erased_scopes
+            f" ({self.erased_memories} memories erased on purpose since, left out)"
+            if self.erased_memories
             else ""
         )
         if not self.tripped:
@@ -155,7 +155,7 @@ def run_tripwire(
         why = f"snapshot {baseline.id} has no scope counts (made by an older memsync)"
         return _no_baseline(result, why)
     erased = _erased_since(config, baseline.created_at)
-    result = replace(result, erased_scopes=erased_in(baseline.manifest.scopes, erased))
+    result = replace(result, erased_memories=erased.get("total", 0))
     drops = tuple(find_drops(baseline.manifest.scopes, manifest.scopes, thresholds, erased))
     if not drops:
         return result
@@ -188,15 +188,15 @@ def _baseline(
     return found, ("remote" if found is not None else None), None
 
 
-def _erased_since(config: Config, since: datetime) -> set[str]:
-    """Scopes the erasure ledger says were erased at or after ``since`` (UTC). Reads only.
+def _erased_since(config: Config, since: datetime) -> dict[str, int]:
+    """Memories erased at or after ``since`` (UTC), per the erasure ledger. Reads only.
 
     An unreadable ledger explains nothing: none, so the drop then trips.
     """
     try:
-        return erasures.erased_scopes(config.state_dir, since)
+        return erasures.erased_counts(config.state_dir, since)
     except MemsyncError:
-        return set()
+        return {}
 
 
 def _no_baseline(result: TripwireResult, why: str) -> TripwireResult:

@@ -12,16 +12,14 @@ I/O half (reading the repositories, pinning, logging) is ``memsync.snapshot.guar
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memsync.erasures import digest
+from memsync.model import SCOPE_KINDS, TOTAL
 from memsync.repository import Entry
 from memsync.stores.manifest_schema import ID_PATTERN
-
-SCOPE_KINDS = ("user_id", "agent_id", "run_id")
-TOTAL = "total"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,88 +92,41 @@ class Drop:
         }
 
 
-def count_scopes(payloads: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Count memories in all and per scope id: the manifest's ``scopes`` field. Pure.
-
-    Args:
-        payloads: the payloads of the memory collection's points (one per memory).
-
-    Returns:
-        ``{"total": n, "user_id": {id: n}, "agent_id": {id: n}, "run_id": {id: n}}``, ids
-        sorted. A memory counts once in ``total`` and once under each scope key it carries; an
-        absent, null or empty value is no scope. Non-string ids are counted by ``str(value)``.
-    """
-    total = 0
-    counts: dict[str, dict[str, int]] = {kind: {} for kind in SCOPE_KINDS}
-    for payload in payloads:
-        total += 1
-        for kind in SCOPE_KINDS:
-            value = payload.get(kind)
-            if value is None or value == "":
-                continue
-            scope_id = str(value)
-            counts[kind][scope_id] = counts[kind].get(scope_id, 0) + 1
-    return {TOTAL: total, **{kind: dict(sorted(counts[kind].items())) for kind in SCOPE_KINDS}}
-
-
 def find_drops(
     previous: Mapping[str, Any],
     current: Mapping[str, Any],
     thresholds: Thresholds,
-    erased: Collection[str] = (),
+    erased: Mapping[str, int] | None = None,
 ) -> list[Drop]:
     """The scopes whose memories dropped beyond ``thresholds`` from ``previous`` to ``current``. Pure.
 
     Both are manifest ``scopes`` documents (``count_scopes``). A scope new in ``current`` never
-    trips; one absent from it has 0 memories. A scope in ``erased`` (``"<kind>:sha256:<hex>"``,
-    as ``memsync.erasures.erased_scopes`` gives the scopes erased since ``previous``) was
-    deleted on purpose: it never trips, and the whole store's counts leave out its memories
-    (those of the kind whose erased scopes hold the most, so memories in two erased scopes are
-    never subtracted twice). Returns the whole store first (when it trips), then by kind
-    (``user_id``, ``agent_id``, ``run_id``), each by largest drop, then id. Empty when the
+    trips; one absent from it has 0 memories. ``erased`` (``memsync.erasures.erased_counts``:
+    memories erased on purpose since ``previous``, in all and per hashed scope) is taken out of
+    ``previous`` first, so an erasure is never taken for a mass deletion, while a bug deleting
+    more in the same scopes still trips. Returns the whole store first (when it trips), then by
+    kind (``user_id``, ``agent_id``, ``run_id``), each by largest drop, then id. Empty when the
     tripwire is disabled.
     """
     if not thresholds.enabled:
         return []
+    erased = erased or {}
     drops = []
-    gone_before, gone_after = _erased_counts(previous, current, erased)
-    before_total = max(0, _count(previous.get(TOTAL)) - gone_before)
-    after_total = max(0, _count(current.get(TOTAL)) - gone_after)
+    before_total = max(0, _count(previous.get(TOTAL)) - erased.get(TOTAL, 0))
+    after_total = _count(current.get(TOTAL))
     if thresholds.trips(before_total, after_total):
         drops.append(Drop(kind=TOTAL, scope_id=None, before=before_total, after=after_total))
     for kind in SCOPE_KINDS:
         before, after = _scope_map(previous.get(kind)), _scope_map(current.get(kind))
-        found = [
-            Drop(kind=kind, scope_id=scope_id, before=count, after=after.get(scope_id, 0))
-            for scope_id, count in before.items()
-            if f"{kind}:{digest(scope_id)}" not in erased
-            and thresholds.trips(count, after.get(scope_id, 0))
-        ]
+        found = []
+        for scope_id, count in before.items():
+            kept = max(0, count - erased.get(f"{kind}:{digest(scope_id)}", 0))
+            if thresholds.trips(kept, after.get(scope_id, 0)):
+                found.append(
+                    Drop(kind=kind, scope_id=scope_id, before=kept, after=after.get(scope_id, 0))
+                )
         drops += sorted(found, key=lambda drop: (-drop.dropped, drop.scope_id or ""))
     return drops
-
-
-def erased_in(previous: Mapping[str, Any], erased: Collection[str]) -> int:
-    """How many scopes of ``previous`` are in ``erased`` (left out of the comparison). Pure."""
-    return sum(
-        1
-        for kind in SCOPE_KINDS
-        for scope_id in _scope_map(previous.get(kind))
-        if f"{kind}:{digest(scope_id)}" in erased
-    )
-
-
-def _erased_counts(
-    previous: Mapping[str, Any], current: Mapping[str, Any], erased: Collection[str]
-) -> tuple[int, int]:
-    """Memories of erased scopes before and after, of the kind whose erased scopes hold most."""
-    best = (0, 0)
-    for kind in SCOPE_KINDS:
-        before, after = _scope_map(previous.get(kind)), _scope_map(current.get(kind))
-        names = [name for name in before if f"{kind}:{digest(name)}" in erased]
-        counts = (sum(before[n] for n in names), sum(after.get(n, 0) for n in names))
-        best = max(best, counts)
-    return best
 
 
 def choose_baseline(new_id: str, local: Sequence[Entry], remote: Sequence[Entry]) -> Entry | None:

@@ -129,7 +129,7 @@ def test_an_erasure_of_a_user_is_not_taken_for_a_mass_deletion(zoe):
     second = create(deployment.config)
     tripwire = second["tripwire"]
     assert second["findings"] == [] and tripwire["tripped"] is False, tripwire
-    assert tripwire["erased_scopes"] == 1 and tripwire["pinned"] is None
+    assert tripwire["erased_memories"] == 64 and tripwire["pinned"] is None
     snapshots = deployment.paths.root / "snapshots"
     assert not any(snapshots.glob("*/pinned.json"))  # nothing keeps the erased user's copies
     ledger = (deployment.paths.state / "erasures.json").read_text()

@@ -9,12 +9,12 @@ import pytest
 
 from memsync.errors import UnavailableError
 from memsync.jobs.outcome import summarize
+from memsync.model import count_scopes
 from memsync.repository import Entry
 from memsync.snapshot.tripwire import (
     Drop,
     Thresholds,
     choose_baseline,
-    count_scopes,
     find_drops,
     id_order,
 )
@@ -208,29 +208,30 @@ def test_a_snapshot_jobs_summary_keeps_the_tripwire_verdict_when_the_report_has_
     assert "tripwire_tripped" not in older
 
 
-def test_a_scope_erased_on_purpose_never_trips_and_leaves_the_total():
+def test_memories_erased_on_purpose_are_taken_out_before_comparing():
     from memsync.erasures import digest
-    from memsync.snapshot.tripwire import erased_in
 
-    previous = scopes(500, user_id={"bob": 120, "carol": 80, "dan": 300}, agent_id={"x": 120})
-    current = scopes(380, user_id={"carol": 80, "dan": 300}, agent_id={"x": 0})
-    erased = {f"user_id:{digest('bob')}"}  # forget --user bob --erase since the previous one
-    drops = find_drops(previous, current, DEFAULT, erased)
-    # bob's 120 are left out of the total (500-120 -> 380-0: no drop); agent x was not erased
-    assert [(d.kind, d.scope_id) for d in drops] == [("agent_id", "x")]
-    assert erased_in(previous, erased) == 1
+    previous = scopes(500, user_id={"bob": 120, "dan": 380}, agent_id={"x": 200})
+    current = scopes(380, user_id={"dan": 380}, agent_id={"x": 80})
+    # forget --user bob --erase since: bob's 120 memories, all of them with agent x
+    erased = {"total": 120, f"user_id:{digest('bob')}": 120, f"agent_id:{digest('x')}": 120}
+    assert find_drops(previous, current, DEFAULT, erased) == []
     assert [(d.kind, d.scope_id) for d in find_drops(previous, current, DEFAULT)] == [
         ("total", None),
         ("user_id", "bob"),
         ("agent_id", "x"),
-    ]  # without the ledger the same counts trip on bob and the total
+    ]  # without the ledger the same counts trip on bob, on agent x and on the total
 
 
-def test_memories_in_two_erased_scopes_are_never_left_out_twice():
+def test_a_bug_deleting_more_than_the_erasure_still_trips():
     from memsync.erasures import digest
 
-    previous = scopes(300, user_id={"bob": 100}, agent_id={"bot": 100})  # the same 100 memories
-    current = scopes(140, user_id={}, agent_id={})  # bob's 100 erased, and 60 others lost
-    erased = {f"user_id:{digest('bob')}", f"agent_id:{digest('bot')}"}
-    [total] = find_drops(previous, current, DEFAULT, erased)
-    assert (total.kind, total.before, total.after) == ("total", 200, 140)  # not 100 -> 140
+    previous = scopes(500, user_id={"bob": 120, "dan": 380}, agent_id={"x": 200})
+    current = scopes(300, user_id={"dan": 300}, agent_id={"x": 0})  # 80 of dan's went too
+    erased = {"total": 120, f"user_id:{digest('bob')}": 120, f"agent_id:{digest('x')}": 120}
+    drops = find_drops(previous, current, DEFAULT, erased)
+    assert [(d.kind, d.scope_id, d.before, d.after) for d in drops] == [
+        ("total", None, 380, 300),
+        ("user_id", "dan", 380, 300),
+        ("agent_id", "x", 80, 0),
+    ]
