@@ -211,7 +211,7 @@ def _prune_text(
 def run_pin(args: argparse.Namespace) -> int:
     """Pin a snapshot on every side storing it; exit 0, 2 (stored nowhere), 11, 12."""
     config = load_config(args)
-    where = _stored_on(config, args.id)
+    where, failed = _stored_on(config, args.id)
     document: dict[str, Any] = {
         "command": "snapshot pin",
         "id": args.id,
@@ -225,6 +225,8 @@ def run_pin(args: argparse.Namespace) -> int:
                 document["pin"] = pins.pin(
                     repo, args.id, reason=args.reason, by="operator", now=_now()
                 )
+    if not args.dry_run:
+        _unfinished("pinned", args.id, failed)
     text = f"{'would pin' if args.dry_run else 'pinned'} {args.id} on {' and '.join(where)}"
     return render.emit(bool(args.json), document, text)
 
@@ -232,12 +234,13 @@ def run_pin(args: argparse.Namespace) -> int:
 def run_unpin(args: argparse.Namespace) -> int:
     """Unpin a snapshot on every side storing it; exit 0, 2 (stored nowhere), 11, 12."""
     config = load_config(args)
-    where = _stored_on(config, args.id)
+    where, failed = _stored_on(config, args.id)
     was = {side: _pinned(repo, args.id) for side, repo in where.items()}
     if not args.dry_run:
         with operation_lock(config.state_dir, "snapshot unpin"):
             for repo in where.values():
                 pins.unpin(repo, args.id, now=_now())
+        _unfinished("unpinned", args.id, failed)
     document = {
         "command": "snapshot unpin",
         "id": args.id,
@@ -257,24 +260,47 @@ def _pinned(repo: SnapshotRepository, snapshot_id: str) -> bool:
     return document is not None and document.get("pinned") is True
 
 
-def _stored_on(config: Config, snapshot_id: str) -> dict[str, SnapshotRepository]:
-    """``{side: repository}`` of the sides storing ``snapshot_id``. Reads only.
+def _stored_on(
+    config: Config, snapshot_id: str
+) -> tuple[dict[str, SnapshotRepository], UnavailableError | None]:
+    """The sides storing ``snapshot_id``, and the error of a side that could not be asked.
+
+    Returns ``({side: repository}, error or None)``. Reads only.
 
     Raises:
-        UsageError: not a snapshot id, or stored on no side.
+        UsageError: not a snapshot id, or stored on no side that answered.
+        UnavailableError: no side answered.
     """
     if not ID_PATTERN.match(snapshot_id) or not valid_id(snapshot_id):
-        raise UsageError(f"{snapshot_id!r} is not a snapshot id (YYYYMMDDTHHMMSSZ)")
-    sides = snapshot.open_sides(config)
-    named = sides.named()
-    stored = {side: repo for side, repo in named.items() if repo.exists(snapshot_id)}
+        raise UsageError(f"{snapshot_id!r} is not a snapshot id (YYYYMMDDTHHMMSSZ, or with -N)")
+    named = snapshot.open_sides(config).named()
+    stored: dict[str, SnapshotRepository] = {}
+    failed: UnavailableError | None = None
+    for side, repo in named.items():
+        try:
+            if repo.exists(snapshot_id):
+                stored[side] = repo
+        except UnavailableError as error:
+            failed = error
+    if failed is not None and not stored:
+        raise failed
     if not stored:
         places = " nor ".join(repo.where for repo in named.values())
+        listing = "memsync snapshot list --remote" if "remote" in named else "memsync snapshot list"
         raise UsageError(
             f"snapshot {snapshot_id} is stored nowhere: not in {places}",
-            "memsync snapshot list --remote shows the snapshots there",
+            f"{listing} shows the snapshots there",
         )
-    return stored
+    return stored, failed
+
+
+def _unfinished(done: str, snapshot_id: str, failed: UnavailableError | None) -> None:
+    """Raise exit 11 when a side could not be asked, after the others were done."""
+    if failed is not None:
+        raise UnavailableError(
+            f"{done} {snapshot_id} in the snapshot directory only: {failed.message}",
+            "run the same command again when the bucket answers",
+        )
 
 
 def _now() -> datetime:

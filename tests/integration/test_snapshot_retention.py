@@ -247,3 +247,27 @@ def test_object_lock_wins_over_purge_versions_with_one_line_and_exit_11(
     assert old not in {p.name for p in (d.paths.root / "snapshots").iterdir()}
     held = client.list_object_versions(Bucket=name, Prefix=key)["Versions"]
     assert [v["VersionId"] for v in held] == [version["VersionId"]]  # the lock kept it
+
+
+def test_pin_with_the_bucket_down_pins_the_local_copy_and_says_the_rest_is_not_done(
+    make_deployment, cli
+):
+    import json
+    import socket
+
+    with socket.socket() as probe:  # nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    d = make_deployment(count=5, extra_config=s3_section(endpoint, "gone-bucket", PREFIX))
+    d.close()
+    snapshot_id = cli("snapshot", "create", "--json", config=d.config).json()["id"]
+    pinned = cli("snapshot", "pin", snapshot_id, "--reason", "keep", "--json", config=d.config)
+    assert pinned.code == 11 and pinned.out == ""
+    error = json.loads(pinned.err.strip().splitlines()[-1])
+    assert "snapshot directory only" in error["message"] and endpoint in error["message"]
+    assert "again when the bucket answers" in error["hint"]
+    document = json.loads((d.paths.root / "snapshots" / snapshot_id / "pinned.json").read_text())
+    assert document["pinned"] is True and document["reason"] == "keep"
+    plan = cli("snapshot", "prune", "--local-only", "--dry-run", "--json", config=d.config)
+    [decision] = [x for x in plan.json()["decisions"] if x["id"] == snapshot_id]
+    assert "pinned (operator: keep)" in decision["reasons"]
