@@ -15,13 +15,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from memsync import config as memsync_config
 from memsync import snapshot
 from memsync.stores.snapshots import PINNED
-from tests.conftest import s3_section
+from tests.integration.test_snapshot_retention import make, remote_deployment
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "memsync/brk"
@@ -30,21 +29,7 @@ NOW = datetime.now(UTC).replace(microsecond=0)
 
 @pytest.fixture
 def remote(make_deployment: Any, s3_endpoint: str, bucket: str) -> Any:
-    deployment = make_deployment(count=8, extra_config=s3_section(s3_endpoint, bucket, PREFIX))
-    deployment.close()
-    text = deployment.config.read_text().replace("keep_last = 3", "keep_last = 1")
-    deployment.config.write_text(text)
-    deployment.bucket = bucket
-    deployment.client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
-    deployment.loaded = memsync_config.load(deployment.config, os.environ)
-    return deployment
-
-
-def make(d: Any, days_ago: float, *, upload: bool = True) -> str:
-    created = snapshot.create_snapshot(d.loaded, NOW - timedelta(days=days_ago))
-    if upload:
-        snapshot.upload_snapshot(d.loaded, created.path)
-    return str(created.id)
+    return remote_deployment(make_deployment, s3_endpoint, bucket, PREFIX, 8)
 
 
 def test_damaged_local_pin_keeps_the_snapshot(remote: Any, cli: Any) -> None:

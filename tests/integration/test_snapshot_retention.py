@@ -26,16 +26,21 @@ def sid(moment: datetime) -> str:
     return moment.strftime("%Y%m%dT%H%M%SZ")
 
 
-@pytest.fixture
-def remote(make_deployment, s3_endpoint, bucket):
-    deployment = make_deployment(count=12, extra_config=s3_section(s3_endpoint, bucket, PREFIX))
+def remote_deployment(make_deployment, endpoint: str, bucket: str, prefix: str, count: int):
+    """A closed deployment with ``keep_last = 1`` and ``[s3]``, its bucket client and config."""
+    deployment = make_deployment(count=count, extra_config=s3_section(endpoint, bucket, prefix))
     deployment.close()
     text = deployment.config.read_text().replace("keep_last = 3", "keep_last = 1")
     deployment.config.write_text(text)
     deployment.bucket = bucket
-    deployment.client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    deployment.client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     deployment.loaded = memsync_config.load(deployment.config, os.environ)
     return deployment
+
+
+@pytest.fixture
+def remote(make_deployment, s3_endpoint, bucket):
+    return remote_deployment(make_deployment, s3_endpoint, bucket, PREFIX, 12)
 
 
 def make(d, days_ago: float, *, upload: bool = True, local: bool = True) -> str:
