@@ -170,7 +170,8 @@ class S3Repository(BaseRepository):
     def _readable(
         self, snapshot_id: str, path: str, root: Path, progress: BytesProgress | None
     ) -> Path:
-        self._copy_to(snapshot_id, path, root / path, progress)
+        key = self.store.key(snapshot_id, path)
+        self.store.get_file(key, root / path, progress, f"verify {key} (reading it back)")
         return root / path
 
     def _copy_to(

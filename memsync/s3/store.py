@@ -141,8 +141,16 @@ class ObjectStore(BucketState):
             ) from error
         return True
 
-    def get_file(self, key: str, dest: Path, progress: Callable[[int], None] | None = None) -> None:
+    def get_file(
+        self,
+        key: str,
+        dest: Path,
+        progress: Callable[[int], None] | None = None,
+        action: str | None = None,
+    ) -> None:
         """Download ``key`` to ``dest`` (overwritten).
+
+        ``action`` names what the caller was doing in an error (default ``download KEY``).
 
         Raises:
             UnavailableError: as ``put_file``, or the object does not exist.
@@ -154,9 +162,11 @@ class ObjectStore(BucketState):
                 self.bucket, key, str(dest), Config=self.transfer, Callback=progress
             )
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
-            raise self._translate(error, f"download {key}") from error
+            raise self._translate(error, action or f"download {key}") from error
         except boto3.exceptions.RetriesExceededError as error:  # s3transfer's retries of reads
-            raise self._translate(error.last_exception or error, f"download {key}") from error
+            raise self._translate(
+                error.last_exception or error, action or f"download {key}"
+            ) from error
 
     def iter_objects(self, prefix: str) -> Iterator[ObjectInfo]:
         """Every object under ``prefix`` (a full key prefix), without metadata. Reads only."""

@@ -125,4 +125,5 @@ def test_remote_verify_whose_file_read_times_out_exits_11_and_records_nothing(st
     )
     assert relay.stalled >= 1
     assert result.code == 11, (result.out, result.err)
+    assert "S3 verify" in result.err and "history.db (reading it back)" in result.err
     assert not any(key.endswith("/verified.json") for key in stalled.keys())
