@@ -200,3 +200,33 @@ def test_config_show_counts_the_notify_urls_but_never_shows_them(deployment, cli
     assert result.code == 0, result.err
     assert result.json()["config"]["daemon"]["notify"] == ["<redacted>", "<redacted>"]
     assert TOKEN not in result.out
+
+
+def test_a_bulk_deletion_tripping_the_tripwire_is_told_once_without_the_texts(
+    make_deployment, receiver
+):
+    from tests.e2e.test_tripwire import USER, add_memories
+
+    deployment = make_deployment(count=20)
+    add_memories(deployment.memory, USER, 64)
+    texts = memory_texts(deployment.paths.history_db)
+    deployment.close()
+    with_daemon(deployment, f'snapshot_every = "1d"\nnotify = ["{receiver.url}"]\n')
+    first = job(deployment.config, "snapshot")
+    assert first.returncode == 0, first.stderr
+    memory = deployment.reopen()
+    memory.delete_all(user_id=USER)  # the bulk deletion mem0 has shipped bugs in
+    deployment.close()
+
+    tripped = job(deployment.config, "snapshot")
+    assert tripped.returncode == 0, tripped.stderr  # the snapshot itself succeeded
+    [notice] = receiver.wait(1)
+    assert notice["type"] == "warning", notice
+    assert "mass deletion suspected" in notice["title"]
+    assert "mass deletion: " in notice["message"]
+    assert f"user_id={USER}" in notice["message"]  # the operator needs it for recover --user
+    assert_clean(json.dumps(notice), texts)
+    quiet = job(deployment.config, "snapshot")  # compares with the tripped one: no new drop
+    assert quiet.returncode == 0, quiet.stderr
+    time.sleep(1)
+    assert len(receiver.received) == 1
