@@ -1,0 +1,91 @@
+"""Second breaker round on issue 12's backups: each test failed before its fix.
+
+Real deployments (hash embedder), real mem0 deletions, real snapshots, the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from memsync.erasures import digest
+from memsync.snapshot.tripwire import Thresholds, find_drops
+from tests.e2e.test_cli import run_memsync
+from tests.e2e.test_tripwire import add_memories
+
+
+def memsync(config: Any, *argv: str) -> tuple[int, dict[str, Any]]:
+    """The CLI as a subprocess with ``--json``; its exit status and JSON document."""
+    done = run_memsync(*argv, "--json", "--config", str(config))
+    return done.returncode, json.loads(done.stdout or done.stderr)
+
+
+def test_an_erased_scope_added_after_the_previous_snapshot_does_not_hide_a_drop() -> None:
+    """Memories added after the previous snapshot and erased before the next one were never in
+    the previous snapshot's counts: taking them out of its total hid a real drop elsewhere."""
+    previous = {"total": 56, "user_id": {"u1": 40, "bob": 8, "carol": 8}}
+    current = {"total": 40, "user_id": {"u1": 40}}  # bob and carol wiped by a bug
+    # zoe: 30 memories added after the previous snapshot, then erased
+    erased = {"total": 30, f"user_id:{digest('zoe')}": 30}
+    drops = find_drops(previous, current, Thresholds(percent=20, memories=10), erased)
+    assert [(d.kind, d.before, d.after) for d in drops] == [("total", 56, 40)]
+
+
+def test_an_erasure_of_a_new_user_does_not_mask_a_bulk_deletion(make_deployment: Any) -> None:
+    """The same through mem0 and the CLI: a user added after the last snapshot and erased
+    (``forget --erase --no-snapshot``), then a bug empties two small users: the total trips."""
+    deployment = make_deployment(
+        count=40, extra_config="tripwire_percent = 20\ntripwire_memories = 10\n"
+    )
+    add_memories(deployment.memory, "brk-bob", 8)
+    add_memories(deployment.memory, "brk-carol", 8)
+    deployment.close()
+    code, first = memsync(deployment.config, "snapshot", "create")
+    assert code == 0, first
+    add_memories(deployment.reopen(), "brk-zoe", 30)  # after the snapshot
+    deployment.close()
+    code, erased = memsync(
+        deployment.config, "forget", "--user", "brk-zoe", "--erase", "--yes", "--no-snapshot"
+    )
+    assert code == 0, erased
+    memory = deployment.reopen()
+    memory.delete_all(user_id="brk-bob")  # the bulk-deletion bug: two users of 8 memories
+    memory.delete_all(user_id="brk-carol")
+    deployment.close()
+    code, second = memsync(deployment.config, "snapshot", "create")
+    assert code == 0, second
+    tripwire = second["tripwire"]
+    assert tripwire["previous"] == first["id"]
+    assert tripwire["tripped"] is True, tripwire
+    assert tripwire["pinned"] == first["id"]
+    assert [d["kind"] for d in tripwire["drops"]] == ["total"]
+
+
+def test_recover_never_brings_back_an_erased_memory_whose_history_rows_are_gone(
+    deployment: Any,
+) -> None:
+    """docs: erased memories are never brought back. The erasure ledger knows the ids even
+    when the live history lost their rows (mem0's ``reset()`` empties the table): recover
+    from a snapshot made before the erasure must still leave them."""
+    deployment.close()
+    code, made = memsync(deployment.config, "snapshot", "create")
+    assert code == 0, made
+    verified = run_memsync("snapshot", "verify", made["id"], "--config", str(deployment.config))
+    assert verified.returncode == 0, verified.stderr
+    user = "alice"  # a seeded user (memsync.demo.deployment.USERS)
+    code, erased = memsync(
+        deployment.config, "forget", "--user", user, "--erase", "--yes", "--no-snapshot"
+    )
+    assert code == 0, erased
+    gone = set(erased["deleted"])
+    assert gone
+    with sqlite3.connect(deployment.paths.history_db) as connection:
+        connection.execute("DELETE FROM history")  # what mem0's reset() does to the history
+    code, plan = memsync(
+        deployment.config, "recover", "--user", user, "--from", made["id"], "--dry-run"
+    )
+    assert code == 0, plan
+    statuses = {m["memory_id"]: m["status"] for m in plan["memories"]}
+    assert set(statuses) == gone
+    assert set(statuses.values()) == {"erased"}, statuses
