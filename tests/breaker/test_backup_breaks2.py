@@ -6,11 +6,16 @@ Real deployments (hash embedder), real mem0 deletions, real snapshots, the real 
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 from typing import Any
 
+import pytest
+
 from memsync.erasures import digest
 from memsync.snapshot.tripwire import Thresholds, find_drops
+from memsync.stores.snapshots import PINNED
+from tests.conftest import s3_section
 from tests.e2e.test_cli import run_memsync
 from tests.e2e.test_tripwire import add_memories
 
@@ -89,3 +94,42 @@ def test_recover_never_brings_back_an_erased_memory_whose_history_rows_are_gone(
     statuses = {m["memory_id"]: m["status"] for m in plan["memories"]}
     assert set(statuses) == gone
     assert set(statuses.values()) == {"erased"}, statuses
+
+
+def _bucket_down(make_deployment: Any) -> Any:
+    """A closed deployment whose ``[s3]`` endpoint is a port nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    deployment = make_deployment(count=5, extra_config=s3_section(endpoint, "gone", "memsync/b2"))
+    deployment.close()
+    deployment.endpoint = endpoint
+    return deployment
+
+
+@pytest.mark.parametrize("command", ["pin", "unpin"])
+def test_pin_dry_run_with_the_bucket_down_says_what_the_run_would_leave_undone(
+    make_deployment: Any, cli: Any, command: str
+) -> None:
+    """``pin --dry-run`` said "would pin ID on local" and exited 0 while the same run exits 11
+    (the bucket's copy not done): the dry run must predict that, and write nothing."""
+    d = _bucket_down(make_deployment)
+    snapshot_id = cli("snapshot", "create", "--json", config=d.config).json()["id"]
+    dry = cli("snapshot", command, snapshot_id, "--dry-run", "--json", config=d.config)
+    assert dry.code == 11 and dry.out == "", (dry.code, dry.out)
+    error = json.loads(dry.err.strip().splitlines()[-1])
+    assert "snapshot directory only" in error["message"] and d.endpoint in error["message"]
+    assert not (d.paths.root / "snapshots" / snapshot_id / PINNED).exists()
+    run = cli("snapshot", command, snapshot_id, "--json", config=d.config)
+    assert run.code == 11 and run.out == ""
+
+
+def test_pin_of_a_remote_only_snapshot_with_the_bucket_down_is_exit_11(
+    make_deployment: Any, cli: Any
+) -> None:
+    """Held: a snapshot only the (unreachable) bucket stores is exit 11 naming the endpoint,
+    never exit 2 ("stored nowhere"), with nothing on stdout."""
+    d = _bucket_down(make_deployment)
+    result = cli("snapshot", "pin", "20200101T000000Z", "--json", config=d.config)
+    assert result.code == 11 and result.out == ""
+    assert d.endpoint in json.loads(result.err.strip().splitlines()[-1])["message"]
