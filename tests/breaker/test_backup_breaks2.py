@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import sqlite3
+import time
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from memsync.stores.snapshots import PINNED
 from tests.conftest import s3_section
 from tests.e2e.test_cli import run_memsync
 from tests.e2e.test_tripwire import add_memories
+from tests.integration.test_s3_stalls import StallingRelay
 
 
 def memsync(config: Any, *argv: str) -> tuple[int, dict[str, Any]]:
@@ -133,3 +135,49 @@ def test_pin_of_a_remote_only_snapshot_with_the_bucket_down_is_exit_11(
     result = cli("snapshot", "pin", "20200101T000000Z", "--json", config=d.config)
     assert result.code == 11 and result.out == ""
     assert d.endpoint in json.loads(result.err.strip().splitlines()[-1])["message"]
+
+
+def _doctor_s3(config: Any) -> tuple[int, list[dict[str, Any]], float]:
+    started = time.monotonic()
+    done = run_memsync("doctor", "--json", "--config", str(config))
+    assert "Traceback" not in done.stderr, done.stderr
+    results = [r for r in json.loads(done.stdout)["results"] if r["code"].startswith("s3-")]
+    return done.returncode, results, time.monotonic() - started
+
+
+def test_doctor_against_an_endpoint_that_accepts_and_never_answers(
+    make_deployment: Any, s3_endpoint: str, bucket: str
+) -> None:
+    """Held: every request stalled is ``s3-reachable`` error "no answer in time", bounded by
+    ``[s3] timeout_s`` (botocore's retries included), and nothing else is claimed."""
+    relay = StallingRelay(s3_endpoint, rb".")
+    try:
+        d = make_deployment(count=5, extra_config=s3_section(relay.endpoint, bucket, "memsync/b2"))
+        d.close()
+        d.config.write_text(d.config.read_text() + "timeout_s = 0.3\n")
+        code, results, took = _doctor_s3(d.config)
+    finally:
+        relay.close()
+    assert code == 3 and took < 30
+    assert [(r["code"], r["status"]) for r in results] == [("s3-reachable", "error")]
+    assert "no answer in time" in results[0]["message"]
+
+
+def test_doctor_with_a_bucket_setting_read_that_stalls_reports_each_code_once(
+    make_deployment: Any, s3_endpoint: str, bucket: str
+) -> None:
+    """The list call answers, the versioning read stalls: doctor reported ``s3-access`` twice,
+    "ok" (the credentials work) and "error" (the settings read): one code, one result."""
+    relay = StallingRelay(s3_endpoint, rb"^GET /[^ ]*\?versioning")
+    try:
+        d = make_deployment(count=5, extra_config=s3_section(relay.endpoint, bucket, "memsync/b2"))
+        d.close()
+        d.config.write_text(d.config.read_text() + "timeout_s = 0.3\n")
+        code, results, _ = _doctor_s3(d.config)
+    finally:
+        relay.close()
+    codes = [r["code"] for r in results]
+    assert len(codes) == len(set(codes)), results
+    assert code == 3
+    failed = [r for r in results if r["status"] == "error"]
+    assert failed and "versioning" in failed[0]["message"], results
