@@ -9,10 +9,12 @@ import json
 import socket
 import sqlite3
 import time
+import tomllib
 from typing import Any
 
 import pytest
 
+from memsync.demo.backups import leave_config_usable
 from memsync.erasures import digest
 from memsync.snapshot.tripwire import Thresholds, find_drops
 from memsync.stores.snapshots import PINNED
@@ -181,3 +183,29 @@ def test_doctor_with_a_bucket_setting_read_that_stalls_reports_each_code_once(
     assert code == 3
     failed = [r for r in results if r["status"] == "error"]
     assert failed and "versioning" in failed[0]["message"], results
+
+
+@pytest.mark.parametrize(
+    ("tail", "kept"),
+    [
+        ('[daemon]  # the demo\ncheck_every = "2s"\n[app]  # after daemon\nmax_downtime_s = 7\n',
+         {"max_downtime_s": 7}),
+        ('[daemon]\ncheck_every = "2s"\n[app]\nstart_command = ["true"]\n'
+         'stop_command = ["sh", "-c", """\n[daemon]\nsystemctl stop app\n"""]\n',
+         {"start_command": ["true"], "stop_command": ["sh", "-c", "[daemon]\nsystemctl stop app\n"]}),
+    ],
+    ids=["header-with-comment", "header-inside-a-multiline-string"],
+)  # fmt: skip
+def test_the_demos_config_rewrite_keeps_every_other_section(
+    deployment: Any, tail: str, kept: dict[str, Any]
+) -> None:
+    """``leave_config_usable`` took ``[daemon]  # note`` for no header (the daemon section
+    stayed) and a ``[daemon]`` line inside a multiline string for one (it commented out a
+    value of ``[app]``). The file must stay valid, with ``[app]`` as it was."""
+    deployment.close()
+    deployment.config.write_text(deployment.config.read_text() + tail)
+    assert leave_config_usable(deployment.config) == ["daemon"]
+    valid = run_memsync("config", "validate", "--config", str(deployment.config))
+    assert valid.returncode == 0, valid.stderr
+    parsed = tomllib.loads(deployment.config.read_text())
+    assert "daemon" not in parsed and parsed["app"] == kept
