@@ -294,8 +294,10 @@ def _stored_on(
 
 
 def _unfinished(done: str, snapshot_id: str, failed: UnavailableError | None) -> None:
-    """Raise exit 11 when a side could not be asked, after the others were done (or, with
-    ``--dry-run``, would be: a dry run predicts the same exit)."""
+    """Raise exit 11 when a side could not be asked, after the others were done.
+
+    With ``--dry-run`` nothing was done: a dry run predicts the run's exit.
+    """
     if failed is not None:
         raise UnavailableError(
             f"{done} {snapshot_id} in the snapshot directory only: {failed.message}",
