@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from memsync import check, pending, repository, routes, utc
+from memsync import check, erasures, pending, repository, routes, utc
 from memsync.config import Config
 from memsync.errors import ExitCode
 from memsync.model import CheckReport, HistoryEvent, MemoryHistory, Point
@@ -41,6 +41,7 @@ from memsync.stores.writer import Writer
 logger = structlog.get_logger(__name__)
 
 ROLE_PREFIX = "memsync recover from "
+LEDGER_ERASED = "erased (the erasure ledger names it): never brought back"
 SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 NO_ROUTE_HINT = (
     "recover is not queued: attach memsync.agent in the app, or set [app] stop_command and "
@@ -123,6 +124,7 @@ def plan_recover(
     live_points: Mapping[str, Point],
     live_last: Mapping[str, HistoryEvent],
     queued: Sequence[tuple[str, Scope]] = (),
+    erased: Collection[str] = (),
 ) -> list[Decision]:
     """Decide, per memory of ``scope`` the snapshot holds, whether to bring it back. Pure.
 
@@ -132,12 +134,20 @@ def plan_recover(
     ``forget --erase`` never comes undone), changed between the snapshot and the delete,
     live in history but absent (``not-deleted``: reconcile's ``missing-point``), deleted
     in the snapshot itself, or covered by a queued forget/erase/prune (``queued``: request
-    id and its scope). Ids asked for that the snapshot lacks are ``not-in-snapshot``.
+    id and its scope). Ids asked for that the snapshot lacks are ``not-in-snapshot``. An id in
+    ``erased`` (the erasure ledger's) is never brought back, even when the live history lost
+    its rows (mem0's ``reset()`` empties the table).
     """
     decisions = [
         _decide(memory_id, point, snapshot_id, snapshot_history, live_points, live_last, queued)
         for memory_id, point in sorted(snapshot_points.items())
         if scope.holds(memory_id, point.payload)
+    ]
+    decisions = [
+        replace(d, status=Status.ERASED, why=LEDGER_ERASED, resume=False)
+        if d.status is Status.RECOVER and d.memory_id in erased
+        else d
+        for d in decisions
     ]
     decisions += [
         Decision(
@@ -268,7 +278,8 @@ def run_recover(
     ``progress(memories_done, memories_planned)`` is called as the writes go.
 
     Raises:
-        UnavailableError: (exit 11) the snapshot is missing, fails verification, S3 fails.
+        UnavailableError: (exit 11) the snapshot is missing, fails verification, S3 fails,
+            the erasure ledger is unreadable.
         ConfigError: (exit 10) it does not fit the config.
         NoRouteError: (exit 12) the app holds the store and no agent or window can write
             (a recover is never queued).
@@ -325,7 +336,7 @@ def _plan(
     ]
     return plan_recover(
         scope, snapshot_id, snapshot_points, snapshot_history, inventory.points,
-        live_last or {}, queued,
+        live_last or {}, queued, erasures.erased_ids(config.state_dir),
     )  # fmt: skip
 
 

@@ -225,8 +225,7 @@ def run_pin(args: argparse.Namespace) -> int:
                 document["pin"] = pins.pin(
                     repo, args.id, reason=args.reason, by="operator", now=_now()
                 )
-    if not args.dry_run:
-        _unfinished("pinned", args.id, failed)
+    _unfinished("would pin" if args.dry_run else "pinned", args.id, failed)
     text = f"{'would pin' if args.dry_run else 'pinned'} {args.id} on {' and '.join(where)}"
     return render.emit(bool(args.json), document, text)
 
@@ -240,7 +239,7 @@ def run_unpin(args: argparse.Namespace) -> int:
         with operation_lock(config.state_dir, "snapshot unpin"):
             for repo in where.values():
                 pins.unpin(repo, args.id, now=_now())
-        _unfinished("unpinned", args.id, failed)
+    _unfinished("would unpin" if args.dry_run else "unpinned", args.id, failed)
     document = {
         "command": "snapshot unpin",
         "id": args.id,
@@ -295,7 +294,10 @@ def _stored_on(
 
 
 def _unfinished(done: str, snapshot_id: str, failed: UnavailableError | None) -> None:
-    """Raise exit 11 when a side could not be asked, after the others were done."""
+    """Raise exit 11 when a side could not be asked, after the others were done.
+
+    With ``--dry-run`` nothing was done: a dry run predicts the run's exit.
+    """
     if failed is not None:
         raise UnavailableError(
             f"{done} {snapshot_id} in the snapshot directory only: {failed.message}",

@@ -11,7 +11,9 @@ the user back from it.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -132,16 +134,35 @@ def leave_config_usable(config: Path) -> list[str]:
     """
     lines = config.read_text(encoding="utf-8").splitlines()
     out, section, dropped = [], "", []
-    for line in lines:
-        header = line.strip()
-        if header.startswith("[") and header.endswith("]"):
-            section = header.strip("[]").split(".")[0].strip()
+    for index, line in enumerate(lines):
+        table = _table(lines, index)
+        if table is not None:
+            section = table
             if section in STOPPED and section not in dropped:
                 dropped.append(section)
                 out.append(f"# {section}: {STOPPED[section]}")
         out.append(f"# {line}" if section in STOPPED and line else line)
     config.write_text("\n".join(out) + "\n", encoding="utf-8")
     return dropped
+
+
+HEADER = re.compile(r"""\s*\[\[?\s*["']?([A-Za-z0-9_-]+)["']?\s*(?:\.[^\]]*)?\]\]?\s*(?:#.*)?""")
+
+
+def _table(lines: list[str], index: int) -> str | None:
+    """The top-level table a header line opens (``[s3.x]  # note`` is ``s3``), else None.
+
+    A line that only looks like one inside a multiline string or array is none: the text
+    before a real header is a whole TOML document.
+    """
+    match = HEADER.fullmatch(lines[index])
+    if match is None:
+        return None
+    try:
+        tomllib.loads("\n".join(lines[:index]))
+    except tomllib.TOMLDecodeError:
+        return None
+    return match.group(1)
 
 
 STOPPED = {

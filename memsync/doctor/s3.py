@@ -54,16 +54,16 @@ def probe_backups(config: Config, now: datetime) -> list[DoctorResult]:
     if access.status != "ok":
         return [*results, _result("s3-access", ERROR, access.message, access.hint)]
     results.append(_result("s3-access", OK, f"{access.message}: the credentials work"))
-    try:
+    try:  # a read failing after the list call is its own result: each code appears once
         settings = store.bucket_settings()
+    except MemsyncError as error:
+        return [*results, _result("s3-versioning", ERROR, error.message, error.hint)]
+    results += judge_bucket(settings, store.bucket, store.prefix)
+    try:
         uploads = store.list_multipart_uploads(store.key("") + "/")
     except MemsyncError as error:
-        return [*results, _result("s3-access", ERROR, error.message, error.hint)]
-    return [
-        *results,
-        *judge_bucket(settings, store.bucket, store.prefix),
-        judge_incomplete(uploads, now, store.prefix, store.where),
-    ]
+        return [*results, _result("s3-incomplete-uploads", ERROR, error.message, error.hint)]
+    return [*results, judge_incomplete(uploads, now, store.prefix, store.where)]
 
 
 def judge_bucket(settings: BucketSettings, bucket: str, prefix: str) -> list[DoctorResult]:
