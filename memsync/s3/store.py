@@ -179,15 +179,32 @@ class ObjectStore(BucketState):
             raise self._translate(error, f"list {prefix}") from error
 
     def delete(self, keys: list[str]) -> None:
-        """Delete ``keys`` (idempotent: missing keys are fine)."""
+        """Delete ``keys`` (idempotent: missing keys are fine).
+
+        Raises:
+            UnavailableError: the request failed, or S3 refused some keys (DeleteObjects answers
+                200 with per-key errors, e.g. a bucket policy denying deletes): the message
+                names how many and the first.
+        """
+        refused: list[str] = []
         for start in range(0, len(keys), 1000):
             batch = [{"Key": key} for key in keys[start : start + 1000]]
             try:
-                self.client.delete_objects(
+                response = self.client.delete_objects(
                     Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
                 )
             except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
                 raise self._translate(error, "delete objects") from error
+            refused += [
+                f"{failure.get('Key')} ({failure.get('Code')}: {failure.get('Message')})"
+                for failure in response.get("Errors", [])
+            ]
+        if refused:
+            raise UnavailableError(
+                f"S3 delete at {self.where} refused {len(refused)} object(s), first {refused[0]}",
+                "check the bucket policy and the credentials' s3:DeleteObject permission, then "
+                "run the command again (it is idempotent)",
+            )
 
     def put_bytes(self, key: str, data: bytes, sha256: str) -> None:
         """Write a small object (manifest, verified.json) with its sha256 metadata."""

@@ -22,7 +22,13 @@ from memsync.errors import MemsyncError
 from memsync.model import Finding
 from memsync.repository import Entry, SnapshotRepository
 from memsync.snapshot import pins
-from memsync.snapshot.tripwire import Drop, Thresholds, choose_baseline, find_drops
+from memsync.snapshot.tripwire import (
+    Drop,
+    Thresholds,
+    choose_baseline,
+    erased_before,
+    find_drops,
+)
 from memsync.stores.manifest import Manifest
 
 logger = structlog.get_logger(__name__)
@@ -42,8 +48,8 @@ class TripwireResult:
         drops: the scopes beyond the thresholds (empty: not tripped).
         pinned_on: the sides (``local``, ``remote``) where ``previous`` was pinned.
         pin_errors: one line per side where pinning failed.
-        erased_memories: memories ``forget --erase`` erased since ``previous`` (the erasure
-            ledger): deleted on purpose, taken out of ``previous``'s counts before comparing.
+        erased_memories: memories of ``previous`` that ``forget --erase`` erased since (the
+            erasure ledger, capped by what ``previous`` held): taken out before comparing.
     """
 
     snapshot_id: str
@@ -155,7 +161,8 @@ def run_tripwire(
         why = f"snapshot {baseline.id} has no scope counts (made by an older memsync)"
         return _no_baseline(result, why)
     erased = _erased_since(config, baseline.created_at)
-    result = replace(result, erased_memories=erased.get("total", 0))
+    left_out = erased_before(baseline.manifest.scopes, erased)
+    result = replace(result, erased_memories=left_out)
     drops = tuple(find_drops(baseline.manifest.scopes, manifest.scopes, thresholds, erased))
     if not drops:
         return result

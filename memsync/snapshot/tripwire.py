@@ -103,8 +103,8 @@ def find_drops(
     Both are manifest ``scopes`` documents (``count_scopes``). A scope new in ``current`` never
     trips; one absent from it has 0 memories. ``erased`` (``memsync.erasures.erased_counts``:
     memories erased on purpose since ``previous``, in all and per hashed scope) is taken out of
-    ``previous`` first, never more than ``previous`` held of each scope, so an erasure is never taken for a mass deletion, while a bug deleting
-    more in the same scopes still trips. Returns the whole store first (when it trips), then by
+    ``previous`` first, never more than ``previous`` held of each scope, so an erasure is never
+    taken for a mass deletion, while a bug deleting more in the same scopes still trips. Returns the whole store first (when it trips), then by
     kind (``user_id``, ``agent_id``, ``run_id``), each by largest drop, then id. Empty when the
     tripwire is disabled.
     """
@@ -112,7 +112,7 @@ def find_drops(
         return []
     erased = erased or {}
     drops = []
-    before_total = max(0, _count(previous.get(TOTAL)) - _erased_before(previous, erased))
+    before_total = max(0, _count(previous.get(TOTAL)) - erased_before(previous, erased))
     after_total = _count(current.get(TOTAL))
     if thresholds.trips(before_total, after_total):
         drops.append(Drop(kind=TOTAL, scope_id=None, before=before_total, after=after_total))
@@ -129,8 +129,8 @@ def find_drops(
     return drops
 
 
-def _erased_before(previous: Mapping[str, Any], erased: Mapping[str, int]) -> int:
-    """How many of the erased memories ``previous`` can have held: at most its own count per scope.
+def erased_before(previous: Mapping[str, Any], erased: Mapping[str, int]) -> int:
+    """How many of the erased memories ``previous`` can have held (its own count per scope). Pure.
 
     An erasure also deletes memories added after ``previous``; those were never in its total,
     and taking them out of it hid a real drop. Each erased memory had a user, agent or run
