@@ -136,6 +136,16 @@ def s3_endpoint() -> Iterator[str]:
 
 
 @pytest.fixture
+def no_credentials(monkeypatch, tmp_path):
+    """boto3 finds no credentials: none in the environment, no shared files, no instance role."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture
 def bucket(s3_endpoint: str, request: pytest.FixtureRequest) -> str:
     """A fresh bucket on the session's S3 server."""
     import re

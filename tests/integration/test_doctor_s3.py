@@ -14,6 +14,7 @@ import boto3
 
 from tests.conftest import s3_section
 from tests.e2e.test_cli import run_memsync
+from tests.integration.test_s3_action_words import refusing_endpoint
 
 PREFIX = "memsync/doctor"
 
@@ -97,15 +98,8 @@ def test_an_unreachable_endpoint_is_a_result_not_a_crash(make_deployment):
     assert "check" in {r["code"] for r in report["results"]}  # the other probes still ran
 
 
-def test_without_credentials_reachability_is_not_claimed(make_deployment, monkeypatch, tmp_path):
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    with socket.socket() as probe:  # nothing listens there: boto3 must not be said to reach it
-        probe.bind(("127.0.0.1", 0))
-        endpoint = f"http://127.0.0.1:{probe.getsockname()[1]}"
+def test_without_credentials_reachability_is_not_claimed(make_deployment, no_credentials):
+    endpoint = refusing_endpoint()  # nothing listens there: boto3 must not be said to reach it
     deployment = make_deployment(count=5, extra_config=s3_section(endpoint, "anywhere", PREFIX))
     deployment.close()
     code, results, _ = doctor(deployment)

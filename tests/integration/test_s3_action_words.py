@@ -15,16 +15,6 @@ import pytest
 from tests.conftest import s3_section
 
 
-@pytest.fixture
-def no_credentials(monkeypatch, tmp_path):
-    """boto3 finds no credentials: none in the environment, no shared files, no instance role."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-
-
 def refusing_endpoint() -> str:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
