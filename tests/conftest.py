@@ -7,6 +7,7 @@ here, before any test imports it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 _SESSION_MEM0_DIR = tempfile.mkdtemp(prefix="memsync-tests-mem0-")
 os.environ["MEM0_DIR"] = _SESSION_MEM0_DIR
@@ -90,7 +92,16 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Any:
     def run(*argv: str, config: Path | None = None) -> CliResult:
         capsys.readouterr()
         args = [*argv, "--config", str(config)] if config else list(argv)
-        code = main(args)
+        try:
+            code = main(args)
+        finally:
+            # main() sent structlog and logging to this test's captured stderr, which pytest
+            # closes after the test: in-process code of a later test would log into it
+            structlog.reset_defaults()
+            root = logging.getLogger()
+            for handler in root.handlers[:]:  # basicConfig's, not pytest's own (subclasses)
+                if type(handler) is logging.StreamHandler:
+                    root.removeHandler(handler)
         captured = capsys.readouterr()
         return CliResult(code=code, out=captured.out, err=captured.err)
 

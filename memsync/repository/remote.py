@@ -8,7 +8,6 @@ sha256 already match is not sent again, so an interrupted upload resumes. boto3 
 
 from __future__ import annotations
 
-import builtins
 import hashlib
 import json
 from pathlib import Path
@@ -152,10 +151,6 @@ class S3Repository(BaseRepository):
         self.store.delete(
             [item.key for item in self.store.iter_objects(self.store.key(snapshot_id) + "/")]
         )
-
-    def noncurrent_versions(self, snapshot_id: str) -> builtins.list[str]:
-        """``key?versionId=…`` of older object versions under a snapshot (versioned buckets)."""
-        return self.store.noncurrent_versions(self.store.key(snapshot_id) + "/")
 
     def _read_small(self, snapshot_id: str, name: str) -> bytes | None:
         return self.store.get_bytes(self.store.key(snapshot_id, name))

@@ -113,25 +113,6 @@ class BucketState:
     def _translate(self, error: BaseException, action: str) -> MemsyncError:
         raise NotImplementedError
 
-    def noncurrent_versions(self, prefix: str) -> list[str]:
-        """``key?versionId=…`` of every non-current version under ``prefix`` (versioned buckets).
-
-        Empty for unversioned buckets or services without versioning. Reads only.
-        """
-        found = []
-        try:
-            paginator = self.client.get_paginator("list_object_versions")
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
-                for version in page.get("Versions", []):
-                    if not version.get("IsLatest") and version.get("VersionId") not in (
-                        None,
-                        "null",
-                    ):
-                        found.append(f"{version['Key']}?versionId={version['VersionId']}")
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
-            return []
-        return found
-
     def list_versions(self, prefix: str) -> list[ObjectVersion]:
         """Every version and delete marker under ``prefix`` (a full key prefix). Reads only.
 

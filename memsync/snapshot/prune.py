@@ -233,13 +233,3 @@ def purge_versions(remote: S3Repository, left: VersionsLeft, removed: int) -> in
         ) from error
     logger.info("snapshot_versions_deleted", versions=left.count, bytes=left.size_bytes)
     return left.count
-
-
-def candidates(repo: SnapshotRepository) -> list[Candidate]:
-    """Retention candidates of one repository alone. Reads only."""
-    return merge({"remote" if isinstance(repo, S3Repository) else "local": repo.list()})
-
-
-def local_candidates(config: Config) -> list[Candidate]:
-    """Retention candidates of the local snapshot directory. Raises ConfigError without one."""
-    return candidates(repository.local(config))
