@@ -57,3 +57,10 @@ def confirm(args: argparse.Namespace, what: str, shows: str = "the plan") -> Non
         )
     if input(f"{what}? [y/N] ").strip().lower() not in ("y", "yes"):
         raise UsageError("not confirmed")
+
+
+def add_scope_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the mutually exclusive ``--user`` / ``--agent`` / ``--run ID`` (``user_id``, ...)."""
+    scope = parser.add_mutually_exclusive_group()
+    for flag, dest in (("--user", "user_id"), ("--agent", "agent_id"), ("--run", "run_id")):
+        scope.add_argument(flag, dest=dest, metavar="ID", help=f"every memory of this {dest}")

@@ -9,7 +9,7 @@ from typing import Any
 from memsync import findings as registry
 from memsync import forget, restore
 from memsync.cli import render
-from memsync.cli.common import add_command, confirm, load_config
+from memsync.cli.common import add_command, add_scope_arguments, confirm, load_config
 from memsync.errors import UsageError
 from memsync.state import operation_lock
 
@@ -25,12 +25,7 @@ def register(
     """Add ``forget`` and ``prune``."""
     parser = add_command(subparsers, "forget", FORGET_HELP, common, epilog)
     parser.add_argument("memory_ids", nargs="*", metavar="MEMORY_ID")
-    scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("--user", dest="user_id", metavar="ID", help="every memory of this user_id")
-    scope.add_argument(
-        "--agent", dest="agent_id", metavar="ID", help="every memory of this agent_id"
-    )
-    scope.add_argument("--run", dest="run_id", metavar="ID", help="every memory of this run_id")
+    add_scope_arguments(parser)
     parser.add_argument("--dry-run", action="store_true", help="list what would go; change nothing")
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     parser.add_argument(

@@ -9,7 +9,7 @@ from typing import Any
 
 from memsync import recover
 from memsync.cli import render
-from memsync.cli.common import add_command, load_config
+from memsync.cli.common import add_command, add_scope_arguments, load_config
 from memsync.errors import UsageError
 from memsync.snapshot import choose
 
@@ -28,10 +28,7 @@ def register(
     """Add the ``recover`` subcommand."""
     parser = add_command(subparsers, "recover", HELP, common, epilog)
     parser.add_argument("memory_ids", nargs="*", metavar="MEMORY_ID")
-    scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("--user", dest="user_id", metavar="ID", help="the memories of this user_id")
-    scope.add_argument("--agent", dest="agent_id", metavar="ID", help="... of this agent_id")
-    scope.add_argument("--run", dest="run_id", metavar="ID", help="... of this run_id")
+    add_scope_arguments(parser)
     parser.add_argument(
         "--from",
         dest="source",

@@ -13,7 +13,7 @@ from typing import Any
 
 from memsync import capture_budget, repository, snapshot, utc
 from memsync.cli import render, snapshot_retention, snapshot_upload, snapshot_verify
-from memsync.cli.common import add_command, confirm, load_config
+from memsync.cli.common import add_command, add_scope_arguments, confirm, load_config
 from memsync.config import Config
 from memsync.config.fields import parse_duration
 from memsync.errors import ExitCode, UsageError
@@ -118,9 +118,7 @@ def _register_purge(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
         "purge-memory", "rewrite the snapshots that still hold erased memories (new checksums)"
     )
     purge.add_argument("memory_ids", nargs="*", metavar="MEMORY_ID")
-    scope = purge.add_mutually_exclusive_group()
-    for flag, dest in (("--user", "user_id"), ("--agent", "agent_id"), ("--run", "run_id")):
-        scope.add_argument(flag, dest=dest, metavar="ID", help=f"every memory of this {dest}")
+    add_scope_arguments(purge)
     purge.add_argument(
         "--remote", action="store_true", help="also the bucket's copies (re-uploaded)"
     )
