@@ -152,7 +152,7 @@ def surroundings(config: Config, captured: Captured) -> Surroundings:
     return Surroundings(
         history_path=str(config.history_db_path),
         history_file_exists=captured.history_copy is not None,
-        store_location=str(store.location),
+        store_location=store.where,
         foreign_holder=holder.describe() if foreign and holder is not None else None,
     )
 

@@ -135,7 +135,7 @@ def apply_tune(config: Config, target: str, *, dry_run: bool = False) -> Tuned:
     if not files:
         raise UnavailableError(
             f"no SQLite file of the deployment exists (history.db {config.history_db_path}, "
-            f"the collections under {vector_store_for(config).location})",
+            f"the collections under {vector_store_for(config).where})",
             "check the [mem0] paths and mem0_dir in the memsync config",
         )
     if not any(f.path == config.history_db_path for f in files):

@@ -50,13 +50,46 @@ class Deployment:
         return self.memory
 
 
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """A PostgreSQL 16 with pgvector for the session (``pgserver``), or ``$MEMSYNC_TEST_PG_URL``."""
+    from memsync.demo import postgres
+
+    directory = Path(tempfile.mkdtemp(prefix="msync-pg-"))  # short: the socket lives there
+    url, server = postgres.start(directory / "data")
+    yield url
+    postgres.stop(server)
+
+
 @pytest.fixture
-def make_deployment(tmp_path: Path) -> Iterator[Any]:
-    """Build deployments: ``make_deployment(count=40, name="dep")``."""
+def pg_url(pg_server: str, request: pytest.FixtureRequest) -> str:
+    """A fresh database with the vector extension for this test; its conninfo."""
+    import hashlib
+
+    from memsync.demo import postgres
+
+    name = "t_" + hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:20]
+    return postgres.fresh_database(pg_server, name)
+
+
+@pytest.fixture
+def make_deployment(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Build deployments: ``make_deployment(count=40, name="dep")``; ``pg=True``: on pgvector."""
     made: list[Deployment] = []
 
-    def factory(count: int = 40, name: str = "dep", extra_config: str = "") -> Deployment:
-        paths = build.Paths(tmp_path / name)
+    def factory(
+        count: int = 40, name: str = "dep", extra_config: str = "", pg: bool = False
+    ) -> Deployment:
+        pg_url = None
+        if pg:
+            import hashlib
+
+            from memsync.demo import postgres
+
+            server = request.getfixturevalue("pg_server")
+            digest = hashlib.sha256(f"{request.node.nodeid}/{name}".encode()).hexdigest()[:20]
+            pg_url = postgres.fresh_database(server, "d_" + digest)
+        paths = build.Paths(tmp_path / name, pg_url=pg_url)
         config = build.write_memsync_config(paths, embedder=HASH, extra=extra_config)
         memory = build.open_memory(paths, embedder=HASH)
         seeded = build.seed(memory, count, batch=5) if count else None
@@ -73,6 +106,12 @@ def make_deployment(tmp_path: Path) -> Iterator[Any]:
 def deployment(make_deployment: Any) -> Deployment:
     """A seeded deployment of 40 memories (hash embedder), its Memory open."""
     return make_deployment()  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def pg_deployment(make_deployment: Any) -> Deployment:
+    """A seeded deployment of 40 memories on pgvector (mem0's REST server layout), its Memory open."""
+    return make_deployment(pg=True)  # type: ignore[no-any-return]
 
 
 @dataclass

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from memsync import check
 from memsync.cli import render
 from memsync.cli.common import add_command, load_config
+from memsync.stores.vector_store import vector_store_for
 
 HELP = "prove that vectors and history agree (reads only; exit 3 on error findings)"
 
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     with render.progress("reading points") as progress:
         report = check.run_check(config, datetime.now(UTC), progress=progress)
     if args.json:
-        render.emit_json(render.check_json(report))
+        render.emit_json(render.check_json(report, vector_store_for(config).kind))
     else:
         render.emit_text(render.check_text(report, limit=max(args.limit, 0)))
     return int(report.exit_code)

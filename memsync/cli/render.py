@@ -85,12 +85,13 @@ def exit_error(code: int, message: str, hint: str | None, *, as_json: bool) -> N
     sys.stderr.flush()
 
 
-def check_json(report: CheckReport) -> dict[str, Any]:
-    """The contract's ``check --json`` document."""
+def check_json(report: CheckReport, backend: str = "embedded-qdrant") -> dict[str, Any]:
+    """The contract's ``check --json`` document (``backend``: ``VectorStore.kind``)."""
     window = report.window
     return {
         "command": "check",
         "ok": report.ok,
+        "backend": backend,
         "counts": {**report.counts(), "history_rows": report.history_rows},
         "capture": {
             "vectors_at": _iso(window.vectors_at),

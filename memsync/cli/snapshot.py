@@ -186,7 +186,7 @@ def _create_plan(
 ) -> int:
     """``snapshot create --dry-run``: what would be captured, where, and the capture budget."""
     directory = snapshot.snapshot_dir(config)
-    vectors = vector_store_for(config).location
+    vectors = vector_store_for(config).where
     plan = {
         "command": "snapshot create",
         "dry_run": True,

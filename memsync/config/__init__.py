@@ -34,6 +34,8 @@ from memsync.config.schema import (
     ConfigFile,
     DaemonConfig,
     JobSchedule,
+    PGVectorSettings,
+    QdrantSettings,
     S3Config,
     SnapshotConfig,
     find_cross_field_problems,
@@ -42,7 +44,7 @@ from memsync.errors import ConfigError
 
 __all__ = [
     "AppConfig", "DEFAULT_CONFIG_PATH", "MEM0_DEFAULT_COLLECTION", "MEM0_DEFAULT_DIMS", "MEM0_DEFAULT_QDRANT_PATH",
-    "Config", "DaemonConfig", "JobSchedule", "S3Config", "Secret", "SnapshotConfig", "config_path",
+    "Config", "PGVectorSettings", "DaemonConfig", "JobSchedule", "S3Config", "Secret", "SnapshotConfig", "config_path",
     "load", "parse", "parse_duration", "read_document", "read_key_file", "resolve_secrets",
 ]  # fmt: skip
 
@@ -58,7 +60,9 @@ class Config:
         source: where it was read from (a path), for messages.
         mem0: the dict the app passes to ``mem0.Memory.from_config``, with ``Secret``
             objects where the file had ``{env=...}``/``{file=...}``.
-        qdrant_path: the embedded Qdrant directory.
+        qdrant_path: the embedded Qdrant directory (mem0's default when the store is pgvector).
+        pgvector: the Postgres settings when ``[mem0.vector_store] provider = "pgvector"``
+            (secrets still references), else None.
         collection: the memory collection's name.
         expected_dims: ``(key, size)`` pairs every collection's vector size must match.
         history_db_path: mem0's history.db.
@@ -73,6 +77,7 @@ class Config:
     work_dir: Path
     app_python: Path | None
     qdrant_path: Path
+    pgvector: PGVectorSettings | None
     collection: str
     expected_dims: tuple[tuple[str, int], ...]
     history_db_path: Path
@@ -198,6 +203,7 @@ def _resolve(
     mem0_dir = settings.mem0_dir or Path(environ.get("MEM0_DIR") or home / ".mem0")
     state_dir = settings.state_dir or Path(state_default)
     store = settings.mem0.vector_store.config
+    pgvector = settings.mem0.vector_store.pgvector
     dims = [("mem0.vector_store.config.embedding_model_dims", store.embedding_model_dims)]
     embedder_dims = settings.mem0.embedder.config.embedding_dims
     if embedder_dims is not None:
@@ -210,7 +216,10 @@ def _resolve(
         state_dir=state_dir,
         work_dir=settings.work_dir or state_dir / "tmp",
         app_python=settings.app_python,
-        qdrant_path=store.path,
+        qdrant_path=store.path
+        if isinstance(store, QdrantSettings)
+        else Path(MEM0_DEFAULT_QDRANT_PATH),
+        pgvector=pgvector,
         collection=store.collection_name,
         expected_dims=tuple(dims),
         history_db_path=settings.mem0.history_db_path or mem0_dir / "history.db",

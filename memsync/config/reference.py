@@ -71,9 +71,11 @@ def sections(model: type[BaseModel] = ConfigFile, name: str = "") -> list[Sectio
     """Every table the schema declares, depth first (the top level is ``""``). Pure."""
     found = [Section(name, model, model.model_config.get("extra") == "allow")]
     for key, info in model.model_fields.items():
-        nested = _model_of(info.annotation)
-        if nested is not None:
-            found += sections(nested, f"{name}.{key}" if name else key)
+        dotted = f"{name}.{key}" if name else key
+        for number, nested in enumerate(_models_of(info.annotation)):
+            # a table of either model (the vector store's config): the later ones are labelled
+            label = getattr(nested, "provider_label", "") if number else ""
+            found += sections(nested, f"{dotted} ({label})" if label else dotted)
     return found
 
 
@@ -82,7 +84,7 @@ def keys() -> list[Key]:
     rows = []
     for section in sections():
         for name, info in section.model.model_fields.items():
-            if _model_of(info.annotation) is None:
+            if not _models_of(info.annotation):
                 extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
                 rows.append(
                     Key(
@@ -137,6 +139,9 @@ def mentioned_keys(example: str) -> set[str]:
     for line in example.splitlines():
         if header := _SECTION_LINE.match(line):
             section = header.group(1)
+            label = re.search(r"\((provider = \"\w+\")\)", header.group(2) or "")
+            if label:  # "# [mem0.vector_store.config]  # (provider = "pgvector")"
+                section = f"{section} ({label.group(1)})"
         elif key := _KEY_LINE.match(line):
             found.add(f"{section}.{key.group(1)}" if section else key.group(1))
     return found
@@ -168,11 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    for candidate in (annotation, *typing.get_args(annotation)):
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-            return candidate
-    return None
+def _models_of(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    for candidate in typing.get_args(annotation):  # a union, Annotated[...], or both
+        found += [model for model in _models_of(candidate) if model not in found]
+    return found
 
 
 def _type_text(info: FieldInfo) -> str:

@@ -17,9 +17,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import time, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    InstanceOf,
+    ValidationInfo,
+    field_validator,
+)
 
 from memsync.config.fields import (
     _BUCKET_NAME,
@@ -38,6 +46,7 @@ from memsync.config.fields import (
     _time_zone,
     key,
 )
+from memsync.config.mem0_dict import Secret
 
 MEM0_DEFAULT_QDRANT_PATH = "/tmp/qdrant"  # noqa: S108 - mem0ai 2.2.1 QdrantConfig.path
 MEM0_DEFAULT_COLLECTION = "mem0"
@@ -73,13 +82,73 @@ class QdrantSettings(_Mem0Section):
     )
 
 
+_SecretText = str | InstanceOf[Secret]
+
+
+class PGVectorSettings(_Mem0Section):
+    """``[mem0.vector_store.config]`` with ``provider = "pgvector"``: mem0's PGVectorConfig.
+
+    mem0ai 2.2.1 ``mem0/configs/vector_stores/pgvector.py``: ``connection_string`` wins over
+    the separate keys; mem0 needs ``user``/``password`` and ``host``/``port`` without it.
+    """
+
+    provider_label: ClassVar[str] = 'provider = "pgvector"'
+
+    dbname: str = key("postgres", "the database")
+    collection_name: Annotated[str, _matching(_COLLECTION_NAME, "invalid collection name")] = key(
+        MEM0_DEFAULT_COLLECTION, "the memory table (mem0 adds `<name>_entities`)"
+    )
+    embedding_model_dims: int = key(MEM0_DEFAULT_DIMS, "the column's vector size", gt=0)
+    user: str | None = key(None, "the database role")
+    password: _SecretText | None = key(
+        None,
+        'the role\'s password: `{env = "NAME"}` or `{file = "PATH"}` (inline is a doctor warning)',
+        toml='string or {env = "NAME"} / {file = "PATH"}',
+        secret=True,
+    )
+    host: str | None = key(None, "the server's host name, or a Unix socket directory")
+    port: int | None = key(None, "the server's port", gt=0, lt=65536)
+    hnsw: bool = key(True, "mem0 creates an HNSW index (vector_cosine_ops)")
+    diskann: bool = key(False, "mem0 creates a DiskANN index (needs pgvectorscale)")
+    sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] | None = (
+        key(None, "libpq's sslmode")
+    )
+    connection_string: _SecretText | None = key(
+        None,
+        "a libpq URI or key=value string; wins over the separate keys",
+        toml='string or {env = "NAME"} / {file = "PATH"}',
+        secret=True,
+    )
+
+
 class VectorStoreSettings(_Mem0Section):
     """``[mem0.vector_store]``: which vector store mem0 uses."""
 
-    provider: Literal["qdrant"] = key("qdrant", "memsync supports embedded Qdrant only, for now")
-    config: Annotated[QdrantSettings, _OrEmpty] = Field(
-        default_factory=QdrantSettings, description="mem0's QdrantConfig"
+    provider: Literal["qdrant", "pgvector"] = key(
+        "qdrant", "embedded Qdrant (`path`) or Postgres with pgvector"
     )
+    config: Annotated[QdrantSettings | PGVectorSettings, _OrEmpty] = Field(
+        default_factory=QdrantSettings,
+        description="mem0's QdrantConfig, or its PGVectorConfig with provider pgvector",
+    )
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _config_of_provider(cls, value: Any, info: ValidationInfo) -> Any:
+        """Validate ``config`` as the provider's model (a dict alone would match either).
+
+        ``provider`` is declared first, so it is in ``info.data`` when it is valid (embedded
+        Qdrant's model when it is not: its problems are still reported).
+        """
+        if not isinstance(value, Mapping):
+            return value  # the field's own check reports it
+        model = PGVectorSettings if info.data.get("provider") == "pgvector" else QdrantSettings
+        return model.model_validate(value, context=info.context)
+
+    @property
+    def pgvector(self) -> PGVectorSettings | None:
+        """The pgvector settings, or None for embedded Qdrant."""
+        return self.config if isinstance(self.config, PGVectorSettings) else None
 
 
 class EmbedderConfigSettings(_Mem0Section):
@@ -379,13 +448,18 @@ def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
         )
     store = mem0.get("vector_store") if isinstance(mem0, Mapping) else None
     store_config = store.get("config") if isinstance(store, Mapping) else None
-    if isinstance(store_config, Mapping) and any(
-        store_config.get(k) for k in ("url", "host", "client")
+    provider = store.get("provider", "qdrant") if isinstance(store, Mapping) else "qdrant"
+    if (
+        provider == "qdrant"
+        and isinstance(store_config, Mapping)
+        and any(store_config.get(k) for k in ("url", "host", "client"))
     ):
         problems.append(
             "mem0.vector_store.config: Qdrant server mode (host/url) is not supported "
-            "yet; memsync works on embedded Qdrant (path)"
+            "yet; memsync works on embedded Qdrant (path) and pgvector"
         )
+    if provider == "pgvector" and isinstance(store_config, Mapping):
+        problems += _pgvector_problems(store_config)
     s3 = raw.get("s3")
     if isinstance(s3, Mapping) and s3.get("sse") == "aws:kms" and not s3.get("sse_kms_key_id"):
         problems.append("s3.sse_kms_key_id: required when s3.sse is 'aws:kms'")
@@ -400,4 +474,17 @@ def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
     if len(given) == 1:
         other = "start_command" if given == ["stop_command"] else "stop_command"
         problems.append(f"app.{other}: required with app.{given[0]} (a window needs both)")
+    return problems
+
+
+def _pgvector_problems(config: Mapping[str, Any]) -> list[str]:
+    """mem0ai 2.2.1 PGVectorConfig's own rule: without connection_string, the separate keys."""
+    if config.get("connection_string") is not None or config.get("connection_pool") is not None:
+        return []
+    where = "mem0.vector_store.config"
+    problems = []
+    if not config.get("user") and not config.get("password"):
+        problems.append(f"{where}.user: user and password are required without connection_string")
+    if not config.get("host") and not config.get("port"):
+        problems.append(f"{where}.host: host and port are required without connection_string")
     return problems

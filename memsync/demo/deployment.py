@@ -38,9 +38,14 @@ WORDS = (
 
 @dataclass(frozen=True, slots=True)
 class Paths:
-    """Where a built deployment lives (all under ``root``)."""
+    """Where a built deployment lives (all under ``root``).
+
+    ``pg_url``: a PostgreSQL conninfo (``memsync.demo.postgres``) for a deployment laid out as
+    mem0's REST server runs it (pgvector tables + history.db); None for embedded Qdrant.
+    """
 
     root: Path
+    pg_url: str | None = None
 
     @property
     def qdrant(self) -> Path:
@@ -70,16 +75,26 @@ class Paths:
 
 def mem0_config(paths: Paths, embedder: str = "memsync_minilm", dims: int = 384) -> dict[str, Any]:
     """The dict an app would pass to ``mem0.Memory.from_config`` for this deployment."""
-    return {
-        "vector_store": {
-            "provider": "qdrant",
+    store: dict[str, Any] = {
+        "provider": "qdrant",
+        "config": {
+            "collection_name": "mem0",
+            "path": str(paths.qdrant),
+            "embedding_model_dims": dims,
+            "on_disk": True,
+        },
+    }
+    if paths.pg_url is not None:  # mem0's REST server layout (mem0ai 2.2.1 PGVectorConfig)
+        store = {
+            "provider": "pgvector",
             "config": {
                 "collection_name": "mem0",
-                "path": str(paths.qdrant),
+                "connection_string": paths.pg_url,
                 "embedding_model_dims": dims,
-                "on_disk": True,
             },
-        },
+        }
+    return {
+        "vector_store": store,
         "embedder": {"provider": embedder},
         "llm": {"provider": "memsync_echo"},
         "history_db_path": str(paths.history_db),
@@ -89,7 +104,31 @@ def mem0_config(paths: Paths, embedder: str = "memsync_minilm", dims: int = 384)
 def write_memsync_config(
     paths: Paths, embedder: str = "memsync_minilm", dims: int = 384, extra: str = ""
 ) -> Path:
-    """Write a memsync TOML config for the deployment at ``paths``; return its path."""
+    """Write a memsync TOML config for the deployment at ``paths``; return its path.
+
+    A pgvector deployment's connection string goes in ``<root>/pg-url`` and the config names
+    it as a secret file, as a real deployment would keep its password out of the config.
+    """
+    store = f"""[mem0.vector_store]
+provider = "qdrant"
+
+[mem0.vector_store.config]
+collection_name = "mem0"
+path = "{paths.qdrant}"
+embedding_model_dims = {dims}
+on_disk = true"""
+    if paths.pg_url is not None:
+        paths.root.mkdir(parents=True, exist_ok=True)
+        secret = paths.root / "pg-url"
+        secret.write_text(paths.pg_url + "\n", encoding="utf-8")
+        secret.chmod(0o600)
+        store = f"""[mem0.vector_store]
+provider = "pgvector"
+
+[mem0.vector_store.config]
+collection_name = "mem0"
+connection_string = {{file = "{secret}"}}
+embedding_model_dims = {dims}"""
     text = f"""# memsync config of a demo deployment (generated)
 mem0_dir = "{paths.mem0_dir}"
 state_dir = "{paths.state}"
@@ -98,14 +137,7 @@ plugins = ["memsync.demo.providers"]
 [mem0]
 history_db_path = "{paths.history_db}"
 
-[mem0.vector_store]
-provider = "qdrant"
-
-[mem0.vector_store.config]
-collection_name = "mem0"
-path = "{paths.qdrant}"
-embedding_model_dims = {dims}
-on_disk = true
+{store}
 
 [mem0.embedder]
 provider = "{embedder}"
@@ -144,7 +176,9 @@ def close_memory(memory: Any) -> None:
     """Release the Memory's SQLite connection and Qdrant's lock (as an app stopping would)."""
     memory.close()
     with contextlib.suppress(Exception):
-        memory.vector_store.client.close()
+        memory.vector_store.client.close()  # embedded Qdrant
+    with contextlib.suppress(Exception):
+        memory.vector_store.connection_pool.close()  # pgvector (mem0ai 2.2.1 psycopg pool)
 
 
 def fact(rng: random.Random) -> str:
@@ -252,6 +286,14 @@ def history_locked(memory: Any, history_db: Path, wait_ms: int = 200) -> Iterato
         memory.db.connection.execute("PRAGMA busy_timeout = 5000")
 
 
+def point_ids(memory: Any) -> set[str]:
+    """Every point id of the memory collection, through mem0's own vector store (any provider)."""
+    store = memory.vector_store
+    if hasattr(store, "client"):  # embedded Qdrant: scroll
+        return {str(point.id) for point in store.client.scroll("mem0", limit=100000)[0]}
+    return {str(item.id) for item in store.list(top_k=100000)[0]}  # pgvector (mem0ai 2.2.1)
+
+
 def delete_with_failing_history(memory: Any, paths: Paths, memory_id: str) -> str:
     """``memory.delete`` while history.db is locked: the point goes, history still says live."""
     with history_locked(memory, paths.history_db), contextlib.suppress(sqlite3.OperationalError):
@@ -261,10 +303,10 @@ def delete_with_failing_history(memory: Any, paths: Paths, memory_id: str) -> st
 
 def add_with_failing_history(memory: Any, paths: Paths, text: str, user_id: str) -> str:
     """``memory.add(infer=False)`` while history.db is locked: a point with no ADD event."""
-    before = {point.id for point in memory.vector_store.client.scroll("mem0", limit=100000)[0]}
+    before = point_ids(memory)
     with history_locked(memory, paths.history_db), contextlib.suppress(sqlite3.OperationalError):
         memory.add(text, user_id=user_id, infer=False)
-    after = {point.id for point in memory.vector_store.client.scroll("mem0", limit=100000)[0]}
+    after = point_ids(memory)
     (new_id,) = after - before
     return str(new_id)
 

@@ -26,7 +26,8 @@ def probe_copies(config: Config, now: datetime) -> list[DoctorResult]:
     """``pre-restore-copy`` (ok) and ``old-store-copy`` (warning) results, each with its age."""
     store = vector_store_for(config)
     results = []
-    for copy in state.pre_restore_copies([store.location, config.history_db_path]):
+    live_paths = [path for path in (store.location, config.history_db_path) if path is not None]
+    for copy in state.pre_restore_copies(live_paths):
         facts = _facts(store, copy, now)
         results.append(
             DoctorResult(
@@ -38,7 +39,10 @@ def probe_copies(config: Config, now: datetime) -> list[DoctorResult]:
                 fix=f"remove it once the restored deployment is trusted: rm -r {copy}",
             )
         )
-    for old, live in ((MEM0_DEFAULT_QDRANT, store.location), _default_history(config)):
+    pairs: list[tuple[Path, Path]] = [_default_history(config)]
+    if store.location is not None:  # a server backend leaves no store files behind
+        pairs.insert(0, (MEM0_DEFAULT_QDRANT, store.location))
+    for old, live in pairs:
         facts = None if _same(old, live) else _facts(store, old, now)
         if facts is None:
             continue  # nothing personal left there

@@ -25,11 +25,13 @@ REQUIRED = frozenset({"Qdrant directory", "history.db"})
 
 def probe_paths(config: Config) -> list[DoctorResult]:
     """Mount, filesystem type, /tmp placement, free space and permissions of every path."""
-    data_paths = [
-        ("Qdrant directory", vector_store_for(config).location, True),
+    store = vector_store_for(config).location  # None: a server backend (pgvector), no files
+    telemetry = telemetry_store_for(config).location
+    data_paths: list[tuple[str, Path, bool]] = [
+        *([("Qdrant directory", store, True)] if store is not None else []),
         ("history.db", config.history_db_path, True),
         ("MEM0_DIR", config.mem0_dir, False),
-        ("mem0 telemetry Qdrant", telemetry_store_for(config).location, False),
+        *([("mem0 telemetry Qdrant", telemetry, False)] if telemetry is not None else []),
         ("memsync state directory", config.state_dir, False),
         ("memsync work directory", config.work_dir, False),
     ]
@@ -121,11 +123,14 @@ def _probe_store_files(config: Config) -> list[DoctorResult]:
     Its collections' ``storage.sqlite`` hold the same personal texts as history.db.
     """
     store = vector_store_for(config)
+    directory = store.location
+    if directory is None:
+        return []
     try:
-        names = store.files(store.location) if store.present() else []
+        names = store.files(directory) if store.present() else []
     except MemsyncError:  # an unreadable index is check's and collection-params' to report
         return []
-    return [_probe_permissions(f"Qdrant {name}", store.location / name) for name in names]
+    return [_probe_permissions(f"Qdrant {name}", directory / name) for name in names]
 
 
 def _under_tmp(path: Path) -> bool:

@@ -36,7 +36,7 @@ def probe_route(config: Config) -> DoctorResult:
     """
     store = vector_store_for(config)
     holder = store.holder()
-    path = str(store.location)
+    path = store.where
     try:
         client = find_agent(config)
     except UnavailableError as error:

@@ -84,8 +84,9 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
             DoctorResult(
                 code="collection-params",
                 status=ERROR,
-                path=str(captured.store.location),
-                message=f"no embedded Qdrant at {captured.store.location} (meta.json missing)",
+                path=captured.store.where,
+                message=f"no {captured.store.kind} store at {captured.store.where} "
+                f"({captured.store.index_file} missing)",
                 fix="memsync restore <snapshot>, or fix [mem0] vector_store.config.path",
             )
         ]
@@ -93,7 +94,7 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
         DoctorResult(
             code="legacy-point-store",
             status=ERROR,
-            path=", ".join(str(captured.store.location / file) for file in files),
+            path=", ".join(f"{captured.store.where}/{file}" for file in files),
             message=f"collection {name!r} keeps qdrant-client's legacy dbm point store beside the "
             "storage.sqlite qdrant-client 1.20 reads: its points are invisible to mem0, not lost",
             fix=findings.spec("legacy-point-store").fix,

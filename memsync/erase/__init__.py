@@ -194,9 +194,9 @@ def purge_own_copies(
     if journal.is_file() and '"status": "done"' in journal.read_text(encoding="utf-8"):
         journal.unlink()
         done.append(str(journal))
-    for copy in state.pre_restore_copies(
-        [vector_store_for(config).location, config.history_db_path]
-    ):
+    store_dir = vector_store_for(config).location  # None: pgvector (tables, not files)
+    live = [path for path in (store_dir, config.history_db_path) if path is not None]
+    for copy in state.pre_restore_copies(live):
         if copy.is_dir():
             vector_store_for(config).erase_points(copy, memory_ids)
         elif copy.is_file():

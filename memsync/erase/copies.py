@@ -122,7 +122,8 @@ def _local(
 def _pre_restore(config: Config, memory_ids: Sequence[str]) -> list[dict[str, Any]]:
     store = vector_store_for(config)
     found = []
-    for copy in state.pre_restore_copies([store.location, config.history_db_path]):
+    live = [path for path in (store.location, config.history_db_path) if path is not None]
+    for copy in state.pre_restore_copies(live):
         try:
             held = (
                 points_held(store, copy, store.collection, memory_ids)

@@ -66,7 +66,8 @@ def require_new_directory(cfg: config.Config, dest: Path) -> None:
             f"--to {dest} is not empty: restore --to makes a new copy and never writes over files",
             "name a new or empty directory",
         )
-    live = [vector_store_for(cfg).location, cfg.history_db_path.parent, cfg.mem0_dir]
+    store_dir = vector_store_for(cfg).location  # None: pgvector (a server, no files)
+    live = [*([store_dir] if store_dir else []), cfg.history_db_path.parent, cfg.mem0_dir]
     if cfg.snapshot.directory is not None:
         live.append(cfg.snapshot.directory)
     target = dest.resolve()  # a link on the way (LINK/copy, LINK -> the live mem0 dir) counts

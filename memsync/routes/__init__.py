@@ -125,7 +125,7 @@ def open_writer(config: Config, what: str, taken: Taken | None = None) -> Iterat
         return
     raise NoRouteError(
         f"{what}: the app ({holder.describe()}) holds the store "
-        f"{vector_store_for(config).location}, no memsync agent answers and no maintenance "
+        f"{vector_store_for(config).where}, no memsync agent answers and no maintenance "
         "window is configured",
         NO_ROUTE_HINT,
     )

@@ -171,7 +171,7 @@ def _wait_until_free(config: Config, window: Window) -> None:
             return
         if time.monotonic() >= window.deadline:
             raise WindowError(
-                f"{window.what}: {holder.describe()} still holds the store {store.location} "
+                f"{window.what}: {holder.describe()} still holds the store {store.where} "
                 f"{window.elapsed_s():.1f} s after [app] stop_command",
                 "make stop_command stop the process that holds the store, and wait for it",
             )

@@ -29,6 +29,7 @@ from memsync.state import fsync_dir, write_json_atomic
 from memsync.stores import deployment, snapshots, versions
 from memsync.stores.agent_client import writes_held
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, sign
+from memsync.stores.pgvector.export import pgvector_versions
 from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
 from memsync.stores.vector_store import refuse_legacy_store
 
@@ -299,6 +300,9 @@ def finish_directory(
     )
     if quiesced is not None:
         manifest = replace(manifest, quiesced=quiesced)
+    if captured.store.kind == "pgvector":  # its export's layout, and the server's versions
+        server = pgvector_versions(captured.vectors.root)
+        manifest = replace(manifest, mode="pgvector", versions={**manifest.versions, **server})
     manifest = replace(  # the mass-deletion tripwire's counts (memsync.snapshot.tripwire)
         manifest, scopes=count_scopes(p.payload for p in inventory.points.values())
     )

@@ -96,7 +96,7 @@ def capture(config: Config, dest: Path) -> Captured:
     history_present = present(config.history_db_path)
     if not vectors_present and not history_present:
         raise UnavailableError(
-            f"neither the Qdrant directory {store.location} nor history.db "
+            f"neither the vector store {store.where} nor history.db "
             f"{config.history_db_path} exists",
             "check the [mem0] paths and mem0_dir in the memsync config",
         )
@@ -141,9 +141,7 @@ def from_directory(root: Path, window: CaptureWindow, store: VectorStore | None 
         UnavailableError: the metadata is unreadable or not valid.
     """
     if store is None:
-        from memsync.stores.local_qdrant import EmbeddedQdrant
-
-        store = EmbeddedQdrant(root / "qdrant", MEM0_DEFAULT_COLLECTION)
+        store = layout_store(root)
     vectors = store.open_capture(
         root / store.capture_dir, window.vectors_at, window.vectors_finished_at
     )
@@ -161,6 +159,22 @@ def from_directory(root: Path, window: CaptureWindow, store: VectorStore | None 
     return Captured(
         root=root, store=store, vectors=vectors, history_copy=history_copy, window=window
     )
+
+
+def layout_store(root: Path) -> VectorStore:
+    """The vector store whose layout a snapshot's plaintext at ``root`` holds. Reads one stat.
+
+    ``pgvector/`` (a pgvector export, since issue 13), else ``qdrant/`` (embedded Qdrant), with
+    mem0's default collection names (``read_inventory`` reads it with the config's names).
+    """
+    if (root / "pgvector").is_dir():
+        from memsync.config import PGVectorSettings
+        from memsync.stores.pgvector import PgVector
+
+        return PgVector(PGVectorSettings(collection_name=MEM0_DEFAULT_COLLECTION))
+    from memsync.stores.local_qdrant import EmbeddedQdrant
+
+    return EmbeddedQdrant(root / "qdrant", MEM0_DEFAULT_COLLECTION)
 
 
 @contextmanager

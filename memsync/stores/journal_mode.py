@@ -135,7 +135,8 @@ def live_files(config: Config) -> list[LiveFile]:
     """
     store = vector_store_for(config)
     found: list[tuple[str, Path]] = []
-    collections = store.read_collections() or {}
+    # a server backend (pgvector) has no live files here: only history.db
+    collections = (store.read_collections() or {}) if store.location is not None else {}
     for name in sorted(collections, key=lambda name: (name != store.collection, name)):
         found.append((f"collection {name}", store.collection_file(name)))
     found.append(("history.db", config.history_db_path))

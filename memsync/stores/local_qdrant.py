@@ -131,6 +131,11 @@ class EmbeddedQdrant:
         return self._path
 
     @property
+    def where(self) -> str:
+        """The embedded Qdrant directory, for messages."""
+        return str(self._path)
+
+    @property
     def collection(self) -> str:
         """mem0's memory collection."""
         return self._collection

@@ -1,10 +1,10 @@
 """The vector-store port: everything memsync's operations need from a vector store.
 
 capture, inventory, snapshot, restore, reconcile and doctor reach the vector store only
-through ``VectorStore``; ``vector_store_for(config)`` builds the one the config names. Today
-that is embedded (local-mode) Qdrant (``memsync.stores.local_qdrant.EmbeddedQdrant``,
-qdrant-client 1.20 files); Postgres with pgvector, then a Qdrant server, implement the same
-Protocol and nothing above it changes.
+through ``VectorStore``; ``vector_store_for(config)`` builds the one the config names:
+embedded (local-mode) Qdrant (``memsync.stores.local_qdrant.EmbeddedQdrant``, qdrant-client
+1.20 files) or Postgres with pgvector (``memsync.stores.pgvector.PgVector``, whose captures are
+CSV exports read the same way).
 
 Vocabulary:
     live store: the files (or server) the app writes through mem0; ``location`` names it.
@@ -104,8 +104,17 @@ class VectorStore(Protocol):
         ...
 
     @property
-    def location(self) -> Path:
-        """Where the live store is (embedded Qdrant: its directory, ``vector_store.config.path``)."""
+    def location(self) -> Path | None:
+        """The live store's directory (embedded Qdrant: ``vector_store.config.path``).
+
+        None for a server backend (pgvector): it has no files memsync reaches; code that moves,
+        probes or copies the live store's files applies to embedded stores only.
+        """
+        ...
+
+    @property
+    def where(self) -> str:
+        """Where the live store is, for messages: a directory, or a server and table (no secret)."""
         ...
 
     @property
@@ -383,9 +392,13 @@ class VectorStore(Protocol):
 def vector_store_for(config: Config) -> VectorStore:
     """Build the vector store the config names. Pure (opens nothing).
 
-    Only ``provider = "qdrant"`` with ``path`` (embedded Qdrant) exists today; the config
-    loader refuses every other provider, so this never sees one.
+    ``provider = "qdrant"`` with ``path``: embedded Qdrant; ``provider = "pgvector"``: Postgres
+    (``memsync.stores.pgvector.PgVector``); the config loader refuses every other provider.
     """
+    if config.pgvector is not None:
+        from memsync.stores.pgvector import PgVector
+
+        return PgVector(config.pgvector)
     from memsync.stores.local_qdrant import EmbeddedQdrant
 
     return EmbeddedQdrant(config.qdrant_path, config.collection)

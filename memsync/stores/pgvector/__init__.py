@@ -1,0 +1,350 @@
+"""Postgres with pgvector, mem0's REST server layout: the ``VectorStore`` port over it.
+
+mem0ai 2.2.1's pgvector provider keeps a collection in a table ``<collection_name>`` (``id UUID
+PRIMARY KEY, vector vector(N), payload JSONB``, an HNSW or DiskANN index, a GIN index on
+``payload->>'text_lemmatized'``) and its entity store in ``<collection_name>_entities``. A
+capture is an export of both tables in one read-only transaction (``memsync.stores.pgvector.
+export``): every reader of points reads the export's CSV files, never the live tables, exactly as
+embedded Qdrant's readers read ``VACUUM INTO`` copies. PostgreSQL has no single-writer lock:
+``holder`` is always None, and memsync's own ``mem0.Memory`` writes while the app serves.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memsync.config import PGVectorSettings
+from memsync.errors import UnavailableError
+from memsync.model import CollectionInfo, EntityLink, Point
+from memsync.stores.locks import LockHolder
+from memsync.stores.pgvector import export, rows
+from memsync.stores.pgvector.connect import connect, first_line, where
+from memsync.stores.sqlite_files import CopyResult
+from memsync.stores.vector_store import StoredPoint, VectorCapture
+
+
+class PgVector:
+    """The ``VectorStore`` port over mem0's pgvector tables (PostgreSQL 16, pgvector 0.6 tested).
+
+    Built by ``memsync.stores.vector_store.vector_store_for``. Live reads use a read-only
+    session; nothing here writes the live tables but ``compact`` (VACUUM). Contracts, shapes and
+    errors: see ``VectorStore``.
+    """
+
+    kind = "pgvector"
+    capture_dir = "pgvector"
+    index_file = export.SCHEMA_FILE
+
+    def __init__(
+        self, settings: PGVectorSettings, environ: Mapping[str, str] | None = None
+    ) -> None:
+        self._settings = settings
+        self._environ = os.environ if environ is None else environ
+
+    @property
+    def settings(self) -> PGVectorSettings:
+        """The ``[mem0.vector_store.config]`` this store was built from (secrets unresolved)."""
+        return self._settings
+
+    @property
+    def location(self) -> None:
+        """None: the live store is a server, not files memsync can reach."""
+        return None
+
+    @property
+    def where(self) -> str:
+        """``postgresql://user@host:port/dbname table <collection>`` (never the password)."""
+        return f"{where(self._settings, self._environ)} table {self.collection}"
+
+    @property
+    def collection(self) -> str:
+        """mem0's memory table (``collection_name``)."""
+        return self._settings.collection_name
+
+    @property
+    def entities_collection(self) -> str:
+        """mem0's entity table (mem0ai 2.2.1: ``<collection_name>_entities``)."""
+        return f"{self.collection}_entities"
+
+    def connect(self, *, read_only: bool = True) -> Any:
+        """A connection context (``memsync.stores.pgvector.connect.connect``) to this server."""
+        return connect(self._settings, read_only=read_only, environ=self._environ)
+
+    # --- the live store -----------------------------------------------------------------
+
+    def present(self) -> bool:
+        """Whether the memory table exists. Connects (read-only). Raises UnavailableError."""
+        return bool(self.read_collections())
+
+    def holds_data(self) -> bool:
+        """Whether the memory table exists (a restore renames it aside, never over it)."""
+        return self.present()
+
+    def holder(self) -> LockHolder | None:
+        """None: PostgreSQL allows many writers."""
+        return None
+
+    def lock_path(self) -> Path | None:
+        """None: no lock file."""
+        return None
+
+    def require_free(self, what: str) -> None:
+        """Return at once: PostgreSQL allows many writers."""
+
+    def prepare_for_writing(self) -> None:
+        """Nothing to roll back: PostgreSQL recovers its own transactions."""
+
+    def collection_file(self, collection: str, root: Path | None = None) -> Path:
+        """``<root>/<collection>.csv`` in a capture (root None: the bare file name). Pure."""
+        name = Path(export.file_of(collection))
+        return name if root is None else root / name
+
+    def read_collections(self) -> dict[str, CollectionInfo] | None:
+        """The live memory and entity tables that exist, as collections; None when neither does.
+
+        Raises:
+            UnavailableError: the server cannot be reached or refuses the catalog reads.
+        """
+        import psycopg
+
+        with self.connect() as connection:
+            try:
+                with connection.cursor() as cursor:
+                    shapes = {
+                        name: export.describe_table(cursor, name)
+                        for name in (self.collection, self.entities_collection)
+                    }
+            except psycopg.Error as error:
+                raise UnavailableError(
+                    f"reading the catalog of {self.where} failed: {first_line(error)}"
+                ) from None
+        found = {name: shape for name, shape in shapes.items() if shape is not None}
+        if not found:
+            return None
+        document = {
+            "tables": {name: {**shape, "rows": 0, "file": ""} for name, shape in found.items()}
+        }
+        return export.collections_of(document)
+
+    def legacy_files(self) -> dict[str, tuple[str, ...]]:
+        """{}: pgvector has no legacy point store."""
+        return {}
+
+    # --- capture ------------------------------------------------------------------------
+
+    def capture(self, dest: Path) -> VectorCapture:
+        """Export the memory table, then the entity table, into ``dest`` in one transaction.
+
+        See ``export.export``; an absent memory table gives ``present=False`` (the entity
+        table alone is still exported).
+        """
+        with self.connect() as connection:
+            document, copies = export.export(
+                connection, [self.collection, self.entities_collection], dest
+            )
+        return VectorCapture(
+            root=dest,
+            present=self.collection in copies,
+            collections=export.collections_of(document),
+            copies=copies,
+        )
+
+    def open_capture(
+        self, root: Path, started_at: datetime, finished_at: datetime
+    ) -> VectorCapture:
+        """Describe the export at ``root`` (``schema.json`` read). See ``VectorStore.open_capture``."""
+        document = export.read_schema(root)
+        if document is None:
+            return VectorCapture(root=root, present=False, collections={}, copies={})
+        copies = {}
+        for name, table in document["tables"].items():
+            path = root / table["file"]
+            if path.is_file():
+                copies[name] = CopyResult(
+                    source=Path(str(table.get("qualified", name))),
+                    dest=path,
+                    started_at=started_at,
+                    finished_at=finished_at,
+                    duration_s=0.0,
+                    size_bytes=path.stat().st_size,
+                )
+        return VectorCapture(
+            root=root,
+            present=self.collection in document["tables"],
+            collections=export.collections_of(document),
+            copies=copies,
+        )
+
+    # --- inventory ----------------------------------------------------------------------
+
+    def iter_points(self, capture: VectorCapture, collection: str) -> Iterator[Point]:
+        """Stream an exported table's rows as points. See ``rows.iter_points``."""
+        copy = capture.copies.get(collection)
+        if copy is not None:
+            yield from rows.iter_points(copy.dest)
+
+    def read_points(
+        self,
+        capture: VectorCapture,
+        keys: frozenset[str] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, Point]:
+        """The exported memory table's points by id (payloads cut to ``keys``)."""
+        copy = capture.copies.get(self.collection)
+        if copy is None:
+            return {}
+        total = _exported_rows(capture.root, self.collection)
+        points: dict[str, Point] = {}
+        for point in rows.iter_points(copy.dest, keys):
+            points[point.id] = point
+            if progress is not None and len(points) % 10_000 == 0:
+                progress(len(points), total)
+        if progress is not None:
+            progress(len(points), max(total, len(points)))
+        return points
+
+    def read_entities(self, capture: VectorCapture) -> tuple[EntityLink, ...]:
+        """The exported entity table's links. See ``rows.read_entities``."""
+        copy = capture.copies.get(self.entities_collection)
+        return rows.read_entities(copy.dest) if copy is not None else ()
+
+    def read_live_entities(self) -> tuple[EntityLink, ...]:
+        """The live entity table's links, read in one query; () when the table is absent."""
+        import psycopg
+        from psycopg import sql
+
+        links = []
+        with self.connect() as connection:
+            try:
+                with connection.cursor() as cursor:
+                    if export.describe_table(cursor, self.entities_collection) is None:
+                        return ()
+                    query = sql.SQL("SELECT id::text, payload FROM {}").format(
+                        sql.Identifier(self.entities_collection)
+                    )
+                    for entity_id, payload in cursor.execute(query):
+                        payload = payload if isinstance(payload, dict) else {}
+                        linked = payload.get("linked_memory_ids")
+                        text = payload.get("data")
+                        links.append(
+                            EntityLink(
+                                entity_id=entity_id,
+                                text=text if isinstance(text, str) else None,
+                                linked_memory_ids=tuple(str(i) for i in linked)
+                                if isinstance(linked, list)
+                                else (),
+                            )
+                        )
+            except psycopg.Error as error:
+                raise UnavailableError(
+                    f"reading {self.entities_collection} on {self.where} failed: {first_line(error)}"
+                ) from None
+        return tuple(sorted(links, key=lambda link: link.entity_id))
+
+    def find_point(self, root: Path, collection: str, point_id: str) -> StoredPoint | None:
+        """One row of the export at ``root`` with its vector; None when absent."""
+        path = root / export.file_of(collection)
+        return rows.find_point(path, point_id) if path.is_file() else None
+
+    # --- erasure ------------------------------------------------------------------------
+
+    def compact(self) -> None:
+        """VACUUM both live tables, so their deleted rows' space is reclaimed (erase, after deletes).
+
+        Plain ``VACUUM`` (no lock the app's writes wait for). WAL archives and base backups
+        made outside memsync still hold the deleted rows. Raises UnavailableError.
+        """
+        import psycopg
+        from psycopg import sql
+
+        with self.connect(read_only=False) as connection:
+            connection.autocommit = True  # VACUUM cannot run inside a transaction block
+            try:
+                for table in (self.collection, self.entities_collection):
+                    with connection.cursor() as cursor:
+                        if export.describe_table(cursor, table) is not None:
+                            cursor.execute(sql.SQL("VACUUM {}").format(sql.Identifier(table)))
+            except psycopg.Error as error:
+                raise UnavailableError(
+                    f"VACUUM of {self.where} failed: {first_line(error)}",
+                    "the role needs to own the tables (or be a superuser) to VACUUM them",
+                ) from None
+
+    def erase_points(self, root: Path, point_ids: Sequence[str]) -> int:
+        """Remove the rows from every export file under ``root`` (atomic rewrites); rows removed.
+
+        ``schema.json``'s row counts follow. Idempotent.
+        """
+        document = export.read_schema(root)
+        if document is None:
+            return 0
+        removed = 0
+        for table in document["tables"].values():
+            path = root / table["file"]
+            if path.is_file():
+                gone, left = rows.remove_rows(path, point_ids)
+                if gone:
+                    removed += gone
+                    table["rows"] = left
+                    table["file_bytes"] = path.stat().st_size
+        if removed:
+            export.write_schema(root, document)
+        return removed
+
+    # --- snapshot and restore -----------------------------------------------------------
+
+    def files(self, root: Path) -> list[str]:
+        """``schema.json`` and each exported table's file under ``root``, sorted after it."""
+        document = export.read_schema(root)
+        if document is None:
+            return []
+        stored = sorted(
+            t["file"] for t in document["tables"].values() if (root / t["file"]).is_file()
+        )
+        return [export.SCHEMA_FILE, *stored]
+
+    def check_copy(
+        self,
+        capture: VectorCapture,
+        quick: bool = False,
+        *,
+        integrity: bool = True,
+        decode: bool = True,
+    ) -> dict[str, str]:
+        """Per export file: its rows counted against ``schema.json`` (integrity), then decoded.
+
+        ``quick`` is the same check (a CSV has no cheaper one). Never raises for a damaged copy.
+        """
+        verdicts = {}
+        try:
+            document = export.read_schema(capture.root) or {"tables": {}}
+        except UnavailableError as error:
+            return {export.SCHEMA_FILE: error.message}
+        for name, copy in sorted(capture.copies.items()):
+            expected = document["tables"].get(name, {}).get("rows")
+            try:
+                verdict = "ok"
+                if integrity:
+                    found = rows.count_rows(copy.dest)
+                    if expected is not None and found != expected:
+                        verdict = f"{found} rows, but the export recorded {expected}: the file is truncated or altered"
+                if verdict == "ok" and decode:
+                    for _point in rows.iter_points(copy.dest):
+                        pass
+            except UnavailableError as error:
+                verdict = error.message
+            verdicts[export.file_of(name)] = verdict
+        return verdicts
+
+
+def _exported_rows(root: Path, table: str) -> int:
+    try:
+        document = export.read_schema(root) or {"tables": {}}
+    except UnavailableError:
+        return 0
+    rows_ = document["tables"].get(table, {}).get("rows")
+    return rows_ if isinstance(rows_, int) else 0

@@ -1,0 +1,129 @@
+"""Connections to the deployment's PostgreSQL: conninfo from mem0's keys, psycopg 3, errors.
+
+mem0ai 2.2.1's pgvector provider (``mem0/vector_stores/pgvector.py``) builds its pool from
+``connection_string`` when given (``sslmode`` replacing the string's own), else from
+``postgresql://user:password@host:port/dbname``; memsync builds the same conninfo, with the
+separate keys passed as libpq keywords so a Unix socket directory works as ``host``. Secrets
+are resolved here and nowhere else on this path; ``where`` never shows a password.
+psycopg is imported only here (``memsync[pgvector]``), so the embedded Qdrant path never needs it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from memsync.config import PGVectorSettings, resolve_secrets
+from memsync.config.mem0_dict import Secret
+from memsync.errors import ConfigError, UnavailableError
+
+if TYPE_CHECKING:
+    import psycopg
+
+CONNECT_TIMEOUT_S = 10
+INSTALL_HINT = "install memsync with its pgvector extra: pip install 'memsync[pgvector]'"
+
+
+def conninfo(settings: PGVectorSettings, environ: Mapping[str, str]) -> str:
+    """The libpq conninfo mem0 would connect with (a URI or ``key=value`` string). Reads secret files.
+
+    Raises:
+        ConfigError: a secret's environment variable is unset or its file unreadable.
+    """
+    from psycopg.conninfo import make_conninfo
+
+    resolved = resolve_secrets(
+        {"password": settings.password, "connection_string": settings.connection_string},
+        environ,
+    )
+    base = resolved["connection_string"]
+    if base:
+        return str(make_conninfo(base, sslmode=settings.sslmode) if settings.sslmode else base)
+    keywords = {
+        "dbname": settings.dbname,
+        "user": settings.user,
+        "password": resolved["password"],
+        "host": settings.host,
+        "port": settings.port,
+        "sslmode": settings.sslmode,
+    }
+    return str(make_conninfo("", **{k: v for k, v in keywords.items() if v is not None}))
+
+
+def where(settings: PGVectorSettings, environ: Mapping[str, str] | None = None) -> str:
+    """``postgresql://user@host:port/dbname`` for messages: never the password. Pure.
+
+    A ``connection_string`` given as a secret is parsed only when it resolves (else
+    ``PostgreSQL (connection_string from {env|file})``).
+    """
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        text = conninfo(settings, os.environ if environ is None else environ)
+        parts: dict[str, Any] = conninfo_to_dict(text)
+    except (ImportError, ConfigError, Exception):  # noqa: BLE001 - a description, never an error
+        secret = settings.connection_string
+        if isinstance(secret, Secret):
+            return f"PostgreSQL (connection_string from {'$' + secret.env if secret.env else secret.file})"
+        parts = {
+            "dbname": settings.dbname,
+            "user": settings.user,
+            "host": settings.host,
+            "port": settings.port,
+        }
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    host = parts.get("host") or "localhost"
+    port = f":{parts['port']}" if parts.get("port") else ""
+    return (
+        f"postgresql://{user}{host}{port}/{parts.get('dbname') or parts.get('user') or 'postgres'}"
+    )
+
+
+@contextmanager
+def connect(
+    settings: PGVectorSettings, *, read_only: bool, environ: Mapping[str, str] | None = None
+) -> Iterator[psycopg.Connection[Any]]:
+    """Open one connection (closed on exit); read-only sessions refuse every write.
+
+    ``read_only`` sets ``default_transaction_read_only`` for the session, so a role with
+    SELECT suffices (docs/how-to/pgvector.md lists the grants).
+
+    Raises:
+        UnavailableError: psycopg is not installed, or the server refuses or cannot be reached
+            (exit 11; the message names the server, never the password).
+        ConfigError: a secret cannot be resolved.
+    """
+    try:
+        import psycopg
+        from psycopg.conninfo import make_conninfo
+    except ImportError:
+        raise UnavailableError(
+            "the pgvector store needs psycopg 3, which is not installed", INSTALL_HINT
+        ) from None
+    environ = os.environ if environ is None else environ
+    info = conninfo(settings, environ)
+    extra = {"options": "-c default_transaction_read_only=on"} if read_only else {}
+    try:
+        connection = psycopg.connect(
+            make_conninfo(
+                info, connect_timeout=CONNECT_TIMEOUT_S, application_name="memsync", **extra
+            )
+        )
+    except psycopg.Error as error:
+        raise UnavailableError(
+            f"cannot connect to PostgreSQL {where(settings, environ)}: {first_line(error)}",
+            "check that the server runs and that [mem0.vector_store.config] names it "
+            "(host, port, dbname, user, password or connection_string)",
+        ) from None
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of a psycopg error's text (the server's message), for one-line errors."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

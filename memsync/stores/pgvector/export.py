@@ -1,0 +1,229 @@
+"""Capture: each mem0 table exported as CSV inside one REPEATABLE READ READ ONLY transaction.
+
+Layout of a capture (and of a snapshot's ``pgvector/``): ``schema.json`` (the index file:
+server and pgvector versions, and per table its columns with their declared types, the
+dimension of its ``vector(N)`` column, its indexes' DDL, its row count, its file), then one
+``<table>.csv`` per exported table: ``COPY <table> TO STDOUT (FORMAT csv, HEADER)``, every
+column as PostgreSQL prints it (``id`` a UUID, ``vector`` pgvector's text ``[x,y,...]``,
+``payload`` JSONB text). ``COPY ... FROM STDIN (FORMAT csv, HEADER)`` loads it back as it is.
+One transaction takes one MVCC snapshot for every table: the copy is one instant, and it never
+blocks the app's writes (PostgreSQL 16: readers take only ACCESS SHARE locks).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memsync.errors import UnavailableError
+from memsync.model import CollectionInfo
+from memsync.stores.sqlite_files import CopyResult, work_dir_error
+
+if TYPE_CHECKING:
+    import psycopg
+
+SCHEMA_FILE = "schema.json"
+SCHEMA_FORMAT = 1
+_DIMENSION = re.compile(r"^vector\((\d+)\)$")
+# pgvector's operator classes, as Qdrant names the distances (memsync's CollectionInfo)
+_DISTANCES = {"vector_cosine_ops": "Cosine", "vector_l2_ops": "Euclid", "vector_ip_ops": "Dot"}
+
+_COLUMNS = """
+SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute a WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum"""
+_INDEXES = (
+    "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = %s ORDER BY indexname"
+)
+_TABLE = """
+SELECT c.oid::regclass::text, n.nspname, c.reltuples::bigint, pg_total_relation_size(c.oid)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = to_regclass(quote_ident(%s))"""
+
+
+def file_of(table: str) -> str:
+    """The export file of ``table`` in a capture (relative to its root). Pure."""
+    return f"{table}.csv"
+
+
+def describe_table(cursor: psycopg.Cursor[Any], table: str) -> dict[str, Any] | None:
+    """The table's declared shape, or None when it does not exist (as mem0 resolves its name).
+
+    ``{"qualified", "schema", "estimated_rows", "bytes", "columns": [{"name", "type"}],
+    "dimension": int | None, "distance": str | None, "indexes": [DDL]}``. Reads only.
+    """
+    found = cursor.execute(_TABLE, (table,)).fetchone()
+    if found is None:
+        return None
+    qualified, schema, estimated, size = found
+    columns = [{"name": n, "type": t} for n, t in cursor.execute(_COLUMNS, (qualified,)).fetchall()]
+    indexes = [row[0] for row in cursor.execute(_INDEXES, (schema, table)).fetchall()]
+    vector = next((c["type"] for c in columns if c["name"] == "vector"), "")
+    match = _DIMENSION.match(vector)
+    distance = next((d for ops, d in _DISTANCES.items() if any(ops in i for i in indexes)), None)
+    return {
+        "qualified": qualified,
+        "schema": schema,
+        "estimated_rows": max(int(estimated), 0),
+        "bytes": int(size),
+        "columns": columns,
+        "dimension": int(match.group(1)) if match else None,
+        "distance": distance,
+        "indexes": indexes,
+    }
+
+
+def versions(cursor: psycopg.Cursor[Any]) -> dict[str, str | None]:
+    """``{"postgresql": server_version, "pgvector": extversion or None}``. Reads only."""
+    server = cursor.execute("SHOW server_version").fetchone()
+    vector = cursor.execute(
+        "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+    ).fetchone()
+    return {"postgresql": server[0] if server else None, "pgvector": vector[0] if vector else None}
+
+
+def export(
+    connection: psycopg.Connection[Any], tables: list[str], dest: Path
+) -> tuple[dict[str, Any], dict[str, CopyResult]]:
+    """Export ``tables`` (those that exist) into ``dest`` in one REPEATABLE READ READ ONLY transaction.
+
+    Writes ``dest/<table>.csv`` (streamed: one COPY block in memory at a time) and then
+    ``dest/schema.json``. Each table's ``CopyResult`` carries the transaction's UTC start, the
+    table's own end, seconds and bytes written. Takes no lock the app's writes wait for.
+
+    Returns:
+        (the schema document, the copy results by table).
+
+    Raises:
+        UnavailableError: the server fails a statement (the message names the table).
+        TryLaterError: ``dest``'s disk is full or unwritable.
+    """
+    import psycopg
+    from psycopg import sql
+
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise work_dir_error(dest, error) from error
+    connection.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    connection.read_only = True
+    document: dict[str, Any] = {"format": SCHEMA_FORMAT, "backend": "pgvector", "tables": {}}
+    copies: dict[str, CopyResult] = {}
+    table = "(versions)"
+    try:
+        with connection.transaction(), connection.cursor() as cursor:
+            started = datetime.now(UTC)
+            document["versions"] = versions(cursor)  # the first statement: the snapshot is taken
+            document["exported_at"] = started.isoformat()
+            for table in tables:
+                shape = describe_table(cursor, table)
+                if shape is None:
+                    continue
+                target = dest / file_of(table)
+                rows, size = _copy_out(
+                    cursor,
+                    sql.SQL("COPY {} TO STDOUT (FORMAT csv, HEADER)").format(sql.Identifier(table)),
+                    target,
+                )
+                finished = datetime.now(UTC)
+                document["tables"][table] = {
+                    **shape,
+                    "rows": rows,
+                    "file": file_of(table),
+                    "file_bytes": size,
+                }
+                copies[table] = CopyResult(
+                    source=Path(shape["qualified"]),
+                    dest=target,
+                    started_at=started,
+                    finished_at=finished,
+                    duration_s=(finished - started).total_seconds(),
+                    size_bytes=size,
+                )
+    except psycopg.Error as error:
+        from memsync.stores.pgvector.connect import first_line
+
+        raise UnavailableError(
+            f"exporting the pgvector table {table} failed: {first_line(error)}",
+            "check the server's log; the role needs SELECT on mem0's tables",
+        ) from None
+    write_schema(dest, document)
+    return document, copies
+
+
+def _copy_out(cursor: psycopg.Cursor[Any], statement: Any, target: Path) -> tuple[int, int]:
+    """Stream one COPY TO STDOUT into ``target``; (rows, bytes). Raises TryLaterError when the disk fails."""
+    size = 0
+    try:
+        with target.open("wb") as out, cursor.copy(statement) as copy:
+            for block in copy:
+                out.write(block)
+                size += len(block)
+    except OSError as error:
+        raise work_dir_error(target.parent, error) from error
+    return max(cursor.rowcount, 0), size
+
+
+def write_schema(dest: Path, document: dict[str, Any]) -> None:
+    """Write ``schema.json`` atomically (a temporary file renamed over it)."""
+    temporary = dest / (SCHEMA_FILE + ".tmp")
+    try:
+        temporary.write_text(
+            json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
+        temporary.replace(dest / SCHEMA_FILE)
+    except OSError as error:
+        raise work_dir_error(dest, error) from error
+
+
+def read_schema(root: Path) -> dict[str, Any] | None:
+    """Read a capture's ``schema.json``; None when absent. Reads only.
+
+    Raises:
+        UnavailableError: it is unreadable, not JSON, or not a pgvector export's document.
+    """
+    path = root / SCHEMA_FILE
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise UnavailableError(f"pgvector export schema {path} is not readable: {error}") from None
+    tables = document.get("tables") if isinstance(document, dict) else None
+    if not isinstance(tables, dict) or not all(
+        isinstance(t, dict) and isinstance(t.get("file"), str) and isinstance(t.get("rows"), int)
+        for t in tables.values()
+    ):
+        raise UnavailableError(
+            f"pgvector export schema {path} is not a memsync export (format {SCHEMA_FORMAT})"
+        )
+    return dict(document)
+
+
+def pgvector_versions(root: Path) -> dict[str, str | None]:
+    """``{"postgresql": ..., "pgvector": ...}`` recorded by the export at ``root`` ({} if none)."""
+    try:
+        document = read_schema(root)
+    except UnavailableError:
+        return {}
+    found = document.get("versions") if document else None
+    if not isinstance(found, dict):
+        return {}
+    return {
+        k: v for k, v in found.items() if k in ("postgresql", "pgvector") and isinstance(v, str)
+    }
+
+
+def collections_of(document: dict[str, Any]) -> dict[str, CollectionInfo]:
+    """Each exported table as a collection (its ``vector(N)`` size, its index's distance). Pure."""
+    return {
+        name: CollectionInfo(
+            name=name,
+            vector_size=table.get("dimension") if isinstance(table.get("dimension"), int) else None,
+            distance=table.get("distance") if isinstance(table.get("distance"), str) else None,
+        )
+        for name, table in sorted(document["tables"].items())
+    }

@@ -1,0 +1,170 @@
+"""Read and rewrite a pgvector export's CSV files (``COPY ... (FORMAT csv, HEADER)``).
+
+Python's ``csv`` module reads PostgreSQL's CSV (RFC 4180 quoting): a NULL is an unquoted empty
+field, so a NULL ``vector`` reads as ``""`` (no vector), which pgvector never prints for a
+value. Rows are streamed, one in memory at a time.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from memsync.errors import UnavailableError
+from memsync.model import EntityLink, Point
+from memsync.stores.sqlite_files import work_dir_error
+from memsync.stores.vector_store import StoredPoint
+
+REQUIRED = ("id", "vector", "payload")  # mem0ai 2.2.1 create_col
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # a payload may exceed csv's 128 KiB default
+
+
+class _Rows:
+    """The CSV rows of one export file with the column positions of ``REQUIRED``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __iter__(self) -> Iterator[tuple[int, list[str], dict[str, int]]]:
+        try:
+            with self.path.open(encoding="utf-8", newline="") as handle:
+                reader = csv.reader(handle)
+                header = next(reader, None)
+                if header is None:
+                    raise UnavailableError(f"pgvector export {self.path} is empty (no header line)")
+                where = {name: header.index(name) for name in REQUIRED if name in header}
+                missing = [name for name in REQUIRED if name not in where]
+                if missing:
+                    raise UnavailableError(
+                        f"pgvector export {self.path} has no column {', '.join(missing)} (header {header})"
+                    )
+                for number, row in enumerate(reader, start=2):
+                    yield number, row, where
+        except (OSError, UnicodeDecodeError, csv.Error) as error:
+            raise UnavailableError(
+                f"pgvector export {self.path} is not readable: {error}"
+            ) from None
+
+
+def _decode(
+    path: Path, number: int, row: list[str], where: dict[str, int]
+) -> tuple[str, dict[str, Any], str]:
+    """(id, payload, vector text) of one row. Raises UnavailableError naming the file and line."""
+    if len(row) <= max(where.values()):
+        raise UnavailableError(
+            f"pgvector export {path} line {number}: {len(row)} fields, a truncated row"
+        )
+    point_id, vector, text = row[where["id"]], row[where["vector"]], row[where["payload"]]
+    try:
+        payload = json.loads(text) if text else {}
+    except ValueError as error:
+        raise UnavailableError(
+            f"pgvector export {path} line {number} (point {point_id}): payload is not JSON: {error}"
+        ) from None
+    if not isinstance(payload, dict):
+        raise UnavailableError(
+            f"pgvector export {path} line {number} (point {point_id}): payload is not a JSON object"
+        )
+    if vector and not (vector.startswith("[") and vector.endswith("]")):
+        raise UnavailableError(
+            f"pgvector export {path} line {number} (point {point_id}): vector is not pgvector's text"
+        )
+    return point_id.lower(), payload, vector
+
+
+def vector_size(vector: str) -> int | None:
+    """The length of pgvector's text form ``[x,y,...]``; None for NULL (``""``). Pure."""
+    if not vector:
+        return None
+    return 0 if vector == "[]" else vector.count(",") + 1
+
+
+def iter_points(path: Path, keys: frozenset[str] | None = None) -> Iterator[Point]:
+    """Every row of an export file as a point (payload cut to ``keys`` when given). Streams.
+
+    Raises:
+        UnavailableError: the file is unreadable, truncated, or a row does not decode (the
+            message names the file and line).
+    """
+    for number, row, where in _Rows(path):
+        point_id, payload, vector = _decode(path, number, row, where)
+        if keys is not None:
+            payload = {k: v for k, v in payload.items() if k in keys}
+        yield Point(id=point_id, payload=payload, vector_size=vector_size(vector))
+
+
+def count_rows(path: Path) -> int:
+    """The data rows of an export file (the header not counted). Raises as ``iter_points``."""
+    return sum(1 for _ in _Rows(path))
+
+
+def read_entities(path: Path) -> tuple[EntityLink, ...]:
+    """mem0's entity links of an entity table's export, sorted by entity id."""
+    links = []
+    for point in iter_points(path):
+        linked = point.payload.get("linked_memory_ids")
+        text = point.payload.get("data")
+        links.append(
+            EntityLink(
+                entity_id=point.id,
+                text=text if isinstance(text, str) else None,
+                linked_memory_ids=tuple(str(i) for i in linked) if isinstance(linked, list) else (),
+            )
+        )
+    return tuple(sorted(links, key=lambda link: link.entity_id))
+
+
+def find_point(path: Path, point_id: str) -> StoredPoint | None:
+    """The row of ``point_id`` with its vector (floats), or None. Reads the file until found."""
+    wanted = point_id.lower()
+    for number, row, where in _Rows(path):
+        if row and row[where["id"]].lower() == wanted:
+            found, payload, vector = _decode(path, number, row, where)
+            return StoredPoint(
+                payload=payload, vector=[float(x) for x in json.loads(vector)] if vector else None
+            )
+    return None
+
+
+def remove_rows(path: Path, point_ids: Sequence[str]) -> tuple[int, int]:
+    """Rewrite ``path`` without the rows of ``point_ids``; (rows removed, rows left). Atomic.
+
+    Writes a temporary file beside it, fsyncs, renames it over ``path``; unchanged when no row
+    matched. Raises UnavailableError (unreadable) or TryLaterError (disk full).
+    """
+    wanted = {i.lower() for i in point_ids}
+    temporary = path.with_name(path.name + ".tmp")
+    removed = kept = 0
+    try:
+        with (
+            path.open(encoding="utf-8", newline="") as source,
+            temporary.open("w", encoding="utf-8", newline="") as out,
+        ):
+            reader, writer = csv.reader(source), csv.writer(out, lineterminator="\n")
+            header = next(reader, None)
+            if header is None or "id" not in header:
+                raise UnavailableError(f"pgvector export {path} has no header with an id column")
+            writer.writerow(header)
+            column = header.index("id")
+            for row in reader:
+                if row and row[column].lower() in wanted:
+                    removed += 1
+                    continue
+                writer.writerow(row)
+                kept += 1
+            out.flush()
+            os.fsync(out.fileno())
+        if removed:
+            temporary.replace(path)
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise UnavailableError(f"pgvector export {path} is not readable: {error}") from None
+    except OSError as error:
+        raise work_dir_error(path.parent, error) from error
+    finally:
+        temporary.unlink(missing_ok=True)
+    return removed, kept
