@@ -23,10 +23,16 @@ def probe_sqlite(config: Config, captured: Captured) -> list[DoctorResult]:
     files: list[tuple[Path, str]] = []
     if captured.history_copy is not None:
         files.append((config.history_db_path, integrity(captured.history_copy.dest, quick=True)))
+    if store.location is None:  # a server store (pgvector): no SQLite files, doctor.pgvector
+        return _sqlite_results(files, captured.window.longest_read_s)
     verdicts = store.check_copy(vectors, quick=True, decode=False)
     for name in sorted(vectors.copies):
         relative = str(store.collection_file(name, vectors.root).relative_to(vectors.root))
         files.append((store.collection_file(name), verdicts[relative]))
+    return _sqlite_results(files, captured.window.longest_read_s)
+
+
+def _sqlite_results(files: list[tuple[Path, str]], longest_read_s: float) -> list[DoctorResult]:
     results = []
     uses_wal = False
     for live, verdict in files:
@@ -41,7 +47,7 @@ def probe_sqlite(config: Config, captured: Captured) -> list[DoctorResult]:
         )
         mode = header_journal_mode(live)
         uses_wal = uses_wal or mode == "wal"
-        results.append(_journal_result(live, mode, captured.window.longest_read_s))
+        results.append(_journal_result(live, mode, longest_read_s))
     version = tuple(int(part) for part in SQLITE_VERSION.split("."))
     wal_bug = uses_wal and version < WAL_FIXED_SQLITE
     results.append(
@@ -78,7 +84,12 @@ def _journal_result(live: Path, mode: str, longest_read_s: float) -> DoctorResul
 
 
 def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
-    """Each collection's vector size and distance against the config."""
+    """Each collection's vector size and distance against the config.
+
+    [] for a server store (pgvector): ``doctor.pgvector`` reads its tables on the server.
+    """
+    if captured.store.location is None:
+        return []
     if not captured.qdrant_present:
         return [
             DoctorResult(
