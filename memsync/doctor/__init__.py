@@ -99,7 +99,7 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
             ],
         )
         results += probed or []
-        results += check_results(report)
+        results += check_results(report, server_store=config.pgvector is not None)
     except MemsyncError as error:  # the stores could not be checked: never "healthy"
         results.append(
             DoctorResult(code="check", status=ERROR, message=error.message, fix=error.hint)

@@ -67,7 +67,7 @@ def judge_health(
             code="pg-server",
             status=OK,
             path=found.where,
-            message=f"PostgreSQL {found.server_version} reachable at {found.where}",
+            message=f"PostgreSQL {found.server_version} reachable",
         ),
         _judge_extension(found),
         *_judge_table(found, settings, expected_dims),
@@ -280,5 +280,5 @@ def judge_password(settings: PGVectorSettings) -> DoctorResult:
         "backup of it) can connect",
         fix=f'{key} = {{env = "PGPASSWORD_VAR"}} or {{file = "/path/readable/by/memsync"}}'
         if key == "password"
-        else f'connection_string = {{file = "/path/readable/by/memsync"}} (or {{env = "NAME"}})',
+        else 'connection_string = {file = "/path/readable/by/memsync"} (or {env = "NAME"})',
     )

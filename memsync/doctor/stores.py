@@ -24,7 +24,8 @@ def probe_sqlite(config: Config, captured: Captured) -> list[DoctorResult]:
     if captured.history_copy is not None:
         files.append((config.history_db_path, integrity(captured.history_copy.dest, quick=True)))
     if store.location is None:  # a server store (pgvector): no SQLite files, doctor.pgvector
-        return _sqlite_results(files, captured.window.longest_read_s)
+        history = captured.history_copy  # its export blocks no writer: history.db's read only
+        return _sqlite_results(files, history.duration_s if history is not None else 0.0)
     verdicts = store.check_copy(vectors, quick=True, decode=False)
     for name in sorted(vectors.copies):
         relative = str(store.collection_file(name, vectors.root).relative_to(vectors.root))
@@ -149,8 +150,12 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
     return results
 
 
-def check_results(report: CheckReport) -> list[DoctorResult]:
-    """The ``check`` and ``capture-duration`` results of a check report. Pure."""
+def check_results(report: CheckReport, server_store: bool = False) -> list[DoctorResult]:
+    """The ``check`` and ``capture-duration`` results of a check report. Pure.
+
+    ``server_store`` (pgvector): the only live file read is history.db; the export of the
+    tables runs in a transaction no writer waits for, so its duration is left out.
+    """
     counts = report.counts()
     status = ERROR if counts["errors"] else WARNING if counts["warnings"] else OK
     codes = sorted({f.code for f in report.findings if f.severity is not Severity.INFO})
@@ -166,13 +171,17 @@ def check_results(report: CheckReport) -> list[DoctorResult]:
             fix="memsync check for the findings" if codes else None,
         )
     ]
-    longest = report.window.longest_read_s
+    window = report.window
+    longest = window.longest_read_s
+    if server_store:
+        longest = max((window.history_finished_at - window.history_at).total_seconds(), 0.0)
     results.append(
         DoctorResult(
             code="capture-duration",
             status=WARNING if longest > SLOW_READ_S else OK,
             message=f"longest read transaction on a live file: {longest:.3f} s "
-            f"(mem0's writers give up after 5 s)",
+            + ("(history.db; the tables' export blocks no writer) " if server_store else "")
+            + "(mem0's writers give up after 5 s)",
             fix="switch the stores to WAL mode" if longest > SLOW_READ_S else None,
         )
     )

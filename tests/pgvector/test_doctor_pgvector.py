@@ -19,7 +19,13 @@ from memsync.doctor.pgvector import IDLE_IN_TRANSACTION_S, RESULT_CODES
 
 # Results only an embedded Qdrant deployment can have (its files, its lock, its telemetry store)
 EMBEDDED_ONLY = {"store-lock", "private-tmp-mismatch", "collection-params", "legacy-point-store"}
-QDRANT_FILE_WORDS = ("Qdrant directory", "storage.sqlite", "meta.json", "migrations_qdrant", ".lock")
+QDRANT_FILE_WORDS = (
+    "Qdrant directory",
+    "storage.sqlite",
+    "meta.json",
+    "migrations_qdrant",
+    ".lock",
+)
 
 
 def results_of(report: dict[str, Any], code: str) -> list[dict[str, Any]]:
@@ -64,6 +70,7 @@ def test_doctor_reports_a_healthy_pgvector_deployment_and_no_qdrant_file(pg_depl
         text = f"{entry['path']} {entry['message']}"
         assert not any(word in text for word in QDRANT_FILE_WORDS), entry
     assert only(report, "sqlite-integrity")["path"] == str(pg_deployment.paths.history_db)
+    assert "(history.db; the tables' export" in only(report, "capture-duration")["message"]
 
 
 def test_vacuumed_table_reports_its_row_estimate(pg_deployment, cli):
@@ -84,9 +91,10 @@ def test_a_dropped_hnsw_index_is_a_warning_whose_fix_rebuilds_it(pg_deployment, 
     ddl = index["fix"].split("or: ", 1)[1]
     with psycopg.connect(pg_deployment.paths.pg_url, autocommit=True) as connection:
         connection.execute(ddl)  # the fix as printed is valid SQL
-    assert only(cli("doctor", "--json", config=pg_deployment.config).json(), "pg-index")[
-        "status"
-    ] == "ok"
+    assert (
+        only(cli("doctor", "--json", config=pg_deployment.config).json(), "pg-index")["status"]
+        == "ok"
+    )
 
 
 @pytest.mark.parametrize(
@@ -235,7 +243,116 @@ def test_history_db_in_a_container_layer_is_an_error(pg_deployment, tmp_path):
     volatile = results_of(report, "path-volatile")
     assert completed.returncode == 3, completed.stderr
     assert [r["path"] for r in volatile] == [str(layers["merged"] / "history.db")]
-    assert volatile[0]["status"] == "error" and "container's writable layer" in volatile[0][
-        "message"
-    ]
+    assert (
+        volatile[0]["status"] == "error" and "container's writable layer" in volatile[0]["message"]
+    )
     assert only(report, "sqlite-integrity")["status"] == "ok"  # it read the overlay's file
+
+
+@pytest.fixture(scope="module")
+def remote_server() -> Any:
+    """A second PostgreSQL listening on this machine's first non-loopback IPv4 address (TCP,
+    no SSL): from doctor's side, a server on another host. Yields ``(address, port)``."""
+    import ipaddress
+    import socket
+    import tempfile
+
+    import pgserver
+    import psutil
+
+    address = next(
+        (
+            entry.address
+            for entries in psutil.net_if_addrs().values()
+            for entry in entries
+            if entry.family == socket.AF_INET
+            and not ipaddress.ip_address(entry.address).is_loopback
+        ),
+        None,
+    )
+    if address is None:
+        pytest.skip("no non-loopback IPv4 address to listen on")
+    with socket.socket() as probe:
+        probe.bind((address, 0))
+        port = probe.getsockname()[1]
+    pgdata = Path(tempfile.mkdtemp(prefix="msync-pgtcp-")) / "data"
+    server = pgserver.get_server(pgdata, cleanup_mode=None)  # initdb, started on a socket
+    user = server.system_user
+    pgserver.pg_ctl(["-w", "stop"], pgdata=pgdata, user=user)
+    with (pgdata / "pg_hba.conf").open("a") as hba:
+        hba.write(f"host all all {address}/32 trust\n")
+    start = ["-w", "-o", f"-h {address} -p {port} -k {pgdata}", "-l", str(pgdata / "tcp.log")]
+    pgserver.pg_ctl([*start, "start"], pgdata=pgdata, user=user)
+    try:
+        yield address, port
+    finally:
+        pgserver.pg_ctl(["-w", "stop"], pgdata=pgdata, user=user)
+        shutil.rmtree(pgdata.parent, ignore_errors=True)
+
+
+def test_a_server_on_another_host_without_ssl_is_a_warning(pg_deployment, cli, remote_server):
+    address, port = remote_server
+    keys = f'dbname = "postgres"\nuser = "postgres"\nhost = "{address}"\nport = {port}'
+    set_store_key(pg_deployment.config, r"^connection_string = .*$", keys)
+    report = cli("doctor", "--json", config=pg_deployment.config).json()
+    assert only(report, "pg-server")["status"] == "ok", only(report, "pg-server")
+    ssl = only(report, "pg-ssl")
+    assert (
+        ssl["status"] == "warning" and f"connection to {address} is not encrypted" in ssl["message"]
+    )
+    assert "sslmode" in ssl["fix"]
+
+
+# --- the judgements on values a live server cannot produce quickly (pure) ---------------------
+
+
+def test_a_transaction_open_five_minutes_is_a_warning_even_when_active():
+    from memsync.doctor.pgvector import LONG_TRANSACTION_S, judge_sessions
+    from memsync.stores.pgvector.health import Session
+
+    sessions = (
+        Session(41, "report-job", "app", "active", LONG_TRANSACTION_S + 12, 3.0),
+        Session(42, "api", "app", "idle in transaction", 4.0, 4.0),  # a short pause: normal
+        Session(43, "api", "app", "active", 2.0, 2.0),
+    )
+    results = judge_sessions("postgresql://app@db/memories", sessions)
+    assert [(r.status, r.message.split(" has had")[0]) for r in results] == [
+        ("warning", "pid 41 (report-job, role app)")
+    ]
+    assert f"open for {LONG_TRANSACTION_S + 12:.0f} s (active)" in results[0].message
+
+
+@pytest.mark.parametrize(
+    ("host", "local"),
+    [
+        ("/var/run/postgresql", True),
+        ("localhost", True),
+        ("127.0.0.1", True),
+        ("::1", True),
+        ("db.internal", False),
+        ("10.0.0.5", False),
+    ],
+)
+def test_which_hosts_are_local(host, local):
+    from memsync.stores.pgvector.health import is_local_host
+
+    assert is_local_host(host) is local
+
+
+@pytest.mark.parametrize(
+    ("keys", "inline"),
+    [
+        ({"connection_string": "host=db user=app password=s3cret dbname=m"}, "connection_string"),
+        ({"connection_string": "postgresql://app@db/m"}, None),
+        ({"user": "app", "host": "db", "password": "s3cret"}, "password"),
+        ({"user": "app", "host": "db", "password": {"env": "PGPASS"}}, None),
+        ({"connection_string": {"file": "/etc/memsync/pg-url"}}, None),
+    ],
+)
+def test_which_passwords_are_inline(keys, inline):
+    from memsync.config import PGVectorSettings
+    from memsync.config.mem0_dict import Secret
+    from memsync.stores.pgvector.health import inline_password
+
+    values = {k: Secret(**v) if isinstance(v, dict) else v for k, v in keys.items()}
+    assert inline_password(PGVectorSettings(**values)) is inline
