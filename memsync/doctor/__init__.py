@@ -3,8 +3,9 @@
 ``probe_*`` functions read (files, mounts, processes, versions) and return ``DoctorResult``s;
 ``run_doctor`` runs them all plus ``check`` on one capture. Doctor never writes to the
 deployment, never imports mem0 and never takes Qdrant's lock. The probes live in
-``doctor.paths``, ``doctor.stores``, ``doctor.versions``, ``doctor.state`` and
-``doctor.copies``. Result codes:
+``doctor.paths``, ``doctor.stores``, ``doctor.versions``, ``doctor.state``,
+``doctor.copies`` and, for a pgvector deployment, ``doctor.pgvector`` (its server; the
+embedded-only probes of Qdrant files, locks and the telemetry store then say nothing). Result codes:
 docs/reference/commands/doctor.md.
 """
 
@@ -19,6 +20,8 @@ from memsync.config import Config
 from memsync.doctor.copies import probe_copies
 from memsync.doctor.paths import probe_locks, probe_paths
 from memsync.doctor.pending import probe_pending, probe_route
+from memsync.doctor.pgvector import RESULT_CODES as PG_RESULT_CODES
+from memsync.doctor.pgvector import probe_pgvector
 from memsync.doctor.s3 import S3_RESULT_CODES, probe_backups
 from memsync.doctor.state import probe_daemon, probe_last_snapshot, probe_restores
 from memsync.doctor.status import ERROR, OK, WARNING
@@ -41,7 +44,8 @@ RESULT_CODES = (
     "collection-params", "check", "capture-duration", "mem0-version", "qdrant-client-version",
     "version-mismatch", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
     "daemon-job", "old-store-copy", "legacy-point-store", "wal-recommended", "pending-requests",
-    "pending-erasure-overdue", "window-left-open", "write-route", *S3_RESULT_CODES,
+    "pending-erasure-overdue", "window-left-open", "write-route", *PG_RESULT_CODES,
+    *S3_RESULT_CODES,
 )  # fmt: skip
 
 
@@ -82,6 +86,7 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
                 fix="run memsync as the app's user, or give its group access (UMask=0007)",
             )
         )
+    results += probe_pgvector(config)  # [] for embedded Qdrant
     report: CheckReport | None = None
     try:  # check's own path: a write in flight is waited out and captured again, as check does
         _inventory, report, probed = check.settled_capture(
@@ -94,7 +99,7 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
             ],
         )
         results += probed or []
-        results += check_results(report)
+        results += check_results(report, server_store=config.pgvector is not None)
     except MemsyncError as error:  # the stores could not be checked: never "healthy"
         results.append(
             DoctorResult(code="check", status=ERROR, message=error.message, fix=error.hint)

@@ -17,6 +17,9 @@ from memsync.stores import locks
 from memsync.stores.vector_store import telemetry_store_for, vector_store_for
 
 VOLATILE_FS = frozenset({"tmpfs", "ramfs"})
+# A container's writable layer: removing the container (a redeploy, a pod rescheduled) loses
+# the file; mem0ai/mem0 #3717 lost history.db that way (mem0's REST server on Kubernetes).
+CONTAINER_LAYER_FS = frozenset({"overlay", "aufs"})
 MIN_FREE_BYTES = 256 * 1024 * 1024
 # Paths a deployment always has (mem0 creates both at its first start): absent means lost or,
 # more likely, a wrong path in the config.
@@ -26,7 +29,7 @@ REQUIRED = frozenset({"Qdrant directory", "history.db"})
 def probe_paths(config: Config) -> list[DoctorResult]:
     """Mount, filesystem type, /tmp placement, free space and permissions of every path."""
     store = vector_store_for(config).location  # None: a server backend (pgvector), no files
-    telemetry = telemetry_store_for(config).location
+    telemetry = _telemetry_location(config)
     data_paths: list[tuple[str, Path, bool]] = [
         *([("Qdrant directory", store, True)] if store is not None else []),
         ("history.db", config.history_db_path, True),
@@ -58,6 +61,11 @@ def probe_paths(config: Config) -> list[DoctorResult]:
     return results
 
 
+def _telemetry_location(config: Config) -> Path | None:
+    """mem0's embedded telemetry Qdrant; None for pgvector (mem0 keeps it in a table there)."""
+    return None if config.pgvector is not None else telemetry_store_for(config).location
+
+
 def _probe_one_path(label: str, path: Path, precious: bool, required: bool) -> list[DoctorResult]:
     mountpoint, fstype, _device = locks.mount_of(path)
     results = []
@@ -69,6 +77,18 @@ def _probe_one_path(label: str, path: Path, precious: bool, required: bool) -> l
                 path=str(path),
                 message=f"{label} is on {fstype} ({mountpoint}): a reboot wipes it",
                 fix="move it to persistent storage (docs/how-to/move-store-off-tmp.md)",
+            )
+        )
+    elif fstype in CONTAINER_LAYER_FS and label == "history.db":
+        results.append(
+            DoctorResult(
+                code="path-volatile",
+                status=ERROR,
+                path=str(path),
+                message=f"{label} is on {fstype} ({mountpoint}), a container's writable layer: "
+                "removing or rescheduling the container loses every history event",
+                fix="mount a volume (a PersistentVolumeClaim on Kubernetes) at its directory "
+                "and set history_db_path there",
             )
         )
     else:
@@ -187,10 +207,10 @@ def _probe_permissions(label: str, path: Path) -> DoctorResult:
 def probe_locks(config: Config) -> list[DoctorResult]:
     """Which process holds the embedded store's lock, and whether it sees the same files."""
     results = []
-    for label, store in (
-        ("Qdrant directory", vector_store_for(config)),
-        ("mem0 telemetry Qdrant", telemetry_store_for(config)),
-    ):
+    stores = [("Qdrant directory", vector_store_for(config))]
+    if config.pgvector is None:  # pgvector: no lock, and mem0's telemetry store is a table
+        stores.append(("mem0 telemetry Qdrant", telemetry_store_for(config)))
+    for label, store in stores:
         lock_file, directory = store.lock_path(), store.location
         if lock_file is None:
             continue  # a server backend: nothing to hold

@@ -23,10 +23,17 @@ def probe_sqlite(config: Config, captured: Captured) -> list[DoctorResult]:
     files: list[tuple[Path, str]] = []
     if captured.history_copy is not None:
         files.append((config.history_db_path, integrity(captured.history_copy.dest, quick=True)))
+    if store.location is None:  # a server store (pgvector): no SQLite files, doctor.pgvector
+        history = captured.history_copy  # its export blocks no writer: history.db's read only
+        return _sqlite_results(files, history.duration_s if history is not None else 0.0)
     verdicts = store.check_copy(vectors, quick=True, decode=False)
     for name in sorted(vectors.copies):
         relative = str(store.collection_file(name, vectors.root).relative_to(vectors.root))
         files.append((store.collection_file(name), verdicts[relative]))
+    return _sqlite_results(files, captured.window.longest_read_s)
+
+
+def _sqlite_results(files: list[tuple[Path, str]], longest_read_s: float) -> list[DoctorResult]:
     results = []
     uses_wal = False
     for live, verdict in files:
@@ -41,7 +48,7 @@ def probe_sqlite(config: Config, captured: Captured) -> list[DoctorResult]:
         )
         mode = header_journal_mode(live)
         uses_wal = uses_wal or mode == "wal"
-        results.append(_journal_result(live, mode, captured.window.longest_read_s))
+        results.append(_journal_result(live, mode, longest_read_s))
     version = tuple(int(part) for part in SQLITE_VERSION.split("."))
     wal_bug = uses_wal and version < WAL_FIXED_SQLITE
     results.append(
@@ -78,7 +85,12 @@ def _journal_result(live: Path, mode: str, longest_read_s: float) -> DoctorResul
 
 
 def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
-    """Each collection's vector size and distance against the config."""
+    """Each collection's vector size and distance against the config.
+
+    [] for a server store (pgvector): ``doctor.pgvector`` reads its tables on the server.
+    """
+    if captured.store.location is None:
+        return []
     if not captured.qdrant_present:
         return [
             DoctorResult(
@@ -138,8 +150,12 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
     return results
 
 
-def check_results(report: CheckReport) -> list[DoctorResult]:
-    """The ``check`` and ``capture-duration`` results of a check report. Pure."""
+def check_results(report: CheckReport, server_store: bool = False) -> list[DoctorResult]:
+    """The ``check`` and ``capture-duration`` results of a check report. Pure.
+
+    ``server_store`` (pgvector): the only live file read is history.db; the export of the
+    tables runs in a transaction no writer waits for, so its duration is left out.
+    """
     counts = report.counts()
     status = ERROR if counts["errors"] else WARNING if counts["warnings"] else OK
     codes = sorted({f.code for f in report.findings if f.severity is not Severity.INFO})
@@ -155,13 +171,17 @@ def check_results(report: CheckReport) -> list[DoctorResult]:
             fix="memsync check for the findings" if codes else None,
         )
     ]
-    longest = report.window.longest_read_s
+    window = report.window
+    longest = window.longest_read_s
+    if server_store:
+        longest = max((window.history_finished_at - window.history_at).total_seconds(), 0.0)
     results.append(
         DoctorResult(
             code="capture-duration",
             status=WARNING if longest > SLOW_READ_S else OK,
             message=f"longest read transaction on a live file: {longest:.3f} s "
-            f"(mem0's writers give up after 5 s)",
+            + ("(history.db; the tables' export blocks no writer) " if server_store else "")
+            + "(mem0's writers give up after 5 s)",
             fix="switch the stores to WAL mode" if longest > SLOW_READ_S else None,
         )
     )

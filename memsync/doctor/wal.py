@@ -25,7 +25,8 @@ def probe_wal(config: Config, captured: Captured) -> list[DoctorResult]:
         UnavailableError: the vector store's metadata is unreadable (doctor's capture, which
             runs first, reports the same).
     """
-    copies = [*captured.collection_copies.values()]
+    # a server store's export files are not SQLite: only history.db can block the app
+    copies = [*captured.collection_copies.values()] if captured.store.location else []
     if captured.history_copy is not None:
         copies.append(captured.history_copy)
     budget = capture_budget.estimate(config, capture_budget.samples_from_copies(copies))
