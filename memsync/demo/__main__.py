@@ -17,7 +17,11 @@
    prunes, erases a user, reconciles and snapshots through it (``memsync.demo.live``);
 10. undoes a mistaken ``forget --user`` with ``memsync recover``, then reproduces a bulk
    deletion (mem0's ``delete_all`` for one user), which trips the mass-deletion tripwire and
-   pins the snapshot before it, and recovers that user from it (``memsync.demo.backups``).
+   pins the snapshot before it, and recovers that user from it (``memsync.demo.backups``);
+11. builds a second deployment as mem0's REST server runs it (Postgres with pgvector, started by
+   the demo, and a history.db), then checks it, snapshots it to S3, restores it after drift,
+   reconciles a ``pg_restore`` of an older table, and forgets a memory while its app writes
+   (``memsync.demo.pgvector_act``).
 
 Every memsync step runs the real CLI as a subprocess. Exits 0 only when every expectation
 holds; the deployment is left in ``$MEMSYNC_DEMO_DIR`` (default ``./demo-run``) to look at.
@@ -36,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memsync.demo import backups, live
+from memsync.demo import backups, live, pgvector_act
 from memsync.demo import deployment as build
 
 MEMORIES = int(os.environ.get("MEMSYNC_DEMO_MEMORIES", "2000"))
@@ -458,6 +462,8 @@ def daemon_act(paths: build.Paths, config: Path) -> None:
     live.live_act(paths, config, memsync, say, DemoFailed)
     heading("10. a mistaken forget and a bulk deletion, each undone by recover")
     backups.backups_act(paths, config, memsync, say, DemoFailed)
+    heading("11. mem0's REST server layout: Postgres with pgvector")
+    pgvector_act.pgvector_act(paths.root / "pgvector", config, memsync, say, DemoFailed)
 
 
 def snapshot_ids(config: Path) -> list[str]:

@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: setattr(flags, "stop", True))
     signal.signal(signal.SIGINT, lambda *_: setattr(flags, "stop", True))
     signal.signal(signal.SIGUSR1, lambda *_: setattr(flags, "dump", True))
-    memory = build.open_memory(build.Paths(args.root), embedder=args.embedder)
+    memory = build.open_memory(build.Paths.at(args.root), embedder=args.embedder)
     logging.getLogger("mem0").addHandler(counter)
     if args.agent is not None:
         from memsync.agent import attach

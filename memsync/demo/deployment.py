@@ -47,6 +47,14 @@ class Paths:
     root: Path
     pg_url: str | None = None
 
+    @classmethod
+    def at(cls, root: Path) -> Paths:
+        """The deployment at ``root``: on pgvector when ``root/pg-url`` (its conninfo) exists."""
+        secret = root / "pg-url"
+        return cls(
+            root, pg_url=secret.read_text(encoding="utf-8").strip() if secret.is_file() else None
+        )
+
     @property
     def qdrant(self) -> Path:
         """The embedded Qdrant directory."""
