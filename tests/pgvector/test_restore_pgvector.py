@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -105,7 +106,9 @@ def test_restore_swaps_the_tables_and_history_and_keeps_the_old_ones_aside(pg_de
     kept = pg_deployment.seeded.live[0]
     assert memory.get(kept) is not None and memory.get(newer[0]) is None
     text = memory.get(kept)["memory"]
-    found = memory.search(text, filters={"user_id": memory.get(kept)["user_id"]}, limit=5)["results"]
+    found = memory.search(text, filters={"user_id": memory.get(kept)["user_id"]}, limit=5)[
+        "results"
+    ]
     assert kept in {hit["id"] for hit in found}
 
 
@@ -140,5 +143,118 @@ def test_restore_refuses_while_the_app_holds_history_and_no_window_is_set(pg_dep
     pg_deployment.reopen()  # the app: this test process, with mem0's history.db open
     held = memsync(pg_deployment, "restore", "--force", "--json", snapshot_id)
     assert held.returncode == 12, held.stderr
-    assert f"pid {__import__('os').getpid()}" in json.loads(held.stderr)["message"]
+    assert f"pid {os.getpid()}" in json.loads(held.stderr)["message"]
     assert not any("restore" in t for t in tables(pg_deployment.paths.pg_url))
+
+
+def history_rows(path: Path) -> int:
+    import sqlite3
+
+    connection = sqlite3.connect(path)
+    try:
+        return int(connection.execute("SELECT count(*) FROM history").fetchone()[0])
+    finally:
+        connection.close()
+
+
+KILLS = {  # where the restore is SIGKILLed -> what the next command makes of it
+    "memsync.restore.pgvector:_stage_history": "old",  # tables loaded, history not staged yet
+    "memsync.stores.pgvector.load:swap": "old",  # everything loaded and staged, nothing swapped
+    "memsync.restore.pgvector:_swap_history": "new",  # tables swapped, history.db not yet
+}
+
+
+def test_sigkill_mid_restore_is_rolled_back_or_finished_by_the_next_command(pg_deployment, cli):
+    url, history = pg_deployment.paths.pg_url, pg_deployment.paths.history_db
+    snapshot_id = snapshot(cli, pg_deployment)
+    restored_rows = (ids(url, "mem0"), history_rows(history))
+    add_after_snapshot(pg_deployment)
+    journal = pg_deployment.paths.state / "restore-journal.json"
+    for step, outcome in KILLS.items():
+        old = (ids(url, "mem0"), history_rows(history))
+        killed = memsync(pg_deployment, "restore", "--force", snapshot_id, kill_at=step)
+        assert killed.returncode == -9, (step, killed.stderr)
+        assert journal.is_file(), step
+        unfinished = cli("check", "--json", config=pg_deployment.config)
+        assert unfinished.code == 11, (step, unfinished.err)
+        resumed = memsync(pg_deployment, "restore", "--resume", "--json")
+        assert resumed.returncode == 0, (step, resumed.stderr)
+        said = json.loads(resumed.stdout)["recovered"]
+        assert said.startswith("finished" if outcome == "new" else "rolled back"), (step, said)
+        assert not journal.exists(), step
+        left = tables(url)
+        assert not any("_restore_" in t and "_pre_restore_" not in t for t in left), (step, left)
+        assert not Path(f"{history}.restore-{snapshot_id}").exists(), step
+        now = (ids(url, "mem0"), history_rows(history))
+        assert now == (old if outcome == "old" else restored_rows), step
+        check = cli("check", "--json", config=pg_deployment.config)
+        assert check.code == 0, (step, error_findings(check.json()))
+        if outcome == "new":
+            assert any(t.startswith("mem0_pre_restore_") for t in left), step
+            memory = pg_deployment.reopen()
+            assert memory.get(pg_deployment.seeded.live[0]) is not None
+            pg_deployment.close()
+        else:
+            assert not any(t.startswith("mem0_pre_restore_") for t in left), step
+
+
+def relfilenode(url: str, table: str) -> int:
+    with psycopg.connect(url) as connection:
+        found = connection.execute(
+            "SELECT relfilenode FROM pg_class WHERE relname = %s", (table,)
+        ).fetchone()
+    return int(found[0])
+
+
+def test_forget_erase_reaches_the_pre_restore_tables(pg_deployment, cli):
+    url = pg_deployment.paths.pg_url
+    snapshot_id = snapshot(cli, pg_deployment)
+    assert cli("restore", "--force", snapshot_id, config=pg_deployment.config).code == 0
+    assert cli("restore", "--force", snapshot_id, config=pg_deployment.config).code == 0
+    tag = snapshot_id.lower().replace("-", "_")
+    asides = [f"mem0_pre_restore_{tag}", f"mem0_pre_restore_{tag}_1"]
+    victim, kept = pg_deployment.seeded.live[:2]
+    assert all(victim in ids(url, t) for t in asides)
+    files = {t: relfilenode(url, t) for t in asides}
+    erased = cli("forget", victim, "--erase", "--yes", "--json", config=pg_deployment.config)
+    assert erased.code == 0, erased.out + erased.err
+    for table in asides:
+        left = ids(url, table)
+        assert victim not in left and kept in left, table
+        assert relfilenode(url, table) != files[table], f"{table} was not rewritten (VACUUM FULL)"
+    assert victim not in ids(url, "mem0")
+    history_aside = Path(f"{pg_deployment.paths.history_db}.pre-restore-{snapshot_id}")
+    import sqlite3
+
+    with sqlite3.connect(history_aside) as connection:
+        texts = connection.execute(
+            "SELECT old_memory, new_memory FROM history WHERE memory_id = ?", (victim,)
+        ).fetchall()
+    assert texts and all(row == (None, None) for row in texts)
+
+
+def open_files(pid: int) -> set[Path]:
+    return {Path(f"/proc/{pid}/fd/{fd}").resolve() for fd in os.listdir(f"/proc/{pid}/fd")}
+
+
+def test_a_running_app_is_stopped_around_the_history_swap_by_the_window(pg_deployment, cli):
+    from tests.pgvector import pg_app
+
+    root, history = pg_deployment.paths.root, pg_deployment.paths.history_db
+    snapshot_id = snapshot(cli, pg_deployment)
+    newer = add_after_snapshot(pg_deployment, 1)
+    pg_deployment.config.write_text(pg_deployment.config.read_text() + pg_app.commands(root))
+    assert pg_app.start(root) == 0
+    try:
+        before = pg_app.pid_of(root)
+        assert history in open_files(before)  # the app holds history.db
+        result = cli("restore", "--force", "--json", snapshot_id, config=pg_deployment.config)
+        assert result.code == 0, result.err
+        after = pg_app.pid_of(root)
+        assert after is not None and after != before  # stopped, and started again
+        assert (root / "app-stops.log").read_text().split() == [str(before)]
+        assert history in open_files(after)  # the restored history.db, not the aside one
+        assert newer[0] not in ids(pg_deployment.paths.pg_url, "mem0")
+        assert result.json()["check_after"]["errors"] == 0
+    finally:
+        pg_app.stop(root)

@@ -272,3 +272,21 @@ def _run(connection: Any, what: str, work: Callable[[Any], Any]) -> Any:
             f"{what} failed: {first_line(error)}",
             "the role needs CREATE on the schema and to own mem0's tables",
         ) from None
+
+
+def erase_pre_restore(
+    connect: Callable[..., Any], tables: Sequence[str], ids: Sequence[str]
+) -> list[str]:
+    """Erase ``ids`` from every ``<table>_pre_restore_*`` table of ``tables`` (``erase_rows``).
+
+    ``connect``: ``PgVector.connect``. Returns the tables rewritten (each one found, whether it
+    held the ids or not). Idempotent.
+
+    Raises:
+        UnavailableError: the server refuses a statement (the role must own the tables).
+    """
+    with connect(read_only=False) as connection:
+        found = pre_restore_tables(connection, tables)
+        for table in found:
+            erase_rows(connection, table, ids)
+    return found
