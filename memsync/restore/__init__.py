@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -103,22 +104,28 @@ def _unique_asides(moves: list[Move]) -> list[Move]:
     return unique
 
 
-def _with_existence(config: Config, moves: list[Move]) -> list[Move]:
-    """Record which targets exist now (a rollback must remove what had nothing before).
-
-    On pgvector the table moves are looked up in the catalog (aside names made unique there).
-    """
-    if config.pgvector is not None and len(moves) > 1:
-        *tables, history = moves
-        found = pg_restore.with_catalog(config, [{**asdict(t), "indexes": {}} for t in tables])
-        return [
-            *(
-                Move(live=t["live"], staged=t["staged"], aside=t["aside"], had_live=t["had_live"])
-                for t in found
-            ),
-            *_with_existence(config, [history]),
-        ]
+def _with_existence(moves: list[Move]) -> list[Move]:
+    """Record which targets exist now (a rollback must remove what had nothing before)."""
     return [replace(m, had_live=Path(m.live).exists() or Path(m.live).is_symlink()) for m in moves]
+
+
+def _existing(config: Config, moves: list[Move]) -> list[Move]:
+    """``_with_existence``; on pgvector the tables are looked up in the catalog. Reads only."""
+    if config.pgvector is None:
+        return _with_existence(moves)
+    *tables, history = moves
+    found = pg_restore.with_catalog(config, [{**asdict(t), "indexes": {}} for t in tables])
+    return [*(_table_move(t) for t in found), *_with_existence([history])]
+
+
+def _table_move(table: dict[str, Any]) -> Move:
+    """A table's move as the report shows it (``staged`` "" when the snapshot had no such table)."""
+    return Move(
+        live=table["live"],
+        staged=table["staged"] or "",
+        aside=table["aside"],
+        had_live=table["had_live"],
+    )
 
 
 def journal_path(config: Config) -> Path:
@@ -188,7 +195,7 @@ def run_restore(
                     "pass --force (the current files are moved aside, never deleted)",
                 )
         if dry_run:
-            return replace(planned, moves=tuple(_with_existence(config, moves)))
+            return replace(planned, moves=tuple(_existing(config, moves)))
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")
         if config.pgvector is not None:
             moves, aside = _put_tables_in_place(config, manifest, plain, moves)
@@ -206,14 +213,10 @@ def _put_tables_in_place(
     """pgvector: load and swap the tables, swap history.db (``restore.pgvector``)."""
     with operation_lock(config.state_dir, "restore"):
         *tables, history = moves
-        history = _unique_asides(_with_existence(config, [history]))[0]
+        history = _unique_asides(_with_existence([history]))[0]
         planned = [{**asdict(t), "indexes": {}} for t in tables]
         done, aside = pg_restore.put_in_place(config, manifest, plain, planned, history)
-    made = [
-        Move(live=t["live"], staged=t["staged"] or "", aside=t["aside"], had_live=t["had_live"])
-        for t in done
-    ]
-    return [*made, history], tuple(aside)
+    return [*(_table_move(t) for t in done), history], tuple(aside)
 
 
 def moved_aside(moves: list[Move]) -> tuple[str, ...]:
@@ -234,7 +237,7 @@ def _put_in_place(config: Config, manifest: Manifest, plain: Path, moves: list[M
     with operation_lock(config.state_dir, "restore"):
         store = vector_store_for(config)
         store.require_free("restore")
-        moves = _unique_asides(_with_existence(config, moves))
+        moves = _unique_asides(_with_existence(moves))
         wal = {entry.path for entry in manifest.files if entry.journal_mode == "wal"}
         stage(plain, moves, [entry.path for entry in manifest.files], store.capture_dir, wal)
         write_json_atomic(
