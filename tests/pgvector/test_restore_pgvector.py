@@ -76,6 +76,8 @@ def test_restore_swaps_the_tables_and_history_and_keeps_the_old_ones_aside(pg_de
     before = ids(url, "mem0")
     refused = cli("restore", snapshot_id, config=pg_deployment.config)
     assert refused.code == 2 and "--force" in refused.err
+    skipped = cli("restore", "--if-empty", "--json", snapshot_id, config=pg_deployment.config)
+    assert skipped.code == 0 and skipped.json()["skipped"] is True
     dry = cli("restore", "--dry-run", "--json", snapshot_id, config=pg_deployment.config)
     assert dry.code == 0, dry.err
     tag = snapshot_id.lower().replace("-", "_")
@@ -117,11 +119,16 @@ def test_restoring_twice_keeps_every_pre_restore_table(pg_deployment, cli):
     snapshot_id = snapshot(cli, pg_deployment)
     assert cli("restore", "--force", snapshot_id, config=pg_deployment.config).code == 0
     between = add_after_snapshot(pg_deployment, 1)
-    second = cli("restore", "--force", "--json", snapshot_id, config=pg_deployment.config)
+    assert cli("snapshot", "verify", snapshot_id, config=pg_deployment.config).code == 0
+    second = cli("restore", "--force", "--json", "latest", config=pg_deployment.config)
     assert second.code == 0, second.err
+    assert second.json()["chosen"]["snapshot_id"] == snapshot_id
     tag = snapshot_id.lower().replace("-", "_")
     assert set(between) <= ids(url, f"mem0_pre_restore_{tag}_1")
     assert f"mem0_pre_restore_{tag}_1" in second.json()["moved_aside"]
+    doctor = cli("doctor", "--json", config=pg_deployment.config).json()
+    listed = {r["path"] for r in doctor["results"] if r["code"] == "pre-restore-copy"}
+    assert {f"table mem0_pre_restore_{tag}", f"table mem0_pre_restore_{tag}_1"} <= listed
 
 
 def test_a_snapshot_of_the_other_backend_is_refused(pg_deployment, make_deployment, cli):
