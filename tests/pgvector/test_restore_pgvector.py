@@ -265,3 +265,49 @@ def test_a_running_app_is_stopped_around_the_history_swap_by_the_window(pg_deplo
         assert result.json()["check_after"]["errors"] == 0
     finally:
         pg_app.stop(root)
+
+
+ENTITIES_DDL = (
+    "CREATE TABLE mem0_entities (id UUID PRIMARY KEY, vector vector(384), payload JSONB);"
+    "CREATE INDEX mem0_entities_hnsw_idx ON mem0_entities USING hnsw (vector vector_cosine_ops)"
+)
+
+
+def add_entity(url: str) -> str:
+    entity = "00000000-0000-4000-8000-000000000001"
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(ENTITIES_DDL)
+        connection.execute(
+            'INSERT INTO mem0_entities VALUES (%s, %s, \'{"data": "ana"}\')',
+            (entity, "[" + ",".join(["0.1"] * 384) + "]"),
+        )
+    return entity
+
+
+def test_a_table_absent_in_the_snapshot_or_live_is_moved_aside_or_only_put_in_place(
+    pg_deployment, cli
+):
+    url = pg_deployment.paths.pg_url
+    pg_deployment.close()
+    entity = add_entity(url)  # the snapshot has an entity table, the deployment then loses it
+    with_entities = snapshot(cli, pg_deployment)
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("DROP TABLE mem0_entities")
+    restored = cli("restore", "--force", "--json", with_entities, config=pg_deployment.config)
+    assert restored.code == 0, restored.err
+    tag = with_entities.lower().replace("-", "_")
+    assert ids(url, "mem0_entities") == {entity}
+    assert f"mem0_entities_pre_restore_{tag}" not in tables(url)  # nothing was there to move
+    assert "mem0_entities_hnsw_idx" in indexes(url, "mem0_entities")
+
+    with psycopg.connect(url, autocommit=True) as connection:  # now the reverse
+        connection.execute("DROP TABLE mem0_entities")
+    without = snapshot(cli, pg_deployment)
+    add_entity(url)
+    again = cli("restore", "--force", "--json", without, config=pg_deployment.config)
+    assert again.code == 0, again.err
+    second = without.lower().replace("-", "_")
+    assert "mem0_entities" not in tables(url)  # the snapshot had none: mem0 makes it again
+    assert ids(url, f"mem0_entities_pre_restore_{second}") == {entity}
+    check = cli("check", "--json", config=pg_deployment.config)
+    assert check.json()["counts"]["errors"] == 0, error_findings(check.json())
