@@ -26,6 +26,7 @@ from memsync.erase.holding import snapshots_holding
 from memsync.errors import MemsyncError
 from memsync.model import Inventory
 from memsync.stores import deployment, snapshots
+from memsync.stores.pgvector import PgVector, load
 from memsync.stores.sqlite_files import translate
 from memsync.stores.vector_store import vector_store_for
 
@@ -194,11 +195,15 @@ def purge_own_copies(
     if journal.is_file() and '"status": "done"' in journal.read_text(encoding="utf-8"):
         journal.unlink()
         done.append(str(journal))
-    store_dir = vector_store_for(config).location  # None: pgvector (tables, not files)
+    store = vector_store_for(config)
+    if isinstance(store, PgVector):  # a restore's tables moved aside: rows deleted, VACUUM FULL
+        tables = [store.collection, store.entities_collection]
+        done += load.erase_pre_restore(store.connect, tables, memory_ids)
+    store_dir = store.location  # None: pgvector (tables, not files)
     live = [path for path in (store_dir, config.history_db_path) if path is not None]
     for copy in state.pre_restore_copies(live):
         if copy.is_dir():
-            vector_store_for(config).erase_points(copy, memory_ids)
+            store.erase_points(copy, memory_ids)
         elif copy.is_file():
             blank_history(copy, memory_ids, scopes, now, record=False)
         done.append(str(copy))

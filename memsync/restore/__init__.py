@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -27,6 +28,7 @@ from memsync import check, repository
 from memsync.config import Config
 from memsync.errors import MemsyncError, UnavailableError, UsageError
 from memsync.model import CheckReport, Severity
+from memsync.restore import pgvector as pg_restore
 from memsync.snapshot import choose
 from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
 from memsync.stores.manifest import Manifest
@@ -63,16 +65,27 @@ class Restored:
 
 
 def plan_restore(config: Config, snapshot_id: str) -> list[Move]:
-    """The moves of a restore of ``snapshot_id``: the vector store's location, then history.db. Pure."""
-    targets = [vector_store_for(config).location, config.history_db_path]
-    return [
-        Move(
-            live=str(target),
-            staged=f"{target}.restore-{snapshot_id}",
-            aside=f"{target}.pre-restore-{snapshot_id}",
-        )
-        for target in targets
-    ]
+    """The moves of a restore of ``snapshot_id``: the vector store, then history.db. Pure.
+
+    On pgvector the vector store's moves name tables (``mem0`` -> ``mem0_pre_restore_<id>``,
+    then the entity table), see ``restore.pgvector``; history.db's move is a file's.
+    """
+    history = _file_move(config.history_db_path, snapshot_id)
+    if config.pgvector is not None:
+        tables = pg_restore.plan_tables(config, snapshot_id)
+        return [
+            *(Move(live=t["live"], staged=t["staged"], aside=t["aside"]) for t in tables),
+            history,
+        ]
+    return [_file_move(vector_store_for(config).location, snapshot_id), history]
+
+
+def _file_move(target: Path | None, snapshot_id: str) -> Move:
+    return Move(
+        live=str(target),
+        staged=f"{target}.restore-{snapshot_id}",
+        aside=f"{target}.pre-restore-{snapshot_id}",
+    )
 
 
 def _unique_asides(moves: list[Move]) -> list[Move]:
@@ -94,6 +107,25 @@ def _unique_asides(moves: list[Move]) -> list[Move]:
 def _with_existence(moves: list[Move]) -> list[Move]:
     """Record which targets exist now (a rollback must remove what had nothing before)."""
     return [replace(m, had_live=Path(m.live).exists() or Path(m.live).is_symlink()) for m in moves]
+
+
+def _existing(config: Config, moves: list[Move]) -> list[Move]:
+    """``_with_existence``; on pgvector the tables are looked up in the catalog. Reads only."""
+    if config.pgvector is None:
+        return _with_existence(moves)
+    *tables, history = moves
+    found = pg_restore.with_catalog(config, [{**asdict(t), "indexes": {}} for t in tables])
+    return [*(_table_move(t) for t in found), *_with_existence([history])]
+
+
+def _table_move(table: dict[str, Any]) -> Move:
+    """A table's move as the report shows it (``staged`` "" when the snapshot had no such table)."""
+    return Move(
+        live=table["live"],
+        staged=table["staged"] or "",
+        aside=table["aside"],
+        had_live=table["had_live"],
+    )
 
 
 def journal_path(config: Config) -> Path:
@@ -134,12 +166,15 @@ def run_restore(
     """
     recovered = recover(config)
     vector_store_for(config).require_free("restore")
+    if config.pgvector is not None:
+        pg_restore.require_free(config)  # the app holds history.db and no window is configured
     target, chosen = choose.resolve(config, target, before)
     config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="restore-") as temporary:
         scratch = Path(temporary)
         directory = choose.materialize(config, target, scratch)
         manifest = choose.verify_fit(config, directory, now)
+        pg_restore.refuse_other_backend(config, manifest)
         snapshot_id = manifest.id
         moves = plan_restore(config, snapshot_id)
         planned = Restored(
@@ -160,12 +195,28 @@ def run_restore(
                     "pass --force (the current files are moved aside, never deleted)",
                 )
         if dry_run:
-            return replace(planned, moves=tuple(_with_existence(moves)))
+            return replace(planned, moves=tuple(_existing(config, moves)))
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")
-        moves = _put_in_place(config, manifest, plain, moves)
+        if config.pgvector is not None:
+            moves, aside = _put_tables_in_place(config, manifest, plain, moves)
+        else:
+            moves = _put_in_place(config, manifest, plain, moves)
+            aside = moved_aside(moves)
     report = check.run_check(config, now)
     logger.info("restore_finished", snapshot_id=snapshot_id, errors=report.count(Severity.ERROR))
-    return replace(planned, moves=tuple(moves), check=report, moved_aside=moved_aside(moves))
+    return replace(planned, moves=tuple(moves), check=report, moved_aside=aside)
+
+
+def _put_tables_in_place(
+    config: Config, manifest: Manifest, plain: Path, moves: list[Move]
+) -> tuple[list[Move], tuple[str, ...]]:
+    """pgvector: load and swap the tables, swap history.db (``restore.pgvector``)."""
+    with operation_lock(config.state_dir, "restore"):
+        *tables, history = moves
+        history = _unique_asides(_with_existence([history]))[0]
+        planned = [{**asdict(t), "indexes": {}} for t in tables]
+        done, aside = pg_restore.put_in_place(config, manifest, plain, planned, history)
+    return [*(_table_move(t) for t in done), history], tuple(aside)
 
 
 def moved_aside(moves: list[Move]) -> tuple[str, ...]:
@@ -241,7 +292,7 @@ def stage(
         raise work_dir_error(Path(vectors_move.staged).parent, error) from error
     for move in moves:
         staged = Path(move.staged)
-        _match_owner(staged, Path(move.live))
+        match_owner(staged, Path(move.live))
         for path in [staged, *(staged.rglob("*") if staged.is_dir() else [])]:
             if path.is_file():
                 with path.open("rb+") as handle:
@@ -249,7 +300,7 @@ def stage(
         fsync_dir(staged.parent)
 
 
-def _match_owner(staged: Path, live: Path) -> None:
+def match_owner(staged: Path, live: Path) -> None:
     """Give the staged files the owner and mode of the files they replace (or of the parent)."""
     reference = live if live.exists() else live.parent
     info = reference.stat()
@@ -325,6 +376,11 @@ def recover(config: Config) -> str | None:
 def _recover_locked(config: Config, path: Path) -> str | None:
     if not path.is_file():  # another process finished it while we waited for nothing
         return None
+    document = pg_restore.read_journal(path)
+    if document is not None:
+        outcome = pg_restore.recover(config, document)
+        logger.info("restore_recovered", outcome=outcome)
+        return outcome
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
         moves = [Move(**item) for item in document["moves"]]

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,6 +33,7 @@ from memsync.errors import LockedError, TryLaterError, UnavailableError
 from memsync.model import HistoryEvent
 from memsync.state import WINDOW_FILE, window_left_open, write_json_atomic
 from memsync.stores import mem0
+from memsync.stores.locks import LockHolder
 from memsync.stores.vector_store import vector_store_for
 from memsync.stores.writer import Route, Writer
 from memsync.utc import iso
@@ -125,6 +126,42 @@ def maintenance_window(config: Config, what: str, taken: Taken) -> Iterator[Writ
     except KeyboardInterrupt:
         window.outcome = "interrupted"
         raise
+    finally:
+        _close(config, window, taken)
+
+
+@contextmanager
+def app_stopped(
+    config: Config, what: str, taken: Taken, held: Callable[[], LockHolder | None]
+) -> Iterator[None]:
+    """Stop the app, wait until ``held()`` is None, run the block, start the app again, always.
+
+    For file work no ``Writer`` does (restore swapping history.db on pgvector): no ``Memory``
+    is opened. ``taken`` gets ``route = "window"`` and the downtime, as ``maintenance_window``.
+
+    Raises:
+        WindowError: stop_command failed, or ``held()`` still names a process at the deadline.
+        UnavailableError: start_command failed or timed out: the app may be down (exit 11).
+    """
+    app = config.app
+    assert app.stop_command is not None and app.start_command is not None
+    window = Window(what, app.max_downtime_s)
+    _mark(config, what)
+    logger.info("window_opened", what=what, max_downtime_s=app.max_downtime_s)
+    try:
+        run_command(app.stop_command, "stop_command", app.max_downtime_s, WindowError)
+        window.deadline -= window.elapsed_s()
+        while (holder := held()) is not None:
+            if time.monotonic() >= window.deadline:
+                raise WindowError(
+                    f"{what}: {holder.describe()} still holds the deployment's files "
+                    f"{window.elapsed_s():.1f} s after [app] stop_command",
+                    "make stop_command stop the process that holds them, and wait for it",
+                )
+            time.sleep(POLL_S)
+        taken.route = "window"
+        yield
+        window.outcome = "ok"
     finally:
         _close(config, window, taken)
 

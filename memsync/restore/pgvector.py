@@ -1,0 +1,314 @@
+"""``restore`` on pgvector: the snapshot's tables loaded beside the live ones, swapped in by renames.
+
+Steps (each recorded in the intent journal ``restore-journal.json``, ``"backend": "pgvector"``):
+
+1. ``loading``: each table of the snapshot (``pgvector/<table>.csv``) is loaded into a new
+   table ``<table>_restore_<id>`` with its indexes (``memsync.stores.pgvector.load``); the
+   snapshot's history.db is staged beside the live one (``<history>.restore-<id>``).
+2. ``staged``: then, with the app kept off history.db (nobody holds it, or ``[app]``'s
+   maintenance window stops the app), ONE transaction renames each live table aside to
+   ``<table>_pre_restore_<id>`` and the new ones into place;
+3. ``tables-in``: history.db (with its ``-journal``, ``-wal``, ``-shm``) moves aside to
+   ``<history>.pre-restore-<id>`` and the staged copy in; ``in``: done.
+
+``recover`` rolls back a restore that died before the table swap committed (memsync's own
+staged tables dropped, the staged history removed) and finishes one that died after it (the
+history swap done). Nothing of the live deployment is ever dropped or deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from memsync.config import Config
+from memsync.errors import ConfigError, LockedError, UnavailableError
+from memsync.routes.window import Taken, app_stopped, recover_window
+from memsync.state import RESTORE_JOURNAL, fsync_dir, write_json_atomic
+from memsync.stores.locks import LockHolder, find_holder
+from memsync.stores.manifest import Manifest
+from memsync.stores.pgvector import PgVector, export, load
+from memsync.stores.sqlite_files import set_wal_mode, work_dir_error
+from memsync.stores.vector_store import vector_store_for
+
+logger = structlog.get_logger(__name__)
+
+BACKEND = "pgvector"
+SIDES = ("-journal", "-wal", "-shm")
+
+
+def store_of(config: Config) -> PgVector:
+    """The deployment's pgvector store (``config.pgvector`` is set)."""
+    store = vector_store_for(config)
+    assert isinstance(store, PgVector)
+    return store
+
+
+def history_holder(config: Config) -> LockHolder | None:
+    """The process (other than this one) holding history.db open: the app's mem0. Reads /proc."""
+    holder = find_holder(config.history_db_path, config.history_db_path.parent)
+    return None if holder is None or holder.pid == os.getpid() else holder
+
+
+def require_free(config: Config) -> None:
+    """Refuse (exit 12) while the app holds history.db and no maintenance window is configured.
+
+    Raises:
+        LockedError: the app holds history.db open and ``[app] stop_command``/``start_command``
+            are not both set.
+    """
+    holder = history_holder(config)
+    if holder is not None and not config.app.window:
+        raise LockedError(
+            f"restore: the app ({holder.describe()}) holds {config.history_db_path} open; "
+            "memsync cannot swap it under the app and no maintenance window is configured",
+            "stop the app and run again, or set [app] stop_command and start_command "
+            "(docs/how-to/pgvector.md#restore)",
+        )
+
+
+def plan_tables(config: Config, snapshot_id: str) -> list[dict[str, Any]]:
+    """The memory and entity tables of a restore: live, staged and aside names. Pure."""
+    store = store_of(config)
+    part = load.tag(snapshot_id)
+    return [
+        {
+            "live": table,
+            "staged": load.name(table, f"restore_{part}"),
+            "aside": load.name(table, f"pre_restore_{part}"),
+            "had_live": True,
+            "indexes": {},
+        }
+        for table in (store.collection, store.entities_collection)
+    ]
+
+
+def with_catalog(config: Config, tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Record which live tables exist and give each aside a name no table has. Reads only."""
+    done = []
+    with store_of(config).connect() as connection:
+        for table in tables:
+            aside, number = table["aside"], 1
+            while load.exists(connection, aside):
+                aside = load.name(table["aside"], str(number))
+                number += 1
+            done.append(
+                {**table, "aside": aside, "had_live": load.exists(connection, table["live"])}
+            )
+    return done
+
+
+def put_in_place(
+    config: Config, manifest: Manifest, plain: Path, tables: list[dict[str, Any]], history: Any
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Load, stage, then swap tables and history.db; returns (tables, every name moved aside).
+
+    ``history`` is history.db's ``restore.Move`` (its aside name already unique). Runs under
+    the operation lock; see the module docstring for the steps and the journal.
+
+    Raises:
+        LockedError: the app holds history.db and no window is configured (exit 12).
+        WindowError, UnavailableError, TryLaterError: as ``app_stopped`` and ``load``.
+    """
+    schema = export.read_schema(plain / store_of(config).capture_dir) or {"tables": {}}
+    tables = [
+        {**t, "staged": t["staged"] if t["live"] in schema["tables"] else None}
+        for t in with_catalog(config, tables)
+    ]
+    document: dict[str, Any] = {
+        "backend": BACKEND, "snapshot_id": manifest.id, "phase": "loading",
+        "tables": tables, "history": asdict(history),
+    }  # fmt: skip
+    write_json_atomic(journal(config), document)
+    try:
+        with store_of(config).connect(read_only=False) as connection:
+            for table in tables:
+                if table["staged"] is not None:
+                    shape = schema["tables"][table["live"]]
+                    csv = plain / store_of(config).capture_dir / shape["file"]
+                    table["indexes"] = load.load_table(connection, table["staged"], shape, csv)
+        _stage_history(manifest, plain, history)
+        _phase(config, document, "staged")
+    except BaseException:
+        _roll_back(config, document)
+        raise
+    taken = Taken()
+    with _app_kept_off(config, taken):
+        try:
+            with store_of(config).connect(read_only=False) as connection:
+                load.swap(connection, tables)
+        except BaseException:
+            _roll_back(config, document)
+            raise
+        _phase(config, document, "tables-in")
+        _swap_history(history)
+        journal(config).unlink(missing_ok=True)
+    aside = [t["aside"] for t in tables if t["had_live"]]
+    files = [p for p in (history.aside, *(history.aside + s for s in SIDES)) if Path(p).exists()]
+    logger.info("pgvector_restored", snapshot_id=manifest.id, route=taken.route, aside=aside)
+    return tables, [*aside, *files]
+
+
+def journal(config: Config) -> Path:
+    """The restore intent journal (shared with the embedded restore)."""
+    return config.state_dir / RESTORE_JOURNAL
+
+
+def _phase(config: Config, document: dict[str, Any], phase: str) -> None:
+    document["phase"] = phase
+    write_json_atomic(journal(config), document)
+
+
+@contextmanager
+def _app_kept_off(config: Config, taken: Taken) -> Iterator[None]:
+    """Nobody holds history.db: run the block; else stop the app around it (window), or refuse."""
+    if history_holder(config) is None:
+        taken.route = "direct"
+        yield
+        return
+    require_free(config)
+    with app_stopped(config, "restore", taken, lambda: history_holder(config)):
+        yield
+
+
+def _stage_history(manifest: Manifest, plain: Path, history: Any) -> None:
+    """Copy the snapshot's history.db to ``history.staged`` (WAL mode back if so), owner matched."""
+    from memsync.restore import match_owner
+
+    entries = [e for e in manifest.files if not e.path.startswith(f"{BACKEND}/")]
+    staged = Path(history.staged)
+    staged.unlink(missing_ok=True)
+    if not entries:
+        return
+    try:
+        shutil.copy2(plain / entries[0].path, staged)
+    except OSError as error:
+        staged.unlink(missing_ok=True)
+        raise work_dir_error(staged.parent, error) from error
+    if entries[0].journal_mode == "wal":
+        set_wal_mode(staged)
+    match_owner(staged, Path(history.live))
+    with staged.open("rb+") as handle:
+        os.fsync(handle.fileno())
+    fsync_dir(staged.parent)
+
+
+def _swap_history(history: Any) -> None:
+    """history.db and its sides aside, the staged copy in. Idempotent (resumable after a kill)."""
+    live, staged = Path(history.live), Path(history.staged)
+    if not staged.exists():
+        return  # done already (or the snapshot held none)
+    if live.exists():
+        os.rename(live, history.aside)
+    for side in SIDES:
+        if Path(history.live + side).exists():
+            os.rename(history.live + side, history.aside + side)
+    fsync_dir(live.parent)
+    os.rename(staged, live)
+    fsync_dir(live.parent)
+
+
+def _roll_back(config: Config, document: dict[str, Any]) -> None:
+    """Drop memsync's staged tables, remove the staged history.db, remove the journal."""
+    staged = [t["staged"] for t in document["tables"] if t["staged"] is not None]
+    with store_of(config).connect(read_only=False) as connection:
+        load.drop_tables(connection, staged)
+    Path(document["history"]["staged"]).unlink(missing_ok=True)
+    journal(config).unlink(missing_ok=True)
+
+
+def _swapped(config: Config, document: dict[str, Any]) -> bool:
+    """Whether the table swap committed (the journal may predate it). Reads the catalog."""
+    if document["phase"] in ("tables-in", "in"):
+        return True
+    if document["phase"] != "staged":
+        return False  # loading: staged tables may not exist yet, the swap never began
+    with store_of(config).connect() as connection:
+        for table in document["tables"]:
+            if table["staged"] is not None:
+                return not load.exists(connection, table["staged"])
+            if table["had_live"]:
+                return load.exists(connection, table["aside"])
+    return False
+
+
+def recover(config: Config, document: dict[str, Any]) -> str:
+    """Finish (the tables were swapped) or roll back (they were not) a pgvector restore that died.
+
+    Call under the operation lock. Idempotent. A window the dead restore left open is closed
+    (the app started) afterwards.
+
+    Raises:
+        LockedError: the tables were swapped but the app now holds history.db: stop it first.
+        UnavailableError: the journal is not a pgvector restore's, or the server is unreachable.
+    """
+    try:
+        snapshot_id = str(document["snapshot_id"])
+        history = document["history"]
+        swapped = _swapped(config, document)
+    except (KeyError, TypeError) as error:
+        raise UnavailableError(
+            f"restore journal {journal(config)} is not a pgvector restore's ({error})",
+            "compare the *_restore_* and *_pre_restore_* tables by hand, then move the journal aside",
+        ) from error
+    if swapped:
+        holder = history_holder(config)
+        if holder is not None and Path(history["staged"]).exists():
+            raise LockedError(
+                f"an unfinished restore of {snapshot_id} swapped the tables but not history.db, "
+                f"and the app ({holder.describe()}) holds {history['live']} open",
+                "stop the app, then run: memsync restore --resume",
+            )
+        _swap_history(_HistoryMove(**history))
+        journal(config).unlink(missing_ok=True)
+        outcome = f"finished the restore of {snapshot_id}"
+    else:
+        _roll_back(config, document)
+        outcome = f"rolled back the unfinished restore of {snapshot_id}"
+    recover_window(config)
+    return outcome
+
+
+class _HistoryMove:
+    """history.db's move as the journal recorded it (``restore.Move``'s fields)."""
+
+    def __init__(self, live: str, staged: str, aside: str, had_live: bool = True) -> None:
+        self.live, self.staged, self.aside, self.had_live = live, staged, aside, had_live
+
+
+def read_journal(path: Path) -> dict[str, Any] | None:
+    """The journal's document when it is a pgvector restore's, else None. Reads only."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return document if isinstance(document, dict) and document.get("backend") == BACKEND else None
+
+
+def refuse_other_backend(config: Config, manifest: Manifest) -> None:
+    """Refuse a snapshot of the other backend (exit 10): pgvector vs embedded Qdrant.
+
+    Raises:
+        ConfigError: the manifest's mode and the config's vector store differ.
+    """
+    configured = BACKEND if config.pgvector is not None else "embedded"
+    taken = BACKEND if manifest.mode == BACKEND else "embedded"
+    if configured != taken:
+        raise ConfigError(
+            config.source,
+            [
+                f"mem0.vector_store.provider: snapshot {manifest.id} is of a "
+                f"{'pgvector' if taken == BACKEND else 'embedded Qdrant'} deployment, this one "
+                f"uses {'pgvector' if configured == BACKEND else 'embedded Qdrant'}"
+            ],
+            "restore a snapshot of this deployment's backend, or use restore --to DIR to look "
+            "at it",
+        )

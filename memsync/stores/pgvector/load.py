@@ -1,0 +1,292 @@
+"""Restore's SQL: a snapshot's CSV loaded into new tables, swapped in by renames in one transaction.
+
+A restore of table ``T`` from snapshot ``S`` (``restore.pgvector`` orchestrates):
+
+1. ``load_table``: ``T_restore_<s>`` is created from ``schema.json``'s columns, filled by
+   ``COPY ... FROM STDIN (FORMAT csv, HEADER)`` and given ``schema.json``'s indexes under
+   staged names (the primary key becomes a constraint again), then ANALYZEd.
+2. ``swap``: ONE transaction renames the live ``T`` aside to ``T_pre_restore_<s>`` (its indexes
+   and constraints too, so their names are free), then the staged table and its indexes to the
+   names the snapshot recorded: mem0's ``CREATE INDEX IF NOT EXISTS T_hnsw_idx`` finds the
+   restored table's. Nothing is ever dropped but memsync's own staged tables (``drop_tables``).
+
+Erasure reaches the tables moved aside: ``pre_restore_tables``, ``erase_rows``.
+Every name is at most 63 bytes (PostgreSQL's limit): a longer one is cut and given a hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from memsync.errors import TryLaterError, UnavailableError
+from memsync.stores.pgvector.connect import first_line
+
+MAX_NAME_BYTES = 63
+LOCK_TIMEOUT_S = 10
+_INDEX_DDL = re.compile(
+    r'^CREATE (?P<unique>UNIQUE )?INDEX (?P<name>"(?:[^"]|"")+"|\S+) ON (?:ONLY )?'
+    r'(?:"(?:[^"]|"")+"|\S+) (?P<rest>USING .+)$',
+    re.DOTALL,
+)
+_EXISTS = "SELECT to_regclass(quote_ident(%s)) IS NOT NULL"
+_INDEX_NAMES = """
+SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+WHERE x.indrelid = to_regclass(quote_ident(%s)) ORDER BY i.relname"""
+_PRIMARY_KEY = """
+SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(quote_ident(%s)) AND contype = 'p'"""
+_ASIDE = """
+SELECT c.relname FROM pg_class c
+WHERE c.relkind = 'r' AND pg_table_is_visible(c.oid) AND starts_with(c.relname, %s)
+ORDER BY c.relname"""
+
+
+def name(base: str, suffix: str) -> str:
+    """``<base>_<suffix>`` as a PostgreSQL name: at most 63 bytes (cut, plus a hash). Pure."""
+    whole = f"{base}_{suffix}"
+    if len(whole.encode()) <= MAX_NAME_BYTES:
+        return whole
+    digest = hashlib.sha256(whole.encode()).hexdigest()[:8]
+    return whole.encode()[: MAX_NAME_BYTES - 9].decode(errors="ignore") + "_" + digest
+
+
+def tag(snapshot_id: str) -> str:
+    """A snapshot id as a lower-case name part (``20261201T1925Z`` -> ``20261201t1925z``). Pure."""
+    return re.sub(r"[^a-z0-9]+", "_", snapshot_id.lower()).strip("_")
+
+
+def aside_prefix(table: str) -> str:
+    """The prefix of every table a restore moved ``table`` aside to. Pure."""
+    return f"{table}_pre_restore_"
+
+
+def exists(connection: Any, table: str) -> bool:
+    """Whether ``table`` exists (resolved as mem0 resolves it). Reads only."""
+    found = _run(
+        connection, f"looking up {table}", lambda c: c.execute(_EXISTS, (table,)).fetchone()
+    )
+    return bool(found[0])
+
+
+def load_table(
+    connection: Any, staged: str, shape: dict[str, Any], csv_path: Path
+) -> dict[str, str]:
+    """Create ``staged`` from ``shape`` (a ``schema.json`` table), COPY ``csv_path`` in, index it.
+
+    A ``staged`` table a former attempt left is dropped first (it is memsync's own). Commits.
+    Returns ``{staged index name: the name the snapshot recorded}``.
+
+    Raises:
+        UnavailableError: a statement fails (the message names the table and the server's error).
+        TryLaterError: reading ``csv_path`` fails.
+    """
+    from psycopg import sql
+
+    columns = sql.SQL(", ").join(
+        sql.SQL("{} {}").format(sql.Identifier(c["name"]), sql.SQL(c["type"]))
+        for c in shape["columns"]
+    )
+    renames: dict[str, str] = {}
+
+    def work(cursor: Any) -> None:
+        cursor.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(staged)))
+        cursor.execute(sql.SQL("CREATE TABLE {} ({})").format(sql.Identifier(staged), columns))
+        statement = sql.SQL("COPY {} FROM STDIN (FORMAT csv, HEADER)").format(
+            sql.Identifier(staged)
+        )
+        try:
+            with csv_path.open("rb") as source, cursor.copy(statement) as copy:
+                while block := source.read(1 << 20):
+                    copy.write(block)
+        except OSError as error:
+            raise TryLaterError(f"reading {csv_path} for {staged} failed: {error}") from error
+        for number, ddl in enumerate(shape.get("indexes", [])):
+            original, statement = _index_statement(ddl, staged, name(staged, f"i{number}"))
+            renames[name(staged, f"i{number}")] = original
+            cursor.execute(statement)
+            if original.endswith("_pkey"):
+                index = sql.Identifier(name(staged, f"i{number}"))
+                cursor.execute(
+                    sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} PRIMARY KEY USING INDEX {}").format(
+                        sql.Identifier(staged), index, index
+                    )
+                )
+        cursor.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(staged)))
+
+    _run(connection, f"loading {staged}", work)
+    return renames
+
+
+def _index_statement(ddl: str, table: str, index: str) -> tuple[str, Any]:
+    """(the recorded index name, the DDL rewritten for ``index`` on ``table``). Pure."""
+    from psycopg import sql
+
+    found = _INDEX_DDL.match(ddl.strip())
+    if found is None:
+        raise UnavailableError(
+            f"the snapshot's index definition is not one memsync can rebuild: {ddl[:120]}",
+            "restore it with pg_restore, or report the definition",
+        )
+    original = found["name"]
+    if original.startswith('"'):
+        original = original[1:-1].replace('""', '"')
+    statement = sql.SQL("CREATE {}INDEX {} ON {} {}").format(
+        sql.SQL("UNIQUE " if found["unique"] else ""),
+        sql.Identifier(index),
+        sql.Identifier(table),
+        sql.SQL(found["rest"]),  # the server's own text, from a verified snapshot
+    )
+    return original, statement
+
+
+def swap(connection: Any, tables: Sequence[dict[str, Any]]) -> list[str]:
+    """In ONE transaction: each live table (and its indexes) aside, each staged one into place.
+
+    ``tables``: ``{"live", "staged" (None: the snapshot has no such table), "aside",
+    "indexes": {staged index: name to give it}}``. A live table that does not exist is not
+    moved. Waits at most ``LOCK_TIMEOUT_S`` for the app's transactions on the tables.
+    Returns the tables moved aside. Commits; on any error nothing changed.
+
+    Raises:
+        TryLaterError: a lock was not granted in time (exit 75: the app holds a transaction open).
+        UnavailableError: a statement fails.
+    """
+    from psycopg import sql
+
+    moved: list[str] = []
+
+    def work(cursor: Any) -> None:
+        cursor.execute(
+            sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{LOCK_TIMEOUT_S}s"))
+        )
+        for table in tables:
+            if bool(cursor.execute(_EXISTS, (table["live"],)).fetchone()[0]):
+                _rename_aside(cursor, table["live"], table["aside"])
+                moved.append(table["aside"])
+        for table in tables:
+            if table["staged"] is None:
+                continue
+            for staged_index, final in sorted(table["indexes"].items()):
+                cursor.execute(
+                    sql.SQL("ALTER INDEX {} RENAME TO {}").format(
+                        sql.Identifier(staged_index), sql.Identifier(final)
+                    )
+                )
+            cursor.execute(
+                sql.SQL("ALTER TABLE {} RENAME TO {}").format(
+                    sql.Identifier(table["staged"]), sql.Identifier(table["live"])
+                )
+            )
+
+    _run(connection, "swapping the restored tables in", work)
+    return moved
+
+
+def _rename_aside(cursor: Any, live: str, aside: str) -> None:
+    """Rename ``live``'s indexes (a primary key's constraint follows) and then ``live`` to ``aside``."""
+    from psycopg import sql
+
+    for number, (index,) in enumerate(cursor.execute(_INDEX_NAMES, (live,)).fetchall()):
+        cursor.execute(
+            sql.SQL("ALTER INDEX {} RENAME TO {}").format(
+                sql.Identifier(index), sql.Identifier(name(aside, f"i{number}"))
+            )
+        )
+    cursor.execute(
+        sql.SQL("ALTER TABLE {} RENAME TO {}").format(sql.Identifier(live), sql.Identifier(aside))
+    )
+
+
+def drop_tables(connection: Any, staged: Sequence[str]) -> None:
+    """Drop memsync's own staged tables (a rolled-back restore's). Idempotent. Commits."""
+    from psycopg import sql
+
+    def work(cursor: Any) -> None:
+        for table in staged:
+            cursor.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+
+    _run(connection, "dropping staged tables", work)
+
+
+def pre_restore_tables(connection: Any, tables: Sequence[str]) -> list[str]:
+    """The ``<table>_pre_restore_*`` tables of each of ``tables`` (visible ones). Reads only."""
+
+    def work(cursor: Any) -> list[str]:
+        return [
+            row[0]
+            for table in tables
+            for row in cursor.execute(_ASIDE, (aside_prefix(table),)).fetchall()
+        ]
+
+    found: list[str] = _run(connection, "listing pre-restore tables", work)
+    return found
+
+
+def erase_rows(connection: Any, table: str, ids: Sequence[str]) -> int:
+    """Delete rows whose ``id`` is in ``ids`` from ``table``, then ``VACUUM FULL`` it.
+
+    VACUUM FULL rewrites the table into new files (no app uses a table moved aside), so the
+    deleted rows' bytes leave its data files. Returns the rows deleted. Idempotent.
+    """
+    from psycopg import sql
+
+    def work(cursor: Any) -> int:
+        query = sql.SQL("DELETE FROM {} WHERE id::text = ANY(%s)").format(sql.Identifier(table))
+        return int(cursor.execute(query, (list(ids),)).rowcount)
+
+    deleted: int = _run(connection, f"erasing rows of {table}", work)
+    autocommit = connection.autocommit
+    connection.autocommit = True  # VACUUM cannot run in a transaction block
+    try:
+        _run(
+            connection,
+            f"VACUUM FULL of {table}",
+            lambda c: c.execute(sql.SQL("VACUUM FULL {}").format(sql.Identifier(table))),
+        )
+    finally:
+        connection.autocommit = autocommit
+    return deleted
+
+
+def _run(connection: Any, what: str, work: Callable[[Any], Any]) -> Any:
+    """Run ``work(cursor)`` in one committed transaction (outside autocommit); errors translated."""
+    import psycopg
+
+    try:
+        if not connection.autocommit:
+            with connection.transaction(), connection.cursor() as cursor:
+                return work(cursor)
+        with connection.cursor() as cursor:
+            return work(cursor)
+    except psycopg.errors.LockNotAvailable as error:
+        raise TryLaterError(
+            f"{what}: a lock on the tables was not granted within {LOCK_TIMEOUT_S} s "
+            f"({first_line(error)})",
+            "a session holds a transaction open on mem0's tables (pg_stat_activity); run again",
+        ) from None
+    except psycopg.Error as error:
+        raise UnavailableError(
+            f"{what} failed: {first_line(error)}",
+            "the role needs CREATE on the schema and to own mem0's tables",
+        ) from None
+
+
+def erase_pre_restore(
+    connect: Callable[..., Any], tables: Sequence[str], ids: Sequence[str]
+) -> list[str]:
+    """Erase ``ids`` from every ``<table>_pre_restore_*`` table of ``tables`` (``erase_rows``).
+
+    ``connect``: ``PgVector.connect``. Returns the tables rewritten (each one found, whether it
+    held the ids or not). Idempotent.
+
+    Raises:
+        UnavailableError: the server refuses a statement (the role must own the tables).
+    """
+    with connect(read_only=False) as connection:
+        found = pre_restore_tables(connection, tables)
+        for table in found:
+            erase_rows(connection, table, ids)
+    return found
