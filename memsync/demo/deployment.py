@@ -47,6 +47,13 @@ class Paths:
     root: Path
     pg_url: str | None = None
 
+    @classmethod
+    def at(cls, root: Path) -> Paths:
+        """The deployment built at ``root``: on pgvector when ``<root>/pg-url`` exists. Reads only."""
+        secret = root / "pg-url"
+        pg_url = secret.read_text(encoding="utf-8").strip() if secret.is_file() else None
+        return cls(root, pg_url=pg_url)
+
     @property
     def qdrant(self) -> Path:
         """The embedded Qdrant directory."""
