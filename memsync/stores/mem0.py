@@ -56,12 +56,13 @@ def open_memory(config: Config, route: Route = "direct") -> Iterator[Mem0Writer]
     """Build ``mem0.Memory`` from the deployment's config; yield its writer; close it (and its lock) on exit.
 
     A pgvector store is reached once first (``VectorStore.read_collections``, a 10 s connect
-    timeout), so an unreachable server fails at once instead of in mem0's pool (30 s).
+    timeout): mem0ai 2.2.1 opens its pool without waiting and connects at its first use, so
+    an unreachable server would otherwise fail each read and write after the pool's 30 s.
 
     Raises:
         UnavailableError: qdrant-client cannot open the embedded store (a point row does not
-            load), or PostgreSQL cannot be reached or refuses mem0's table setup (the message
-            names the store, never a password, and the likely cause).
+            load), or PostgreSQL cannot be reached (the message names the store, never a
+            password, and the likely cause).
         ConfigError: a plugin cannot be imported, a secret is missing, mem0 rejects the config,
             or the embedder fails its probe (the message names the embedder).
         LockedError: the embedded store is held by another process.
@@ -144,23 +145,12 @@ def _raise_if_store_unopenable(where: str, error: Exception) -> None:
     qdrant-client 1.20 unpickles every point row when it opens an embedded store
     (``qdrant_client/local/persistence.py: load``, no handler): a row it cannot load (a class it
     does not have, a model pickled by another pydantic) raises out of ``Memory.from_config``.
-    That is the store's state, not memsync's configuration (exit 10 stays for that). On
-    pgvector, an error raised by psycopg or its pool while mem0 sets up its tables
-    (``CREATE EXTENSION IF NOT EXISTS vector``, ``CREATE TABLE IF NOT EXISTS``, the index) is
-    the server's answer: a role without the rights, a server gone, a pool that timed out.
+    That is the store's state, not memsync's configuration (exit 10 stays for that). mem0ai
+    2.2.1's pgvector store touches the server only at its first use, never here.
     """
     traceback = error.__traceback__
-    module = type(error).__module__
-    while module or traceback is not None:
-        if module.split(".")[0] in ("psycopg", "psycopg_pool"):
-            text = str(error).strip().splitlines()
-            raise UnavailableError(
-                f"mem0 could not open its pgvector tables on {where}: "
-                f"{text[0] if text else type(error).__name__}",
-                "memsync's writes use the app's role: it needs what the app has (docs/how-to/"
-                "pgvector.md, the role memsync needs); check that the server runs",
-            ) from None
-        if module.startswith("qdrant_client.local."):
+    while traceback is not None:
+        if traceback.tb_frame.f_globals.get("__name__", "").startswith("qdrant_client.local."):
             raise UnavailableError(
                 f"qdrant-client could not open the embedded Qdrant store {where} "
                 f"({type(error).__name__} loading its points): a stored point does not load, "
@@ -169,8 +159,7 @@ def _raise_if_store_unopenable(where: str, error: Exception) -> None:
                 "rows; run memsync with the app's qdrant-client and pydantic versions, or "
                 "restore a snapshot",
             ) from error
-        module = "" if traceback is None else traceback.tb_frame.f_globals.get("__name__", "")
-        traceback = None if traceback is None else traceback.tb_next
+        traceback = traceback.tb_next
 
 
 class Mem0Writer:
