@@ -26,6 +26,7 @@ from memsync import jobs, notify
 from memsync.config import Config
 from memsync.config.redact import REDACTED, scrub_url
 from memsync.notify import Kind, Notice
+from memsync.stores.vector_store import vector_store_for
 from memsync.utc import iso
 
 logger = structlog.get_logger(__name__)
@@ -55,7 +56,7 @@ def place_of(config: Config) -> Place:
     """This host's name and the deployment's config file, store and collection. Reads only."""
     return Place(
         host=socket.gethostname(),
-        deployment=f"{config.source} (store {config.qdrant_path}, collection {config.collection})",
+        deployment=f"{config.source} (store {vector_store_for(config).where}, collection {config.collection})",
     )
 
 

@@ -6,7 +6,8 @@ the app runs. Usage::
     python -m memsync.demo.app ROOT [--agent SOCKET] [--interval SECONDS] [--pidfile FILE]
                                      [--stats FILE] [--quiet-writes] [--users a,b]
 
-Builds the demo deployment's Memory at ROOT (``--embedder``: ``memsync_hash``, the default, or
+Builds the demo deployment's Memory at ROOT (on pgvector when ``ROOT/pg-url`` exists,
+``deployment.Paths.at``; ``--embedder``: ``memsync_hash``, the default, or
 ``memsync_minilm``, the demo's offline MiniLM), attaches ``memsync.agent`` when
 ``--agent`` is given, writes its pid to ``--pidfile``, prints ``ready <pid>`` and then, every
 ``--interval`` seconds (default 0.05), adds a memory (infer=False) for one of ``--users``

@@ -49,11 +49,10 @@ class Paths:
 
     @classmethod
     def at(cls, root: Path) -> Paths:
-        """The deployment at ``root``: on pgvector when ``root/pg-url`` (its conninfo) exists."""
+        """The deployment built at ``root``: on pgvector when ``<root>/pg-url`` exists. Reads only."""
         secret = root / "pg-url"
-        return cls(
-            root, pg_url=secret.read_text(encoding="utf-8").strip() if secret.is_file() else None
-        )
+        pg_url = secret.read_text(encoding="utf-8").strip() if secret.is_file() else None
+        return cls(root, pg_url=pg_url)
 
     @property
     def qdrant(self) -> Path:

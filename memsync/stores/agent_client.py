@@ -170,7 +170,8 @@ def require_same_deployment(client: AgentClient, config: Config) -> None:
         "history.db": hello.get("history_db_path"),
     }
     ours = {
-        "vector store path": str(config.qdrant_path.resolve()),
+        # a server store (pgvector) has no path: the agent reports None (memsync.agent.ops)
+        "vector store path": None if config.pgvector else str(config.qdrant_path.resolve()),
         "collection": config.collection,
         "history.db": str(config.history_db_path.resolve()),
     }

@@ -55,14 +55,22 @@ def require_store_free(config: Config, what: str) -> None:
 def open_memory(config: Config, route: Route = "direct") -> Iterator[Mem0Writer]:
     """Build ``mem0.Memory`` from the deployment's config; yield its writer; close it (and its lock) on exit.
 
+    A pgvector store is reached once first (``VectorStore.read_collections``, a 10 s connect
+    timeout): mem0ai 2.2.1 opens its pool without waiting and connects at its first use, so
+    an unreachable server would otherwise fail each read and write after the pool's 30 s.
+
     Raises:
         UnavailableError: qdrant-client cannot open the embedded store (a point row does not
-            load; the message names the store and the likely cause).
+            load), or PostgreSQL cannot be reached (the message names the store, never a
+            password, and the likely cause).
         ConfigError: a plugin cannot be imported, a secret is missing, mem0 rejects the config,
             or the embedder fails its probe (the message names the embedder).
         LockedError: the embedded store is held by another process.
     """
     require_store_free(config, "writing through mem0")
+    store = vector_store_for(config)
+    if store.location is None:  # a server: reachable before mem0's pool waits on it
+        store.read_collections()
     # qdrant-client 1.20 warns on stderr whenever mem0 asks an embedded store for payload
     # indexes (opening the memory collection, and lazily the entity store): not memsync's news.
     warnings.filterwarnings("ignore", message="Payload indexes have no effect")
@@ -89,6 +97,7 @@ def open_memory(config: Config, route: Route = "direct") -> Iterator[Mem0Writer]
 
 def _build_memory(config: Config) -> Any:
     """``Memory.from_config`` with secrets resolved; mem0's exceptions translated (see ``open_memory``)."""
+    where = vector_store_for(config).where
     settings = resolve_secrets(config.mem0, os.environ)
     from mem0 import Memory
 
@@ -100,10 +109,10 @@ def _build_memory(config: Config) -> Any:
     except RuntimeError as error:
         if "already accessed" in str(error):
             raise LockedError(
-                f"the embedded Qdrant store {config.qdrant_path} was taken by another process just now",
+                f"the embedded Qdrant store {where} was taken by another process just now",
                 "another memsync command or the app started; try again when it is done",
             ) from error
-        _raise_if_store_unopenable(config, error)
+        _raise_if_store_unopenable(where, error)
         raise ConfigError(config.source, [f"mem0: Memory.from_config failed: {error}"]) from error
     except ValueError as error:
         if hasattr(error, "errors"):  # pydantic: name the keys, never the values (secrets)
@@ -114,14 +123,14 @@ def _build_memory(config: Config) -> Any:
             raise ConfigError(config.source, [where or "mem0 rejected the configuration"]) from None
         if "inhomogeneous" in str(error):
             raise UnavailableError(
-                f"the collection in {config.qdrant_path} holds vectors of different sizes: qdrant-client "
+                f"the collection in {where} holds vectors of different sizes: qdrant-client "
                 "cannot open it, so nothing can be written through mem0",
                 "memsync check names the points (dimension-mismatch); restore a snapshot",
             ) from error
-        _raise_if_store_unopenable(config, error)
+        _raise_if_store_unopenable(where, error)
         raise ConfigError(config.source, [f"mem0: Memory.from_config failed: {error}"]) from error
     except Exception as error:  # noqa: BLE001 - mem0 raises many kinds on a bad config
-        _raise_if_store_unopenable(config, error)
+        _raise_if_store_unopenable(where, error)
         raise ConfigError(
             config.source, [f"mem0: Memory.from_config failed ({type(error).__name__})"]
         ) from None
@@ -130,19 +139,20 @@ def _build_memory(config: Config) -> Any:
     return memory
 
 
-def _raise_if_store_unopenable(config: Config, error: Exception) -> None:
-    """Raise UnavailableError (exit 11) when ``error`` came from qdrant-client opening the store.
+def _raise_if_store_unopenable(where: str, error: Exception) -> None:
+    """Raise UnavailableError (exit 11) when ``error`` came from the vector store's client.
 
     qdrant-client 1.20 unpickles every point row when it opens an embedded store
     (``qdrant_client/local/persistence.py: load``, no handler): a row it cannot load (a class it
     does not have, a model pickled by another pydantic) raises out of ``Memory.from_config``.
-    That is the store's state, not memsync's configuration (exit 10 stays for that).
+    That is the store's state, not memsync's configuration (exit 10 stays for that). mem0ai
+    2.2.1's pgvector store touches the server only at its first use, never here.
     """
     traceback = error.__traceback__
     while traceback is not None:
         if traceback.tb_frame.f_globals.get("__name__", "").startswith("qdrant_client.local."):
             raise UnavailableError(
-                f"qdrant-client could not open the embedded Qdrant store {config.qdrant_path} "
+                f"qdrant-client could not open the embedded Qdrant store {where} "
                 f"({type(error).__name__} loading its points): a stored point does not load, "
                 "most likely written by another qdrant-client or pydantic version than this one",
                 "memsync check and doctor read the store without qdrant-client and name the "

@@ -1,6 +1,7 @@
 """A separate process writing through mem0 continuously (the app under traffic).
 
-Usage: ``python -m tests.helpers.live_writer ROOT SECONDS``. Prints ``ready`` once the Memory
+Usage: ``python -m tests.helpers.live_writer ROOT SECONDS`` (ROOT on pgvector when ``ROOT/pg-url``
+exists). Prints ``ready`` once the Memory
 is built, then writes (add, update, delete) until SECONDS pass, then prints one JSON line:
 ``{"writes": n, "failures": n, "errors": [...]}``. mem0 swallows some history failures and
 only logs them (mem0ai 2.2.1, batch add path), so ERROR records from mem0's loggers count too.
@@ -23,7 +24,7 @@ def main() -> int:
     root, seconds = Path(sys.argv[1]), float(sys.argv[2])
     counter = ErrorCounter()
     logging.getLogger().addHandler(counter)
-    memory = build.open_memory(build.Paths(root), embedder="memsync_hash")
+    memory = build.open_memory(build.Paths.at(root), embedder="memsync_hash")
     logging.getLogger("mem0").addHandler(counter)
     rng = random.Random(11)
     live: list[str] = []
