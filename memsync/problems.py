@@ -66,12 +66,15 @@ class Surroundings:
         foreign_holder: the process holding the vector store in another mount namespace
             (``pid 12 (python app.py)``), whose files are not the ones captured; None when
             no such process holds it.
+        store_kind: the vector store's kind (``VectorStore.kind``: ``"local_qdrant"``,
+            ``"pgvector"``, ...), worded into ``collection-missing``; None when not known.
     """
 
     history_path: str | None = None
     history_file_exists: bool | None = None
     store_location: str | None = None
     foreign_holder: str | None = None
+    store_kind: str | None = None
 
 
 NOTHING_AROUND = Surroundings()
@@ -151,17 +154,7 @@ def _store_level(inventory: Inventory, around: Surroundings) -> list[Finding]:
     found = []
     live = sum(1 for memory in inventory.history.values() if memory.last.event in LIVE_EVENTS)
     if inventory.collection not in inventory.collections and live:
-        where = (
-            "" if inventory.qdrant_present else " (the embedded Qdrant directory itself is gone)"
-        )
-        found.append(
-            findings.make(
-                "collection-missing",
-                f"collection {inventory.collection!r} does not exist{where} while history has {live} live "
-                "memories (a wiped /tmp, a deleted directory, a wrong path)",
-                collection=inventory.collection,
-            )
-        )
+        found.append(_collection_missing(inventory, around, live))
     if not inventory.history_present and inventory.points:
         found.append(_history_missing(inventory, around))
     for name, files in sorted(inventory.legacy_stores.items()):
@@ -191,6 +184,25 @@ def _store_level(inventory: Inventory, around: Surroundings) -> list[Finding]:
                     )
                 )
     return found
+
+
+def _collection_missing(inventory: Inventory, around: Surroundings, live: int) -> Finding:
+    if around.store_kind == "pgvector":  # mem0's table: a DROP, a restore elsewhere, a wrong db
+        return findings.make(
+            "collection-missing",
+            f"table {inventory.collection!r} does not exist on {around.store_location} while "
+            f"history has {live} live memories (dropped, restored into another database, or a "
+            "wrong dbname/collection_name)",
+            collection=inventory.collection,
+            path=around.store_location,
+        )
+    where = "" if inventory.qdrant_present else " (the embedded Qdrant directory itself is gone)"
+    return findings.make(
+        "collection-missing",
+        f"collection {inventory.collection!r} does not exist{where} while history has {live} live "
+        "memories (a wiped /tmp, a deleted directory, a wrong path)",
+        collection=inventory.collection,
+    )
 
 
 def _history_missing(inventory: Inventory, around: Surroundings) -> Finding:
@@ -336,14 +348,22 @@ def _payload_checks(points: Iterable[Point], collection: str) -> list[Finding]:
 
 
 def _point_sizes(inventory: Inventory) -> list[Finding]:
-    """Points whose vector is not the collection's size: mem0 cannot even open such a store."""
+    """Points whose vector is not the collection's size: mem0 cannot even open such a store.
+
+    A collection with no declared size (pgvector's untyped ``vector`` column, in a table made
+    outside mem0) is held to the configured size instead.
+    """
     expected = inventory.collections[inventory.collection].vector_size
+    against = f"the collection {expected}"
+    if expected is None and inventory.expected_dims:
+        key, expected = inventory.expected_dims[0]
+        against = f"the collection declares no size and {key} is {expected}"
     if expected is None:
         return []
     return [
         findings.make(
             "dimension-mismatch",
-            f"point's vector has {point.vector_size} dimensions, the collection {expected}",
+            f"point's vector has {point.vector_size} dimensions, {against}",
             collection=inventory.collection,
             memory_id=point.id,
             fix="memsync reconcile re-embeds it through mem0 (or restore a snapshot)",

@@ -267,7 +267,7 @@ def _verify_contents(
                 _problem(
                     "integrity-failed",
                     f"{store.capture_dir}/{relative}",
-                    f"PRAGMA integrity_check: {verdict}",
+                    verdict if store.kind == "pgvector" else f"PRAGMA integrity_check: {verdict}",
                 )
             )
             good.discard(f"{store.capture_dir}/{relative}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memsync.model import HistoryEvent, MemoryHistory, MessageScope, parse_time
+from memsync.stores.qdrant_formats import normalize_point_id
 from memsync.stores.sqlite_files import (
     CopyResult,
     connect_readonly,
@@ -34,7 +35,10 @@ class HistoryContents:
 
     Attributes:
         present: the file has a ``history`` table.
-        memories: per memory_id, its last event (highest rowid) and row count.
+        memories: per memory_id, its last event (highest rowid) and row count. A UUID is
+            keyed by its canonical spelling (lower case, hyphenated), as Qdrant and
+            PostgreSQL return it: mem0 records the id as the caller spelt it, so an UPDATE
+            or DELETE by ``ABC...`` is the same memory as the ADD of ``abc...``.
         rows: rows in ``history``.
         message_scopes: ``messages`` grouped by session scope, sorted by scope.
     """
@@ -111,7 +115,7 @@ def read_contents(copy: Path) -> HistoryContents:
             memory_id = row[2]
             if memory_id is None:
                 continue
-            key = str(memory_id)
+            key = normalize_point_id(str(memory_id))  # the id as both vector stores spell it
             last[key] = row
             counts[key] = counts.get(key, 0) + 1
         memories: dict[str, MemoryHistory] = {}

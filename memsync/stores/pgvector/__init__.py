@@ -329,9 +329,13 @@ class PgVector:
             try:
                 verdict = "ok"
                 if integrity:
-                    found = rows.count_rows(copy.dest)
+                    found, last = rows.count_rows(copy.dest)
                     if expected is not None and found != expected:
-                        verdict = f"{found} rows, but the export recorded {expected}: the file is truncated or altered"
+                        verdict = (
+                            f"pgvector export {export.file_of(name)} ends at line {last} after "
+                            f"{found} rows, but the export recorded {expected}: the file is "
+                            "truncated or altered"
+                        )
                 if verdict == "ok" and decode:
                     for _point in rows.iter_points(copy.dest):
                         pass

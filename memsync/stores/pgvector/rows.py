@@ -31,6 +31,7 @@ class _Rows:
         self.path = path
 
     def __iter__(self) -> Iterator[tuple[int, list[str], dict[str, int]]]:
+        reader = None
         try:
             with self.path.open(encoding="utf-8", newline="") as handle:
                 reader = csv.reader(handle)
@@ -46,8 +47,9 @@ class _Rows:
                 for number, row in enumerate(reader, start=2):
                     yield number, row, where
         except (OSError, UnicodeDecodeError, csv.Error) as error:
+            line = f" line {reader.line_num}" if reader is not None and reader.line_num else ""
             raise UnavailableError(
-                f"pgvector export {self.path} is not readable: {error}"
+                f"pgvector export {self.path}{line} is not readable: {error}"
             ) from None
 
 
@@ -98,9 +100,16 @@ def iter_points(path: Path, keys: frozenset[str] | None = None) -> Iterator[Poin
         yield Point(id=point_id, payload=payload, vector_size=vector_size(vector))
 
 
-def count_rows(path: Path) -> int:
-    """The data rows of an export file (the header not counted). Raises as ``iter_points``."""
-    return sum(1 for _ in _Rows(path))
+def count_rows(path: Path) -> tuple[int, int]:
+    """(data rows, line number of the last row) of an export file (header: line 1).
+
+    A line number counts CSV records, so a payload with newlines inside quotes is one line.
+    Raises as ``iter_points``.
+    """
+    count = last = 0
+    for number, _row, _where in _Rows(path):
+        count, last = count + 1, number
+    return count, last
 
 
 def read_entities(path: Path) -> tuple[EntityLink, ...]:
