@@ -118,7 +118,8 @@ def _copies_lines(erased: dict[str, Any]) -> list[str]:
     """The erasure line and one line per copy still holding the text, with its command."""
     copies = erased.get("copies") or []
     lines = [
-        f"erased: {erased['history_rows_blanked']} history rows blanked, both stores rewritten; "
+        f"erased: {erased['history_rows_blanked']} history rows blanked, both stores rewritten "
+        f"({erased.get('compaction') or 'VACUUM'}); "
         + (
             f"{len(copies)} copies memsync knows of still hold it or may:"
             if copies

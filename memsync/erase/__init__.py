@@ -18,6 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from memsync import check, state
 from memsync import erasures as ledger
 from memsync.config import Config
@@ -47,6 +49,8 @@ def _scope_fields(scope: str) -> dict[str, str]:
         fields[key] = value.replace("%3D", "=").replace("%26", "&").replace("%25", "%")
     return fields
 
+
+logger = structlog.get_logger(__name__)
 
 # Raw messages are deleted when they contain a version of an erased text at least this long
 # (shorter texts would match unrelated messages).
@@ -84,12 +88,15 @@ def erase_texts(
     }
     empty_scopes = sorted(scopes - remaining)
     rows = blank_history(config.history_db_path, memory_ids, empty_scopes, now)
-    vector_store_for(config).compact()
+    compaction = vector_store_for(config).compact()
+    if compaction not in ("VACUUM", "VACUUM FULL"):
+        logger.warning("erase_compaction_partial", compaction=compaction)
     purged = purge_own_copies(config, memory_ids, empty_scopes, now)
     deleted = [before.points[m].payload for m in memory_ids if m in before.points]
     ledger.record(config.state_dir, memory_ids, scope, now, deleted)
     return {
         "history_rows_blanked": rows,
+        "compaction": compaction,
         "message_scopes_removed": empty_scopes,
         "purged": purged,
     }

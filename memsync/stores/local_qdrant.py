@@ -277,10 +277,11 @@ class EmbeddedQdrant:
         """The live store's legacy dbm point stores by collection. See ``legacy_files``."""
         return legacy_files(self._path)
 
-    def compact(self) -> None:
+    def compact(self) -> str:
         """VACUUM each live ``storage.sqlite`` (no route needed). See ``VectorStore.compact``."""
         for storage in sorted(self._path.glob(f"collection/*/{STORAGE_FILE}")):
             vacuum(storage)
+        return "VACUUM"
 
     def erase_points(self, root: Path, point_ids: Sequence[str]) -> int:
         """Delete the points from every ``storage.sqlite`` under ``root`` and VACUUM each."""

@@ -322,8 +322,11 @@ class VectorStore(Protocol):
 
     # --- erasure ---------------------------------------------------------------------------
 
-    def compact(self) -> None:
+    def compact(self) -> str:
         """Rewrite the live store so no free page keeps deleted content (erase, after deletes).
+
+        Returns what was done, for the erasure's report (pgvector: ``"VACUUM FULL"``, or a
+        plain VACUUM of a table locked too long, said so).
 
         Embedded Qdrant: ``VACUUM`` of each ``storage.sqlite``: SQLite allows it while the app
         holds the store (one exclusive transaction, 5 s busy timeout; qdrant-client keeps its

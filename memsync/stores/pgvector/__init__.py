@@ -26,12 +26,14 @@ from memsync.stores.pgvector.connect import connect, first_line, where
 from memsync.stores.sqlite_files import CopyResult
 from memsync.stores.vector_store import StoredPoint, VectorCapture
 
+COMPACT_LOCK_TIMEOUT_S = 5
+
 
 class PgVector:
     """The ``VectorStore`` port over mem0's pgvector tables (PostgreSQL 16, pgvector 0.6 tested).
 
     Built by ``memsync.stores.vector_store.vector_store_for``. Live reads use a read-only
-    session; nothing here writes the live tables but ``compact`` (VACUUM). Contracts, shapes and
+    session; nothing here writes the live tables but ``compact`` (VACUUM FULL). Contracts, shapes and
     errors: see ``VectorStore``.
     """
 
@@ -252,27 +254,54 @@ class PgVector:
 
     # --- erasure ------------------------------------------------------------------------
 
-    def compact(self) -> None:
-        """VACUUM both live tables, so their deleted rows' space is reclaimed (erase, after deletes).
+    def compact(self) -> str:
+        """Rewrite both live tables so no file keeps a deleted row (erase, after its deletes).
 
-        Plain ``VACUUM`` (no lock the app's writes wait for). WAL archives and base backups
-        made outside memsync still hold the deleted rows. Raises UnavailableError.
+        ``VACUUM FULL`` of each table (its heap, TOAST and indexes, mem0's text index included,
+        go to new files): it holds an ACCESS EXCLUSIVE lock for the rewrite (milliseconds for
+        thousands of rows), so the app's statements wait, never fail. The lock is waited for at
+        most ``COMPACT_LOCK_TIMEOUT_S``: a table busy longer (a long transaction) gets a plain
+        ``VACUUM`` (no lock the app waits for), and the answer says its erased rows' bytes
+        remain until a ``VACUUM FULL``. WAL archives and base backups made outside memsync still
+        hold the deleted rows. Writes the live tables. Idempotent.
+
+        Returns:
+            what was done, for the erasure's report (``"VACUUM FULL"`` or the partial outcome).
+
+        Raises:
+            UnavailableError: a VACUUM fails (the role does not own the tables).
         """
         import psycopg
         from psycopg import sql
 
+        busy: list[str] = []
         with self.connect(read_only=False) as connection:
             connection.autocommit = True  # VACUUM cannot run inside a transaction block
             try:
+                connection.execute(f"SET lock_timeout = '{COMPACT_LOCK_TIMEOUT_S}s'")
                 for table in (self.collection, self.entities_collection):
                     with connection.cursor() as cursor:
-                        if export.describe_table(cursor, table) is not None:
-                            cursor.execute(sql.SQL("VACUUM {}").format(sql.Identifier(table)))
+                        if export.describe_table(cursor, table) is None:
+                            continue
+                        name = sql.Identifier(table)
+                        try:
+                            cursor.execute(sql.SQL("VACUUM FULL {}").format(name))
+                        except psycopg.errors.LockNotAvailable:
+                            busy.append(table)
+                            cursor.execute(sql.SQL("VACUUM {}").format(name))
             except psycopg.Error as error:
                 raise UnavailableError(
                     f"VACUUM of {self.where} failed: {first_line(error)}",
                     "the role needs to own the tables (or be a superuser) to VACUUM them",
                 ) from None
+        if not busy:
+            return "VACUUM FULL"
+        return (
+            f"plain VACUUM of {', '.join(busy)}: locked by another session for "
+            f"{COMPACT_LOCK_TIMEOUT_S} s; the erased rows' bytes stay in its files until "
+            f"VACUUM FULL {', '.join(busy)} runs (by hand, as the tables' owner, once the lock "
+            "is free: psql -c 'VACUUM FULL ...')"
+        )
 
     def erase_points(self, root: Path, point_ids: Sequence[str]) -> int:
         """Remove the rows from every export file under ``root`` (atomic rewrites); rows removed.
