@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ def pg_server() -> Iterator[str]:
     url, server = postgres.start(directory / "data")
     yield url
     postgres.stop(server)
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture

@@ -187,6 +187,8 @@ def main() -> int:
     say("reconcile settled a restore mix-up, and an erased memory left no byte behind;")
     say("with the app running, every write went through its agent and none of its writes failed;")
     say("the tripwire caught a bulk deletion, and recover brought back exactly what was lost.")
+    say("On Postgres with pgvector (mem0's REST server layout) the same commands did the same,")
+    say("the restore swapping tables in one transaction and a forget running while the app wrote.")
     say(
         f"The deployment is in {root}, healthy; what restore moved aside is beside it (*.pre-restore-*)."
     )

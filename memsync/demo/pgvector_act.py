@@ -13,7 +13,7 @@ on the same table, with no single-writer lock to wait for.
 from __future__ import annotations
 
 import json
-import subprocess
+import shutil
 import tempfile
 import tomllib
 from collections.abc import Callable
@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from memsync.demo import deployment as build
-from memsync.demo import postgres
+from memsync.demo import pg_faults, postgres
 from memsync.demo.app import AppProcess
 
 MEMORIES = 200
-PG_BIN = "pginstall/bin"
 
 
 def pgvector_act(
@@ -44,8 +43,10 @@ def pgvector_act(
         _run(paths, config, memsync, say, fail)
     finally:
         postgres.stop(server)
+        shutil.rmtree(server_dir, ignore_errors=True)  # the demo's own server, not a deployment's
     say(
-        f"   (the demo's PostgreSQL in {server_dir} is stopped; the deployment's files stay in {root})"
+        "   (the demo's PostgreSQL is stopped and removed; history.db and the snapshots stay "
+        f"in {root})"
     )
 
 
@@ -88,7 +89,7 @@ def _run(
     say(
         f"   uploaded and verified in S3 ({target}); manifest mode {created.get('mode', 'pgvector')}"
     )
-    dump = _pg_dump(paths, fail)
+    dump = pg_faults.dump_table(paths, paths.root / "mem0-table.dump")  # an operator's hourly dump
     _drift_then_restore(paths, config, seeded, snapshot_id, memsync, say, fail)
     _older_table_then_reconcile(paths, config, seeded, dump, memsync, say, fail)
     _forget_while_the_app_writes(paths, config, seeded, memsync, say, fail)
@@ -130,23 +131,6 @@ def _drift_then_restore(
         raise fail("check is not clean after the pgvector restore")
 
 
-def _pg_dump(paths: build.Paths, fail: Callable[[str], Exception]) -> Path:
-    """``pg_dump -t mem0 -Fc`` now: the hourly dump a server's operator keeps."""
-    import pgserver
-
-    dump = paths.root / "mem0-table.dump"
-    tool = Path(pgserver.__file__).parent / PG_BIN / "pg_dump"
-    done = subprocess.run(
-        [str(tool), "-t", "mem0", "-Fc", "-f", str(dump), "-d", str(paths.pg_url)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise fail(f"pg_dump exited {done.returncode}: {done.stderr.strip()}")
-    return dump
-
-
 def _older_table_then_reconcile(
     paths: build.Paths,
     config: Path,
@@ -156,8 +140,6 @@ def _older_table_then_reconcile(
     say: Callable[[str], None],
     fail: Callable[[str], Exception],
 ) -> None:
-    import pgserver
-
     memory = build.open_memory(paths)
     try:
         current = {
@@ -169,15 +151,10 @@ def _older_table_then_reconcile(
             memory.delete(memory_id)
     finally:
         build.close_memory(memory)
-    tool = Path(pgserver.__file__).parent / PG_BIN / "pg_restore"
-    done = subprocess.run(
-        [str(tool), "--clean", "--if-exists", "-d", str(paths.pg_url), str(dump)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise fail(f"pg_restore exited {done.returncode}: {done.stderr.strip()}")
+    try:
+        pg_faults.restore_table(paths, dump)
+    except RuntimeError as error:
+        raise fail(str(error)) from None
     say("3 memories deleted through mem0, then the table's older pg_dump restored with pg_restore:")
     code, report = _check(memsync, config)
     back = sorted(f["memory_id"] for f in report["findings"] if f["code"] == "resurrected-point")

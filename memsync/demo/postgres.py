@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,11 @@ def start(directory: Path) -> tuple[str, Any]:
     external = os.environ.get(URL_VARIABLE)
     if external:
         return external, None
-    import pgserver
+    with warnings.catch_warnings():  # platformdirs: root's session has no XDG_RUNTIME_DIR
+        warnings.simplefilter("ignore", UserWarning)
+        import pgserver
 
-    server = pgserver.get_server(directory, cleanup_mode="stop")
+        server = pgserver.get_server(directory, cleanup_mode="stop")
     return str(server.get_uri()), server
 
 
