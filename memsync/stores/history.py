@@ -132,6 +132,10 @@ def read_contents(copy: Path) -> HistoryContents:
 def iter_events(copy: Path, memory_id: str | None = None) -> Iterator[HistoryEvent]:
     """Yield history events in rowid order (all, or one memory's). Reads only.
 
+    One memory's events are matched in every spelling of its UUID mem0 may have recorded (mem0
+    writes the id as its caller spelt it: capitals, no hyphens, braces, ``urn:uuid:``), as
+    ``read_contents`` keys them.
+
     Raises:
         UnavailableError: the file is not a valid database or has no history table.
     """
@@ -141,8 +145,10 @@ def iter_events(copy: Path, memory_id: str | None = None) -> Iterator[HistoryEve
         if memory_id is None:
             cursor = connection.execute(f"{select} ORDER BY h.rowid")
         else:
+            spellings = _spellings(memory_id)
+            marks = ", ".join("?" * len(spellings))
             cursor = connection.execute(
-                f"{select} WHERE memory_id = ? ORDER BY h.rowid", (memory_id,)
+                f"{select} WHERE lower(memory_id) IN ({marks}) ORDER BY h.rowid", spellings
             )
         for row in cursor:
             yield _event(row)
@@ -150,6 +156,15 @@ def iter_events(copy: Path, memory_id: str | None = None) -> Iterator[HistoryEve
         raise translate(error, copy, "read its history") from error
     finally:
         connection.close()
+
+
+def _spellings(memory_id: str) -> tuple[str, ...]:
+    """The lower-case spellings of a memory id a history row may carry. Pure."""
+    canonical = normalize_point_id(memory_id)
+    if canonical == memory_id and "-" not in canonical:
+        return (memory_id.lower(),)  # not a UUID: compared as written, case aside
+    bare = canonical.replace("-", "")
+    return (canonical, bare, "{" + canonical + "}", "urn:uuid:" + canonical)
 
 
 def _message_scopes(connection: sqlite3.Connection) -> tuple[MessageScope, ...]:
