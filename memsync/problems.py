@@ -7,50 +7,33 @@ scope and the expected and observed values, so nothing downstream parses a messa
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
-from typing import Any
+from datetime import date, datetime
 
 from memsync import findings
 from memsync.model import (
-    CaptureWindow,
     Finding,
     Inventory,
     MemoryHistory,
     Point,
-    expires_on,
     parse_time,
     payload_hash,
 )
+from memsync.problems_common import (
+    IN_FLIGHT_MARGIN,
+    LIVE_EVENTS,
+    SCOPE_KEYS,
+    finding_or_in_flight,
+    in_window,
+    session_scope,
+)
+from memsync.problems_warnings import warnings_of
 
-# Writes start a little before they land (mem0 stamps created_at, embeds, then inserts).
-IN_FLIGHT_MARGIN = timedelta(seconds=2)
-LIVE_EVENTS = frozenset({"ADD", "UPDATE"})
-SCOPE_KEYS = ("agent_id", "run_id", "user_id")  # mem0's scope order: sorted key names
-
-
-def session_scope(payload: Mapping[str, Any]) -> str:
-    """Return mem0's session scope string for a payload (mem0ai 2.2.1 ``_build_session_scope``)."""
-    parts = []
-    for key in SCOPE_KEYS:
-        value = payload.get(key)
-        if value:
-            escaped = str(value).replace("%", "%25").replace("&", "%26").replace("=", "%3D")
-            parts.append(f"{key}={escaped}")
-    return "&".join(parts)
-
-
-def in_window(moment: datetime | None, window: CaptureWindow) -> bool:
-    """Tell whether ``moment`` lies inside the capture window.
-
-    The window runs from the vector capture's start, less ``IN_FLIGHT_MARGIN``, to the history
-    capture's end. None never counts.
-    """
-    if moment is None:
-        return False
-    return window.vectors_at - IN_FLIGHT_MARGIN <= moment <= window.history_finished_at
+__all__ = [
+    "IN_FLIGHT_MARGIN", "LIVE_EVENTS", "NOTHING_AROUND", "SCOPE_KEYS", "Surroundings",
+    "find_problems", "in_window", "session_scope",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,31 +106,8 @@ def _find_all(inventory: Inventory, today: date, around: Surroundings) -> list[F
             found += _point_vs_history(inventory)
         found += _payload_checks(inventory.points.values(), inventory.collection)
         found += _point_sizes(inventory)
-        found += _warnings(inventory, today)
+        found += warnings_of(inventory, today)
     return sorted(found, key=Finding.sort_key)
-
-
-def _finding(
-    inventory: Inventory,
-    code: str,
-    memory_id: str | None,
-    message: str,
-    moment: datetime | None = None,
-    **fields: Any,
-) -> Finding:
-    """A finding of ``code``, or ``in-flight`` when ``moment`` falls in the capture window."""
-    if moment is not None and in_window(moment, inventory.window):
-        fields.pop("fix", None)
-        return findings.make(
-            "in-flight",
-            f"{code} explained by a write inside the capture window ({moment.isoformat()}): {message}",
-            collection=inventory.collection,
-            memory_id=memory_id,
-            **fields,
-        )
-    return findings.make(
-        code, message, collection=inventory.collection, memory_id=memory_id, **fields
-    )
 
 
 def _store_level(inventory: Inventory, around: Surroundings) -> list[Finding]:
@@ -239,7 +199,7 @@ def _point_vs_history(inventory: Inventory) -> list[Finding]:
         memory = history.get(point_id)
         if memory is None:
             found.append(
-                _finding(
+                finding_or_in_flight(
                     inventory,
                     "orphan-point",
                     point_id,
@@ -251,7 +211,7 @@ def _point_vs_history(inventory: Inventory) -> list[Finding]:
             )
         elif memory.last.event == "DELETE":
             found.append(
-                _finding(
+                finding_or_in_flight(
                     inventory,
                     "resurrected-point",
                     point_id,
@@ -266,7 +226,7 @@ def _point_vs_history(inventory: Inventory) -> list[Finding]:
     for memory_id, memory in history.items():
         if memory.last.event in LIVE_EVENTS and memory_id not in points:
             found.append(
-                _finding(
+                finding_or_in_flight(
                     inventory,
                     "missing-point",
                     memory_id,
@@ -285,7 +245,7 @@ def _text_mismatch(inventory: Inventory, point: Point, memory: MemoryHistory) ->
     if not isinstance(data, str) or last.new_memory is None or data == last.new_memory:
         return []
     return [
-        _finding(
+        finding_or_in_flight(
             inventory,
             "text-mismatch",
             point.id,
@@ -373,105 +333,4 @@ def _point_sizes(inventory: Inventory) -> list[Finding]:
         )
         for point in inventory.points.values()
         if point.vector_size is not None and point.vector_size != expected
-    ]
-
-
-def _warnings(inventory: Inventory, today: date) -> list[Finding]:
-    found: list[Finding] = []
-    found += _dangling_links(inventory)
-    found += _expired(inventory, today)
-    found += _duplicates(inventory)
-    found += _orphan_messages(inventory)
-    return found
-
-
-def _dangling_links(inventory: Inventory) -> list[Finding]:
-    found = []
-    for entity in inventory.entities:
-        for memory_id in entity.linked_memory_ids:
-            if memory_id in inventory.points:
-                continue
-            memory = inventory.history.get(memory_id)
-            found.append(
-                _finding(
-                    inventory,
-                    "dangling-entity-link",
-                    memory_id,
-                    f"entity {entity.entity_id} links memory {memory_id}, which has no point",
-                    memory.last.at if memory else None,
-                    observed=entity.entity_id,
-                )
-            )
-    return found
-
-
-def _expired(inventory: Inventory, today: date) -> list[Finding]:
-    found = []
-    for point in inventory.points.values():
-        expires = expires_on(point.payload)
-        if expires is not None and expires < today:
-            found.append(
-                findings.make(
-                    "expired-memory",
-                    f"memory expired on {expires.isoformat()} and is still stored (mem0 hides it but never deletes it)",
-                    collection=inventory.collection,
-                    memory_id=point.id,
-                    scope=session_scope(point.payload),
-                    observed=expires.isoformat(),
-                )
-            )
-    return found
-
-
-def _duplicates(inventory: Inventory) -> list[Finding]:
-    groups: dict[tuple[object, ...], list[Point]] = defaultdict(list)
-    for point in inventory.points.values():
-        payload = point.payload
-        digest = payload.get("hash")
-        if isinstance(digest, str):
-            key = (digest, *(_hashable(payload.get(name)) for name in SCOPE_KEYS))
-            groups[key].append(point)
-    found = []
-    for group in groups.values():
-        if len(group) < 2:
-            continue
-        ordered = sorted(group, key=lambda p: (str(p.payload.get("created_at") or ""), p.id))
-        for extra in ordered[1:]:
-            scope = session_scope(extra.payload)
-            found.append(
-                findings.make(
-                    "duplicate-memory",
-                    f"same text as memory {ordered[0].id} in the same scope ({scope or 'no scope'})",
-                    collection=inventory.collection,
-                    memory_id=extra.id,
-                    fix=f"memsync reconcile --only duplicate-memory (or memsync forget {extra.id})",
-                    scope=scope,
-                    expected=ordered[0].id,
-                )
-            )
-    return found
-
-
-def _hashable(value: object) -> object:
-    """A scope value usable as a dict key (payloads may hold lists or dicts)."""
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return repr(value)[:200]
-
-
-def _orphan_messages(inventory: Inventory) -> list[Finding]:
-    live_scopes = {session_scope(point.payload) for point in inventory.points.values()}
-    return [
-        _finding(
-            inventory,
-            "orphan-messages",
-            None,
-            f"{scope.row_count} raw messages of session scope {scope.scope!r} remain with no memory left "
-            "in that scope (raw user text that outlived its memories)",
-            scope.newest_at,
-            scope=scope.scope,
-            observed=scope.row_count,
-        )
-        for scope in inventory.message_scopes
-        if scope.scope not in live_scopes
     ]
