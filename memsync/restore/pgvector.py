@@ -130,6 +130,7 @@ def put_in_place(
     write_json_atomic(journal(config), document)
     try:
         with store_of(config).connect(read_only=False) as connection:
+            load.require_owner(connection, [t["live"] for t in tables])
             for table in tables:
                 if table["staged"] is not None:
                     shape = schema["tables"][table["live"]]

@@ -36,6 +36,19 @@ _EXISTS = "SELECT to_regclass(quote_ident(%s)) IS NOT NULL"
 _INDEX_NAMES = """
 SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
 WHERE x.indrelid = to_regclass(quote_ident(%s)) ORDER BY i.relname"""
+# the live table's owner and its grants (PUBLIC is grantee 0), before it moves aside
+_OWNER = """
+SELECT pg_get_userbyid(c.relowner), current_user FROM pg_class c
+WHERE c.oid = to_regclass(quote_ident(%s))"""
+_MEMBER = """
+SELECT pg_get_userbyid(c.relowner), current_user, pg_has_role(current_user, c.relowner, 'MEMBER')
+FROM pg_class c WHERE c.oid = to_regclass(quote_ident(%s))"""
+_GRANTS = """
+SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END,
+       a.privilege_type
+FROM pg_class c, aclexplode(c.relacl) a
+WHERE c.oid = to_regclass(quote_ident(%s)) AND a.grantee <> c.relowner
+ORDER BY 1, 2"""
 _PRIMARY_KEY = """
 SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(quote_ident(%s)) AND contype = 'p'"""
 _ASIDE = """
@@ -162,8 +175,12 @@ def swap(connection: Any, tables: Sequence[dict[str, Any]]) -> list[str]:
         cursor.execute(
             sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{LOCK_TIMEOUT_S}s"))
         )
+        access: dict[str, tuple[str, str, list[tuple[str, str]]]] = {}
         for table in tables:
             if bool(cursor.execute(_EXISTS, (table["live"],)).fetchone()[0]):
+                owner, me = cursor.execute(_OWNER, (table["live"],)).fetchone()
+                grants = cursor.execute(_GRANTS, (table["live"],)).fetchall()
+                access[table["live"]] = (owner, me, grants)
                 _rename_aside(cursor, table["live"], table["aside"])
                 moved.append(table["aside"])
         for table in tables:
@@ -180,9 +197,72 @@ def swap(connection: Any, tables: Sequence[dict[str, Any]]) -> list[str]:
                     sql.Identifier(table["staged"]), sql.Identifier(table["live"])
                 )
             )
+            if table["live"] in access:
+                _give_access(cursor, table["live"], *access[table["live"]])
 
     _run(connection, "swapping the restored tables in", work)
     return moved
+
+
+def require_owner(connection: Any, live: Sequence[str]) -> None:
+    """Refuse before loading anything when memsync's role may not replace the live tables.
+
+    Renaming a table aside needs its owner's rights, and giving the restored one to that owner
+    needs membership in its role: ``pg_has_role(current_user, owner, 'MEMBER')`` (true for a
+    superuser). Reads the catalog only.
+
+    Raises:
+        UnavailableError: a live table's owner is a role memsync's role is not a member of.
+    """
+
+    def work(cursor: Any) -> None:
+        for table in live:
+            row = cursor.execute(_MEMBER, (table,)).fetchone()
+            if row is not None and not row[2]:
+                owner, me = row[0], row[1]
+                raise _OwnerError(
+                    f"{me} may not replace {table}, which belongs to {owner}, the role the app "
+                    f"writes as; connect memsync as {owner}, or GRANT {owner} TO {me}"
+                )
+
+    _run(connection, "restore", work)
+
+
+def _give_access(
+    cursor: Any, table: str, owner: str, me: str, grants: Sequence[tuple[str, str]]
+) -> None:
+    """The restored ``table`` gets the owner and grants of the table it replaces (the app's).
+
+    memsync created it, so its role owns it; the app's role (the old owner) must keep writing.
+    Raises (through ``_run``) when memsync's role may not give it away: it must be a superuser
+    or a member of the owner's role, or be that role.
+    """
+    from psycopg import sql
+
+    if owner != me:
+        try:
+            cursor.execute(
+                sql.SQL("ALTER TABLE {} OWNER TO {}").format(
+                    sql.Identifier(table), sql.Identifier(owner)
+                )
+            )
+        except Exception as error:  # noqa: BLE001 - re-raised with the roles named
+            raise _OwnerError(
+                f"the restored {table} would belong to {me}, not to {owner}, the role the app "
+                f"writes as ({first_line(error)}); connect memsync as {owner}, or GRANT {owner} "
+                f"TO {me}"
+            ) from None
+    for grantee, privilege in grants:
+        target = sql.SQL("PUBLIC") if grantee == "PUBLIC" else sql.Identifier(grantee)
+        cursor.execute(
+            sql.SQL("GRANT {} ON {} TO {}").format(
+                sql.SQL(privilege), sql.Identifier(table), target
+            )
+        )
+
+
+class _OwnerError(Exception):
+    """The restored table cannot be given to the live table's owner (raised as UnavailableError)."""
 
 
 def _rename_aside(cursor: Any, live: str, aside: str) -> None:
@@ -261,6 +341,8 @@ def _run(connection: Any, what: str, work: Callable[[Any], Any]) -> Any:
                 return work(cursor)
         with connection.cursor() as cursor:
             return work(cursor)
+    except _OwnerError as error:
+        raise UnavailableError(f"{what}: {error}") from None
     except psycopg.errors.LockNotAvailable as error:
         raise TryLaterError(
             f"{what}: a lock on the tables was not granted within {LOCK_TIMEOUT_S} s "
