@@ -15,7 +15,7 @@ import pytest
 
 from memsync.demo import deployment as build
 
-CHECK_KEYS = {"command", "ok", "counts", "capture", "findings"}
+CHECK_KEYS = {"command", "ok", "backend", "counts", "capture", "findings"}
 FINDING_KEYS = {
     "code",
     "severity",
@@ -79,6 +79,7 @@ def test_check_json_has_the_contract_shape(deployment, cli):
     report = result.json()
     assert result.code == 3
     assert set(report) == CHECK_KEYS and report["command"] == "check" and report["ok"] is False
+    assert report["backend"] == "embedded-qdrant"
     assert {"points", "history_memories", "errors", "warnings", "infos"} <= set(report["counts"])
     assert {"vectors_at", "history_at"} <= set(report["capture"])
     assert report["capture"]["vectors_at"].endswith("Z")
