@@ -21,7 +21,7 @@ import structlog
 from memsync.config import Config
 from memsync.errors import LockedError, UnavailableError
 from memsync.routes.window import Taken
-from memsync.stores.agent_client import AgentClient, find_agent
+from memsync.stores.agent_client import AgentClient, AgentError, find_agent
 from memsync.stores.locks import LockHolder, find_holder
 
 logger = structlog.get_logger(__name__)
@@ -65,6 +65,21 @@ def holds_file(pid: int, path: Path) -> bool:
     return False
 
 
+def _release(client: AgentClient) -> dict[str, Any]:
+    """``history_release``; an agent of an older memsync (no such op) is named as such."""
+    try:
+        return dict(client.call("history_release"))
+    except AgentError as error:
+        if error.kind != "bad-request" or "unknown op" not in error.message:
+            raise
+        raise UnavailableError(
+            f"the app's memsync agent at {client.path} cannot let history.db go (memsync "
+            f"{client.hello.get('memsync')} in the app has no history_release)",
+            "upgrade memsync in the app, or set [app] stop_command and start_command, or stop "
+            "the app and run again",
+        ) from error
+
+
 @contextmanager
 def history_released(config: Config, client: AgentClient, taken: Taken) -> Iterator[None]:
     """Run the block with app writes paused and mem0's history connection closed by the agent.
@@ -81,7 +96,7 @@ def history_released(config: Config, client: AgentClient, taken: Taken) -> Itera
     client.call("pause", lease_s=config.app.pause_lease_s)
     released: dict[str, Any] = {}
     try:
-        released = dict(client.call("history_release"))
+        released = _release(client)
         holder = history_holder(config)
         if holder is not None:
             raise LockedError(
