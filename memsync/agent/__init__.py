@@ -11,7 +11,8 @@ the app's own ``Memory`` to delete, update, put back points, repair entity links
 the app's writes for an exact capture. The package imports only the standard library; it calls
 the ``Memory`` it is given (mem0ai 2.2.1's ``Memory``). Wire protocol, permissions and cost to
 the app: docs/reference/agent-protocol.md. Parts: ``protocol`` (constants, the error type),
-``gate`` (the write gate and its lease), ``ops`` (the operations), ``server`` (the socket).
+``gate`` (the write gate and its lease), ``ops`` (the operations), ``history`` (mem0's
+history connection let go and reopened for a restore), ``server`` (the socket).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The agent's operations, each run with the app's own ``Memory`` (mem0ai 2.2.1).
 
-Every operation but ``hello``, ``pause`` and ``resume`` runs alone (``WriteGate.exclusive``);
+Every operation but ``hello``, ``pause``, ``resume`` and ``history_reopen`` runs alone (``WriteGate.exclusive``);
 arguments are checked before anything is touched; each is idempotent.
 """
 
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from memsync.agent.gate import WriteGate
+from memsync.agent.history import HistoryConnection
 from memsync.agent.protocol import PROTOCOL, AgentRequestError
 
 logger = logging.getLogger("memsync.agent")
@@ -53,6 +54,7 @@ class Operations:
         self.gate = gate
         self.lease_max_s = lease_max_s
         self._entities_touched = False
+        self.history = HistoryConnection(memory)
 
     def handlers(self) -> dict[str, Callable[..., Any]]:
         """The operations by their wire name."""
@@ -65,6 +67,8 @@ class Operations:
             "relink_entity": self.op_relink_entity,
             "pause": self.op_pause,
             "resume": self.op_resume,
+            "history_release": self.op_history_release,
+            "history_reopen": self.op_history_reopen,
         }
 
     def op_hello(self) -> dict[str, Any]:
@@ -199,3 +203,21 @@ class Operations:
         if held is not None:
             logger.info("memsync agent: app writes resumed after %.3f s", held)
         return {"held_s": None if held is None else round(held, 6), "lease_ran_out": ran_out}
+
+    def op_history_release(self) -> dict[str, Any]:
+        """Close mem0's history connection under a pause; history calls wait until reopen.
+
+        Runs alone (in-flight app calls end first). Raises AgentRequestError ("bad-request")
+        unless app writes are paused: a released history is only ever part of a pause.
+        """
+        if not self.gate.paused():
+            raise AgentRequestError("bad-request", "history_release needs a pause first")
+        with self.gate.exclusive():
+            return self.history.release()
+
+    def op_history_reopen(self, journal_mode: str | None = None) -> dict[str, Any]:
+        """Open history.db at its path again (the file there now), journal mode put back.
+
+        Not run alone: app calls waiting on mem0's history lock hold the gate until it opens.
+        """
+        return self.history.reopen(journal_mode)

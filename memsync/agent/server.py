@@ -78,6 +78,8 @@ class Agent:
         self._inode = os.stat(path).st_ino
         self._current: _Peer | None = None
         self._pause_owner: _Peer | None = None
+        self._release_owner: _Peer | None = None
+        self._reopen_failed = False
         for name in (*WRITES, *READS):
             if callable(getattr(memory, name, None)):
                 setattr(memory, name, gated(self.gate, getattr(memory, name), name in WRITES))
@@ -133,6 +135,7 @@ class Agent:
         if self._stopping.is_set():
             return
         self._stopping.set()
+        self._reopen_history("the agent closes")
         self.gate.resume()
         with contextlib.suppress(OSError):
             self._server.close()
@@ -160,6 +163,8 @@ class Agent:
                         logger.exception("memsync agent: dropped a connection after an error")
                         if key.data is not None:
                             self._drop(selector, peers, key.data)
+                if self.ops.history.released is not None and not self.gate.paused():
+                    self._reopen_history("the pause ended")  # lease ran out, memsync gone
                 now = time.monotonic()
                 for peer in [p for p in peers if now - p.seen > IDLE_TIMEOUT_S]:
                     self._drop(selector, peers, peer)
@@ -187,7 +192,11 @@ class Agent:
         selector.register(connection, selectors.EVENT_READ, peer)
 
     def _drop(self, selector: selectors.BaseSelector, peers: list[_Peer], peer: _Peer) -> None:
-        """Close a connection; resume app writes if it was the one that paused them."""
+        """Close a connection; reopen history and resume app writes if it released or paused."""
+        if peer in (self._pause_owner, self._release_owner):
+            self._reopen_history(f"the connection of pid {peer.pid} closed")
+        if self._release_owner is peer:
+            self._release_owner = None
         if self._pause_owner is peer and self.gate.resume() is not None:
             logger.info("memsync agent: pausing connection closed; app writes resumed")
         if self._pause_owner is peer:
@@ -198,6 +207,21 @@ class Agent:
             peers.remove(peer)
         with contextlib.suppress(OSError):
             peer.connection.close()
+
+    def _reopen_history(self, why: str) -> None:
+        """Give the app its history back when memsync released it and went away. Never raises."""
+        if self.ops.history.released is None:
+            return
+        try:
+            self.ops.history.reopen()
+        except Exception as error:  # noqa: BLE001 - retried each tick; the app must not stop
+            if not self._reopen_failed:
+                logger.warning("memsync agent: history not reopened after %s: %s", why, error)
+            self._reopen_failed = True
+            return
+        self._reopen_failed = False
+        self._release_owner = None
+        logger.warning("memsync agent: history reopened because %s", why)
 
     def _readable(self, selector: selectors.BaseSelector, peers: list[_Peer], peer: _Peer) -> None:
         """Read what a peer sent; answer each complete line in order."""
@@ -250,6 +274,10 @@ class Agent:
                 self._pause_owner = self._current
             elif op == "resume":
                 self._pause_owner = None
+            elif op == "history_release":
+                self._release_owner = self._current
+            elif op == "history_reopen":
+                self._release_owner = None
         except AgentRequestError as error:
             logger.warning("memsync agent: %s %s from pid %s: %s", op, error.kind, pid, error)
             self._reply(connection, request_id, error=(error.kind, str(error)))

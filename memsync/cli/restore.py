@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         "dry_run": done.dry_run,
         "skipped": done.skipped,
         "recovered": done.recovered,
+        "route": done.route,
         "moves": [_move_json(m, done) for m in done.moves],
         "moved_aside": None if done.dry_run or done.skipped else list(done.moved_aside),
         "check_after": done.check.counts() if done.check else None,

@@ -4,7 +4,7 @@ The demo (act 9) and the tests run it as a real process to show and prove mainte
 the app runs. Usage::
 
     python -m memsync.demo.app ROOT [--agent SOCKET] [--interval SECONDS] [--pidfile FILE]
-                                     [--stats FILE] [--quiet-writes] [--users a,b]
+                                     [--stats FILE] [--quiet-writes] [--adds-only] [--users a,b]
 
 Builds the demo deployment's Memory at ROOT (on pgvector when ``ROOT/pg-url`` exists,
 ``deployment.Paths.at``; ``--embedder``: ``memsync_hash``, the default, or
@@ -12,7 +12,8 @@ Builds the demo deployment's Memory at ROOT (on pgvector when ``ROOT/pg-url`` ex
 ``--agent`` is given, writes its pid to ``--pidfile``, prints ``ready <pid>`` and then, every
 ``--interval`` seconds (default 0.05), adds a memory (infer=False) for one of ``--users``
 (default: the demo users), searches, and updates or deletes one of the memories *it* added (never others), unless
-``--quiet-writes`` (then it only searches). It never touches memories it did not add, so tests
+``--quiet-writes`` (then it only searches) or ``--adds-only`` (then it only adds: a restore
+may take away what it added). It never touches memories it did not add, so tests
 can assert exactly what memsync did to the rest.
 
 SIGUSR1: write ``ROOT/app-view.json`` = ``{"seq": n, "ids": [...]}``, every memory id the app's
@@ -80,13 +81,15 @@ def _dump_view(memory: Any, root: Path, seq: int) -> None:
     os.replace(temporary, root / "app-view.json")
 
 
-def _step(memory: Any, rng: random.Random, added: list[str], quiet: bool, users: list[str]) -> bool:
-    """One round of app traffic for ``users``; True when it wrote."""
+def _step(
+    memory: Any, rng: random.Random, added: list[str], quiet: bool, users: list[str], adds: bool
+) -> bool:
+    """One round of app traffic for ``users`` (only adds when ``adds``); True when it wrote."""
     memory.search(build.fact(rng), filters={"user_id": rng.choice(users)}, top_k=3)
     if quiet:
         return False
     action = rng.random()
-    if action < 0.6 or len(added) < 5:
+    if action < 0.6 or len(added) < 5 or adds:
         result = memory.add(build.fact(rng), user_id=rng.choice(users), infer=False)
         added += [item["id"] for item in result["results"]]
     elif action < 0.8:
@@ -105,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pidfile", type=Path, default=None)
     parser.add_argument("--stats", type=Path, default=None)
     parser.add_argument("--quiet-writes", action="store_true")
+    parser.add_argument("--adds-only", action="store_true")
     parser.add_argument("--users", default=",".join(build.USERS))
     parser.add_argument("--embedder", default="memsync_hash")
     args = parser.parse_args(argv)
@@ -136,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             _dump_view(memory, args.root, seq)
         started = time.perf_counter()
         try:
-            wrote = _step(memory, rng, added, args.quiet_writes, users)
+            wrote = _step(memory, rng, added, args.quiet_writes, users, args.adds_only)
             writes += wrote
             searches += 1
         except Exception as error:  # noqa: BLE001 - every failure is what we count
@@ -178,6 +182,7 @@ class AppProcess:
         agent: Path | None = None,
         interval: float = 0.05,
         quiet_writes: bool = False,
+        adds_only: bool = False,
         users: Sequence[str] = (),
         embedder: str = "memsync_hash",
     ) -> None:
@@ -186,6 +191,8 @@ class AppProcess:
             argv += ["--agent", str(agent)]
         if quiet_writes:
             argv.append("--quiet-writes")
+        if adds_only:
+            argv.append("--adds-only")
         if users:
             argv += ["--users", ",".join(users)]
         argv += ["--embedder", embedder]

@@ -29,6 +29,7 @@ from memsync.config import Config
 from memsync.errors import MemsyncError, UnavailableError, UsageError
 from memsync.model import CheckReport, Severity
 from memsync.restore import pgvector as pg_restore
+from memsync.routes.window import Taken
 from memsync.snapshot import choose
 from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
 from memsync.stores.manifest import Manifest
@@ -62,6 +63,7 @@ class Restored:
     recovered: str | None = None
     moved_aside: tuple[str, ...] = ()  # every path a restore moved aside (files, sides, dirs)
     chosen: choose.Chosen | None = None  # how ``latest`` or ``--before`` picked it
+    route: str | None = None  # how the swap reached a running app: direct, agent, window
 
 
 def plan_restore(config: Config, snapshot_id: str) -> list[Move]:
@@ -195,27 +197,29 @@ def run_restore(
                     "pass --force (the current files are moved aside, never deleted)",
                 )
         if dry_run:
-            return replace(planned, moves=tuple(_existing(config, moves)))
+            route = pg_restore.would_route(config) if config.pgvector is not None else "direct"
+            return replace(planned, moves=tuple(_existing(config, moves)), route=route)
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")
+        taken = Taken(route="direct")
         if config.pgvector is not None:
-            moves, aside = _put_tables_in_place(config, manifest, plain, moves)
+            moves, aside = _put_tables_in_place(config, manifest, plain, moves, taken)
         else:
             moves = _put_in_place(config, manifest, plain, moves)
             aside = moved_aside(moves)
     report = check.run_check(config, now)
     logger.info("restore_finished", snapshot_id=snapshot_id, errors=report.count(Severity.ERROR))
-    return replace(planned, moves=tuple(moves), check=report, moved_aside=aside)
+    return replace(planned, moves=tuple(moves), check=report, moved_aside=aside, route=taken.route)
 
 
 def _put_tables_in_place(
-    config: Config, manifest: Manifest, plain: Path, moves: list[Move]
+    config: Config, manifest: Manifest, plain: Path, moves: list[Move], taken: Taken
 ) -> tuple[list[Move], tuple[str, ...]]:
     """pgvector: load and swap the tables, swap history.db (``restore.pgvector``)."""
     with operation_lock(config.state_dir, "restore"):
         *tables, history = moves
         history = _unique_asides(_with_existence([history]))[0]
         planned = [{**asdict(t), "indexes": {}} for t in tables]
-        done, aside = pg_restore.put_in_place(config, manifest, plain, planned, history)
+        done, aside = pg_restore.put_in_place(config, manifest, plain, planned, history, taken)
     return [*(_table_move(t) for t in done), history], tuple(aside)
 
 

@@ -5,15 +5,17 @@ Steps (each recorded in the intent journal ``restore-journal.json``, ``"backend"
 1. ``loading``: each table of the snapshot (``pgvector/<table>.csv``) is loaded into a new
    table ``<table>_restore_<id>`` with its indexes (``memsync.stores.pgvector.load``); the
    snapshot's history.db is staged beside the live one (``<history>.restore-<id>``).
-2. ``staged``: then, with the app kept off history.db (nobody holds it, or ``[app]``'s
-   maintenance window stops the app), ONE transaction renames each live table aside to
+2. ``staged``: then, with the app kept off history.db (nobody holds it; or the app's memsync
+   agent pauses its writes and closes mem0's history connection, ``restore.pg_agent``; or
+   ``[app]``'s maintenance window stops the app), ONE transaction renames each live table aside to
    ``<table>_pre_restore_<id>`` and the new ones into place;
 3. ``tables-in``: history.db (with its ``-journal``, ``-wal``, ``-shm``) moves aside to
    ``<history>.pre-restore-<id>`` and the staged copy in; ``in``: done.
 
 ``recover`` rolls back a restore that died before the table swap committed (memsync's own
 staged tables dropped, the staged history removed) and finishes one that died after it (the
-history swap done). Nothing of the live deployment is ever dropped or deleted.
+history swap done, through the app's agent when the app holds history.db again). Nothing of
+the live deployment is ever dropped or deleted.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ import structlog
 
 from memsync.config import Config
 from memsync.errors import ConfigError, LockedError, UnavailableError
+from memsync.restore.pg_agent import agent_for, history_holder, history_released
 from memsync.routes.window import Taken, app_stopped, recover_window
 from memsync.state import RESTORE_JOURNAL, fsync_dir, write_json_atomic
-from memsync.stores.locks import LockHolder, find_holder
+from memsync.stores import history as history_store
 from memsync.stores.manifest import Manifest
 from memsync.stores.pgvector import PgVector, export, load
 from memsync.stores.sqlite_files import set_wal_mode, work_dir_error
@@ -52,27 +55,40 @@ def store_of(config: Config) -> PgVector:
     return store
 
 
-def history_holder(config: Config) -> LockHolder | None:
-    """The process (other than this one) holding history.db open: the app's mem0. Reads /proc."""
-    holder = find_holder(config.history_db_path, config.history_db_path.parent)
-    return None if holder is None or holder.pid == os.getpid() else holder
-
-
 def require_free(config: Config) -> None:
-    """Refuse (exit 12) while the app holds history.db and no maintenance window is configured.
+    """Refuse (exit 12) while the app holds history.db with no agent answering and no window.
 
     Raises:
-        LockedError: the app holds history.db open and ``[app] stop_command``/``start_command``
-            are not both set.
+        LockedError: the app holds history.db open, no memsync agent of it answers and
+            ``[app] stop_command``/``start_command`` are not both set.
+        UnavailableError: (exit 11) an agent answers for another deployment or process.
     """
     holder = history_holder(config)
-    if holder is not None and not config.app.window:
-        raise LockedError(
-            f"restore: the app ({holder.describe()}) holds {config.history_db_path} open; "
-            "memsync cannot swap it under the app and no maintenance window is configured",
-            "stop the app and run again, or set [app] stop_command and start_command "
-            "(docs/how-to/pgvector.md#restore)",
-        )
+    if holder is None or config.app.window:
+        return
+    client = agent_for(config, holder)
+    if client is not None:
+        client.close()
+        return
+    raise LockedError(
+        f"restore: the app ({holder.describe()}) holds {config.history_db_path} open; "
+        "memsync cannot swap it under the app, no memsync agent of it answers and no "
+        "maintenance window is configured",
+        "attach memsync.agent in the app, or stop the app and run again, or set [app] "
+        "stop_command and start_command (docs/how-to/pgvector.md#restore)",
+    )
+
+
+def would_route(config: Config) -> str | None:
+    """The route a restore's swap would take now: direct, agent, window; None: refused. Reads only."""
+    holder = history_holder(config)
+    if holder is None:
+        return "direct"
+    client = agent_for(config, holder)
+    if client is not None:
+        client.close()
+        return "agent"
+    return "window" if config.app.window else None
 
 
 def plan_tables(config: Config, snapshot_id: str) -> list[dict[str, Any]]:
@@ -107,12 +123,18 @@ def with_catalog(config: Config, tables: list[dict[str, Any]]) -> list[dict[str,
 
 
 def put_in_place(
-    config: Config, manifest: Manifest, plain: Path, tables: list[dict[str, Any]], history: Any
+    config: Config,
+    manifest: Manifest,
+    plain: Path,
+    tables: list[dict[str, Any]],
+    history: Any,
+    taken: Taken,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Load, stage, then swap tables and history.db; returns (tables, every name moved aside).
 
-    ``history`` is history.db's ``restore.Move`` (its aside name already unique). Runs under
-    the operation lock; see the module docstring for the steps and the journal.
+    ``history`` is history.db's ``restore.Move`` (its aside name already unique); ``taken``
+    receives the route of the swap (direct, agent, window). Runs under the operation lock;
+    see the module docstring for the steps and the journal.
 
     Raises:
         LockedError: the app holds history.db and no window is configured (exit 12).
@@ -141,8 +163,9 @@ def put_in_place(
     except BaseException:
         _roll_back(config, document)
         raise
-    taken = Taken()
     with _app_kept_off(config, taken):
+        document["history_rowid"] = history_store.last_rowid(Path(history.live))
+        write_json_atomic(journal(config), document)  # rows above it: written after the swap
         try:
             with store_of(config).connect(read_only=False) as connection:
                 load.swap(connection, tables)
@@ -170,10 +193,20 @@ def _phase(config: Config, document: dict[str, Any], phase: str) -> None:
 
 @contextmanager
 def _app_kept_off(config: Config, taken: Taken) -> Iterator[None]:
-    """Nobody holds history.db: run the block; else stop the app around it (window), or refuse."""
-    if history_holder(config) is None:
+    """Run the block with the app off history.db; ``taken.route`` says how.
+
+    Nobody holds it (direct), its agent lets it go (agent, ``restore.pg_agent``), or the
+    window stops the app; else refuse (exit 12).
+    """
+    holder = history_holder(config)
+    if holder is None:
         taken.route = "direct"
         yield
+        return
+    client = agent_for(config, holder)
+    if client is not None:
+        with client, history_released(config, client, taken):
+            yield
         return
     require_free(config)
     with app_stopped(config, "restore", taken, lambda: history_holder(config)):
@@ -261,21 +294,47 @@ def recover(config: Config, document: dict[str, Any]) -> str:
             "compare the *_restore_* and *_pre_restore_* tables by hand, then move the journal aside",
         ) from error
     if swapped:
-        holder = history_holder(config)
-        if holder is not None and Path(history["staged"]).exists():
-            raise LockedError(
-                f"an unfinished restore of {snapshot_id} swapped the tables but not history.db, "
-                f"and the app ({holder.describe()}) holds {history['live']} open",
-                "stop the app, then run: memsync restore --resume",
-            )
-        _swap_history(_HistoryMove(**history))
-        journal(config).unlink(missing_ok=True)
+        _finish_history(config, snapshot_id, history, document.get("history_rowid"))
         outcome = f"finished the restore of {snapshot_id}"
     else:
         _roll_back(config, document)
         outcome = f"rolled back the unfinished restore of {snapshot_id}"
     recover_window(config)
     return outcome
+
+
+def _finish_history(
+    config: Config, snapshot_id: str, history: dict[str, Any], rowid: int | None
+) -> None:
+    """Swap history.db in after the tables (the app's agent lets it go when the app holds it).
+
+    History rows the app wrote to the old file after the table swap (rowid above ``rowid``,
+    their points are in the new tables) are carried over into the restored file.
+    """
+    holder = history_holder(config)
+    if holder is None or not Path(history["staged"]).exists():
+        _swap_history_and_carry(history, rowid)
+        journal(config).unlink(missing_ok=True)
+        return
+    client = agent_for(config, holder)
+    if client is None:
+        raise LockedError(
+            f"an unfinished restore of {snapshot_id} swapped the tables but not history.db, "
+            f"and the app ({holder.describe()}) holds {history['live']} open",
+            "attach memsync.agent in the app, or stop the app; then run: memsync restore --resume",
+        )
+    with client, history_released(config, client, Taken()):
+        _swap_history_and_carry(history, rowid)
+        journal(config).unlink(missing_ok=True)
+
+
+def _swap_history_and_carry(history: dict[str, Any], rowid: int | None) -> None:
+    """``_swap_history``, then the rows written to the old file after the table swap copied in."""
+    move = _HistoryMove(**history)
+    _swap_history(move)
+    if rowid is not None and Path(move.live).exists():  # idempotent: INSERT OR IGNORE
+        carried = history_store.carry_rows_after(Path(move.aside), Path(move.live), int(rowid))
+        logger.info("history_rows_carried", rows=carried, source=move.aside)
 
 
 class _HistoryMove:

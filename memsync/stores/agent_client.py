@@ -149,14 +149,19 @@ def _holder_sockets(pid: int) -> list[Path]:
     return sorted(Path(p) for p in paths if Path(p).name == SOCKET_NAME)
 
 
-def agent_socket_for(config: Config) -> Path | None:
-    """The agent socket to try: ``[app] agent_socket``, else the store holder's. Reads only."""
+def agent_socket_for(config: Config, holder_pid: int | None = None) -> Path | None:
+    """The agent socket to try: ``[app] agent_socket``, else the store holder's. Reads only.
+
+    ``holder_pid``: the process whose socket to look for when the store has no holder (a
+    server store such as pgvector; restore passes history.db's holder).
+    """
     if config.app.agent_socket is not None:
         return Path(config.app.agent_socket)
     holder = vector_store_for(config).holder()
-    if holder is None:
+    pid = holder.pid if holder is not None else holder_pid
+    if pid is None:
         return None
-    found = _holder_sockets(holder.pid)
+    found = _holder_sockets(pid)
     return found[0] if found else None
 
 
@@ -188,13 +193,17 @@ def require_same_deployment(client: AgentClient, config: Config) -> None:
         )
 
 
-def find_agent(config: Config, timeout_s: float = 30.0) -> AgentClient | None:
+def find_agent(
+    config: Config, timeout_s: float = 30.0, holder_pid: int | None = None
+) -> AgentClient | None:
     """Connect to the agent of the app holding this deployment; None when no agent answers.
+
+    ``holder_pid``: see ``agent_socket_for``.
 
     Raises:
         UnavailableError: (exit 11) an agent answers but serves another deployment.
     """
-    path = agent_socket_for(config)
+    path = agent_socket_for(config, holder_pid)
     if path is None or not path.exists():
         return None
     try:

@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from memsync.model import HistoryEvent, MemoryHistory, MessageScope, parse_time
 from memsync.stores.qdrant_formats import normalize_point_id
@@ -235,5 +236,53 @@ def delete_message_scope(history_db: Path, scope: str) -> int:
             )
     except sqlite3.Error as error:
         raise translate(error, history_db, "delete raw messages") from error
+    finally:
+        connection.close()
+
+
+def last_rowid(history_db: Path) -> int:
+    """The highest rowid of the ``history`` table; 0 when it is empty or absent. Reads only.
+
+    mem0 only appends history rows, so rows above it are the ones written after this call.
+    """
+    if not history_db.exists():
+        return 0
+    connection = connect_readonly(history_db)
+    try:
+        if "history" not in table_names(connection):
+            return 0
+        found = connection.execute("SELECT max(rowid) FROM history").fetchone()[0]
+    except sqlite3.Error as error:
+        raise translate(error, history_db, "read the last history row") from error
+    finally:
+        connection.close()
+    return int(found or 0)
+
+
+def carry_rows_after(source: Path, target: Path, rowid: int) -> int:
+    """Copy ``source``'s history rows above ``rowid`` into ``target``, in order; returns rows copied.
+
+    ``INSERT OR IGNORE`` by row id: idempotent. Writes ``target`` in one transaction; reads
+    ``source`` only.
+
+    Raises:
+        TryLaterError, UnavailableError: as ``insert_repair_events``.
+    """
+    if not source.exists():
+        return 0
+    columns = ", ".join(HISTORY_COLUMNS)
+    connection = sqlite3.connect(f"file:{quote(str(target))}", uri=True, timeout=5.0)
+    try:
+        connection.execute("ATTACH DATABASE ? AS old", (f"file:{quote(str(source))}?mode=ro",))
+        with connection:
+            return int(
+                connection.execute(
+                    f"INSERT OR IGNORE INTO main.history ({columns}) SELECT {columns} "  # noqa: S608
+                    "FROM old.history WHERE rowid > ? ORDER BY rowid",
+                    (rowid,),
+                ).rowcount
+            )
+    except sqlite3.Error as error:
+        raise translate(error, target, "carry history rows over") from error
     finally:
         connection.close()
