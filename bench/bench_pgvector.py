@@ -61,7 +61,7 @@ if kind in ("check", "snapshot", "restore"):
     argv = {
         "check": ["check", "--json"],
         "snapshot": ["snapshot", "create", "--json"],
-        "restore": ["restore", *sys.argv[4:], "--yes", "--json"],
+        "restore": ["restore", *sys.argv[4:], "--force", "--json"],
     }[kind]
     with contextlib.redirect_stdout(buffer):
         code = main([*argv, "--config", root + "/memsync.toml"])
@@ -294,7 +294,11 @@ def restore(root: Path, url: str, created: dict) -> dict | None:
         )
         return None
     snapshot_id = created.get("snapshot", {}).get("id") or created.get("id")
-    return measure("restore", root, url, str(snapshot_id))
+    try:
+        return measure("restore", root, url, str(snapshot_id))
+    except SystemExit as error:  # the other figures of this size are kept
+        print(f"  restore: {error}", file=sys.stderr)
+        return {"failed": True}
 
 
 def _verify(results: dict, size: int) -> None:
@@ -325,7 +329,13 @@ def table(rows: list[tuple[int, dict]]) -> None:
         "| snapshot RSS MB | pg_dump RSS MB | restore s | pg_restore s | pg_restore RSS MB |"
     )
     for size, r in rows:
-        restored = "not measured" if r["restore"] is None else f"{r['restore']['wall_s']:.2f}"
+        restored = (
+            "not measured"
+            if r["restore"] is None
+            else "failed"
+            if r["restore"].get("failed")
+            else f"{r['restore']['wall_s']:.2f}"
+        )
         print(
             f"| {size:,} | {r['snapshot']['wall_s']:.2f} | {r['pg_dump']['wall_s']:.2f} "
             f"| {r['snapshot']['wall_s'] / r['pg_dump']['wall_s']:.2f} | {r['snapshot_mb']:,.0f} "
