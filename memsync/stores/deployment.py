@@ -79,8 +79,10 @@ class Captured:
         return self.root / "history.db"
 
 
-def capture(config: Config, dest: Path) -> Captured:
+def capture(config: Config, dest: Path, *, vectors: bool = True) -> Captured:
     """Copy the deployment's stores into ``dest``: every collection first, then history.db.
+
+    ``vectors=False``: an inventory-only copy (``VectorStore.capture``), never a snapshot's.
 
     Takes no lock; each live file is read in one short transaction (``VACUUM INTO``); when every
     file is in WAL mode, all read snapshots are opened first, back to back
@@ -103,8 +105,8 @@ def capture(config: Config, dest: Path) -> Captured:
     clock_start = datetime.now(UTC)
     live = [entry.path for entry in journal_mode.live_files(config)]  # vectors first, then history
     with pinned_snapshots(live):  # WAL files: every read snapshot opened at one instant
-        vectors = store.capture(dest / store.capture_dir)
-        copies = vectors.copies
+        copied = store.capture(dest / store.capture_dir, vectors=vectors)
+        copies = copied.copies
         vectors_end = datetime.now(UTC)
         history_copy = None
         if history_present:
@@ -126,7 +128,7 @@ def capture(config: Config, dest: Path) -> Captured:
         longest_read_s=round(window.longest_read_s, 3),
     )
     return Captured(
-        root=dest, store=store, vectors=vectors, history_copy=history_copy, window=window
+        root=dest, store=store, vectors=copied, history_copy=history_copy, window=window
     )
 
 
@@ -181,6 +183,9 @@ def layout_store(root: Path) -> VectorStore:
 def temporary_capture(config: Config) -> Iterator[Captured]:
     """Capture into a fresh directory under ``work_dir``, removed (with its copies) on exit.
 
+    An inventory-only capture (``capture(vectors=False)``): its readers (check, doctor, review,
+    the repairs' re-checks) read points, payloads and vector sizes, never vector values.
+
     The directory is marked in use with an flock on its ``.capturing`` file, so a concurrent
     ``remove_stale_captures`` leaves it alone.
 
@@ -197,7 +202,7 @@ def temporary_capture(config: Config) -> Iterator[Captured]:
     except OSError as error:
         raise work_dir_error(config.work_dir, error) from error
     try:
-        yield capture(config, dest)
+        yield capture(config, dest, vectors=False)
     finally:
         holder.close()
         shutil.rmtree(dest, ignore_errors=True)

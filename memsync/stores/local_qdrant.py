@@ -184,10 +184,11 @@ class EmbeddedQdrant:
         """The live ``meta.json``'s collections, or None when absent. See ``read_meta``."""
         return read_meta(self._path)
 
-    def capture(self, dest: Path) -> VectorCapture:
+    def capture(self, dest: Path, *, vectors: bool = True) -> VectorCapture:
         """Copy ``meta.json`` then each ``storage.sqlite`` (memory collection first) into ``dest``.
 
-        One ``VACUUM INTO`` per collection. See ``VectorStore.capture``.
+        One ``VACUUM INTO`` per collection, ``vectors`` or not (a page copy costs the same).
+        See ``VectorStore.capture``.
         """
         text = read_meta_text(self._path)
         legacy = legacy_files(self._path)

@@ -214,8 +214,12 @@ class VectorStore(Protocol):
         """
         ...
 
-    def capture(self, dest: Path) -> VectorCapture:
+    def capture(self, dest: Path, *, vectors: bool = True) -> VectorCapture:
         """Copy the live store into ``dest`` consistently, while the app may be writing.
+
+        ``vectors=False``: the copy is read as an inventory only (points, payloads, vector
+        sizes), so a store may leave the vector values out where that is cheaper (pgvector
+        exports each row's ``vector_dims``; embedded Qdrant copies its files whole anyway).
 
         Each collection is copied in one short read (embedded Qdrant: one ``VACUUM INTO`` per
         ``storage.sqlite``, the memory collection first); each copy's ``CopyResult`` holds its

@@ -138,15 +138,15 @@ class PgVector:
 
     # --- capture ------------------------------------------------------------------------
 
-    def capture(self, dest: Path) -> VectorCapture:
+    def capture(self, dest: Path, *, vectors: bool = True) -> VectorCapture:
         """Export the memory table, then the entity table, into ``dest`` in one transaction.
 
-        See ``export.export``; an absent memory table gives ``present=False`` (the entity
-        table alone is still exported).
+        See ``export.export`` (``vectors=False``: each row's vector size, not its values); an
+        absent memory table gives ``present=False`` (the entity table alone is still exported).
         """
         with self.connect() as connection:
             document, copies = export.export(
-                connection, [self.collection, self.entities_collection], dest
+                connection, [self.collection, self.entities_collection], dest, vectors=vectors
             )
         return VectorCapture(
             root=dest,

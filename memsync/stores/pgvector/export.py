@@ -86,13 +86,17 @@ def versions(cursor: psycopg.Cursor[Any]) -> dict[str, str | None]:
 
 
 def export(
-    connection: psycopg.Connection[Any], tables: list[str], dest: Path
+    connection: psycopg.Connection[Any], tables: list[str], dest: Path, *, vectors: bool = True
 ) -> tuple[dict[str, Any], dict[str, CopyResult]]:
     """Export ``tables`` (those that exist) into ``dest`` in one REPEATABLE READ READ ONLY transaction.
 
     Writes ``dest/<table>.csv`` (streamed: one COPY block in memory at a time) and then
     ``dest/schema.json``. Each table's ``CopyResult`` carries the transaction's UTC start, the
     table's own end, seconds and bytes written. Takes no lock the app's writes wait for.
+    ``vectors=False`` (an inventory-only capture: check, doctor): a pgvector ``vector`` column
+    is exported as its length, ``vector_dims(vector) AS vector_dims`` (the table's
+    ``"vectors"`` is false in ``schema.json``); the server skips printing every float, about
+    5x less work and 14x fewer bytes at 384 dimensions. Such an export cannot be loaded back.
 
     Returns:
         (the schema document, the copy results by table).
@@ -102,7 +106,6 @@ def export(
         TryLaterError: ``dest``'s disk is full or unwritable.
     """
     import psycopg
-    from psycopg import sql
 
     try:
         dest.mkdir(parents=True, exist_ok=True)
@@ -123,17 +126,15 @@ def export(
                 if shape is None:
                     continue
                 target = dest / file_of(table)
-                rows, size = _copy_out(
-                    cursor,
-                    sql.SQL("COPY {} TO STDOUT (FORMAT csv, HEADER)").format(sql.Identifier(table)),
-                    target,
-                )
+                statement, full = _copy_statement(table, shape["columns"], vectors)
+                rows, size = _copy_out(cursor, statement, target)
                 finished = datetime.now(UTC)
                 document["tables"][table] = {
                     **shape,
                     "rows": rows,
                     "file": file_of(table),
                     "file_bytes": size,
+                    "vectors": full,
                 }
                 copies[table] = CopyResult(
                     source=Path(shape["qualified"]),
@@ -152,6 +153,28 @@ def export(
         ) from None
     write_schema(dest, document)
     return document, copies
+
+
+def _copy_statement(table: str, columns: list[dict[str, str]], vectors: bool) -> tuple[Any, bool]:
+    """The COPY of ``table``, and whether it carries the vector values. Pure.
+
+    Without ``vectors``, a pgvector ``vector`` column is replaced by ``vector_dims(vector) AS
+    vector_dims`` (NULL stays NULL); a table without one is copied whole.
+    """
+    from psycopg import sql
+
+    name = sql.Identifier(table)
+    typed = any(c["name"] == "vector" and c["type"].startswith("vector") for c in columns)
+    if vectors or not typed:
+        return sql.SQL("COPY {} TO STDOUT (FORMAT csv, HEADER)").format(name), True
+    selected = sql.SQL(", ").join(
+        sql.SQL("vector_dims(vector) AS vector_dims")
+        if c["name"] == "vector"
+        else sql.Identifier(c["name"])
+        for c in columns
+    )
+    statement = sql.SQL("COPY (SELECT {} FROM {}) TO STDOUT (FORMAT csv, HEADER)")
+    return statement.format(selected, name), False
 
 
 def _copy_out(cursor: psycopg.Cursor[Any], statement: Any, target: Path) -> tuple[int, int]:

@@ -21,6 +21,7 @@ from memsync.stores.sqlite_files import work_dir_error
 from memsync.stores.vector_store import StoredPoint
 
 REQUIRED = ("id", "vector", "payload")  # mem0ai 2.2.1 create_col
+DIMS_COLUMN = "vector_dims"  # an inventory-only export's stand-in for "vector" (export.export)
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # a payload may exceed csv's 128 KiB default
 
 
@@ -39,7 +40,11 @@ class _Rows:
                 if header is None:
                     raise UnavailableError(f"pgvector export {self.path} is empty (no header line)")
                 where = {name: header.index(name) for name in REQUIRED if name in header}
-                missing = [name for name in REQUIRED if name not in where]
+                if "vector" not in where and DIMS_COLUMN in header:
+                    where[DIMS_COLUMN] = header.index(DIMS_COLUMN)
+                missing = [n for n in REQUIRED if n not in where and n != "vector"]
+                if "vector" not in where and DIMS_COLUMN not in where:
+                    missing.insert(1, "vector")
                 if missing:
                     raise UnavailableError(
                         f"pgvector export {self.path} has no column {', '.join(missing)} (header {header})"
@@ -55,13 +60,28 @@ class _Rows:
 
 def _decode(
     path: Path, number: int, row: list[str], where: dict[str, int]
-) -> tuple[str, dict[str, Any], str]:
-    """(id, payload, vector text) of one row. Raises UnavailableError naming the file and line."""
+) -> tuple[str, dict[str, Any], str, int | None]:
+    """(id, payload, vector text, vector size) of one row (text ``""`` in an inventory export).
+
+    Raises UnavailableError naming the file and line.
+    """
     if len(row) <= max(where.values()):
         raise UnavailableError(
             f"pgvector export {path} line {number}: {len(row)} fields, a truncated row"
         )
-    point_id, vector, text = row[where["id"]], row[where["vector"]], row[where["payload"]]
+    point_id, text = row[where["id"]], row[where["payload"]]
+    if "vector" in where:
+        vector = row[where["vector"]]
+        size = vector_size(vector)
+    else:
+        vector, dims = "", row[where[DIMS_COLUMN]]
+        try:
+            size = int(dims) if dims else None
+        except ValueError:
+            raise UnavailableError(
+                f"pgvector export {path} line {number} (point {point_id}): "
+                f"{DIMS_COLUMN} is not a number"
+            ) from None
     try:
         payload = json.loads(text) if text else {}
     except ValueError as error:
@@ -76,7 +96,7 @@ def _decode(
         raise UnavailableError(
             f"pgvector export {path} line {number} (point {point_id}): vector is not pgvector's text"
         )
-    return point_id.lower(), payload, vector
+    return point_id.lower(), payload, vector, size
 
 
 def vector_size(vector: str) -> int | None:
@@ -94,10 +114,10 @@ def iter_points(path: Path, keys: frozenset[str] | None = None) -> Iterator[Poin
             message names the file and line).
     """
     for number, row, where in _Rows(path):
-        point_id, payload, vector = _decode(path, number, row, where)
-        if keys is not None:
-            payload = {k: v for k, v in payload.items() if k in keys}
-        yield Point(id=point_id, payload=payload, vector_size=vector_size(vector))
+        point_id, payload, _vector, size = _decode(path, number, row, where)
+        if keys is not None:  # interned: one key string for every point, not one per row
+            payload = {sys.intern(k): v for k, v in payload.items() if k in keys}
+        yield Point(id=point_id, payload=payload, vector_size=size)
 
 
 def count_rows(path: Path) -> tuple[int, int]:
@@ -133,7 +153,12 @@ def find_point(path: Path, point_id: str) -> StoredPoint | None:
     wanted = point_id.lower()
     for number, row, where in _Rows(path):
         if row and row[where["id"]].lower() == wanted:
-            found, payload, vector = _decode(path, number, row, where)
+            if "vector" not in where:
+                raise UnavailableError(
+                    f"pgvector export {path} holds vector sizes only (an inventory capture), "
+                    "not the vectors"
+                )
+            found, payload, vector, _size = _decode(path, number, row, where)
             return StoredPoint(
                 payload=payload, vector=[float(x) for x in json.loads(vector)] if vector else None
             )
