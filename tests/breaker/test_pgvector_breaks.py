@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.pgvector.test_restore_pgvector import ids, memsync, snapshot, tables
+from memsync.stores.pgvector.connect import READ_LOCK_TIMEOUT_S
+from tests.pgvector.test_restore_pgvector import ROOT, ids, memsync, snapshot, tables
 
 
 def tamper(deployment: Any, snapshot_id: str, edit: Callable[[dict[str, Any]], None]) -> None:
@@ -75,3 +79,46 @@ def test_a_tampered_schema_json_runs_no_sql_of_its_own_and_changes_nothing(
     assert tables(url) == before_tables  # victim kept, nothing planted, no staged table left
     assert ids(url, "mem0") == before_ids
     assert pg_deployment.paths.history_db.read_bytes() == history
+
+
+
+def start(deployment: Any, *argv: str) -> subprocess.Popen[str]:
+    """``memsync ARGV --config ...`` started in a subprocess (stdout and stderr piped)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "memsync", *argv, "--config", str(deployment.config)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_table_locked_by_another_session_fails_reads_in_time_naming_the_session(
+    pg_deployment,
+):
+    """An ACCESS EXCLUSIVE lock (a migration, LOCK TABLE, someone's VACUUM FULL) held open:
+    check and snapshot used to wait for ever; doctor too (pg_total_relation_size)."""
+    url = pg_deployment.paths.pg_url
+    pg_deployment.close()
+    with psycopg.connect(url, application_name="migration") as holder:
+        holder.execute("LOCK TABLE mem0 IN ACCESS EXCLUSIVE MODE")
+        began = time.monotonic()
+        check = start(pg_deployment, "check")
+        create = start(pg_deployment, "snapshot", "create")
+        doctor = start(pg_deployment, "doctor", "--json")
+        doctor_out, doctor_err = doctor.communicate(timeout=60)
+        doctor_s = time.monotonic() - began
+        outcomes = [p.communicate(timeout=120) + (p.returncode,) for p in (check, create)]
+        waited_s = time.monotonic() - began
+        holder_pid = holder.info.backend_pid
+    # doctor answers (its own reads do not wait; its check does, as check does) and says why
+    assert doctor_s < READ_LOCK_TIMEOUT_S + 20 and "Traceback" not in doctor_err
+    results = {r["code"]: r for r in json.loads(doctor_out)["results"]}
+    assert results["pg-table"]["status"] == "ok", results["pg-table"]
+    assert f"pid {holder_pid} (migration" in results["check"]["message"]
+    assert waited_s < READ_LOCK_TIMEOUT_S + 60
+    for out, err, code in outcomes:
+        assert code == 75 and out == "", err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert "mem0" in err and f"pid {holder_pid} (migration" in err
+    assert not list((pg_deployment.paths.root / "snapshots").glob("*/manifest.json"))

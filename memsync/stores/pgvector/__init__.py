@@ -22,7 +22,7 @@ from memsync.errors import UnavailableError
 from memsync.model import CollectionInfo, EntityLink, Point
 from memsync.stores.locks import LockHolder
 from memsync.stores.pgvector import export, rows
-from memsync.stores.pgvector.connect import connect, first_line, where
+from memsync.stores.pgvector.connect import connect, first_line, locked, where
 from memsync.stores.sqlite_files import CopyResult
 from memsync.stores.vector_store import StoredPoint, VectorCapture
 
@@ -120,6 +120,8 @@ class PgVector:
                         name: export.describe_table(cursor, name)
                         for name in (self.collection, self.entities_collection)
                     }
+            except psycopg.errors.LockNotAvailable:
+                raise locked(connection, self.collection, "reading the catalog") from None
             except psycopg.Error as error:
                 raise UnavailableError(
                     f"reading the catalog of {self.where} failed: {first_line(error)}"
@@ -241,6 +243,8 @@ class PgVector:
                                 else (),
                             )
                         )
+            except psycopg.errors.LockNotAvailable:
+                raise locked(connection, self.entities_collection, "reading") from None
             except psycopg.Error as error:
                 raise UnavailableError(
                     f"reading {self.entities_collection} on {self.where} failed: {first_line(error)}"

@@ -17,12 +17,22 @@ from typing import TYPE_CHECKING, Any
 
 from memsync.config import PGVectorSettings, resolve_secrets
 from memsync.config.mem0_dict import Secret
-from memsync.errors import ConfigError, UnavailableError
+from memsync.errors import ConfigError, TryLaterError, UnavailableError
 
 if TYPE_CHECKING:
     import psycopg
 
 CONNECT_TIMEOUT_S = 10
+# a read-only session waits at most this long for a table lock (another session's ALTER TABLE,
+# LOCK TABLE, VACUUM FULL, or a transaction holding one): then the statement fails, said as such
+READ_LOCK_TIMEOUT_S = 30
+_HOLDERS = """
+SELECT l.pid, coalesce(a.application_name, ''), coalesce(a.state, ''), l.mode,
+       coalesce(extract(epoch FROM now() - a.xact_start)::bigint, 0)
+FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.granted AND l.locktype = 'relation' AND l.relation = to_regclass(quote_ident(%s))
+  AND l.mode IN ('AccessExclusiveLock', 'ExclusiveLock') AND l.pid <> pg_backend_pid()
+ORDER BY l.pid"""
 INSTALL_HINT = "install memsync with its pgvector extra: pip install 'memsync[pgvector]'"
 
 
@@ -88,7 +98,9 @@ def connect(
     """Open one connection (closed on exit); read-only sessions refuse every write.
 
     ``read_only`` sets ``default_transaction_read_only`` for the session, so a role with
-    SELECT suffices (docs/how-to/pgvector.md lists the grants).
+    SELECT suffices (docs/how-to/pgvector.md lists the grants), and ``lock_timeout`` to
+    ``READ_LOCK_TIMEOUT_S``: a table another session holds locked fails the read
+    (``psycopg.errors.LockNotAvailable``, see ``locked``) instead of waiting for ever.
 
     Raises:
         UnavailableError: psycopg is not installed, or the server refuses or cannot be reached
@@ -104,7 +116,8 @@ def connect(
         ) from None
     environ = os.environ if environ is None else environ
     info = conninfo(settings, environ)
-    extra = {"options": "-c default_transaction_read_only=on"} if read_only else {}
+    options = f"-c default_transaction_read_only=on -c lock_timeout={READ_LOCK_TIMEOUT_S}s"
+    extra = {"options": options} if read_only else {}
     try:
         connection = psycopg.connect(
             make_conninfo(
@@ -127,3 +140,29 @@ def first_line(error: BaseException) -> str:
     """The first line of a psycopg error's text (the server's message), for one-line errors."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def locked(connection: psycopg.Connection[Any], table: str, what: str) -> TryLaterError:
+    """The error for a read of ``table`` that waited ``READ_LOCK_TIMEOUT_S`` for a lock (exit 75).
+
+    Names the sessions holding the table locked (pid, application_name, state, lock mode,
+    transaction age in seconds) when the catalog says; call after the failed transaction ended.
+    """
+    holders = ""
+    try:
+        connection.rollback()  # the failed transaction, when the caller's is still open
+        rows = connection.execute(_HOLDERS, (table,)).fetchall()
+        connection.commit()
+        holders = "; ".join(
+            f"pid {pid} ({name or 'no application_name'}, {state or 'no state'}, {mode}, "
+            f"transaction open {age} s)"
+            for pid, name, state, mode, age in rows
+        )
+    except Exception:  # noqa: BLE001 - the holders are a courtesy; the error stands without them
+        holders = ""
+    return TryLaterError(
+        f"{what}: the table {table} stayed locked by another session for "
+        f"{READ_LOCK_TIMEOUT_S} s{': ' + holders if holders else ''}",
+        "run again once that session ends its transaction (pg_stat_activity; "
+        "pg_terminate_backend(pid) ends it)",
+    )

@@ -143,6 +143,10 @@ def export(
                     duration_s=(finished - started).total_seconds(),
                     size_bytes=size,
                 )
+    except psycopg.errors.LockNotAvailable:
+        from memsync.stores.pgvector.connect import locked
+
+        raise locked(connection, table, "exporting the pgvector table") from None
     except psycopg.Error as error:
         from memsync.stores.pgvector.connect import first_line
 
