@@ -122,3 +122,64 @@ def test_a_table_locked_by_another_session_fails_reads_in_time_naming_the_sessio
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
         assert "mem0" in err and f"pid {holder_pid} (migration" in err
     assert not list((pg_deployment.paths.root / "snapshots").glob("*/manifest.json"))
+
+
+
+def test_a_collection_name_postgres_would_fold_or_reject_unquoted_works_end_to_end(
+    tmp_path, pg_server
+):
+    """``My-Mem.0``: mem0 quotes it (sql.Identifier); every memsync statement must too."""
+    from mem0 import Memory
+
+    from memsync.demo import deployment as build
+    from memsync.demo import postgres
+
+    odd = "My-Mem.0"
+    url = postgres.fresh_database(pg_server, "odd_collection_name")
+    paths = build.Paths(tmp_path / "dep", pg_url=url)
+    config = build.write_memsync_config(paths, embedder="memsync_hash")
+    config.write_text(config.read_text().replace('collection_name = "mem0"', f'collection_name = "{odd}"'))
+    build.open_memory(paths, embedder="memsync_hash").close()  # MEM0_DIR, providers
+    settings = build.mem0_config(paths, "memsync_hash")
+    settings["vector_store"]["config"]["collection_name"] = odd
+    memory = Memory.from_config(settings)
+    made = [memory.add(f"fact {n}", user_id="ana", infer=False)["results"][0]["id"] for n in range(5)]
+    memory.delete(made[0])
+    build.close_memory(memory)
+    deployment = type("D", (), {"config": config})()
+    checked = memsync(deployment, "check", "--json")
+    assert checked.returncode == 0 and json.loads(checked.stdout)["counts"]["points"] == 4
+    created = memsync(deployment, "snapshot", "create", "--json")
+    assert created.returncode == 0, created.stderr
+    snapshot_id = json.loads(created.stdout)["id"]
+    assert json.loads(created.stdout)["collections"][odd]["points"] == 4
+    restored = memsync(deployment, "restore", snapshot_id, "--force", "--json")
+    assert restored.returncode == 0, restored.stderr
+    aside = f"{odd}_pre_restore_{snapshot_id.lower()}"
+    assert tables(url) == {odd, aside}
+    erased = memsync(deployment, "forget", made[1], "--erase", "--yes", "--json")
+    assert erased.returncode == 0, erased.stderr
+    assert made[1] not in ids(url, odd) and made[1] not in ids(url, aside)
+    assert memsync(deployment, "check").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("secret", "sslmode", "said"),
+    [
+        ("", "", "the secret is empty"),  # libpq would try its default local server
+        ("this is = = garbage", 'sslmode = "require"', "not a libpq connection string"),
+        ("postgresql://ana:my secret@db.internal/mem0", "", "not a libpq connection string"),
+    ],
+)
+def test_a_bad_connection_string_is_a_config_error_that_never_shows_the_password(
+    pg_deployment, secret, sslmode, said
+):
+    pg_deployment.close()
+    (pg_deployment.paths.root / "pg-url").write_text(secret + "\n")
+    config = pg_deployment.config
+    config.write_text(config.read_text().replace("embedding_model_dims", f"{sslmode}\nembedding_model_dims"))
+    for argv in (["check"], ["snapshot", "create"], ["forget", "--user", "ana", "--yes"]):
+        result = memsync(pg_deployment, *argv)
+        assert result.returncode == 10, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and said in result.stderr
+        assert "my secret" not in result.stderr and "Traceback" not in result.stderr

@@ -11,6 +11,7 @@ psycopg is imported only here (``memsync[pgvector]``), so the embedded Qdrant pa
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -40,16 +41,35 @@ def conninfo(settings: PGVectorSettings, environ: Mapping[str, str]) -> str:
     """The libpq conninfo mem0 would connect with (a URI or ``key=value`` string). Reads secret files.
 
     Raises:
-        ConfigError: a secret's environment variable is unset or its file unreadable.
+        ConfigError: a secret's environment variable is unset or its file unreadable, a
+            ``connection_string`` secret is empty, or it is not a libpq connection string.
     """
-    from psycopg.conninfo import make_conninfo
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     resolved = resolve_secrets(
         {"password": settings.password, "connection_string": settings.connection_string},
         environ,
     )
-    base = resolved["connection_string"]
+    base, given = resolved["connection_string"], settings.connection_string
+    source = given.source if isinstance(given, Secret) and given.source else "[mem0.vector_store]"
+    if isinstance(given, Secret) and not base:  # else libpq would try its default server
+        raise ConfigError(
+            source, ["mem0.vector_store.config.connection_string: the secret is empty"]
+        )
     if base:
+        try:
+            conninfo_to_dict(base)
+        except ProgrammingError as error:
+            # libpq quotes the faulty part, which may be the password: never shown
+            fault = re.sub(r'"[^"]*"', '"..."', first_line(error))
+            raise ConfigError(
+                source,
+                [
+                    "mem0.vector_store.config.connection_string: not a libpq connection "
+                    f"string ({fault})"
+                ],
+            ) from None
         return str(make_conninfo(base, sslmode=settings.sslmode) if settings.sslmode else base)
     keywords = {
         "dbname": settings.dbname,
