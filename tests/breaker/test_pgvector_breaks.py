@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pathlib import Path
+
 import psycopg
 import pytest
 
@@ -183,3 +185,54 @@ def test_a_bad_connection_string_is_a_config_error_that_never_shows_the_password
         assert result.returncode == 10, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and said in result.stderr
         assert "my secret" not in result.stderr and "Traceback" not in result.stderr
+
+
+
+
+def _rewrite(root: Path, relative: str, text: str | None) -> None:
+    """Rewrite (None: delete) a snapshot file and make the manifest agree, as a tamperer would."""
+    manifest = json.loads((root / "manifest.json").read_text())
+    if text is None:
+        (root / relative).unlink()
+        manifest["files"] = [e for e in manifest["files"] if e["path"] != relative]
+    else:
+        data = text.encode()
+        (root / relative).write_bytes(data)
+        for entry in manifest["files"]:
+            if entry["path"] == relative:
+                entry["size"], entry["sha256"] = len(data), hashlib.sha256(data).hexdigest()
+    (root / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def _extra_column(text: str) -> str:
+    lines = text.split("\n")
+    return "\n".join(f"{line},x" if line else line for line in lines)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        _extra_column,
+        lambda text: text.replace("id,vector,payload", "vector,id,payload", 1),
+        lambda text: None,  # the export file deleted, and its manifest entry
+    ],
+    ids=["extra-column", "columns-swapped", "csv-deleted"],
+)
+def test_an_export_csv_that_does_not_match_its_schema_fails_verify_and_restore_changes_nothing(
+    pg_deployment, damage
+):
+    url = pg_deployment.paths.pg_url
+    pg_deployment.close()
+    created = memsync(pg_deployment, "snapshot", "create", "--json")
+    snapshot_id = json.loads(created.stdout)["id"]
+    root = pg_deployment.paths.root / "snapshots" / snapshot_id
+    _rewrite(root, "pgvector/mem0.csv", damage((root / "pgvector" / "mem0.csv").read_text()))
+    before_tables, before_ids = tables(url), ids(url, "mem0")
+    verified = memsync(pg_deployment, "snapshot", "verify", snapshot_id, "--json")
+    assert verified.returncode == 3, verified.stdout + verified.stderr
+    failed = [f for f in json.loads(verified.stdout)["findings"] if f["code"] == "integrity-failed"]
+    assert [f["path"] for f in failed] == ["pgvector/mem0.csv"], failed
+    restored = memsync(pg_deployment, "restore", snapshot_id, "--force")
+    assert restored.returncode == 11, restored.stderr
+    assert len(restored.stderr.strip().splitlines()) == 1 and "Traceback" not in restored.stderr
+    assert tables(url) == before_tables and ids(url, "mem0") == before_ids

@@ -357,11 +357,19 @@ class PgVector:
             document = export.read_schema(capture.root) or {"tables": {}}
         except UnavailableError as error:
             return {export.SCHEMA_FILE: error.message}
+        for name, table in sorted(document["tables"].items()):
+            if integrity and name not in capture.copies:
+                verdicts[str(table["file"])] = (
+                    f"pgvector export {table['file']} is missing: schema.json lists it"
+                )
         for name, copy in sorted(capture.copies.items()):
-            expected = document["tables"].get(name, {}).get("rows")
+            shape = document["tables"].get(name, {})
+            expected = shape.get("rows")
             try:
                 verdict = "ok"
                 if integrity:
+                    verdict = rows.header_verdict(copy.dest, shape.get("columns"))
+                if integrity and verdict == "ok":
                     found, last = rows.count_rows(copy.dest)
                     if expected is not None and found != expected:
                         verdict = (

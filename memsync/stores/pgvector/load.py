@@ -100,7 +100,7 @@ def load_table(
 
     Raises:
         UnavailableError: a statement fails (the message names the table and the server's error).
-        TryLaterError: reading ``csv_path`` fails.
+        UnavailableError: reading ``csv_path`` fails (missing, unreadable).
     """
     from psycopg import sql
 
@@ -122,8 +122,11 @@ def load_table(
             with csv_path.open("rb") as source, cursor.copy(statement) as copy:
                 while block := source.read(1 << 20):
                     copy.write(block)
-        except OSError as error:
-            raise TryLaterError(f"reading {csv_path} for {staged} failed: {error}") from error
+        except OSError as error:  # the snapshot's file: missing or unreadable (exit 11)
+            raise UnavailableError(
+                f"reading {csv_path} for {staged} failed: {error.strerror or error}",
+                "memsync snapshot verify ID names the damage; restore another snapshot",
+            ) from None
         for number, ddl in enumerate(shape.get("indexes") or []):
             original, statement = _index_statement(ddl, staged, name(staged, f"i{number}"))
             renames[name(staged, f"i{number}")] = original
@@ -386,6 +389,12 @@ def _run(connection: Any, what: str, work: Callable[[Any], Any]) -> Any:
             f"{what}: a lock on the tables was not granted within {LOCK_TIMEOUT_S} s "
             f"({first_line(error)})",
             "a session holds a transaction open on mem0's tables (pg_stat_activity); run again",
+        ) from None
+    except psycopg.errors.DataError as error:  # the snapshot's data, not the role's rights
+        raise UnavailableError(
+            f"{what} failed: {first_line(error)}",
+            "the snapshot's export does not load: memsync snapshot verify ID, or restore "
+            "another snapshot",
         ) from None
     except psycopg.Error as error:
         raise UnavailableError(
