@@ -236,3 +236,38 @@ def test_an_export_csv_that_does_not_match_its_schema_fails_verify_and_restore_c
     assert restored.returncode == 11, restored.stderr
     assert len(restored.stderr.strip().splitlines()) == 1 and "Traceback" not in restored.stderr
     assert tables(url) == before_tables and ids(url, "mem0") == before_ids
+
+
+def test_mem0s_tables_in_another_schema_by_the_connection_strings_search_path(tmp_path, pg_server):
+    """``options=-c search_path=app,public`` in the app's connection string: mem0 creates and
+    uses ``app.mem0``. memsync's read-only sessions replaced those options with their own, so
+    check said collection-missing and snapshot create made snapshots without the table."""
+    from psycopg.conninfo import make_conninfo
+
+    from memsync.demo import deployment as build
+    from memsync.demo import postgres
+
+    url = postgres.fresh_database(pg_server, "search_path_schema")
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("CREATE SCHEMA app")
+    paths = build.Paths(tmp_path / "dep", pg_url=make_conninfo(url, options="-c search_path=app,public"))
+    config = build.write_memsync_config(paths, embedder="memsync_hash")
+    memory = build.open_memory(paths, embedder="memsync_hash")
+    made = [memory.add(f"fact {n}", user_id="ana", infer=False)["results"][0]["id"] for n in range(5)]
+    build.close_memory(memory)
+    deployment = type("D", (), {"config": config})()
+    checked = memsync(deployment, "check", "--json")
+    assert checked.returncode == 0 and json.loads(checked.stdout)["counts"]["points"] == 5, checked.stdout
+    created = memsync(deployment, "snapshot", "create", "--json")
+    assert created.returncode == 0 and json.loads(created.stdout)["collections"]["mem0"]["points"] == 5
+    snapshot_id = json.loads(created.stdout)["id"]
+    restored = memsync(deployment, "restore", snapshot_id, "--force", "--json")
+    assert restored.returncode == 0, restored.stderr
+    with psycopg.connect(url) as connection:
+        where = connection.execute(
+            "SELECT schemaname, tablename FROM pg_tables WHERE tablename LIKE 'mem0%'"
+        ).fetchall()
+        assert set(where) == {("app", "mem0"), ("app", f"mem0_pre_restore_{snapshot_id.lower()}")}
+        restored_ids = {r[0] for r in connection.execute("SELECT id::text FROM app.mem0")}
+    assert restored_ids == set(made)
+    assert memsync(deployment, "check").returncode == 0

@@ -136,8 +136,7 @@ def connect(
         ) from None
     environ = os.environ if environ is None else environ
     info = conninfo(settings, environ)
-    options = f"-c default_transaction_read_only=on -c lock_timeout={READ_LOCK_TIMEOUT_S}s"
-    extra = {"options": options} if read_only else {}
+    extra = {"options": _read_only_options(info, environ)} if read_only else {}
     try:
         connection = psycopg.connect(
             make_conninfo(
@@ -154,6 +153,20 @@ def connect(
         yield connection
     finally:
         connection.close()
+
+
+def _read_only_options(info: str, environ: Mapping[str, str]) -> str:
+    """libpq ``options`` for a read-only session: the deployment's own ones (the conninfo's,
+    else ``$PGOPTIONS``: a ``search_path`` naming mem0's schema) followed by memsync's. Pure.
+
+    Giving ``options`` replaces both, so they are carried over: without them memsync would look
+    for the tables in another schema than the app's.
+    """
+    from psycopg.conninfo import conninfo_to_dict
+
+    own = conninfo_to_dict(info).get("options") or environ.get("PGOPTIONS") or ""
+    mine = f"-c default_transaction_read_only=on -c lock_timeout={READ_LOCK_TIMEOUT_S}s"
+    return f"{own} {mine}".strip()
 
 
 def first_line(error: BaseException) -> str:
