@@ -127,28 +127,36 @@ def test_a_table_locked_by_another_session_fails_reads_in_time_naming_the_sessio
 
 
 
-def test_a_collection_name_postgres_would_fold_or_reject_unquoted_works_end_to_end(
-    tmp_path, pg_server
-):
-    """``My-Mem.0``: mem0 quotes it (sql.Identifier); every memsync statement must too."""
+def named_deployment(tmp_path, pg_server, collection, deleted=0):
+    """(url, deployment with ``.config``, memory ids) of 5 memories in table ``collection``."""
     from mem0 import Memory
 
     from memsync.demo import deployment as build
     from memsync.demo import postgres
 
-    odd = "My-Mem.0"
-    url = postgres.fresh_database(pg_server, "odd_collection_name")
+    database = "n_" + hashlib.sha256(collection.encode()).hexdigest()[:16]
+    url = postgres.fresh_database(pg_server, database)
     paths = build.Paths(tmp_path / "dep", pg_url=url)
     config = build.write_memsync_config(paths, embedder="memsync_hash")
-    config.write_text(config.read_text().replace('collection_name = "mem0"', f'collection_name = "{odd}"'))
+    named = f'collection_name = "{collection}"'
+    config.write_text(config.read_text().replace('collection_name = "mem0"', named))
     build.open_memory(paths, embedder="memsync_hash").close()  # MEM0_DIR, providers
     settings = build.mem0_config(paths, "memsync_hash")
-    settings["vector_store"]["config"]["collection_name"] = odd
+    settings["vector_store"]["config"]["collection_name"] = collection
     memory = Memory.from_config(settings)
     made = [memory.add(f"fact {n}", user_id="ana", infer=False)["results"][0]["id"] for n in range(5)]
-    memory.delete(made[0])
+    for memory_id in made[:deleted]:
+        memory.delete(memory_id)
     build.close_memory(memory)
-    deployment = type("D", (), {"config": config})()
+    return url, type("D", (), {"config": config})(), made
+
+
+def test_a_collection_name_postgres_would_fold_or_reject_unquoted_works_end_to_end(
+    tmp_path, pg_server
+):
+    """``My-Mem.0``: mem0 quotes it (sql.Identifier); every memsync statement must too."""
+    odd = "My-Mem.0"
+    url, deployment, made = named_deployment(tmp_path, pg_server, odd, deleted=1)
     checked = memsync(deployment, "check", "--json")
     assert checked.returncode == 0 and json.loads(checked.stdout)["counts"]["points"] == 4
     created = memsync(deployment, "snapshot", "create", "--json")
@@ -271,3 +279,28 @@ def test_mem0s_tables_in_another_schema_by_the_connection_strings_search_path(tm
         restored_ids = {r[0] for r in connection.execute("SELECT id::text FROM app.mem0")}
     assert restored_ids == set(made)
     assert memsync(deployment, "check").returncode == 0
+
+
+
+
+def test_erasure_reaches_the_pre_restore_table_of_a_long_collection_name(tmp_path, pg_server):
+    """A name whose ``_pre_restore_`` passes 54 bytes (42 bytes and more) was cut, with the
+    marker, and hashed: erasure and doctor never found the tables moved aside."""
+    long_name = "customer_support_agent_memories_production_eu"  # 45 bytes
+    url, deployment, made = named_deployment(tmp_path, pg_server, long_name)
+    created = memsync(deployment, "snapshot", "create", "--json")
+    snapshot_id = json.loads(created.stdout)["id"]
+    for _ in range(2):  # the second restore's aside needs its uniqueness number too
+        restored = memsync(deployment, "restore", snapshot_id, "--force", "--json")
+        assert restored.returncode == 0, restored.stderr
+    aside = sorted(tables(url) - {long_name})
+    assert len(aside) == 2 and all(len(name.encode()) <= 63 for name in aside)
+    assert all(made[0] in ids(url, name) for name in aside)
+    erased = memsync(deployment, "forget", made[0], "--erase", "--yes", "--json")
+    assert erased.returncode == 0, erased.stderr
+    purged = set(json.loads(erased.stdout)["erased"]["purged"])
+    assert set(aside) <= purged, purged
+    assert all(made[0] not in ids(url, name) for name in [long_name, *aside])
+    doctor = json.loads(memsync(deployment, "doctor", "--json").stdout)
+    listed = {r["path"] for r in doctor["results"] if r["code"] == "pre-restore-copy"}
+    assert {f"table {name}" for name in aside} <= listed, listed

@@ -59,17 +59,27 @@ _PRIMARY_KEY = """
 SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(quote_ident(%s)) AND contype = 'p'"""
 _ASIDE = """
 SELECT c.relname FROM pg_class c
-WHERE c.relkind = 'r' AND pg_table_is_visible(c.oid) AND starts_with(c.relname, %s)
+WHERE c.relkind = 'r' AND pg_table_is_visible(c.oid)
+  AND (starts_with(c.relname, %s) OR strpos(c.relname, %s) > 0)
 ORDER BY c.relname"""
 
 
 def name(base: str, suffix: str) -> str:
-    """``<base>_<suffix>`` as a PostgreSQL name: at most 63 bytes (cut, plus a hash). Pure."""
+    """``<base>_<suffix>`` as a PostgreSQL name of at most 63 bytes. Pure.
+
+    A longer one keeps ``suffix`` whole and cuts ``base``, adding a hash of all of ``base``
+    (``<cut base>_<hash>_<suffix>``): ``_pre_restore_<id>`` stays findable (``aside_marks``).
+    """
     whole = f"{base}_{suffix}"
     if len(whole.encode()) <= MAX_NAME_BYTES:
         return whole
-    digest = hashlib.sha256(whole.encode()).hexdigest()[:8]
-    return whole.encode()[: MAX_NAME_BYTES - 9].decode(errors="ignore") + "_" + digest
+    room = MAX_NAME_BYTES - len(suffix.encode()) - 10  # "_" + 8 hex digits + "_"
+    cut = base.encode()[: max(room, 0)].decode(errors="ignore")
+    return f"{cut}_{_digest(base)}_{suffix}"[-MAX_NAME_BYTES:]
+
+
+def _digest(base: str) -> str:
+    return hashlib.sha256(base.encode()).hexdigest()[:8]
 
 
 def tag(snapshot_id: str) -> str:
@@ -78,8 +88,13 @@ def tag(snapshot_id: str) -> str:
 
 
 def aside_prefix(table: str) -> str:
-    """The prefix of every table a restore moved ``table`` aside to. Pure."""
+    """The prefix of every table a restore moved ``table`` aside to, when its name fits. Pure."""
     return f"{table}_pre_restore_"
+
+
+def aside_marks(table: str) -> tuple[str, str]:
+    """(the prefix of a fitting aside name, the mark inside a cut one: ``_<hash>_pre_restore_``)."""
+    return aside_prefix(table), f"_{_digest(table)}_pre_restore_"
 
 
 def exists(connection: Any, table: str) -> bool:
@@ -339,7 +354,7 @@ def pre_restore_tables(connection: Any, tables: Sequence[str]) -> list[str]:
         return [
             row[0]
             for table in tables
-            for row in cursor.execute(_ASIDE, (aside_prefix(table),)).fetchall()
+            for row in cursor.execute(_ASIDE, aside_marks(table)).fetchall()
         ]
 
     found: list[str] = _run(connection, "listing pre-restore tables", work)
