@@ -8,9 +8,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -83,7 +82,6 @@ def test_a_tampered_schema_json_runs_no_sql_of_its_own_and_changes_nothing(
     assert pg_deployment.paths.history_db.read_bytes() == history
 
 
-
 def start(deployment: Any, *argv: str) -> subprocess.Popen[str]:
     """``memsync ARGV --config ...`` started in a subprocess (stdout and stderr piped)."""
     return subprocess.Popen(
@@ -126,7 +124,6 @@ def test_a_table_locked_by_another_session_fails_reads_in_time_naming_the_sessio
     assert not list((pg_deployment.paths.root / "snapshots").glob("*/manifest.json"))
 
 
-
 def named_deployment(tmp_path, pg_server, collection, deleted=0):
     """(url, deployment with ``.config``, memory ids) of 5 memories in table ``collection``."""
     from mem0 import Memory
@@ -144,7 +141,9 @@ def named_deployment(tmp_path, pg_server, collection, deleted=0):
     settings = build.mem0_config(paths, "memsync_hash")
     settings["vector_store"]["config"]["collection_name"] = collection
     memory = Memory.from_config(settings)
-    made = [memory.add(f"fact {n}", user_id="ana", infer=False)["results"][0]["id"] for n in range(5)]
+    made = [
+        memory.add(f"fact {n}", user_id="ana", infer=False)["results"][0]["id"] for n in range(5)
+    ]
     for memory_id in made[:deleted]:
         memory.delete(memory_id)
     build.close_memory(memory)
@@ -187,14 +186,14 @@ def test_a_bad_connection_string_is_a_config_error_that_never_shows_the_password
     pg_deployment.close()
     (pg_deployment.paths.root / "pg-url").write_text(secret + "\n")
     config = pg_deployment.config
-    config.write_text(config.read_text().replace("embedding_model_dims", f"{sslmode}\nembedding_model_dims"))
+    config.write_text(
+        config.read_text().replace("embedding_model_dims", f"{sslmode}\nembedding_model_dims")
+    )
     for argv in (["check"], ["snapshot", "create"], ["forget", "--user", "ana", "--yes"]):
         result = memsync(pg_deployment, *argv)
         assert result.returncode == 10, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and said in result.stderr
         assert "my secret" not in result.stderr and "Traceback" not in result.stderr
-
-
 
 
 def _rewrite(root: Path, relative: str, text: str | None) -> None:
@@ -258,16 +257,24 @@ def test_mem0s_tables_in_another_schema_by_the_connection_strings_search_path(tm
     url = postgres.fresh_database(pg_server, "search_path_schema")
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute("CREATE SCHEMA app")
-    paths = build.Paths(tmp_path / "dep", pg_url=make_conninfo(url, options="-c search_path=app,public"))
+    paths = build.Paths(
+        tmp_path / "dep", pg_url=make_conninfo(url, options="-c search_path=app,public")
+    )
     config = build.write_memsync_config(paths, embedder="memsync_hash")
     memory = build.open_memory(paths, embedder="memsync_hash")
-    made = [memory.add(f"fact {n}", user_id="ana", infer=False)["results"][0]["id"] for n in range(5)]
+    made = [
+        memory.add(f"fact {n}", user_id="ana", infer=False)["results"][0]["id"] for n in range(5)
+    ]
     build.close_memory(memory)
     deployment = type("D", (), {"config": config})()
     checked = memsync(deployment, "check", "--json")
-    assert checked.returncode == 0 and json.loads(checked.stdout)["counts"]["points"] == 5, checked.stdout
+    assert checked.returncode == 0 and json.loads(checked.stdout)["counts"]["points"] == 5, (
+        checked.stdout
+    )
     created = memsync(deployment, "snapshot", "create", "--json")
-    assert created.returncode == 0 and json.loads(created.stdout)["collections"]["mem0"]["points"] == 5
+    assert (
+        created.returncode == 0 and json.loads(created.stdout)["collections"]["mem0"]["points"] == 5
+    )
     snapshot_id = json.loads(created.stdout)["id"]
     restored = memsync(deployment, "restore", snapshot_id, "--force", "--json")
     assert restored.returncode == 0, restored.stderr
@@ -279,8 +286,6 @@ def test_mem0s_tables_in_another_schema_by_the_connection_strings_search_path(tm
         restored_ids = {r[0] for r in connection.execute("SELECT id::text FROM app.mem0")}
     assert restored_ids == set(made)
     assert memsync(deployment, "check").returncode == 0
-
-
 
 
 def test_erasure_reaches_the_pre_restore_table_of_a_long_collection_name(tmp_path, pg_server):

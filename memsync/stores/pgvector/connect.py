@@ -156,11 +156,11 @@ def connect(
 
 
 def _read_only_options(info: str, environ: Mapping[str, str]) -> str:
-    """libpq ``options`` for a read-only session: the deployment's own ones (the conninfo's,
-    else ``$PGOPTIONS``: a ``search_path`` naming mem0's schema) followed by memsync's. Pure.
+    """The ``options`` of a read-only session: the deployment's own, then memsync's. Pure.
 
-    Giving ``options`` replaces both, so they are carried over: without them memsync would look
-    for the tables in another schema than the app's.
+    The deployment's own are the conninfo's, else ``$PGOPTIONS`` (a ``search_path`` naming
+    mem0's schema). Giving ``options`` replaces both, so they are carried over: without them
+    memsync would look for the tables in another schema than the app's.
     """
     from psycopg.conninfo import conninfo_to_dict
 

@@ -171,7 +171,10 @@ def _read_table(cursor: psycopg.Cursor[Any], name: str) -> Table | None:
     if found is None:
         return None
     qualified, reltuples, size, vector_type = found
-    indexes = tuple(Index(*row) for row in cursor.execute(_INDEXES.format(definition=definition), (name,)).fetchall())
+    indexes = tuple(
+        Index(*row)
+        for row in cursor.execute(_INDEXES.format(definition=definition), (name,)).fetchall()
+    )
     return Table(
         qualified=qualified,
         size_bytes=int(size),

@@ -23,21 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from memsync.errors import TryLaterError, UnavailableError
+from memsync.stores.pgvector import ddl
 from memsync.stores.pgvector.connect import first_line
 
 MAX_NAME_BYTES = 63
 LOCK_TIMEOUT_S = 10
-_INDEX_DDL = re.compile(
-    r'^CREATE (?P<unique>UNIQUE )?INDEX (?P<name>"(?:[^"]|"")+"|\S+) ON (?:ONLY )?'
-    r'(?:"(?:[^"]|"")+"|\S+) (?P<rest>USING [a-z_][a-z0-9_]* \(.+)$',
-    re.DOTALL,
-)
-# a column type as format_type prints one (``uuid``, ``vector(384)``, ``character varying(20)``,
-# ``timestamp(6) with time zone``, ``public.vector(8)``, ``text[]``): words, typmods, no expression
-_TYPE = re.compile(
-    r"^[a-z_][a-z0-9_$]*(\.[a-z_][a-z0-9_$]*)?(\(\d+(,\d+)?\))?"
-    r"( [a-z_][a-z0-9_$]*(\(\d+(,\d+)?\))?)*(\[\])*$"
-)
 _EXISTS = "SELECT to_regclass(quote_ident(%s)) IS NOT NULL"
 _INDEX_NAMES = """
 SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
@@ -120,7 +110,8 @@ def load_table(
     from psycopg import sql
 
     columns = sql.SQL(", ").join(
-        sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(t)) for n, t in _columns(staged, shape)
+        sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(t))
+        for n, t in ddl.columns(staged, shape)
     )
     renames: dict[str, str] = {}
 
@@ -142,8 +133,8 @@ def load_table(
                 f"reading {csv_path} for {staged} failed: {error.strerror or error}",
                 "memsync snapshot verify ID names the damage; restore another snapshot",
             ) from None
-        for number, ddl in enumerate(shape.get("indexes") or []):
-            original, statement = _index_statement(ddl, staged, name(staged, f"i{number}"))
+        for number, ddl_text in enumerate(shape.get("indexes") or []):
+            original, statement = ddl.index_statement(ddl_text, staged, name(staged, f"i{number}"))
             renames[name(staged, f"i{number}")] = original
             cursor.execute(statement, prepare=True)
             if original.endswith("_pkey"):
@@ -157,58 +148,6 @@ def load_table(
 
     _run(connection, f"loading {staged}", work)
     return renames
-
-
-def _columns(staged: str, shape: dict[str, Any]) -> list[tuple[str, str]]:
-    """``schema.json``'s columns of a table as (name, type), each type a plain type name. Pure.
-
-    The type is the only text of a snapshot memsync puts into DDL as it is: anything but a
-    type name (a ``DEFAULT``, a ``GENERATED`` expression, a second statement) is refused.
-
-    Raises:
-        UnavailableError: the columns are missing or a type is not a type name.
-    """
-    columns = shape.get("columns")
-    indexes = shape.get("indexes", [])
-    if not isinstance(columns, list) or not columns or not isinstance(indexes, list):
-        raise UnavailableError(
-            f"the snapshot's schema.json has no column list for {staged}: it was altered",
-            "restore another snapshot (memsync snapshot verify ID names the damage)",
-        )
-    found = []
-    for column in columns:
-        kind = column.get("type") if isinstance(column, dict) else None
-        label = column.get("name") if isinstance(column, dict) else None
-        if not isinstance(label, str) or not isinstance(kind, str) or not _TYPE.match(kind):
-            raise UnavailableError(
-                f"the snapshot's schema.json gives {staged} a column {str(column)[:120]} "
-                "that is not a column name and type: it was altered; nothing was restored",
-                "restore another snapshot (memsync snapshot verify ID names the damage)",
-            )
-        found.append((label, kind))
-    return found
-
-
-def _index_statement(ddl: str, table: str, index: str) -> tuple[str, Any]:
-    """(the recorded index name, the DDL rewritten for ``index`` on ``table``). Pure."""
-    from psycopg import sql
-
-    found = _INDEX_DDL.match(ddl.strip()) if isinstance(ddl, str) else None
-    if found is None:
-        raise UnavailableError(
-            f"the snapshot's index definition is not one memsync can rebuild: {ddl[:120]}",
-            "restore it with pg_restore, or report the definition",
-        )
-    original = found["name"]
-    if original.startswith('"'):
-        original = original[1:-1].replace('""', '"')
-    statement = sql.SQL("CREATE {}INDEX {} ON {} {}").format(
-        sql.SQL("UNIQUE " if found["unique"] else ""),
-        sql.Identifier(index),
-        sql.Identifier(table),
-        sql.SQL(found["rest"]),  # the server's text; run prepared: one statement, nothing more
-    )
-    return original, statement
 
 
 def swap(connection: Any, tables: Sequence[dict[str, Any]]) -> list[str]:
