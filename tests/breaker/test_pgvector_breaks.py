@@ -73,6 +73,13 @@ def test_a_tampered_schema_json_runs_no_sql_of_its_own_and_changes_nothing(
     before_tables, before_ids = tables(url), ids(url, "mem0")
     history = pg_deployment.paths.history_db.read_bytes()
     tamper(pg_deployment, snapshot_id, edit)
+    verified = memsync(pg_deployment, "snapshot", "verify", snapshot_id, "--json")
+    assert verified.returncode in (3, 11), verified.stdout + verified.stderr  # 11: unreadable
+    if verified.returncode == 3:
+        failed = [
+            f for f in json.loads(verified.stdout)["findings"] if f["code"] == "integrity-failed"
+        ]
+        assert [f["path"] for f in failed] == ["pgvector/schema.json"], failed
     result = memsync(pg_deployment, "restore", snapshot_id, "--force")
     assert result.returncode == 11, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -21,7 +21,7 @@ from memsync.config import PGVectorSettings
 from memsync.errors import UnavailableError
 from memsync.model import CollectionInfo, EntityLink, Point
 from memsync.stores.locks import LockHolder
-from memsync.stores.pgvector import export, rows
+from memsync.stores.pgvector import ddl, export, rows
 from memsync.stores.pgvector.connect import connect, first_line, locked, where
 from memsync.stores.sqlite_files import CopyResult
 from memsync.stores.vector_store import StoredPoint, VectorCapture
@@ -362,6 +362,8 @@ class PgVector:
                 verdicts[str(table["file"])] = (
                     f"pgvector export {table['file']} is missing: schema.json lists it"
                 )
+            elif integrity and (why := ddl.problem(name, table)) is not None:
+                verdicts[export.SCHEMA_FILE] = why
         for name, copy in sorted(capture.copies.items()):
             shape = document["tables"].get(name, {})
             expected = shape.get("rows")

@@ -26,6 +26,7 @@ _INDEX_DDL = re.compile(
     r'(?:"(?:[^"]|"")+"|\S+) (?P<rest>USING [a-z_][a-z0-9_]* \(.+)$',
     re.DOTALL,
 )
+_LITERAL = re.compile(r"'(?:[^']|'')*'")
 HINT = "restore another snapshot (memsync snapshot verify ID names the damage)"
 
 
@@ -59,14 +60,21 @@ def columns(staged: str, shape: dict[str, Any]) -> list[tuple[str, str]]:
     return found
 
 
+def _match_index(text: Any) -> re.Match[str] | None:
+    """``_INDEX_DDL``'s match of one statement (no ``;`` outside a string literal), or None."""
+    if not isinstance(text, str) or ";" in _LITERAL.sub("", text):
+        return None
+    return _INDEX_DDL.match(text.strip())
+
+
 def index_statement(ddl: str, table: str, index: str) -> tuple[str, Any]:
     """(the recorded index name, the DDL rewritten for ``index`` on ``table``). Pure."""
     from psycopg import sql
 
-    found = _INDEX_DDL.match(ddl.strip()) if isinstance(ddl, str) else None
+    found = _match_index(ddl)
     if found is None:
         raise UnavailableError(
-            f"the snapshot's index definition is not one memsync can rebuild: {ddl[:120]}",
+            f"the snapshot's index definition is not one memsync can rebuild: {str(ddl)[:120]}",
             "restore it with pg_restore, or report the definition",
         )
     original = found["name"]
@@ -79,3 +87,23 @@ def index_statement(ddl: str, table: str, index: str) -> tuple[str, Any]:
         sql.SQL(found["rest"]),  # the server's text; run prepared: one statement, nothing more
     )
     return original, statement
+
+
+def problem(table: str, shape: Any) -> str | None:
+    """Why restore would refuse ``schema.json``'s ``shape`` of ``table``; None when it would not.
+
+    The checks of ``columns`` and ``index_statement``, for ``snapshot verify``. Pure.
+    """
+    try:
+        if not isinstance(shape, dict):
+            raise UnavailableError(f"the snapshot's schema.json has no description of {table}")
+        columns(table, shape)
+        for text in shape.get("indexes") or []:
+            if _match_index(text) is None:
+                raise UnavailableError(
+                    f"the snapshot's index definition is not one memsync can rebuild: "
+                    f"{str(text)[:120]}"
+                )
+    except UnavailableError as error:
+        return error.message
+    return None
