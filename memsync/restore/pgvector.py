@@ -114,7 +114,9 @@ def with_catalog(config: Config, tables: list[dict[str, Any]]) -> list[dict[str,
         for table in tables:
             aside, number = table["aside"], 1
             while load.exists(connection, aside):
-                aside = load.name(table["aside"], str(number))
+                # the number goes inside the suffix: a cut name keeps its _pre_restore_ mark
+                suffix = "pre_restore_" + table["aside"].rsplit("_pre_restore_", 1)[-1]
+                aside = load.name(table["live"], f"{suffix}_{number}")
                 number += 1
             done.append(
                 {**table, "aside": aside, "had_live": load.exists(connection, table["live"])}

@@ -21,8 +21,8 @@ from memsync.config import PGVectorSettings
 from memsync.errors import UnavailableError
 from memsync.model import CollectionInfo, EntityLink, Point
 from memsync.stores.locks import LockHolder
-from memsync.stores.pgvector import export, rows
-from memsync.stores.pgvector.connect import connect, first_line, where
+from memsync.stores.pgvector import ddl, export, rows
+from memsync.stores.pgvector.connect import connect, first_line, locked, where
 from memsync.stores.sqlite_files import CopyResult
 from memsync.stores.vector_store import StoredPoint, VectorCapture
 
@@ -120,6 +120,8 @@ class PgVector:
                         name: export.describe_table(cursor, name)
                         for name in (self.collection, self.entities_collection)
                     }
+            except psycopg.errors.LockNotAvailable:
+                raise locked(connection, self.collection, "reading the catalog") from None
             except psycopg.Error as error:
                 raise UnavailableError(
                     f"reading the catalog of {self.where} failed: {first_line(error)}"
@@ -241,6 +243,8 @@ class PgVector:
                                 else (),
                             )
                         )
+            except psycopg.errors.LockNotAvailable:
+                raise locked(connection, self.entities_collection, "reading") from None
             except psycopg.Error as error:
                 raise UnavailableError(
                     f"reading {self.entities_collection} on {self.where} failed: {first_line(error)}"
@@ -353,11 +357,21 @@ class PgVector:
             document = export.read_schema(capture.root) or {"tables": {}}
         except UnavailableError as error:
             return {export.SCHEMA_FILE: error.message}
+        for name, table in sorted(document["tables"].items()):
+            if integrity and name not in capture.copies:
+                verdicts[str(table["file"])] = (
+                    f"pgvector export {table['file']} is missing: schema.json lists it"
+                )
+            elif integrity and (why := ddl.problem(name, table)) is not None:
+                verdicts[export.SCHEMA_FILE] = why
         for name, copy in sorted(capture.copies.items()):
-            expected = document["tables"].get(name, {}).get("rows")
+            shape = document["tables"].get(name, {})
+            expected = shape.get("rows")
             try:
                 verdict = "ok"
                 if integrity:
+                    verdict = rows.header_verdict(copy.dest, shape.get("columns"))
+                if integrity and verdict == "ok":
                     found, last = rows.count_rows(copy.dest)
                     if expected is not None and found != expected:
                         verdict = (

@@ -144,6 +144,10 @@ def export(
                     duration_s=(finished - started).total_seconds(),
                     size_bytes=size,
                 )
+    except psycopg.errors.LockNotAvailable:
+        from memsync.stores.pgvector.connect import locked
+
+        raise locked(connection, table, "exporting the pgvector table") from None
     except psycopg.Error as error:
         from memsync.stores.pgvector.connect import first_line
 
@@ -217,13 +221,18 @@ def read_schema(root: Path) -> dict[str, Any] | None:
         raise UnavailableError(f"pgvector export schema {path} is not readable: {error}") from None
     tables = document.get("tables") if isinstance(document, dict) else None
     if not isinstance(tables, dict) or not all(
-        isinstance(t, dict) and isinstance(t.get("file"), str) and isinstance(t.get("rows"), int)
+        isinstance(t, dict) and _plain_name(t.get("file")) and isinstance(t.get("rows"), int)
         for t in tables.values()
     ):
         raise UnavailableError(
             f"pgvector export schema {path} is not a memsync export (format {SCHEMA_FORMAT})"
         )
     return dict(document)
+
+
+def _plain_name(file: Any) -> bool:
+    """Whether ``file`` names a file inside the export (no directory part, no ``..``). Pure."""
+    return isinstance(file, str) and file not in ("", ".", "..") and Path(file).name == file
 
 
 def pgvector_versions(root: Path) -> dict[str, str | None]:

@@ -26,12 +26,20 @@ if TYPE_CHECKING:
 LOCAL_HOSTS = frozenset({"localhost", ""})
 
 _TABLE = """
-SELECT c.oid::regclass::text, c.reltuples::bigint, pg_total_relation_size(c.oid),
+SELECT c.oid::regclass::text, c.reltuples::bigint, {size},
        (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
         WHERE a.attrelid = c.oid AND a.attname = 'vector' AND NOT a.attisdropped)
 FROM pg_class c WHERE c.oid = to_regclass(quote_ident(%s))"""
+_SIZE = "pg_total_relation_size(c.oid)"  # takes ACCESS SHARE: waits behind ALTER/VACUUM FULL
+# the size as of the last VACUUM/ANALYZE from the catalog alone (no lock): for a locked table
+_SIZE_UNLOCKED = """(c.relpages::bigint
+  + coalesce((SELECT t.relpages FROM pg_class t WHERE t.oid = c.reltoastrelid), 0)
+  + coalesce((SELECT sum(i.relpages) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+              WHERE x.indrelid = c.oid), 0)) * current_setting('block_size')::bigint"""
+# doctor must answer while a session holds the table locked (that session is what it reports)
+DOCTOR_LOCK_TIMEOUT_S = 2
 _INDEXES = """
-SELECT i.relname, am.amname, x.indisvalid, pg_get_indexdef(i.oid)
+SELECT i.relname, am.amname, x.indisvalid, {definition}
 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am am ON am.oid = i.relam
 WHERE x.indrelid = to_regclass(quote_ident(%s)) ORDER BY i.relname"""
 # Other sessions of this database with a transaction open: their snapshot holds back VACUUM.
@@ -52,7 +60,7 @@ class Index:
     name: str
     method: str
     valid: bool
-    definition: str
+    definition: str  # "" when the table was locked by another session (not read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,11 +158,23 @@ def read_health(
 
 
 def _read_table(cursor: psycopg.Cursor[Any], name: str) -> Table | None:
-    found = cursor.execute(_TABLE, (name,)).fetchone()
+    """The memory table; a table locked by another session is sized from the catalog."""
+    import psycopg
+
+    cursor.execute(f"SET lock_timeout = '{DOCTOR_LOCK_TIMEOUT_S}s'")
+    size, definition = _SIZE, "pg_get_indexdef(i.oid)"  # both wait for the table's lock
+    try:
+        found = cursor.execute(_TABLE.format(size=size), (name,)).fetchone()
+    except psycopg.errors.LockNotAvailable:  # autocommit: the session goes on
+        size, definition = _SIZE_UNLOCKED, "''"
+        found = cursor.execute(_TABLE.format(size=size), (name,)).fetchone()
     if found is None:
         return None
     qualified, reltuples, size, vector_type = found
-    indexes = tuple(Index(*row) for row in cursor.execute(_INDEXES, (name,)).fetchall())
+    indexes = tuple(
+        Index(*row)
+        for row in cursor.execute(_INDEXES.format(definition=definition), (name,)).fetchall()
+    )
     return Table(
         qualified=qualified,
         size_bytes=int(size),

@@ -23,15 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from memsync.errors import TryLaterError, UnavailableError
+from memsync.stores.pgvector import ddl
 from memsync.stores.pgvector.connect import first_line
 
 MAX_NAME_BYTES = 63
 LOCK_TIMEOUT_S = 10
-_INDEX_DDL = re.compile(
-    r'^CREATE (?P<unique>UNIQUE )?INDEX (?P<name>"(?:[^"]|"")+"|\S+) ON (?:ONLY )?'
-    r'(?:"(?:[^"]|"")+"|\S+) (?P<rest>USING .+)$',
-    re.DOTALL,
-)
 _EXISTS = "SELECT to_regclass(quote_ident(%s)) IS NOT NULL"
 _INDEX_NAMES = """
 SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
@@ -53,17 +49,27 @@ _PRIMARY_KEY = """
 SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(quote_ident(%s)) AND contype = 'p'"""
 _ASIDE = """
 SELECT c.relname FROM pg_class c
-WHERE c.relkind = 'r' AND pg_table_is_visible(c.oid) AND starts_with(c.relname, %s)
+WHERE c.relkind = 'r' AND pg_table_is_visible(c.oid)
+  AND (starts_with(c.relname, %s) OR strpos(c.relname, %s) > 0)
 ORDER BY c.relname"""
 
 
 def name(base: str, suffix: str) -> str:
-    """``<base>_<suffix>`` as a PostgreSQL name: at most 63 bytes (cut, plus a hash). Pure."""
+    """``<base>_<suffix>`` as a PostgreSQL name of at most 63 bytes. Pure.
+
+    A longer one keeps ``suffix`` whole and cuts ``base``, adding a hash of all of ``base``
+    (``<cut base>_<hash>_<suffix>``): ``_pre_restore_<id>`` stays findable (``aside_marks``).
+    """
     whole = f"{base}_{suffix}"
     if len(whole.encode()) <= MAX_NAME_BYTES:
         return whole
-    digest = hashlib.sha256(whole.encode()).hexdigest()[:8]
-    return whole.encode()[: MAX_NAME_BYTES - 9].decode(errors="ignore") + "_" + digest
+    room = MAX_NAME_BYTES - len(suffix.encode()) - 10  # "_" + 8 hex digits + "_"
+    cut = base.encode()[: max(room, 0)].decode(errors="ignore")
+    return f"{cut}_{_digest(base)}_{suffix}"[-MAX_NAME_BYTES:]
+
+
+def _digest(base: str) -> str:
+    return hashlib.sha256(base.encode()).hexdigest()[:8]
 
 
 def tag(snapshot_id: str) -> str:
@@ -72,8 +78,13 @@ def tag(snapshot_id: str) -> str:
 
 
 def aside_prefix(table: str) -> str:
-    """The prefix of every table a restore moved ``table`` aside to. Pure."""
+    """The prefix of every table a restore moved ``table`` aside to, when its name fits. Pure."""
     return f"{table}_pre_restore_"
+
+
+def aside_marks(table: str) -> tuple[str, str]:
+    """(the prefix of a fitting aside name, the mark inside a cut one: ``_<hash>_pre_restore_``)."""
+    return aside_prefix(table), f"_{_digest(table)}_pre_restore_"
 
 
 def exists(connection: Any, table: str) -> bool:
@@ -94,19 +105,22 @@ def load_table(
 
     Raises:
         UnavailableError: a statement fails (the message names the table and the server's error).
-        TryLaterError: reading ``csv_path`` fails.
+        UnavailableError: reading ``csv_path`` fails (missing, unreadable).
     """
     from psycopg import sql
 
     columns = sql.SQL(", ").join(
-        sql.SQL("{} {}").format(sql.Identifier(c["name"]), sql.SQL(c["type"]))
-        for c in shape["columns"]
+        sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(t))
+        for n, t in ddl.columns(staged, shape)
     )
     renames: dict[str, str] = {}
 
     def work(cursor: Any) -> None:
         cursor.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(staged)))
-        cursor.execute(sql.SQL("CREATE TABLE {} ({})").format(sql.Identifier(staged), columns))
+        # prepared: the server runs exactly one statement (a snapshot's text cannot add another)
+        cursor.execute(
+            sql.SQL("CREATE TABLE {} ({})").format(sql.Identifier(staged), columns), prepare=True
+        )
         statement = sql.SQL("COPY {} FROM STDIN (FORMAT csv, HEADER)").format(
             sql.Identifier(staged)
         )
@@ -114,12 +128,15 @@ def load_table(
             with csv_path.open("rb") as source, cursor.copy(statement) as copy:
                 while block := source.read(1 << 20):
                     copy.write(block)
-        except OSError as error:
-            raise TryLaterError(f"reading {csv_path} for {staged} failed: {error}") from error
-        for number, ddl in enumerate(shape.get("indexes", [])):
-            original, statement = _index_statement(ddl, staged, name(staged, f"i{number}"))
+        except OSError as error:  # the snapshot's file: missing or unreadable (exit 11)
+            raise UnavailableError(
+                f"reading {csv_path} for {staged} failed: {error.strerror or error}",
+                "memsync snapshot verify ID names the damage; restore another snapshot",
+            ) from None
+        for number, ddl_text in enumerate(shape.get("indexes") or []):
+            original, statement = ddl.index_statement(ddl_text, staged, name(staged, f"i{number}"))
             renames[name(staged, f"i{number}")] = original
-            cursor.execute(statement)
+            cursor.execute(statement, prepare=True)
             if original.endswith("_pkey"):
                 index = sql.Identifier(name(staged, f"i{number}"))
                 cursor.execute(
@@ -131,28 +148,6 @@ def load_table(
 
     _run(connection, f"loading {staged}", work)
     return renames
-
-
-def _index_statement(ddl: str, table: str, index: str) -> tuple[str, Any]:
-    """(the recorded index name, the DDL rewritten for ``index`` on ``table``). Pure."""
-    from psycopg import sql
-
-    found = _INDEX_DDL.match(ddl.strip())
-    if found is None:
-        raise UnavailableError(
-            f"the snapshot's index definition is not one memsync can rebuild: {ddl[:120]}",
-            "restore it with pg_restore, or report the definition",
-        )
-    original = found["name"]
-    if original.startswith('"'):
-        original = original[1:-1].replace('""', '"')
-    statement = sql.SQL("CREATE {}INDEX {} ON {} {}").format(
-        sql.SQL("UNIQUE " if found["unique"] else ""),
-        sql.Identifier(index),
-        sql.Identifier(table),
-        sql.SQL(found["rest"]),  # the server's own text, from a verified snapshot
-    )
-    return original, statement
 
 
 def swap(connection: Any, tables: Sequence[dict[str, Any]]) -> list[str]:
@@ -298,7 +293,7 @@ def pre_restore_tables(connection: Any, tables: Sequence[str]) -> list[str]:
         return [
             row[0]
             for table in tables
-            for row in cursor.execute(_ASIDE, (aside_prefix(table),)).fetchall()
+            for row in cursor.execute(_ASIDE, aside_marks(table)).fetchall()
         ]
 
     found: list[str] = _run(connection, "listing pre-restore tables", work)
@@ -348,6 +343,12 @@ def _run(connection: Any, what: str, work: Callable[[Any], Any]) -> Any:
             f"{what}: a lock on the tables was not granted within {LOCK_TIMEOUT_S} s "
             f"({first_line(error)})",
             "a session holds a transaction open on mem0's tables (pg_stat_activity); run again",
+        ) from None
+    except psycopg.errors.DataError as error:  # the snapshot's data, not the role's rights
+        raise UnavailableError(
+            f"{what} failed: {first_line(error)}",
+            "the snapshot's export does not load: memsync snapshot verify ID, or restore "
+            "another snapshot",
         ) from None
     except psycopg.Error as error:
         raise UnavailableError(

@@ -120,6 +120,26 @@ def iter_points(path: Path, keys: frozenset[str] | None = None) -> Iterator[Poin
         yield Point(id=point_id, payload=payload, vector_size=size)
 
 
+def header_verdict(path: Path, columns: Any) -> str:
+    """``"ok"`` when the file's header names ``schema.json``'s ``columns`` in order, else why not.
+
+    A header of other columns cannot be loaded back (``COPY ... FROM`` takes the table's
+    columns). Reads the first CSV record only. Raises UnavailableError when unreadable.
+    """
+    names = [c.get("name") for c in columns] if isinstance(columns, list) else None
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            header = next(csv.reader(handle), None)
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise UnavailableError(f"pgvector export {path} is not readable: {error}") from None
+    if names is None or header == names:
+        return "ok"
+    return (
+        f"pgvector export {path.name} has the columns {header}, but its schema.json "
+        f"records {names}: the file or schema.json was altered"
+    )
+
+
 def count_rows(path: Path) -> tuple[int, int]:
     """(data rows, line number of the last row) of an export file (header: line 1).
 
