@@ -7,8 +7,9 @@ is strict (TOML types, no coercion: ``"3"`` is not an integer, ``true`` is not a
 Relative paths resolve against the config file's directory and ``~`` against ``$HOME``, both
 given in the validation context (``{"base_dir": Path, "home": Path}``).
 
-The ``[mem0]`` models declare only the keys memsync reads from mem0's own dict (mem0ai 2.2.1
-``mem0/configs``); every other key there is mem0's and passes through unchecked.
+The ``[mem0]`` models (``memsync.config.mem0_settings``) declare only the keys memsync reads
+from mem0's own dict (mem0ai 2.2.1 ``mem0/configs``); every other key there is mem0's and
+passes through unchecked.
 """
 
 from __future__ import annotations
@@ -16,41 +17,49 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import time, timedelta
-from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    InstanceOf,
-    ValidationInfo,
-    field_validator,
 )
 
 from memsync.config.fields import (
     _BUCKET_NAME,
-    _COLLECTION_NAME,
     AppriseUrl,
     ConfigPath,
     Duration,
     HttpUrl,
-    Mem0Path,
     TimeOfDay,
     _file_mode,
     _matching,
-    _OrEmpty,
     _plugins,
     _problem,
     _time_zone,
     key,
 )
-from memsync.config.mem0_dict import Secret
+from memsync.config.mem0_settings import (
+    MEM0_DEFAULT_COLLECTION,
+    MEM0_DEFAULT_DIMS,
+    MEM0_DEFAULT_QDRANT_PATH,
+    EmbedderConfigSettings,
+    EmbedderSettings,
+    Mem0Settings,
+    PGVectorSettings,
+    QdrantSettings,
+    VectorStoreSettings,
+    pgvector_problems,
+)
 
-MEM0_DEFAULT_QDRANT_PATH = "/tmp/qdrant"  # noqa: S108 - mem0ai 2.2.1 QdrantConfig.path
-MEM0_DEFAULT_COLLECTION = "mem0"
-MEM0_DEFAULT_DIMS = 1536
+__all__ = [
+    "MEM0_DEFAULT_COLLECTION", "MEM0_DEFAULT_DIMS", "MEM0_DEFAULT_QDRANT_PATH", "AppConfig",
+    "ConfigFile", "DaemonConfig", "EmbedderConfigSettings", "EmbedderSettings", "JobSchedule",
+    "Mem0Settings", "PGVectorSettings", "QdrantSettings", "S3Config", "SnapshotConfig",
+    "VectorStoreSettings", "find_cross_field_problems",
+]  # fmt: skip
+
 JOB_NAMES = ("check", "prune", "snapshot", "retention", "verify")
 
 
@@ -58,127 +67,6 @@ class _Section(BaseModel):
     """A memsync-owned table: strict TOML types, unknown keys refused, frozen."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-
-
-class _Mem0Section(BaseModel):
-    """A table of mem0's own dict: only the keys memsync reads are checked."""
-
-    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
-
-
-class QdrantSettings(_Mem0Section):
-    """``[mem0.vector_store.config]``: mem0's QdrantConfig (embedded mode only)."""
-
-    path: Mem0Path = key(
-        Path(MEM0_DEFAULT_QDRANT_PATH),
-        "absolute path of the embedded Qdrant (doctor flags /tmp and tmpfs)",
-    )
-    collection_name: Annotated[str, _matching(_COLLECTION_NAME, "invalid collection name")] = key(
-        MEM0_DEFAULT_COLLECTION, "the memory collection (mem0 adds `<name>_entities`)"
-    )
-    embedding_model_dims: int = key(MEM0_DEFAULT_DIMS, "the collection's vector size", gt=0)
-    on_disk: bool = key(
-        False, "keep vectors on disk; mem0ai < 1.0.8 deletes the directory at start without it"
-    )
-
-
-_SecretText = str | InstanceOf[Secret]
-
-
-class PGVectorSettings(_Mem0Section):
-    """``[mem0.vector_store.config]`` with ``provider = "pgvector"``: mem0's PGVectorConfig.
-
-    mem0ai 2.2.1 ``mem0/configs/vector_stores/pgvector.py``: ``connection_string`` wins over
-    the separate keys; mem0 needs ``user``/``password`` and ``host``/``port`` without it.
-    """
-
-    provider_label: ClassVar[str] = 'provider = "pgvector"'
-
-    dbname: str = key("postgres", "the database")
-    collection_name: Annotated[str, _matching(_COLLECTION_NAME, "invalid collection name")] = key(
-        MEM0_DEFAULT_COLLECTION, "the memory table (mem0 adds `<name>_entities`)"
-    )
-    embedding_model_dims: int = key(MEM0_DEFAULT_DIMS, "the column's vector size", gt=0)
-    user: str | None = key(None, "the database role")
-    password: _SecretText | None = key(
-        None,
-        'the role\'s password: `{env = "NAME"}` or `{file = "PATH"}` (inline is a doctor warning)',
-        toml='string or {env = "NAME"} / {file = "PATH"}',
-        secret=True,
-    )
-    host: str | None = key(None, "the server's host name, or a Unix socket directory")
-    port: int | None = key(None, "the server's port", gt=0, lt=65536)
-    hnsw: bool = key(True, "mem0 creates an HNSW index (vector_cosine_ops)")
-    diskann: bool = key(False, "mem0 creates a DiskANN index (needs pgvectorscale)")
-    sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] | None = (
-        key(None, "libpq's sslmode")
-    )
-    connection_string: _SecretText | None = key(
-        None,
-        "a libpq URI or key=value string; wins over the separate keys",
-        toml='string or {env = "NAME"} / {file = "PATH"}',
-        secret=True,
-    )
-
-
-class VectorStoreSettings(_Mem0Section):
-    """``[mem0.vector_store]``: which vector store mem0 uses."""
-
-    provider: Literal["qdrant", "pgvector"] = key(
-        "qdrant", "embedded Qdrant (`path`) or Postgres with pgvector"
-    )
-    config: Annotated[QdrantSettings | PGVectorSettings, _OrEmpty] = Field(
-        default_factory=QdrantSettings,
-        description="mem0's QdrantConfig, or its PGVectorConfig with provider pgvector",
-    )
-
-    @field_validator("config", mode="before")
-    @classmethod
-    def _config_of_provider(cls, value: Any, info: ValidationInfo) -> Any:
-        """Validate ``config`` as the provider's model (a dict alone would match either).
-
-        ``provider`` is declared first, so it is in ``info.data`` when it is valid (embedded
-        Qdrant's model when it is not: its problems are still reported).
-        """
-        if not isinstance(value, Mapping):
-            return value  # the field's own check reports it
-        model = PGVectorSettings if info.data.get("provider") == "pgvector" else QdrantSettings
-        return model.model_validate(value, context=info.context)
-
-    @property
-    def pgvector(self) -> PGVectorSettings | None:
-        """The pgvector settings, or None for embedded Qdrant."""
-        return self.config if isinstance(self.config, PGVectorSettings) else None
-
-
-class EmbedderConfigSettings(_Mem0Section):
-    """``[mem0.embedder.config]``: the embedder's settings."""
-
-    embedding_dims: int | None = key(
-        None, "when set, every collection's vector size must match it too", gt=0
-    )
-
-
-class EmbedderSettings(_Mem0Section):
-    """``[mem0.embedder]``: mem0's embedder."""
-
-    config: Annotated[EmbedderConfigSettings, _OrEmpty] = Field(
-        default_factory=EmbedderConfigSettings, description="the embedder's config"
-    )
-
-
-class Mem0Settings(_Mem0Section):
-    """``[mem0]``: the dict the app passes to ``mem0.Memory.from_config`` (mem0ai 2.2.1 keys)."""
-
-    history_db_path: Mem0Path | None = key(
-        None, "mem0's history database (absolute)", shown="`<mem0_dir>/history.db`"
-    )
-    vector_store: Annotated[VectorStoreSettings, _OrEmpty] = Field(
-        default_factory=VectorStoreSettings, description="mem0's vector store"
-    )
-    embedder: Annotated[EmbedderSettings, _OrEmpty] = Field(
-        default_factory=EmbedderSettings, description="mem0's embedder"
-    )
 
 
 class SnapshotConfig(_Section):
@@ -459,7 +347,7 @@ def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
             "yet; memsync works on embedded Qdrant (path) and pgvector"
         )
     if provider == "pgvector" and isinstance(store_config, Mapping):
-        problems += _pgvector_problems(store_config)
+        problems += pgvector_problems(store_config)
     s3 = raw.get("s3")
     if isinstance(s3, Mapping) and s3.get("sse") == "aws:kms" and not s3.get("sse_kms_key_id"):
         problems.append("s3.sse_kms_key_id: required when s3.sse is 'aws:kms'")
@@ -474,17 +362,4 @@ def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
     if len(given) == 1:
         other = "start_command" if given == ["stop_command"] else "stop_command"
         problems.append(f"app.{other}: required with app.{given[0]} (a window needs both)")
-    return problems
-
-
-def _pgvector_problems(config: Mapping[str, Any]) -> list[str]:
-    """mem0ai 2.2.1 PGVectorConfig's own rule: without connection_string, the separate keys."""
-    if config.get("connection_string") is not None or config.get("connection_pool") is not None:
-        return []
-    where = "mem0.vector_store.config"
-    problems = []
-    if not config.get("user") and not config.get("password"):
-        problems.append(f"{where}.user: user and password are required without connection_string")
-    if not config.get("host") and not config.get("port"):
-        problems.append(f"{where}.host: host and port are required without connection_string")
     return problems
