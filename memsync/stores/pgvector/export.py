@@ -122,28 +122,9 @@ def export(
             document["versions"] = versions(cursor)  # the first statement: the snapshot is taken
             document["exported_at"] = started.isoformat()
             for table in tables:
-                shape = describe_table(cursor, table)
-                if shape is None:
-                    continue
-                target = dest / file_of(table)
-                statement, full = _copy_statement(table, shape["columns"], vectors)
-                rows, size = _copy_out(cursor, statement, target)
-                finished = datetime.now(UTC)
-                document["tables"][table] = {
-                    **shape,
-                    "rows": rows,
-                    "file": file_of(table),
-                    "file_bytes": size,
-                    "vectors": full,
-                }
-                copies[table] = CopyResult(
-                    source=Path(shape["qualified"]),
-                    dest=target,
-                    started_at=started,
-                    finished_at=finished,
-                    duration_s=(finished - started).total_seconds(),
-                    size_bytes=size,
-                )
+                exported = _export_table(cursor, table, dest, started, vectors)
+                if exported is not None:
+                    document["tables"][table], copies[table] = exported
     except psycopg.errors.LockNotAvailable:
         from memsync.stores.pgvector.connect import locked
 
@@ -157,6 +138,29 @@ def export(
         ) from None
     write_schema(dest, document)
     return document, copies
+
+
+def _export_table(
+    cursor: psycopg.Cursor[Any], table: str, dest: Path, started: datetime, vectors: bool
+) -> tuple[dict[str, Any], CopyResult] | None:
+    """One table's COPY into ``dest`` inside the open transaction: its schema entry and copy."""
+    shape = describe_table(cursor, table)
+    if shape is None:
+        return None
+    target = dest / file_of(table)
+    statement, full = _copy_statement(table, shape["columns"], vectors)
+    rows, size = _copy_out(cursor, statement, target)
+    finished = datetime.now(UTC)
+    entry = {**shape, "rows": rows, "file": file_of(table), "file_bytes": size, "vectors": full}
+    copy = CopyResult(
+        source=Path(shape["qualified"]),
+        dest=target,
+        started_at=started,
+        finished_at=finished,
+        duration_s=(finished - started).total_seconds(),
+        size_bytes=size,
+    )
+    return entry, copy
 
 
 def _copy_statement(table: str, columns: list[dict[str, str]], vectors: bool) -> tuple[Any, bool]:

@@ -120,13 +120,16 @@ def iter_points(path: Path, keys: frozenset[str] | None = None) -> Iterator[Poin
         yield Point(id=point_id, payload=payload, vector_size=size)
 
 
-def header_verdict(path: Path, columns: Any) -> str:
+def header_verdict(path: Path, columns: Any, *, vectors: bool = True) -> str:
     """``"ok"`` when the file's header names ``schema.json``'s ``columns`` in order, else why not.
 
     A header of other columns cannot be loaded back (``COPY ... FROM`` takes the table's
-    columns). Reads the first CSV record only. Raises UnavailableError when unreadable.
+    columns). ``vectors=False``: an inventory-only export, whose ``vector`` column is exported
+    as ``vector_dims``. Reads the first CSV record only. Raises UnavailableError when unreadable.
     """
     names = [c.get("name") for c in columns] if isinstance(columns, list) else None
+    if names is not None and not vectors:
+        names = ["vector_dims" if name == "vector" else name for name in names]
     try:
         with path.open(encoding="utf-8", newline="") as handle:
             header = next(csv.reader(handle), None)
