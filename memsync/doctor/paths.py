@@ -66,40 +66,37 @@ def _telemetry_location(config: Config) -> Path | None:
     return None if config.pgvector is not None else telemetry_store_for(config).location
 
 
-def _probe_one_path(label: str, path: Path, precious: bool, required: bool) -> list[DoctorResult]:
+def _probe_mount(label: str, path: Path, precious: bool) -> DoctorResult:
+    """The filesystem under ``path``: tmpfs (a reboot wipes it), a container layer, or fine."""
     mountpoint, fstype, _device = locks.mount_of(path)
-    results = []
     if fstype in VOLATILE_FS:
-        results.append(
-            DoctorResult(
-                code="path-volatile",
-                status=ERROR if precious else WARNING,
-                path=str(path),
-                message=f"{label} is on {fstype} ({mountpoint}): a reboot wipes it",
-                fix="move it to persistent storage (docs/how-to/move-store-off-tmp.md)",
-            )
+        return DoctorResult(
+            code="path-volatile",
+            status=ERROR if precious else WARNING,
+            path=str(path),
+            message=f"{label} is on {fstype} ({mountpoint}): a reboot wipes it",
+            fix="move it to persistent storage (docs/how-to/move-store-off-tmp.md)",
         )
-    elif fstype in CONTAINER_LAYER_FS and label == "history.db":
-        results.append(
-            DoctorResult(
-                code="path-volatile",
-                status=ERROR,
-                path=str(path),
-                message=f"{label} is on {fstype} ({mountpoint}), a container's writable layer: "
-                "removing or rescheduling the container loses every history event",
-                fix="mount a volume (a PersistentVolumeClaim on Kubernetes) at its directory "
-                "and set history_db_path there",
-            )
+    if fstype in CONTAINER_LAYER_FS and label == "history.db":
+        return DoctorResult(
+            code="path-volatile",
+            status=ERROR,
+            path=str(path),
+            message=f"{label} is on {fstype} ({mountpoint}), a container's writable layer: "
+            "removing or rescheduling the container loses every history event",
+            fix="mount a volume (a PersistentVolumeClaim on Kubernetes) at its directory "
+            "and set history_db_path there",
         )
-    else:
-        results.append(
-            DoctorResult(
-                code="path-mount",
-                status=OK,
-                path=str(path),
-                message=f"{label} is on {fstype} mounted at {mountpoint}",
-            )
-        )
+    return DoctorResult(
+        code="path-mount",
+        status=OK,
+        path=str(path),
+        message=f"{label} is on {fstype} mounted at {mountpoint}",
+    )
+
+
+def _probe_one_path(label: str, path: Path, precious: bool, required: bool) -> list[DoctorResult]:
+    results = [_probe_mount(label, path, precious)]
     if precious and _under_tmp(path):
         results.append(
             DoctorResult(

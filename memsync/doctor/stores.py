@@ -10,7 +10,7 @@ from pathlib import Path
 from memsync import findings
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
-from memsync.model import CheckReport, DoctorResult, Severity
+from memsync.model import CheckReport, CollectionInfo, DoctorResult, Severity
 from memsync.stores.deployment import Captured
 from memsync.stores.sqlite_files import SLOW_READ_S, SQLITE_VERSION, header_journal_mode, integrity
 
@@ -113,31 +113,11 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
         )
         for name, files in sorted(captured.vectors.legacy_files.items())
     ]
-    for name, info in sorted(captured.collections.items()):
-        if name not in (config.collection, config.entities_collection):
-            continue
-        wrong = [
-            f"{key} = {size}" for key, size in config.expected_dims if size != info.vector_size
-        ]
-        distance_ok = info.distance in (None, "Cosine")
-        status = ERROR if wrong else OK if distance_ok else WARNING
-        message = (
-            f"collection {name!r}: vector size {info.vector_size or 'not recorded'}, "
-            f"distance {info.distance or 'not recorded'}"
-        )
-        if wrong:
-            message += f", but the config says {', '.join(wrong)}"
-        elif not distance_ok:
-            message += " (mem0 creates Cosine collections)"
-        results.append(
-            DoctorResult(
-                code="collection-params",
-                status=status,
-                path=str(captured.store.collection_file(name)),
-                message=message,
-                fix="set embedding_model_dims to the collection's size" if wrong else None,
-            )
-        )
+    results += [
+        _collection_params(config, captured, name, info)
+        for name, info in sorted(captured.collections.items())
+        if name in (config.collection, config.entities_collection)
+    ]
     if config.collection not in captured.collections:
         results.append(
             DoctorResult(
@@ -148,6 +128,29 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
             )
         )
     return results
+
+
+def _collection_params(
+    config: Config, captured: Captured, name: str, info: CollectionInfo
+) -> DoctorResult:
+    """One collection's vector size and distance against the config's sizes."""
+    wrong = [f"{key} = {size}" for key, size in config.expected_dims if size != info.vector_size]
+    distance_ok = info.distance in (None, "Cosine")
+    message = (
+        f"collection {name!r}: vector size {info.vector_size or 'not recorded'}, "
+        f"distance {info.distance or 'not recorded'}"
+    )
+    if wrong:
+        message += f", but the config says {', '.join(wrong)}"
+    elif not distance_ok:
+        message += " (mem0 creates Cosine collections)"
+    return DoctorResult(
+        code="collection-params",
+        status=ERROR if wrong else OK if distance_ok else WARNING,
+        path=str(captured.store.collection_file(name)),
+        message=message,
+        fix="set embedding_model_dims to the collection's size" if wrong else None,
+    )
 
 
 def check_results(report: CheckReport, server_store: bool = False) -> list[DoctorResult]:

@@ -188,14 +188,9 @@ def run_restore(
             recovered=recovered,
             chosen=chosen,
         )
-        if has_data(config):
-            if if_empty:
-                return replace(planned, skipped=True)
-            if not force and not dry_run:
-                raise UsageError(
-                    "the deployment has data: a restore would replace it",
-                    "pass --force (the current files are moved aside, never deleted)",
-                )
+        if has_data(config) and if_empty:
+            return replace(planned, skipped=True)
+        _require_force(config, force or dry_run)
         if dry_run:
             route = pg_restore.would_route(config) if config.pgvector is not None else "direct"
             return replace(planned, moves=tuple(_existing(config, moves)), route=route)
@@ -209,6 +204,15 @@ def run_restore(
     report = check.run_check(config, now)
     logger.info("restore_finished", snapshot_id=snapshot_id, errors=report.count(Severity.ERROR))
     return replace(planned, moves=tuple(moves), check=report, moved_aside=aside, route=taken.route)
+
+
+def _require_force(config: Config, given: bool) -> None:
+    """Raise UsageError (exit 2) when the deployment has data and --force was not given."""
+    if not given and has_data(config):
+        raise UsageError(
+            "the deployment has data: a restore would replace it",
+            "pass --force (the current files are moved aside, never deleted)",
+        )
 
 
 def _put_tables_in_place(

@@ -88,6 +88,14 @@ def build_manifest(
     )
 
 
+def _with_backend(manifest: Manifest, captured: deployment.Captured) -> Manifest:
+    """A pgvector snapshot's manifest: ``mode`` ``"pgvector"`` and the server's versions."""
+    if captured.store.kind != "pgvector":
+        return manifest
+    server = pgvector_versions(captured.vectors.root)
+    return replace(manifest, mode="pgvector", versions={**manifest.versions, **server})
+
+
 def unsettled(report: CheckReport) -> list[str]:
     """The memory ids of the report's ``in-flight`` findings, sorted and unique. Pure.
 
@@ -300,9 +308,7 @@ def finish_directory(
     )
     if quiesced is not None:
         manifest = replace(manifest, quiesced=quiesced)
-    if captured.store.kind == "pgvector":  # its export's layout, and the server's versions
-        server = pgvector_versions(captured.vectors.root)
-        manifest = replace(manifest, mode="pgvector", versions={**manifest.versions, **server})
+    manifest = _with_backend(manifest, captured)
     manifest = replace(  # the mass-deletion tripwire's counts (memsync.snapshot.tripwire)
         manifest, scopes=count_scopes(p.payload for p in inventory.points.values())
     )
