@@ -42,7 +42,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 DIMS = 384
 POOL = 4096
@@ -130,21 +132,7 @@ def generate(root: Path, url: str, size: int, hnsw: bool) -> dict[str, float]:
     """Load ``size`` rows into table mem0 and write history.db; seconds per step."""
     import psycopg
 
-    rng = random.Random(13)
-    vectors = pool(rng)
-    history = root / "mem0" / "history.db"
-    history.parent.mkdir(parents=True, exist_ok=True)
-    history.unlink(missing_ok=True)
-    db = sqlite3.connect(history)
-    db.execute(
-        "CREATE TABLE history (id TEXT PRIMARY KEY, memory_id TEXT, old_memory TEXT, new_memory TEXT, "
-        "event TEXT, created_at DATETIME, updated_at DATETIME, is_deleted INTEGER, actor_id TEXT, role TEXT)"
-    )
-    db.execute(
-        "CREATE TABLE messages (id TEXT PRIMARY KEY, session_scope TEXT, role TEXT, content TEXT, "
-        "name TEXT, created_at DATETIME)"
-    )
-    now = "2026-01-01T00:00:00+00:00"
+    db = _history_db(root / "mem0" / "history.db")
     steps: dict[str, float] = {}
     started = time.perf_counter()
     with psycopg.connect(url, autocommit=True) as connection:
@@ -157,66 +145,90 @@ def generate(root: Path, url: str, size: int, hnsw: bool) -> dict[str, float]:
         ):
             buffer = _Buffer()
             writer = csv.writer(buffer)
-            rows: list[tuple] = []
-            for index in range(size):
-                memory_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
-                text = f"user fact number {index}: prefers tea {rng.randrange(10**9)}"
-                final = text + " (updated)" if index % 10 == 0 else text
-                payload = {
-                    "user_id": f"user-{index % 50}",
-                    "role": "user",
-                    "data": final,
-                    "hash": hashlib.md5(final.encode()).hexdigest(),
-                    "created_at": now,
-                    "updated_at": now,
-                    "text_lemmatized": final,
-                }
-                writer.writerow((memory_id, vectors[index % POOL], json.dumps(payload)))
-                rows.append(
-                    (str(uuid.uuid4()), memory_id, None, text, "ADD", now, now, 0, None, "user")
-                )
-                if final != text:
-                    rows.append(
-                        (
-                            str(uuid.uuid4()),
-                            memory_id,
-                            text,
-                            final,
-                            "UPDATE",
-                            now,
-                            now,
-                            0,
-                            None,
-                            "user",
-                        )
-                    )
-                if len(rows) >= 20_000:
+            events: list[tuple] = []
+            for row, history in _memories(size):
+                writer.writerow(row)
+                events += history
+                if len(events) >= 20_000:
                     copy.write(buffer.take())
-                    with db:
-                        db.executemany("INSERT INTO history VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
-                    rows.clear()
+                    _insert_history(db, events)
             copy.write(buffer.take())
-            with db:
-                db.executemany("INSERT INTO history VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+            _insert_history(db, events)
         steps["load_s"] = time.perf_counter() - started
-        connection.execute("SET maintenance_work_mem = '1GB'")
-        if hnsw:
-            started = time.perf_counter()
-            connection.execute(
-                "CREATE INDEX IF NOT EXISTS mem0_hnsw_idx ON mem0 USING hnsw (vector vector_cosine_ops)"
+        steps.update(_indexes(connection, hnsw))
+    db.close()
+    return steps
+
+
+def _history_db(history: Path) -> sqlite3.Connection:
+    """A new history.db with mem0ai 2.2.1's tables."""
+    history.parent.mkdir(parents=True, exist_ok=True)
+    history.unlink(missing_ok=True)
+    db = sqlite3.connect(history)
+    db.execute(
+        "CREATE TABLE history (id TEXT PRIMARY KEY, memory_id TEXT, old_memory TEXT, new_memory TEXT, "
+        "event TEXT, created_at DATETIME, updated_at DATETIME, is_deleted INTEGER, actor_id TEXT, role TEXT)"
+    )
+    db.execute(
+        "CREATE TABLE messages (id TEXT PRIMARY KEY, session_scope TEXT, role TEXT, content TEXT, "
+        "name TEXT, created_at DATETIME)"
+    )
+    return db
+
+
+def _insert_history(db: sqlite3.Connection, events: list[tuple]) -> None:
+    """Write ``events`` in one transaction and empty the list."""
+    with db:
+        db.executemany("INSERT INTO history VALUES (?,?,?,?,?,?,?,?,?,?)", events)
+    events.clear()
+
+
+def _memories(size: int) -> Iterator[tuple[tuple[str, str, str], list[tuple]]]:
+    """Each memory's table row (id, vector text, payload JSON) and its history events."""
+    rng = random.Random(13)
+    vectors = pool(rng)
+    now = "2026-01-01T00:00:00+00:00"
+    for index in range(size):
+        memory_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        text = f"user fact number {index}: prefers tea {rng.randrange(10**9)}"
+        final = text + " (updated)" if index % 10 == 0 else text
+        payload = {
+            "user_id": f"user-{index % 50}",
+            "role": "user",
+            "data": final,
+            "hash": hashlib.md5(final.encode()).hexdigest(),
+            "created_at": now,
+            "updated_at": now,
+            "text_lemmatized": final,
+        }
+        events = [(str(uuid.uuid4()), memory_id, None, text, "ADD", now, now, 0, None, "user")]
+        if final != text:
+            events.append(
+                (str(uuid.uuid4()), memory_id, text, final, "UPDATE", now, now, 0, None, "user")
             )
-            steps["hnsw_s"] = time.perf_counter() - started
+        yield (memory_id, vectors[index % POOL], json.dumps(payload)), events
+
+
+def _indexes(connection: Any, hnsw: bool) -> dict[str, float]:
+    """mem0's indexes (HNSW only when ``hnsw``), then VACUUM ANALYZE; seconds and table MB."""
+    steps: dict[str, float] = {}
+    connection.execute("SET maintenance_work_mem = '1GB'")
+    if hnsw:
         started = time.perf_counter()
         connection.execute(
-            "CREATE INDEX IF NOT EXISTS mem0_text_lemmatized_idx ON mem0 "
-            "USING gin(to_tsvector('simple', payload->>'text_lemmatized'))"
+            "CREATE INDEX IF NOT EXISTS mem0_hnsw_idx ON mem0 USING hnsw (vector vector_cosine_ops)"
         )
-        steps["gin_s"] = time.perf_counter() - started
-        connection.execute("VACUUM ANALYZE mem0")
-        steps["table_mb"] = connection.execute(
-            "SELECT pg_total_relation_size('mem0')::float8 / 1e6"
-        ).fetchone()[0]
-    db.close()
+        steps["hnsw_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    connection.execute(
+        "CREATE INDEX IF NOT EXISTS mem0_text_lemmatized_idx ON mem0 "
+        "USING gin(to_tsvector('simple', payload->>'text_lemmatized'))"
+    )
+    steps["gin_s"] = time.perf_counter() - started
+    connection.execute("VACUUM ANALYZE mem0")
+    steps["table_mb"] = connection.execute(
+        "SELECT pg_total_relation_size('mem0')::float8 / 1e6"
+    ).fetchone()[0]
     return steps
 
 
