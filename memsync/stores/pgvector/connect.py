@@ -5,7 +5,7 @@ mem0ai 2.2.1's pgvector provider (``mem0/vector_stores/pgvector.py``) builds its
 ``postgresql://user:password@host:port/dbname``; memsync builds the same conninfo, with the
 separate keys passed as libpq keywords so a Unix socket directory works as ``host``. Secrets
 are resolved here and nowhere else on this path; ``where`` never shows a password.
-psycopg is imported only here (``memsync[pgvector]``), so the embedded Qdrant path never needs it.
+psycopg is imported only in this package, and only for a pgvector store.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.granted AND l.locktype = 'relation' AND l.relation = to_regclass(quote_ident(%s))
   AND l.mode IN ('AccessExclusiveLock', 'ExclusiveLock') AND l.pid <> pg_backend_pid()
 ORDER BY l.pid"""
-INSTALL_HINT = "install memsync with its pgvector extra: pip install 'memsync[pgvector]'"
+INSTALL_HINT = "install psycopg 3 beside memsync: pip install 'psycopg[binary]' psycopg-pool"
 
 
 def conninfo(settings: PGVectorSettings, environ: Mapping[str, str]) -> str:
