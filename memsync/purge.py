@@ -135,6 +135,19 @@ def purge_snapshot(
         raise
 
 
+def purge_from(config: Config, snapshot_id: str, memory_ids: Sequence[str], now: datetime) -> bool:
+    """Rewrite the local snapshot ``snapshot_id`` without ``memory_ids``; False when it is gone.
+
+    For a snapshot memsync itself just took that holds erased memories (reconcile's safety
+    snapshot, captured while an older store had brought them back). Raises as ``purge_snapshot``.
+    """
+    for info in repository.local(config).infos():
+        if info.id == snapshot_id and info.complete:
+            purge_snapshot(config, info, memory_ids, now)
+            return True
+    return False
+
+
 def finish_interrupted(directory: Path) -> list[str]:
     """Finish the rewrites a killed run left between its two renames; their snapshot ids.
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import structlog
 
-from memsync import check, recovery, routes, snapshot
+from memsync import check, erase, erasures, recovery, routes, snapshot
 from memsync.config import Config
 from memsync.errors import ExitCode, UnavailableError
 from memsync.model import CheckReport, HistoryEvent, Inventory, Recovery, Severity, parse_time
@@ -116,6 +116,7 @@ class Outcome:
     after: CheckReport | None
     route: str | None = None
     downtime_s: float | None = None
+    erased_again: tuple[str, ...] = ()  # erased memories an older store brought back, erased again
 
     @property
     def exit_code(self) -> ExitCode:
@@ -251,6 +252,7 @@ def run_reconcile(
     resumed = load_journal(config) if not dry_run else None
     taken = routes.Taken()
     snapshot_id = None
+    erased_again: list[str] = []
     if resumed is not None:
         plan_id, actions = resumed
         with routes.open_writer(config, "reconcile", taken) as writer:
@@ -258,7 +260,7 @@ def run_reconcile(
             actions = _apply_all(config, plan_id, actions, writer)
     else:
         plan_id = uuid.uuid4().hex[:12]
-        actions, report = _fresh_plan(
+        actions, report, before = _fresh_plan(
             config, now, only=only, record_lost=record_lost, create_history=create_history,
             dry_run=dry_run,
         )  # fmt: skip
@@ -269,6 +271,7 @@ def run_reconcile(
             snapshot_id = snapshot.create_snapshot(config, now).id  # a live capture: no route
         if writes:
             actions = _apply_on_route(config, now, plan_id, actions, taken)
+            erased_again = _erase_again(config, before, actions, now)
         else:  # only reports: nothing to write, no route (mem0 is not even built)
             actions = _apply_all(config, plan_id, actions, None)
     after = check.run_check(config, now)
@@ -281,7 +284,26 @@ def run_reconcile(
         after=after,
         route=taken.route,
         downtime_s=taken.downtime_s,
+        erased_again=tuple(erased_again),
     )
+
+
+def _erase_again(
+    config: Config, before: Inventory, actions: list[Action], now: datetime
+) -> list[str]:
+    """Erase again the erased memories this run deleted: an older store had brought them back.
+
+    mem0's delete writes the point's text into its DELETE history row (mem0ai 2.2.1), so a
+    ``resurrected-point`` of an id in the erasure ledger (``memsync.erasures``) would put the
+    erased text back into history.db: its rows are blanked and the stores rewritten, as
+    ``forget --erase`` does (``erase.erase_texts``). Returns the ids, sorted.
+    """
+    deleted = {a.memory_id for a in actions if a.kind == "delete-point" and a.status == "done"}
+    again = sorted(m for m in deleted & erasures.erased_ids(config.state_dir) if m)
+    if again:
+        erase.erase_texts(config, before, again, now)
+        logger.warning("erased_memories_deleted_again", memories=len(again))
+    return again
 
 
 def _unapplied(
@@ -322,7 +344,7 @@ def _fresh_plan(
     record_lost: bool,
     create_history: bool,
     dry_run: bool,
-) -> tuple[list[Action], CheckReport]:
+) -> tuple[list[Action], CheckReport, Inventory]:
     """Check (hot journals rolled back first when the store is free), find recoveries, plan."""
     if not dry_run and routes.store_free(config):
         mem0.prepare_for_writing(config)  # hot journals rolled back before the capture
@@ -344,7 +366,7 @@ def _fresh_plan(
         forgetting=frozenset(load_forgetting(config.state_dir)),
         history_writable=create_history or config.history_db_path.exists(),
     )
-    return note_deferred(actions, deferred), report
+    return note_deferred(actions, deferred), report, inventory
 
 
 def revalidate(actions: list[Action], report: CheckReport) -> list[Action]:

@@ -6,7 +6,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from memsync import findings, reconcile, restore
+from memsync import findings, purge, reconcile, restore
 from memsync.cli import render
 from memsync.cli.common import add_command, load_config
 from memsync.errors import UsageError
@@ -76,6 +76,11 @@ def run(args: argparse.Namespace) -> int:
                 record_lost=args.record_lost,
                 create_history=args.create_history,
             )
+            if outcome.erased_again and outcome.snapshot_id is not None:
+                # the safety snapshot captured them live: it must not keep what was erased
+                purge.purge_from(
+                    config, outcome.snapshot_id, outcome.erased_again, datetime.now(UTC)
+                )
     document = _document(outcome)
     if args.json:
         render.emit_json(document)
@@ -126,6 +131,7 @@ def _document(outcome: reconcile.Outcome) -> dict[str, Any]:
         "check_after": outcome.after.counts() if outcome.after else None,
         "route": outcome.route,
         "downtime_s": outcome.downtime_s,
+        "erased_again": list(outcome.erased_again),
     }
 
 
