@@ -58,11 +58,15 @@ def store_of(config: Config) -> PgVector:
 def require_free(config: Config) -> None:
     """Refuse (exit 12) while the app holds history.db with no agent answering and no window.
 
+    First refuses (exit 11) a database without the vector extension (``load``).
+
     Raises:
         LockedError: the app holds history.db open, no memsync agent of it answers and
             ``[app] stop_command``/``start_command`` are not both set.
         UnavailableError: (exit 11) an agent answers for another deployment or process.
     """
+    with store_of(config).connect(read_only=True) as connection:
+        load.require_vector_extension(connection)  # a dry run says it too
     holder = history_holder(config)
     if holder is None or config.app.window:
         return

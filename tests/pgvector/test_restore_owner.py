@@ -78,3 +78,41 @@ def test_a_role_that_may_not_give_the_table_away_is_refused_and_nothing_changes(
             "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'mem0_restore_%'"
         ).fetchone()
     assert staged == (0,)
+
+
+def test_a_database_without_the_vector_extension_is_refused_before_anything_even_dry(
+    pg_deployment, cli
+):
+    url = pg_deployment.paths.pg_url
+    snapshot_id = snapshot(cli, pg_deployment)
+    with psycopg.connect(url, autocommit=True) as connection:  # a new, empty database
+        connection.execute("DROP TABLE mem0")
+        connection.execute("DROP EXTENSION vector CASCADE")
+    for extra in ("--dry-run", "--force"):
+        result = cli("restore", snapshot_id, extra, "--json", config=pg_deployment.config)
+        assert result.code == 11, result.out + result.err
+        line = result.err.strip().splitlines()[-1]
+        assert "no vector extension" in line and "CREATE EXTENSION vector" in line
+
+
+def test_a_session_holding_the_table_makes_restore_wait_10_s_then_name_it(pg_deployment, cli):
+    url = pg_deployment.paths.pg_url
+    snapshot_id = snapshot(cli, pg_deployment)
+    before = ids(url, "mem0")
+    holder = psycopg.connect(make_conninfo(url, application_name="nightly-report"))
+    holder.execute("SELECT count(*) FROM mem0")  # its transaction stays open: ACCESS SHARE
+    try:
+        result = cli("restore", snapshot_id, "--force", "--json", config=pg_deployment.config)
+        pid = holder.info.backend_pid
+    finally:
+        holder.rollback()
+        holder.close()
+    assert result.code == 75, result.out + result.err
+    line = result.err.strip().splitlines()[-1]
+    assert f"pid {pid} (nightly-report" in line and "pg_terminate_backend" in line
+    assert ids(url, "mem0") == before
+    with psycopg.connect(url) as connection:  # rolled back: no staged table left behind
+        staged = connection.execute(
+            "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'mem0_restore_%'"
+        ).fetchone()
+    assert staged == (0,)

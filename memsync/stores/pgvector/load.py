@@ -199,6 +199,29 @@ def swap(connection: Any, tables: Sequence[dict[str, Any]]) -> list[str]:
     return moved
 
 
+def require_vector_extension(connection: Any) -> None:
+    """Refuse (exit 11) a database without pgvector's ``vector`` type: nothing could be loaded.
+
+    A database created since the snapshot (a new server, a dropped database) has no extension
+    until a superuser creates it. Reads the catalog only.
+
+    Raises:
+        UnavailableError: the extension is not installed in this database.
+    """
+    found = _run(
+        connection,
+        "restore",
+        lambda c: c.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone(),
+    )
+    if found is None:
+        raise UnavailableError(
+            "restore: this database has no vector extension (pgvector), so no table of the "
+            "snapshot can be created; nothing was changed",
+            "CREATE EXTENSION vector (as a superuser, in this database), then run the restore "
+            "again",
+        )
+
+
 def require_owner(connection: Any, live: Sequence[str]) -> None:
     """Refuse before loading anything when memsync's role may not replace the live tables.
 
@@ -339,10 +362,19 @@ def _run(connection: Any, what: str, work: Callable[[Any], Any]) -> Any:
     except _OwnerError as error:
         raise UnavailableError(f"{what}: {error}") from None
     except psycopg.errors.LockNotAvailable as error:
+        open_sessions = _sessions_in_transaction(connection)
         raise TryLaterError(
             f"{what}: a lock on the tables was not granted within {LOCK_TIMEOUT_S} s "
-            f"({first_line(error)})",
-            "a session holds a transaction open on mem0's tables (pg_stat_activity); run again",
+            f"({first_line(error)})"
+            + (f"; open transactions: {open_sessions}" if open_sessions else ""),
+            "run again once that session ends its transaction (pg_stat_activity; "
+            "pg_terminate_backend(pid) ends it)",
+        ) from None
+    except psycopg.errors.UndefinedObject as error:  # type "vector" does not exist
+        raise UnavailableError(
+            f"{what} failed: {first_line(error)}",
+            "the database needs the vector extension: CREATE EXTENSION vector (as a superuser), "
+            "then run the restore again",
         ) from None
     except psycopg.errors.DataError as error:  # the snapshot's data, not the role's rights
         raise UnavailableError(
@@ -355,6 +387,32 @@ def _run(connection: Any, what: str, work: Callable[[Any], Any]) -> Any:
             f"{what} failed: {first_line(error)}",
             "the role needs CREATE on the schema and to own mem0's tables",
         ) from None
+
+
+def _sessions_in_transaction(connection: Any) -> str:
+    """The other sessions of this database with a transaction open, oldest first (at most 5).
+
+    ``pid N (application_name, state, transaction open S s)``; "" when the catalog cannot say.
+    """
+    query = """
+SELECT pid, coalesce(application_name, ''), coalesce(state, ''),
+       extract(epoch FROM now() - xact_start)::bigint
+FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
+ORDER BY xact_start LIMIT 5"""
+    try:
+        if not connection.autocommit:
+            connection.rollback()
+        rows = connection.execute(query).fetchall()
+        if not connection.autocommit:
+            connection.rollback()
+    except Exception:  # noqa: BLE001 - the sessions are a courtesy; the error stands without them
+        return ""
+    return "; ".join(
+        f"pid {pid} ({name or 'no application_name'}, {state or 'no state'}, "
+        f"transaction open {age} s)"
+        for pid, name, state, age in rows
+    )
 
 
 def erase_pre_restore(
