@@ -196,6 +196,10 @@ def main() -> int:
         f"Its config, {config.name}, works on it as it is left: its {' and '.join(dropped)} "
         "sections are commented out (the demo's S3 server and daemon stopped)."
     )
+    say(
+        "The pgvector deployment (pgvector/) keeps its history.db and snapshots; its PostgreSQL "
+        "was the demo's own and is gone."
+    )
     return 0
 
 

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memsync.demo import backups, pg_faults, postgres
 from memsync.demo import deployment as build
-from memsync.demo import pg_faults, postgres
 from memsync.demo.app import AppProcess
 
 MEMORIES = 200
@@ -44,9 +44,10 @@ def pgvector_act(
     finally:
         postgres.stop(server)
         shutil.rmtree(server_dir, ignore_errors=True)  # the demo's own server, not a deployment's
+        backups.leave_config_usable(root / "memsync.toml")  # its [s3] named the demo's S3 server
     say(
-        "   (the demo's PostgreSQL is stopped and removed; history.db and the snapshots stay "
-        f"in {root})"
+        "   the demo's PostgreSQL is stopped and removed with its tables; history.db and the "
+        f"snapshots stay in {root}"
     )
 
 
@@ -58,8 +59,10 @@ def _run(
     fail: Callable[[str], Exception],
 ) -> None:
     say(
-        f"PostgreSQL with pgvector on a Unix socket; memories in table mem0, history at {paths.history_db}"
+        "the demo's own PostgreSQL 16 with pgvector (database memsync_demo, on a Unix socket; "
+        "removed at the end of this act);"
     )
+    say(f"   memories in table mem0 (and mem0_entities), history at {paths.history_db}")
     memory = build.open_memory(paths)
     try:
         seeded = build.seed(memory, MEMORIES, rng_seed=11, batch=10)
@@ -114,10 +117,15 @@ def _drift_then_restore(
         build.close_memory(memory)
     with psycopg.connect(str(paths.pg_url), autocommit=True) as connection:
         connection.execute("DELETE FROM mem0 WHERE id = %s", (live[1],))
+    say(
+        "two drifts the field's way: mem0 deleted a memory while history.db was locked (its "
+        "history write failed, logged above), and a row was deleted by hand in Postgres:"
+    )
     code, report = _check(memsync, config)
     found = {(f["code"], f["memory_id"]) for f in report["findings"] if f["severity"] == "error"}
     for code_name, memory_id in sorted(found):
         say(f"   {code_name:<20} {memory_id}")
+    say(f"   -> exit {code}: {report['counts']['errors']} errors")
     if not {failed, live[1]} <= {m for _, m in found}:
         raise fail(f"check did not name both drifts ({failed}, {live[1]}): {sorted(found)}")
     restored = _json(memsync, config, fail, "restore", "--force", "--json", snapshot_id)
@@ -161,11 +169,13 @@ def _older_table_then_reconcile(
     say(f"   check: resurrected-point {', '.join(back)}")
     if set(back) != set(doomed):
         raise fail(f"expected {doomed} resurrected, check found {back}")
-    applied = memsync(config, "reconcile")
+    applied = memsync(config, "reconcile", "--json")
     if applied.returncode != 0:
         raise fail(f"reconcile exited {applied.returncode}: {applied.stderr.strip()}")
+    done = json.loads(applied.stdout)["counts"]["done"]
+    say(f"   memsync reconcile: {done} resurrected memories deleted through mem0 (tombstones win)")
     code, report = _check(memsync, config)
-    say(f"   memsync reconcile, then check: exit {code}, {report['counts']['errors']} errors")
+    say(f"   check after reconcile: exit {code}, {report['counts']['errors']} errors")
     if code != 0:
         raise fail("check is not clean after reconcile on pgvector")
 
@@ -186,7 +196,14 @@ def _forget_while_the_app_writes(
         forgotten = _json(memsync, config, fail, "forget", victim, "--yes", "--json")
         after = app.view()
         stats = app.stop()
-    say(f"   the app writes every 50 ms; memsync forget {victim}: route {forgotten.get('route')}")
+    say(
+        "the app (a real process, its own mem0 Memory on the same table) writes every 50 ms; "
+        "PostgreSQL has no single-writer lock,"
+    )
+    say(
+        f"   so memsync writes through its own Memory while the app serves: memsync forget {victim}: "
+        f"route {forgotten.get('route')}"
+    )
     say(
         f"   the app's own get_all no longer returns it: {victim not in after}; app writes {stats['writes']}, failed {stats['failures']}"
     )
