@@ -156,6 +156,13 @@ def _collection_missing(inventory: Inventory, around: Surroundings, live: int) -
             collection=inventory.collection,
             path=around.store_location,
         )
+    if around.store_kind is None:  # a snapshot's copies: no live store to blame
+        return findings.make(
+            "collection-missing",
+            f"collection {inventory.collection!r} is not in the copy while its history has {live} "
+            "live memories",
+            collection=inventory.collection,
+        )
     where = "" if inventory.qdrant_present else " (the embedded Qdrant directory itself is gone)"
     return findings.make(
         "collection-missing",
