@@ -33,6 +33,7 @@ from memsync.stores.vector_store import (
     vector_store_for,
 )
 from tests.conftest import Deployment
+from tests.helpers.pg import database_files
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,16 +117,7 @@ def pgvector(make_deployment: Any) -> Backend:
         path.write_text("".join(lines), encoding="utf-8")
 
     def live_files() -> list[Path]:  # the database's own files, after a CHECKPOINT
-        with psycopg.connect(url, autocommit=True) as connection:
-            connection.execute("CHECKPOINT")
-            (data,) = connection.execute("SHOW data_directory").fetchone()
-            (oid,) = connection.execute(
-                "SELECT oid FROM pg_database WHERE datname = current_database()"
-            ).fetchone()
-        directory = Path(data) / "base" / str(oid)
-        if not directory.is_dir():
-            pytest.skip("the server's data directory is not on this machine")
-        return [p for p in directory.iterdir() if p.is_file()]
+        return database_files(url)
 
     return Backend(
         store=store,

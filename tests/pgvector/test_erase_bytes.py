@@ -7,28 +7,15 @@ need the server's data directory on this machine (the pgserver the tests start).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 
-
-def _database_files(url: str) -> list[Path]:
-    with psycopg.connect(url, autocommit=True) as connection:
-        connection.execute("CHECKPOINT")  # dirty pages, and unlinks of rewritten files, on disk
-        (data,) = connection.execute("SHOW data_directory").fetchone()
-        (oid,) = connection.execute(
-            "SELECT oid FROM pg_database WHERE datname = current_database()"
-        ).fetchone()
-    directory = Path(data) / "base" / str(oid)
-    if not directory.is_dir():
-        pytest.skip("the server's data directory is not on this machine")
-    return [p for p in directory.iterdir() if p.is_file()]
+from tests.helpers.pg import database_files
 
 
 def _holding(url: str, texts: list[str]) -> list[str]:
-    files = _database_files(url)
+    files = database_files(url)
     return [t for t in texts if any(t.encode() in f.read_bytes() for f in files)]
 
 

@@ -230,19 +230,7 @@ class PgVector:
                     query = sql.SQL("SELECT id::text, payload FROM {}").format(
                         sql.Identifier(self.entities_collection)
                     )
-                    for entity_id, payload in cursor.execute(query):
-                        payload = payload if isinstance(payload, dict) else {}
-                        linked = payload.get("linked_memory_ids")
-                        text = payload.get("data")
-                        links.append(
-                            EntityLink(
-                                entity_id=entity_id,
-                                text=text if isinstance(text, str) else None,
-                                linked_memory_ids=tuple(str(i) for i in linked)
-                                if isinstance(linked, list)
-                                else (),
-                            )
-                        )
+                    links = [rows.entity_link(i, p) for i, p in cursor.execute(query)]
             except psycopg.errors.LockNotAvailable:
                 raise locked(connection, self.entities_collection, "reading") from None
             except psycopg.Error as error:

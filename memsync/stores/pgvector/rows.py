@@ -157,18 +157,20 @@ def count_rows(path: Path) -> tuple[int, int]:
 
 def read_entities(path: Path) -> tuple[EntityLink, ...]:
     """mem0's entity links of an entity table's export, sorted by entity id."""
-    links = []
-    for point in iter_points(path):
-        linked = point.payload.get("linked_memory_ids")
-        text = point.payload.get("data")
-        links.append(
-            EntityLink(
-                entity_id=point.id,
-                text=text if isinstance(text, str) else None,
-                linked_memory_ids=tuple(str(i) for i in linked) if isinstance(linked, list) else (),
-            )
-        )
+    links = [entity_link(point.id, point.payload) for point in iter_points(path)]
     return tuple(sorted(links, key=lambda link: link.entity_id))
+
+
+def entity_link(entity_id: str, payload: object) -> EntityLink:
+    """mem0's entity link from an entity row's payload (``data``, ``linked_memory_ids``). Pure."""
+    payload = payload if isinstance(payload, dict) else {}
+    linked = payload.get("linked_memory_ids")
+    text = payload.get("data")
+    return EntityLink(
+        entity_id=entity_id,
+        text=text if isinstance(text, str) else None,
+        linked_memory_ids=tuple(str(i) for i in linked) if isinstance(linked, list) else (),
+    )
 
 
 def find_point(path: Path, point_id: str) -> StoredPoint | None:
