@@ -245,26 +245,26 @@ def open_files(pid: int) -> set[Path]:
 
 
 def test_a_running_app_is_stopped_around_the_history_swap_by_the_window(pg_deployment, cli):
-    from tests.pgvector import pg_app
+    from tests.helpers import window_app as app_process
 
     root, history = pg_deployment.paths.root, pg_deployment.paths.history_db
     snapshot_id = snapshot(cli, pg_deployment)
     newer = add_after_snapshot(pg_deployment, 1)
-    pg_deployment.config.write_text(pg_deployment.config.read_text() + pg_app.commands(root))
-    assert pg_app.start(root) == 0
+    pg_deployment.config.write_text(pg_deployment.config.read_text() + app_process.commands(root))
+    assert app_process.start(root) == 0
     try:
-        before = pg_app.pid_of(root)
+        before = app_process.pid_of(root)
         assert history in open_files(before)  # the app holds history.db
         result = cli("restore", "--force", "--json", snapshot_id, config=pg_deployment.config)
         assert result.code == 0, result.err
-        after = pg_app.pid_of(root)
+        after = app_process.pid_of(root)
         assert after is not None and after != before  # stopped, and started again
         assert (root / "app-stops.log").read_text().split() == [str(before)]
         assert history in open_files(after)  # the restored history.db, not the aside one
         assert newer[0] not in ids(pg_deployment.paths.pg_url, "mem0")
         assert result.json()["check_after"]["errors"] == 0
     finally:
-        pg_app.stop(root)
+        app_process.stop(root)
 
 
 ENTITIES_DDL = (
