@@ -165,14 +165,9 @@ def _history_db(history: Path) -> sqlite3.Connection:
     history.parent.mkdir(parents=True, exist_ok=True)
     history.unlink(missing_ok=True)
     db = sqlite3.connect(history)
-    db.execute(
-        "CREATE TABLE history (id TEXT PRIMARY KEY, memory_id TEXT, old_memory TEXT, new_memory TEXT, "
-        "event TEXT, created_at DATETIME, updated_at DATETIME, is_deleted INTEGER, actor_id TEXT, role TEXT)"
-    )
-    db.execute(
-        "CREATE TABLE messages (id TEXT PRIMARY KEY, session_scope TEXT, role TEXT, content TEXT, "
-        "name TEXT, created_at DATETIME)"
-    )
+    from memsync.demo.bulk import create_history_tables
+
+    create_history_tables(db)
     return db
 
 

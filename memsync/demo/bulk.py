@@ -20,6 +20,18 @@ from pathlib import Path
 DIMS = 384
 
 
+def create_history_tables(db: sqlite3.Connection) -> None:
+    """mem0ai 2.2.1's ``history`` and ``messages`` tables in a new history.db."""
+    db.execute(
+        "CREATE TABLE history (id TEXT PRIMARY KEY, memory_id TEXT, old_memory TEXT, new_memory TEXT, "
+        "event TEXT, created_at DATETIME, updated_at DATETIME, is_deleted INTEGER, actor_id TEXT, role TEXT)"
+    )
+    db.execute(
+        "CREATE TABLE messages (id TEXT PRIMARY KEY, session_scope TEXT, role TEXT, content TEXT, "
+        "name TEXT, created_at DATETIME)"
+    )
+
+
 def generate(root: Path, count: int) -> Path:
     """Write a deployment of ``count`` points under ``root``; return its memsync config."""
     from qdrant_client import QdrantClient, models
@@ -33,14 +45,7 @@ def generate(root: Path, count: int) -> Path:
     rng = random.Random(5)
     storage = sqlite3.connect(qdrant / "collection" / "mem0" / "storage.sqlite")
     db = sqlite3.connect(history)
-    db.execute(
-        "CREATE TABLE history (id TEXT PRIMARY KEY, memory_id TEXT, old_memory TEXT, new_memory TEXT, "
-        "event TEXT, created_at DATETIME, updated_at DATETIME, is_deleted INTEGER, actor_id TEXT, role TEXT)"
-    )
-    db.execute(
-        "CREATE TABLE messages (id TEXT PRIMARY KEY, session_scope TEXT, role TEXT, content TEXT, "
-        "name TEXT, created_at DATETIME)"
-    )
+    create_history_tables(db)
     now = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
     batch_points, batch_rows = [], []
     for index in range(count):

@@ -100,14 +100,9 @@ def maintenance_window(config: Config, what: str, taken: Taken) -> Iterator[Writ
         UnavailableError: start_command failed or timed out: the app may be down (exit 11).
         KeyboardInterrupt: SIGINT/SIGTERM during the window (the app was started first).
     """
-    app = config.app
-    assert app.stop_command is not None and app.start_command is not None
-    window = Window(what, app.max_downtime_s)
-    _mark(config, what)
-    logger.info("window_opened", what=what, max_downtime_s=app.max_downtime_s)
+    window = _open(config, what)
     try:
-        run_command(app.stop_command, "stop_command", app.max_downtime_s, WindowError)
-        window.deadline -= window.elapsed_s()  # the start is given as long as the stop took
+        _stop_app(config, window)
         _wait_until_free(config, window)
         with _Watchdog(window.deadline):
             mem0.prepare_for_writing(config)
@@ -119,7 +114,7 @@ def maintenance_window(config: Config, what: str, taken: Taken) -> Iterator[Writ
         window.outcome = "overrun"
         raise WindowOverrunError(
             f"{what}: the maintenance window overran [app] max_downtime_s = "
-            f"{app.max_downtime_s:g} s; the work was interrupted and the app started again",
+            f"{config.app.max_downtime_s:g} s; the work was interrupted and the app started again",
             "run it again (interrupted work is journaled and resumed), or raise "
             "[app] max_downtime_s",
         ) from None
@@ -143,14 +138,9 @@ def app_stopped(
         WindowError: stop_command failed, or ``held()`` still names a process at the deadline.
         UnavailableError: start_command failed or timed out: the app may be down (exit 11).
     """
-    app = config.app
-    assert app.stop_command is not None and app.start_command is not None
-    window = Window(what, app.max_downtime_s)
-    _mark(config, what)
-    logger.info("window_opened", what=what, max_downtime_s=app.max_downtime_s)
+    window = _open(config, what)
     try:
-        run_command(app.stop_command, "stop_command", app.max_downtime_s, WindowError)
-        window.deadline -= window.elapsed_s()
+        _stop_app(config, window)
         while (holder := held()) is not None:
             if time.monotonic() >= window.deadline:
                 raise WindowError(
@@ -164,6 +154,23 @@ def app_stopped(
         window.outcome = "ok"
     finally:
         _close(config, window, taken)
+
+
+def _open(config: Config, what: str) -> Window:
+    """Mark a window open (``_mark``, so a killed memsync's successor starts the app) and log it."""
+    app = config.app
+    assert app.stop_command is not None and app.start_command is not None
+    window = Window(what, app.max_downtime_s)
+    _mark(config, what)
+    logger.info("window_opened", what=what, max_downtime_s=app.max_downtime_s)
+    return window
+
+
+def _stop_app(config: Config, window: Window) -> None:
+    """Run ``stop_command``; the start is then given as long as the stop took."""
+    assert config.app.stop_command is not None
+    run_command(config.app.stop_command, "stop_command", config.app.max_downtime_s, WindowError)
+    window.deadline -= window.elapsed_s()
 
 
 def _close(config: Config, window: Window, taken: Taken) -> None:

@@ -150,13 +150,8 @@ def from_directory(root: Path, window: CaptureWindow, store: VectorStore | None 
     history_file = root / "history.db"
     history_copy = None
     if history_file.is_file():
-        history_copy = CopyResult(
-            source=history_file,
-            dest=history_file,
-            started_at=window.history_at,
-            finished_at=window.history_finished_at,
-            duration_s=0.0,
-            size_bytes=history_file.stat().st_size,
+        history_copy = CopyResult.at_rest(
+            history_file, window.history_at, window.history_finished_at
         )
     return Captured(
         root=root, store=store, vectors=vectors, history_copy=history_copy, window=window

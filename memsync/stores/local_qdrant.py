@@ -220,14 +220,7 @@ class EmbeddedQdrant:
         for name in collections or {}:
             storage = storage_path(root, name)
             if storage.is_file():
-                copies[name] = CopyResult(
-                    source=storage,
-                    dest=storage,
-                    started_at=started_at,
-                    finished_at=finished_at,
-                    duration_s=0.0,
-                    size_bytes=storage.stat().st_size,
-                )
+                copies[name] = CopyResult.at_rest(storage, started_at, finished_at)
         return VectorCapture(
             root=root,
             present=collections is not None,

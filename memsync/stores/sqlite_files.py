@@ -45,6 +45,23 @@ class CopyResult:
     size_bytes: int
     journal_mode: str | None = None  # the source's: "wal" or "rollback" (None: no header yet)
 
+    @classmethod
+    def at_rest(
+        cls, dest: Path, started_at: datetime, finished_at: datetime, source: Path | None = None
+    ) -> CopyResult:
+        """A copy already on disk (a snapshot's file): the given UTC instants, 0 s, its size.
+
+        ``source``: where it was copied from, for messages (default: ``dest``). Reads one stat.
+        """
+        return cls(
+            source=dest if source is None else source,
+            dest=dest,
+            started_at=started_at,
+            finished_at=finished_at,
+            duration_s=0.0,
+            size_bytes=dest.stat().st_size,
+        )
+
 
 def readonly_uri(path: Path, immutable: bool = False) -> str:
     """Return the ``file:`` URI that opens ``path`` read-only (percent-encoded)."""

@@ -168,14 +168,8 @@ class PgVector:
         for name, table in document["tables"].items():
             path = root / table["file"]
             if path.is_file():
-                copies[name] = CopyResult(
-                    source=Path(str(table.get("qualified", name))),
-                    dest=path,
-                    started_at=started_at,
-                    finished_at=finished_at,
-                    duration_s=0.0,
-                    size_bytes=path.stat().st_size,
-                )
+                source = Path(str(table.get("qualified", name)))
+                copies[name] = CopyResult.at_rest(path, started_at, finished_at, source)
         return VectorCapture(
             root=root,
             present=self.collection in document["tables"],
