@@ -16,6 +16,7 @@ it with "database is locked" at once otherwise).
 from __future__ import annotations
 
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,7 @@ ROLLBACK = "rollback"
 # What ``PRAGMA journal_mode`` answers for each mode memsync sets (DELETE is mem0's default).
 PRAGMA_VALUE = {WAL: "wal", ROLLBACK: "delete"}
 SWITCH_TIMEOUT_S = 5.0  # a busy file is waited for this long (the app's own busy timeout)
+RETRY_PAUSE_S = 0.05  # between tries of a switch SQLite refused at once as busy
 
 
 def probe_mode(path: Path) -> str:
@@ -50,7 +52,9 @@ def switch(path: Path, mode: str, timeout_s: float = SWITCH_TIMEOUT_S) -> str:
 
     Opens a read-write connection of its own (never through mem0), runs ``PRAGMA
     journal_mode=WAL`` (or ``=DELETE``), closes it. To WAL: one short write transaction on the
-    header, waiting up to ``timeout_s`` for the app's transaction to end. To rollback: needs
+    header, waiting up to ``timeout_s`` (seconds) for the app's transaction to end, and trying
+    again every 0.05 s when SQLite refuses at once to avoid a deadlock (a CI run saw it while a
+    mem0 process wrote continuously). To rollback: needs
     every other connection closed. Writes the file's header. Idempotent (the mode it already
     has is set again without a write).
 
@@ -64,14 +68,28 @@ def switch(path: Path, mode: str, timeout_s: float = SWITCH_TIMEOUT_S) -> str:
         UnavailableError: the file is missing, unreadable or not a database.
     """
     require_regular_file(path)
-    connection = sqlite3.connect(path, timeout=timeout_s)
-    try:
-        row = connection.execute(f"PRAGMA journal_mode={PRAGMA_VALUE[mode].upper()}").fetchone()
-    except sqlite3.Error as error:
-        raise translate(error, path, f"switch it to {mode} mode") from error
-    finally:
-        connection.close()
-    return str(row[0]).lower() if row else ""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        connection = sqlite3.connect(path, timeout=max(deadline - time.monotonic(), 0.0))
+        try:
+            statement = f"PRAGMA journal_mode={PRAGMA_VALUE[mode].upper()}"
+            row = connection.execute(statement).fetchone()
+            return str(row[0]).lower() if row else ""
+        except sqlite3.OperationalError as error:
+            # SQLite answers "locked" at once, without its busy handler, when waiting could
+            # deadlock (another connection holds a lock while wanting ours); try again until
+            # the deadline. Leaving WAL with another connection open never clears: no retry.
+            if not _busy(error) or mode != WAL or time.monotonic() >= deadline:
+                raise translate(error, path, f"switch it to {mode} mode") from error
+        except sqlite3.Error as error:
+            raise translate(error, path, f"switch it to {mode} mode") from error
+        finally:
+            connection.close()
+        time.sleep(RETRY_PAUSE_S)
+
+
+def _busy(error: sqlite3.OperationalError) -> bool:
+    return "locked" in str(error) or "busy" in str(error)
 
 
 def verify(path: Path, timeout_s: float = SWITCH_TIMEOUT_S) -> str:

@@ -9,6 +9,7 @@ refused at once. A real mem0 process writes throughout (tests/helpers/live_write
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import time
@@ -68,3 +69,31 @@ def test_leaving_wal_is_refused_at_once_while_mem0_has_the_files_open(deployment
     assert journal_mode.probe_mode(deployment.paths.history_db) == "wal"
     deployment.close()
     assert journal_mode.switch(deployment.paths.history_db, journal_mode.ROLLBACK) == "delete"
+
+
+def test_a_switch_to_wal_waits_out_a_writer_sqlite_refuses_at_once(tmp_path: Path) -> None:
+    # SQLite answers "locked" without its busy handler when a reader wants to write while
+    # another connection holds RESERVED (deadlock avoidance); a CI run hit it with mem0 writing.
+    path = tmp_path / "history.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE history (id TEXT)")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            f"c = sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+            "c.execute('BEGIN IMMEDIATE'); c.execute(\"INSERT INTO history VALUES ('a')\")\n"
+            "print('held', flush=True); time.sleep(0.6); c.execute('COMMIT')\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    started = time.monotonic()
+    assert journal_mode.switch(path, journal_mode.WAL) == "wal"
+    assert time.monotonic() - started >= 0.3  # it waited for the writer, it did not skip it
+    assert holder.wait(timeout=10) == 0
+    assert journal_mode.verify(path) == "wal"
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("SELECT id FROM history").fetchall() == [("a",)]
