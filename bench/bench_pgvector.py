@@ -243,7 +243,7 @@ class _Buffer:
         return data
 
 
-def run_size(out: Path, size: int, hnsw_max: int) -> dict:
+def run_size(out: Path, size: int, hnsw_max: int, check_only: bool = False) -> dict:
     """Build one deployment on its own server, measure everything, clean up; the figures."""
     import pgserver
 
@@ -269,6 +269,9 @@ def run_size(out: Path, size: int, hnsw_max: int) -> dict:
         results = {"steps": steps, "hnsw": hnsw}
         for kind in ("check", "raw", "mem0"):
             results[kind] = measure(kind, root, url, "hnsw" if hnsw else "none")
+        if check_only:
+            _verify(results, size)
+            return results
         dump = root / "mem0.dump"
         results["snapshot"] = measure("snapshot", root, url)
         results["pg_dump"] = measure(
@@ -313,7 +316,8 @@ def _verify(results: dict, size: int) -> None:
     assert results["check"]["code"] == 0, check
     assert check["counts"]["points"] == size, check["counts"]
     assert results["raw"]["points"] == size == results["mem0"]["points"]
-    assert results["snapshot"]["code"] == 0, results["snapshot"]["output"]
+    if "snapshot" in results:
+        assert results["snapshot"]["code"] == 0, results["snapshot"]["output"]
 
 
 def table(rows: list[tuple[int, dict]]) -> None:
@@ -331,6 +335,9 @@ def table(rows: list[tuple[int, dict]]) -> None:
             f"| {r['check']['peak_rss_mb']:,.0f} | {r['raw']['peak_rss_mb']:,.0f} "
             f"| {r['mem0']['peak_rss_mb']:,.0f} |"
         )
+    rows = [(size, r) for size, r in rows if "snapshot" in r]
+    if not rows:
+        return
     print(
         "\n| rows | snapshot s | pg_dump s | snapshot / pg_dump | snapshot MB | dump MB "
         "| snapshot RSS MB | pg_dump RSS MB | restore s | pg_restore s | pg_restore RSS MB |"
@@ -359,10 +366,13 @@ def main() -> int:
     parser.add_argument("--hnsw-max", type=int, default=100_000, help="build HNSW up to this size")
     parser.add_argument("--out", default=str(HERE / "out"))
     parser.add_argument("--save", help="also write every figure to this JSON file")
+    parser.add_argument(
+        "--check-only", action="store_true", help="measure check, raw and mem0 list only"
+    )
     args = parser.parse_args()
     rows = []
     for size in [int(s) for s in args.sizes.split(",")]:
-        rows.append((size, run_size(Path(args.out), size, args.hnsw_max)))
+        rows.append((size, run_size(Path(args.out), size, args.hnsw_max, args.check_only)))
         table(rows)
     if args.save:
         Path(args.save).write_text(json.dumps(rows, indent=2))

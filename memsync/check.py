@@ -22,13 +22,18 @@ from memsync.problems import (
     LIVE_EVENTS,
     NOTHING_AROUND,
     SCOPE_KEYS,
+    Memories,
+    OutOfOrder,
     Surroundings,
     find_problems,
     in_window,
+    judge_memories,
+    merge_by_id,
     session_scope,
 )
 from memsync.stores import deployment
 from memsync.stores.deployment import Captured
+from memsync.stores.vector_store import vector_store_for
 
 __all__ = [
     "FINDING_CODES",
@@ -39,10 +44,12 @@ __all__ = [
     "find_problems",
     "in_window",
     "judge",
+    "judge_capture",
     "run_check",
     "session_scope",
     "settled_capture",
     "settled_inventory",
+    "settled_report",
     "surroundings",
 ]
 
@@ -50,6 +57,10 @@ __all__ = [
 FINDING_CODES: dict[str, Severity] = {
     code: findings.spec(code).severity for code in findings.codes(findings.Source.CHECK)
 }
+
+
+T = TypeVar("T")
+Held = TypeVar("Held")
 
 
 def run_check(
@@ -64,7 +75,8 @@ def run_check(
     set, waits until the margin has passed (at most ~3 s) and captures once more, so a write
     that was merely in flight disappears and a real failure that just happened is reported
     as the error it is. Reads the deployment only (no lock, no mem0 import); writes only its
-    own work directory.
+    own work directory. Judges the memories as a stream (``judge_capture``): memory stays
+    flat in the number of memories where the vector store's capture is in id order (pgvector).
 
     Args:
         config: the validated configuration.
@@ -76,7 +88,32 @@ def run_check(
         UnavailableError: both stores absent, or a store file unreadable or damaged.
         TryLaterError: a store is busy, or the work directory is full or unwritable.
     """
-    return settled_inventory(config, now, settle, progress)[1]
+    return settled_report(config, now, settle, progress)[0]
+
+
+def settled_report(
+    config: Config,
+    now: datetime,
+    settle: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+    inspect: Callable[[Captured], T] | None = None,
+) -> tuple[CheckReport, T | None]:
+    """``run_check``, plus ``inspect(captured)`` of the capture the report comes from.
+
+    ``settled_capture`` without the inventory: the memories are judged as a stream
+    (``judge_capture``). ``inspect`` runs while the copies exist (doctor's probes of the copied
+    files). Raises as ``run_check``.
+    """
+
+    def once() -> tuple[None, CheckReport, T | None]:
+        with deployment.temporary_capture(config) as captured:
+            report = judge_capture(
+                captured, config, now.date(), surroundings(config, captured), progress
+            )
+            return None, report, inspect(captured) if inspect is not None else None
+
+    _, report, inspected = _settled(config, settle, once)
+    return report, inspected
 
 
 def settled_inventory(
@@ -94,9 +131,6 @@ def settled_inventory(
     return inventory, report
 
 
-T = TypeVar("T")
-
-
 def settled_capture(
     config: Config,
     now: datetime,
@@ -106,22 +140,33 @@ def settled_capture(
 ) -> tuple[Inventory, CheckReport, T | None]:
     """``settled_inventory``, plus ``inspect(captured)`` of the capture the report comes from.
 
-    The one path from the live stores to a check report (``check``, ``reconcile`` and
-    ``doctor`` all take it): ``inspect`` runs while the copies exist (doctor's probes of the
-    copied files) and its result is returned, from the re-capture when there was one.
+    The one path from the live stores to a check report with its inventory (``reconcile``,
+    ``forget`` and ``doctor`` take it; ``check`` takes ``run_check``, the same capture and
+    judge without holding the inventory): ``inspect`` runs while the copies exist (doctor's
+    probes of the copied files) and its result is returned, from the re-capture when there
+    was one.
     """
+    return _settled(
+        config, settle, lambda: _capture_and_judge(config, now.date(), progress, inspect)
+    )
+
+
+def _settled(
+    config: Config, settle: bool, once: Callable[[], tuple[Held, CheckReport, T | None]]
+) -> tuple[Held, CheckReport, T | None]:
+    """Run ``once`` (a capture and its judgement), and again when a write was in flight."""
     pending = state.unfinished_restore(config.state_dir)
     if pending is not None:
         raise UnavailableError(
             f"a restore of snapshot {pending} did not finish: the stores may be a mix",
             "memsync restore --resume (finishes it or rolls it back), then try again",
         )
-    settled = _capture_and_judge(config, now.date(), progress, inspect)
+    settled = once()
     report = settled[1]
     if settle and report.count(Severity.INFO):
         wait = report.window.history_finished_at + IN_FLIGHT_MARGIN - datetime.now(UTC)
         time.sleep(min(max(wait.total_seconds(), 0.0) + 0.05, 3.0))
-        settled = _capture_and_judge(config, now.date(), progress, inspect)
+        settled = once()
     return settled
 
 
@@ -136,6 +181,52 @@ def _capture_and_judge(
         inspected = inspect(captured) if inspect is not None else None
         around = surroundings(config, captured)
     return inventory, judge(inventory, today, around), inspected
+
+
+def judge_capture(
+    captured: Captured,
+    config: Config,
+    today: date,
+    around: Surroundings = NOTHING_AROUND,
+    progress: Callable[[int, int], None] | None = None,
+) -> CheckReport:
+    """``judge(read_inventory(captured))`` without holding the inventory. Reads the copies only.
+
+    Points (``VectorStore.points_in_order``) and history's memories (``history.iter_memories``)
+    are merged by id and judged ``CHUNK_MEMORIES`` at a time (``problems.judge_memories``), so
+    what is held is a chunk plus a few bytes per point where the vector copy streams in id
+    order (pgvector's inventory export); embedded Qdrant's points are read whole first, as
+    ``read_inventory`` reads them. The same report as ``judge(read_inventory(...))``: when a
+    stream turns out not to be in order (an id the server's ``lower()`` sorts otherwise than
+    Python's), the capture is read whole and judged that way.
+
+    Raises:
+        UnavailableError: as ``deployment.read_inventory`` (the live file named).
+    """
+    try:
+        with deployment.naming_live_files(captured):
+            summary, memories = deployment.memory_streams(captured, config, progress)
+            store = vector_store_for(config)
+            judged = judge_memories(
+                Memories(
+                    summary=summary,
+                    pairs=merge_by_id(*memories),
+                    points_again=lambda: store.points_in_order(
+                        captured.vectors, deployment.CHECKED_PAYLOAD_KEYS
+                    ),
+                ),
+                today,
+                around,
+            )
+    except OutOfOrder:
+        return judge(deployment.read_inventory(captured, config, progress), today, around)
+    return CheckReport(
+        findings=tuple(judged.findings),
+        points=judged.points,
+        history_memories=judged.memories,
+        history_rows=summary.history_rows,
+        window=summary.window,
+    )
 
 
 def surroundings(config: Config, captured: Captured) -> Surroundings:

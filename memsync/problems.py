@@ -7,32 +7,33 @@ scope and the expected and observed values, so nothing downstream parses a messa
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import date, datetime
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import date
 
 from memsync import findings
-from memsync.model import (
-    Finding,
-    Inventory,
-    MemoryHistory,
-    Point,
-    parse_time,
-    payload_hash,
-)
+from memsync.model import Finding, Inventory, MemoryHistory, Point
 from memsync.problems_common import (
     IN_FLIGHT_MARGIN,
     LIVE_EVENTS,
     SCOPE_KEYS,
-    finding_or_in_flight,
     in_window,
     session_scope,
 )
-from memsync.problems_warnings import warnings_of
+from memsync.problems_memories import per_memory
+from memsync.problems_warnings import (
+    dangling_links,
+    duplicate_key,
+    duplicates,
+    expired,
+    orphan_messages,
+)
 
 __all__ = [
-    "IN_FLIGHT_MARGIN", "LIVE_EVENTS", "NOTHING_AROUND", "SCOPE_KEYS", "Surroundings",
-    "find_problems", "in_window", "session_scope",
+    "CHUNK_MEMORIES", "IN_FLIGHT_MARGIN", "LIVE_EVENTS", "NOTHING_AROUND", "SCOPE_KEYS",
+    "Judged", "Memories", "OutOfOrder", "Surroundings", "find_problems", "judge_memories",
+    "merge_by_id", "of_inventory", "in_window", "session_scope",
 ]  # fmt: skip
 
 
@@ -61,6 +62,87 @@ class Surroundings:
 
 
 NOTHING_AROUND = Surroundings()
+CHUNK_MEMORIES = 10_000  # ids judged together; a chunk of points and events is a few MB
+
+# (memory_id, its point or None, its history or None): one per id, from ``merge_by_id`` or an
+# inventory's dicts.
+Paired = tuple[str, Point | None, MemoryHistory | None]
+
+
+class OutOfOrder(Exception):  # noqa: N818 - a signal to the caller, not an error shown
+    """A stream given to ``merge_by_id`` was not in ascending id order (the merge stopped)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Memories:
+    """A capture's memories as one pass of pairs, for ``judge_memories``.
+
+    Attributes:
+        summary: the inventory's other fields (collections, entities, message scopes, history
+            rows, window, ...); its ``points`` and ``history`` are not read.
+        pairs: every id once, with its point and its history (either may be None), any order.
+        points_again: reads every point again (any order); called only when two points may be
+            duplicates (the second pass of ``duplicate-memory``).
+    """
+
+    summary: Inventory
+    pairs: Iterable[Paired]
+    points_again: Callable[[], Iterable[Point]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Judged:
+    """What ``judge_memories`` found: sorted findings, points and memories seen."""
+
+    findings: list[Finding]
+    points: int
+    memories: int
+
+
+def merge_by_id(points: Iterable[Point], memories: Iterable[MemoryHistory]) -> Iterator[Paired]:
+    """Pair points and history memories by id; both in ascending id order, ids unique. Pure.
+
+    Yields one ``(memory_id, point, memory)`` per id, in order; holds one item of each side.
+
+    Raises:
+        OutOfOrder: an id is not greater than the one before it on its side.
+    """
+    point_stream, memory_stream = iter(points), iter(memories)
+    point, memory = next(point_stream, None), next(memory_stream, None)
+    last_point = last_memory = ""
+    while point is not None or memory is not None:
+        if point is not None and (memory is None or point.id <= memory.memory_id):
+            if last_point and point.id <= last_point:
+                raise OutOfOrder(f"point {point.id} after {last_point}")
+            last_point = point.id
+            paired = memory if memory is not None and memory.memory_id == point.id else None
+            yield point.id, point, paired
+            point = next(point_stream, None)
+            if paired is not None:
+                if last_memory and paired.memory_id <= last_memory:
+                    raise OutOfOrder(f"memory {paired.memory_id} after {last_memory}")
+                last_memory = paired.memory_id
+                memory = next(memory_stream, None)
+        else:
+            assert memory is not None
+            if last_memory and memory.memory_id <= last_memory:
+                raise OutOfOrder(f"memory {memory.memory_id} after {last_memory}")
+            last_memory = memory.memory_id
+            yield memory.memory_id, None, memory
+            memory = next(memory_stream, None)
+
+
+def of_inventory(inventory: Inventory) -> Memories:
+    """An inventory's memories as ``Memories`` (pairs from its two dicts). Pure."""
+
+    def pairs() -> Iterator[Paired]:
+        for point_id, point in inventory.points.items():
+            yield point_id, point, inventory.history.get(point_id)
+        for memory_id, memory in inventory.history.items():
+            if memory_id not in inventory.points:
+                yield memory_id, None, memory
+
+    return Memories(summary=inventory, pairs=pairs(), points_again=inventory.points.values)
 
 
 def find_problems(
@@ -80,10 +162,107 @@ def find_problems(
         store is held in another mount namespace, the one ``private-tmp-mismatch`` finding
         stands for every disagreement (they compare files the app does not write). Pure.
     """
-    found = _find_all(inventory, today, around)
-    if around.foreign_holder is None:
-        return found
-    return [_foreign_store(inventory, around, len(found))]
+    return judge_memories(of_inventory(inventory), today, around).findings
+
+
+def judge_memories(
+    memories: Memories,
+    today: date,
+    around: Surroundings = NOTHING_AROUND,
+    chunk: int = CHUNK_MEMORIES,
+) -> Judged:
+    """``find_problems`` over one pass of memories, ``chunk`` ids at a time.
+
+    Per-memory rules run on each chunk; what spans memories is gathered on the way (counts,
+    live scopes, the memories entities link, a 64-bit hash per duplicate key) and judged at the
+    end, so memory stays at one chunk plus a few bytes per point. When two points' keys hash
+    alike, ``points_again`` is read once to judge just those. Pure (but for that read).
+
+    Raises:
+        OutOfOrder: from ``memories.pairs`` (a stream out of order); nothing is returned.
+    """
+    summary = memories.summary
+    tally = _Tally(
+        judged=summary.qdrant_present and summary.collection in summary.collections,
+        linked={memory_id for entity in summary.entities for memory_id in entity.linked_memory_ids},
+    )
+    found: list[Finding] = []
+    points: dict[str, Point] = {}
+    history: dict[str, MemoryHistory] = {}
+    for memory_id, point, memory in memories.pairs:
+        if point is not None:
+            points[memory_id] = point
+        if memory is not None:
+            history[memory_id] = memory
+        if len(points) + len(history) >= chunk:
+            found += tally.chunk(replace(summary, points=points, history=history), today)
+            points, history = {}, {}
+    found += tally.chunk(replace(summary, points=points, history=history), today)
+    found = _store_level(summary, around, tally.live, tally.points) + found
+    if tally.judged:
+        found += tally.across(summary, memories.points_again)
+    found.sort(key=Finding.sort_key)
+    if around.foreign_holder is not None:
+        found = [_foreign_store(summary, around, len(found))]
+    return Judged(findings=found, points=tally.points, memories=tally.memories)
+
+
+@dataclass(slots=True, kw_only=True)
+class _Tally:
+    """What ``judge_memories`` gathers across chunks."""
+
+    judged: bool  # the memory collection exists: per-memory rules apply
+    linked: set[str]  # memory ids entity points link
+    points: int = 0
+    memories: int = 0
+    live: int = 0  # memories whose last event is ADD or UPDATE
+    scopes: set[str] = field(default_factory=set)
+    keys: array[int] = field(default_factory=lambda: array("q"))
+    linked_points: dict[str, Point] = field(default_factory=dict)
+    linked_history: dict[str, MemoryHistory] = field(default_factory=dict)
+
+    def chunk(self, inventory: Inventory, today: date) -> list[Finding]:
+        """Count and judge one chunk (``inventory``'s points and history are the chunk's)."""
+        points, history = inventory.points, inventory.history
+        self.points += len(points)
+        self.memories += len(history)
+        self.live += sum(1 for memory in history.values() if memory.last.event in LIVE_EVENTS)
+        if not self.judged:
+            return []
+        if inventory.message_scopes:
+            self.scopes.update(session_scope(point.payload) for point in points.values())
+        for point in points.values():
+            key = duplicate_key(point)
+            if key is not None:
+                self.keys.append(hash(key))
+        for memory_id in self.linked.intersection(points, history) if self.linked else ():
+            if memory_id in points:
+                self.linked_points[memory_id] = points[memory_id]
+            if memory_id in history:
+                self.linked_history[memory_id] = history[memory_id]
+        return per_memory(inventory) + expired(inventory, today)
+
+    def across(
+        self, summary: Inventory, points_again: Callable[[], Iterable[Point]]
+    ) -> list[Finding]:
+        """The rules that span memories, from what the chunks gathered."""
+        linked = replace(summary, points=self.linked_points, history=self.linked_history)
+        found = dangling_links(linked)
+        repeated = _repeated(self.keys)
+        if repeated:
+            candidates = {
+                point.id: point
+                for point in points_again()
+                if (key := duplicate_key(point)) is not None and hash(key) in repeated
+            }
+            found += duplicates(replace(summary, points=candidates, history={}))
+        return found + orphan_messages(summary, self.scopes)
+
+
+def _repeated(keys: array[int]) -> set[int]:
+    """The values that occur more than once in ``keys``. Pure."""
+    ordered = sorted(keys)
+    return {a for a, b in zip(ordered, ordered[1:], strict=False) if a == b}
 
 
 def _foreign_store(inventory: Inventory, around: Surroundings, hidden: int) -> Finding:
@@ -98,25 +277,14 @@ def _foreign_store(inventory: Inventory, around: Surroundings, hidden: int) -> F
     )
 
 
-def _find_all(inventory: Inventory, today: date, around: Surroundings) -> list[Finding]:
-    found: list[Finding] = []
-    found += _store_level(inventory, around)
-    if inventory.qdrant_present and inventory.collection in inventory.collections:
-        if inventory.history_present:
-            found += _point_vs_history(inventory)
-        found += _payload_checks(inventory.points.values(), inventory.collection)
-        found += _point_sizes(inventory)
-        found += warnings_of(inventory, today)
-    return sorted(found, key=Finding.sort_key)
-
-
-def _store_level(inventory: Inventory, around: Surroundings) -> list[Finding]:
+def _store_level(
+    inventory: Inventory, around: Surroundings, live: int, points: int
+) -> list[Finding]:
     found = []
-    live = sum(1 for memory in inventory.history.values() if memory.last.event in LIVE_EVENTS)
     if inventory.collection not in inventory.collections and live:
         found.append(_collection_missing(inventory, around, live))
-    if not inventory.history_present and inventory.points:
-        found.append(_history_missing(inventory, around))
+    if not inventory.history_present and points:
+        found.append(_history_missing(inventory, around, points))
     for name, files in sorted(inventory.legacy_stores.items()):
         found.append(
             findings.make(
@@ -172,8 +340,7 @@ def _collection_missing(inventory: Inventory, around: Surroundings, live: int) -
     )
 
 
-def _history_missing(inventory: Inventory, around: Surroundings) -> Finding:
-    points = len(inventory.points)
+def _history_missing(inventory: Inventory, around: Surroundings, points: int) -> Finding:
     if around.history_file_exists is None:
         return findings.make(
             "history-missing",
@@ -197,147 +364,3 @@ def _history_missing(inventory: Inventory, around: Surroundings) -> Finding:
         collection=inventory.collection,
         path=around.history_path,
     )
-
-
-def _point_vs_history(inventory: Inventory) -> list[Finding]:
-    found = []
-    points, history = inventory.points, inventory.history
-    for point_id, point in points.items():
-        memory = history.get(point_id)
-        if memory is None:
-            found.append(
-                finding_or_in_flight(
-                    inventory,
-                    "orphan-point",
-                    point_id,
-                    "point exists but history has no event for it (its history write failed or history "
-                    "rows were deleted)",
-                    _point_time(point),
-                    scope=session_scope(point.payload),
-                )
-            )
-        elif memory.last.event == "DELETE":
-            found.append(
-                finding_or_in_flight(
-                    inventory,
-                    "resurrected-point",
-                    point_id,
-                    f"point exists but the memory's last history event is DELETE (history row {memory.last.id})",
-                    memory.last.at,
-                    scope=session_scope(point.payload),
-                    expected="DELETE",
-                )
-            )
-        elif memory.last.event in LIVE_EVENTS:
-            found += _text_mismatch(inventory, point, memory)
-    for memory_id, memory in history.items():
-        if memory.last.event in LIVE_EVENTS and memory_id not in points:
-            found.append(
-                finding_or_in_flight(
-                    inventory,
-                    "missing-point",
-                    memory_id,
-                    f"the memory's last history event is {memory.last.event} (history row {memory.last.id}) "
-                    "but no point has its id",
-                    memory.last.at,
-                    expected=memory.last.event,
-                )
-            )
-    return found
-
-
-def _text_mismatch(inventory: Inventory, point: Point, memory: MemoryHistory) -> list[Finding]:
-    """``text-mismatch`` when the payload text differs from the last live event's text."""
-    data, last = point.payload.get("data"), memory.last
-    if not isinstance(data, str) or last.new_memory is None or data == last.new_memory:
-        return []
-    return [
-        finding_or_in_flight(
-            inventory,
-            "text-mismatch",
-            point.id,
-            f"payload data differs from the new_memory of the last {last.event} event (history row {last.id})",
-            _latest(last.at, _point_time(point)),
-            scope=session_scope(point.payload),
-            expected=payload_hash(last.new_memory),
-            observed=payload_hash(data),
-        )
-    ]
-
-
-def _latest(*moments: datetime | None) -> datetime | None:
-    present = [moment for moment in moments if moment is not None]
-    return max(present) if present else None
-
-
-def _point_time(point: Point) -> datetime | None:
-    return _latest(
-        parse_time(point.payload.get("updated_at")), parse_time(point.payload.get("created_at"))
-    )
-
-
-def _payload_checks(points: Iterable[Point], collection: str) -> list[Finding]:
-    found = []
-    for point in points:
-        data = point.payload.get("data")
-        if not isinstance(data, str):
-            found.append(
-                findings.make(
-                    "missing-payload",
-                    "point has no payload 'data' text: mem0 cannot return this memory",
-                    collection=collection,
-                    memory_id=point.id,
-                    scope=session_scope(point.payload),
-                )
-            )
-            continue
-        stored = point.payload.get("hash")
-        expected = payload_hash(data)
-        if stored != expected:
-            shown = (
-                repr(stored)
-                if isinstance(stored, str | None)
-                else f"of type {type(stored).__name__}"
-            )
-            found.append(
-                findings.make(
-                    "hash-mismatch",
-                    f"payload hash {shown} is not the md5 of payload data ({expected}): the payload was "
-                    "edited outside mem0",
-                    collection=collection,
-                    memory_id=point.id,
-                    scope=session_scope(point.payload),
-                    expected=expected,
-                    observed=stored if isinstance(stored, str) else None,
-                )
-            )
-    return found
-
-
-def _point_sizes(inventory: Inventory) -> list[Finding]:
-    """Points whose vector is not the collection's size: mem0 cannot even open such a store.
-
-    A collection with no declared size (pgvector's untyped ``vector`` column, in a table made
-    outside mem0) is held to the configured size instead.
-    """
-    expected = inventory.collections[inventory.collection].vector_size
-    against = f"the collection {expected}"
-    if expected is None and inventory.expected_dims:
-        key, expected = inventory.expected_dims[0]
-        against = f"the collection declares no size and {key} is {expected}"
-    if expected is None:
-        return []
-    return [
-        findings.make(
-            "dimension-mismatch",
-            f"point's vector has {point.vector_size} dimensions, {against}",
-            collection=inventory.collection,
-            memory_id=point.id,
-            fix="memsync reconcile re-embeds it through mem0 (or restore a snapshot)",
-            scope=session_scope(point.payload),
-            expected=expected,
-            observed=point.vector_size,
-        )
-        for point in inventory.points.values()
-        if point.vector_size is not None and point.vector_size != expected
-    ]

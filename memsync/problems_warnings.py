@@ -1,6 +1,7 @@
 """Warning-level findings: dangling entity links, expired memories, duplicates, orphan messages. Pure.
 
-Part of ``memsync.problems`` (``find_problems`` calls ``warnings_of``).
+Part of ``memsync.problems``: ``expired`` runs on each chunk of memories; the others on what
+the whole stream gathered (the linked memories, the duplicate candidates, the live scopes).
 """
 
 from __future__ import annotations
@@ -13,17 +14,8 @@ from memsync.model import Finding, Inventory, Point, expires_on
 from memsync.problems_common import SCOPE_KEYS, finding_or_in_flight, session_scope
 
 
-def warnings_of(inventory: Inventory, today: date) -> list[Finding]:
-    """Every warning-level finding of the inventory (``today``: the UTC date expiry is judged on)."""
-    found: list[Finding] = []
-    found += _dangling_links(inventory)
-    found += _expired(inventory, today)
-    found += _duplicates(inventory)
-    found += _orphan_messages(inventory)
-    return found
-
-
-def _dangling_links(inventory: Inventory) -> list[Finding]:
+def dangling_links(inventory: Inventory) -> list[Finding]:
+    """``dangling-entity-link`` for each entity link whose memory has no point in ``inventory``."""
     found = []
     for entity in inventory.entities:
         for memory_id in entity.linked_memory_ids:
@@ -43,7 +35,8 @@ def _dangling_links(inventory: Inventory) -> list[Finding]:
     return found
 
 
-def _expired(inventory: Inventory, today: date) -> list[Finding]:
+def expired(inventory: Inventory, today: date) -> list[Finding]:
+    """``expired-memory`` for each point whose ``expiration_date`` is before ``today`` (UTC)."""
     found = []
     for point in inventory.points.values():
         expires = expires_on(point.payload)
@@ -61,13 +54,12 @@ def _expired(inventory: Inventory, today: date) -> list[Finding]:
     return found
 
 
-def _duplicates(inventory: Inventory) -> list[Finding]:
+def duplicates(inventory: Inventory) -> list[Finding]:
+    """``duplicate-memory`` for each point but the oldest of a ``duplicate_key`` group."""
     groups: dict[tuple[object, ...], list[Point]] = defaultdict(list)
     for point in inventory.points.values():
-        payload = point.payload
-        digest = payload.get("hash")
-        if isinstance(digest, str):
-            key = (digest, *(_hashable(payload.get(name)) for name in SCOPE_KEYS))
+        key = duplicate_key(point)
+        if key is not None:
             groups[key].append(point)
     found = []
     for group in groups.values():
@@ -90,6 +82,15 @@ def _duplicates(inventory: Inventory) -> list[Finding]:
     return found
 
 
+def duplicate_key(point: Point) -> tuple[object, ...] | None:
+    """What two duplicates share: payload ``hash`` and scope values; None without a hash. Pure."""
+    payload = point.payload
+    digest = payload.get("hash")
+    if not isinstance(digest, str):
+        return None
+    return (digest, *(_hashable(payload.get(name)) for name in SCOPE_KEYS))
+
+
 def _hashable(value: object) -> object:
     """A scope value usable as a dict key (payloads may hold lists or dicts)."""
     if value is None or isinstance(value, str | int | float | bool):
@@ -97,8 +98,8 @@ def _hashable(value: object) -> object:
     return repr(value)[:200]
 
 
-def _orphan_messages(inventory: Inventory) -> list[Finding]:
-    live_scopes = {session_scope(point.payload) for point in inventory.points.values()}
+def orphan_messages(inventory: Inventory, live_scopes: set[str]) -> list[Finding]:
+    """``orphan-messages`` for each message scope not among ``live_scopes`` (the points' scopes)."""
     return [
         finding_or_in_flight(
             inventory,

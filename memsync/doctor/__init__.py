@@ -70,7 +70,7 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
     """Run every probe and ``check`` on one capture. Reads the deployment only.
 
     Never raises for a store problem: an unreadable store becomes an error result. The check
-    summary comes from ``check.settled_capture``, the path ``check`` takes, so both agree.
+    summary comes from ``check.settled_report``, the path ``check`` takes, so both agree.
     """
     results: list[DoctorResult] = []
     results += probe_paths(config)  # catches its own OSErrors, path by path
@@ -89,7 +89,7 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
     results += probe_pgvector(config)  # [] for embedded Qdrant
     report: CheckReport | None = None
     try:  # check's own path: a write in flight is waited out and captured again, as check does
-        _inventory, report, probed = check.settled_capture(
+        report, probed = check.settled_report(
             config,
             now,
             inspect=lambda captured: [

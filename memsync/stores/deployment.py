@@ -21,7 +21,14 @@ import structlog
 from memsync import flock
 from memsync.config import MEM0_DEFAULT_COLLECTION, Config
 from memsync.errors import UnavailableError
-from memsync.model import CaptureWindow, CollectionInfo, Inventory
+from memsync.model import (
+    CaptureWindow,
+    CollectionInfo,
+    EntityLink,
+    Inventory,
+    MemoryHistory,
+    Point,
+)
 from memsync.stores import history, journal_mode
 from memsync.stores.sqlite_files import CopyResult, pinned_snapshots, present, work_dir_error
 from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store_for
@@ -237,14 +244,47 @@ def read_inventory(
 
     Errors name the live file the copy was made from, not the temporary copy.
     """
-    try:
+    with naming_live_files(captured):
         return _read_inventory(captured, config, progress)
+
+
+@contextmanager
+def naming_live_files(captured: Captured) -> Iterator[None]:
+    """Re-raise an ``UnavailableError`` on a copy with the live file's name in its place."""
+    try:
+        yield
     except UnavailableError as error:
         message = error.message
         for copy in [*captured.collection_copies.values(), captured.history_copy]:
             if copy is not None and copy.source != copy.dest:
                 message = message.replace(str(copy.dest), f"{copy.source} (read from a fresh copy)")
         raise UnavailableError(message, error.hint) from error
+
+
+def memory_streams(
+    captured: Captured, config: Config, progress: Callable[[int, int], None] | None = None
+) -> tuple[Inventory, tuple[Iterator[Point], Iterator[MemoryHistory]]]:
+    """``read_inventory`` as streams: the inventory without points or history, and both in id order.
+
+    The points come from ``VectorStore.points_in_order`` (payloads cut to the keys check
+    reads), history's memories from ``history.iter_memories``; both are read lazily, so
+    errors (UnavailableError, as ``read_inventory``) are raised while iterating. Reads the
+    copies only.
+
+    Raises:
+        UnavailableError: the entity copy or history.db's summary is unreadable.
+    """
+    store = vector_store_for(config)
+    entities = store.read_entities(captured.vectors)
+    memories: Iterator[MemoryHistory] = iter(())
+    if captured.history_copy is not None:
+        contents = history.read_summary(captured.history_copy.dest)
+        memories = history.iter_memories(captured.history_copy.dest)
+    else:
+        contents = history.HistoryContents(present=False, memories={}, rows=0, message_scopes=())
+    summary = _inventory(captured, config, {}, entities, contents)
+    points = store.points_in_order(captured.vectors, CHECKED_PAYLOAD_KEYS, progress)
+    return summary, (points, memories)
 
 
 def _read_inventory(
@@ -264,6 +304,16 @@ def _read_inventory(
         contents = history.read_contents(captured.history_copy.dest)
     else:
         contents = history.HistoryContents(present=False, memories={}, rows=0, message_scopes=())
+    return _inventory(captured, config, points, entities, contents)
+
+
+def _inventory(
+    captured: Captured,
+    config: Config,
+    points: dict[str, Point],
+    entities: tuple[EntityLink, ...],
+    contents: history.HistoryContents,
+) -> Inventory:
     return Inventory(
         collection=config.collection,
         qdrant_present=captured.qdrant_present,

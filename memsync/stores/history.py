@@ -130,6 +130,74 @@ def read_contents(copy: Path) -> HistoryContents:
         connection.close()
 
 
+def read_summary(copy: Path) -> HistoryContents:
+    """``read_contents`` without the memories (``memories`` is {}): rows and message scopes.
+
+    What a streaming check needs before ``iter_memories`` yields the memories one at a time.
+    Reads only.
+
+    Raises:
+        UnavailableError: the file is not a valid SQLite database.
+    """
+    connection = connect_readonly(copy)
+    try:
+        tables = table_names(connection)
+        scopes = _message_scopes(connection) if "messages" in tables else ()
+        if "history" not in tables:
+            return HistoryContents(present=False, memories={}, rows=0, message_scopes=scopes)
+        rows = int(connection.execute("SELECT count(*) FROM history").fetchone()[0])
+        return HistoryContents(present=True, memories={}, rows=rows, message_scopes=scopes)
+    except sqlite3.Error as error:
+        raise translate(error, copy, "read its history") from error
+    finally:
+        connection.close()
+
+
+def iter_memories(copy: Path) -> Iterator[MemoryHistory]:
+    """Yield ``read_contents``'s memories in ascending canonical memory_id order, one at a time.
+
+    The same values as ``read_contents(copy).memories`` (last event by rowid, row count, keyed
+    by ``normalize_point_id``), grouped and sorted by SQLite (its sorter spills to temporary
+    files, so memory stays flat at any size): the order ``VectorStore.points_in_order``
+    yields points in, for check's merge. Nothing when the file has no history table. Reads
+    only.
+
+    Raises:
+        UnavailableError: the file is not a valid SQLite database (raised while iterating).
+    """
+    connection = connect_readonly(copy)
+    try:
+        if "history" not in table_names(connection):
+            return
+        connection.create_function("memsync_memory_id", 1, _canonical_id, deterministic=True)
+        select = _select_list(connection, "h", frozenset({"old_memory"}))
+        query = (
+            f"SELECT g.k, g.n, h.rowid, {select} FROM (SELECT {_KEY} AS k, "  # noqa: S608
+            "max(rowid) AS r, count(*) AS n FROM history WHERE memory_id IS NOT NULL GROUP BY k) "
+            "AS g JOIN history AS h ON h.rowid = g.r ORDER BY g.k"
+        )
+        for row in connection.execute(query):
+            yield MemoryHistory(memory_id=row[0], last=_event(row[2:]), row_count=int(row[1]))
+    except sqlite3.Error as error:
+        raise translate(error, copy, "read its history") from error
+    finally:
+        connection.close()
+
+
+# ``iter_memories``' key in SQL: a memory_id already in canonical spelling (mem0's own, nearly
+# every row) is its own key without a call into Python; any other goes through ``_canonical_id``.
+_CANONICAL_GLOB = "-".join("[0-9a-f]" * n for n in (8, 4, 4, 4, 12))
+_KEY = (
+    f"CASE WHEN typeof(memory_id) = 'text' AND memory_id GLOB '{_CANONICAL_GLOB}' "
+    "THEN memory_id ELSE memsync_memory_id(memory_id) END"
+)
+
+
+def _canonical_id(memory_id: object) -> str:
+    """``read_contents``'s key of a ``memory_id`` cell (never NULL here). Pure."""
+    return normalize_point_id(str(memory_id))
+
+
 def iter_events(copy: Path, memory_id: str | None = None) -> Iterator[HistoryEvent]:
     """Yield history events in rowid order (all, or one memory's). Reads only.
 

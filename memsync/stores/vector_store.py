@@ -291,6 +291,23 @@ class VectorStore(Protocol):
         """
         ...
 
+    def points_in_order(
+        self,
+        capture: VectorCapture,
+        keys: frozenset[str] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Iterator[Point]:
+        """Yield ``read_points``'s points in ascending id order (Python ``str`` order of the id).
+
+        The order a streaming check merges with history's (``history.iter_memories``). A backend
+        whose capture is already in that order streams it (pgvector's inventory export: one row
+        in memory at a time); another reads ``read_points`` whole and sorts its ids. Reads only.
+
+        Raises:
+            UnavailableError: as ``iter_points``.
+        """
+        ...
+
     def read_entities(self, capture: VectorCapture) -> tuple[EntityLink, ...]:
         """Read mem0's entity links from the captured entity collection, sorted by entity id.
 

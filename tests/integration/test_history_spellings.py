@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from memsync.stores import history
 
 
@@ -17,3 +19,22 @@ def test_one_memorys_events_include_rows_written_under_other_spellings_of_its_id
     other = deployment.seeded.live[4]
     assert all(e.memory_id.lower() != other for e in events)
     assert list(history.iter_events(deployment.paths.history_db, "not-a-uuid")) == []
+
+
+def test_memories_stream_in_id_order_and_equal_what_read_contents_groups(deployment):
+    victim = deployment.seeded.live[3]
+    deployment.memory.update(victim.upper(), "now prefers green tea")
+    deployment.memory.update("{" + victim + "}", "now prefers black tea")
+    deployment.close()
+    with sqlite3.connect(deployment.paths.history_db) as connection:  # rows no mem0 writes
+        connection.execute("INSERT INTO history (id, memory_id, event) VALUES ('n', NULL, 'ADD')")
+        connection.execute("INSERT INTO history (id, memory_id, event) VALUES ('i', 17, 'ADD')")
+    contents = history.read_contents(deployment.paths.history_db)
+    streamed = list(history.iter_memories(deployment.paths.history_db))
+    assert [m.memory_id for m in streamed] == sorted(contents.memories)
+    assert streamed == [contents.memories[key] for key in sorted(contents.memories)]
+    assert contents.memories[victim].last.new_memory == "now prefers black tea"
+    assert contents.memories[victim].row_count >= 3 and "17" in contents.memories
+    summary = history.read_summary(deployment.paths.history_db)
+    assert (summary.present, summary.rows, summary.memories) == (True, contents.rows, {})
+    assert summary.message_scopes == contents.message_scopes

@@ -234,6 +234,20 @@ def test_points_read_back_equal_what_mem0_get_all_returns(backend, tmp_path):
     assert all(point.payload.keys() <= {"data"} for point in trimmed.values())
 
 
+def test_points_in_order_are_read_points_by_ascending_id(backend, tmp_path):
+    store = backend.store
+    keys = frozenset({"data", "hash", "user_id"})
+    for vectors in (True, False):  # a snapshot's capture, and check's inventory-only one
+        captured = store.capture(
+            tmp_path / f"vectors-{vectors}" / store.capture_dir, vectors=vectors
+        )
+        points = store.read_points(captured, keys)
+        seen: list[tuple[int, int]] = []
+        ordered = list(store.points_in_order(captured, keys, lambda *at: seen.append(at)))  # noqa: B023
+        assert len(points) >= 30 and ordered == [points[key] for key in sorted(points)]
+        assert seen[-1] == (len(points), len(points))
+
+
 def test_collection_params_of_live_store_and_capture_agree_with_the_config(backend, tmp_path):
     store = backend.store
     live = store.read_collections()

@@ -205,6 +205,36 @@ class PgVector:
             progress(len(points), max(total, len(points)))
         return points
 
+    def points_in_order(
+        self,
+        capture: VectorCapture,
+        keys: frozenset[str] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Iterator[Point]:
+        """The exported memory table's points by ascending id.
+
+        An inventory export is written ``ORDER BY`` the id (``schema.json``'s ``"order": "id"``,
+        see ``export``): streamed, one row in memory at a time. Any other export (a snapshot's)
+        is read whole and sorted.
+        """
+        copy = capture.copies.get(self.collection)
+        if copy is None:
+            return
+        document = export.read_schema(capture.root) or {"tables": {}}
+        if document["tables"].get(self.collection, {}).get("order") != "id":
+            points = self.read_points(capture, keys, progress)
+            yield from (points[point_id] for point_id in sorted(points))
+            return
+        total = _exported_rows(capture.root, self.collection)
+        read = 0
+        for point in rows.iter_points(copy.dest, keys):
+            yield point
+            read += 1
+            if progress is not None and read % 10_000 == 0:
+                progress(read, total)
+        if progress is not None:
+            progress(read, max(total, read))
+
     def read_entities(self, capture: VectorCapture) -> tuple[EntityLink, ...]:
         """The exported entity table's links. See ``rows.read_entities``."""
         copy = capture.copies.get(self.entities_collection)

@@ -148,10 +148,12 @@ def _export_table(
     if shape is None:
         return None
     target = dest / file_of(table)
-    statement, full = _copy_statement(table, shape["columns"], vectors)
+    statement, full, ordered = _copy_statement(table, shape["columns"], vectors)
     rows, size = _copy_out(cursor, statement, target)
     finished = datetime.now(UTC)
     entry = {**shape, "rows": rows, "file": file_of(table), "file_bytes": size, "vectors": full}
+    if ordered:
+        entry["order"] = "id"
     copy = CopyResult(
         source=Path(shape["qualified"]),
         dest=target,
@@ -163,26 +165,34 @@ def _export_table(
     return entry, copy
 
 
-def _copy_statement(table: str, columns: list[dict[str, str]], vectors: bool) -> tuple[Any, bool]:
-    """The COPY of ``table``, and whether it carries the vector values. Pure.
+def _copy_statement(
+    table: str, columns: list[dict[str, str]], vectors: bool
+) -> tuple[Any, bool, bool]:
+    """The COPY of ``table``, whether it carries the vector values, whether rows are by id. Pure.
 
-    Without ``vectors``, a pgvector ``vector`` column is replaced by ``vector_dims(vector) AS
-    vector_dims`` (NULL stays NULL); a table without one is copied whole.
+    With ``vectors`` (a snapshot's export) the table is copied as it lies, the fastest read.
+    Without (an inventory-only export), a pgvector ``vector`` column is replaced by
+    ``vector_dims(vector) AS vector_dims`` (NULL stays NULL) and the rows come ``ORDER BY`` the
+    id as the reader spells it (``rows.iter_points``: lower case), so check merges them with
+    history's memories one at a time (``PgVector.points_in_order``): a ``uuid`` id by itself
+    (its order is its lower-case text's), any other by ``lower(id::text) COLLATE "C"``.
     """
     from psycopg import sql
 
     name = sql.Identifier(table)
-    typed = any(c["name"] == "vector" and c["type"].startswith("vector") for c in columns)
-    if vectors or not typed:
-        return sql.SQL("COPY {} TO STDOUT (FORMAT csv, HEADER)").format(name), True
+    types = {c["name"]: c["type"] for c in columns}
+    if vectors or "id" not in types:
+        return sql.SQL("COPY {} TO STDOUT (FORMAT csv, HEADER)").format(name), True, False
+    typed = types.get("vector", "").startswith("vector")
     selected = sql.SQL(", ").join(
         sql.SQL("vector_dims(vector) AS vector_dims")
-        if c["name"] == "vector"
+        if c["name"] == "vector" and typed
         else sql.Identifier(c["name"])
         for c in columns
     )
-    statement = sql.SQL("COPY (SELECT {} FROM {}) TO STDOUT (FORMAT csv, HEADER)")
-    return statement.format(selected, name), False
+    order = sql.SQL("id" if types["id"] == "uuid" else 'lower(id::text) COLLATE "C"')
+    statement = sql.SQL("COPY (SELECT {} FROM {} ORDER BY {}) TO STDOUT (FORMAT csv, HEADER)")
+    return statement.format(selected, name, order), not typed, True
 
 
 def _copy_out(cursor: psycopg.Cursor[Any], statement: Any, target: Path) -> tuple[int, int]:

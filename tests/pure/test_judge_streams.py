@@ -1,0 +1,136 @@
+"""Judging memories a chunk at a time (``judge_memories``) finds what the whole inventory does.
+
+``check`` merges the vector copy's points with history's memories by id and judges them in
+chunks (issue 13: check's memory at 1,000,000 rows); every finding must be the one
+``find_problems`` gives for the whole inventory, for rules on one memory and rules across
+memories (duplicates, entity links, orphan messages, store-level counts) alike.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from memsync.model import EntityLink, MessageScope
+from memsync.problems import (
+    Memories,
+    OutOfOrder,
+    find_problems,
+    judge_memories,
+    merge_by_id,
+)
+from tests.helpers.values import LONG_AGO, T0, event, inventory, point
+
+TEXTS = ("tea", "coffee", "chess", "rust")
+
+
+def random_inventory(rng: random.Random):
+    """Points and history disagreeing in every way check knows, some inside the window."""
+    points, events, rowid = [], [], 0
+    for number in range(rng.randrange(0, 60)):
+        memory_id = f"{number:08x}-0000-4000-8000-000000000000"
+        text = rng.choice(TEXTS)
+        at = T0 + timedelta(seconds=1) if rng.random() < 0.1 else LONG_AGO
+        user = rng.choice(("u", "v"))
+        if rng.random() < 0.85:
+            extra = {}
+            if rng.random() < 0.1:
+                extra["hash"] = "0" * 32  # edited outside mem0
+            if rng.random() < 0.1:
+                extra["expiration_date"] = "2020-01-01"
+            size = 384 if rng.random() < 0.95 else 12
+            points.append(point(memory_id, text, at=at, size=size, user_id=user, **extra))
+        for _ in range(rng.randrange(0, 3)):
+            rowid += 1
+            kind = rng.choice(("ADD", "UPDATE", "DELETE"))
+            new = None if kind == "DELETE" else rng.choice((text, "other"))
+            events.append(event(memory_id, kind, new, at=at, rowid=rowid))
+    ids = [p.id for p in points] + ["ffffffff-0000-4000-8000-000000000000"]
+    entities = [
+        EntityLink(entity_id=f"e{n}", text="x", linked_memory_ids=tuple(rng.sample(ids, 2)))
+        for n in range(rng.randrange(0, 3))
+        if len(ids) >= 2
+    ]
+    scopes = [
+        MessageScope(scope=scope, row_count=3, newest_at=LONG_AGO)
+        for scope in ("user_id=u", "user_id=v", "user_id=w")
+        if rng.random() < 0.5
+    ]
+    return inventory(
+        points,
+        events,
+        entities=entities,
+        scopes=scopes,
+        history=rng.random() < 0.9,
+        qdrant=rng.random() < 0.95,
+    )
+
+
+def streamed(whole, chunk: int):
+    """The inventory's points and memories as two sorted streams, merged, judged in chunks."""
+    points = [whole.points[key] for key in sorted(whole.points)]
+    memories = [whole.history[key] for key in sorted(whole.history)]
+    summary = replace(whole, points={}, history={})
+    judged = judge_memories(
+        Memories(
+            summary=summary,
+            pairs=merge_by_id(points, memories),
+            points_again=lambda: iter(points),
+        ),
+        T0.date(),
+        chunk=chunk,
+    )
+    return judged
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_chunked_judging_finds_exactly_what_the_whole_inventory_gives(seed: int) -> None:
+    whole = random_inventory(random.Random(seed))
+    expected = find_problems(whole, T0.date())
+    for chunk in (1, 3, 10_000):
+        judged = streamed(whole, chunk)
+        assert judged.findings == expected, (seed, chunk)
+        assert judged.points == len(whole.points)
+        assert judged.memories == len(whole.history)
+
+
+def test_duplicates_in_different_chunks_are_found_by_the_second_pass() -> None:
+    first = point("00000000-0000-4000-8000-000000000001", "tea", at="2026-01-01T00:00:00+00:00")
+    later = point("ffffffff-0000-4000-8000-000000000001", "tea", at="2026-02-01T00:00:00+00:00")
+    other = point("88888888-0000-4000-8000-000000000001", "tea", user_id="someone else")
+    whole = inventory(
+        [first, other, later],
+        [event(p.id, new="tea", rowid=n) for n, p in enumerate([first, other, later], start=1)],
+    )
+    judged = streamed(whole, chunk=1)
+    assert [(f.code, f.memory_id, f.expected) for f in judged.findings] == [
+        ("duplicate-memory", later.id, first.id)
+    ]
+
+
+def test_merge_pairs_each_id_once_in_order() -> None:
+    whole = inventory(
+        [point("a"), point("c")], [event("b"), event("c", rowid=2), event("d", rowid=3)]
+    )
+    pairs = list(merge_by_id(sorted(whole.points.values()), sorted(whole.history.values())))
+    assert [(i, p is not None, m is not None) for i, p, m in pairs] == [
+        ("a", True, False),
+        ("b", False, True),
+        ("c", True, True),
+        ("d", False, True),
+    ]
+
+
+@pytest.mark.parametrize("side", ["points", "memories"])
+def test_a_stream_out_of_order_stops_the_merge(side: str) -> None:
+    whole = inventory([point("a"), point("b")], [event("a"), event("b", rowid=2)])
+    points, memories = list(whole.points.values()), list(whole.history.values())
+    if side == "points":
+        points.reverse()
+    else:
+        memories.reverse()
+    with pytest.raises(OutOfOrder):
+        list(merge_by_id(points, memories))
