@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import quote
 
@@ -92,42 +92,18 @@ def _text(value: object) -> str | None:
 def read_contents(copy: Path) -> HistoryContents:
     """Read a captured history.db: last event per memory, row count, message scopes.
 
-    Runs on a copy; its queries may take a while on a large file. The events returned carry
-    no ``old_memory`` (None), which check never reads. Reads only.
+    ``read_summary`` plus ``iter_memories`` gathered by memory_id. Runs on a copy; its queries
+    may take a while on a large file. The events returned carry no ``old_memory`` (None),
+    which check never reads. Reads only.
 
     Raises:
         UnavailableError: the file is not a valid SQLite database.
     """
-    connection = connect_readonly(copy)
-    try:
-        tables = table_names(connection)
-        scopes = _message_scopes(connection) if "messages" in tables else ()
-        if "history" not in tables:
-            return HistoryContents(present=False, memories={}, rows=0, message_scopes=scopes)
-        # One pass in rowid order: a later row of a memory replaces the earlier one.
-        # old_memory is never judged: leave it out (the last events' ``old_memory`` is None).
-        select = _select_list(connection, "h", frozenset({"old_memory"}))
-        query = f"SELECT h.rowid, {select} FROM history AS h ORDER BY h.rowid"
-        last: dict[str, tuple[object, ...]] = {}
-        counts: dict[str, int] = {}
-        rows = 0
-        for row in connection.execute(query):
-            rows += 1
-            memory_id = row[2]
-            if memory_id is None:
-                continue
-            key = normalize_point_id(str(memory_id))  # the id as both vector stores spell it
-            last[key] = row
-            counts[key] = counts.get(key, 0) + 1
-        memories: dict[str, MemoryHistory] = {}
-        while last:  # popitem frees each raw row as its event is built
-            key, row = last.popitem()
-            memories[key] = MemoryHistory(memory_id=key, last=_event(row), row_count=counts[key])
-        return HistoryContents(present=True, memories=memories, rows=rows, message_scopes=scopes)
-    except sqlite3.Error as error:
-        raise translate(error, copy, "read its history") from error
-    finally:
-        connection.close()
+    summary = read_summary(copy)
+    if not summary.present:
+        return summary
+    memories = {memory.memory_id: memory for memory in iter_memories(copy)}
+    return replace(summary, memories=memories)
 
 
 def read_summary(copy: Path) -> HistoryContents:

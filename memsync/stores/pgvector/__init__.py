@@ -192,18 +192,7 @@ class PgVector:
         progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Point]:
         """The exported memory table's points by id (payloads cut to ``keys``)."""
-        copy = capture.copies.get(self.collection)
-        if copy is None:
-            return {}
-        total = _exported_rows(capture.root, self.collection)
-        points: dict[str, Point] = {}
-        for point in rows.iter_points(copy.dest, keys):
-            points[point.id] = point
-            if progress is not None and len(points) % 10_000 == 0:
-                progress(len(points), total)
-        if progress is not None:
-            progress(len(points), max(total, len(points)))
-        return points
+        return {point.id: point for point in self._stream(capture, keys, progress)}
 
     def points_in_order(
         self,
@@ -221,9 +210,21 @@ class PgVector:
         if copy is None:
             return
         document = export.read_schema(capture.root) or {"tables": {}}
-        if document["tables"].get(self.collection, {}).get("order") != "id":
-            points = self.read_points(capture, keys, progress)
-            yield from (points[point_id] for point_id in sorted(points))
+        if document["tables"].get(self.collection, {}).get("order") == "id":
+            yield from self._stream(capture, keys, progress)
+            return
+        points = self.read_points(capture, keys, progress)
+        yield from (points[point_id] for point_id in sorted(points))
+
+    def _stream(
+        self,
+        capture: VectorCapture,
+        keys: frozenset[str] | None,
+        progress: Callable[[int, int], None] | None,
+    ) -> Iterator[Point]:
+        """The memory table's export file row by row (none without one), reporting progress."""
+        copy = capture.copies.get(self.collection)
+        if copy is None:
             return
         total = _exported_rows(capture.root, self.collection)
         read = 0
