@@ -90,3 +90,22 @@ def test_an_empty_collection_of_another_size_does_not_name_migrate(make_deployme
     doctor = by_code(cli("doctor", "--json", config=deployment.config).json())
     assert "migrate" not in doctor["check"][0]["fix"]
     assert doctor["store-size"][0]["message"].startswith("0 points in the embedded Qdrant store")
+
+
+def test_on_pgvector_check_and_doctor_name_migrate_and_store_size_says_nothing(
+    make_deployment, cli
+):
+    deployment = make_deployment(count=12, pg=True)  # table made as vector(384)
+    stored = len(deployment.seeded.live)
+    switch_embedder(deployment, 64)
+    (found,) = [
+        f
+        for f in cli("check", "--json", config=deployment.config).json()["findings"]
+        if f["code"] == "dimension-mismatch"
+    ]
+    assert f"holds {stored} points of size 384" in found["message"] and MIGRATE in found["fix"]
+    result = cli("doctor", "--json", config=deployment.config)
+    results = by_code(result.json())
+    assert result.code == 3 and MIGRATE in results["check"][0]["fix"]
+    assert results["pg-dimension"][0]["status"] == "error"
+    assert "store-size" not in results  # a server store: qdrant-client's local mode is not in play
