@@ -123,6 +123,21 @@ _SPECS = (
          fix="check the id (memsync check --json lists memory ids)"),
 )  # fmt: skip
 
+
+def changed_embedder_fix(key: str, stored_size: int) -> str:
+    """The fix of a collection whose points are of ``stored_size`` while ``key`` says otherwise.
+
+    Points stored under the old size mean the embedder (or its size) changed after they were
+    written: ``memsync migrate`` re-embeds them into a new collection. Pure.
+    """
+    return (
+        f"if the embedder changed: put the old embedder and {key} = {stored_size} back in this "
+        "config (it describes the store as it is), write the new one into NEW.toml with a new "
+        "collection_name (or Qdrant path), run memsync migrate --to NEW.toml --dry-run, then "
+        f"without --dry-run; if it did not change: set {key} back to {stored_size}"
+    )
+
+
 REGISTRY: Mapping[str, Spec] = MappingProxyType({spec.code: spec for spec in _SPECS})
 
 

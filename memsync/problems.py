@@ -296,22 +296,45 @@ def _store_level(
                 path=", ".join(files),
             )
         )
+    stored = {
+        inventory.collection: points,
+        f"{inventory.collection}_entities": len(inventory.entities),
+    }
     for name, info in sorted(inventory.collections.items()):
-        if name not in (inventory.collection, f"{inventory.collection}_entities"):
+        if name not in stored or info.vector_size is None:
             continue
-        for key, size in inventory.expected_dims:
-            if info.vector_size is not None and info.vector_size != size:
-                found.append(
-                    findings.make(
-                        "dimension-mismatch",
-                        f"collection {name!r} stores vectors of size {info.vector_size} but {key} is {size}: "
-                        "mem0 accepts it at start, then inserts and searches fail",
-                        collection=name,
-                        expected=size,
-                        observed=info.vector_size,
-                    )
-                )
+        found += [
+            _dimension_mismatch(name, info.vector_size, key, size, stored[name])
+            for key, size in inventory.expected_dims
+            if info.vector_size != size
+        ]
     return found
+
+
+def _dimension_mismatch(name: str, old: int, key: str, size: int, stored: int) -> Finding:
+    """A collection of vector size ``old`` while ``key`` says ``size``; ``stored`` points in it.
+
+    With points stored under the old size the embedder changed after they were written: the
+    fix names ``memsync migrate``. An empty collection keeps the registry's fix.
+    """
+    effect = "mem0 accepts it at start, then inserts and searches fail"
+    if not stored:
+        return findings.make(
+            "dimension-mismatch",
+            f"collection {name!r} stores vectors of size {old} but {key} is {size}: {effect}",
+            collection=name,
+            expected=size,
+            observed=old,
+        )
+    return findings.make(
+        "dimension-mismatch",
+        f"collection {name!r} holds {stored} points of size {old} but {key} is {size}: the "
+        f"embedder changed after they were written; {effect}",
+        collection=name,
+        expected=size,
+        observed=old,
+        fix=findings.changed_embedder_fix(key, old),
+    )
 
 
 def _collection_missing(inventory: Inventory, around: Surroundings, live: int) -> Finding:

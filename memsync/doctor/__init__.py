@@ -3,7 +3,7 @@
 ``probe_*`` functions read (files, mounts, processes, versions) and return ``DoctorResult``s;
 ``run_doctor`` runs them all plus ``check`` on one capture. Doctor never writes to the
 deployment, never imports mem0 and never takes Qdrant's lock. The probes live in
-``doctor.paths``, ``doctor.stores``, ``doctor.versions``, ``doctor.state``,
+``doctor.paths``, ``doctor.stores``, ``doctor.size``, ``doctor.versions``, ``doctor.state``,
 ``doctor.copies`` and, for a pgvector deployment, ``doctor.pgvector`` (its server; the
 embedded-only probes of Qdrant files, locks and the telemetry store then say nothing). Result codes:
 docs/reference/commands/doctor.md.
@@ -23,6 +23,7 @@ from memsync.doctor.pending import probe_pending, probe_route
 from memsync.doctor.pgvector import RESULT_CODES as PG_RESULT_CODES
 from memsync.doctor.pgvector import probe_pgvector
 from memsync.doctor.s3 import S3_RESULT_CODES, probe_backups
+from memsync.doctor.size import probe_store_size
 from memsync.doctor.state import probe_daemon, probe_last_snapshot, probe_restores
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.doctor.stores import check_results, probe_collections, probe_sqlite
@@ -44,7 +45,7 @@ RESULT_CODES = (
     "collection-params", "check", "capture-duration", "mem0-version", "qdrant-client-version",
     "version-mismatch", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
     "daemon-job", "old-store-copy", "legacy-point-store", "wal-recommended", "pending-requests",
-    "pending-erasure-overdue", "window-left-open", "write-route", *PG_RESULT_CODES,
+    "pending-erasure-overdue", "window-left-open", "write-route", "store-size", *PG_RESULT_CODES,
     *S3_RESULT_CODES,
 )  # fmt: skip
 
@@ -96,6 +97,7 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
                 *probe_collections(config, captured),
                 *probe_sqlite(config, captured),
                 *probe_wal(config, captured),
+                *probe_store_size(captured),
             ],
         )
         results += probed or []

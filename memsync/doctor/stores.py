@@ -10,6 +10,7 @@ from pathlib import Path
 from memsync import findings
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
+from memsync.errors import UnavailableError
 from memsync.model import CheckReport, CollectionInfo, DoctorResult, Severity
 from memsync.stores.deployment import Captured
 from memsync.stores.sqlite_files import SLOW_READ_S, SQLITE_VERSION, header_journal_mode, integrity
@@ -133,8 +134,13 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
 def _collection_params(
     config: Config, captured: Captured, name: str, info: CollectionInfo
 ) -> DoctorResult:
-    """One collection's vector size and distance against the config's sizes."""
-    wrong = [f"{key} = {size}" for key, size in config.expected_dims if size != info.vector_size]
+    """One collection's vector size and distance against the config's sizes.
+
+    A collection of the wrong size that holds points was written by the embedder before the
+    change: the fix is check's (``findings.changed_embedder_fix``: ``memsync migrate``).
+    """
+    mismatched = [(key, size) for key, size in config.expected_dims if size != info.vector_size]
+    wrong = [f"{key} = {size}" for key, size in mismatched]
     distance_ok = info.distance in (None, "Cosine")
     message = (
         f"collection {name!r}: vector size {info.vector_size or 'not recorded'}, "
@@ -149,12 +155,26 @@ def _collection_params(
         status=ERROR if wrong else OK if distance_ok else WARNING,
         path=str(captured.store.collection_file(name)),
         message=message,
-        fix="set embedding_model_dims to the collection's size" if wrong else None,
+        fix=_dimension_fix(captured, name, info.vector_size, mismatched[0][0]) if wrong else None,
     )
+
+
+def _dimension_fix(captured: Captured, name: str, size: int | None, key: str) -> str:
+    """Check's fix when the collection holds points of its size, else the plain one."""
+    try:
+        stored = captured.store.count_rows(captured.vectors).get(name, 0)
+    except UnavailableError:  # a damaged copy: sqlite-integrity names it
+        stored = 0
+    if stored and size is not None:
+        return findings.changed_embedder_fix(key, size)
+    return "set embedding_model_dims to the collection's size"
 
 
 def check_results(report: CheckReport, server_store: bool = False) -> list[DoctorResult]:
     """The ``check`` and ``capture-duration`` results of a check report. Pure.
+
+    A collection-level ``dimension-mismatch`` gives the ``check`` result its fix (after a
+    changed embedder: ``memsync migrate``), since every write fails until it is fixed.
 
     ``server_store`` (pgvector): the only live file read is history.db; the export of the
     tables runs in a transaction no writer waits for, so its duration is left out.
@@ -162,6 +182,11 @@ def check_results(report: CheckReport, server_store: bool = False) -> list[Docto
     counts = report.counts()
     status = ERROR if counts["errors"] else WARNING if counts["warnings"] else OK
     codes = sorted({f.code for f in report.findings if f.severity is not Severity.INFO})
+    fix = "memsync check for the findings" if codes else None
+    for finding in report.findings:  # every write fails until this one is fixed: its fix first
+        if finding.code == "dimension-mismatch" and finding.memory_id is None:
+            fix = finding.fix
+            break
     summary = (
         f"{counts['points']} points, {counts['history_memories']} memories in history: "
         f"{counts['errors']} errors, {counts['warnings']} warnings, {counts['infos']} infos"
@@ -171,7 +196,7 @@ def check_results(report: CheckReport, server_store: bool = False) -> list[Docto
             code="check",
             status=status,
             message=summary + (f" ({', '.join(codes)})" if codes else ""),
-            fix="memsync check for the findings" if codes else None,
+            fix=fix,
         )
     ]
     window = report.window

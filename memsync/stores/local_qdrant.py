@@ -25,6 +25,7 @@ from memsync.stores.qdrant_formats import (
     parse_meta,
 )
 from memsync.stores.qdrant_rows import (
+    count_rows,
     delete_points,
     find_point,
     iter_points,
@@ -234,6 +235,10 @@ class EmbeddedQdrant:
         copy = capture.copies.get(collection)
         if copy is not None:
             yield from iter_points(copy.dest)
+
+    def count_rows(self, capture: VectorCapture) -> dict[str, int]:
+        """Rows of each copied ``storage.sqlite``. See ``VectorStore.count_rows``."""
+        return {name: count_rows(copy.dest) for name, copy in sorted(capture.copies.items())}
 
     def read_points(
         self,

@@ -58,6 +58,24 @@ def iter_points(storage: Path) -> Iterator[Point]:
         connection.close()
 
 
+def count_rows(storage: Path) -> int:
+    """The rows of a captured ``storage.sqlite``'s ``points`` table (nothing decoded). Reads only.
+
+    One row per point, or a few more where an older client left several rows for one point:
+    the rows qdrant-client reads into memory when it opens the store.
+
+    Raises:
+        UnavailableError: the file cannot be opened or has no ``points`` table.
+    """
+    connection = connect_readonly(storage)
+    try:
+        return int(connection.execute("SELECT count(*) FROM points").fetchone()[0])
+    except sqlite3.Error as error:
+        raise translate(error, storage, "count its points") from error
+    finally:
+        connection.close()
+
+
 def read_points(
     storage: Path,
     keys: frozenset[str] | None = None,

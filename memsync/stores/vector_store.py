@@ -273,6 +273,19 @@ class VectorStore(Protocol):
         """
         ...
 
+    def count_rows(self, capture: VectorCapture) -> dict[str, int]:
+        """The rows each copied collection holds, by collection name, without decoding any.
+
+        A cheap size of the store (doctor's ``store-size``): embedded Qdrant counts the rows of
+        each ``storage.sqlite`` (one per point, or a few more when an older client left several
+        rows for one point: the rows qdrant-client loads on open); pgvector the rows its
+        export wrote. Reads only.
+
+        Raises:
+            UnavailableError: a copy cannot be opened.
+        """
+        ...
+
     def read_points(
         self,
         capture: VectorCapture,

@@ -234,6 +234,17 @@ def test_points_read_back_equal_what_mem0_get_all_returns(backend, tmp_path):
     assert all(point.payload.keys() <= {"data"} for point in trimmed.values())
 
 
+def test_count_rows_of_a_capture_is_its_points_per_collection(backend, tmp_path):
+    store = backend.store
+    captured = store.capture(tmp_path / store.capture_dir)
+    counted = store.count_rows(captured)
+    assert counted == {
+        name: sum(1 for _ in store.iter_points(captured, name)) for name in captured.copies
+    }
+    assert counted[store.collection] == len(backend.deployment.seeded.live)
+    assert counted[store.entities_collection] == 2  # the fixture's two entities
+
+
 def test_points_in_order_are_read_points_by_ascending_id(backend, tmp_path):
     store = backend.store
     keys = frozenset({"data", "hash", "user_id"})

@@ -185,6 +185,10 @@ class PgVector:
         if copy is not None:
             yield from rows.iter_points(copy.dest)
 
+    def count_rows(self, capture: VectorCapture) -> dict[str, int]:
+        """Rows the export wrote of each table (its ``schema.json``). See ``VectorStore.count_rows``."""
+        return {name: _exported_rows(capture.root, name) for name in sorted(capture.copies)}
+
     def read_points(
         self,
         capture: VectorCapture,
