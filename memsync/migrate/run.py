@@ -124,12 +124,15 @@ def run_migrate(
     config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="migrate-") as temporary:
         scratch = Path(temporary)
+        # mem0 writes a point before its history row: every write the capture may miss has
+        # a history row above this one (a superset: not_copied may name a copied memory).
+        before = history.last_rowid(config.history_db_path) if not dry_run else 0
         captured = deployment.capture(config, scratch / "source", vectors=not dry_run)
         plan = _plan(source, target, captured, batch_size)
         if dry_run:
             return Migrated(plan=plan, dry_run=True, resumed=recorded is not None)
         with operation_lock(config.state_dir, "migrate"):
-            return _migrate(config, new_config, to, now, plan, captured, scratch, progress)
+            return _migrate(config, new_config, to, now, plan, captured, scratch, before, progress)
 
 
 def _plan(source: Any, target: Any, captured: deployment.Captured, batch_size: int) -> MigratePlan:
@@ -156,9 +159,13 @@ def _migrate(
     plan: MigratePlan,
     captured: deployment.Captured,
     scratch: Path,
+    last_rowid: int,
     progress: Callable[[int, int], None] | None,
 ) -> Migrated:
-    """The copy, verification and check (under the operation lock)."""
+    """The copy, verification and check (under the operation lock).
+
+    ``last_rowid``: history's last row before the capture (``not_copied`` is what came after).
+    """
     recorded = journal.load(config.state_dir)
     document = recorded or {
         "to": str(to.resolve()),
@@ -171,7 +178,6 @@ def _migrate(
     journal.save(config.state_dir, document)
     target_store = vector_store_for(new_config)
     have = _target_ids(target_store, scratch / "target-before") if recorded else set()
-    last_rowid = history.last_rowid(captured.history_path)
 
     batches_before = int(document.get("batches_done", 0))
     points_before = int(document.get("points_copied", 0))
@@ -242,7 +248,7 @@ def _verify(
 
 
 def _written_since(config: Config, scratch: Path, last_rowid: int) -> tuple[str, ...]:
-    """Memory ids with a history event after the capture's last row (a fresh history copy)."""
+    """Memory ids with a history event after ``last_rowid`` (read from a fresh history copy)."""
     if not config.history_db_path.is_file():
         return ()
     copy = history.capture(config.history_db_path, scratch / "history-after.db")

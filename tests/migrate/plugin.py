@@ -4,14 +4,17 @@
   "new embedding model" of another size a migration re-embeds into;
 * ``migrate_flaky``: stands for an external embedding service that rate-limits: its first
   ``$MEMSYNC_TEST_FLAKY_FAILS`` calls in a process (default 3; ``-1``: every call) raise
-  ``ConnectionError``, then it answers as ``migrate_hash_256``.
+  ``ConnectionError``, then it answers as ``migrate_hash_256``;
+* ``migrate_slow``: ``migrate_hash_256`` taking 30 ms a call (a remote embedder's latency),
+  so a test can kill a migration mid-way.
 
-Listed in a config's ``plugins``; importing it registers both with mem0's factory.
+Listed in a config's ``plugins``; importing it registers them with mem0's factory.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 from mem0.utils.factory import EmbedderFactory
 
@@ -19,6 +22,7 @@ from memsync.demo.providers import HashEmbedding
 
 DIMS = 256
 FLAKY_FAILS_ENV = "MEMSYNC_TEST_FLAKY_FAILS"
+SLOW_S = 0.03
 
 
 class Hash256(HashEmbedding):  # type: ignore[misc]
@@ -42,10 +46,19 @@ class Flaky(Hash256):
         return super().embed(text, memory_action)
 
 
+class Slow(Hash256):
+    """``migrate_hash_256`` taking ``SLOW_S`` seconds a call, as a remote embedder does."""
+
+    def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        time.sleep(SLOW_S)
+        return super().embed(text, memory_action)
+
+
 def register() -> None:
-    """Register both providers with mem0's embedder factory. Idempotent."""
+    """Register the three providers with mem0's embedder factory. Idempotent."""
     EmbedderFactory.provider_to_class["migrate_hash_256"] = f"{__name__}.Hash256"
     EmbedderFactory.provider_to_class["migrate_flaky"] = f"{__name__}.Flaky"
+    EmbedderFactory.provider_to_class["migrate_slow"] = f"{__name__}.Slow"
 
 
 register()
