@@ -51,20 +51,22 @@ def save(state_dir: Path, document: dict[str, Any]) -> None:
     write_json_atomic(path_of(state_dir), document)
 
 
-def require_same_target(journal: dict[str, Any], to: str, source: str, state_dir: Path) -> None:
-    """Return when the journal is this migration's (same ``--to``); else refuse.
+def require_same_target(
+    journal: dict[str, Any], to: str, target: str, source: str, state_dir: Path
+) -> None:
+    """Return when the journal is this migration's (same ``--to``, same target); else refuse.
 
     Raises:
-        ConfigError: (exit 10) a journal of a migration to another config is there; the
-            message names it and its target.
+        ConfigError: (exit 10) a journal of a migration to another config, or to another
+            target (``NEW.toml`` edited since), is there; the message names it and its target.
     """
-    if journal.get("to") == to:
+    if journal.get("to") == to and journal.get("target") == target:
         return
     raise ConfigError(
         source,
         [
             f"a migration to {journal.get('to')} (target {journal.get('target')}) is recorded "
-            f"in {path_of(state_dir)}; this one goes to {to}"
+            f"in {path_of(state_dir)}; this one goes to {to} (target {target})"
         ],
         "run memsync migrate --to with that config to finish it, or move the journal aside "
         "(its target is left as it is) to start another",

@@ -112,7 +112,7 @@ def run_migrate(
     recorded = journal.load(config.state_dir)
     if recorded is not None:
         journal.require_same_target(
-            recorded, str(to.resolve()), new_config.source, config.state_dir
+            recorded, str(to.resolve()), target.where, new_config.source, config.state_dir
         )
     target_store = vector_store_for(new_config)
     exists = recorded is None and (target_store.present() or target_store.holds_data())

@@ -111,8 +111,9 @@ def pick_sample(
         and summary.payload.get("data")
         and any(summary.payload.get(key) for key in SCOPE_KEYS)
     ]
-    step = max(1, len(eligible) // size)
-    return eligible[::step][:size]
+    if len(eligible) <= size:
+        return eligible
+    return [eligible[index * len(eligible) // size] for index in range(size)]
 
 
 def search_sample(

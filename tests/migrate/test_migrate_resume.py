@@ -121,3 +121,33 @@ def test_an_embedder_that_keeps_failing_stops_with_exit_11_naming_it_and_keeps_t
     monkeypatch.setenv(plugin.FLAKY_FAILS_ENV, "0")  # the service answers again
     again = cli("migrate", "--to", str(new), "--json", config=source.config)
     assert again.code == 0 and again.json()["verified"] is True
+
+
+def test_verification_names_a_target_point_that_differs_and_exits_3(make_deployment, tmp_path, cli):
+    source = make_deployment(count=10)
+    new = target_config(source.paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    assert cli("migrate", "--to", str(new), config=source.config).code == 0
+    from qdrant_client import QdrantClient
+
+    damaged = source.seeded.live[0]
+    client = QdrantClient(path=str(tmp_path / "new" / "qdrant"))
+    client.set_payload("mem0", payload={"data": "not what the user said"}, points=[damaged])
+    client.close()
+    result = cli("migrate", "--to", str(new), "--json", config=source.config)
+    assert result.code == 3
+    report = result.json()
+    assert report["verified"] is False and report["copied"] == 0
+    assert {(d["point_id"], d["what"]) for d in report["differences"]} >= {(damaged, "payload")}
+    assert _journal(source.paths.state)["phase"] == "differs"
+
+
+def test_a_migration_whose_new_config_now_names_another_target_is_refused(
+    make_deployment, tmp_path, cli
+):
+    source = make_deployment(count=10)
+    new = target_config(source.paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    assert cli("migrate", "--to", str(new), config=source.config).code == 0
+    new.write_text(new.read_text().replace(str(tmp_path / "new" / "qdrant"), str(tmp_path / "q2")))
+    result = cli("migrate", "--to", str(new), config=source.config)
+    assert result.code == 10 and str(tmp_path / "new" / "qdrant") in result.err
+    assert not (tmp_path / "q2").exists()
