@@ -174,7 +174,9 @@ def _migrate(
         "started_at": utc.iso(now),
         "batches_done": 0,
     }
-    document.update(phase="copy", captured_at=utc.iso(captured.window.vectors_at))
+    document.update(
+        phase="copy", captured_at=utc.iso(captured.window.vectors_at), history_rowid=last_rowid
+    )
     journal.save(config.state_dir, document)
     target_store = vector_store_for(new_config)
     have = _target_ids(target_store, scratch / "target-before") if recorded else set()

@@ -6,7 +6,9 @@
   ``$MEMSYNC_TEST_FLAKY_FAILS`` calls in a process (default 3; ``-1``: every call) raise
   ``ConnectionError``, then it answers as ``migrate_hash_256``;
 * ``migrate_slow``: ``migrate_hash_256`` taking 30 ms a call (a remote embedder's latency),
-  so a test can kill a migration mid-way.
+  so a test can kill a migration mid-way;
+* ``migrate_gated``: ``migrate_hash_256`` whose calls wait until the file named by
+  ``$MEMSYNC_TEST_GATE`` exists, so a test decides when the copy goes on.
 
 Listed in a config's ``plugins``; importing it registers them with mem0's factory.
 """
@@ -23,6 +25,7 @@ from memsync.demo.providers import HashEmbedding
 DIMS = 256
 FLAKY_FAILS_ENV = "MEMSYNC_TEST_FLAKY_FAILS"
 SLOW_S = 0.03
+GATE_ENV = "MEMSYNC_TEST_GATE"
 
 
 class Hash256(HashEmbedding):  # type: ignore[misc]
@@ -54,11 +57,23 @@ class Slow(Hash256):
         return super().embed(text, memory_action)
 
 
+class Gated(Hash256):
+    """``migrate_hash_256`` whose calls wait until the file ``$MEMSYNC_TEST_GATE`` exists."""
+
+    def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        gate = os.environ.get(GATE_ENV)
+        deadline = time.monotonic() + 120
+        while gate and not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return super().embed(text, memory_action)
+
+
 def register() -> None:
     """Register the three providers with mem0's embedder factory. Idempotent."""
     EmbedderFactory.provider_to_class["migrate_hash_256"] = f"{__name__}.Hash256"
     EmbedderFactory.provider_to_class["migrate_flaky"] = f"{__name__}.Flaky"
     EmbedderFactory.provider_to_class["migrate_slow"] = f"{__name__}.Slow"
+    EmbedderFactory.provider_to_class["migrate_gated"] = f"{__name__}.Gated"
 
 
 register()

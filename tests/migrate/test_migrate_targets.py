@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from memsync.demo import deployment as build
+from tests.migrate import plugin
 from tests.migrate.helpers import qdrant_points, scroll_points, target_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,23 +73,33 @@ def test_vectors_are_copied_as_they_are_into_pgvector_when_the_embedder_stays(
 
 
 def test_the_app_writing_during_the_copy_never_fails_and_what_it_wrote_is_reported(
-    make_deployment, tmp_path, cli
+    make_deployment, tmp_path
 ):
     source = make_deployment(count=40)
     source.close()  # the app (another process) owns the store from here on
     writer = subprocess.Popen(
-        [sys.executable, "-m", "tests.helpers.live_writer", str(source.paths.root), "6"],
+        [sys.executable, "-m", "tests.helpers.live_writer", str(source.paths.root), "4"],
         stdout=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip
     assert writer.stdout.readline().strip() == "ready"
     time.sleep(0.5)  # some writes before the capture
-    new = target_config(source.paths, tmp_path / "new", embedder="migrate_slow", dims=256)
-    result = cli("migrate", "--to", str(new), "--json", config=source.config)
-    out, _ = writer.communicate(timeout=120)
+    new = target_config(source.paths, tmp_path / "new", embedder="migrate_gated", dims=256)
+    gate = tmp_path / "gate"
+    migrate = subprocess.Popen(
+        [sys.executable, "-m", "memsync", "migrate", "--to", str(new), "--json",
+         "--config", str(source.config)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, plugin.GATE_ENV: str(gate)},
+    )  # fmt: skip
+    out, _ = writer.communicate(timeout=120)  # the app writes on while migrate copies
     stats = json.loads(out.strip().splitlines()[-1])
+    assert migrate.poll() is None  # still copying: its first embedding waits for the gate
+    gate.touch()
+    result, errors = migrate.communicate(timeout=300)
     assert stats["failures"] == 0, stats["errors"][:5]
-    assert result.code == 0, result.err
-    report = result.json()
+    assert stats["writes"] > 20
+    assert migrate.returncode == 0, errors
+    report = json.loads(result)
     assert report["verified"] is True
     not_copied = set(report["not_copied"])
     assert not_copied  # the app wrote during the copy
@@ -97,4 +109,4 @@ def test_the_app_writing_during_the_copy_never_fails_and_what_it_wrote_is_report
     assert set(target) - set(live) <= not_copied  # deleted since
     changed = {i for i in set(live) & set(target) if live[i][0] != target[i][0]}
     assert changed <= not_copied  # updated since
-    assert set(target) - not_copied  # and the rest was copied
+    assert set(target) - not_copied  # and the rest was copied as it is
