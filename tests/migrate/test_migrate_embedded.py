@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from memsync.demo import deployment as build
+from tests.e2e.test_cli import fingerprint
 from tests.migrate.helpers import entity_links, qdrant_points, scroll_points, target_config
 
 ENTITY_IDS = ["00000000-0000-4000-8000-0000000000e1", "00000000-0000-4000-8000-0000000000e2"]
@@ -56,6 +57,7 @@ def test_dry_run_plans_the_re_embedding_and_creates_nothing_when_the_embedder_ch
 ):
     paths, config, _memory, seeded = minilm_app
     new = target_config(paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    before = fingerprint(paths.root)
     result = cli("migrate", "--to", str(new), "--dry-run", "--json", config=config)
     assert result.code == 0, result.err
     plan = result.json()["plan"]
@@ -66,6 +68,7 @@ def test_dry_run_plans_the_re_embedding_and_creates_nothing_when_the_embedder_ch
     assert plan["batches"] == 2 and plan["disk_bytes"] > (len(seeded.live) + 2) * 256 * 4
     assert not (tmp_path / "new" / "qdrant").exists()
     assert not (paths.state / "migrate.json").exists()
+    assert fingerprint(paths.root) == before
 
 
 def test_every_memory_is_re_embedded_with_its_id_and_payload_when_the_embedder_changes(
@@ -73,8 +76,10 @@ def test_every_memory_is_re_embedded_with_its_id_and_payload_when_the_embedder_c
 ):
     paths, config, memory, seeded = minilm_app
     new = target_config(paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    before = fingerprint(paths.root)
     result = cli("migrate", "--to", str(new), "--batch-size", "7", "--json", config=config)
     assert result.code == 0, result.err
+    assert fingerprint(paths.root) == before  # the source and history.db: not a byte changed
     report = result.json()
     assert report["verified"] is True and report["differences"] == []
     assert report["copied"] == report["re_embedded"] == len(seeded.live) + 2
