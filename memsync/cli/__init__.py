@@ -21,6 +21,7 @@ from memsync.cli import config as config_command
 from memsync.cli import daemon as daemon_command
 from memsync.cli import doctor as doctor_command
 from memsync.cli import forget as forget_command
+from memsync.cli import migrate as migrate_command
 from memsync.cli import pending as pending_command
 from memsync.cli import reconcile as reconcile_command
 from memsync.cli import recover as recover_command
@@ -40,6 +41,7 @@ COMMANDS = (
     snapshot_command,
     restore_command,
     recover_command,
+    migrate_command,
     reconcile_command,
     forget_command,
     pending_command,

@@ -29,6 +29,7 @@ from memsync.stores.qdrant_rows import (
     delete_points,
     find_point,
     iter_points,
+    iter_stored,
     read_entities,
     read_points,
 )
@@ -274,6 +275,22 @@ class EmbeddedQdrant:
         """The live entity collection's links (read-only open of its storage.sqlite); () if none."""
         storage = storage_path(self._path, self.entities_collection)
         return read_entities(storage) if storage.is_file() else ()
+
+    def iter_stored(
+        self, capture: VectorCapture, collection: str
+    ) -> Iterator[tuple[str, StoredPoint]]:
+        """Stream a captured collection's current points with vectors. See ``iter_stored``."""
+        copy = capture.copies.get(collection)
+        if copy is None:
+            return
+        for point_id, payload, vector in iter_stored(copy.dest):
+            dense = vector.get("") if isinstance(vector, dict) else vector
+            yield (
+                point_id,
+                StoredPoint(
+                    payload=payload, vector=list(dense) if isinstance(dense, list) else None
+                ),
+            )
 
     def find_point(self, root: Path, collection: str, point_id: str) -> StoredPoint | None:
         """One point of the layout at ``root`` with its dense vector (named ``""`` by mem0)."""

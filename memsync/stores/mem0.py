@@ -266,6 +266,46 @@ class Mem0Writer:
         with suppress(Exception):
             _ = self._memory.entity_store
 
+    def embed(self, text: str) -> list[float]:
+        """Embed ``text`` with the config's embedder (mem0's ``embed(text, "add")``).
+
+        The embedder's own exceptions propagate unchanged (a migration retries the transient
+        ones). Reads only.
+        """
+        return [float(x) for x in self._memory.embedding_model.embed(text, "add")]
+
+    def insert_points(
+        self,
+        ids: Sequence[str],
+        vectors: Sequence[Sequence[float]],
+        payloads: Sequence[Mapping[str, Any]],
+        *,
+        entities: bool = False,
+    ) -> None:
+        """Write points with these ids, vectors and payloads, in one call (a migration's batch).
+
+        A documented direct write through mem0's vector store object (``vector_store.insert``,
+        or ``entity_store.insert`` with ``entities``): no history row, no embedding. Embedded
+        Qdrant upserts; mem0ai 2.2.1's pgvector inserts in one transaction and fails on an id
+        already there, so callers skip the ids the target holds.
+        """
+        store = self._memory.entity_store if entities else self._memory.vector_store
+        store.insert(
+            vectors=[list(v) for v in vectors], ids=list(ids), payloads=[dict(p) for p in payloads]
+        )
+
+    def top_hit(self, text: str, filters: Mapping[str, Any]) -> tuple[str, str] | None:
+        """``(memory_id, text)`` of ``Memory.search``'s first result, or None when it finds none.
+
+        mem0ai 2.2.1's ``search`` needs ``filters`` (user_id, agent_id or run_id); expired
+        memories are included. Reads only (one embedding of ``text``).
+        """
+        found = self._memory.search(text, top_k=1, filters=dict(filters), show_expired=True)
+        results = found.get("results") if isinstance(found, dict) else found
+        if not results:
+            return None
+        return str(results[0]["id"]), str(results[0].get("memory") or "")
+
     def probe_embedder(self) -> None:
         """Embed one probe text before any action that needs the embedder.
 

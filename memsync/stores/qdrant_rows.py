@@ -76,6 +76,33 @@ def count_rows(storage: Path) -> int:
         connection.close()
 
 
+def iter_stored(storage: Path) -> Iterator[tuple[str, dict[str, Any], Any]]:
+    """Yield ``(id, payload, vector as stored)`` of every current point of a ``storage.sqlite``.
+
+    The points ``iter_points`` yields (newest row per normalised id), with their vectors
+    (mem0: ``{"": [floats], ...}``). Streams. Reads only.
+
+    Raises:
+        UnavailableError: as ``iter_points``.
+    """
+    connection = connect_readonly(storage)
+    seen: set[str] = set()
+    try:
+        cursor = connection.execute("SELECT rowid, point FROM points ORDER BY rowid DESC")
+        for rowid, blob in cursor:
+            try:
+                point_id, payload, vector = decode_stored(blob)
+            except PointDecodeError as error:
+                raise _undecodable(storage, rowid, error) from error
+            if point_id not in seen:
+                seen.add(point_id)
+                yield point_id, payload, vector
+    except sqlite3.Error as error:
+        raise translate(error, storage, "read its points") from error
+    finally:
+        connection.close()
+
+
 def read_points(
     storage: Path,
     keys: frozenset[str] | None = None,

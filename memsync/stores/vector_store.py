@@ -343,6 +343,22 @@ class VectorStore(Protocol):
         """
         ...
 
+    def iter_stored(
+        self, capture: VectorCapture, collection: str
+    ) -> Iterator[tuple[str, StoredPoint]]:
+        """Yield ``(point_id, StoredPoint)`` for every current point of a captured collection.
+
+        The same points as ``iter_points`` (same ids, same current copy), with the whole
+        payload and the dense vector (floats), for a migration that writes them elsewhere.
+        Streams (one point in memory at a time); none when the collection has no copy. Reads
+        only.
+
+        Raises:
+            UnavailableError: as ``iter_points``; also for a capture made with
+                ``vectors=False`` where the store left the vectors out (pgvector).
+        """
+        ...
+
     def find_point(self, root: Path, collection: str, point_id: str) -> StoredPoint | None:
         """Return one point of a captured layout at ``root`` with its vector, or None when absent.
 

@@ -298,6 +298,39 @@ def test_find_point_returns_the_stored_payload_and_dense_vector(backend, tmp_pat
     )
 
 
+def test_iter_stored_yields_every_point_of_iter_points_with_its_whole_payload_and_vector(
+    backend, tmp_path
+):
+    store = backend.store
+    captured = store.capture(tmp_path / store.capture_dir)
+    dims = backend.config.expected_dims[0][1]
+    for collection in (store.collection, store.entities_collection):
+        stored = dict(store.iter_stored(captured, collection))
+        points = {p.id: p for p in store.iter_points(captured, collection)}
+        assert set(stored) == set(points) and stored
+        for point_id, one in stored.items():
+            assert points[point_id].payload.items() <= one.payload.items()  # iter_points trims
+            assert one.vector is not None and len(one.vector) == dims
+            assert one == store.find_point(captured.root, collection, point_id)
+    memory_id = backend.deployment.seeded.live[0]
+    assert (
+        "text_lemmatized" in dict(store.iter_stored(captured, store.collection))[memory_id].payload
+    )
+    assert list(store.iter_stored(captured, "no-such-collection")) == []
+
+
+def test_iter_stored_refuses_an_inventory_capture_without_vectors_where_the_store_drops_them(
+    backend, tmp_path
+):
+    store = backend.store
+    captured = store.capture(tmp_path / store.capture_dir, vectors=False)
+    if store.kind == "embedded-qdrant":  # copies its files whole: vectors are there anyway
+        assert all(s.vector for _i, s in store.iter_stored(captured, store.collection))
+    else:
+        with pytest.raises(UnavailableError, match="vector sizes only"):
+            list(store.iter_stored(captured, store.collection))
+
+
 def test_files_of_the_live_store_and_its_capture_are_the_same_list(backend, tmp_path):
     store = backend.store
     captured = store.capture(tmp_path / store.capture_dir)

@@ -268,6 +268,14 @@ class PgVector:
                 ) from None
         return tuple(sorted(links, key=lambda link: link.entity_id))
 
+    def iter_stored(
+        self, capture: VectorCapture, collection: str
+    ) -> Iterator[tuple[str, StoredPoint]]:
+        """Stream an exported table's rows with payloads and vectors. See ``rows.iter_stored``."""
+        copy = capture.copies.get(collection)
+        if copy is not None:
+            yield from rows.iter_stored(copy.dest)
+
     def find_point(self, root: Path, collection: str, point_id: str) -> StoredPoint | None:
         """One row of the export at ``root`` with its vector; None when absent."""
         path = root / export.file_of(collection)

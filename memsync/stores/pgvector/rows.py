@@ -120,6 +120,23 @@ def iter_points(path: Path, keys: frozenset[str] | None = None) -> Iterator[Poin
         yield Point(id=point_id, payload=payload, vector_size=size)
 
 
+def iter_stored(path: Path) -> Iterator[tuple[str, StoredPoint]]:
+    """Every row of an export file with its whole payload and vector (floats). Streams.
+
+    Raises:
+        UnavailableError: as ``iter_points``; also for an inventory-only export (no vectors).
+    """
+    for number, row, where in _Rows(path):
+        if "vector" not in where:
+            raise UnavailableError(
+                f"pgvector export {path} holds vector sizes only (an inventory capture), "
+                "not the vectors"
+            )
+        point_id, payload, vector, _size = _decode(path, number, row, where)
+        floats = [float(x) for x in json.loads(vector)] if vector else None
+        yield point_id, StoredPoint(payload=payload, vector=floats)
+
+
 def header_verdict(path: Path, columns: Any, *, vectors: bool = True) -> str:
     """``"ok"`` when the file's header names ``schema.json``'s ``columns`` in order, else why not.
 

@@ -1,0 +1,112 @@
+"""``memsync migrate``: copy the deployment to a new embedder or vector store, then verify it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+from memsync import config as config_module
+from memsync.cli import render
+from memsync.cli.common import add_command, load_config
+from memsync.errors import UsageError
+from memsync.migrate.plan import DEFAULT_BATCH_SIZE, MigratePlan
+from memsync.migrate.run import Migrated, run_migrate
+
+HELP = (
+    "copy every memory (same ids and payloads) into the vector store and embedder that "
+    "NEW.toml names, re-embedding when the embedder changes, while the app runs; then verify "
+    "the target; the app is not switched over"
+)
+SHOWN = 20  # text output lists at most this many differences and not-copied ids
+
+
+def register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    epilog: str,
+) -> None:
+    """Add the ``migrate`` subcommand."""
+    parser = add_command(subparsers, "migrate", HELP, common, epilog)
+    parser.add_argument(
+        "--to",
+        required=True,
+        metavar="NEW.toml",
+        help="the memsync config naming the target vector store and embedder",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=DEFAULT_BATCH_SIZE,
+        metavar="N",
+        help=f"points written (and embedded) per batch (default: {DEFAULT_BATCH_SIZE})",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Migrate; exit 0 (verified), 3 (a difference), 10 (refused), 11, 12."""
+    if args.batch_size < 1:
+        raise UsageError(f"--batch-size must be at least 1 (got {args.batch_size})")
+    config = load_config(args)
+    to = Path(args.to)
+    new_config = config_module.load(to, os.environ)
+    with render.progress("migrating") as progress:
+        done = run_migrate(
+            config,
+            new_config,
+            to,
+            datetime.now(UTC),
+            dry_run=args.dry_run,
+            batch_size=args.batch_size,
+            progress=progress,
+        )
+    render.emit(args.json, {"command": "migrate", **done.to_json()}, _text(done))
+    return int(done.exit_code)
+
+
+def _plan_text(plan: MigratePlan) -> list[str]:
+    source, target = plan.source, plan.target
+    vectors = (
+        f"re-embed {plan.memories + plan.entities} points ({plan.embedder_calls} embedder calls)"
+        if plan.re_embed
+        else "copy the vectors as they are (no embedder call)"
+    )
+    return [
+        f"from: {source.kind} {source.where} ({source.embedder_provider}, {source.dims} dims)",
+        f"to:   {target.kind} {target.where} ({target.embedder_provider}, {target.dims} dims)",
+        f"memories: {plan.memories}, entities: {plan.entities}; {vectors}",
+        f"batches: {plan.batches} of up to {plan.batch_size}; target size about "
+        f"{plan.disk_bytes / 1e6:.1f} MB",
+    ]
+
+
+def _text(done: Migrated) -> str:
+    lines = _plan_text(done.plan)
+    if done.dry_run:
+        lines.append("migrate --dry-run: nothing changed")
+        return "\n".join(lines)
+    copied = done.copied
+    lines.append(
+        f"copied {copied.copied} points ({copied.re_embedded} re-embedded), "
+        f"{copied.skipped} already in the target" + (" (resumed)" if done.resumed else "")
+    )
+    for difference in done.differences[:SHOWN]:
+        lines.append(f"  {difference.what}: {difference.point_id}  {difference.detail}")
+    if len(done.differences) > SHOWN:
+        lines.append(f"  ... and {len(done.differences) - SHOWN} more (--json lists every one)")
+    if done.not_copied:
+        lines.append(
+            f"{len(done.not_copied)} memories written by the app since the capture are not "
+            "copied (not_copied in --json); the catch-up comes with the switch, later"
+        )
+    if done.check_after is not None:
+        counts = done.check_after.counts()
+        lines.append(
+            f"check on the new config: {counts['errors']} errors, {counts['warnings']} warnings"
+        )
+    verdict = "verified" if not done.differences else f"{len(done.differences)} differences"
+    lines.append(f"migrate: {verdict}; the app still uses the old store (switch by hand)")
+    return "\n".join(lines)

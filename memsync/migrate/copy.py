@@ -1,0 +1,188 @@
+"""Copy a captured source into the target through mem0's own vector store objects, in batches.
+
+Points keep their ids and whole payloads; vectors are copied as they are, or computed again
+by the target's embedder (``Mem0Writer.embed``: the memory's ``data`` text, an entity's
+``data`` text) when the plan re-embeds. The embedder's transient errors are retried with
+exponential backoff through tenacity (``RETRY_ATTEMPTS`` attempts at most), then the
+migration stops with exit 11 naming the point and the embedder; the journal stays, so the
+same command resumes. Ids the target already holds are skipped (a resumed run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+import structlog
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from memsync.errors import ConfigError, UnavailableError
+from memsync.migrate.plan import MigratePlan
+from memsync.stores.mem0 import Mem0Writer
+from memsync.stores.vector_store import StoredPoint, VectorCapture, VectorStore
+
+logger = structlog.get_logger(__name__)
+
+RETRY_ATTEMPTS = 6  # per embedding, the first included
+RETRY_FIRST_WAIT_S = 0.2  # then 0.4, 0.8, ... seconds
+RETRY_MAX_WAIT_S = 10.0
+# Programming and input errors: retrying cannot help.
+PERMANENT = (TypeError, ValueError, KeyError, AttributeError, NotImplementedError)
+
+
+@dataclass(slots=True)
+class Copied:
+    """What the copy did: counts of points, and the ids it could not write.
+
+    Attributes:
+        copied: points written to the target (both collections).
+        re_embedded: of those, points whose vector the target's embedder computed.
+        skipped: points the target held already (a resumed migration).
+        batches: batches written by this run.
+        without_text: ids not written: a re-embedding needs the point's ``data`` text (or a
+            copy its vector) and the point has none.
+    """
+
+    copied: int = 0
+    re_embedded: int = 0
+    skipped: int = 0
+    batches: int = 0
+    without_text: list[str] = field(default_factory=list)
+
+
+def copy_points(
+    writer: Mem0Writer,
+    store: VectorStore,
+    capture: VectorCapture,
+    plan: MigratePlan,
+    have: set[str],
+    on_batch: Callable[[Copied], None],
+    progress: Callable[[int, int], None] | None = None,
+) -> Copied:
+    """Write every captured point the target lacks, in ``plan.batch_size`` batches.
+
+    Args:
+        writer: mem0 opened on the NEW config (the target).
+        store: the source's vector store (reads ``capture``).
+        capture: the source capture, with vectors.
+        plan: the plan (batch size, re-embedding, the target's vector size).
+        have: ids the target holds already (skipped).
+        on_batch: called after each batch is written (the journal is saved there).
+        progress: ``progress(points_done, points_total)`` after each batch.
+
+    Raises:
+        UnavailableError: (exit 11) the embedder keeps failing on a point (named), or the
+            capture is unreadable.
+        ConfigError: (exit 10) the embedder returns vectors of another size than the target's.
+    """
+    done = Copied()
+    total = plan.memories + plan.entities
+    collections = ((store.collection, False), (store.entities_collection, True))
+    for collection, entities in collections:
+        points = store.iter_stored(capture, collection)
+        for batch in _batches(points, plan.batch_size, have, done):
+            ids, vectors, payloads = [], [], []
+            for point_id, stored in batch:
+                vector = _vector_of(writer, plan, point_id, stored)
+                if vector is None:
+                    done.without_text.append(point_id)
+                    continue
+                ids.append(point_id)
+                vectors.append(vector)
+                payloads.append(stored.payload)
+            if ids:
+                writer.insert_points(ids, vectors, payloads, entities=entities)
+            done.copied += len(ids)
+            done.re_embedded += len(ids) if plan.re_embed else 0
+            done.batches += 1
+            on_batch(done)
+            if progress is not None:
+                progress(done.copied + done.skipped + len(done.without_text), total)
+    return done
+
+
+def _batches(
+    points: Iterable[tuple[str, StoredPoint]], size: int, have: set[str], done: Copied
+) -> Iterator[list[tuple[str, StoredPoint]]]:
+    """Group the points the target lacks into lists of ``size``; count the others as skipped."""
+    batch: list[tuple[str, StoredPoint]] = []
+    for point_id, stored in points:
+        if point_id in have:
+            done.skipped += 1
+            continue
+        batch.append((point_id, stored))
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _vector_of(
+    writer: Mem0Writer, plan: MigratePlan, point_id: str, stored: StoredPoint
+) -> list[float] | None:
+    """The target vector of one point: re-embedded, or the stored one; None when impossible."""
+    if not plan.re_embed:
+        return list(stored.vector) if stored.vector is not None else None
+    text = stored.payload.get("data")
+    if not isinstance(text, str) or not text:
+        return None
+    vector = embed(writer, text, point_id, plan.target.embedder_provider)
+    if len(vector) != plan.target.dims:
+        raise ConfigError(
+            plan.target.where,
+            [
+                f"the embedder {plan.target.embedder_provider} returned {len(vector)} "
+                f"dimensions for point {point_id}; the target expects {plan.target.dims} "
+                "(embedding_model_dims)"
+            ],
+            "make the new config's embedding_model_dims match its embedder, then run the "
+            "same memsync migrate again",
+        )
+    return vector
+
+
+def _transient(error: BaseException) -> bool:
+    """Whether an embedder error may pass (network, rate limit, timeout): anything else."""
+    return not isinstance(error, PERMANENT)
+
+
+def embed(writer: Mem0Writer, text: str, point_id: str, provider: str) -> list[float]:
+    """Embed ``text`` through the target's embedder, retrying transient errors with backoff.
+
+    Waits ``RETRY_FIRST_WAIT_S`` doubling up to ``RETRY_MAX_WAIT_S`` seconds between at most
+    ``RETRY_ATTEMPTS`` attempts (tenacity); each retry is logged (``embedder_retry``).
+
+    Raises:
+        UnavailableError: (exit 11) every attempt failed, or a permanent error; the message
+            names the point and the embedder.
+    """
+    retrying = Retrying(
+        stop=stop_after_attempt(RETRY_ATTEMPTS),
+        wait=wait_exponential(multiplier=RETRY_FIRST_WAIT_S, max=RETRY_MAX_WAIT_S),
+        retry=retry_if_exception(_transient),
+        before_sleep=lambda state: logger.warning(
+            "embedder_retry", memory_id=point_id, attempt=state.attempt_number
+        ),
+    )
+    try:
+        return retrying(writer.embed, text)
+    except RetryError as error:
+        last = error.last_attempt.exception()
+        raise UnavailableError(
+            f"the embedder {provider} failed {RETRY_ATTEMPTS} times embedding point {point_id}: "
+            f"{type(last).__name__}: {last}",
+            "the journal is kept: run the same memsync migrate again when the embedder answers",
+        ) from last
+    except Exception as error:  # noqa: BLE001 - a permanent embedder error, named
+        raise UnavailableError(
+            f"the embedder {provider} failed embedding point {point_id}: "
+            f"{type(error).__name__}: {error}",
+            "check the new config's [mem0.embedder]; the journal is kept",
+        ) from error

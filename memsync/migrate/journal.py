@@ -1,0 +1,73 @@
+"""The migration's journal: ``<state_dir>/migrate.json``, written atomically after each batch.
+
+It names the new config (``to``, resolved), the source and target stores, the phase
+(``copy``, then ``verified`` or ``differs``) and the batches written, so a killed migration
+re-run with the same ``--to`` resumes (the ids the target holds are skipped) and a run with
+another ``--to`` is refused while it is there. The journal is kept after the copy: the switch
+(a later release) reads it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from memsync.errors import ConfigError, UnavailableError
+from memsync.state import write_json_atomic
+
+JOURNAL = "migrate.json"
+
+
+def path_of(state_dir: Path) -> Path:
+    """The journal's path in ``state_dir``. Pure."""
+    return state_dir / JOURNAL
+
+
+def load(state_dir: Path) -> dict[str, Any] | None:
+    """The journal, or None when there is none. Reads only.
+
+    Raises:
+        UnavailableError: (exit 11) the file is there but unreadable or not a JSON object.
+    """
+    path = path_of(state_dir)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise UnavailableError(
+            f"migration journal {path} is unreadable: {error}",
+            "move it aside to start the migration afresh (the target is left as it is)",
+        ) from error
+    if not isinstance(document, dict):
+        raise UnavailableError(f"migration journal {path} is not a JSON object")
+    return document
+
+
+def save(state_dir: Path, document: dict[str, Any]) -> None:
+    """Write the journal atomically (``state.write_json_atomic``); creates ``state_dir``."""
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_json_atomic(path_of(state_dir), document)
+
+
+def require_same_target(
+    journal: dict[str, Any], to: str, target: str, source: str, state_dir: Path
+) -> None:
+    """Return when the journal is this migration's (same ``--to``, same target); else refuse.
+
+    Raises:
+        ConfigError: (exit 10) a journal of a migration to another config, or to another
+            target (``NEW.toml`` edited since), is there; the message names it and its target.
+    """
+    if journal.get("to") == to and journal.get("target") == target:
+        return
+    raise ConfigError(
+        source,
+        [
+            f"a migration to {journal.get('to')} (target {journal.get('target')}) is recorded "
+            f"in {path_of(state_dir)}; this one goes to {to} (target {target})"
+        ],
+        "run memsync migrate --to with that config to finish it, or move the journal aside "
+        "(its target is left as it is) to start another",
+    )

@@ -1,0 +1,259 @@
+"""``run_migrate``: plan, copy while the app runs, journal, verify; the I/O half of migrate.
+
+Steps: refuse what ``plan.find_refusal`` refuses (and another migration's journal); capture
+the source with vectors into a work directory (read-only on the live stores: the app keeps
+running); plan; with ``dry_run`` stop there. Otherwise, under the operation lock: write the
+journal, read the ids the target holds (a resumed run), open mem0 on the new config and
+copy (``copy.copy_points``), capture the target and compare it with the source capture
+(``verify``), search a sample, list the memories written in the source after the capture
+(``not_copied``: the switch's catch-up, a later release, copies them), and run ``check`` on
+the new config.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from memsync import check, utc
+from memsync.config import Config
+from memsync.errors import ConfigError, ExitCode
+from memsync.migrate import journal
+from memsync.migrate.copy import Copied, copy_points
+from memsync.migrate.plan import MigratePlan, find_refusal, plan_migrate, side_of
+from memsync.migrate.verify import (
+    Difference,
+    Summary,
+    compare,
+    compare_entities,
+    pick_sample,
+    search_sample,
+    summarize,
+)
+from memsync.model import CheckReport
+from memsync.state import operation_lock
+from memsync.stores import deployment, history
+from memsync.stores.mem0 import open_memory
+from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store_for
+
+logger = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Migrated:
+    """What a migration did (or, dry, would do), and its verification."""
+
+    plan: MigratePlan
+    dry_run: bool
+    resumed: bool = False
+    copied: Copied = field(default_factory=Copied)
+    differences: tuple[Difference, ...] = ()
+    sampled: int = 0
+    not_copied: tuple[str, ...] = ()
+    check_after: CheckReport | None = None
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """3 (PROBLEMS_FOUND) when verification found a difference, else 0."""
+        return ExitCode.PROBLEMS_FOUND if self.differences else ExitCode.OK
+
+    def to_json(self) -> dict[str, Any]:
+        """The command's JSON document minus ``command`` (docs/reference/commands/migrate.md)."""
+        return {
+            "plan": self.plan.to_json(),
+            "dry_run": self.dry_run,
+            "resumed": self.resumed,
+            "copied": self.copied.copied,
+            "re_embedded": self.copied.re_embedded,
+            "skipped": self.copied.skipped,
+            "batches": self.copied.batches,
+            "verified": None if self.dry_run else not self.differences,
+            "differences": [d.to_json() for d in self.differences],
+            "search_sampled": self.sampled,
+            "not_copied": list(self.not_copied),
+            "check_after": self.check_after.counts() if self.check_after else None,
+        }
+
+
+def run_migrate(
+    config: Config,
+    new_config: Config,
+    to: Path,
+    now: datetime,
+    *,
+    dry_run: bool,
+    batch_size: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> Migrated:
+    """Migrate the deployment of ``config`` to the store and embedder of ``new_config``.
+
+    Args:
+        config: the current deployment's config.
+        new_config: the config naming the target (loaded from ``to``).
+        to: the new config's path (the journal names it, resolved).
+        now: the current time (aware UTC), for the journal and check.
+        dry_run: plan only; nothing is written (not even the journal).
+        batch_size: points per batch (> 0).
+        progress: ``progress(points_done, points_total)`` while copying.
+
+    Raises:
+        ConfigError: (exit 10) the migration is refused (see ``plan.find_refusal``), another
+            migration's journal is there, or the embedder's vectors have the wrong size.
+        UnavailableError: (exit 11) a store is unreadable, or the embedder keeps failing.
+        LockedError: (exit 12) another memsync operation runs.
+    """
+    source, target = side_of(config), side_of(new_config)
+    recorded = journal.load(config.state_dir)
+    if recorded is not None:
+        journal.require_same_target(
+            recorded, str(to.resolve()), target.where, new_config.source, config.state_dir
+        )
+    target_store = vector_store_for(new_config)
+    exists = recorded is None and (target_store.present() or target_store.holds_data())
+    refusal = find_refusal(source, target, target_exists=exists)
+    if refusal is not None:
+        raise ConfigError(
+            new_config.source, [refusal], "name a new directory or table in the new config"
+        )
+    config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="migrate-") as temporary:
+        scratch = Path(temporary)
+        # mem0 writes a point before its history row: every write the capture may miss has
+        # a history row above this one (a superset: not_copied may name a copied memory).
+        before = history.last_rowid(config.history_db_path) if not dry_run else 0
+        captured = deployment.capture(config, scratch / "source", vectors=not dry_run)
+        plan = _plan(source, target, captured, batch_size)
+        if dry_run:
+            return Migrated(plan=plan, dry_run=True, resumed=recorded is not None)
+        with operation_lock(config.state_dir, "migrate"):
+            return _migrate(config, new_config, to, now, plan, captured, scratch, before, progress)
+
+
+def _plan(source: Any, target: Any, captured: deployment.Captured, batch_size: int) -> MigratePlan:
+    """Count the capture's points and payload bytes, then ``plan_migrate``."""
+    store = captured.store
+    counts, payload_bytes = [], 0
+    for collection in (store.collection, store.entities_collection):
+        count = 0
+        for point in store.iter_points(captured.vectors, collection):
+            count += 1
+            payload_bytes += len(repr(point.payload))
+        counts.append(count)
+    return plan_migrate(
+        source, target, memories=counts[0], entities=counts[1],
+        payload_bytes=payload_bytes, batch_size=batch_size,
+    )  # fmt: skip
+
+
+def _migrate(
+    config: Config,
+    new_config: Config,
+    to: Path,
+    now: datetime,
+    plan: MigratePlan,
+    captured: deployment.Captured,
+    scratch: Path,
+    last_rowid: int,
+    progress: Callable[[int, int], None] | None,
+) -> Migrated:
+    """The copy, verification and check (under the operation lock).
+
+    ``last_rowid``: history's last row before the capture (``not_copied`` is what came after).
+    """
+    recorded = journal.load(config.state_dir)
+    document = recorded or {
+        "to": str(to.resolve()),
+        "source": plan.source.where,
+        "target": plan.target.where,
+        "started_at": utc.iso(now),
+        "batches_done": 0,
+    }
+    document.update(
+        phase="copy", captured_at=utc.iso(captured.window.vectors_at), history_rowid=last_rowid
+    )
+    journal.save(config.state_dir, document)
+    target_store = vector_store_for(new_config)
+    have = _target_ids(target_store, scratch / "target-before") if recorded else set()
+
+    batches_before = int(document.get("batches_done", 0))
+    points_before = int(document.get("points_copied", 0))
+
+    def on_batch(done: Copied) -> None:
+        document["batches_done"] = batches_before + done.batches
+        document["points_copied"] = points_before + done.copied
+        journal.save(config.state_dir, document)
+
+    with open_memory(new_config) as writer:
+        copied = copy_points(
+            writer, captured.store, captured.vectors, plan, have, on_batch, progress
+        )
+        logger.info("migrate_copied", point_count=copied.copied, skipped=copied.skipped)
+        differences, sampled = _verify(captured, target_store, scratch, plan, writer, copied)
+    not_copied = _written_since(config, scratch, last_rowid)
+    report = check.run_check(new_config, now)
+    document["phase"] = "differs" if differences else "verified"
+    journal.save(config.state_dir, document)
+    return Migrated(
+        plan=plan, dry_run=False, resumed=recorded is not None, copied=copied,
+        differences=tuple(differences), sampled=sampled, not_copied=not_copied,
+        check_after=report,
+    )  # fmt: skip
+
+
+def _target_ids(store: VectorStore, dest: Path) -> set[str]:
+    """The ids both target collections hold now (an inventory capture of the target)."""
+    copy = store.capture(dest, vectors=False)
+    return {
+        point.id
+        for collection in (store.collection, store.entities_collection)
+        for point in store.iter_points(copy, collection)
+    }
+
+
+def _summaries(store: VectorStore, capture: VectorCapture, collection: str) -> dict[str, Summary]:
+    return {i: summarize(stored) for i, stored in store.iter_stored(capture, collection)}
+
+
+def _verify(
+    captured: deployment.Captured,
+    target_store: VectorStore,
+    scratch: Path,
+    plan: MigratePlan,
+    writer: Any,
+    copied: Copied,
+) -> tuple[list[Difference], int]:
+    """Compare a capture of the target with the source capture; search a sample."""
+    source_store = captured.store
+    target_copy = target_store.capture(scratch / "target", vectors=True)
+    copied_as_is = not plan.re_embed
+    differences = []
+    for source_name, target_name in (
+        (source_store.collection, target_store.collection),
+        (source_store.entities_collection, target_store.entities_collection),
+    ):
+        before = _summaries(source_store, captured.vectors, source_name)
+        after = _summaries(target_store, target_copy, target_name)
+        differences += compare(before, after, plan.target.dims, vectors_copied=copied_as_is)
+        if source_name == source_store.collection:
+            sample = pick_sample(after, copied.without_text)
+            differences += search_sample(writer, after, sample)
+    differences += compare_entities(
+        source_store.read_entities(captured.vectors), target_store.read_entities(target_copy)
+    )
+    return differences, len(sample)
+
+
+def _written_since(config: Config, scratch: Path, last_rowid: int) -> tuple[str, ...]:
+    """Memory ids with a history event after ``last_rowid`` (read from a fresh history copy)."""
+    if not config.history_db_path.is_file():
+        return ()
+    copy = history.capture(config.history_db_path, scratch / "history-after.db")
+    return tuple(
+        sorted({e.memory_id for e in history.iter_events(copy.dest) if e.rowid > last_rowid})
+    )
