@@ -235,7 +235,7 @@ class _Tally:
             key = duplicate_key(point)
             if key is not None:
                 self.keys.append(hash(key))
-        for memory_id in self.linked.intersection(points, history) if self.linked else ():
+        for memory_id in self.linked.intersection(points.keys() | history.keys()):
             if memory_id in points:
                 self.linked_points[memory_id] = points[memory_id]
             if memory_id in history:

@@ -12,6 +12,8 @@ import json
 import os
 from datetime import UTC, datetime
 
+import pytest
+
 from memsync import check
 from memsync.config import load
 from memsync.demo import deployment as build
@@ -35,7 +37,8 @@ def both_judgements(deployment, shuffle: bool = False):
         around = check.surroundings(config, captured)
         streamed = check.judge_capture(captured, config, today, around)
         whole = check.judge(stores.read_inventory(captured, config), today, around)
-        schema = json.loads((captured.vectors.root / "schema.json").read_text())
+        exported = captured.vectors.root / "schema.json"  # pgvector only
+        schema = json.loads(exported.read_text()) if exported.is_file() else None
     return streamed, whole, schema
 
 
@@ -87,3 +90,30 @@ def test_an_export_out_of_id_order_is_judged_whole_with_the_same_report(pg_deplo
     said = {f.memory_id: f.message for f in streamed.findings}
     assert "missing-point" in said[pg_deployment.seeded.live[4]]
     assert streamed.points == len(build.point_ids(pg_deployment.memory)) > 2
+
+
+@pytest.mark.parametrize("pg", [False, True], ids=["qdrant", "pgvector"])
+def test_entity_links_to_a_point_without_history_or_a_memory_just_deleted_are_not_dangling(
+    make_deployment, pg
+):
+    # Found by the breaker: the first streaming judge gathered a linked memory only when it
+    # had both a point and history, so both links below were reported dangling.
+    deployment = make_deployment(count=12, pg=pg)
+    live, memory = deployment.seeded.live, deployment.memory
+    assert build.delete_history_rows(deployment.paths, live[1]) >= 1  # a point, no history
+    memory.delete(live[2])  # a DELETE event a moment ago, no point
+    ghost = "00000000-0000-4000-8000-00000000dead"
+    memory.entity_store.insert(
+        vectors=[memory.embedding_model.embed(text, "add") for text in ("Lisbon", "tea")],
+        ids=["00000000-0000-4000-8000-0000000000e1", "00000000-0000-4000-8000-0000000000e2"],
+        payloads=[
+            {"data": "Lisbon", "entity_type": "GPE", "linked_memory_ids": [live[0], live[1]]},
+            {"data": "tea", "entity_type": "PRODUCT", "linked_memory_ids": [ghost, live[2]]},
+        ],
+    )
+    streamed, whole, _ = both_judgements(deployment)
+    assert streamed == whole
+    said = {(f.code, f.memory_id): f.message for f in streamed.findings}
+    assert ("dangling-entity-link", ghost) in said
+    assert ("dangling-entity-link", live[1]) not in said  # its point is there
+    assert said[("in-flight", live[2])].startswith("dangling-entity-link explained by a write")

@@ -14,14 +14,19 @@ from datetime import timedelta
 
 import pytest
 
+from memsync import problems
 from memsync.model import EntityLink, MessageScope
 from memsync.problems import (
+    LIVE_EVENTS,
     Memories,
     OutOfOrder,
     find_problems,
     judge_memories,
     merge_by_id,
+    session_scope,
 )
+from memsync.problems_memories import per_memory
+from memsync.problems_warnings import dangling_links, duplicates, expired, orphan_messages
 from tests.helpers.values import LONG_AGO, T0, event, inventory, point
 
 TEXTS = ("tea", "coffee", "chess", "rust")
@@ -48,7 +53,8 @@ def random_inventory(rng: random.Random):
             kind = rng.choice(("ADD", "UPDATE", "DELETE"))
             new = None if kind == "DELETE" else rng.choice((text, "other"))
             events.append(event(memory_id, kind, new, at=at, rowid=rowid))
-    ids = [p.id for p in points] + ["ffffffff-0000-4000-8000-000000000000"]
+    ids = [p.id for p in points] + [e.memory_id for e in events]
+    ids += ["ffffffff-0000-4000-8000-000000000000"]
     entities = [
         EntityLink(entity_id=f"e{n}", text="x", linked_memory_ids=tuple(rng.sample(ids, 2)))
         for n in range(rng.randrange(0, 3))
@@ -86,10 +92,22 @@ def streamed(whole, chunk: int):
     return judged
 
 
+def every_rule_on_the_whole(whole):
+    """Each rule run once on the whole inventory (the judge before chunking): the oracle."""
+    live = sum(1 for memory in whole.history.values() if memory.last.event in LIVE_EVENTS)
+    found = problems._store_level(whole, problems.NOTHING_AROUND, live, len(whole.points))
+    if whole.qdrant_present and whole.collection in whole.collections:
+        found += per_memory(whole) + expired(whole, T0.date()) + dangling_links(whole)
+        found += duplicates(whole)
+        found += orphan_messages(whole, {session_scope(p.payload) for p in whole.points.values()})
+    return sorted(found, key=lambda finding: finding.sort_key())
+
+
 @pytest.mark.parametrize("seed", range(60))
-def test_chunked_judging_finds_exactly_what_the_whole_inventory_gives(seed: int) -> None:
+def test_chunked_judging_finds_exactly_what_each_rule_finds_on_the_whole(seed: int) -> None:
     whole = random_inventory(random.Random(seed))
-    expected = find_problems(whole, T0.date())
+    expected = every_rule_on_the_whole(whole)
+    assert find_problems(whole, T0.date()) == expected
     for chunk in (1, 3, 10_000):
         judged = streamed(whole, chunk)
         assert judged.findings == expected, (seed, chunk)
@@ -134,3 +152,13 @@ def test_a_stream_out_of_order_stops_the_merge(side: str) -> None:
         memories.reverse()
     with pytest.raises(OutOfOrder):
         list(merge_by_id(points, memories))
+
+
+def test_an_entity_linking_a_point_without_history_is_no_dangling_link() -> None:
+    linked = EntityLink(entity_id="e1", text="Lisbon", linked_memory_ids=("a", "gone"))
+    deleted_now = event("gone", "DELETE", None, at=T0 + timedelta(seconds=1))
+    whole = inventory([point("a")], [deleted_now], entities=[linked])
+    found = [(f.code, f.memory_id) for f in find_problems(whole, T0.date())]
+    assert found == [("orphan-point", "a"), ("in-flight", "gone")]
+    for chunk in (1, 2):
+        assert [(f.code, f.memory_id) for f in streamed(whole, chunk).findings] == found
