@@ -72,7 +72,9 @@ def _problem(document: Any) -> str | None:
             continue
         value = document[key]
         if isinstance(value, bool) or not isinstance(value, types):
-            return f"{key} is {json.dumps(value)}, not {'an integer' if int in types else 'a string'}"
+            return (
+                f"{key} is {json.dumps(value)}, not {'an integer' if int in types else 'a string'}"
+            )
         if isinstance(value, int) and value < 0:
             return f"{key} is {value}, not a count"
     return None
