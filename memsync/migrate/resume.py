@@ -54,12 +54,14 @@ def catch_up(
         (source_store.collection, target_store.collection, False),
         (source_store.entities_collection, target_store.entities_collection, True),
     ):
-        payloads = {i: p.payload for i, p in source_store.iter_stored(source, source_name)}
+        # both sides read as ``iter_points`` reads them (a target capture has no vectors)
+        payloads = {p.id: p.payload for p in source_store.iter_points(source, source_name)}
         stale = []
-        for point_id, stored in target_store.iter_stored(copy, target_name):
+        for point in target_store.iter_points(copy, target_name):  # payloads, vector sizes
+            point_id = point.id
             if point_id not in payloads:
                 found.removed.append(point_id)
-            elif payloads[point_id] != stored.payload:
+            elif payloads[point_id] != point.payload:
                 found.replaced.append(point_id)
             else:
                 found.have.add(point_id)

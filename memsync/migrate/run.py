@@ -1,13 +1,16 @@
 """``run_migrate``: plan, copy while the app runs, journal, verify; the I/O half of migrate.
 
-Steps: refuse what ``plan.find_refusal`` refuses (and another migration's journal); capture
-the source with vectors into a work directory (read-only on the live stores: the app keeps
-running); plan; with ``dry_run`` stop there. Otherwise, under the operation lock: write the
-journal, read the ids the target holds (a resumed run), open mem0 on the new config and
-copy (``copy.copy_points``), capture the target and compare it with the source capture
-(``verify``), search a sample, list the memories written in the source after the capture
-(``not_copied``: the switch's catch-up, a later release, copies them), and run ``check`` on
-the new config.
+Steps: refuse what ``plan.find_refusal`` refuses (and another migration's journal, or a
+resumed target of another vector size); capture the source with vectors into a scratch
+``capture-*`` directory (``deployment.scratch_directory``: removed by the next memsync
+command if this one dies; read-only on the live stores: the app keeps running); plan; with
+``dry_run`` stop there. Otherwise, under the operation lock: check the journal again, probe
+the new embedder's size (re-embedding), write the journal, open mem0 on the new config (a
+hot target journal is rolled back), bring a resumed target level with the new capture
+(``resume.catch_up``), copy (``copy.copy_points``), capture the target and compare it with
+the source capture (``verify``), search a sample, list the memories written in the source
+after the capture (``not_copied``: the switch's catch-up, a later release, copies them), and
+run ``check`` on the new config.
 """
 
 from __future__ import annotations

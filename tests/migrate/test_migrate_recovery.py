@@ -244,6 +244,7 @@ def test_a_re_run_after_the_app_deleted_and_updated_catches_the_target_up(
     report = result.json()
     assert report["verified"] is True and report["resumed"] is True
     assert report["removed"] == [deleted] and updated in report["replaced"]
+    assert report["copied"] == len(report["replaced"])  # the rest was skipped, not rewritten
     live = scroll_points(source.memory.vector_store.client)
     target = qdrant_points(tmp_path / "new" / "qdrant")
     assert set(target) == set(live) and deleted not in target
