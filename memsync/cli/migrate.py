@@ -93,6 +93,11 @@ def _text(done: Migrated) -> str:
         f"copied {copied.copied} points ({copied.re_embedded} re-embedded), "
         f"{copied.skipped} already in the target" + (" (resumed)" if done.resumed else "")
     )
+    if done.removed or done.replaced:
+        lines.append(
+            f"caught up with the source: {len(done.replaced)} target points it changed copied "
+            f"again, {len(done.removed)} it no longer has deleted from the target"
+        )
     for difference in done.differences[:SHOWN]:
         lines.append(f"  {difference.what}: {difference.point_id}  {difference.detail}")
     if len(done.differences) > SHOWN:
@@ -109,4 +114,12 @@ def _text(done: Migrated) -> str:
         )
     verdict = "verified" if not done.differences else f"{len(done.differences)} differences"
     lines.append(f"migrate: {verdict}; the app still uses the old store (switch by hand)")
+    if done.differences:
+        lines.append(
+            "hint: run the same memsync migrate again: it copies again what the source changed "
+            "and deletes from the target what the source no longer has, then verifies; a "
+            "difference that stays means the target was changed behind memsync: remove the "
+            f"target {done.plan.target.where} and the journal migrate.json in state_dir, then "
+            "migrate afresh"
+        )
     return "\n".join(lines)

@@ -4,7 +4,7 @@ Looked at, in order: local snapshots (``<snapshot.directory>/<id>/``, read as th
 them, sealed ones opened with the configured key), snapshots still being created, the work
 directories an interrupted ``purge-memory`` left (``<id>.purging``, ``<id>.purged-old``),
 ``.pre-restore-*`` copies ``restore`` moved aside, an unfinished reconcile journal naming the
-memories (its actions carry texts), and with ``[s3]`` the bucket: remote snapshots (a remote
+memories (its actions carry texts), the target a ``memsync migrate`` journal names, and with ``[s3]`` the bucket: remote snapshots (a remote
 copy with the same manifest as a local one is judged by the local one; others are not
 downloaded: "maybe") and noncurrent object versions (``erase.versions``). An unreachable
 bucket is one entry ``"holds": "unknown"``. The forget and erase journals, the pending queue,
@@ -30,6 +30,7 @@ from memsync.stores import snapshots
 from memsync.stores.vector_store import vector_store_for
 
 RECONCILE_JOURNAL = "reconcile-journal.json"
+MIGRATE_JOURNAL = "migrate.json"  # memsync.migrate.journal.JOURNAL (another layer)
 
 
 def _copy(
@@ -74,6 +75,7 @@ def copies_holding(
     purge = f"memsync snapshot purge-memory {selector(memory_ids, scope)} --yes"
     local, found = _local(config, memory_ids, purge)
     found += _pre_restore(config, memory_ids) + _journal(config, memory_ids)
+    found += _migration_target(config)
     if config.s3 is not None:
         found += _remote(config, memory_ids, purge, local)
     return found
@@ -155,6 +157,29 @@ def _journal(config: Config, memory_ids: Sequence[str]) -> list[dict[str, Any]]:
         _copy("reconcile-journal", str(path), "yes",
               "an unfinished reconcile plan: its actions carry texts",
               "memsync reconcile --yes (finishes it), then memsync forget --erase again")
+    ]  # fmt: skip
+
+
+def _migration_target(config: Config) -> list[dict[str, Any]]:
+    """The target ``memsync migrate`` recorded in its journal: a copy of every memory.
+
+    Not read (it may be a server's table, or being written by a migration): ``"maybe"``.
+    """
+    path: Path = config.state_dir / MIGRATE_JOURNAL
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        document = None if not path.exists() else {}
+    if document is None:
+        return []
+    target = document.get("target") if isinstance(document, dict) else None
+    where = str(target) if isinstance(target, str) else f"the target named in {path}"
+    return [
+        _copy("migration-target", where, "maybe",
+              f"the target of memsync migrate (journal {path}): memories copied before the "
+              "erasure are in it; erase does not write into it",
+              f"remove the target {where} and {path}, then run memsync migrate again onto a "
+              "fresh target (after the erasure, it copies only what the source holds)")
     ]  # fmt: skip
 
 

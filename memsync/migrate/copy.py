@@ -10,7 +10,10 @@ same command resumes. Ids the target already holds are skipped (a resumed run).
 
 from __future__ import annotations
 
+import errno
+import sqlite3
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import structlog
@@ -22,7 +25,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from memsync.errors import ConfigError, UnavailableError
+from memsync.errors import ConfigError, TryLaterError, UnavailableError
 from memsync.migrate.plan import MigratePlan
 from memsync.stores.mem0 import Mem0Writer
 from memsync.stores.vector_store import StoredPoint, VectorCapture, VectorStore
@@ -80,6 +83,7 @@ def copy_points(
         UnavailableError: (exit 11) the embedder keeps failing on a point (named), or the
             capture is unreadable.
         ConfigError: (exit 10) the embedder returns vectors of another size than the target's.
+        TryLaterError: (exit 75) the target's disk is full (``target_writes``).
     """
     done = Copied()
     total = plan.memories + plan.entities
@@ -97,7 +101,8 @@ def copy_points(
                 vectors.append(vector)
                 payloads.append(stored.payload)
             if ids:
-                writer.insert_points(ids, vectors, payloads, entities=entities)
+                with target_writes(plan.target.where):
+                    writer.insert_points(ids, vectors, payloads, entities=entities)
             done.copied += len(ids)
             done.re_embedded += len(ids) if plan.re_embed else 0
             done.batches += 1
@@ -133,19 +138,55 @@ def _vector_of(
     text = stored.payload.get("data")
     if not isinstance(text, str) or not text:
         return None
-    vector = embed(writer, text, point_id, plan.target.embedder_provider)
-    if len(vector) != plan.target.dims:
-        raise ConfigError(
-            plan.target.where,
-            [
-                f"the embedder {plan.target.embedder_provider} returned {len(vector)} "
-                f"dimensions for point {point_id}; the target expects {plan.target.dims} "
-                "(embedding_model_dims)"
-            ],
-            "make the new config's embedding_model_dims match its embedder, then run the "
-            "same memsync migrate again",
-        )
+    vector = embed(writer.embed, text, point_id, plan.target.embedder_provider)
+    require_dims(plan, len(vector), f"point {point_id}")
     return vector
+
+
+def require_dims(plan: MigratePlan, size: int, what: str) -> None:
+    """Return when the embedder's ``size`` is the target's; else refuse (exit 10).
+
+    Raises:
+        ConfigError: naming the new config file, the embedder, ``what`` it embedded and both
+            sizes.
+    """
+    if size == plan.target.dims:
+        return
+    raise ConfigError(
+        plan.target.source or plan.target.where,
+        [
+            f"the embedder {plan.target.embedder_provider} returned {size} dimensions for "
+            f"{what}; the target {plan.target.where} expects {plan.target.dims} "
+            "(embedding_model_dims)"
+        ],
+        "make the new config's embedding_model_dims match its embedder, then run the "
+        "same memsync migrate again",
+    )
+
+
+@contextmanager
+def target_writes(where: str) -> Iterator[None]:
+    """Translate a full disk under the target's writes into TryLaterError (exit 75).
+
+    Raises:
+        TryLaterError: SQLite's "database or disk is full", or OSError ENOSPC/EDQUOT, while
+            writing the target ``where``; the journal makes the re-run resume.
+    """
+    try:
+        yield
+    except (sqlite3.OperationalError, OSError) as error:
+        full = (
+            "full" in str(error).lower()
+            if isinstance(error, sqlite3.OperationalError)
+            else error.errno in (errno.ENOSPC, errno.EDQUOT)
+        )
+        if not full:
+            raise
+        raise TryLaterError(
+            f"the target {where} has no space left: {error}",
+            "free space on its disk, then run the same memsync migrate again (the journal "
+            "makes it resume)",
+        ) from error
 
 
 def _transient(error: BaseException) -> bool:
@@ -153,8 +194,10 @@ def _transient(error: BaseException) -> bool:
     return not isinstance(error, PERMANENT)
 
 
-def embed(writer: Mem0Writer, text: str, point_id: str, provider: str) -> list[float]:
-    """Embed ``text`` through the target's embedder, retrying transient errors with backoff.
+def embed(
+    embed_text: Callable[[str], list[float]], text: str, point_id: str, provider: str
+) -> list[float]:
+    """Embed ``text`` with ``embed_text`` (the target's embedder), retrying transient errors.
 
     Waits ``RETRY_FIRST_WAIT_S`` doubling up to ``RETRY_MAX_WAIT_S`` seconds between at most
     ``RETRY_ATTEMPTS`` attempts (tenacity); each retry is logged (``embedder_retry``).
@@ -172,7 +215,7 @@ def embed(writer: Mem0Writer, text: str, point_id: str, provider: str) -> list[f
         ),
     )
     try:
-        return retrying(writer.embed, text)
+        return retrying(embed_text, text)
     except RetryError as error:
         last = error.last_attempt.exception()
         raise UnavailableError(

@@ -28,21 +28,56 @@ def load(state_dir: Path) -> dict[str, Any] | None:
     """The journal, or None when there is none. Reads only.
 
     Raises:
-        UnavailableError: (exit 11) the file is there but unreadable or not a JSON object.
+        UnavailableError: (exit 11) the file is there but unreadable, not a JSON object, or a
+            field is missing or of the wrong type (the hint: move it aside); nothing is written.
     """
     path = path_of(state_dir)
+    hint = "move it aside to start the migration afresh (the target is left as it is)"
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as error:
-        raise UnavailableError(
-            f"migration journal {path} is unreadable: {error}",
-            "move it aside to start the migration afresh (the target is left as it is)",
-        ) from error
+        raise UnavailableError(f"migration journal {path} is unreadable: {error}", hint) from error
+    problem = _problem(document)
+    if problem is not None:
+        raise UnavailableError(f"migration journal {path} is damaged: {problem}", hint)
+    return dict(document)
+
+
+# The journal's fields and their types; ``points_copied`` is written after the first batch.
+FIELDS: dict[str, tuple[type, ...]] = {
+    "to": (str,),
+    "source": (str,),
+    "target": (str,),
+    "started_at": (str,),
+    "batches_done": (int,),
+}
+OPTIONAL: dict[str, tuple[type, ...]] = {
+    "points_copied": (int,),
+    "phase": (str,),
+    "captured_at": (str,),
+    "history_rowid": (int,),
+}
+
+
+def _problem(document: Any) -> str | None:
+    """What is wrong with a parsed journal (None when its fields have their types). Pure."""
     if not isinstance(document, dict):
-        raise UnavailableError(f"migration journal {path} is not a JSON object")
-    return document
+        return "not a JSON object"
+    for key, types in [*FIELDS.items(), *OPTIONAL.items()]:
+        if key not in document:
+            if key in FIELDS:
+                return f"{key} is missing"
+            continue
+        value = document[key]
+        if isinstance(value, bool) or not isinstance(value, types):
+            return (
+                f"{key} is {json.dumps(value)}, not {'an integer' if int in types else 'a string'}"
+            )
+        if isinstance(value, int) and value < 0:
+            return f"{key} is {value}, not a count"
+    return None
 
 
 def save(state_dir: Path, document: dict[str, Any]) -> None:

@@ -35,6 +35,7 @@ class Side:
             never printed: ``embedder_provider`` is).
         dims: the vector size the config expects (``embedding_model_dims``).
         history: history.db's path.
+        source: the config file naming this side (errors about its settings name it).
     """
 
     kind: str
@@ -44,6 +45,7 @@ class Side:
     embedder: dict[str, Any]
     dims: int
     history: str
+    source: str = ""
 
     @property
     def embedder_provider(self) -> str:
@@ -74,6 +76,7 @@ def side_of(config: Config) -> Side:
         embedder=dict(config.mem0.get("embedder") or {}),
         dims=config.expected_dims[0][1],
         history=str(Path(config.history_db_path).resolve()),
+        source=config.source,
     )
 
 
@@ -82,8 +85,10 @@ def re_embeds(source: Side, target: Side) -> bool:
     return source.embedder != target.embedder or source.dims != target.dims
 
 
-def find_refusal(source: Side, target: Side, *, target_exists: bool) -> str | None:
-    """Why the target cannot take this migration, in one line; None when it can. Pure.
+def find_refusal(source: Side, target: Side, *, target_exists: bool) -> tuple[str, str] | None:
+    """Why the target cannot take this migration and what to do; None when it can. Pure.
+
+    Returns ``(message, hint)``: one line each.
 
     Refused: nothing differs; the target is the live store (embedded Qdrant: the same
     directory, which the app holds; pgvector: the same server and table); history.db differs
@@ -93,7 +98,8 @@ def find_refusal(source: Side, target: Side, *, target_exists: bool) -> str | No
     if source.history != target.history:
         return (
             f"the new config's history.db {target.history} is not the current one "
-            f"{source.history}: a migration keeps memory ids, so both must name the same file"
+            f"{source.history}: a migration keeps memory ids, so both must name the same file",
+            f"set [mem0] history_db_path in the new config to {source.history}",
         )
     same_store = (source.kind == target.kind) and (
         source.location == target.location
@@ -102,14 +108,21 @@ def find_refusal(source: Side, target: Side, *, target_exists: bool) -> str | No
     )
     if same_store:
         if not re_embeds(source, target) and source.collection == target.collection:
-            return "the new config names the same embedder and vector store: nothing to migrate"
-        return f"the target {target.where} is the live store: migrate into a new " + (
-            "directory" if target.location is not None else "table"
+            return (
+                "the new config names the same embedder and vector store: nothing to migrate",
+                "change the new config's embedder or vector store, the point of a migration",
+            )
+        new = "directory" if target.location is not None else "table"
+        return (
+            f"the target {target.where} is the live store: migrate into a new {new}",
+            f"name a new {new} in the new config's [mem0.vector_store]",
         )
     if target_exists:
         return (
             f"the target {target.where} already exists or holds data: a migration writes "
-            "only into a new one"
+            "only into a new one",
+            "name a new directory or table in the new config (memsync never writes into a "
+            "store it did not create)",
         )
     return None
 

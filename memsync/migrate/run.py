@@ -1,18 +1,20 @@
 """``run_migrate``: plan, copy while the app runs, journal, verify; the I/O half of migrate.
 
-Steps: refuse what ``plan.find_refusal`` refuses (and another migration's journal); capture
-the source with vectors into a work directory (read-only on the live stores: the app keeps
-running); plan; with ``dry_run`` stop there. Otherwise, under the operation lock: write the
-journal, read the ids the target holds (a resumed run), open mem0 on the new config and
-copy (``copy.copy_points``), capture the target and compare it with the source capture
-(``verify``), search a sample, list the memories written in the source after the capture
-(``not_copied``: the switch's catch-up, a later release, copies them), and run ``check`` on
-the new config.
+Steps: refuse what ``plan.find_refusal`` refuses (and another migration's journal, or a
+resumed target of another vector size); capture the source with vectors into a scratch
+``capture-*`` directory (``deployment.scratch_directory``: removed by the next memsync
+command if this one dies; read-only on the live stores: the app keeps running); plan; with
+``dry_run`` stop there. Otherwise, under the operation lock: check the journal again, probe
+the new embedder's size (re-embedding), write the journal, open mem0 on the new config (a
+hot target journal is rolled back), bring a resumed target level with the new capture
+(``resume.catch_up``), copy (``copy.copy_points``), capture the target and compare it with
+the source capture (``verify``), search a sample, list the memories written in the source
+after the capture (``not_copied``: the switch's catch-up, a later release, copies them), and
+run ``check`` on the new config.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,8 +27,9 @@ from memsync import check, utc
 from memsync.config import Config
 from memsync.errors import ConfigError, ExitCode
 from memsync.migrate import journal
-from memsync.migrate.copy import Copied, copy_points
-from memsync.migrate.plan import MigratePlan, find_refusal, plan_migrate, side_of
+from memsync.migrate.copy import Copied, copy_points, embed, require_dims
+from memsync.migrate.plan import MigratePlan, Side, find_refusal, plan_migrate, side_of
+from memsync.migrate.resume import Resumed, catch_up
 from memsync.migrate.verify import (
     Difference,
     Summary,
@@ -39,7 +42,7 @@ from memsync.migrate.verify import (
 from memsync.model import CheckReport
 from memsync.state import operation_lock
 from memsync.stores import deployment, history
-from memsync.stores.mem0 import open_memory
+from memsync.stores.mem0 import PROBE_TEXT, open_embedder, open_memory
 from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store_for
 
 logger = structlog.get_logger(__name__)
@@ -53,6 +56,8 @@ class Migrated:
     dry_run: bool
     resumed: bool = False
     copied: Copied = field(default_factory=Copied)
+    removed: tuple[str, ...] = ()
+    replaced: tuple[str, ...] = ()
     differences: tuple[Difference, ...] = ()
     sampled: int = 0
     not_copied: tuple[str, ...] = ()
@@ -73,6 +78,8 @@ class Migrated:
             "re_embedded": self.copied.re_embedded,
             "skipped": self.copied.skipped,
             "batches": self.copied.batches,
+            "removed": list(self.removed),
+            "replaced": list(self.replaced),
             "verified": None if self.dry_run else not self.differences,
             "differences": [d.to_json() for d in self.differences],
             "search_sampled": self.sampled,
@@ -118,21 +125,42 @@ def run_migrate(
     exists = recorded is None and (target_store.present() or target_store.holds_data())
     refusal = find_refusal(source, target, target_exists=exists)
     if refusal is not None:
-        raise ConfigError(
-            new_config.source, [refusal], "name a new directory or table in the new config"
-        )
-    config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="migrate-") as temporary:
-        scratch = Path(temporary)
+        raise ConfigError(new_config.source, [refusal[0]], refusal[1])
+    if recorded is not None:
+        _require_target_size(target_store, target, config.state_dir)
+    with deployment.scratch_directory(config) as scratch:
         # mem0 writes a point before its history row: every write the capture may miss has
         # a history row above this one (a superset: not_copied may name a copied memory).
         before = history.last_rowid(config.history_db_path) if not dry_run else 0
         captured = deployment.capture(config, scratch / "source", vectors=not dry_run)
-        plan = _plan(source, target, captured, batch_size)
+        with deployment.naming_live_files(captured):
+            plan = _plan(source, target, captured, batch_size)
         if dry_run:
             return Migrated(plan=plan, dry_run=True, resumed=recorded is not None)
         with operation_lock(config.state_dir, "migrate"):
             return _migrate(config, new_config, to, now, plan, captured, scratch, before, progress)
+
+
+def _require_target_size(store: VectorStore, target: Side, state_dir: Path) -> None:
+    """Refuse (exit 10) to resume into a target collection of another vector size.
+
+    Raises:
+        ConfigError: the target's memory collection was created with another size than the
+            new config's ``embedding_model_dims`` (edited since the first run); the message
+            names the new config file, the target and the journal.
+    """
+    info = (store.read_collections() or {}).get(store.collection)
+    if info is None or info.vector_size in (None, target.dims):
+        return
+    raise ConfigError(
+        target.source,
+        [
+            f"the target {target.where} was created with {info.vector_size}-dimension vectors; "
+            f"the new config's embedding_model_dims is now {target.dims}"
+        ],
+        f"remove the target {target.where} and the journal {journal.path_of(state_dir)} "
+        "(memsync created both), then run the same memsync migrate again",
+    )
 
 
 def _plan(source: Any, target: Any, captured: deployment.Captured, batch_size: int) -> MigratePlan:
@@ -167,6 +195,12 @@ def _migrate(
     ``last_rowid``: history's last row before the capture (``not_copied`` is what came after).
     """
     recorded = journal.load(config.state_dir)
+    if recorded is not None:  # another run may have finished since the first look, unlocked
+        journal.require_same_target(
+            recorded, str(to.resolve()), plan.target.where, new_config.source, config.state_dir
+        )
+    if plan.re_embed:  # before mem0 creates the target: a wrong size creates nothing
+        _probe_size(new_config, plan)
     document = recorded or {
         "to": str(to.resolve()),
         "source": plan.source.where,
@@ -178,10 +212,7 @@ def _migrate(
         phase="copy", captured_at=utc.iso(captured.window.vectors_at), history_rowid=last_rowid
     )
     journal.save(config.state_dir, document)
-    target_store = vector_store_for(new_config)
-    have = _target_ids(target_store, scratch / "target-before") if recorded else set()
-
-    batches_before = int(document.get("batches_done", 0))
+    batches_before = int(document["batches_done"])
     points_before = int(document.get("points_copied", 0))
 
     def on_batch(done: Copied) -> None:
@@ -189,31 +220,42 @@ def _migrate(
         document["points_copied"] = points_before + done.copied
         journal.save(config.state_dir, document)
 
-    with open_memory(new_config) as writer:
+    target_store = vector_store_for(new_config)
+    with open_memory(new_config) as writer:  # rolls back a hot journal a killed write left
+        resumed = Resumed()
+        if recorded is not None:
+            resumed = catch_up(
+                writer, captured.store, captured.vectors, target_store, scratch / "target-before"
+            )
         copied = copy_points(
-            writer, captured.store, captured.vectors, plan, have, on_batch, progress
+            writer, captured.store, captured.vectors, plan, resumed.have, on_batch, progress
         )
         logger.info("migrate_copied", point_count=copied.copied, skipped=copied.skipped)
-        differences, sampled = _verify(captured, target_store, scratch, plan, writer, copied)
+        with deployment.naming_live_files(captured):
+            differences, sampled = _verify(captured, target_store, scratch, plan, writer, copied)
     not_copied = _written_since(config, scratch, last_rowid)
     report = check.run_check(new_config, now)
     document["phase"] = "differs" if differences else "verified"
     journal.save(config.state_dir, document)
     return Migrated(
         plan=plan, dry_run=False, resumed=recorded is not None, copied=copied,
+        removed=tuple(resumed.removed), replaced=tuple(resumed.replaced),
         differences=tuple(differences), sampled=sampled, not_copied=not_copied,
         check_after=report,
     )  # fmt: skip
 
 
-def _target_ids(store: VectorStore, dest: Path) -> set[str]:
-    """The ids both target collections hold now (an inventory capture of the target)."""
-    copy = store.capture(dest, vectors=False)
-    return {
-        point.id
-        for collection in (store.collection, store.entities_collection)
-        for point in store.iter_points(copy, collection)
-    }
+def _probe_size(new_config: Config, plan: MigratePlan) -> None:
+    """Embed one text with the new config's embedder and refuse a size other than the plan's.
+
+    Raises:
+        ConfigError: (exit 10) the size differs (``copy.require_dims``), or the embedder
+            cannot be built.
+        UnavailableError: (exit 11) the embedder keeps failing (``copy.embed``).
+    """
+    embed_text = open_embedder(new_config)
+    vector = embed(embed_text, PROBE_TEXT, "(probe)", plan.target.embedder_provider)
+    require_dims(plan, len(vector), "a probe text")
 
 
 def _summaries(store: VectorStore, capture: VectorCapture, collection: str) -> dict[str, Summary]:
@@ -254,6 +296,4 @@ def _written_since(config: Config, scratch: Path, last_rowid: int) -> tuple[str,
     if not config.history_db_path.is_file():
         return ()
     copy = history.capture(config.history_db_path, scratch / "history-after.db")
-    return tuple(
-        sorted({e.memory_id for e in history.iter_events(copy.dest) if e.rowid > last_rowid})
-    )
+    return tuple(sorted(history.memory_ids_since(copy.dest, last_rowid)))

@@ -182,18 +182,17 @@ def layout_store(root: Path) -> VectorStore:
 
 
 @contextmanager
-def temporary_capture(config: Config) -> Iterator[Captured]:
-    """Capture into a fresh directory under ``work_dir``, removed (with its copies) on exit.
-
-    An inventory-only capture (``capture(vectors=False)``): its readers (check, doctor, review,
-    the repairs' re-checks) read points, payloads and vector sizes, never vector values.
+def scratch_directory(config: Config) -> Iterator[Path]:
+    """A fresh ``capture-*`` directory under ``work_dir``, held and removed on exit.
 
     The directory is marked in use with an flock on its ``.capturing`` file, so a concurrent
-    ``remove_stale_captures`` leaves it alone.
+    ``remove_stale_captures`` leaves it alone; when the process dies the flock is free, and
+    the next memsync command (``temporary_capture``) or ``forget --erase``
+    (``erase.purge_own_copies``) removes it with the store copies it holds. Stale directories
+    of dead commands are removed first.
 
     Raises:
         TryLaterError: ``work_dir`` cannot be created or written.
-        UnavailableError: as ``capture``.
     """
     dest = config.work_dir / f"capture-{uuid.uuid4().hex[:12]}"
     try:
@@ -204,10 +203,25 @@ def temporary_capture(config: Config) -> Iterator[Captured]:
     except OSError as error:
         raise work_dir_error(config.work_dir, error) from error
     try:
-        yield capture(config, dest, vectors=False)
+        yield dest
     finally:
         holder.close()
         shutil.rmtree(dest, ignore_errors=True)
+
+
+@contextmanager
+def temporary_capture(config: Config) -> Iterator[Captured]:
+    """Capture into a fresh directory under ``work_dir`` (``scratch_directory``), removed on exit.
+
+    An inventory-only capture (``capture(vectors=False)``): its readers (check, doctor, review,
+    the repairs' re-checks) read points, payloads and vector sizes, never vector values.
+
+    Raises:
+        TryLaterError: ``work_dir`` cannot be created or written.
+        UnavailableError: as ``capture``.
+    """
+    with scratch_directory(config) as dest:
+        yield capture(config, dest, vectors=False)
 
 
 def remove_stale_captures(work_dir: Path, max_age_s: float = 60) -> list[Path]:

@@ -203,6 +203,27 @@ def iter_events(copy: Path, memory_id: str | None = None) -> Iterator[HistoryEve
         connection.close()
 
 
+def memory_ids_since(copy: Path, rowid: int) -> set[str]:
+    """The memory ids of history rows after ``rowid``, keyed as ``iter_memories`` keys them.
+
+    NULL ids are skipped; every other cell is normalised (``normalize_point_id``). Reads only.
+
+    Raises:
+        UnavailableError: the file is not a valid database or has no history table.
+    """
+    connection = connect_readonly(copy)
+    try:
+        cursor = connection.execute(
+            "SELECT DISTINCT memory_id FROM history WHERE rowid > ? AND memory_id IS NOT NULL",
+            (rowid,),
+        )
+        return {_canonical_id(row[0]) for row in cursor}
+    except sqlite3.Error as error:
+        raise translate(error, copy, "read its history") from error
+    finally:
+        connection.close()
+
+
 def _spellings(memory_id: str) -> tuple[str, ...]:
     """The lower-case spellings of a memory id a history row may carry. Pure."""
     canonical = normalize_point_id(memory_id)

@@ -14,7 +14,7 @@ import importlib
 import logging
 import os
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -71,6 +71,47 @@ def open_memory(config: Config, route: Route = "direct") -> Iterator[Mem0Writer]
     store = vector_store_for(config)
     if store.location is None:  # a server: reachable before mem0's pool waits on it
         store.read_collections()
+    _import_plugins(config)
+    memory = _build_memory(config)
+    try:
+        yield Mem0Writer(memory, config, route)
+    finally:
+        with suppress(Exception):
+            memory.close()
+        with suppress(Exception):
+            memory.vector_store.client.close()
+
+
+def open_embedder(config: Config) -> Callable[[str], list[float]]:
+    """The config's embedder alone, as ``embed(text) -> vector``, opening no store.
+
+    Built as ``mem0.Memory`` builds it (``EmbedderFactory`` with the parsed config), so a
+    migration can ask its size before mem0 creates the target. Calling it embeds (mem0's
+    ``embed(text, "add")``); its exceptions propagate unchanged.
+
+    Raises:
+        ConfigError: a plugin cannot be imported, a secret is missing, or mem0 rejects the
+            config or cannot build the embedder (the message names the type, never a value).
+    """
+    _import_plugins(config)
+    settings = resolve_secrets(config.mem0, os.environ)
+    from mem0.configs.base import MemoryConfig
+    from mem0.utils.factory import EmbedderFactory
+
+    try:
+        parsed = MemoryConfig(**settings)
+        model = EmbedderFactory.create(
+            parsed.embedder.provider, parsed.embedder.config, parsed.vector_store.config
+        )
+    except Exception as error:  # noqa: BLE001 - pydantic and providers raise many kinds
+        raise ConfigError(
+            config.source, [f"mem0.embedder: cannot be built ({type(error).__name__})"]
+        ) from None
+    return lambda text: [float(x) for x in model.embed(text, "add")]
+
+
+def _import_plugins(config: Config) -> None:
+    """Set mem0's environment and import the config's plugins (they register providers)."""
     # qdrant-client 1.20 warns on stderr whenever mem0 asks an embedded store for payload
     # indexes (opening the memory collection, and lazily the entity store): not memsync's news.
     warnings.filterwarnings("ignore", message="Payload indexes have no effect")
@@ -85,14 +126,6 @@ def open_memory(config: Config, route: Route = "direct") -> Iterator[Mem0Writer]
             raise ConfigError(
                 config.source, [f"plugins: cannot import {plugin!r}: {error}"]
             ) from error
-    memory = _build_memory(config)
-    try:
-        yield Mem0Writer(memory, config, route)
-    finally:
-        with suppress(Exception):
-            memory.close()
-        with suppress(Exception):
-            memory.vector_store.client.close()
 
 
 def _build_memory(config: Config) -> Any:
@@ -293,6 +326,17 @@ class Mem0Writer:
         store.insert(
             vectors=[list(v) for v in vectors], ids=list(ids), payloads=[dict(p) for p in payloads]
         )
+
+    def delete_points(self, ids: Sequence[str], *, entities: bool = False) -> None:
+        """Delete points by id, one call each (a migration's target catching up with its source).
+
+        A documented direct write through mem0's vector store object (``vector_store.delete``,
+        or ``entity_store.delete``): no history row. Only for a store memsync created (a
+        migration's target): the live store's deletes go through ``delete``.
+        """
+        store = self._memory.entity_store if entities else self._memory.vector_store
+        for point_id in ids:
+            store.delete(vector_id=point_id)
 
     def top_hit(self, text: str, filters: Mapping[str, Any]) -> tuple[str, str] | None:
         """``(memory_id, text)`` of ``Memory.search``'s first result, or None when it finds none.

@@ -14,10 +14,13 @@ import sys
 import time
 from pathlib import Path
 
+from qdrant_client.models import PointStruct
+
 from tests.migrate import plugin
 from tests.migrate.helpers import qdrant_points, scroll_points, target_config
 
 ROOT = Path(__file__).resolve().parents[2]
+HASH_DIMS = 384  # the test deployments' (memsync.demo.deployment's default)
 
 
 def _journal(state: Path) -> dict | None:
@@ -103,11 +106,12 @@ def test_an_embedder_failing_transiently_is_retried_until_it_answers(
     report = result.json()
     total = len(source.seeded.live)
     assert report["verified"] is True and report["re_embedded"] == total
-    # three failed attempts, one embedding per point, and verify's sampled searches
-    assert plugin.Flaky.calls == 3 + total + report["search_sampled"]
+    # three failed attempts (on the size probe), the probe, one embedding per point, and
+    # verify's sampled searches
+    assert plugin.Flaky.calls == 3 + 1 + total + report["search_sampled"]
 
 
-def test_an_embedder_that_keeps_failing_stops_with_exit_11_naming_it_and_keeps_the_journal(
+def test_an_embedder_that_keeps_failing_stops_with_exit_11_naming_it_before_writing(
     make_deployment, tmp_path, cli, monkeypatch
 ):
     source = make_deployment(count=10)
@@ -117,13 +121,16 @@ def test_an_embedder_that_keeps_failing_stops_with_exit_11_naming_it_and_keeps_t
     assert result.code == 11 and result.out == ""
     assert "embedder migrate_flaky failed 6 times embedding point" in result.err
     assert "429 Too Many Requests" in result.err
-    assert _journal(source.paths.state)["phase"] == "copy"
+    # the size probe failed before anything was written: no journal, no target
+    assert _journal(source.paths.state) is None and not (tmp_path / "new" / "qdrant").exists()
     monkeypatch.setenv(plugin.FLAKY_FAILS_ENV, "0")  # the service answers again
     again = cli("migrate", "--to", str(new), "--json", config=source.config)
     assert again.code == 0 and again.json()["verified"] is True
 
 
-def test_verification_names_a_target_point_that_differs_and_exits_3(make_deployment, tmp_path, cli):
+def test_a_target_point_changed_behind_migrate_is_copied_again_by_the_re_run(
+    make_deployment, tmp_path, cli
+):
     source = make_deployment(count=10)
     new = target_config(source.paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
     assert cli("migrate", "--to", str(new), config=source.config).code == 0
@@ -134,11 +141,41 @@ def test_verification_names_a_target_point_that_differs_and_exits_3(make_deploym
     client.set_payload("mem0", payload={"data": "not what the user said"}, points=[damaged])
     client.close()
     result = cli("migrate", "--to", str(new), "--json", config=source.config)
+    assert result.code == 0, result.err
+    report = result.json()
+    assert report["verified"] is True and report["copied"] == 1
+    assert report["replaced"] == [damaged] and report["removed"] == []
+    live = scroll_points(source.memory.vector_store.client)
+    assert qdrant_points(tmp_path / "new" / "qdrant")[damaged][0] == live[damaged][0]
+    assert _journal(source.paths.state)["phase"] == "verified"
+
+
+def test_verification_names_a_target_vector_that_differs_and_exits_3_with_a_hint(
+    make_deployment, tmp_path, cli
+):
+    """Vectors copied as they are (same embedder, new directory): a changed vector stays."""
+    source = make_deployment(count=10)
+    new = target_config(source.paths, tmp_path / "new", embedder="memsync_hash", dims=HASH_DIMS)
+    assert cli("migrate", "--to", str(new), config=source.config).code == 0
+    from qdrant_client import QdrantClient
+
+    damaged = source.seeded.live[0]
+    client = QdrantClient(path=str(tmp_path / "new" / "qdrant"))
+    (record,) = client.retrieve("mem0", [damaged], with_vectors=True, with_payload=True)
+    vector = record.vector.get("") if isinstance(record.vector, dict) else record.vector
+    client.upsert("mem0", [PointStruct(id=damaged, vector=[-x for x in vector],
+                                       payload=record.payload)])  # fmt: skip
+    client.close()
+    result = cli("migrate", "--to", str(new), "--json", config=source.config)
     assert result.code == 3
     report = result.json()
     assert report["verified"] is False and report["copied"] == 0
-    assert {(d["point_id"], d["what"]) for d in report["differences"]} >= {(damaged, "payload")}
+    assert {(d["point_id"], d["what"]) for d in report["differences"]} >= {(damaged, "vector")}
     assert _journal(source.paths.state)["phase"] == "differs"
+    text = cli("migrate", "--to", str(new), config=source.config)
+    assert text.code == 3
+    assert "run the same memsync migrate again" in text.out
+    assert f"remove the target {tmp_path / 'new' / 'qdrant'}" in text.out
 
 
 def test_a_migration_whose_new_config_now_names_another_target_is_refused(

@@ -110,3 +110,25 @@ def test_the_app_writing_during_the_copy_never_fails_and_what_it_wrote_is_report
     changed = {i for i in set(live) & set(target) if live[i][0] != target[i][0]}
     assert changed <= not_copied  # updated since
     assert set(target) - not_copied  # and the rest was copied as it is
+
+
+def test_a_re_run_into_pgvector_after_the_app_deleted_and_updated_catches_the_table_up(
+    make_deployment, pg_url, tmp_path, cli
+):
+    """mem0's pgvector insert fails on an id already there: a changed point is deleted first."""
+    source = make_deployment(count=10)
+    new = target_config(
+        source.paths, tmp_path / "new", embedder="migrate_hash_256", dims=256, pg_url=pg_url
+    )
+    assert cli("migrate", "--to", str(new), config=source.config).code == 0
+    deleted, updated = source.seeded.live[0], source.seeded.live[1]
+    source.memory.delete(deleted)
+    source.memory.update(updated, "moved to Porto last spring")
+    result = cli("migrate", "--to", str(new), "--json", config=source.config)
+    assert result.code == 0, result.err
+    report = result.json()
+    assert report["verified"] is True
+    assert report["removed"] == [deleted] and updated in report["replaced"]
+    target = _pg_rows(pg_url, "mem0")
+    assert set(target) == set(scroll_points(source.memory.vector_store.client))
+    assert target[updated][0]["data"] == "moved to Porto last spring"

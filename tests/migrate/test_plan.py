@@ -22,25 +22,34 @@ PG = replace(
 @pytest.mark.parametrize(
     ("target", "exists", "expected"),
     [
-        (SOURCE, False, "nothing to migrate"),
-        (replace(SOURCE, embedder={"provider": "openai"}), False, "is the live store"),
-        (replace(SOURCE, collection="mem0_v2"), False, "is the live store"),
-        (replace(SOURCE, location="/srv/q2", where="/srv/q2", history="/x.db"), False, "history.db"),
-        (replace(SOURCE, location="/srv/q2", where="/srv/q2"), True, "already exists"),
+        (SOURCE, False, ("nothing to migrate", "change the new config's embedder")),
+        (replace(SOURCE, embedder={"provider": "openai"}), False,
+         ("is the live store", "name a new directory")),
+        (replace(SOURCE, collection="mem0_v2"), False, ("is the live store", "name a new directory")),
+        (replace(SOURCE, location="/srv/q2", where="/srv/q2", history="/x.db"), False,
+         ("history.db", "history_db_path in the new config to /srv/mem0/history.db")),
+        (replace(SOURCE, location="/srv/q2", where="/srv/q2"), True,
+         ("already exists", "did not create")),
         (replace(SOURCE, location="/srv/q2", where="/srv/q2"), False, None),
         (PG, False, None),
-        (PG, True, "already exists"),
+        (PG, True, ("already exists", "did not create")),
     ],
     ids=["same", "same-dir-new-embedder", "same-dir-new-collection", "history", "exists",
          "new-dir", "pgvector", "pg-table-exists"],
 )  # fmt: skip
 def test_find_refusal_names_why_a_target_cannot_be_used(target, exists, expected):
+    """Each refusal has its own hint (a changed history.db is not fixed by a new directory)."""
     refusal = find_refusal(SOURCE, target, target_exists=exists)
-    assert refusal is None if expected is None else expected in refusal
+    if expected is None:
+        assert refusal is None
+    else:
+        assert refusal is not None
+        assert expected[0] in refusal[0] and expected[1] in refusal[1]
 
 
 def test_the_same_table_on_the_same_server_is_the_live_store_for_pgvector():
-    assert "is the live store" in find_refusal(PG, replace(PG, dims=768), target_exists=True)
+    refusal = find_refusal(PG, replace(PG, dims=768), target_exists=True)
+    assert refusal is not None and "is the live store" in refusal[0] and "new table" in refusal[1]
 
 
 @pytest.mark.parametrize(
