@@ -108,34 +108,42 @@ def mem0_config(paths: Paths, embedder: str = "memsync_minilm", dims: int = 384)
     }
 
 
-def write_memsync_config(
-    paths: Paths, embedder: str = "memsync_minilm", dims: int = 384, extra: str = ""
-) -> Path:
-    """Write a memsync TOML config for the deployment at ``paths``; return its path.
+def vector_store_toml(root: Path, qdrant: Path, pg_url: str | None, dims: int) -> str:
+    """A memsync config's ``[mem0.vector_store]`` tables: embedded Qdrant at ``qdrant``, or pgvector.
 
-    A pgvector deployment's connection string goes in ``<root>/pg-url`` and the config names
-    it as a secret file, as a real deployment would keep its password out of the config.
+    With ``pg_url`` the connection string goes in ``root/pg-url`` (mode 0600) and the config
+    names it as a secret file, as a real deployment keeps its password out of the config.
     """
-    store = f"""[mem0.vector_store]
+    if pg_url is None:
+        return f"""[mem0.vector_store]
 provider = "qdrant"
 
 [mem0.vector_store.config]
 collection_name = "mem0"
-path = "{paths.qdrant}"
+path = "{qdrant}"
 embedding_model_dims = {dims}
 on_disk = true"""
-    if paths.pg_url is not None:
-        paths.root.mkdir(parents=True, exist_ok=True)
-        secret = paths.root / "pg-url"
-        secret.write_text(paths.pg_url + "\n", encoding="utf-8")
-        secret.chmod(0o600)
-        store = f"""[mem0.vector_store]
+    root.mkdir(parents=True, exist_ok=True)
+    secret = root / "pg-url"
+    secret.write_text(pg_url + "\n", encoding="utf-8")
+    secret.chmod(0o600)
+    return f"""[mem0.vector_store]
 provider = "pgvector"
 
 [mem0.vector_store.config]
 collection_name = "mem0"
 connection_string = {{file = "{secret}"}}
 embedding_model_dims = {dims}"""
+
+
+def write_memsync_config(
+    paths: Paths, embedder: str = "memsync_minilm", dims: int = 384, extra: str = ""
+) -> Path:
+    """Write a memsync TOML config for the deployment at ``paths``; return its path.
+
+    The vector store's tables come from ``vector_store_toml`` (pgvector: a secret file).
+    """
+    store = vector_store_toml(paths.root, paths.qdrant, paths.pg_url, dims)
     text = f"""# memsync config of a demo deployment (generated)
 mem0_dir = "{paths.mem0_dir}"
 state_dir = "{paths.state}"

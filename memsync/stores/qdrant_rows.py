@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memsync.errors import UnavailableError
 from memsync.model import EntityLink, Point
@@ -26,6 +26,8 @@ from memsync.stores.qdrant_formats import (
     normalize_point_id,
 )
 from memsync.stores.sqlite_files import connect_readonly, translate
+
+T = TypeVar("T")
 
 
 def iter_points(storage: Path) -> Iterator[Point]:
@@ -40,22 +42,7 @@ def iter_points(storage: Path) -> Iterator[Point]:
         UnavailableError: the file is not a valid collection store, or a point is undecodable
             (the message names the file and the row).
     """
-    connection = connect_readonly(storage)
-    seen: set[str] = set()
-    try:
-        cursor = connection.execute("SELECT rowid, point FROM points ORDER BY rowid DESC")
-        for rowid, blob in cursor:
-            try:
-                point = decode_point(blob)
-            except PointDecodeError as error:
-                raise _undecodable(storage, rowid, error) from error
-            if point.id not in seen:
-                seen.add(point.id)
-                yield point
-    except sqlite3.Error as error:
-        raise translate(error, storage, "read its points") from error
-    finally:
-        connection.close()
+    return _newest_rows(storage, decode_point, lambda point: point.id)
 
 
 def count_rows(storage: Path) -> int:
@@ -85,18 +72,26 @@ def iter_stored(storage: Path) -> Iterator[tuple[str, dict[str, Any], Any]]:
     Raises:
         UnavailableError: as ``iter_points``.
     """
+    return _newest_rows(storage, decode_stored, lambda stored: stored[0])
+
+
+def _newest_rows(
+    storage: Path, decode: Callable[[bytes], T], id_of: Callable[[T], str]
+) -> Iterator[T]:
+    """``decode(row)`` of each point's newest row (by ``id_of``), newest first. Streams."""
     connection = connect_readonly(storage)
     seen: set[str] = set()
     try:
         cursor = connection.execute("SELECT rowid, point FROM points ORDER BY rowid DESC")
         for rowid, blob in cursor:
             try:
-                point_id, payload, vector = decode_stored(blob)
+                decoded = decode(blob)
             except PointDecodeError as error:
                 raise _undecodable(storage, rowid, error) from error
+            point_id = id_of(decoded)
             if point_id not in seen:
                 seen.add(point_id)
-                yield point_id, payload, vector
+                yield decoded
     except sqlite3.Error as error:
         raise translate(error, storage, "read its points") from error
     finally:

@@ -22,25 +22,7 @@ def target_config(
     Embedded Qdrant at ``root/qdrant`` (or pgvector at ``pg_url``, its URL in a secret file).
     """
     root.mkdir(parents=True, exist_ok=True)
-    store = f"""[mem0.vector_store]
-provider = "qdrant"
-
-[mem0.vector_store.config]
-collection_name = "mem0"
-path = "{root / "qdrant"}"
-embedding_model_dims = {dims}
-on_disk = true"""
-    if pg_url is not None:
-        secret = root / "pg-url"
-        secret.write_text(pg_url + "\n", encoding="utf-8")
-        secret.chmod(0o600)
-        store = f"""[mem0.vector_store]
-provider = "pgvector"
-
-[mem0.vector_store.config]
-collection_name = "mem0"
-connection_string = {{file = "{secret}"}}
-embedding_model_dims = {dims}"""
+    store = build.vector_store_toml(root, root / "qdrant", pg_url, dims)
     text = f"""mem0_dir = "{source.mem0_dir}"
 state_dir = "{source.state}"
 plugins = ["memsync.demo.providers", "tests.migrate.plugin"]
