@@ -102,15 +102,24 @@ def _text(done: Migrated) -> str:
         lines.append(f"  {difference.what}: {difference.point_id}  {difference.detail}")
     if len(done.differences) > SHOWN:
         lines.append(f"  ... and {len(done.differences) - SHOWN} more (--json lists every one)")
+    if done.sampled:
+        lines.append(f"search: {done.sampled} sampled memories each found first for its own text")
     if done.not_copied:
         lines.append(
             f"{len(done.not_copied)} memories written by the app since the capture are not "
-            "copied (not_copied in --json); the catch-up comes with the switch, later"
+            "copied (not_copied in --json): with the app's writes stopped, run the same "
+            "memsync migrate again to catch the target up"
         )
     if done.check_after is not None:
         counts = done.check_after.counts()
         lines.append(
             f"check on the new config: {counts['errors']} errors, {counts['warnings']} warnings"
+            + (
+                " (the app's writes since the capture show there as missing-point and the "
+                "like until the catch-up)"
+                if done.not_copied and counts["errors"]
+                else ""
+            )
         )
     verdict = "verified" if not done.differences else f"{len(done.differences)} differences"
     lines.append(f"migrate: {verdict}; the app still uses the old store (switch by hand)")

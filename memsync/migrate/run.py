@@ -136,6 +136,8 @@ def run_migrate(
         with deployment.naming_live_files(captured):
             plan = _plan(source, target, captured, batch_size)
         if dry_run:
+            if plan.re_embed:  # built, never called: a dry run spends no embedder call
+                open_embedder(new_config)
             return Migrated(plan=plan, dry_run=True, resumed=recorded is not None)
         with operation_lock(config.state_dir, "migrate"):
             return _migrate(config, new_config, to, now, plan, captured, scratch, before, progress)

@@ -371,8 +371,8 @@ def refuse_other_backend(config: Config, manifest: Manifest) -> None:
         raise ConfigError(
             config.source,
             [
-                f"mem0.vector_store.provider: snapshot {manifest.id} is of a "
-                f"{'pgvector' if taken == BACKEND else 'embedded Qdrant'} deployment, this one "
+                f"mem0.vector_store.provider: snapshot {manifest.id} is of "
+                f"{'a pgvector' if taken == BACKEND else 'an embedded Qdrant'} deployment, this one "
                 f"uses {'pgvector' if configured == BACKEND else 'embedded Qdrant'}"
             ],
             "restore a snapshot of this deployment's backend, or use restore --to DIR to look "

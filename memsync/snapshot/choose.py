@@ -82,19 +82,34 @@ def parse_time(text: str) -> datetime:
         raise UsageError(f"--before {text!r} is out of range in UTC", TIME_HINT) from None
 
 
+def backend_of(manifest: Manifest) -> str:
+    """``"pgvector"`` for a pgvector snapshot (manifest ``mode``), else ``"embedded"``. Pure."""
+    return "pgvector" if manifest.mode == "pgvector" else "embedded"
+
+
 def pick(
-    local: Sequence[Entry], remote: Sequence[Entry], before: datetime | None
+    local: Sequence[Entry],
+    remote: Sequence[Entry],
+    before: datetime | None,
+    backend: str | None = None,
 ) -> tuple[str, Side] | None:
     """The newest complete snapshot whose verification passed (made before ``before``). Pure.
 
     Each side counts on its own verdict; a snapshot on both sides is read locally when its
-    local copy qualifies. Returns ``(id, side)``, or None when none qualifies.
+    local copy qualifies. With ``backend`` (``backend_of``'s words), a snapshot of the other
+    backend never qualifies (one directory may hold both after a move to pgvector). Returns
+    ``(id, side)``, or None when none qualifies.
     """
     found: dict[str, Side] = {}
     sides: tuple[tuple[Side, Sequence[Entry]], ...] = (("remote", remote), ("local", local))
     for side, entries in sides:  # local last: it wins a tie
         for entry in entries:
-            if entry.complete and entry.is_verified:
+            other = (
+                backend is not None
+                and entry.manifest is not None
+                and backend_of(entry.manifest) != backend
+            )
+            if entry.complete and entry.is_verified and not other:
                 if before is None or entry.created_at < before:
                     found[entry.id] = side
     if not found:
@@ -115,13 +130,23 @@ def choose(config: Config, before: datetime | None) -> Chosen:
     local_repo = repository.local_or_none(config)
     local = local_repo.list() if local_repo is not None else []
     remote = repository.remote(config).list() if config.s3 is not None else []
-    picked = pick(local, remote, before)
+    backend = "pgvector" if config.pgvector is not None else "embedded"
+    picked = pick(local, remote, before, backend)
     if picked is None:
         complete = len({e.id for e in [*local, *remote] if e.complete})
         when = f" made before {utc.iso(before)}" if before is not None else ""
+        other = len(
+            {
+                e.id
+                for e in [*local, *remote]
+                if e.complete and e.manifest is not None and backend_of(e.manifest) != backend
+            }
+        )
+        others = f", {other} of them of the other backend" if other else ""
         raise UnavailableError(
-            f"no complete snapshot{when} has passed verification ({complete} complete "
-            f"snapshot(s) listed{', local and remote' if config.s3 is not None else ''})",
+            f"no complete snapshot{when} of this {backend} deployment has passed verification "
+            f"({complete} complete snapshot(s) listed"
+            f"{', local and remote' if config.s3 is not None else ''}{others})",
             "memsync snapshot verify ID (--remote) records a verdict; or name a snapshot by id "
             "(memsync snapshot list)",
         )

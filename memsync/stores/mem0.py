@@ -104,10 +104,39 @@ def open_embedder(config: Config) -> Callable[[str], list[float]]:
             parsed.embedder.provider, parsed.embedder.config, parsed.vector_store.config
         )
     except Exception as error:  # noqa: BLE001 - pydantic and providers raise many kinds
-        raise ConfigError(
-            config.source, [f"mem0.embedder: cannot be built ({type(error).__name__})"]
-        ) from None
+        raise ConfigError(config.source, _embedder_problems(error)) from None
     return lambda text: [float(x) for x in model.embed(text, "add")]
+
+
+def _embedder_problems(error: Exception) -> list[str]:
+    """What mem0 said about its config, key by key, never a value (pydantic's ``input`` is left out).
+
+    mem0ai 2.2.1 rejects a provider of its own registry given a ``config`` key with "Unsupported
+    embedding provider" (memsync's offline providers take none).
+    """
+    if hasattr(error, "errors"):
+        return [
+            f"mem0.{'.'.join(str(part) for part in item.get('loc', ())) or 'embedder'}: "
+            f"{item.get('msg')}"
+            for item in error.errors()
+        ] or ["mem0.embedder: mem0 rejected the configuration"]
+    return [f"mem0.embedder: cannot be built ({type(error).__name__})"]
+
+
+class _OptionalExtras(logging.Filter):
+    """Drops mem0's warnings that an optional package is missing.
+
+    mem0ai 2.2.1 warns when fastembed (BM25 keyword search) or a spaCy model (lemmas) is
+    absent: it concerns the app's own search, not memsync's writes.
+    """
+
+    PREFIXES = ("fastembed not installed", "Failed to load spaCy")
+
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102
+        return not str(record.msg).startswith(self.PREFIXES)
+
+
+_EXTRAS = _OptionalExtras()
 
 
 def _import_plugins(config: Config) -> None:
@@ -115,6 +144,9 @@ def _import_plugins(config: Config) -> None:
     # qdrant-client 1.20 warns on stderr whenever mem0 asks an embedded store for payload
     # indexes (opening the memory collection, and lazily the entity store): not memsync's news.
     warnings.filterwarnings("ignore", message="Payload indexes have no effect")
+    for name in ("mem0.vector_stores.qdrant", "mem0.utils.spacy_models"):
+        if _EXTRAS not in logging.getLogger(name).filters:
+            logging.getLogger(name).addFilter(_EXTRAS)
     os.environ["MEM0_DIR"] = str(config.mem0_dir)
     # A maintenance tool sends nothing anywhere, and must not open mem0's second embedded
     # Qdrant (migrations_qdrant) that telemetry keeps (mem0ai 2.2.1).

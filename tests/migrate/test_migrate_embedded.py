@@ -8,6 +8,8 @@ its Memory open (it holds the store) throughout; the target a new directory unde
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +168,37 @@ def test_migrate_is_refused_with_one_line_when_the_target_is_not_a_new_store(
     assert result.code == 10 and expected in result.err
     assert len(result.err.strip().splitlines()) <= 2  # the message and its hint
     assert not (paths.state / "migrate.json").exists()
+
+
+def test_a_dry_run_builds_the_new_embedder_and_names_what_mem0_rejects(minilm_app, tmp_path, cli):
+    # A new user gave the offline hash embedder a config key: the dry run passed, the real
+    # run failed with "cannot be built (ValidationError)" and nothing said why.
+    paths, config, _memory, _seeded = minilm_app
+    new = target_config(paths, tmp_path / "new", embedder="memsync_hash", dims=256)
+    new.write_text(
+        new.read_text(encoding="utf-8") + "\n[mem0.embedder.config]\nembedding_dims = 256\n",
+        encoding="utf-8",
+    )
+    for flags in (["--dry-run"], []):
+        result = cli("migrate", "--to", str(new), *flags, config=config)
+        assert result.code == 10, result.err
+        assert "Unsupported embedding provider: memsync_hash" in result.err, result.err
+        assert str(new) in result.err
+    assert not (tmp_path / "new" / "qdrant").exists()
+    assert not (paths.state / "migrate.json").exists()
+
+
+def test_mem0s_warnings_about_packages_only_the_apps_search_uses_stay_off_stderr(
+    minilm_app, tmp_path
+):
+    # A new user read "fastembed not installed ..." and "Failed to load spaCy ..." on every
+    # migrate as failures (mem0ai 2.2.1 logs them when memsync writes through it).
+    paths, config, _memory, _seeded = minilm_app
+    new = target_config(paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    done = subprocess.run(
+        [sys.executable, "-m", "memsync", "migrate", "--to", str(new), "--config", str(config)],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "migrate: verified" in done.stdout
+    assert "fastembed" not in done.stderr and "spaCy" not in done.stderr, done.stderr

@@ -133,3 +133,33 @@ def test_before_accepts_iso_8601_with_z_or_an_offset(text, expected):
 def test_before_refuses_other_times_as_usage_errors(text):
     with pytest.raises(UsageError):
         parse_time(text)
+
+
+def test_latest_never_picks_a_snapshot_of_the_other_backend():
+    # A new user moved to pgvector, took a snapshot there (not verified yet) and asked for
+    # latest: the older embedded Qdrant snapshot in the same directory was chosen, then refused.
+    from dataclasses import replace
+
+    from memsync.model import CaptureWindow
+    from memsync.stores.manifest import Manifest
+
+    at = datetime(2026, 11, 30, tzinfo=UTC)
+    window = CaptureWindow(
+        vectors_at=at, vectors_finished_at=at, history_at=at, history_finished_at=at,
+        longest_read_s=0.0,
+    )  # fmt: skip
+
+    def made(snapshot_id: str, mode: str, verified: bool = True) -> Entry:
+        manifest = Manifest(
+            id=snapshot_id, created_at=at, collection="mem0", capture=window, files=(), mode=mode
+        )
+        return replace(entry(snapshot_id, verified=verified), manifest=manifest)
+
+    embedded = made("20261130T120000Z", "full")
+    moved = made("20261201T120000Z", "pgvector", verified=False)
+    assert pick([embedded, moved], [], None) == ("20261130T120000Z", "local")  # as it was
+    assert pick([embedded, moved], [], None, "pgvector") is None
+    assert pick([embedded, moved], [], None, "embedded") == ("20261130T120000Z", "local")
+    verified = made("20261201T120000Z", "pgvector")
+    assert pick([embedded, verified], [], None, "pgvector") == ("20261201T120000Z", "local")
+    assert pick([embedded, verified], [], None, "embedded") == ("20261130T120000Z", "local")
