@@ -190,7 +190,8 @@ def main() -> int:
     say("On Postgres with pgvector (mem0's REST server layout) the same commands did the same,")
     say("the restore swapping tables in one transaction and a forget running while the app wrote.")
     say(
-        f"The deployment is in {root}, healthy; what restore moved aside is beside it (*.pre-restore-*)."
+        f"The deployment is in {root}, healthy; what restore moved aside is kept there as "
+        "mem0/history.db.pre-restore-* and pgvector/mem0/history.db.pre-restore-*."
     )
     say(
         f"Its config, {config.name}, works on it as it is left: its {' and '.join(dropped)} "
