@@ -166,12 +166,12 @@ def _migration_target(config: Config) -> list[dict[str, Any]]:
     Not read (it may be a server's table, or being written by a migration): ``"maybe"``.
     """
     path: Path = config.state_dir / MIGRATE_JOURNAL
+    if not path.exists():
+        return []
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        document = None if not path.exists() else {}
-    if document is None:
-        return []
+    except (OSError, ValueError):  # damaged: a target may still be there, unnamed
+        document = {}
     target = document.get("target") if isinstance(document, dict) else None
     where = str(target) if isinstance(target, str) else f"the target named in {path}"
     return [

@@ -203,17 +203,7 @@ def _migrate(
         )
     if plan.re_embed:  # before mem0 creates the target: a wrong size creates nothing
         _probe_size(new_config, plan)
-    document = recorded or {
-        "to": str(to.resolve()),
-        "source": plan.source.where,
-        "target": plan.target.where,
-        "started_at": utc.iso(now),
-        "batches_done": 0,
-    }
-    document.update(
-        phase="copy", captured_at=utc.iso(captured.window.vectors_at), history_rowid=last_rowid
-    )
-    journal.save(config.state_dir, document)
+    document = _start_journal(config.state_dir, recorded, to, plan, now, captured, last_rowid)
     batches_before = int(document["batches_done"])
     points_before = int(document.get("points_copied", 0))
 
@@ -245,6 +235,30 @@ def _migrate(
         differences=tuple(differences), sampled=sampled, not_copied=not_copied,
         check_after=report,
     )  # fmt: skip
+
+
+def _start_journal(
+    state_dir: Path,
+    recorded: dict[str, Any] | None,
+    to: Path,
+    plan: MigratePlan,
+    now: datetime,
+    captured: deployment.Captured,
+    last_rowid: int,
+) -> dict[str, Any]:
+    """The journal of this run (the recorded one when resuming), in phase ``copy``; saved."""
+    document = recorded or {
+        "to": str(to.resolve()),
+        "source": plan.source.where,
+        "target": plan.target.where,
+        "started_at": utc.iso(now),
+        "batches_done": 0,
+    }
+    document.update(
+        phase="copy", captured_at=utc.iso(captured.window.vectors_at), history_rowid=last_rowid
+    )
+    journal.save(state_dir, document)
+    return document
 
 
 def _probe_size(new_config: Config, plan: MigratePlan) -> None:
