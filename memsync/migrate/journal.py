@@ -1,10 +1,14 @@
 """The migration's journal: ``<state_dir>/migrate.json``, written atomically after each batch.
 
-It names the new config (``to``, resolved), the source and target stores, the phase
-(``copy``, then ``verified`` or ``differs``) and the batches written, so a killed migration
-re-run with the same ``--to`` resumes (the ids the target holds are skipped) and a run with
-another ``--to`` is refused while it is there. The journal is kept after the copy: the switch
-(a later release) reads it.
+It names the new config (``to``, resolved), the source and target stores, the phase and
+the batches written, so a killed migration re-run with the same ``--to`` resumes (the ids the
+target holds are skipped) and a run with another ``--to`` is refused while it is there. The
+journal is kept after the copy: the switch and the cleanup read it.
+
+Phases: ``copy`` (copying), ``verified`` or ``differs`` (copied, then compared), ``switched``
+(the app runs on the target: ``switched_at``, the old store described by
+``<state_dir>/migrate-source.json``, see ``migrate.source_record``), ``cleaned`` (the old
+store was removed by ``migrate --cleanup``: ``cleaned_at``).
 """
 
 from __future__ import annotations
@@ -53,11 +57,17 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "started_at": (str,),
     "batches_done": (int,),
 }
+PHASES = ("copy", "verified", "differs", "switched", "cleaned")
 OPTIONAL: dict[str, tuple[type, ...]] = {
     "points_copied": (int,),
     "phase": (str,),
     "captured_at": (str,),
     "history_rowid": (int,),
+    "switched_at": (str,),  # ISO 8601 UTC, when the app was started on the target
+    "source_snapshot": (str,),  # the snapshot id of the source taken before the switch
+    "app_config": (str,),  # the app's mem0 config file the switch wrote
+    "app_config_backup": (str,),  # its old content, kept beside it (``.bak``)
+    "cleaned_at": (str,),  # ISO 8601 UTC, when --cleanup removed the old store
 }
 
 
@@ -77,6 +87,8 @@ def _problem(document: Any) -> str | None:
             )
         if isinstance(value, int) and value < 0:
             return f"{key} is {value}, not a count"
+    if document.get("phase", "copy") not in PHASES:
+        return f"phase is {json.dumps(document['phase'])}, not one of {', '.join(PHASES)}"
     return None
 
 

@@ -1,13 +1,14 @@
 """The tests' own mem0 embedder providers (a plugin module, as a deployment would have one).
 
-* ``migrate_hash_256``: the demo's hash embedder (``memsync_hash``) at 256 dimensions, the
-  "new embedding model" of another size a migration re-embeds into;
+The "new embedding model" of another size a migration re-embeds into is the demo providers'
+``memsync_hash256`` (``memsync.demo.providers``); these wrap it:
+
 * ``migrate_flaky``: stands for an external embedding service that rate-limits: its first
   ``$MEMSYNC_TEST_FLAKY_FAILS`` calls in a process (default 3; ``-1``: every call) raise
-  ``ConnectionError``, then it answers as ``migrate_hash_256``;
-* ``migrate_slow``: ``migrate_hash_256`` taking 30 ms a call (a remote embedder's latency),
+  ``ConnectionError``, then it answers as ``memsync_hash256``;
+* ``migrate_slow``: ``memsync_hash256`` taking 30 ms a call (a remote embedder's latency),
   so a test can kill a migration mid-way;
-* ``migrate_gated``: ``migrate_hash_256`` whose calls wait until the file named by
+* ``migrate_gated``: ``memsync_hash256`` whose calls wait until the file named by
   ``$MEMSYNC_TEST_GATE`` exists, so a test decides when the copy goes on.
 
 Listed in a config's ``plugins``; importing it registers them with mem0's factory.
@@ -20,23 +21,15 @@ import time
 
 from mem0.utils.factory import EmbedderFactory
 
-from memsync.demo.providers import HashEmbedding
+from memsync.demo.providers import HASH256_DIMS, Hash256Embedding
 
-DIMS = 256
+DIMS = HASH256_DIMS
 FLAKY_FAILS_ENV = "MEMSYNC_TEST_FLAKY_FAILS"
 SLOW_S = 0.03
 GATE_ENV = "MEMSYNC_TEST_GATE"
 
 
-class Hash256(HashEmbedding):  # type: ignore[misc]
-    """``memsync_hash`` at 256 dimensions."""
-
-    def embed(self, text: str, memory_action: str | None = None) -> list[float]:
-        self.config.embedding_dims = DIMS
-        return list(super().embed(text, memory_action))
-
-
-class Flaky(Hash256):
+class Flaky(Hash256Embedding):  # type: ignore[misc]
     """Fails its first calls in this process with a transient error, then embeds."""
 
     calls = 0
@@ -49,16 +42,16 @@ class Flaky(Hash256):
         return super().embed(text, memory_action)
 
 
-class Slow(Hash256):
-    """``migrate_hash_256`` taking ``SLOW_S`` seconds a call, as a remote embedder does."""
+class Slow(Hash256Embedding):  # type: ignore[misc]
+    """``memsync_hash256`` taking ``SLOW_S`` seconds a call, as a remote embedder does."""
 
     def embed(self, text: str, memory_action: str | None = None) -> list[float]:
         time.sleep(SLOW_S)
         return super().embed(text, memory_action)
 
 
-class Gated(Hash256):
-    """``migrate_hash_256`` whose calls wait until the file ``$MEMSYNC_TEST_GATE`` exists."""
+class Gated(Hash256Embedding):  # type: ignore[misc]
+    """``memsync_hash256`` whose calls wait until the file ``$MEMSYNC_TEST_GATE`` exists."""
 
     def embed(self, text: str, memory_action: str | None = None) -> list[float]:
         gate = os.environ.get(GATE_ENV)
@@ -70,7 +63,6 @@ class Gated(Hash256):
 
 def register() -> None:
     """Register the three providers with mem0's embedder factory. Idempotent."""
-    EmbedderFactory.provider_to_class["migrate_hash_256"] = f"{__name__}.Hash256"
     EmbedderFactory.provider_to_class["migrate_flaky"] = f"{__name__}.Flaky"
     EmbedderFactory.provider_to_class["migrate_slow"] = f"{__name__}.Slow"
     EmbedderFactory.provider_to_class["migrate_gated"] = f"{__name__}.Gated"

@@ -2,7 +2,7 @@
 
 The source is a real deployment on the demo's MiniLM embedder (384 dimensions) whose app keeps
 its Memory open (it holds the store) throughout; the target a new directory under the tests'
-``migrate_hash_256`` embedder (256 dimensions).
+``memsync_hash256`` embedder (256 dimensions).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def test_dry_run_plans_the_re_embedding_and_creates_nothing_when_the_embedder_ch
     minilm_app, tmp_path, cli
 ):
     paths, config, _memory, seeded = minilm_app
-    new = target_config(paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    new = target_config(paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
     before = fingerprint(paths.root)
     result = cli("migrate", "--to", str(new), "--dry-run", "--json", config=config)
     assert result.code == 0, result.err
@@ -77,7 +77,7 @@ def test_every_memory_is_re_embedded_with_its_id_and_payload_when_the_embedder_c
     minilm_app, tmp_path, cli
 ):
     paths, config, memory, seeded = minilm_app
-    new = target_config(paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    new = target_config(paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
     before = fingerprint(paths.root)
     result = cli("migrate", "--to", str(new), "--batch-size", "7", "--json", config=config)
     assert result.code == 0, result.err
@@ -103,13 +103,13 @@ def test_every_memory_is_re_embedded_with_its_id_and_payload_when_the_embedder_c
 
 def test_the_new_store_answers_mem0_searches_with_the_new_embedder(minilm_app, tmp_path, cli):
     paths, config, _memory, seeded = minilm_app
-    new = target_config(paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    new = target_config(paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
     assert cli("migrate", "--to", str(new), config=config).code == 0
     from mem0 import Memory
 
-    import tests.migrate.plugin  # noqa: F401 - registers migrate_hash_256
+    import memsync.demo.providers  # noqa: F401 - registers memsync_hash256
 
-    settings = build.mem0_config(paths, "migrate_hash_256", 256)
+    settings = build.mem0_config(paths, "memsync_hash256", 256)
     settings["vector_store"]["config"]["path"] = str(tmp_path / "new" / "qdrant")
     app = Memory.from_config(settings)  # the app restarted on the new config
     try:
@@ -125,7 +125,7 @@ def test_the_new_store_answers_mem0_searches_with_the_new_embedder(minilm_app, t
 
 def test_migrate_is_refused_when_the_target_already_holds_data(minilm_app, tmp_path, cli):
     paths, config, _memory, _seeded = minilm_app
-    new = target_config(paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    new = target_config(paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
     (tmp_path / "new" / "qdrant").mkdir(parents=True)
     (tmp_path / "new" / "qdrant" / "notes.txt").write_text("someone's")
     result = cli("migrate", "--to", str(new), "--json", config=config)
@@ -154,13 +154,13 @@ def test_migrate_is_refused_with_one_line_when_the_target_is_not_a_new_store(
     if change == "same":
         new = config
     elif change == "live-dir":
-        new = target_config(paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+        new = target_config(paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
         new.write_text(new.read_text().replace(str(tmp_path / "new" / "qdrant"), str(paths.qdrant)))
     else:
         new = target_config(
             paths,
             tmp_path / "new",
-            embedder="migrate_hash_256",
+            embedder="memsync_hash256",
             dims=256,
             history=tmp_path / "other-history.db",
         )
@@ -194,7 +194,7 @@ def test_mem0s_warnings_about_packages_only_the_apps_search_uses_stay_off_stderr
     # A new user read "fastembed not installed ..." and "Failed to load spaCy ..." on every
     # migrate as failures (mem0ai 2.2.1 logs them when memsync writes through it).
     paths, config, _memory, _seeded = minilm_app
-    new = target_config(paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    new = target_config(paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
     done = subprocess.run(
         [sys.executable, "-m", "memsync", "migrate", "--to", str(new), "--config", str(config)],
         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300,

@@ -97,7 +97,7 @@ def test_a_target_left_with_a_hot_journal_is_rolled_back_and_the_migration_resum
     make_deployment, tmp_path, cli
 ):
     source = make_deployment(count=20)
-    new = target_config(source.paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    new = target_config(source.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
     assert cli("migrate", "--to", str(new), config=source.config).code == 0
     storage = tmp_path / "new" / "qdrant" / "collection" / "mem0" / "storage.sqlite"
     # a writer killed mid-transaction: pages spilled into the file, the journal left hot
@@ -123,7 +123,7 @@ def test_a_target_left_with_a_hot_journal_is_rolled_back_and_the_migration_resum
 
 def test_a_wrong_size_is_refused_before_the_target_is_created(make_deployment, tmp_path, cli):
     source = make_deployment(count=5)
-    new = target_config(source.paths, tmp_path / "new", embedder="migrate_hash_256", dims=300)
+    new = target_config(source.paths, tmp_path / "new", embedder="memsync_hash256", dims=300)
     result = cli("migrate", "--to", str(new), config=source.config)
     assert result.code == 10
     assert str(new) in result.err and "returned 256 dimensions" in result.err
@@ -139,7 +139,7 @@ def test_resuming_into_a_target_of_another_size_is_refused_naming_it(
     make_deployment, tmp_path, cli
 ):
     source = make_deployment(count=5)
-    new = target_config(source.paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    new = target_config(source.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
     assert cli("migrate", "--to", str(new), config=source.config).code == 0
     new.write_text(new.read_text().replace("= 256", "= 300"))
     result = cli("migrate", "--to", str(new), config=source.config)
@@ -154,7 +154,7 @@ def test_a_full_target_disk_exits_75_naming_the_target_and_the_re_run_resumes(
     make_deployment, tmp_path, cli
 ):
     source = make_deployment(count=40)
-    new = target_config(source.paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    new = target_config(source.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
     target = tmp_path / "new" / "qdrant"
     target.mkdir()
     command = [sys.executable, "-m", "memsync", "migrate", "--to", str(new), "--batch-size",
@@ -185,7 +185,7 @@ def test_a_journal_with_wrongly_typed_fields_is_refused_and_left_as_it_is(
     make_deployment, tmp_path, cli, change
 ):
     source = make_deployment(count=5)
-    new = target_config(source.paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    new = target_config(source.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
     assert cli("migrate", "--to", str(new), config=source.config).code == 0
     path = source.paths.state / "migrate.json"
     document = {} if change is None else {**json.loads(path.read_text()), **change}
@@ -208,7 +208,7 @@ def test_a_damaged_source_point_is_named_in_the_live_store_not_the_copy(
             "INSERT INTO points (id, point) VALUES (?, ?)", (str(uuid.uuid4()), b"not a pickle")
         )
     connection.close()
-    new = target_config(source.paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    new = target_config(source.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
     result = cli("migrate", "--to", str(new), "--dry-run", config=source.config)
     assert result.code == 11, result.err
     assert f"{storage} (read from a fresh copy)" in result.err
@@ -234,7 +234,7 @@ def test_a_re_run_after_the_app_deleted_and_updated_catches_the_target_up(
     make_deployment, tmp_path, cli
 ):
     source = make_deployment(count=10)
-    new = target_config(source.paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    new = target_config(source.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
     assert cli("migrate", "--to", str(new), config=source.config).code == 0
     deleted, updated = source.seeded.live[0], source.seeded.live[1]
     source.memory.delete(deleted)
@@ -256,7 +256,7 @@ def test_a_re_run_after_the_app_deleted_and_updated_catches_the_target_up(
 def test_a_refused_history_path_gets_its_own_hint(make_deployment, tmp_path, cli):
     source = make_deployment(count=5)
     new = target_config(
-        source.paths, tmp_path / "new", embedder="migrate_hash_256", dims=256,
+        source.paths, tmp_path / "new", embedder="memsync_hash256", dims=256,
         history=tmp_path / "other.db",
     )  # fmt: skip
     result = cli("migrate", "--to", str(new), config=source.config)

@@ -85,9 +85,9 @@ def test_another_target_is_refused_while_a_migration_journal_is_there(
     make_deployment, tmp_path, cli
 ):
     source = make_deployment(count=10)
-    first = target_config(source.paths, tmp_path / "first", embedder="migrate_hash_256", dims=256)
+    first = target_config(source.paths, tmp_path / "first", embedder="memsync_hash256", dims=256)
     assert cli("migrate", "--to", str(first), config=source.config).code == 0
-    second = target_config(source.paths, tmp_path / "second", embedder="migrate_hash_256", dims=256)
+    second = target_config(source.paths, tmp_path / "second", embedder="memsync_hash256", dims=256)
     result = cli("migrate", "--to", str(second), config=source.config)
     assert result.code == 10
     assert str(first) in result.err and "migrate.json" in result.err
@@ -132,7 +132,7 @@ def test_a_target_point_changed_behind_migrate_is_copied_again_by_the_re_run(
     make_deployment, tmp_path, cli
 ):
     source = make_deployment(count=10)
-    new = target_config(source.paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    new = target_config(source.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
     assert cli("migrate", "--to", str(new), config=source.config).code == 0
     from qdrant_client import QdrantClient
 
@@ -182,7 +182,7 @@ def test_a_migration_whose_new_config_now_names_another_target_is_refused(
     make_deployment, tmp_path, cli
 ):
     source = make_deployment(count=10)
-    new = target_config(source.paths, tmp_path / "new", embedder="migrate_hash_256", dims=256)
+    new = target_config(source.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
     assert cli("migrate", "--to", str(new), config=source.config).code == 0
     new.write_text(new.read_text().replace(str(tmp_path / "new" / "qdrant"), str(tmp_path / "q2")))
     result = cli("migrate", "--to", str(new), config=source.config)

@@ -118,7 +118,7 @@ def test_a_re_run_into_pgvector_after_the_app_deleted_and_updated_catches_the_ta
     """mem0's pgvector insert fails on an id already there: a changed point is deleted first."""
     source = make_deployment(count=10)
     new = target_config(
-        source.paths, tmp_path / "new", embedder="migrate_hash_256", dims=256, pg_url=pg_url
+        source.paths, tmp_path / "new", embedder="memsync_hash256", dims=256, pg_url=pg_url
     )
     assert cli("migrate", "--to", str(new), config=source.config).code == 0
     deleted, updated = source.seeded.live[0], source.seeded.live[1]
