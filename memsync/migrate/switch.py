@@ -20,14 +20,14 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from memsync import check, jobs, utc
+from memsync import check, jobs, repository, utc
 from memsync import config as config_module
 from memsync.config import Config
 from memsync.errors import ConfigError, UnavailableError
@@ -37,7 +37,7 @@ from memsync.migrate.run import Migrated, run_migrate
 from memsync.migrate.switch_report import Switched
 from memsync.routes import WINDOW_FILE, NoRouteError, Taken
 from memsync.routes.window import app_stopped, run_command
-from memsync.snapshot import create_snapshot
+from memsync.snapshot import create_snapshot, pins
 from memsync.state import operation_lock
 from memsync.stores.vector_store import vector_store_for
 
@@ -86,6 +86,8 @@ def run_switch(
     with operation_lock(config.state_dir, WHAT):
         _require_verified(journal.load(config.state_dir), to, new_config, config.state_dir)
         created = create_snapshot(config, now)  # before anything stops; its errors stop all
+        reason = f"the source before memsync migrate --switch to {side_of(new_config).where}"
+        pins.pin(repository.local(config), created.id, reason=reason, by="operator", now=now)
         logger.info("switch_snapshot", snapshot_id=created.id)
         source_record.record_source(config_path, environ, config.state_dir)
         done = _stop_copy_write(
@@ -119,6 +121,7 @@ def _refuse(
             "the app was moved by hand: put the file back as it was to switch with memsync, "
             "or leave the migration as it is",
         )
+    repository.snapshot_dir(config)  # the snapshot of the source needs a directory (exit 10)
     if app_file is not None:
         app_config.read_app_config(app_file, config.source)
     else:
@@ -185,7 +188,8 @@ def _require_same_meaning(
     it resolve against that file's directory from then on.
     """
     placed = config_module.load(config_path, environ, text_from=to)
-    if (side_of(placed), placed.state_dir) != (side_of(new_config), new_config.state_dir):
+    as_placed = replace(side_of(placed), source=new_config.source)  # only the file name differs
+    if (as_placed, placed.state_dir) != (side_of(new_config), new_config.state_dir):
         raise ConfigError(
             new_config.source,
             [f"its relative paths name other files when it is written over {config_path}"],

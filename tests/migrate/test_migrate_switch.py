@@ -3,7 +3,8 @@
 The app (a real process, ``tests/helpers/window_app.py``) builds its Memory from a JSON mem0
 config file and writes throughout the copy; memsync stops it, catches the target up, writes the
 file and starts it again. Embedded Qdrant to a new embedded directory with a new embedder
-(``memsync_hash256``), and embedded Qdrant to pgvector keeping the embedder.
+(``memsync_hash256``; the app's config in JSON), and embedded Qdrant to pgvector keeping the
+embedder (in YAML).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.helpers import window_app
 from tests.migrate.helpers import qdrant_points, target_config
@@ -31,8 +33,8 @@ from tests.migrate.test_migrate_targets import _pg_rows
 def test_the_switch_moves_the_writing_app_onto_the_target_and_loses_no_memory(
     make_deployment, tmp_path, request, kind
 ):
-    app = file_deployment(make_deployment)
     pg_url = request.getfixturevalue("pg_url") if kind == "pgvector" else None
+    app = file_deployment(make_deployment, suffix=".json" if pg_url is None else ".yaml")
     embedder, dims = ("memsync_hash256", 256) if pg_url is None else ("memsync_hash", 384)
     new = target_config(app.paths, tmp_path / "new", embedder=embedder, dims=dims, pg_url=pg_url)
     old_pid = start_app(app)
@@ -71,6 +73,11 @@ def _target_points(root: Path, pg_url: str | None) -> dict:
     return _pg_rows(pg_url, "mem0")
 
 
+def _load(path: Path, data: bytes) -> dict:
+    """The app's mem0 config: JSON, or YAML by its suffix (as the app reads it)."""
+    return yaml.safe_load(data) if path.suffix == ".yaml" else json.loads(data)
+
+
 def _assert_report(report: dict, app, new: Path, before: bytes, pg_url: str | None) -> None:
     switch = report["switch"]
     assert report["verified"] is True and switch["switched"] is True
@@ -81,8 +88,7 @@ def _assert_report(report: dict, app, new: Path, before: bytes, pg_url: str | No
     assert backup == app.app_file.with_name(app.app_file.name + ".bak")
     assert backup.read_bytes() == before  # the old file, byte for byte
     assert app.app_file.stat().st_mode & 0o777 == 0o640
-    written = json.loads(app.app_file.read_text())
-    old = json.loads(before)
+    written, old = _load(app.app_file, app.app_file.read_bytes()), _load(app.app_file, before)
     assert {k: v for k, v in written.items() if k not in ("vector_store", "embedder")} == {
         k: v for k, v in old.items() if k not in ("vector_store", "embedder")
     }
@@ -94,6 +100,7 @@ def _assert_report(report: dict, app, new: Path, before: bytes, pg_url: str | No
         assert store["provider"] == "pgvector" and store["config"]["connection_string"] == pg_url
     snapshot = app.paths.root / "snapshots" / switch["snapshot"]
     assert (snapshot / "manifest.json").is_file()
+    assert json.loads((snapshot / "pinned.json").read_text())["pinned"] is True  # kept by prune
     recorded = journal(app.paths)
     assert recorded["phase"] == "switched" and recorded["source_snapshot"] == switch["snapshot"]
     assert recorded["app_config"] == str(app.app_file) and recorded["switched_at"]
