@@ -9,7 +9,7 @@ the new embedder's size (re-embedding), write the journal, open mem0 on the new 
 hot target journal is rolled back), bring a resumed target level with the new capture
 (``resume.catch_up``), copy (``copy.copy_points``), capture the target and compare it with
 the source capture (``verify``), search a sample, list the memories written in the source
-after the capture (``not_copied``: the switch's catch-up, a later release, copies them), and
+after the capture (``not_copied``: a re-run, or the catch-up of ``--switch``, copies them), and
 run ``check`` on the new config.
 """
 
