@@ -9,10 +9,12 @@ code path; not uploaded), ``migrate-source.json`` (``source_record``), and with 
 stopped (``routes.window.app_stopped``, or as it is when it was not running) the final
 catch-up and verify (``run_migrate`` again) and, only when verified, the app's new mem0
 config (``app_config``). The app is started again, always: on the target, or on the source
-when verification found a difference (exit 3). When it does not start on the target, its
-old config is put back and it is started again (exit 11). After: the journal in phase
-``switched``, ``check`` on memsync's config (which now names the target) and a SIGHUP to a
-running daemon so it reloads that config.
+when verification found a difference (exit 3). The journal is put in phase ``switched``
+with the write (so it says what the files say, even if memsync is interrupted during the
+start); when the app does not start on the target, its old config is put back, the journal
+goes back to ``verified`` and the app is started again (exit 11). After: ``check`` on
+memsync's config (which now names the target) and a SIGHUP to a running daemon so it
+reloads that config.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from memsync.stores.vector_store import vector_store_for
 logger = structlog.get_logger(__name__)
 
 WHAT = "migrate switch"
+SWITCH_FIELDS = ("switched_at", "source_snapshot", "app_config", "app_config_backup")
 IN_CODE_HINT = (
     "stop the app, run memsync migrate --to NEW.toml --switch, put the printed mem0 config "
     "in the app's code, then start it"
@@ -56,6 +59,19 @@ class _Plan:
 
     app_file: Path | None  # the app's mem0 config; None: in code
     route: str | None  # "window", or None: the app is not running
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Context:
+    """One switch's inputs, for the steps inside the window."""
+
+    config: Config
+    config_path: Path
+    new_config: Config
+    to: Path
+    environ: Mapping[str, str]
+    plan: _Plan
+    snapshot: str
 
 
 def run_switch(
@@ -90,17 +106,20 @@ def run_switch(
         pins.pin(repository.local(config), created.id, reason=reason, by="operator", now=now)
         logger.info("switch_snapshot", snapshot_id=created.id)
         source_record.record_source(config_path, environ, config.state_dir)
-        done = _stop_copy_write(
-            config, config_path, new_config, to, environ, plan, batch_size, progress
-        )
+        context = _Context(
+            config=config, config_path=config_path, new_config=new_config, to=to,
+            environ=environ, plan=plan, snapshot=created.id,
+        )  # fmt: skip
+        try:
+            done = _stop_copy_write(context, batch_size, progress)
+        finally:  # not switched (refused, failed, rolled back): the old config is not kept
+            if (journal.load(config.state_dir) or {}).get("phase") != "switched":
+                source_record.path_of(config.state_dir).unlink(missing_ok=True)
         done.snapshot = created.id
-        if not done.switched:
-            source_record.path_of(config.state_dir).unlink(missing_ok=True)
-            return done
-        _record_switched(config.state_dir, done)
-        switched_config = config_module.load(config_path, environ)
-        done.check_after = check.run_check(switched_config, datetime.now(UTC))
-        done.daemon_reloaded = _reload_daemon(config)
+        if done.switched:
+            switched_config = config_module.load(config_path, environ)
+            done.check_after = check.run_check(switched_config, datetime.now(UTC))
+            done.daemon_reloaded = _reload_daemon(config)
     return done
 
 
@@ -221,27 +240,21 @@ def _planned(migrated: Migrated, plan: _Plan, config_path: Path, new_config: Con
 
 
 def _stop_copy_write(
-    config: Config,
-    config_path: Path,
-    new_config: Config,
-    to: Path,
-    environ: Mapping[str, str],
-    plan: _Plan,
-    batch_size: int,
-    progress: Callable[[int, int], None] | None,
+    context: _Context, batch_size: int, progress: Callable[[int, int], None] | None
 ) -> Switched:
     """Stop the app (window route), catch up and verify, write the new config, start the app."""
+    config, plan = context.config, context.plan
     taken = Taken()
     done: Switched | None = None
 
     def copy_and_write() -> Switched:
         migrated = run_migrate(
-            config, new_config, to, datetime.now(UTC), dry_run=False, batch_size=batch_size,
-            progress=progress, lock=False,
+            config, context.new_config, context.to, datetime.now(UTC), dry_run=False,
+            batch_size=batch_size, progress=progress, lock=False,
         )  # fmt: skip
         if migrated.differences:
             return Switched(migrated=migrated, route=plan.route)
-        return _write(migrated, plan, config_path, new_config, to, environ)
+        return _write(context, migrated)
 
     if plan.route is None:
         return copy_and_write()
@@ -258,28 +271,27 @@ def _stop_copy_write(
     return done
 
 
-def _write(
-    migrated: Migrated,
-    plan: _Plan,
-    config_path: Path,
-    new_config: Config,
-    to: Path,
-    environ: Mapping[str, str],
-) -> Switched:
-    """Write the app's new mem0 config (or, in code, memsync's config and the printed dict)."""
-    done = Switched(migrated=migrated, switched=True, route=plan.route)
+def _write(context: _Context, migrated: Migrated) -> Switched:
+    """Write the app's new mem0 config (or, in code, memsync's config and the printed dict).
+
+    The journal is put in phase ``switched`` at once, before the app starts: it says what
+    the files say, even when memsync is interrupted during the start.
+    """
+    plan, config_path = context.plan, context.config_path
+    done = Switched(migrated=migrated, switched=True, route=plan.route, snapshot=context.snapshot)
     if plan.app_file is not None:
         old = app_config.read_app_config(plan.app_file, str(config_path))
-        mapping = app_config.switched_mapping(old, new_config, environ)  # before any write
+        mapping = app_config.switched_mapping(old, context.new_config, context.environ)
         done.app_config_backup = str(app_config.back_up(plan.app_file))
         text = app_config.render(plan.app_file, mapping)
         app_config.write_atomic(plan.app_file, text.encode(), like=plan.app_file)
         done.app_config = str(plan.app_file)
     else:
-        done.printed_config = app_config.printed_config(new_config)
+        done.printed_config = app_config.printed_config(context.new_config)
         done.memsync_config_backup = str(app_config.back_up(config_path))
-        app_config.write_atomic(config_path, to.read_bytes(), like=config_path)
+        app_config.write_atomic(config_path, context.to.read_bytes(), like=config_path)
     logger.info("switch_written", app_config=done.app_config, config=str(config_path))
+    _record_switched(context.config.state_dir, done)
     return done
 
 
@@ -293,6 +305,7 @@ def _roll_back(config: Config, done: Switched, failure: UnavailableError) -> Non
     assert config.app.start_command is not None
     app_file = Path(done.app_config)
     app_config.put_back(app_file, Path(done.app_config_backup))
+    _record_verified(config.state_dir)
     source_record.path_of(config.state_dir).unlink(missing_ok=True)
     logger.warning("switch_rolled_back", app_config=str(app_file), error=failure.message)
     try:
@@ -323,6 +336,15 @@ def _record_switched(state_dir: Path, done: Switched) -> None:
         document["source_snapshot"] = done.snapshot
     if done.app_config is not None and done.app_config_backup is not None:
         document.update(app_config=done.app_config, app_config_backup=done.app_config_backup)
+    journal.save(state_dir, document)
+
+
+def _record_verified(state_dir: Path) -> None:
+    """The journal back in phase ``verified`` (the switch was rolled back)."""
+    document = journal.load(state_dir) or {}
+    for key in SWITCH_FIELDS:
+        document.pop(key, None)
+    document["phase"] = "verified"
     journal.save(state_dir, document)
 
 

@@ -194,3 +194,39 @@ def test_a_new_config_whose_relative_paths_would_move_is_refused_for_the_config_
     assert "relative paths" in result.err and "absolute" in result.err
     assert source.config.read_bytes() == before
     assert not (source.paths.root / "snapshots").exists()
+
+
+def test_a_target_that_differs_at_the_final_verify_is_not_switched_to(
+    make_deployment, tmp_path, pg_url
+):
+    import psycopg
+
+    app = file_deployment(make_deployment)
+    new = target_config(
+        app.paths, tmp_path / "new", embedder="memsync_hash", dims=384, pg_url=pg_url
+    )
+    assert memsync("migrate", "--to", new, config=app.config).returncode == 0
+    with psycopg.connect(pg_url) as connection:  # changed behind memsync: the payload stays
+        victim, other = [row[0] for row in connection.execute("SELECT id FROM mem0 LIMIT 2")]
+        connection.execute(
+            "UPDATE mem0 SET vector = (SELECT vector FROM mem0 WHERE id = %s) WHERE id = %s",
+            (other, victim),
+        )
+    before = app.app_file.read_bytes()
+    old_pid = start_app(app)
+    try:
+        result = memsync("migrate", "--to", new, "--switch", "--json", config=app.config)
+        assert result.returncode == 3, result.stderr
+        pid = window_app.pid_of(app.paths.root)
+        assert pid is not None and pid != old_pid  # stopped, then started again ...
+        assert holder_pid(app.config) == pid  # ... on the old store
+    finally:
+        window_app.stop(app.paths.root)
+    report = json.loads(result.stdout)
+    found = {(d["point_id"], d["what"]) for d in report["differences"]}
+    assert (str(victim), "vector") in found and {i for i, _what in found} == {str(victim)}
+    assert report["switch"]["switched"] is False and report["switch"]["snapshot"]
+    assert app.app_file.read_bytes() == before
+    assert not app.app_file.with_name(app.app_file.name + ".bak").exists()
+    assert journal(app.paths)["phase"] == "differs"
+    assert not (app.paths.state / "migrate-source.json").exists()
