@@ -141,6 +141,14 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _open(args: argparse.Namespace) -> Any:
+    """The app's Memory: from ``--mem0-config``, else the demo deployment's own dict."""
+    paths = build.Paths.at(args.root)
+    if args.mem0_config is not None:
+        return open_memory_from(paths, args.mem0_config)
+    return build.open_memory(paths, embedder=args.embedder)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the app until SIGTERM/SIGINT (see the module docstring); return 0."""
     args = _arguments(argv)
@@ -151,11 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: setattr(flags, "stop", True))
     signal.signal(signal.SIGINT, lambda *_: setattr(flags, "stop", True))
     signal.signal(signal.SIGUSR1, lambda *_: setattr(flags, "dump", True))
-    paths = build.Paths.at(args.root)
-    if args.mem0_config is not None:
-        memory = open_memory_from(paths, args.mem0_config)
-    else:
-        memory = build.open_memory(paths, embedder=args.embedder)
+    memory = _open(args)
     logging.getLogger("mem0").addHandler(counter)
     if args.agent is not None:
         from memsync.agent import attach

@@ -87,6 +87,22 @@ def run_switch(
 ) -> Switched:
     """Switch the app of ``config`` (memsync's ``--config`` at ``config_path``) to ``to``'s store.
 
+    Args:
+        config: memsync's current config (its mem0 dict names the source).
+        config_path: the file ``config`` was loaded from (kept in ``migrate-source.json``;
+            written over with NEW.toml's text when the mem0 dict is in code).
+        new_config: NEW.toml, loaded.
+        to: NEW.toml's path (the journal names it, resolved).
+        environ: the environment (secrets of the new config are resolved from it).
+        dry_run: check the refusals and plan; change nothing (no snapshot, no stop).
+        batch_size: points per batch of the final catch-up (> 0).
+        progress: ``progress(points_done, points_total)`` during the catch-up.
+
+    Effects: a pinned local snapshot, ``migrate-source.json`` (removed again when the switch
+    does not happen), the app stopped and started (window route), the target written (the
+    catch-up), the app's mem0 config file (or memsync's config) and its ``.bak`` written
+    atomically, the journal, a SIGHUP to the daemon. The source store is never written.
+
     Raises:
         ConfigError: (exit 10) refused (see the module docstring), or no snapshot directory.
         NoRouteError: (exit 12) the app holds the store and cannot be stopped and started.

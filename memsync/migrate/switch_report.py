@@ -14,7 +14,20 @@ from memsync.model import CheckReport
 
 @dataclass(slots=True, kw_only=True)
 class Switched:
-    """What the switch did (or, dry, would do); ``migrated`` is its final catch-up and verify."""
+    """What the switch did (or, dry, would do); ``migrated`` is its final catch-up and verify.
+
+    Attributes:
+        switched: the new config was written (and the app, if stopped, started on it).
+        snapshot: the source snapshot's id (None on a dry run).
+        app_config, app_config_backup: the app's mem0 config file written and its ``.bak``.
+        memsync_config_backup: config in code: the ``.bak`` of memsync's own config.
+        printed_config: config in code: the new mem0 dict, secrets as references.
+        route: ``"window"`` when the app was stopped and started, else None.
+        downtime_s: seconds from the stop issued to the start returned (window route).
+        daemon_reloaded: the daemon's pid that was sent SIGHUP, or None.
+        check_after: ``check`` on memsync's config after the switch.
+        steps: a dry run's steps, in order.
+    """
 
     migrated: Migrated
     switched: bool = False
