@@ -11,13 +11,15 @@ from memsync import config as config_module
 from memsync.cli import render
 from memsync.cli.common import add_command, load_config
 from memsync.errors import UsageError
+from memsync.migrate import switch_report
 from memsync.migrate.plan import DEFAULT_BATCH_SIZE, MigratePlan
 from memsync.migrate.run import Migrated, run_migrate
+from memsync.migrate.switch import run_switch
 
 HELP = (
     "copy every memory (same ids and payloads) into the vector store and embedder that "
     "NEW.toml names, re-embedding when the embedder changes, while the app runs; then verify "
-    "the target; the app is not switched over"
+    "the target; with --switch, move the app onto it"
 )
 SHOWN = 20  # text output lists at most this many differences and not-copied ids
 
@@ -42,6 +44,12 @@ def register(
         metavar="N",
         help=f"points written (and embedded) per batch (default: {DEFAULT_BATCH_SIZE})",
     )
+    parser.add_argument(
+        "--switch",
+        action="store_true",
+        help="after a verified copy: snapshot the source, stop the app's writes, catch up, "
+        "write the app's new mem0 config and start the app on the new store",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     parser.set_defaults(run=run)
 
@@ -53,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     to = Path(args.to)
     new_config = config_module.load(to, os.environ)
+    if args.switch:
+        return _switch(args, config, new_config, to)
     with render.progress("migrating") as progress:
         done = run_migrate(
             config,
@@ -64,6 +74,24 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
         )
     render.emit(args.json, {"command": "migrate", **done.to_json()}, _text(done))
+    return int(done.exit_code)
+
+
+def _switch(
+    args: argparse.Namespace,
+    config: config_module.Config,
+    new_config: config_module.Config,
+    to: Path,
+) -> int:
+    """``--switch``: the switch's report after the final catch-up's."""
+    path = config_module.config_path(getattr(args, "config", None), os.environ)
+    with render.progress("catching up") as progress:
+        done = run_switch(
+            config, path, new_config, to, os.environ,
+            dry_run=args.dry_run, batch_size=args.batch_size, progress=progress,
+        )  # fmt: skip
+    text = "\n".join([_text(done.migrated, switching=True), *switch_report.text_lines(done)])
+    render.emit(args.json, {"command": "migrate", **done.to_json()}, text)
     return int(done.exit_code)
 
 
@@ -83,7 +111,7 @@ def _plan_text(plan: MigratePlan) -> list[str]:
     ]
 
 
-def _text(done: Migrated) -> str:
+def _text(done: Migrated, switching: bool = False) -> str:
     lines = _plan_text(done.plan)
     if done.dry_run:
         lines.append("migrate --dry-run: nothing changed")
@@ -122,7 +150,10 @@ def _text(done: Migrated) -> str:
             )
         )
     verdict = "verified" if not done.differences else f"{len(done.differences)} differences"
-    lines.append(f"migrate: {verdict}; the app still uses the old store (switch by hand)")
+    lines.append(
+        f"migrate: {verdict}"
+        + ("" if switching else "; the app still uses the old store (--switch moves it)")
+    )
     if done.differences:
         lines.append(
             "hint: run the same memsync migrate again: it copies again what the source changed "

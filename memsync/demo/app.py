@@ -5,10 +5,13 @@ the app runs. Usage::
 
     python -m memsync.demo.app ROOT [--agent SOCKET] [--interval SECONDS] [--pidfile FILE]
                                      [--stats FILE] [--quiet-writes] [--adds-only] [--users a,b]
+                                     [--mem0-config FILE]
 
 Builds the demo deployment's Memory at ROOT (on pgvector when ``ROOT/pg-url`` exists,
 ``deployment.Paths.at``; ``--embedder``: ``memsync_hash``, the default, or
-``memsync_minilm``, the demo's offline MiniLM), attaches ``memsync.agent`` when
+``memsync_minilm``, the demo's offline MiniLM; ``--mem0-config FILE``: the mem0 dict in a
+JSON file, or YAML by a .yaml/.yml suffix, as an app reading its config from a file, instead of
+the demo's own dict), attaches ``memsync.agent`` when
 ``--agent`` is given, writes its pid to ``--pidfile``, prints ``ready <pid>`` and then, every
 ``--interval`` seconds (default 0.05), adds a memory (infer=False) for one of ``--users``
 (default: the demo users), searches, and updates or deletes one of the memories *it* added (never others), unless
@@ -99,8 +102,31 @@ def _step(
     return True
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the app until SIGTERM/SIGINT (see the module docstring); return 0."""
+def open_memory_from(paths: build.Paths, mem0_config: Path) -> Any:
+    """Build ``mem0.Memory`` from the dict in ``mem0_config`` (JSON, or YAML by its suffix).
+
+    As ``deployment.open_memory`` does otherwise: ``MEM0_DIR`` is the deployment's, telemetry
+    off, the demo's offline providers registered. Raises what mem0 raises for a bad dict.
+    """
+    text = mem0_config.read_text(encoding="utf-8")
+    if mem0_config.suffix in (".yaml", ".yml"):
+        import yaml
+
+        settings = yaml.safe_load(text)
+    else:
+        settings = json.loads(text)
+    paths.mem0_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["MEM0_DIR"] = str(paths.mem0_dir)
+    os.environ.setdefault("MEM0_TELEMETRY", "False")
+    logging.getLogger("mem0").setLevel(logging.ERROR)
+    from mem0 import Memory
+
+    import memsync.demo.providers  # noqa: F401 - registers the offline providers
+
+    return Memory.from_config(settings)
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("root", type=Path)
     parser.add_argument("--agent", type=Path, default=None)
@@ -111,7 +137,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adds-only", action="store_true")
     parser.add_argument("--users", default=",".join(build.USERS))
     parser.add_argument("--embedder", default="memsync_hash")
-    args = parser.parse_args(argv)
+    parser.add_argument("--mem0-config", type=Path, default=None)
+    return parser.parse_args(argv)
+
+
+def _open(args: argparse.Namespace) -> Any:
+    """The app's Memory: from ``--mem0-config``, else the demo deployment's own dict."""
+    paths = build.Paths.at(args.root)
+    if args.mem0_config is not None:
+        return open_memory_from(paths, args.mem0_config)
+    return build.open_memory(paths, embedder=args.embedder)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the app until SIGTERM/SIGINT (see the module docstring); return 0."""
+    args = _arguments(argv)
     users = args.users.split(",")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     counter = ErrorCounter()
@@ -119,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: setattr(flags, "stop", True))
     signal.signal(signal.SIGINT, lambda *_: setattr(flags, "stop", True))
     signal.signal(signal.SIGUSR1, lambda *_: setattr(flags, "dump", True))
-    memory = build.open_memory(build.Paths.at(args.root), embedder=args.embedder)
+    memory = _open(args)
     logging.getLogger("mem0").addHandler(counter)
     if args.agent is not None:
         from memsync.agent import attach

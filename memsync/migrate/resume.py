@@ -9,8 +9,10 @@ it is the migration's own new store. The rest are kept and skipped by the copy.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from memsync.migrate.copy import target_writes
 from memsync.stores.mem0 import Mem0Writer
@@ -55,13 +57,15 @@ def catch_up(
         (source_store.entities_collection, target_store.entities_collection, True),
     ):
         # both sides read as ``iter_points`` reads them (a target capture has no vectors)
-        payloads = {p.id: p.payload for p in source_store.iter_points(source, source_name)}
+        payloads = {
+            p.id: _comparable(p.payload) for p in source_store.iter_points(source, source_name)
+        }
         stale = []
         for point in target_store.iter_points(copy, target_name):  # payloads, vector sizes
             point_id = point.id
             if point_id not in payloads:
                 found.removed.append(point_id)
-            elif payloads[point_id] != point.payload:
+            elif payloads[point_id] != _comparable(point.payload):
                 found.replaced.append(point_id)
             else:
                 found.have.add(point_id)
@@ -71,3 +75,14 @@ def catch_up(
             with target_writes(target_store.where):
                 writer.delete_points(stale, entities=entities)
     return found
+
+
+# mem0 derives it from ``data`` on insert; embedded Qdrant's ``iter_points`` leaves it out,
+# pgvector's keeps it: compared with it, every point of a pgvector target looked changed and
+# every re-run (the switch's catch-up too) deleted and copied the whole target again.
+DERIVED_KEYS = frozenset({"text_lemmatized"})
+
+
+def _comparable(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """``payload`` without the keys mem0 derives on insert. Pure."""
+    return {key: value for key, value in payload.items() if key not in DERIVED_KEYS}

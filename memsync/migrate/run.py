@@ -9,13 +9,14 @@ the new embedder's size (re-embedding), write the journal, open mem0 on the new 
 hot target journal is rolled back), bring a resumed target level with the new capture
 (``resume.catch_up``), copy (``copy.copy_points``), capture the target and compare it with
 the source capture (``verify``), search a sample, list the memories written in the source
-after the capture (``not_copied``: the switch's catch-up, a later release, copies them), and
+after the capture (``not_copied``: a re-run, or the catch-up of ``--switch``, copies them), and
 run ``check`` on the new config.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -97,6 +98,7 @@ def run_migrate(
     dry_run: bool,
     batch_size: int,
     progress: Callable[[int, int], None] | None = None,
+    lock: bool = True,
 ) -> Migrated:
     """Migrate the deployment of ``config`` to the store and embedder of ``new_config``.
 
@@ -108,6 +110,7 @@ def run_migrate(
         dry_run: plan only; nothing is written (not even the journal).
         batch_size: points per batch (> 0).
         progress: ``progress(points_done, points_total)`` while copying.
+        lock: take ``operation.lock`` for the copy (False: the caller holds it, as the switch).
 
     Raises:
         ConfigError: (exit 10) the migration is refused (see ``plan.find_refusal``), another
@@ -139,7 +142,7 @@ def run_migrate(
             if plan.re_embed:  # built, never called: a dry run spends no embedder call
                 open_embedder(new_config)
             return Migrated(plan=plan, dry_run=True, resumed=recorded is not None)
-        with operation_lock(config.state_dir, "migrate"):
+        with operation_lock(config.state_dir, "migrate") if lock else nullcontext():
             return _migrate(config, new_config, to, now, plan, captured, scratch, before, progress)
 
 

@@ -6,13 +6,17 @@ Usage (the argv lists of ``[app] stop_command`` / ``start_command`` in tests)::
     python tests/helpers/window_app.py stop ROOT    # SIGTERM it (pidfile); return once it is gone
     python tests/helpers/window_app.py serve ROOT   # the app itself (start runs it)
 
+Each takes ``--mem0-config FILE`` after ROOT: the app builds its Memory from that mem0 dict
+(``memsync.demo.app --mem0-config``), as an app reading its config from a file does.
+
 ``ROOT`` is a ``memsync.demo.deployment.Paths`` root (hash embedder). The app is
 ``memsync.demo.app`` (no agent), writing and searching for its own user ``TRAFFIC_USER`` only.
 ``start`` is idempotent (a running app is left alone) and appends its pid to
 ``ROOT/app-starts.log``; ``stop`` appends to ``ROOT/app-stops.log``. The app writes
 ``ROOT/app.pid`` and prints ``ready PID`` to ``ROOT/app.log`` once its ``Memory`` holds the
 store; on SIGTERM it finishes its current operation, closes it and exits 0.
-With ``WINDOW_APP_FAIL_START=1`` in its environment, ``start`` exits 1 without starting.
+With ``WINDOW_APP_FAIL_START=1`` in its environment, ``start`` exits 1 without starting; with
+``WINDOW_APP_ADDS_ONLY=1`` the app it starts only adds memories (``--adds-only``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 DEADLINE_S = 30.0
@@ -30,11 +35,12 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 TRAFFIC_USER = "window-app-traffic"  # the app adds, updates and deletes only its own memories
 
 
-def commands(root: Path) -> str:
+def commands(root: Path, mem0_config: Path | None = None) -> str:
     """The ``[app]`` table of a memsync config whose window stops and starts this app."""
     script = str(Path(__file__).resolve())
+    more = ["--mem0-config", str(mem0_config)] if mem0_config is not None else []
     stop = [sys.executable, script, "stop", str(root)]
-    start = [sys.executable, script, "start", str(root)]
+    start = [sys.executable, script, "start", str(root), *more]
     return f"\n[app]\nstop_command = {json.dumps(stop)}\nstart_command = {json.dumps(start)}\n"
 
 
@@ -56,7 +62,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-def start(root: Path) -> int:
+def start(root: Path, more: Sequence[str] = ()) -> int:
     if os.environ.get("WINDOW_APP_FAIL_START") == "1":
         print("refusing to start (WINDOW_APP_FAIL_START=1)", file=sys.stderr)
         return 1
@@ -68,7 +74,7 @@ def start(root: Path) -> int:
     environ = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}  # this checkout's memsync
     with log.open("a") as output:
         app = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "serve", str(root)],
+            [sys.executable, str(Path(__file__).resolve()), "serve", str(root), *more],
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=output,
@@ -86,7 +92,7 @@ def start(root: Path) -> int:
     return 0
 
 
-def stop(root: Path) -> int:
+def stop(root: Path, more: Sequence[str] = ()) -> int:
     pid = pid_of(root)
     if pid is None:
         return 0
@@ -101,20 +107,22 @@ def stop(root: Path) -> int:
     return 0
 
 
-def serve(root: Path) -> int:
+def serve(root: Path, more: Sequence[str] = ()) -> int:
     """The app: ``memsync.demo.app`` (real traffic for a user of its own, no agent)."""
+    if os.environ.get("WINDOW_APP_ADDS_ONLY") == "1":
+        more = [*more, "--adds-only"]
     os.execv(  # noqa: S606 - the test's own interpreter
         sys.executable,
         [
             sys.executable, "-m", "memsync.demo.app", str(root), "--pidfile",
-            str(root / "app.pid"), "--users", TRAFFIC_USER,
+            str(root / "app.pid"), "--users", TRAFFIC_USER, *more,
         ],
     )  # fmt: skip
 
 
 def main() -> int:
-    action, root = sys.argv[1], Path(sys.argv[2])
-    return {"start": start, "stop": stop, "serve": serve}[action](root)
+    action, root, more = sys.argv[1], Path(sys.argv[2]), sys.argv[3:]
+    return {"start": start, "stop": stop, "serve": serve}[action](root, more)
 
 
 if __name__ == "__main__":

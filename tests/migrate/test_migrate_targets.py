@@ -128,7 +128,7 @@ def test_a_re_run_into_pgvector_after_the_app_deleted_and_updated_catches_the_ta
     assert result.code == 0, result.err
     report = result.json()
     assert report["verified"] is True
-    assert report["removed"] == [deleted] and updated in report["replaced"]
+    assert report["removed"] == [deleted] and report["replaced"] == [updated]  # nothing else
     target = _pg_rows(pg_url, "mem0")
     assert set(target) == set(scroll_points(source.memory.vector_store.client))
     assert target[updated][0]["data"] == "moved to Porto last spring"
