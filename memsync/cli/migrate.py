@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from memsync import config as config_module
-from memsync.cli import render
+from memsync.cli import migrate_cleanup, render
 from memsync.cli.common import add_command, load_config
 from memsync.errors import UsageError
 from memsync.migrate.plan import DEFAULT_BATCH_SIZE, MigratePlan
@@ -31,7 +31,6 @@ def register(
     parser = add_command(subparsers, "migrate", HELP, common, epilog)
     parser.add_argument(
         "--to",
-        required=True,
         metavar="NEW.toml",
         help="the memsync config naming the target vector store and embedder",
     )
@@ -42,12 +41,25 @@ def register(
         metavar="N",
         help=f"points written (and embedded) per batch (default: {DEFAULT_BATCH_SIZE})",
     )
+    parser.add_argument(
+        "--cleanup",
+        action="store_true",
+        help="remove the old store a switched migration kept, once [migrate] keep_source_days "
+        "have passed (no --to: the journal names the migration)",
+    )
+    parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Migrate; exit 0 (verified), 3 (a difference), 10 (refused), 11, 12."""
+    if args.cleanup:
+        if args.to is not None:
+            raise UsageError("--cleanup takes no --to: the migration's journal names it")
+        return migrate_cleanup.run(args)
+    if args.to is None:
+        raise UsageError("the following argument is required: --to")
     if args.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1 (got {args.batch_size})")
     config = load_config(args)
