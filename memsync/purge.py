@@ -111,6 +111,7 @@ def purge_snapshot(
                 entry.path: entry.journal_mode for entry in old.files if entry.journal_mode
             },
             quiesced=old.quiesced,
+            embedder=old.embedder,  # the vectors' embedder, not the config's: they are kept
         )
         report = snapshot.verify_directory(config, work, now)
         broken = [
