@@ -282,8 +282,7 @@ def finish_directory(
     ``journal_modes`` (by path in the snapshot) stands in for the live files' modes when the
     layout is not a fresh capture (a purge rewrites an existing snapshot). ``judged``, when
     given, is the layout's already read inventory and its report (neither is redone).
-    ``quiesced`` (None: not recorded) goes to the manifest's ``capture.quiesced``, ``embedder``
-    (None: not recorded; ``snapshot.embedder.embedder_of``) to its ``embedder``.
+    ``quiesced`` and ``embedder`` (None: not recorded) go to ``capture.quiesced`` and ``embedder``.
 
     Raises:
         UnavailableError: a file fails its integrity check or a point does not decode.
