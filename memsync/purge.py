@@ -76,10 +76,9 @@ def _scopes_left_empty(
 def purge_snapshot(
     config: Config, info: snapshots.SnapshotInfo, memory_ids: Sequence[str], now: datetime
 ) -> None:
-    """Rewrite one local snapshot without ``memory_ids``.
+    """Rewrite one local snapshot without ``memory_ids``; removes the old one once it verifies.
 
-    The old one is removed only after the new one verifies; its ``pinned.json`` and
-    ``upload-pending.json`` are carried over to the new one.
+    Carried over: ``pinned.json``, ``upload-pending.json``, the manifest's ``embedder``.
 
     Raises:
         ConfigError: the snapshot is encrypted and no key is configured.
@@ -111,6 +110,7 @@ def purge_snapshot(
                 entry.path: entry.journal_mode for entry in old.files if entry.journal_mode
             },
             quiesced=old.quiesced,
+            embedder=old.embedder,
         )
         report = snapshot.verify_directory(config, work, now)
         broken = [

@@ -130,6 +130,14 @@ def _copies_lines(erased: dict[str, Any]) -> list[str]:
         f"  {c['holds']:<7} {c['kind']:<22} {c['where']}: {c['why']} -> {c['remove']}"
         for c in copies
     ]
+    old = erased.get("migration_source")
+    if old is not None:  # a switched migration's old store, kept until migrate --cleanup
+        lines.append(
+            f"migration-source {old['where']}: {old['erased']} stored points erased"
+            if old["erased"] is not None
+            else f"  {old['holds']:<7} {'migration-source':<22} {old['where']}: not erased: "
+            f"{old['why']} -> {old['remove']}"
+        )
     return lines
 
 

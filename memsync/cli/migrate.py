@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from memsync import config as config_module
-from memsync.cli import render
+from memsync.cli import migrate_cleanup, render
 from memsync.cli.common import add_command, load_config
 from memsync.errors import UsageError
 from memsync.migrate import switch_report
@@ -33,7 +33,6 @@ def register(
     parser = add_command(subparsers, "migrate", HELP, common, epilog)
     parser.add_argument(
         "--to",
-        required=True,
         metavar="NEW.toml",
         help="the memsync config naming the target vector store and embedder",
     )
@@ -50,12 +49,25 @@ def register(
         help="after a verified copy: snapshot the source, stop the app's writes, catch up, "
         "write the app's new mem0 config and start the app on the new store",
     )
+    parser.add_argument(
+        "--cleanup",
+        action="store_true",
+        help="remove the old store a switched migration kept, once [migrate] keep_source_days "
+        "have passed (no --to: the journal names the migration)",
+    )
+    parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Migrate; exit 0 (verified), 3 (a difference), 10 (refused), 11, 12."""
+    if args.cleanup:
+        if args.to is not None or args.switch:
+            raise UsageError("--cleanup takes no --to or --switch: the migration's journal names it")
+        return migrate_cleanup.run(args)
+    if args.to is None:
+        raise UsageError("the following argument is required: --to")
     if args.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1 (got {args.batch_size})")
     config = load_config(args)

@@ -34,6 +34,7 @@ from memsync.config.schema import (
     ConfigFile,
     DaemonConfig,
     JobSchedule,
+    MigrateConfig,
     PGVectorSettings,
     QdrantSettings,
     S3Config,
@@ -44,7 +45,7 @@ from memsync.errors import ConfigError
 
 __all__ = [
     "AppConfig", "DEFAULT_CONFIG_PATH", "MEM0_DEFAULT_COLLECTION", "MEM0_DEFAULT_DIMS", "MEM0_DEFAULT_QDRANT_PATH",
-    "Config", "PGVectorSettings", "DaemonConfig", "JobSchedule", "S3Config", "Secret", "SnapshotConfig", "config_path",
+    "Config", "PGVectorSettings", "DaemonConfig", "JobSchedule", "MigrateConfig", "S3Config", "Secret", "SnapshotConfig", "config_path",
     "load", "parse", "parse_duration", "read_document", "read_key_file", "resolve_secrets",
 ]  # fmt: skip
 
@@ -85,6 +86,7 @@ class Config:
     s3: S3Config | None
     daemon: DaemonConfig
     app: AppConfig
+    migrate: MigrateConfig
     settings: ConfigFile = field(repr=False, compare=False)
 
     @property
@@ -227,6 +229,7 @@ def _resolve(
         s3=settings.s3,
         daemon=settings.daemon,
         app=settings.app,
+        migrate=settings.migrate,
         settings=settings,
     )
 

@@ -56,7 +56,7 @@ from memsync.config.mem0_settings import (
 __all__ = [
     "MEM0_DEFAULT_COLLECTION", "MEM0_DEFAULT_DIMS", "MEM0_DEFAULT_QDRANT_PATH", "AppConfig",
     "ConfigFile", "DaemonConfig", "EmbedderConfigSettings", "EmbedderSettings", "JobSchedule",
-    "Mem0Settings", "PGVectorSettings", "QdrantSettings", "S3Config", "SnapshotConfig",
+    "Mem0Settings", "MigrateConfig", "PGVectorSettings", "QdrantSettings", "S3Config", "SnapshotConfig",
     "VectorStoreSettings", "find_cross_field_problems",
 ]  # fmt: skip
 
@@ -287,6 +287,17 @@ class AppConfig(_Section):
         return self.stop_command is not None and self.start_command is not None
 
 
+class MigrateConfig(_Section):
+    """``[migrate]``: what ``memsync migrate`` keeps after a switch."""
+
+    keep_source_days: int = key(
+        7,
+        "days the old store is kept after `migrate --switch` before `migrate --cleanup` "
+        "may remove it",
+        ge=0,
+    )
+
+
 class ConfigFile(_Section):
     """The whole TOML document, validated but not yet resolved (see ``memsync.config.Config``)."""
 
@@ -320,6 +331,9 @@ class ConfigFile(_Section):
     s3: S3Config | None = Field(None, description="the upload target (absent: no uploads)")
     daemon: DaemonConfig = Field(default_factory=DaemonConfig, description="the daemon's schedule")
     app: AppConfig = Field(default_factory=AppConfig, description="writing while the app runs")
+    migrate: MigrateConfig = Field(
+        default_factory=MigrateConfig, description="after a migration's switch"
+    )
 
 
 def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:

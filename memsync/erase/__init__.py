@@ -25,6 +25,7 @@ from memsync import erasures as ledger
 from memsync.config import Config
 from memsync.erase import copies
 from memsync.erase.holding import snapshots_holding
+from memsync.erase.old_store import erase_old_store
 from memsync.errors import MemsyncError
 from memsync.model import Inventory
 from memsync.stores import deployment, snapshots
@@ -67,8 +68,9 @@ def erase_texts(
     """Remove the texts of deleted memories from every place memsync controls.
 
     Blanks their history texts, drops raw messages of scopes left empty, VACUUMs the stores,
-    purges memsync's own copies and records the ids in the erasure ledger. Returns what was
-    done; ``copies_left`` lists what still holds them.
+    purges memsync's own copies, removes the points from a switched migration's old store
+    (``migration_source``: ``erase.old_store``) and records the ids in the erasure ledger.
+    Returns what was done; ``copies_left`` lists what still holds them.
     """
     scopes = {
         check.session_scope(before.points[m].payload) for m in memory_ids if m in before.points
@@ -92,6 +94,7 @@ def erase_texts(
     if compaction not in ("VACUUM", "VACUUM FULL"):
         logger.warning("erase_compaction_partial", compaction=compaction)
     purged = purge_own_copies(config, memory_ids, empty_scopes, now)
+    old_store = erase_old_store(config, memory_ids)  # a switched migration's, until cleanup
     deleted = [before.points[m].payload for m in memory_ids if m in before.points]
     ledger.record(config.state_dir, memory_ids, scope, now, deleted)
     return {
@@ -99,6 +102,7 @@ def erase_texts(
         "compaction": compaction,
         "message_scopes_removed": empty_scopes,
         "purged": purged,
+        **({"migration_source": old_store} if old_store is not None else {}),
     }
 
 

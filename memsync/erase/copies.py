@@ -172,6 +172,8 @@ def _migration_target(config: Config) -> list[dict[str, Any]]:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # damaged: a target may still be there, unnamed
         document = {}
+    if isinstance(document, dict) and document.get("phase") in ("switched", "cleaned"):
+        return []  # the target is the live store now: erased as such (the old one: old_store)
     target = document.get("target") if isinstance(document, dict) else None
     where = str(target) if isinstance(target, str) else f"the target named in {path}"
     return [

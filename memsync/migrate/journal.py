@@ -98,6 +98,21 @@ def save(state_dir: Path, document: dict[str, Any]) -> None:
     write_json_atomic(path_of(state_dir), document)
 
 
+def set_aside_cleaned(state_dir: Path, document: dict[str, Any]) -> Path | None:
+    """Rename a ``cleaned`` journal to ``migrate-<cleaned_at>.json``; return its new path.
+
+    A finished migration no longer blocks a new one (``require_same_target``): the next
+    ``memsync migrate`` starts afresh, the old record kept beside it. Returns None (and
+    renames nothing) for a journal in any other phase. Idempotent.
+    """
+    if document.get("phase") != "cleaned":
+        return None
+    stamp = str(document.get("cleaned_at") or document.get("started_at"))
+    archived = state_dir / f"migrate-{stamp}.json"
+    path_of(state_dir).replace(archived)
+    return archived
+
+
 def require_same_target(
     journal: dict[str, Any], to: str, target: str, source: str, state_dir: Path
 ) -> None:

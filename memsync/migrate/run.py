@@ -120,6 +120,10 @@ def run_migrate(
     """
     source, target = side_of(config), side_of(new_config)
     recorded = journal.load(config.state_dir)
+    if recorded is not None and recorded.get("phase") == "cleaned":  # finished: start afresh
+        if not dry_run:
+            journal.set_aside_cleaned(config.state_dir, recorded)
+        recorded = None
     if recorded is not None:
         journal.require_same_target(
             recorded, str(to.resolve()), target.where, new_config.source, config.state_dir

@@ -22,6 +22,8 @@ from memsync.errors import ConfigError, UnavailableError, UsageError
 from memsync.model import Severity
 from memsync.repository import Entry
 from memsync.repository.plaintext import NO_KEY
+from memsync.snapshot.embedder import find_mismatch
+from memsync.snapshot.embedder import hint as embedder_hint
 from memsync.snapshot.transfer import download_snapshot
 from memsync.snapshot.verify import VERIFY_CODES, verify_directory
 from memsync.stores import snapshots
@@ -121,7 +123,9 @@ def pick(
 def choose(config: Config, before: datetime | None) -> Chosen:
     """Pick ``latest`` (``before`` None) or the newest before ``before``, local or remote.
 
-    Reads the local snapshot directory and, with ``[s3]``, lists the bucket.
+    Reads the local snapshot directory and, with ``[s3]``, lists the bucket. A snapshot whose
+    manifest records another embedder than the config's (``embedder.find_mismatch``) is never
+    chosen.
 
     Raises:
         UnavailableError: (exit 11) no complete snapshot passed verification (before the time),
@@ -131,7 +135,15 @@ def choose(config: Config, before: datetime | None) -> Chosen:
     local = local_repo.list() if local_repo is not None else []
     remote = repository.remote(config).list() if config.s3 is not None else []
     backend = "pgvector" if config.pgvector is not None else "embedded"
-    picked = pick(local, remote, before, backend)
+    other_embedder = {  # taken before a migration changed the embedder: never chosen
+        e.id for e in [*local, *remote] if e.manifest and find_mismatch(e.manifest, config)
+    }
+    picked = pick(
+        [e for e in local if e.id not in other_embedder],
+        [e for e in remote if e.id not in other_embedder],
+        before,
+        backend,
+    )
     if picked is None:
         complete = len({e.id for e in [*local, *remote] if e.complete})
         when = f" made before {utc.iso(before)}" if before is not None else ""
@@ -143,6 +155,8 @@ def choose(config: Config, before: datetime | None) -> Chosen:
             }
         )
         others = f", {other} of them of the other backend" if other else ""
+        if other_embedder:
+            others += f", {len(other_embedder)} of them of another embedder"
         raise UnavailableError(
             f"no complete snapshot{when} of this {backend} deployment has passed verification "
             f"({complete} complete snapshot(s) listed"
@@ -204,7 +218,8 @@ def verify_fit(config: Config, directory: Path, now: datetime) -> Manifest:
 
     Raises:
         UnavailableError: (exit 11) a file is missing or differs from the manifest.
-        ConfigError: (exit 10) encrypted without a key, another collection or vector size.
+        ConfigError: (exit 10) encrypted without a key, another collection or vector size, or
+            another embedder than the manifest records (``embedder.find_mismatch``).
     """
     manifest = snapshots.read_manifest(directory)
     if manifest.encrypted and config.snapshot.encrypt_key_file is None:
@@ -218,6 +233,9 @@ def verify_fit(config: Config, directory: Path, now: datetime) -> Manifest:
             "use another snapshot (memsync snapshot list)",
         )
     manifest = snapshots.read_manifest(directory)
+    mismatch = find_mismatch(manifest, config)
+    if mismatch is not None:
+        raise ConfigError(config.source, [f"mem0.embedder: {mismatch}"], embedder_hint(config))
     problems = []
     if manifest.collection != config.collection:
         problems.append(

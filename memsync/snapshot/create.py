@@ -25,6 +25,7 @@ from memsync.errors import ConfigError, UnavailableError
 from memsync.model import CaptureWindow, CheckReport, Inventory, count_scopes
 from memsync.repository import LocalRepository, encryption_key, snapshot_dir
 from memsync.snapshot import guard
+from memsync.snapshot.embedder import embedder_of
 from memsync.state import fsync_dir, write_json_atomic
 from memsync.stores import deployment, snapshots, versions
 from memsync.stores.agent_client import writes_held
@@ -177,6 +178,7 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
             progress=progress,
             judged=judged,
             quiesced=quiesced,
+            embedder=embedder_of(config),
         )
         final = repository.commit(snapshot_id, partial, None)
     logger.info("snapshot_created", snapshot_id=snapshot_id, size_bytes=manifest.size_bytes)
@@ -271,6 +273,7 @@ def finish_directory(
     journal_modes: Mapping[str, str] | None = None,
     judged: tuple[Inventory, CheckReport] | None = None,
     quiesced: bool | None = None,
+    embedder: dict[str, Any] | None = None,
 ) -> Manifest:
     """Check a captured layout in ``partial`` and write its manifest (sealing files when keyed).
 
@@ -279,7 +282,7 @@ def finish_directory(
     ``journal_modes`` (by path in the snapshot) stands in for the live files' modes when the
     layout is not a fresh capture (a purge rewrites an existing snapshot). ``judged``, when
     given, is the layout's already read inventory and its report (neither is redone).
-    ``quiesced`` (None: not recorded) goes to the manifest's ``capture.quiesced``.
+    ``quiesced`` and ``embedder`` (None: not recorded) go to ``capture.quiesced`` and ``embedder``.
 
     Raises:
         UnavailableError: a file fails its integrity check or a point does not decode.
@@ -306,8 +309,7 @@ def finish_directory(
         versions=versions.tracked_versions(),
         encryption={"algorithm": seal.ALGORITHM} if encryption else None,
     )
-    if quiesced is not None:
-        manifest = replace(manifest, quiesced=quiesced)
+    manifest = replace(manifest, quiesced=quiesced, embedder=embedder)
     manifest = _with_backend(manifest, captured)
     manifest = replace(  # the mass-deletion tripwire's counts (memsync.snapshot.tripwire)
         manifest, scopes=count_scopes(p.payload for p in inventory.points.values())

@@ -24,6 +24,7 @@ from memsync.stores import locks
 from memsync.stores.qdrant_formats import (
     parse_meta,
 )
+from memsync.stores.qdrant_removal import remove_directory
 from memsync.stores.qdrant_rows import (
     count_rows,
     delete_points,
@@ -320,6 +321,10 @@ class EmbeddedQdrant:
             delete_points(storage, point_ids)
             for storage in sorted(root.glob(f"collection/*/{STORAGE_FILE}"))
         )
+
+    def remove_store(self, *, dry_run: bool = False) -> int:
+        """Remove the directory if it holds only a store. See ``VectorStore.remove_store``."""
+        return remove_directory(self._path, dry_run=dry_run)
 
     def files(self, root: Path) -> list[str]:
         """``meta.json`` and each existing ``collection/<name>/storage.sqlite`` under ``root``."""

@@ -40,6 +40,7 @@ _KNOWN = (
     "integrity",
     "check",
     "scopes",
+    "embedder",
     "encryption",
     "signature",
 )
@@ -94,7 +95,8 @@ class Manifest:
 
     ``collections``, ``history``, ``integrity``, ``check`` and ``encryption`` are JSON objects
     as documented; ``scopes`` the memory counts per scope (``{"total": n, "user_id": {id: n},
-    "agent_id": {...}, "run_id": {...}}``) or None in manifests older than issue 12; ``signature`` is the HMAC-SHA256 hex or None; ``extra`` holds the fields a
+    "agent_id": {...}, "run_id": {...}}``) or None in manifests older than issue 12; ``embedder``
+    the embedder of the vectors (``{"provider", "dims", "model"}``) or None in older manifests; ``signature`` is the HMAC-SHA256 hex or None; ``extra`` holds the fields a
     newer memsync of the same format added.
     """
 
@@ -110,6 +112,7 @@ class Manifest:
     check: dict[str, Any] = field(default_factory=dict)
     encryption: dict[str, Any] | None = None
     scopes: dict[str, Any] | None = None
+    embedder: dict[str, Any] | None = None
     signature: str | None = None
     mode: str = "embedded"
     quiesced: bool | None = None
@@ -181,6 +184,8 @@ class Manifest:
         }
         if self.scopes is not None:
             document["scopes"] = self.scopes
+        if self.embedder is not None:
+            document["embedder"] = self.embedder
         if self.signature is not None:
             document["signature"] = self.signature
         return document
@@ -299,6 +304,7 @@ def parse(document: object, expected_id: str | None, where: str) -> Manifest:
         check=dict(document.get("check", {})),
         encryption=document.get("encryption"),
         scopes=document.get("scopes"),
+        embedder=document.get("embedder"),
         signature=checked.signature,
         extra={key: value for key, value in document.items() if key not in _KNOWN},
     )

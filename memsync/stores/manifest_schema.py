@@ -126,6 +126,15 @@ class _Scopes(BaseModel):
     run_id: dict[StrictStr, _Count] = Field(default_factory=dict)
 
 
+class _Embedder(BaseModel):
+    """The embedder of the snapshot's vectors (since issue 14; restore compares it)."""
+
+    model_config = _OPEN
+    provider: StrictStr
+    dims: Annotated[StrictInt, Field(gt=0)]
+    model: StrictStr | None = None
+
+
 class _Encryption(BaseModel):
     model_config = _OPEN
     algorithm: StrictStr
@@ -148,6 +157,7 @@ class _Document(BaseModel):
     integrity: dict[StrictStr, Any] = Field(default_factory=dict)
     check: _Check = Field(default_factory=_Check)
     scopes: _Scopes | None = None
+    embedder: _Embedder | None = None
     encryption: _Encryption | None = None
     signature: _Sha256 | None = None
 

@@ -401,6 +401,30 @@ class VectorStore(Protocol):
         """
         ...
 
+    # --- after a migration ---------------------------------------------------------------------
+
+    def remove_store(self, *, dry_run: bool = False) -> int:
+        """Remove the whole live store: the old store a migration left (``migrate --cleanup``).
+
+        Embedded Qdrant: the directory, only when every entry is one qdrant-client writes
+        (``meta.json``, ``.lock``, ``collection/<name>/storage.sqlite`` and its SQLite
+        journals); pgvector: ``DROP TABLE`` of the memory and entity tables in one
+        transaction. The caller makes sure nobody holds the store (``require_free``) and that
+        it is not a live deployment's. An absent store removes nothing (0). Idempotent.
+
+        Args:
+            dry_run: measure only; nothing is removed.
+
+        Returns:
+            the bytes the store takes (took): files' sizes, or ``pg_total_relation_size``.
+
+        Raises:
+            ConfigError: (exit 10) the directory holds something qdrant-client never writes
+                (it is not only a store: nothing is removed; the message names the entry).
+            UnavailableError: the store cannot be read or removed (permissions, server).
+        """
+        ...
+
     # --- snapshot and restore -----------------------------------------------------------------
 
     def files(self, root: Path) -> list[str]:

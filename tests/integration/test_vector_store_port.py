@@ -25,7 +25,7 @@ from memsync import config as config_module
 from memsync import log
 from memsync.config import Config
 from memsync.demo import deployment as build
-from memsync.errors import LockedError, UnavailableError
+from memsync.errors import ConfigError, LockedError, UnavailableError
 from memsync.stores.vector_store import (
     VectorCapture,
     VectorStore,
@@ -453,3 +453,27 @@ def test_compact_leaves_no_trace_of_a_deleted_memory_in_the_live_files(backend, 
         assert text.encode() not in path.read_bytes()
     points = store.read_points(store.capture(tmp_path / store.capture_dir))
     assert victim not in points and len(points) == len(backend.deployment.seeded.live) - 1
+
+
+def test_remove_store_measures_on_a_dry_run_then_removes_both_collections(backend, tmp_path):
+    store = backend.store
+    backend.deployment.close()
+    measured = store.remove_store(dry_run=True)
+    assert measured > 0 and store.present() and store.holds_data()
+    assert store.remove_store() == measured
+    assert store.present() is False and store.holds_data() is False
+    assert store.read_collections() is None  # the entity collection is gone too
+    assert store.remove_store() == 0  # idempotent
+
+
+def test_remove_store_refuses_a_directory_holding_anything_but_a_store(make_deployment):
+    backend = embedded_qdrant(make_deployment)  # a server store has no directory to share
+    store = backend.store
+    assert store.location is not None
+    backend.deployment.close()
+    (store.location / "notes.txt").write_text("the operator's own file", encoding="utf-8")
+    with pytest.raises(ConfigError, match="notes.txt is not an embedded Qdrant file"):
+        store.remove_store(dry_run=True)
+    with pytest.raises(ConfigError, match="notes.txt"):
+        store.remove_store()
+    assert store.present() and (store.location / "notes.txt").is_file()

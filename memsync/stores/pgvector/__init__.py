@@ -21,7 +21,7 @@ from memsync.config import PGVectorSettings
 from memsync.errors import UnavailableError
 from memsync.model import CollectionInfo, EntityLink, Point
 from memsync.stores.locks import LockHolder
-from memsync.stores.pgvector import ddl, export, rows
+from memsync.stores.pgvector import ddl, drop, export, rows
 from memsync.stores.pgvector.connect import connect, first_line, locked, where
 from memsync.stores.sqlite_files import CopyResult
 from memsync.stores.vector_store import StoredPoint, VectorCapture
@@ -354,6 +354,11 @@ class PgVector:
         return removed
 
     # --- snapshot and restore -----------------------------------------------------------
+
+    def remove_store(self, *, dry_run: bool = False) -> int:
+        """DROP both tables in one transaction. See ``VectorStore.remove_store``."""
+        tables = (self.collection, self.entities_collection)
+        return drop.drop_tables(self.connect, tables, self.where, dry_run=dry_run)
 
     def files(self, root: Path) -> list[str]:
         """``schema.json`` and each exported table's file under ``root``, sorted after it."""

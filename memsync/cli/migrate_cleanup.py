@@ -1,0 +1,41 @@
+"""``memsync migrate --cleanup``: the CLI half (confirmation, text and JSON report)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import UTC, datetime
+
+from memsync.cli import render
+from memsync.cli.common import confirm, load_config
+from memsync.migrate.cleanup import Cleaned, run_cleanup
+from memsync.stores.vector_store import VectorStore
+
+
+def run(args: argparse.Namespace) -> int:
+    """Remove the old store of a switched migration; exit 0, 10 (refused), 11, 12."""
+    config = load_config(args)
+
+    def ask(store: VectorStore, size_bytes: int) -> None:
+        confirm(
+            args,
+            f"remove the old store {store.where} ({size_bytes} bytes) for good",
+            "what would be removed",
+        )
+
+    done = run_cleanup(config, os.environ, datetime.now(UTC), dry_run=args.dry_run, confirm=ask)
+    document = {"command": "migrate", "cleanup": done.to_json()}
+    return render.emit(args.json, document, _text(done))
+
+
+def _text(done: Cleaned) -> str:
+    if done.already:
+        return f"migrate --cleanup: nothing to do: the old store was removed at {done.cleaned_at}"
+    what = f"the old store {done.where} ({done.kind}, {done.size_bytes} bytes)"
+    if done.dry_run:
+        return f"would remove {what}\nmigrate --cleanup --dry-run: nothing changed"
+    return (
+        f"removed {what}\n"
+        f"migrate --cleanup: the migration is cleaned (switched at {done.switched_at}); "
+        "history.db is kept: the app's new store uses it"
+    )

@@ -1,0 +1,71 @@
+"""The embedder a snapshot's vectors were made by: recorded in its manifest, checked at restore.
+
+After ``memsync migrate`` changed the embedder, the snapshots taken before the switch hold
+vectors of the old embedder: restored under the new config, search would compare vectors of
+two models (or of two sizes). A manifest records ``embedder: {"provider", "dims", "model"}``
+(docs/reference/snapshot-manifest.md); manifests without it (older memsync) are judged by
+their collections' vector size only, as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memsync.config import Config
+from memsync.stores.manifest import Manifest
+
+DEFAULT_PROVIDER = "openai"  # mem0ai 2.2.1's default embedder
+SOURCE_RECORD = "migrate-source.json"  # memsync.migrate.source_record (a higher layer)
+
+
+def embedder_of(config: Config) -> dict[str, Any]:
+    """``{"provider", "dims", "model"}`` of the config's embedder. Pure.
+
+    ``provider``: ``[mem0.embedder] provider`` (mem0's default ``openai`` when absent);
+    ``dims``: the vector size (``embedding_model_dims``); ``model``: ``[mem0.embedder.config]
+    model`` when it is a plain string, else None (never a secret: a reference is left out).
+    """
+    embedder = config.mem0.get("embedder") or {}
+    settings = embedder.get("config") or {}
+    model = settings.get("model") if isinstance(settings, dict) else None
+    return {
+        "provider": str(embedder.get("provider") or DEFAULT_PROVIDER),
+        "dims": config.expected_dims[0][1],
+        "model": model if isinstance(model, str) else None,
+    }
+
+
+def find_mismatch(manifest: Manifest, config: Config) -> str | None:
+    """How the snapshot's recorded embedder differs from the config's, or None. Pure.
+
+    None when the manifest records no embedder (older snapshots), or when provider, dims and
+    (both given) model agree. The answer names both sides, e.g. ``embedder memsync_minilm
+    (384 dims) in the snapshot, memsync_hash256 (256 dims) in the config``.
+    """
+    recorded = manifest.embedder
+    if recorded is None:
+        return None
+    current = embedder_of(config)
+    models = (recorded.get("model"), current["model"])
+    same = (
+        recorded.get("provider") == current["provider"]
+        and recorded.get("dims") == current["dims"]
+        and (None in models or models[0] == models[1])
+    )
+    if same:
+        return None
+    return f"embedder {_describe(recorded)} in the snapshot, {_describe(current)} in the config"
+
+
+def _describe(embedder: dict[str, Any]) -> str:
+    model = f" model {embedder['model']}" if embedder.get("model") else ""
+    return f"{embedder.get('provider')}{model} ({embedder.get('dims')} dims)"
+
+
+def hint(config: Config) -> str:
+    """What to do with a snapshot of another embedder. Pure."""
+    return (
+        "the snapshot was taken before memsync migrate changed the embedder: restore it with "
+        f"the old config (kept in {config.state_dir / SOURCE_RECORD}) into the old store, or "
+        "choose a snapshot taken after the switch (memsync snapshot list)"
+    )
