@@ -64,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
     """Migrate; exit 0 (verified), 3 (a difference), 10 (refused), 11, 12."""
     if args.cleanup:
         if args.to is not None or args.switch:
-            raise UsageError("--cleanup takes no --to or --switch: the migration's journal names it")
+            raise UsageError(
+                "--cleanup takes no --to or --switch: the migration's journal names it"
+            )
         return migrate_cleanup.run(args)
     if args.to is None:
         raise UsageError("the following argument is required: --to")
