@@ -33,7 +33,7 @@ from memsync import check, jobs, repository, utc
 from memsync import config as config_module
 from memsync.config import Config
 from memsync.errors import ConfigError, UnavailableError
-from memsync.migrate import app_config, journal, source_record
+from memsync.migrate import app_config, interrupted, journal, source_record
 from memsync.migrate.plan import side_of
 from memsync.migrate.run import Migrated, run_migrate
 from memsync.migrate.switch_report import Switched
@@ -110,6 +110,9 @@ def run_switch(
             unreadable, or the app did not start on the target (its old config is back).
         WindowError, LockedError: (exit 12) the app could not be stopped; another operation runs.
     """
+    if not dry_run:  # a switch killed midway: the journal and the app level first
+        with operation_lock(config.state_dir, WHAT):
+            interrupted.settle(config, config_path)
     plan = _refuse(config, config_path, new_config, to, environ)
     now = datetime.now(UTC)
     if dry_run:

@@ -1,0 +1,62 @@
+"""A switch killed midway (SIGKILL, power loss): bring the journal and the app level on a re-run.
+
+``migrate --switch`` writes the app's new mem0 config, then puts the journal in phase
+``switched``, then starts the app (``start_command``). Killed between two of these steps, it
+leaves the app stopped (``<state_dir>/window.json``), and maybe the config written while the
+journal still says ``verified``. The next ``--switch`` first calls ``settle``: it completes the
+journal when the config was written, then starts the app (``routes.recover_window``) on
+whatever its config file names now, so the app runs on one store before anything else is done.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import structlog
+
+from memsync import utc
+from memsync.config import Config
+from memsync.migrate import app_config, journal, source_record
+from memsync.migrate.plan import side_of
+from memsync.routes import recover_window
+
+logger = structlog.get_logger(__name__)
+
+
+def settle(config: Config, config_path: Path) -> None:
+    """Finish what a killed switch left: the journal's phase, then the app's start.
+
+    The journal is put in phase ``switched`` when it says ``verified`` while memsync's config
+    (which reads the app's file, or is NEW.toml's text when the config is in code) names the
+    migration's target, the switch's ``.bak`` is beside that file and ``migrate-source.json``
+    is there (only a switch writes it, and removes it when it does not switch). Then the app
+    is started when a memsync died inside a window. Idempotent; call it under
+    ``operation.lock``.
+
+    Raises:
+        UnavailableError: (exit 11) the journal is damaged, or start_command failed.
+    """
+    recorded = journal.load(config.state_dir)
+    if recorded is not None and _written_not_recorded(config, config_path, recorded):
+        app_file = app_config.app_config_path(config)
+        recorded["phase"] = "switched"
+        recorded["switched_at"] = utc.iso(datetime.now(UTC))
+        if app_file is not None:
+            recorded["app_config"] = str(app_file)
+            recorded["app_config_backup"] = str(app_config.backup_path(app_file))
+        journal.save(config.state_dir, recorded)
+        logger.warning("switch_completed", target=recorded["target"], app_config=str(app_file))
+    recover_window(config)
+
+
+def _written_not_recorded(config: Config, config_path: Path, recorded: dict[str, object]) -> bool:
+    """The switch wrote the new config and was killed before the journal said so. Reads only."""
+    written = app_config.app_config_path(config) or config_path
+    return (
+        recorded.get("phase") == "verified"
+        and recorded.get("target") == side_of(config).where
+        and app_config.backup_path(written).is_file()
+        and source_record.path_of(config.state_dir).is_file()
+    )
+
