@@ -10,6 +10,7 @@ fsynced) with the old file's mode and owner, after a byte-for-byte copy ``<file>
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -19,7 +20,7 @@ from typing import Any
 
 from memsync.config import Config, Secret, resolve_secrets
 from memsync.config.mem0_file import read_mem0_file
-from memsync.errors import ConfigError
+from memsync.errors import ConfigError, TryLaterError, UnavailableError
 from memsync.state import fsync_dir
 
 SWITCHED_KEYS = ("vector_store", "embedder")  # what the switch replaces in the app's mem0 dict
@@ -96,6 +97,26 @@ def back_up(path: Path) -> Path:
     """
     backup = backup_path(path)
     write_atomic(backup, path.read_bytes(), like=path)
+    return backup
+
+
+def replace_backed_up(path: Path, data: bytes) -> Path:
+    """Back ``path`` up to its ``.bak`` (``back_up``), then write ``data`` over it atomically.
+
+    Returns the ``.bak``. On an error ``path`` is as it was (a ``.bak`` may be written).
+
+    Raises:
+        TryLaterError: (exit 75) the disk is full (ENOSPC, EDQUOT).
+        UnavailableError: (exit 11) another OS error (a read-only or unwritable directory).
+    """
+    try:
+        backup = back_up(path)
+        write_atomic(path, data, like=path)
+    except OSError as error:
+        said = f"cannot write {path} or its .bak ({error.strerror or error}); it is as it was"
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise TryLaterError(said, f"free space in {path.parent}, then run again") from error
+        raise UnavailableError(said, f"make {path.parent} writable, then run again") from error
     return backup
 
 

@@ -59,4 +59,3 @@ def _written_not_recorded(config: Config, config_path: Path, recorded: dict[str,
         and app_config.backup_path(written).is_file()
         and source_record.path_of(config.state_dir).is_file()
     )
-

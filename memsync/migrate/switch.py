@@ -301,14 +301,14 @@ def _write(context: _Context, migrated: Migrated) -> Switched:
     if plan.app_file is not None:
         old = app_config.read_app_config(plan.app_file, str(config_path))
         mapping = app_config.switched_mapping(old, context.new_config, context.environ)
-        done.app_config_backup = str(app_config.back_up(plan.app_file))
         text = app_config.render(plan.app_file, mapping)
-        app_config.write_atomic(plan.app_file, text.encode(), like=plan.app_file)
+        done.app_config_backup = str(app_config.replace_backed_up(plan.app_file, text.encode()))
         done.app_config = str(plan.app_file)
     else:
         done.printed_config = app_config.printed_config(context.new_config)
-        done.memsync_config_backup = str(app_config.back_up(config_path))
-        app_config.write_atomic(config_path, context.to.read_bytes(), like=config_path)
+        done.memsync_config_backup = str(
+            app_config.replace_backed_up(config_path, context.to.read_bytes())
+        )
     logger.info("switch_written", app_config=done.app_config, config=str(config_path))
     _record_switched(context.config.state_dir, done)
     return done

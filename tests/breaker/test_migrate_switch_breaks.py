@@ -67,3 +67,57 @@ def test_a_switch_killed_at_any_step_ends_with_the_app_on_one_store_when_run_aga
     target = qdrant_points(tmp_path / "new" / "qdrant")
     assert set(source) <= set(target)
     assert memsync("check", config=app.config).returncode == 0
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 64 KiB tmpfs (root only), unmounted after the test."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)])
+    if done.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (not root)")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _app_file_on(app, directory: Path) -> None:
+    """Move the app's mem0 config file into ``directory``; memsync's config and the app follow."""
+    moved = directory / app.app_file.name
+    moved.write_bytes(app.app_file.read_bytes())
+    moved.chmod(0o640)
+    text = app.config.read_text(encoding="utf-8").replace(str(app.app_file), str(moved))
+    app.config.write_text(text, encoding="utf-8")
+    app.app_file.unlink()
+    app.app_file = moved
+
+
+@pytest.mark.parametrize("how", ["full", "read-only"])
+def test_a_config_file_that_cannot_be_written_leaves_the_app_on_the_old_store(
+    make_deployment, tmp_path, small_disk, how
+):
+    app = file_deployment(make_deployment)
+    _app_file_on(app, small_disk)
+    new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
+    before = app.app_file.read_bytes()
+    start_app(app)
+    try:
+        assert memsync("migrate", "--to", new, config=app.config).returncode == 0
+        if how == "full":
+            filler = small_disk / "filler"
+            subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1k", "count=1000"],
+                           capture_output=True)  # fmt: skip
+        else:
+            subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+        switched = memsync("migrate", "--to", new, "--switch", config=app.config)
+        pid = window_app.pid_of(app.paths.root)
+        assert pid is not None and holder_pid(app.config) == pid  # up, on the old store
+    finally:
+        window_app.stop(app.paths.root)
+    assert switched.returncode in (11, 75), switched.stderr
+    assert "Traceback" not in switched.stderr
+    errors = [line for line in switched.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and str(app.app_file.parent) in errors[0], switched.stderr
+    assert app.app_file.read_bytes() == before
+    assert journal(app.paths)["phase"] == "verified"
+    assert not (app.paths.state / "migrate-source.json").exists()
