@@ -22,10 +22,14 @@ from memsync.migrate.plan import side_of
 from memsync.routes import recover_window
 
 logger = structlog.get_logger(__name__)
+SWITCH_FIELDS = ("switched_at", "source_snapshot", "app_config", "app_config_backup")
 
 
 def settle(config: Config, config_path: Path) -> None:
     """Finish what a killed switch left: the journal's phase, then the app's start.
+
+    The journal is put back in phase ``verified`` (``migrate-source.json`` removed) when it
+    says ``switched`` while memsync's config names the migration's source again.
 
     The journal is put in phase ``switched`` when it says ``verified`` while memsync's config
     (which reads the app's file, or is NEW.toml's text when the config is in code) names the
@@ -47,7 +51,23 @@ def settle(config: Config, config_path: Path) -> None:
             recorded["app_config_backup"] = str(app_config.backup_path(app_file))
         journal.save(config.state_dir, recorded)
         logger.warning("switch_completed", target=recorded["target"], app_config=str(app_file))
+    elif recorded is not None and _put_back_not_recorded(config, recorded):
+        for key in SWITCH_FIELDS:
+            recorded.pop(key, None)
+        recorded["phase"] = "verified"
+        journal.save(config.state_dir, recorded)
+        source_record.path_of(config.state_dir).unlink(missing_ok=True)
+        logger.warning("switch_undone", source=recorded["source"])
     recover_window(config)
+
+
+def _put_back_not_recorded(config: Config, recorded: dict[str, object]) -> bool:
+    """The journal says ``switched`` but memsync's config names the source again. Reads only.
+
+    A switch killed while it put the ``.bak`` back (the app did not start on the target), or
+    the old config put back by hand: the app's store is the source.
+    """
+    return recorded.get("phase") == "switched" and recorded.get("source") == side_of(config).where
 
 
 def _written_not_recorded(config: Config, config_path: Path, recorded: dict[str, object]) -> bool:

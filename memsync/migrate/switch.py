@@ -46,7 +46,7 @@ from memsync.stores.vector_store import vector_store_for
 logger = structlog.get_logger(__name__)
 
 WHAT = "migrate switch"
-SWITCH_FIELDS = ("switched_at", "source_snapshot", "app_config", "app_config_backup")
+SWITCH_FIELDS = interrupted.SWITCH_FIELDS
 IN_CODE_HINT = (
     "stop the app, run memsync migrate --to NEW.toml --switch, put the printed mem0 config "
     "in the app's code, then start it"

@@ -9,6 +9,7 @@ refuse in one line, with no memory of the source lost.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,12 +21,14 @@ from tests.migrate.helpers import qdrant_points, target_config
 from tests.migrate.switching import ROOT, file_deployment, holder_pid, journal, memsync, start_app
 
 
-def _killed_at(step: str, nth: int, *argv: str | Path, config: Path) -> int:
+def _killed_at(
+    step: str, nth: int, *argv: str | Path, config: Path, env: dict[str, str] | None = None
+) -> int:
     """Run ``memsync ARGV`` SIGKILLed before the ``nth`` call of ``step``; its return code."""
     done = subprocess.run(
         [sys.executable, "-m", "tests.breaker.killat", step, "--nth", str(nth), "--",
          *map(str, argv), "--config", str(config)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})},
     )  # fmt: skip
     return done.returncode
 
@@ -121,3 +124,30 @@ def test_a_config_file_that_cannot_be_written_leaves_the_app_on_the_old_store(
     assert app.app_file.read_bytes() == before
     assert journal(app.paths)["phase"] == "verified"
     assert not (app.paths.state / "migrate-source.json").exists()
+
+
+def test_a_switch_killed_while_it_rolls_back_a_failed_start_can_be_switched_again(
+    make_deployment, tmp_path
+):
+    """The app did not start on the target; memsync put the .bak back and was killed then."""
+    app = file_deployment(make_deployment)
+    new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
+    before = app.app_file.read_bytes()
+    start_app(app)
+    try:
+        assert memsync("migrate", "--to", new, config=app.config).returncode == 0
+        code = _killed_at(
+            "memsync.migrate.switch:_record_verified", 1, "migrate", "--to", new, "--switch",
+            config=app.config, env={"WINDOW_APP_FAIL_START": "1"},
+        )  # fmt: skip
+        assert code == -9
+        assert app.app_file.read_bytes() == before  # the .bak was put back
+        assert journal(app.paths)["phase"] == "switched"  # but the journal did not follow
+        again = memsync("migrate", "--to", new, "--switch", config=app.config)
+        assert again.returncode == 0, again.stderr
+        pid = window_app.pid_of(app.paths.root)
+        assert pid is not None and holder_pid(app.config) == pid
+        assert holder_pid(new) == pid  # on the target now
+    finally:
+        window_app.stop(app.paths.root)
+    assert journal(app.paths)["phase"] == "switched"
