@@ -1,0 +1,31 @@
+"""Breaking what follows a switch: the old store kept until ``migrate --cleanup``, and erasure.
+
+A real switch (the app stopped: no window), then the old embedded Qdrant directory is moved
+away by hand, as an operator freeing the path might. ``forget --erase`` must not report the
+old store as clean when it cannot find it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tests.migrate.helpers import qdrant_points, target_config
+from tests.migrate.switching import file_deployment, memsync
+
+
+def test_an_erasure_does_not_call_a_moved_old_store_clean(make_deployment, tmp_path):
+    app = file_deployment(make_deployment, window=False)
+    new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
+    assert memsync("migrate", "--to", new, config=app.config).returncode == 0
+    assert memsync("migrate", "--to", new, "--switch", config=app.config).returncode == 0
+    moved = app.paths.qdrant.with_name("qdrant-moved")
+    app.paths.qdrant.rename(moved)
+    erased_id = next(iter(qdrant_points(moved)))
+    erase = memsync("forget", erased_id, "--erase", "--yes", "--json", config=app.config)
+    assert erase.returncode == 0, erase.stderr  # the live deployment is erased
+    source = json.loads(erase.stdout)["erased"]["migration_source"]
+    assert erased_id in qdrant_points(moved)  # the moved store still holds it: memsync cannot know
+    assert source["holds"] == "unknown" and source["erased"] is None
+    assert str(app.paths.qdrant) in source["why"] and "not there" in source["why"]
+    assert source["remove"]
+    assert not app.paths.qdrant.exists()  # the erasure made no empty store in its place
