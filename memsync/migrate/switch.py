@@ -163,7 +163,7 @@ def _refuse(
     if app_file is not None:
         app_config.read_app_config(app_file, config.source)
     else:
-        _require_same_meaning(config_path, to, new_config, environ)
+        _require_same_meaning(config, config_path, to, new_config, environ)
     holder = vector_store_for(config).holder()
     if holder is None:
         return _Plan(app_file, "window" if _unseen_app(config, app_file) else None)
@@ -218,12 +218,14 @@ def _require_verified(
 
 
 def _require_same_meaning(
-    config_path: Path, to: Path, new_config: Config, environ: Mapping[str, str]
+    config: Config, config_path: Path, to: Path, new_config: Config, environ: Mapping[str, str]
 ) -> None:
     """Refuse (exit 10) when NEW.toml's text would name other stores in memsync's config's place.
 
     The config-in-code switch writes NEW.toml's text over ``config_path``: relative paths in
-    it resolve against that file's directory from then on.
+    it resolve against that file's directory from then on, and its ``state_dir`` must be the
+    current one (the journal and ``migrate-source.json``, which ``--cleanup`` and
+    ``forget --erase`` read, are there).
     """
     placed = config_module.load(config_path, environ, text_from=to)
     as_placed = replace(side_of(placed), source=new_config.source)  # only the file name differs
@@ -233,6 +235,13 @@ def _require_same_meaning(
             [f"its relative paths name other files when it is written over {config_path}"],
             "make the paths in NEW.toml absolute, then run the switch again",
         )
+    if new_config.state_dir.resolve() != config.state_dir.resolve():
+        raise ConfigError(
+            new_config.source,
+            [f"its state_dir {new_config.state_dir} is not {config.state_dir}: once it is "
+             "memsync's config, the migration's journal and old config would be left behind"],
+            f"set state_dir in NEW.toml to {config.state_dir}, then run the switch again",
+        )  # fmt: skip
 
 
 def _planned(migrated: Migrated, plan: _Plan, config_path: Path, new_config: Config) -> Switched:

@@ -29,3 +29,23 @@ def test_an_erasure_does_not_call_a_moved_old_store_clean(make_deployment, tmp_p
     assert str(app.paths.qdrant) in source["why"] and "not there" in source["why"]
     assert source["remove"]
     assert not app.paths.qdrant.exists()  # the erasure made no empty store in its place
+
+
+def test_a_config_in_code_switch_refuses_a_new_toml_that_moves_the_state_directory(
+    make_deployment, tmp_path, cli
+):
+    """NEW.toml written over memsync's config would leave the journal and the old config behind."""
+    source = make_deployment(count=10)
+    source.close()  # the operator stopped the app
+    new = target_config(source.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
+    assert cli("migrate", "--to", str(new), config=source.config).code == 0
+    other = tmp_path / "other-state"
+    text = new.read_text(encoding="utf-8")
+    new.write_text(text.replace(str(source.paths.state), str(other)), encoding="utf-8")
+    before = source.config.read_bytes()
+    result = cli("migrate", "--to", str(new), "--switch", config=source.config)
+    assert result.code == 10, result.err
+    assert "state_dir" in result.err and str(other) in result.err
+    assert source.config.read_bytes() == before
+    assert not (source.paths.state / "migrate-source.json").exists()
+    assert not other.exists()
