@@ -38,7 +38,7 @@ from memsync.migrate.plan import side_of
 from memsync.migrate.run import Migrated, run_migrate
 from memsync.migrate.switch_report import Switched
 from memsync.routes import WINDOW_FILE, NoRouteError, Taken
-from memsync.routes.window import app_stopped, run_command
+from memsync.routes.window import app_stopped, run_command, signals_deferred
 from memsync.snapshot import create_snapshot, pins
 from memsync.state import operation_lock
 from memsync.stores.vector_store import vector_store_for
@@ -305,8 +305,16 @@ def _write(context: _Context, migrated: Migrated) -> Switched:
     The journal is put in phase ``switched`` at once, before the app starts: it says what
     the files say, even when memsync is interrupted during the start.
     """
-    plan, config_path = context.plan, context.config_path
+    plan = context.plan
     done = Switched(migrated=migrated, switched=True, route=plan.route, snapshot=context.snapshot)
+    with signals_deferred():  # SIGTERM/Ctrl-C never lands between the file and the journal
+        _write_and_record(context, done)
+    return done
+
+
+def _write_and_record(context: _Context, done: Switched) -> None:
+    """The new config's file and its ``.bak`` written, then the journal in phase ``switched``."""
+    plan, config_path = context.plan, context.config_path
     if plan.app_file is not None:
         old = app_config.read_app_config(plan.app_file, str(config_path))
         mapping = app_config.switched_mapping(old, context.new_config, context.environ)
@@ -320,7 +328,6 @@ def _write(context: _Context, migrated: Migrated) -> Switched:
         )
     logger.info("switch_written", app_config=done.app_config, config=str(config_path))
     _record_switched(context.config.state_dir, done)
-    return done
 
 
 def _roll_back(config: Config, done: Switched, failure: UnavailableError) -> None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -151,3 +153,39 @@ def test_a_switch_killed_while_it_rolls_back_a_failed_start_can_be_switched_agai
     finally:
         window_app.stop(app.paths.root)
     assert journal(app.paths)["phase"] == "switched"
+
+
+def test_a_switch_stopped_by_sigterm_right_after_the_config_is_written_stays_consistent(
+    make_deployment, tmp_path
+):
+    """SIGTERM (systemd stopping memsync) lands between the config's write and the journal's."""
+    app = file_deployment(make_deployment)
+    new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
+    start_app(app)
+    flag = tmp_path / "paused"
+    try:
+        assert memsync("migrate", "--to", new, config=app.config).returncode == 0
+        paused = subprocess.Popen(
+            [sys.executable, "-m", "tests.breaker.pauseat", "memsync.migrate.switch:_record_switched",
+             "--nth", "1", "--flag", str(flag), "--", "migrate", "--to", str(new), "--switch",
+             "--config", str(app.config)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not flag.exists():
+            assert paused.poll() is None and time.monotonic() < deadline, paused.communicate()
+            time.sleep(0.05)
+        paused.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        flag.unlink()  # let it go on (if the signal has not ended it already)
+        _out, err = paused.communicate(timeout=120)
+        assert paused.returncode == 130, err  # interrupted, the app started again
+        pid = window_app.pid_of(app.paths.root)
+        assert pid is not None and holder_pid(app.config) == pid  # up, on what its file names
+        again = memsync("migrate", "--to", new, "--switch", config=app.config)
+        assert again.returncode in (0, 10), again.stderr
+        assert journal(app.paths)["phase"] == "switched", again.stderr
+        assert holder_pid(new) == window_app.pid_of(app.paths.root)
+        assert (app.paths.state / "migrate-source.json").is_file()  # cleanup and erase need it
+    finally:
+        window_app.stop(app.paths.root)
