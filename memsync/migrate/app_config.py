@@ -133,11 +133,13 @@ def write_atomic(path: Path, data: bytes, *, like: Path) -> None:
     """Write ``data`` to ``path`` atomically with the mode and owner of ``like``.
 
     A temporary file in ``path``'s directory is written, fsynced, given ``like``'s mode (and
-    owner, when this process may), renamed over ``path``; the directory is fsynced.
+    owner, when this process may), renamed over ``path``; the directory is fsynced. A
+    symbolic link is written through: the file it names is replaced, the link is kept.
 
     Raises:
         OSError: the directory cannot be written (the temporary file is removed).
     """
+    path = Path(os.path.realpath(path))
     status = like.stat()
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

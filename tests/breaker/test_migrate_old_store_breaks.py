@@ -49,3 +49,24 @@ def test_a_config_in_code_switch_refuses_a_new_toml_that_moves_the_state_directo
     assert source.config.read_bytes() == before
     assert not (source.paths.state / "migrate-source.json").exists()
     assert not other.exists()
+
+
+def test_a_switch_writes_through_an_app_config_that_is_a_symlink(make_deployment, tmp_path):
+    """Config management often links the app's config to a file it keeps elsewhere."""
+    app = file_deployment(make_deployment, window=False)
+    kept = tmp_path / "managed" / "mem0.json"
+    kept.parent.mkdir()
+    kept.write_bytes(app.app_file.read_bytes())
+    before = kept.read_bytes()
+    app.app_file.unlink()
+    app.app_file.symlink_to(kept)
+    new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
+    assert memsync("migrate", "--to", new, config=app.config).returncode == 0
+    switched = memsync("migrate", "--to", new, "--switch", "--json", config=app.config)
+    assert switched.returncode == 0, switched.stderr
+    assert app.app_file.is_symlink() and app.app_file.resolve() == kept  # still the link
+    written = json.loads(kept.read_text())
+    assert written["vector_store"]["config"]["path"] == str(tmp_path / "new" / "qdrant")
+    backup = json.loads(switched.stdout)["switch"]["app_config_backup"]
+    assert open(backup, "rb").read() == before
+    assert memsync("check", config=app.config).returncode == 0
