@@ -70,3 +70,20 @@ def test_a_switch_writes_through_an_app_config_that_is_a_symlink(make_deployment
     backup = json.loads(switched.stdout)["switch"]["app_config_backup"]
     assert open(backup, "rb").read() == before
     assert memsync("check", config=app.config).returncode == 0
+
+
+def test_the_old_yaml_config_kept_as_bak_restores_the_snapshot_taken_before_the_switch(
+    make_deployment, tmp_path
+):
+    """The how-to: restore a pre-switch snapshot with the old config (the .bak), into a copy."""
+    app = file_deployment(make_deployment, window=False, suffix=".yaml")
+    new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
+    assert memsync("migrate", "--to", new, config=app.config).returncode == 0
+    switched = memsync("migrate", "--to", new, "--switch", "--json", config=app.config)
+    assert switched.returncode == 0, switched.stderr
+    switch = json.loads(switched.stdout)["switch"]
+    old = tmp_path / "old.toml"
+    text = app.config.read_text(encoding="utf-8")
+    old.write_text(text.replace(str(app.app_file), switch["app_config_backup"]), encoding="utf-8")
+    restored = memsync("restore", switch["snapshot"], "--to", tmp_path / "copy", config=old)
+    assert restored.returncode == 0, restored.stderr
