@@ -37,6 +37,10 @@ def _killed_at(
 
 STEPS = [
     ("memsync.snapshot.create:create_snapshot", 1),  # before anything stops
+    ("memsync.snapshot.create:build_manifest", 1),  # inside the snapshot: its files copied
+    ("memsync.snapshot.pins:pin", 1),  # the snapshot made, not pinned yet
+    ("memsync.migrate.source_record:record_source", 1),
+    ("memsync.routes.window:run_command", 1),  # stop_command (window.json written)
     ("memsync.migrate.run:run_migrate", 1),  # the app stopped: the final catch-up
     ("memsync.migrate.switch:_record_switched", 1),  # the app's config file just written
     ("memsync.routes.window:run_command", 2),  # start_command (the journal says switched)
