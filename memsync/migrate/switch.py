@@ -35,7 +35,7 @@ from memsync.config import Config
 from memsync.errors import ConfigError, UnavailableError
 from memsync.migrate import app_config, interrupted, journal, source_record
 from memsync.migrate.plan import side_of
-from memsync.migrate.run import Migrated, run_migrate
+from memsync.migrate.run import Migrated, require_target_size, run_migrate
 from memsync.migrate.switch_report import Switched
 from memsync.routes import WINDOW_FILE, NoRouteError, Taken
 from memsync.routes.window import app_stopped, run_command, signals_deferred
@@ -160,6 +160,8 @@ def _refuse(
             "or leave the migration as it is",
         )
     repository.snapshot_dir(config)  # the snapshot of the source needs a directory (exit 10)
+    target = side_of(new_config)  # NEW.toml edited since the copy: refused before the stop
+    require_target_size(vector_store_for(new_config), target, config.state_dir)
     if app_file is not None:
         app_config.read_app_config(app_file, config.source)
     else:

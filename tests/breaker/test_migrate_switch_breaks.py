@@ -193,3 +193,28 @@ def test_a_switch_stopped_by_sigterm_right_after_the_config_is_written_stays_con
         assert (app.paths.state / "migrate-source.json").is_file()  # cleanup and erase need it
     finally:
         window_app.stop(app.paths.root)
+
+
+def test_a_new_toml_whose_embedder_was_edited_after_the_copy_is_not_switched_to(
+    make_deployment, tmp_path
+):
+    """NEW.toml names another embedder (another size) than the one the target was copied with."""
+    app = file_deployment(make_deployment)
+    new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
+    before = app.app_file.read_bytes()
+    pid = start_app(app)
+    try:
+        assert memsync("migrate", "--to", new, config=app.config).returncode == 0
+        edited = new.read_text(encoding="utf-8").replace("memsync_hash256", "memsync_hash")
+        new.write_text(edited.replace("= 256", "= 384"), encoding="utf-8")
+        switched = memsync("migrate", "--to", new, "--switch", config=app.config)
+        assert switched.returncode == 10, switched.stderr
+        assert len(switched.stderr.strip().splitlines()) == 1, switched.stderr
+        running = window_app.pid_of(app.paths.root)
+        assert running is not None and holder_pid(app.config) == running
+    finally:
+        window_app.stop(app.paths.root)
+    assert app.app_file.read_bytes() == before
+    assert journal(app.paths)["phase"] == "verified"
+    assert running == pid  # refused before the app was stopped
+    assert not (app.paths.root / "snapshots").exists()  # and before the snapshot
