@@ -87,3 +87,23 @@ def test_the_old_yaml_config_kept_as_bak_restores_the_snapshot_taken_before_the_
     old.write_text(text.replace(str(app.app_file), switch["app_config_backup"]), encoding="utf-8")
     restored = memsync("restore", switch["snapshot"], "--to", tmp_path / "copy", config=old)
     assert restored.returncode == 0, restored.stderr
+
+
+def test_an_erasure_after_the_old_config_was_put_back_by_hand_names_the_target(
+    make_deployment, tmp_path
+):
+    """The operator undid the switch by putting the .bak back: the target is a copy again."""
+    app = file_deployment(make_deployment, window=False)
+    new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
+    assert memsync("migrate", "--to", new, config=app.config).returncode == 0
+    switched = memsync("migrate", "--to", new, "--switch", "--json", config=app.config)
+    assert switched.returncode == 0, switched.stderr
+    backup = json.loads(switched.stdout)["switch"]["app_config_backup"]
+    app.app_file.write_bytes(open(backup, "rb").read())  # the app is back on the old store
+    target = tmp_path / "new" / "qdrant"
+    erased_id = next(iter(qdrant_points(target)))
+    erase = memsync("forget", erased_id, "--erase", "--yes", "--json", config=app.config)
+    assert erase.returncode == 0, erase.stderr
+    assert erased_id in qdrant_points(target)  # erase does not write into a copy
+    copies = json.loads(erase.stdout)["erased"]["copies"]
+    assert [c for c in copies if c["kind"] == "migration-target" and c["where"] == str(target)]
