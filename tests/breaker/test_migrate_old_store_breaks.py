@@ -8,9 +8,18 @@ old store as clean when it cannot find it.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import pytest
+
+from memsync import utc
+from memsync.migrate import journal
 from tests.migrate.helpers import qdrant_points, target_config
-from tests.migrate.switching import file_deployment, memsync
+from tests.migrate.switching import ROOT, file_deployment, memsync
 
 
 def test_an_erasure_does_not_call_a_moved_old_store_clean(make_deployment, tmp_path):
@@ -107,3 +116,46 @@ def test_an_erasure_after_the_old_config_was_put_back_by_hand_names_the_target(
     assert erased_id in qdrant_points(target)  # erase does not write into a copy
     copies = json.loads(erase.stdout)["erased"]["copies"]
     assert [c for c in copies if c["kind"] == "migration-target" and c["where"] == str(target)]
+
+
+def test_a_cleanup_killed_while_it_removes_the_old_directory_finishes_when_run_again(
+    make_deployment, tmp_path
+):
+    """On tmpfs a directory lists its newest entry first: ``meta.json``, rewritten last."""
+    app = file_deployment(make_deployment, window=False)
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)]).returncode:
+        pytest.skip("cannot mount a tmpfs here (not root)")
+    try:
+        _cleanup_killed_and_run_again(app, mount / "qdrant", tmp_path)
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _cleanup_killed_and_run_again(app, old: Path, tmp_path: Path) -> None:
+    shutil.copytree(app.paths.qdrant, old)  # the old store on the tmpfs; the app's file names it
+    shutil.rmtree(app.paths.qdrant)
+    app.app_file.write_text(app.app_file.read_text().replace(str(app.paths.qdrant), str(old)))
+    new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
+    assert memsync("migrate", "--to", new, config=app.config).returncode == 0
+    assert memsync("migrate", "--to", new, "--switch", config=app.config).returncode == 0
+    document = journal.load(app.paths.state)
+    assert document is not None
+    document["switched_at"] = utc.iso(datetime.now(UTC) - timedelta(days=8))
+    journal.save(app.paths.state, document)
+    meta = old / "meta.json"
+    rewritten = meta.with_name("meta.json.new")  # as qdrant-client saves it: a new file
+    rewritten.write_bytes(meta.read_bytes())
+    rewritten.replace(meta)
+    killed = subprocess.run(
+        [sys.executable, "-m", "tests.breaker.killat", "os:rmdir", "--nth", "1", "--",
+         "migrate", "--cleanup", "--yes", "--config", str(app.config)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert killed.returncode == -9, killed.stderr
+    assert (old / "meta.json").is_file()  # killed in the middle: it still vouches for the rest
+    again = memsync("migrate", "--cleanup", "--yes", config=app.config)
+    assert again.returncode == 0, again.stderr
+    assert not old.exists()
+    assert (tmp_path / "new" / "qdrant").is_dir()
