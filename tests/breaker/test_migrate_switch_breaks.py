@@ -218,3 +218,26 @@ def test_a_new_toml_whose_embedder_was_edited_after_the_copy_is_not_switched_to(
     assert journal(app.paths)["phase"] == "verified"
     assert running == pid  # refused before the app was stopped
     assert not (app.paths.root / "snapshots").exists()  # and before the snapshot
+
+
+def test_a_snapshot_directory_on_a_full_disk_stops_the_switch_before_the_app_is_stopped(
+    make_deployment, tmp_path, small_disk
+):
+    app = file_deployment(make_deployment)
+    text = app.config.read_text(encoding="utf-8")
+    app.config.write_text(text.replace(str(app.paths.root / "snapshots"), str(small_disk)))
+    new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
+    before = app.app_file.read_bytes()
+    pid = start_app(app)
+    try:
+        assert memsync("migrate", "--to", new, config=app.config).returncode == 0
+        switched = memsync("migrate", "--to", new, "--switch", config=app.config)
+        assert window_app.pid_of(app.paths.root) == pid  # never stopped
+    finally:
+        window_app.stop(app.paths.root)
+    assert switched.returncode == 75, switched.stderr
+    assert len(switched.stderr.strip().splitlines()) == 1, switched.stderr
+    assert app.app_file.read_bytes() == before
+    assert journal(app.paths)["phase"] == "verified"
+    assert not (app.paths.state / "migrate-source.json").exists()
+    assert not [entry for entry in small_disk.iterdir() if entry.name != "lost+found"]
