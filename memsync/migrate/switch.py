@@ -36,7 +36,7 @@ from memsync.errors import ConfigError, UnavailableError
 from memsync.migrate import app_config, interrupted, journal, source_record
 from memsync.migrate.plan import side_of
 from memsync.migrate.run import Migrated, require_target_size, run_migrate
-from memsync.migrate.switch_report import Switched
+from memsync.migrate.switch_report import Switched, planned
 from memsync.routes import WINDOW_FILE, NoRouteError, Taken
 from memsync.routes.window import app_stopped, run_command, signals_deferred
 from memsync.snapshot import create_snapshot, pins
@@ -117,7 +117,7 @@ def run_switch(
     now = datetime.now(UTC)
     if dry_run:
         migrated = run_migrate(config, new_config, to, now, dry_run=True, batch_size=batch_size)
-        return _planned(migrated, plan, config_path, new_config)
+        return planned(migrated, plan.app_file, plan.route, config_path, new_config)
     with operation_lock(config.state_dir, WHAT):
         _require_verified(journal.load(config.state_dir), to, new_config, config.state_dir)
         created = create_snapshot(config, now)  # before anything stops; its errors stop all
@@ -246,29 +246,6 @@ def _require_same_meaning(
         )  # fmt: skip
 
 
-def _planned(migrated: Migrated, plan: _Plan, config_path: Path, new_config: Config) -> Switched:
-    """The dry run's report: what the switch would do, in order."""
-    writes = plan.app_file or config_path
-    steps = [
-        "take a snapshot of the source (snapshot create; local, not uploaded)",
-        "keep the old config in migrate-source.json",
-        "stop the app ([app] stop_command)" if plan.route else "the app is not running",
-        "catch the target up and verify it (migrate again)",
-        f"write {writes} (old content kept in {app_config.backup_path(writes)})",
-    ]
-    if plan.route:
-        steps.append("start the app on the new store ([app] start_command)")
-    return Switched(
-        migrated=migrated,
-        app_config=str(plan.app_file) if plan.app_file else None,
-        app_config_backup=str(app_config.backup_path(plan.app_file)) if plan.app_file else None,
-        memsync_config_backup=None if plan.app_file else str(app_config.backup_path(config_path)),
-        printed_config=None if plan.app_file else app_config.printed_config(new_config),
-        route=plan.route,
-        steps=steps,
-    )
-
-
 def _stop_copy_write(
     context: _Context, batch_size: int, progress: Callable[[int, int], None] | None
 ) -> Switched:
@@ -284,6 +261,7 @@ def _stop_copy_write(
         )  # fmt: skip
         if migrated.differences:
             return Switched(migrated=migrated, route=plan.route)
+        _require_still_free(config)
         return _write(context, migrated)
 
     if plan.route is None:
@@ -299,6 +277,22 @@ def _stop_copy_write(
     assert done is not None
     done.downtime_s = taken.downtime_s
     return done
+
+
+def _require_still_free(config: Config) -> None:
+    """Refuse (exit 12) to write the new config while a process holds the source again.
+
+    The app was not running, or was stopped: something (a supervisor, the operator) started
+    it during the catch-up. Its writes would stay in the old store.
+    """
+    holder = vector_store_for(config).holder()
+    if holder is not None and holder.pid != os.getpid():
+        raise NoRouteError(
+            f"{WHAT}: the app ({holder.describe()}) started on the store {side_of(config).where} "
+            "during the switch; nothing was written",
+            "keep it from being restarted meanwhile (or set [app] stop_command and "
+            "start_command), then run --switch again",
+        )
 
 
 def _write(context: _Context, migrated: Migrated) -> Switched:

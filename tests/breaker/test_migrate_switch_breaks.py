@@ -241,3 +241,35 @@ def test_a_snapshot_directory_on_a_full_disk_stops_the_switch_before_the_app_is_
     assert journal(app.paths)["phase"] == "verified"
     assert not (app.paths.state / "migrate-source.json").exists()
     assert not [entry for entry in small_disk.iterdir() if entry.name != "lost+found"]
+
+
+def test_an_app_started_during_a_switch_it_did_not_stop_is_not_switched_under(
+    make_deployment, tmp_path
+):
+    """The app was not running at the start (no window needed), then something started it."""
+    app = file_deployment(make_deployment)
+    new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
+    before = app.app_file.read_bytes()
+    flag = tmp_path / "paused"
+    assert memsync("migrate", "--to", new, config=app.config).returncode == 0
+    paused = subprocess.Popen(
+        [sys.executable, "-m", "tests.breaker.pauseat", "memsync.migrate.run:run_migrate",
+         "--nth", "1", "--flag", str(flag), "--", "migrate", "--to", str(new), "--switch",
+         "--config", str(app.config)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not flag.exists():
+            assert paused.poll() is None and time.monotonic() < deadline, paused.communicate()
+            time.sleep(0.05)
+        pid = start_app(app)  # a supervisor restarts the app
+        flag.unlink()
+        _out, err = paused.communicate(timeout=120)
+        assert window_app.pid_of(app.paths.root) == pid
+        assert holder_pid(app.config) == pid  # the app and its config name the same store
+    finally:
+        window_app.stop(app.paths.root)
+    assert paused.returncode == 12, err
+    assert app.app_file.read_bytes() == before
+    assert journal(app.paths)["phase"] == "verified"
