@@ -59,6 +59,8 @@ def _old_store(state_dir: Path) -> VectorStore:
 def erase_old_store(config: Config, memory_ids: Sequence[str]) -> dict[str, Any] | None:
     """Remove ``memory_ids``' points from a switched migration's old store; None when none.
 
+    None too when the old store is the live store again (the old config put back by hand).
+
     Returns ``{"where", "erased", "holds", "why", "remove"}``: ``erased`` the stored rows
     removed (None when not erased), ``holds`` ``"no"`` once erased, ``"yes"`` when the store
     is held by a process, ``"unknown"`` when it could not be read or written, or an embedded
@@ -73,6 +75,8 @@ def erase_old_store(config: Config, memory_ids: Sequence[str]) -> dict[str, Any]
     try:
         store = _old_store(config.state_dir)
         where = store.where
+        if where == vector_store_for(config).where:
+            return None  # the old config was put back by hand: the live store, erased as such
         holder = store.holder()
         if holder is not None:
             return _not_erased(where, "yes", f"held by {holder.describe()}",

@@ -114,8 +114,11 @@ def test_an_erasure_after_the_old_config_was_put_back_by_hand_names_the_target(
     erase = memsync("forget", erased_id, "--erase", "--yes", "--json", config=app.config)
     assert erase.returncode == 0, erase.stderr
     assert erased_id in qdrant_points(target)  # erase does not write into a copy
-    copies = json.loads(erase.stdout)["erased"]["copies"]
-    assert [c for c in copies if c["kind"] == "migration-target" and c["where"] == str(target)]
+    erased = json.loads(erase.stdout)["erased"]
+    assert [
+        c for c in erased["copies"] if c["kind"] == "migration-target" and c["where"] == str(target)
+    ]
+    assert "migration_source" not in erased  # the old store is the live one again: erased as such
 
 
 def test_a_cleanup_killed_while_it_removes_the_old_directory_finishes_when_run_again(
