@@ -20,7 +20,6 @@ reloads that config.
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -29,7 +28,7 @@ from typing import Any
 
 import structlog
 
-from memsync import check, jobs, repository, utc
+from memsync import check, repository, utc
 from memsync import config as config_module
 from memsync.config import Config
 from memsync.errors import ConfigError, UnavailableError
@@ -138,7 +137,7 @@ def run_switch(
         if done.switched:
             switched_config = config_module.load(config_path, environ)
             done.check_after = check.run_check(switched_config, datetime.now(UTC))
-            done.daemon_reloaded = _reload_daemon(config)
+            done.daemon_reloaded = interrupted.reload_daemon(config)
     return done
 
 
@@ -377,16 +376,3 @@ def _record_verified(state_dir: Path) -> None:
         document.pop(key, None)
     document["phase"] = "verified"
     journal.save(state_dir, document)
-
-
-def _reload_daemon(config: Config) -> int | None:
-    """SIGHUP the daemon holding ``daemon.lock`` (it reloads its config); its pid, or None."""
-    pid = jobs.daemon_pid(config)
-    if pid is None or pid <= 0:
-        return None
-    try:
-        os.kill(pid, signal.SIGHUP)
-    except ProcessLookupError:
-        return None
-    logger.info("daemon_reloaded", pid=pid)
-    return pid

@@ -273,3 +273,33 @@ def test_an_app_started_during_a_switch_it_did_not_stop_is_not_switched_under(
     assert paused.returncode == 12, err
     assert app.app_file.read_bytes() == before
     assert journal(app.paths)["phase"] == "verified"
+
+
+def test_a_switch_killed_during_the_start_still_gets_the_daemon_to_reload(
+    make_deployment, tmp_path
+):
+    """The journal said switched before the start; the daemon's SIGHUP comes after it."""
+    from tests.e2e.test_daemon import Notify, stop
+    from tests.e2e.test_daemon import start as start_daemon
+
+    app = file_deployment(make_deployment)
+    app.config.write_text(
+        app.config.read_text().replace("\n[app]", '\n[daemon]\ncheck_every = "2s"\n\n[app]', 1)
+    )
+    new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
+    start_app(app)
+    daemon = start_daemon(app.config, Notify(tmp_path))
+    try:
+        daemon.wait_event("job_finished")
+        assert memsync("migrate", "--to", new, config=app.config).returncode == 0
+        code = _killed_at(
+            "memsync.routes.window:run_command", 2, "migrate", "--to", new, "--switch",
+            config=app.config,
+        )  # fmt: skip
+        assert code == -9
+        again = memsync("migrate", "--to", new, "--switch", config=app.config)
+        assert again.returncode == 10 and "switched already" in again.stderr, again.stderr
+        daemon.wait_event("config_reloaded", timeout_s=30)  # it now works on the new store
+    finally:
+        window_app.stop(app.paths.root)
+        stop(daemon)
