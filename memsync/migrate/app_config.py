@@ -89,6 +89,32 @@ def backup_path(path: Path) -> Path:
     return path.with_name(path.name + ".bak")
 
 
+def require_backup_free(path: Path, source: str) -> None:
+    """Refuse (exit 10) when ``<file>.bak`` is there with other content than ``path``. Reads only.
+
+    The switch writes the old config there; a ``.bak`` the operator kept (of an older
+    version) would be lost. One equal to the file (a switch rolled back, or an operator's
+    copy just before) is written over with the same bytes.
+
+    Raises:
+        ConfigError: the ``.bak`` differs from the file, or cannot be read.
+    """
+    backup = backup_path(path)
+    try:
+        kept = backup.read_bytes()
+        if kept == path.read_bytes():
+            return
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise ConfigError(source, [f"{backup} cannot be read: {error.strerror}"]) from error
+    raise ConfigError(
+        source,
+        [f"{backup} is there and is not a copy of {path}: the switch would write over it"],
+        f"move {backup} aside (the switch keeps the old config there), then run --switch again",
+    )
+
+
 def back_up(path: Path) -> Path:
     """Copy ``path`` byte for byte to ``<file>.bak`` (atomically, same mode and owner).
 

@@ -165,6 +165,7 @@ def _refuse(
         app_config.read_app_config(app_file, config.source)
     else:
         _require_same_meaning(config, config_path, to, new_config, environ)
+    app_config.require_backup_free(app_file or config_path, config.source)
     holder = vector_store_for(config).holder()
     if holder is None:
         return _Plan(app_file, "window" if _unseen_app(config, app_file) else None)

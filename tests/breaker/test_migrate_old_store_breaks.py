@@ -162,3 +162,20 @@ def _cleanup_killed_and_run_again(app, old: Path, tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert not old.exists()
     assert (tmp_path / "new" / "qdrant").is_dir()
+
+
+def test_a_bak_the_operator_kept_is_not_written_over(make_deployment, tmp_path):
+    app = file_deployment(make_deployment, window=False)
+    kept = app.app_file.with_name(app.app_file.name + ".bak")
+    kept.write_text('{"an": "older config the operator kept"}\n', encoding="utf-8")
+    new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
+    assert memsync("migrate", "--to", new, config=app.config).returncode == 0
+    before = app.app_file.read_bytes()
+    refused = memsync("migrate", "--to", new, "--switch", config=app.config)
+    assert refused.returncode == 10, refused.stderr
+    assert str(kept) in refused.stderr and "aside" in refused.stderr
+    assert json.loads(kept.read_text()) == {"an": "older config the operator kept"}
+    assert app.app_file.read_bytes() == before
+    kept.write_bytes(before)  # a copy of the file as it is: written over with the same bytes
+    assert memsync("migrate", "--to", new, "--switch", config=app.config).returncode == 0
+    assert kept.read_bytes() == before
