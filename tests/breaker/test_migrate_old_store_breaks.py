@@ -1,8 +1,10 @@
-"""Breaking what follows a switch: the old store kept until ``migrate --cleanup``, and erasure.
+"""Breaking what surrounds a switch: the old store kept until ``--cleanup``, erasure, the files.
 
-A real switch (the app stopped: no window), then the old embedded Qdrant directory is moved
-away by hand, as an operator freeing the path might. ``forget --erase`` must not report the
-old store as clean when it cannot find it.
+Real switches (the app stopped: no window), then what operators and failures do around them:
+the old directory moved away or the old config put back by hand (``forget --erase`` must not
+call a store clean it cannot see, nor skip a copy), a cleanup killed while it removes the old
+directory (on a real tmpfs), NEW.toml moving the state directory (config in code), an app
+config that is a symlink or YAML kept as ``.yaml.bak``, and a ``.bak`` the operator kept.
 """
 
 from __future__ import annotations

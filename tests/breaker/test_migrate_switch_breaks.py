@@ -3,7 +3,10 @@
 A real app (``tests/helpers/window_app.py``) writes through the copy and the switch; memsync is
 killed (``tests.breaker.killat``: a real SIGKILL before the named step runs). Afterwards the app
 must run on ONE store, the one its config file names, and the switch run again must finish or
-refuse in one line, with no memory of the source lost.
+refuse in one line, with no memory of the source lost. Also: SIGTERM between the config's write
+and the journal's, the roll-back of a failed start killed, the config's disk full or read-only
+and the snapshot's disk full (real tmpfs), NEW.toml edited after the copy, the app started by
+someone else mid-switch, and a running daemon after a switch killed at the start.
 """
 
 from __future__ import annotations
