@@ -10,7 +10,7 @@ from memsync.config.files import read_text
 
 
 def read_mem0_file(path: Path, errors: list[str]) -> dict[str, Any]:
-    """Return the mapping in ``path`` (YAML by a .yaml/.yml suffix, else JSON). Reads only.
+    """Return the mapping in ``path`` (YAML when ``is_yaml``, else JSON). Reads only.
 
     YAML aliases (``*name``) are refused: mem0's dict never needs them, and they let a small
     file expand exponentially. A problem is appended to ``errors`` (as
@@ -25,7 +25,7 @@ def read_mem0_file(path: Path, errors: list[str]) -> dict[str, Any]:
         errors.append(f"mem0_config_file: {error}")
         return {}
     try:
-        data = _load_yaml(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
+        data = _load_yaml(text) if is_yaml(path) else json.loads(text)
     except Exception as error:  # noqa: BLE001 - json's ValueError and yaml's own hierarchy
         errors.append(f"mem0_config_file: {path} is not valid: {error}")
         return {}
@@ -33,6 +33,15 @@ def read_mem0_file(path: Path, errors: list[str]) -> dict[str, Any]:
         errors.append(f"mem0_config_file: {path} must hold a mapping")
         return {}
     return data
+
+
+def is_yaml(path: Path) -> bool:
+    """Whether ``path`` is YAML: a ``.yaml``/``.yml`` suffix, also before ``.bak``. Pure.
+
+    ``migrate --switch`` keeps the app's old config as ``<file>.bak``; the how-tos point
+    ``mem0_config_file`` at it to reach the old store.
+    """
+    return Path(path.name.removesuffix(".bak")).suffix in (".yaml", ".yml")
 
 
 def _load_yaml(text: str) -> Any:

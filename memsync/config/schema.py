@@ -308,7 +308,9 @@ class ConfigFile(_Section):
         shown="`$MEM0_DIR`, else `~/.mem0`",
     )
     mem0_config_file: ConfigPath | None = key(
-        None, "JSON or YAML file holding the mem0 dict, instead of [mem0] (not both)"
+        None,
+        "JSON, or YAML by a .yaml/.yml suffix (also before .bak), file holding the mem0 dict, "
+        "instead of [mem0] (not both)",
     )
     plugins: Annotated[list[str], BeforeValidator(_plugins)] = key(
         [],

@@ -164,6 +164,8 @@ def _migration_target(config: Config) -> list[dict[str, Any]]:
     """The target ``memsync migrate`` recorded in its journal: a copy of every memory.
 
     Not read (it may be a server's table, or being written by a migration): ``"maybe"``.
+    After the switch it is the live store (erased as such), unless the config names another
+    store again (the old config put back by hand): then it is a copy again.
     """
     path: Path = config.state_dir / MIGRATE_JOURNAL
     if not path.exists():
@@ -172,9 +174,10 @@ def _migration_target(config: Config) -> list[dict[str, Any]]:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # damaged: a target may still be there, unnamed
         document = {}
-    if isinstance(document, dict) and document.get("phase") in ("switched", "cleaned"):
-        return []  # the target is the live store now: erased as such (the old one: old_store)
     target = document.get("target") if isinstance(document, dict) else None
+    switched = isinstance(document, dict) and document.get("phase") in ("switched", "cleaned")
+    if switched and target == vector_store_for(config).where:
+        return []  # the target is the live store now: erased as such (the old one: old_store)
     where = str(target) if isinstance(target, str) else f"the target named in {path}"
     return [
         _copy("migration-target", where, "maybe",

@@ -59,10 +59,13 @@ def _old_store(state_dir: Path) -> VectorStore:
 def erase_old_store(config: Config, memory_ids: Sequence[str]) -> dict[str, Any] | None:
     """Remove ``memory_ids``' points from a switched migration's old store; None when none.
 
+    None too when the old store is the live store again (the old config put back by hand).
+
     Returns ``{"where", "erased", "holds", "why", "remove"}``: ``erased`` the stored rows
     removed (None when not erased), ``holds`` ``"no"`` once erased, ``"yes"`` when the store
-    is held by a process, ``"unknown"`` when it could not be read or written (``why`` says
-    which, ``remove`` what to do). Never raises for the old store: the erasure of the live
+    is held by a process, ``"unknown"`` when it could not be read or written, or an embedded
+    directory is not there (moved by hand: it may still hold them; ``why`` says which,
+    ``remove`` what to do). Never raises for the old store: the erasure of the live
     deployment is done and stays done. Writes the old store. Idempotent.
     """
     if not memory_ids or not switched(config.state_dir):
@@ -72,6 +75,8 @@ def erase_old_store(config: Config, memory_ids: Sequence[str]) -> dict[str, Any]
     try:
         store = _old_store(config.state_dir)
         where = store.where
+        if where == vector_store_for(config).where:
+            return None  # the old config was put back by hand: the live store, erased as such
         holder = store.holder()
         if holder is not None:
             return _not_erased(where, "yes", f"held by {holder.describe()}",
@@ -79,8 +84,8 @@ def erase_old_store(config: Config, memory_ids: Sequence[str]) -> dict[str, Any]
         erased = _erase(store, memory_ids)
     except MemsyncError as error:
         return _not_erased(where, "unknown", error.message,
-                           f"fix the cause, then {retry}; or memsync migrate --cleanup "
-                           "removes the old store once it is due")  # fmt: skip
+                           f"put it back (or fix the cause), then {retry}; or memsync migrate "
+                           "--cleanup ends the migration once it is due")  # fmt: skip
     return {"where": where, "erased": erased, "holds": "no", "why": None, "remove": None}
 
 
@@ -94,7 +99,10 @@ def _erase(store: VectorStore, memory_ids: Sequence[str]) -> int:
                 if load.exists(connection, table)
             )
     if store.location is None or not store.present():
-        return 0
+        raise MemsyncError(
+            f"the old store {store.where} is not there (moved or removed by hand?): "
+            "if it was moved, it still holds them"
+        )
     store.prepare_for_writing()  # a hot journal a killed writer left
     return store.erase_points(store.location, memory_ids)
 

@@ -10,6 +10,7 @@ fsynced) with the old file's mode and owner, after a byte-for-byte copy ``<file>
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -19,7 +20,7 @@ from typing import Any
 
 from memsync.config import Config, Secret, resolve_secrets
 from memsync.config.mem0_file import read_mem0_file
-from memsync.errors import ConfigError
+from memsync.errors import ConfigError, TryLaterError, UnavailableError
 from memsync.state import fsync_dir
 
 SWITCHED_KEYS = ("vector_store", "embedder")  # what the switch replaces in the app's mem0 dict
@@ -88,6 +89,32 @@ def backup_path(path: Path) -> Path:
     return path.with_name(path.name + ".bak")
 
 
+def require_backup_free(path: Path, source: str) -> None:
+    """Refuse (exit 10) when ``<file>.bak`` is there with other content than ``path``. Reads only.
+
+    The switch writes the old config there; a ``.bak`` the operator kept (of an older
+    version) would be lost. One equal to the file (a switch rolled back, or an operator's
+    copy just before) is written over with the same bytes.
+
+    Raises:
+        ConfigError: the ``.bak`` differs from the file, or cannot be read.
+    """
+    backup = backup_path(path)
+    try:
+        kept = backup.read_bytes()
+        if kept == path.read_bytes():
+            return
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise ConfigError(source, [f"{backup} cannot be read: {error.strerror}"]) from error
+    raise ConfigError(
+        source,
+        [f"{backup} is there and is not a copy of {path}: the switch would write over it"],
+        f"move {backup} aside (the switch keeps the old config there), then run --switch again",
+    )
+
+
 def back_up(path: Path) -> Path:
     """Copy ``path`` byte for byte to ``<file>.bak`` (atomically, same mode and owner).
 
@@ -96,6 +123,26 @@ def back_up(path: Path) -> Path:
     """
     backup = backup_path(path)
     write_atomic(backup, path.read_bytes(), like=path)
+    return backup
+
+
+def replace_backed_up(path: Path, data: bytes) -> Path:
+    """Back ``path`` up to its ``.bak`` (``back_up``), then write ``data`` over it atomically.
+
+    Returns the ``.bak``. On an error ``path`` is as it was (a ``.bak`` may be written).
+
+    Raises:
+        TryLaterError: (exit 75) the disk is full (ENOSPC, EDQUOT).
+        UnavailableError: (exit 11) another OS error (a read-only or unwritable directory).
+    """
+    try:
+        backup = back_up(path)
+        write_atomic(path, data, like=path)
+    except OSError as error:
+        said = f"cannot write {path} or its .bak ({error.strerror or error}); it is as it was"
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise TryLaterError(said, f"free space in {path.parent}, then run again") from error
+        raise UnavailableError(said, f"make {path.parent} writable, then run again") from error
     return backup
 
 
@@ -112,11 +159,13 @@ def write_atomic(path: Path, data: bytes, *, like: Path) -> None:
     """Write ``data`` to ``path`` atomically with the mode and owner of ``like``.
 
     A temporary file in ``path``'s directory is written, fsynced, given ``like``'s mode (and
-    owner, when this process may), renamed over ``path``; the directory is fsynced.
+    owner, when this process may), renamed over ``path``; the directory is fsynced. A
+    symbolic link is written through: the file it names is replaced, the link is kept.
 
     Raises:
         OSError: the directory cannot be written (the temporary file is removed).
     """
+    path = Path(os.path.realpath(path))
     status = like.stat()
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

@@ -134,7 +134,7 @@ def run_migrate(
     if refusal is not None:
         raise ConfigError(new_config.source, [refusal[0]], refusal[1])
     if recorded is not None:
-        _require_target_size(target_store, target, config.state_dir)
+        require_target_size(target_store, target, config.state_dir)
     with deployment.scratch_directory(config) as scratch:
         # mem0 writes a point before its history row: every write the capture may miss has
         # a history row above this one (a superset: not_copied may name a copied memory).
@@ -150,7 +150,7 @@ def run_migrate(
             return _migrate(config, new_config, to, now, plan, captured, scratch, before, progress)
 
 
-def _require_target_size(store: VectorStore, target: Side, state_dir: Path) -> None:
+def require_target_size(store: VectorStore, target: Side, state_dir: Path) -> None:
     """Refuse (exit 10) to resume into a target collection of another vector size.
 
     Raises:

@@ -20,7 +20,6 @@ reloads that config.
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -29,16 +28,16 @@ from typing import Any
 
 import structlog
 
-from memsync import check, jobs, repository, utc
+from memsync import check, repository, utc
 from memsync import config as config_module
 from memsync.config import Config
 from memsync.errors import ConfigError, UnavailableError
-from memsync.migrate import app_config, journal, source_record
+from memsync.migrate import app_config, interrupted, journal, source_record
 from memsync.migrate.plan import side_of
-from memsync.migrate.run import Migrated, run_migrate
-from memsync.migrate.switch_report import Switched
+from memsync.migrate.run import Migrated, require_target_size, run_migrate
+from memsync.migrate.switch_report import Switched, planned
 from memsync.routes import WINDOW_FILE, NoRouteError, Taken
-from memsync.routes.window import app_stopped, run_command
+from memsync.routes.window import app_stopped, run_command, signals_deferred
 from memsync.snapshot import create_snapshot, pins
 from memsync.state import operation_lock
 from memsync.stores.vector_store import vector_store_for
@@ -46,7 +45,7 @@ from memsync.stores.vector_store import vector_store_for
 logger = structlog.get_logger(__name__)
 
 WHAT = "migrate switch"
-SWITCH_FIELDS = ("switched_at", "source_snapshot", "app_config", "app_config_backup")
+SWITCH_FIELDS = interrupted.SWITCH_FIELDS
 IN_CODE_HINT = (
     "stop the app, run memsync migrate --to NEW.toml --switch, put the printed mem0 config "
     "in the app's code, then start it"
@@ -110,11 +109,14 @@ def run_switch(
             unreadable, or the app did not start on the target (its old config is back).
         WindowError, LockedError: (exit 12) the app could not be stopped; another operation runs.
     """
+    if not dry_run:  # a switch killed midway: the journal and the app level first
+        with operation_lock(config.state_dir, WHAT):
+            interrupted.settle(config, config_path)
     plan = _refuse(config, config_path, new_config, to, environ)
     now = datetime.now(UTC)
     if dry_run:
         migrated = run_migrate(config, new_config, to, now, dry_run=True, batch_size=batch_size)
-        return _planned(migrated, plan, config_path, new_config)
+        return planned(migrated, plan.app_file, plan.route, config_path, new_config)
     with operation_lock(config.state_dir, WHAT):
         _require_verified(journal.load(config.state_dir), to, new_config, config.state_dir)
         created = create_snapshot(config, now)  # before anything stops; its errors stop all
@@ -135,7 +137,7 @@ def run_switch(
         if done.switched:
             switched_config = config_module.load(config_path, environ)
             done.check_after = check.run_check(switched_config, datetime.now(UTC))
-            done.daemon_reloaded = _reload_daemon(config)
+            done.daemon_reloaded = interrupted.reload_daemon(config)
     return done
 
 
@@ -157,10 +159,13 @@ def _refuse(
             "or leave the migration as it is",
         )
     repository.snapshot_dir(config)  # the snapshot of the source needs a directory (exit 10)
+    target = side_of(new_config)  # NEW.toml edited since the copy: refused before the stop
+    require_target_size(vector_store_for(new_config), target, config.state_dir)
     if app_file is not None:
         app_config.read_app_config(app_file, config.source)
     else:
-        _require_same_meaning(config_path, to, new_config, environ)
+        _require_same_meaning(config, config_path, to, new_config, environ)
+    app_config.require_backup_free(app_file or config_path, config.source)
     holder = vector_store_for(config).holder()
     if holder is None:
         return _Plan(app_file, "window" if _unseen_app(config, app_file) else None)
@@ -215,12 +220,14 @@ def _require_verified(
 
 
 def _require_same_meaning(
-    config_path: Path, to: Path, new_config: Config, environ: Mapping[str, str]
+    config: Config, config_path: Path, to: Path, new_config: Config, environ: Mapping[str, str]
 ) -> None:
     """Refuse (exit 10) when NEW.toml's text would name other stores in memsync's config's place.
 
     The config-in-code switch writes NEW.toml's text over ``config_path``: relative paths in
-    it resolve against that file's directory from then on.
+    it resolve against that file's directory from then on, and its ``state_dir`` must be the
+    current one (the journal and ``migrate-source.json``, which ``--cleanup`` and
+    ``forget --erase`` read, are there).
     """
     placed = config_module.load(config_path, environ, text_from=to)
     as_placed = replace(side_of(placed), source=new_config.source)  # only the file name differs
@@ -230,29 +237,13 @@ def _require_same_meaning(
             [f"its relative paths name other files when it is written over {config_path}"],
             "make the paths in NEW.toml absolute, then run the switch again",
         )
-
-
-def _planned(migrated: Migrated, plan: _Plan, config_path: Path, new_config: Config) -> Switched:
-    """The dry run's report: what the switch would do, in order."""
-    writes = plan.app_file or config_path
-    steps = [
-        "take a snapshot of the source (snapshot create; local, not uploaded)",
-        "keep the old config in migrate-source.json",
-        "stop the app ([app] stop_command)" if plan.route else "the app is not running",
-        "catch the target up and verify it (migrate again)",
-        f"write {writes} (old content kept in {app_config.backup_path(writes)})",
-    ]
-    if plan.route:
-        steps.append("start the app on the new store ([app] start_command)")
-    return Switched(
-        migrated=migrated,
-        app_config=str(plan.app_file) if plan.app_file else None,
-        app_config_backup=str(app_config.backup_path(plan.app_file)) if plan.app_file else None,
-        memsync_config_backup=None if plan.app_file else str(app_config.backup_path(config_path)),
-        printed_config=None if plan.app_file else app_config.printed_config(new_config),
-        route=plan.route,
-        steps=steps,
-    )
+    if new_config.state_dir.resolve() != config.state_dir.resolve():
+        raise ConfigError(
+            new_config.source,
+            [f"its state_dir {new_config.state_dir} is not {config.state_dir}: once it is "
+             "memsync's config, the migration's journal and old config would be left behind"],
+            f"set state_dir in NEW.toml to {config.state_dir}, then run the switch again",
+        )  # fmt: skip
 
 
 def _stop_copy_write(
@@ -270,6 +261,7 @@ def _stop_copy_write(
         )  # fmt: skip
         if migrated.differences:
             return Switched(migrated=migrated, route=plan.route)
+        _require_still_free(config)
         return _write(context, migrated)
 
     if plan.route is None:
@@ -287,28 +279,51 @@ def _stop_copy_write(
     return done
 
 
+def _require_still_free(config: Config) -> None:
+    """Refuse (exit 12) to write the new config while a process holds the source again.
+
+    The app was not running, or was stopped: something (a supervisor, the operator) started
+    it during the catch-up. Its writes would stay in the old store.
+    """
+    holder = vector_store_for(config).holder()
+    if holder is not None and holder.pid != os.getpid():
+        raise NoRouteError(
+            f"{WHAT}: the app ({holder.describe()}) started on the store {side_of(config).where} "
+            "during the switch; nothing was written",
+            "keep it from being restarted meanwhile (or set [app] stop_command and "
+            "start_command), then run --switch again",
+        )
+
+
 def _write(context: _Context, migrated: Migrated) -> Switched:
     """Write the app's new mem0 config (or, in code, memsync's config and the printed dict).
 
     The journal is put in phase ``switched`` at once, before the app starts: it says what
     the files say, even when memsync is interrupted during the start.
     """
-    plan, config_path = context.plan, context.config_path
+    plan = context.plan
     done = Switched(migrated=migrated, switched=True, route=plan.route, snapshot=context.snapshot)
+    with signals_deferred():  # SIGTERM/Ctrl-C never lands between the file and the journal
+        _write_and_record(context, done)
+    return done
+
+
+def _write_and_record(context: _Context, done: Switched) -> None:
+    """The new config's file and its ``.bak`` written, then the journal in phase ``switched``."""
+    plan, config_path = context.plan, context.config_path
     if plan.app_file is not None:
         old = app_config.read_app_config(plan.app_file, str(config_path))
         mapping = app_config.switched_mapping(old, context.new_config, context.environ)
-        done.app_config_backup = str(app_config.back_up(plan.app_file))
         text = app_config.render(plan.app_file, mapping)
-        app_config.write_atomic(plan.app_file, text.encode(), like=plan.app_file)
+        done.app_config_backup = str(app_config.replace_backed_up(plan.app_file, text.encode()))
         done.app_config = str(plan.app_file)
     else:
         done.printed_config = app_config.printed_config(context.new_config)
-        done.memsync_config_backup = str(app_config.back_up(config_path))
-        app_config.write_atomic(config_path, context.to.read_bytes(), like=config_path)
+        done.memsync_config_backup = str(
+            app_config.replace_backed_up(config_path, context.to.read_bytes())
+        )
     logger.info("switch_written", app_config=done.app_config, config=str(config_path))
     _record_switched(context.config.state_dir, done)
-    return done
 
 
 def _roll_back(config: Config, done: Switched, failure: UnavailableError) -> None:
@@ -362,16 +377,3 @@ def _record_verified(state_dir: Path) -> None:
         document.pop(key, None)
     document["phase"] = "verified"
     journal.save(state_dir, document)
-
-
-def _reload_daemon(config: Config) -> int | None:
-    """SIGHUP the daemon holding ``daemon.lock`` (it reloads its config); its pid, or None."""
-    pid = jobs.daemon_pid(config)
-    if pid is None or pid <= 0:
-        return None
-    try:
-        os.kill(pid, signal.SIGHUP)
-    except ProcessLookupError:
-        return None
-    logger.info("daemon_reloaded", pid=pid)
-    return pid

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from memsync.config import Config
 from memsync.errors import ExitCode
+from memsync.migrate import app_config
 from memsync.migrate.run import Migrated
 from memsync.model import CheckReport
 
@@ -65,6 +68,38 @@ class Switched:
                 "steps": list(self.steps),
             },
         }
+
+
+def planned(
+    migrated: Migrated,
+    app_file: Path | None,
+    route: str | None,
+    config_path: Path,
+    new_config: Config,
+) -> Switched:
+    """The dry run's report: what the switch would do, in order. Pure.
+
+    ``app_file`` is the app's mem0 config (None: in code), ``route`` ``"window"`` or None.
+    """
+    writes = app_file or config_path
+    steps = [
+        "take a snapshot of the source (snapshot create; local, not uploaded)",
+        "keep the old config in migrate-source.json",
+        "stop the app ([app] stop_command)" if route else "the app is not running",
+        "catch the target up and verify it (migrate again)",
+        f"write {writes} (old content kept in {app_config.backup_path(writes)})",
+    ]
+    if route:
+        steps.append("start the app on the new store ([app] start_command)")
+    return Switched(
+        migrated=migrated,
+        app_config=str(app_file) if app_file else None,
+        app_config_backup=str(app_config.backup_path(app_file)) if app_file else None,
+        memsync_config_backup=None if app_file else str(app_config.backup_path(config_path)),
+        printed_config=None if app_file else app_config.printed_config(new_config),
+        route=route,
+        steps=steps,
+    )
 
 
 def text_lines(done: Switched) -> list[str]:

@@ -178,7 +178,7 @@ def _close(config: Config, window: Window, taken: Taken) -> None:
     assert config.app.start_command is not None
     started = True
     try:
-        with _signals_deferred():
+        with signals_deferred():
             run_command(
                 config.app.start_command,
                 "start_command",
@@ -342,7 +342,7 @@ def _handler_or_default(handler: Any) -> Any:
 
 
 @contextmanager
-def _signals_deferred() -> Iterator[None]:
+def signals_deferred() -> Iterator[None]:
     """Hold SIGTERM and SIGINT back while the block runs; re-raise as KeyboardInterrupt after."""
     if threading.current_thread() is not threading.main_thread():
         yield

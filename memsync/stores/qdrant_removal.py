@@ -44,7 +44,9 @@ def find_stranger(path: Path) -> str | None:
 def remove_directory(path: Path, *, dry_run: bool = False) -> int:
     """Remove the embedded Qdrant directory ``path``; return the bytes its files took.
 
-    An absent directory gives 0. See ``VectorStore.remove_store``. Idempotent.
+    An absent directory gives 0. See ``VectorStore.remove_store``. Idempotent. ``collection/``
+    goes first and ``meta.json`` after it, so a removal killed midway leaves a directory the
+    next one accepts.
 
     Raises:
         ConfigError: (exit 10) an entry qdrant-client never writes is there (named); nothing
@@ -67,6 +69,8 @@ def remove_directory(path: Path, *, dry_run: bool = False) -> int:
             )
         size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
         if not dry_run:
+            if (path / COLLECTIONS_DIR).is_dir():  # first: killed midway, meta.json still
+                shutil.rmtree(path / COLLECTIONS_DIR)  # vouches for what is left
             shutil.rmtree(path)
     except OSError as error:
         raise UnavailableError(
