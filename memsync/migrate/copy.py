@@ -190,8 +190,12 @@ def target_writes(where: str) -> Iterator[None]:
 
 
 def _transient(error: BaseException) -> bool:
-    """Whether an embedder error may pass (network, rate limit, timeout): anything else."""
-    return not isinstance(error, PERMANENT)
+    """Whether an embedder error may pass (network, rate limit, timeout): any other ``Exception``.
+
+    Never a ``BaseException`` that is not an ``Exception``: Ctrl-C, SIGTERM (memsync maps it to
+    ``KeyboardInterrupt``) and a window's deadline (``Overrun``) stop the copy at once.
+    """
+    return isinstance(error, Exception) and not isinstance(error, PERMANENT)
 
 
 def embed(

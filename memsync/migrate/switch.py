@@ -20,7 +20,9 @@ reloads that config.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,7 +39,7 @@ from memsync.migrate.plan import side_of
 from memsync.migrate.run import Migrated, require_target_size, run_migrate
 from memsync.migrate.switch_report import Switched, planned
 from memsync.routes import WINDOW_FILE, NoRouteError, Taken
-from memsync.routes.window import app_stopped, run_command, signals_deferred
+from memsync.routes.window import app_stopped, bounded, run_command, signals_deferred
 from memsync.snapshot import create_snapshot, pins
 from memsync.state import operation_lock
 from memsync.stores.vector_store import vector_store_for
@@ -253,12 +255,14 @@ def _stop_copy_write(
     config, plan = context.config, context.plan
     taken = Taken()
     done: Switched | None = None
+    stop_issued = time.monotonic()
 
     def copy_and_write() -> Switched:
-        migrated = run_migrate(
-            config, context.new_config, context.to, datetime.now(UTC), dry_run=False,
-            batch_size=batch_size, progress=progress, lock=False,
-        )  # fmt: skip
+        with _bounded(config, plan.route, stop_issued):
+            migrated = run_migrate(
+                config, context.new_config, context.to, datetime.now(UTC), dry_run=False,
+                batch_size=batch_size, progress=progress, lock=False,
+            )  # fmt: skip
         if migrated.differences:
             return Switched(migrated=migrated, route=plan.route)
         _require_still_free(config)
@@ -277,6 +281,25 @@ def _stop_copy_write(
     assert done is not None
     done.downtime_s = taken.downtime_s
     return done
+
+
+def _bounded(config: Config, route: str | None, stop_issued: float) -> AbstractContextManager[None]:
+    """The final catch-up's bound, as a window's work; none when the app was not running.
+
+    ``[app] max_downtime_s`` from the stop issued, less the time the stop took (the start is
+    given as long); nothing waits on an app that was not running.
+
+    Raises (from the block):
+        WindowOverrunError: (exit 75) the catch-up overran: no config is written, the app is
+            started again on the source, the journal keeps its phase and what was copied
+            stays (run ``memsync migrate --to NEW.toml`` with the app running, then the
+            switch again: its catch-up is then short).
+    """
+    if route is None:
+        return nullcontext()
+    stop_took = time.monotonic() - stop_issued
+    deadline = stop_issued + config.app.max_downtime_s - stop_took
+    return bounded(deadline, WHAT, config.app.max_downtime_s)
 
 
 def _require_still_free(config: Config) -> None:

@@ -156,6 +156,28 @@ def app_stopped(
         _close(config, window, taken)
 
 
+@contextmanager
+def bounded(deadline: float, what: str, max_downtime_s: float) -> Iterator[None]:
+    """Interrupt the block at ``deadline`` (monotonic seconds), as a window's work is.
+
+    For work inside ``app_stopped`` that must end within ``[app] max_downtime_s`` (the
+    migration's final catch-up). Main thread only (``_Watchdog``); elsewhere it never fires.
+
+    Raises:
+        WindowOverrunError: (exit 75) the block ran past ``deadline``; it was interrupted.
+    """
+    try:
+        with _Watchdog(deadline):
+            yield
+    except Overrun:
+        raise WindowOverrunError(
+            f"{what}: the work inside the window overran [app] max_downtime_s = "
+            f"{max_downtime_s:g} s; it was interrupted and the app started again as it was",
+            "run it again (interrupted work is journaled and resumed), or raise "
+            "[app] max_downtime_s",
+        ) from None
+
+
 def _open(config: Config, what: str) -> Window:
     """Mark a window open (``_mark``, so a killed memsync's successor starts the app) and log it."""
     app = config.app
