@@ -120,7 +120,7 @@ def migrate_to(config: Path, new: Path, memsync: Run, say: Say, fail: Fail) -> d
     )
     if not done["verified"]:
         raise fail(f"migrate to {new.name} found differences: {done['differences'][:3]}")
-    say(f"   (with --config {new.relative_to(config.parent)})")
+    say(f"   check with the new config (--config {new.relative_to(config.parent)}):")
     checked = memsync(new, "check", "--json")
     report = json.loads(checked.stdout) if checked.stdout.strip() else {}
     counts = report.get("counts", {})
