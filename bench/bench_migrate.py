@@ -90,6 +90,7 @@ if kind == "migrate":
                      if '"migrate_copied"' in line)
     extra = {"code": code, "copied": done["copied"], "re_embedded": done["re_embedded"],
              "verified": done["verified"], "check_errors": done["check_after"]["errors"],
+             "differences": done["differences"][:5],
              "copy_end_s": (datetime.fromisoformat(copied_at.replace("Z", "+00:00"))
                             - begun).total_seconds()}
 elif kind == "raw_qdrant":
