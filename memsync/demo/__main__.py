@@ -21,7 +21,10 @@
 11. builds a second deployment as mem0's REST server runs it (Postgres with pgvector, started by
    the demo, and a history.db), then checks it, snapshots it to S3, restores it after drift,
    reconciles a ``pg_restore`` of an older table, and forgets a memory while its app writes
-   (``memsync.demo.pgvector_act``).
+   (``memsync.demo.pgvector_act``);
+12. migrates the deployment with ``memsync migrate`` to a second embedder (256 dims, a new
+   embedded Qdrant) and to pgvector (vectors copied), each verified and checked clean
+   (``memsync.demo.migrate_act``).
 
 Every memsync step runs the real CLI as a subprocess. Exits 0 only when every expectation
 holds; the deployment is left in ``$MEMSYNC_DEMO_DIR`` (default ``./demo-run``) to look at.
@@ -40,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memsync.demo import backups, live, pgvector_act
+from memsync.demo import backups, live, migrate_act, pgvector_act
 from memsync.demo import deployment as build
 
 MEMORIES = int(os.environ.get("MEMSYNC_DEMO_MEMORIES", "2000"))
@@ -200,6 +203,10 @@ def main() -> int:
     say(
         "The pgvector deployment (pgvector/) keeps its history.db and snapshots; its PostgreSQL "
         "was the demo's own and is gone."
+    )
+    say(
+        "memsync migrate copied it to a second embedder and to pgvector, both verified and "
+        "checked clean; the app was not switched (the new configs are in migrate/)."
     )
     return 0
 
@@ -471,6 +478,8 @@ def daemon_act(paths: build.Paths, config: Path) -> None:
     backups.backups_act(paths, config, memsync, say, DemoFailed)
     heading("11. mem0's REST server layout: Postgres with pgvector")
     pgvector_act.pgvector_act(paths.root / "pgvector", config, memsync, say, DemoFailed)
+    heading("12. memsync migrate: a second embedder, and pgvector")
+    migrate_act.migrate_act(paths, config, memsync, say, DemoFailed)
 
 
 def snapshot_ids(config: Path) -> list[str]:
