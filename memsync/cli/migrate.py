@@ -145,7 +145,17 @@ def _text(done: Migrated, switching: bool = False) -> str:
     if len(done.differences) > SHOWN:
         lines.append(f"  ... and {len(done.differences) - SHOWN} more (--json lists every one)")
     if done.sampled:
-        lines.append(f"search: {done.sampled} sampled memories each found first for its own text")
+        missed = len(done.index_misses) + sum(d.what == "search" for d in done.differences)
+        lines.append(
+            f"search: {done.sampled - missed} of {done.sampled} sampled memories found first "
+            "for their own text"
+        )
+    if done.index_misses:
+        lines.append(
+            f"search: {len(done.index_misses)} of them missed by the target's approximate index "
+            "(pgvector HNSW), though each vector is exactly its text's embedding: the app's "
+            "searches will miss as often (not a difference)"
+        )
     if done.not_copied:
         lines.append(
             f"{len(done.not_copied)} memories written by the app since the capture are not "

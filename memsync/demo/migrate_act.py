@@ -116,7 +116,8 @@ def migrate_to(config: Path, new: Path, memsync: Run, say: Say, fail: Fail) -> d
     say(
         f"   copied {done['copied']} points ({done['re_embedded']} re-embedded) in "
         f"{done['batches']} batches; verified {done['verified']}; "
-        f"{done['search_sampled']} sampled memories each found first for their own text"
+        f"{done['search_sampled'] - len(done['search_index_misses'])} of "
+        f"{done['search_sampled']} sampled memories found first for their own text"
     )
     if not done["verified"]:
         raise fail(f"migrate to {new.name} found differences: {done['differences'][:3]}")

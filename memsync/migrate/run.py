@@ -61,6 +61,7 @@ class Migrated:
     replaced: tuple[str, ...] = ()
     differences: tuple[Difference, ...] = ()
     sampled: int = 0
+    index_misses: tuple[str, ...] = ()
     not_copied: tuple[str, ...] = ()
     check_after: CheckReport | None = None
 
@@ -84,6 +85,7 @@ class Migrated:
             "verified": None if self.dry_run else not self.differences,
             "differences": [d.to_json() for d in self.differences],
             "search_sampled": self.sampled,
+            "search_index_misses": list(self.index_misses),
             "not_copied": list(self.not_copied),
             "check_after": self.check_after.counts() if self.check_after else None,
         }
@@ -231,7 +233,9 @@ def _migrate(
         )
         logger.info("migrate_copied", point_count=copied.copied, skipped=copied.skipped)
         with deployment.naming_live_files(captured):
-            differences, sampled = _verify(captured, target_store, scratch, plan, writer, copied)
+            differences, sampled, index_misses = _verify(
+                captured, target_store, scratch, plan, writer, copied
+            )
     not_copied = _written_since(config, scratch, last_rowid)
     report = check.run_check(new_config, now)
     document["phase"] = "differs" if differences else "verified"
@@ -239,7 +243,8 @@ def _migrate(
     return Migrated(
         plan=plan, dry_run=False, resumed=recorded is not None, copied=copied,
         removed=tuple(resumed.removed), replaced=tuple(resumed.replaced),
-        differences=tuple(differences), sampled=sampled, not_copied=not_copied,
+        differences=tuple(differences), sampled=sampled, index_misses=tuple(index_misses),
+        not_copied=not_copied,
         check_after=report,
     )  # fmt: skip
 
@@ -292,12 +297,17 @@ def _verify(
     plan: MigratePlan,
     writer: Any,
     copied: Copied,
-) -> tuple[list[Difference], int]:
-    """Compare a capture of the target with the source capture; search a sample."""
+) -> tuple[list[Difference], int, list[str]]:
+    """Compare a capture of the target with the source capture; search a sample.
+
+    Returns the differences, the memories searched, and those the target's approximate
+    index missed although their vectors are exact (``verify.search_sample``).
+    """
     source_store = captured.store
     target_copy = target_store.capture(scratch / "target", vectors=True)
     copied_as_is = not plan.re_embed
-    differences = []
+    differences: list[Difference] = []
+    index_misses: list[str] = []
     for source_name, target_name in (
         (source_store.collection, target_store.collection),
         (source_store.entities_collection, target_store.entities_collection),
@@ -307,11 +317,12 @@ def _verify(
         differences += compare(before, after, plan.target.dims, vectors_copied=copied_as_is)
         if source_name == source_store.collection:
             sample = pick_sample(after, copied.without_text)
-            differences += search_sample(writer, after, sample)
+            searched, index_misses = search_sample(writer, after, sample)
+            differences += searched
     differences += compare_entities(
         source_store.read_entities(captured.vectors), target_store.read_entities(target_copy)
     )
-    return differences, len(sample)
+    return differences, len(sample), index_misses
 
 
 def _written_since(config: Config, scratch: Path, last_rowid: int) -> tuple[str, ...]:
