@@ -22,9 +22,9 @@
    the demo, and a history.db), then checks it, snapshots it to S3, restores it after drift,
    reconciles a ``pg_restore`` of an older table, and forgets a memory while its app writes
    (``memsync.demo.pgvector_act``);
-12. migrates the deployment with ``memsync migrate`` to a second embedder (256 dims, a new
-   embedded Qdrant) and to pgvector (vectors copied), each verified and checked clean
-   (``memsync.demo.migrate_act``).
+12. migrates the deployment with ``memsync migrate`` to pgvector (vectors copied) and to a
+   second embedder (256 dims, a new embedded Qdrant), each verified and checked clean, then
+   switches it to the second (``migrate --switch``; ``memsync.demo.migrate_act``).
 
 Every memsync step runs the real CLI as a subprocess. Exits 0 only when every expectation
 holds; the deployment is left in ``$MEMSYNC_DEMO_DIR`` (default ``./demo-run``) to look at.
@@ -184,7 +184,7 @@ def main() -> int:
     except DemoFailed as failure:
         say(f"\nDEMO FAILED: {failure}")
         return 1
-    dropped = backups.leave_config_usable(config)
+    backups.leave_config_usable(config)  # act 12 left it usable already; kept for a shorter run
     heading("done")
     say("Every drift was named by its code and memory id, the snapshot restored both stores,")
     say("reconcile settled a restore mix-up, and an erased memory left no byte behind;")
@@ -197,16 +197,19 @@ def main() -> int:
         "mem0/history.db.pre-restore-* and pgvector/mem0/history.db.pre-restore-*."
     )
     say(
-        f"Its config, {config.name}, works on it as it is left: its {' and '.join(dropped)} "
-        "sections are commented out (the demo's S3 server and daemon stopped)."
+        f"Its config, {config.name}, names the store it was switched to in act 12 (the "
+        f"memsync_hash256 embedder in migrate/qdrant-hash256; the MiniLM store it left is kept "
+        f"in qdrant/ until migrate --cleanup, its config as {config.name}.bak) and works as "
+        "it is left: its [s3] and [daemon] sections are commented out (the demo's S3 server "
+        "and daemon stopped)."
     )
     say(
         "The pgvector deployment (pgvector/) keeps its history.db and snapshots; its PostgreSQL "
         "was the demo's own and is gone."
     )
     say(
-        "memsync migrate copied it to a second embedder and to pgvector, both verified and "
-        "checked clean; the app was not switched (the new configs are in migrate/)."
+        "memsync migrate copied it to pgvector and to a second embedder, both verified and "
+        "checked clean, and switched it to the second (the new configs are in migrate/)."
     )
     return 0
 

@@ -4,17 +4,19 @@ The deployment (embedded Qdrant, the offline MiniLM embedder, 384 dimensions) is
 twice, each time to a new config written beside it (``<root>/migrate/*.toml``: the demo
 config's text with only ``[mem0.vector_store]`` and ``[mem0.embedder]`` changed):
 
-a. to the second offline embedder ``memsync_hash256`` (256 dimensions) in a new embedded
-   Qdrant directory: every memory re-embedded;
-b. to Postgres with pgvector (the demo's own PostgreSQL, started for this act as act 11 starts
-   its own, ``memsync.demo.postgres``), keeping MiniLM: the vectors copied as they are.
+a. to Postgres with pgvector (the demo's own PostgreSQL, started for this act as act 11 starts
+   its own, ``memsync.demo.postgres``), keeping MiniLM: the vectors copied as they are;
+b. to the second offline embedder ``memsync_hash256`` (256 dimensions) in a new embedded
+   Qdrant directory: every memory re-embedded; then switched to it (``migrate --switch``).
 
 Each target: ``migrate --dry-run`` (the plan), ``migrate`` (copied and verified), then
 ``memsync check --config NEW.toml`` with no error. A migration's journal names its target, so
 the first one's ``migrate.json`` is moved aside before the second starts, as the docs say.
-The app is not switched over here: the old store stays the deployment's. The new configs are
-left in ``<root>/migrate`` with the demo's stopped S3 server and daemon commented out
-(``backups.leave_config_usable``); ``pgvector.toml`` names a server that is gone.
+The switch (``switch_to``) writes the hash256 config over the demo's (its mem0 dict is in the
+config, as an app's in its code; the ``.bak`` is kept), and ``check`` with the demo's config
+is then clean on the new store. The new configs are left in ``<root>/migrate`` with the
+demo's stopped S3 server and daemon commented out (``backups.leave_config_usable``), so the
+demo's config is usable after the switch too; ``pgvector.toml`` names a server that is gone.
 """
 
 from __future__ import annotations
@@ -42,12 +44,7 @@ def migrate_act(paths: build.Paths, config: Path, memsync: Run, say: Say, fail: 
     started = time.monotonic()
     work = paths.root / "migrate"
     shutil.rmtree(work, ignore_errors=True)
-    say("(a) a second embedder: memsync_hash256, 256 dimensions, in a new embedded Qdrant")
-    hash256 = to_hash256(paths, config, work, fail)
-    migrate_to(config, hash256, memsync, say, fail)
-    aside = set_journal_aside(paths.state, "hash256")
-    say(f"   its journal moved aside to {aside.name}: a journal names one target")
-    say("(b) Postgres with pgvector, keeping MiniLM: vectors copied as they are")
+    say("(a) Postgres with pgvector, keeping MiniLM: vectors copied as they are")
     server_dir = Path(tempfile.mkdtemp(prefix="memsync-demo-pg-"))  # short: the socket lives there
     url, server = postgres.start(server_dir / "data")
     try:
@@ -56,12 +53,52 @@ def migrate_act(paths: build.Paths, config: Path, memsync: Run, say: Say, fail: 
     finally:
         postgres.stop(server)
         shutil.rmtree(server_dir, ignore_errors=True)  # the demo's own server, not a deployment's
-        for new in sorted(work.glob("*.toml")):  # they copied [s3] and [daemon] of the demo's
-            backups.leave_config_usable(new)
+    aside = set_journal_aside(paths.state, "pgvector")
+    say(f"   its journal moved aside to {aside.name}: a journal names one target")
+    say("(b) a second embedder: memsync_hash256, 256 dimensions, in a new embedded Qdrant")
+    hash256 = to_hash256(paths, config, work, fail)
+    for new in sorted(work.glob("*.toml")):  # they copied [s3] and [daemon] of the demo's
+        backups.leave_config_usable(new)
+    migrate_to(config, hash256, memsync, say, fail)
+    switch_to(config, hash256, memsync, say, fail)
     say(
-        f"   both targets verified and checked clean in {time.monotonic() - started:.1f} s; the "
-        "app still uses the old store (the demo's PostgreSQL is gone with its table)"
+        f"   both targets verified and checked clean, and the deployment switched to the second "
+        f"embedder, in {time.monotonic() - started:.1f} s (the demo's PostgreSQL is gone with "
+        "its table)"
     )
+
+
+def switch_to(config: Path, new: Path, memsync: Run, say: Say, fail: Fail) -> dict[str, Any]:
+    """``migrate --switch`` (the demo's mem0 dict is in its config: "in code"), then check.
+
+    Nothing runs on the store, so nothing is stopped: a pinned snapshot of the source, the
+    final catch-up, NEW.toml written over the demo's config (its ``.bak`` kept), ``check``
+    with the demo's config (now the new store) clean, and ``--cleanup`` refused until
+    ``[migrate] keep_source_days`` have passed. Raises ``fail(...)`` otherwise.
+    """
+    result = memsync(config, "migrate", "--to", str(new), "--switch", "--json")
+    if result.returncode != 0:
+        raise fail(f"migrate --switch to {new.name} exited {result.returncode}: "
+                   f"{result.stderr.strip()}")  # fmt: skip
+    switch: dict[str, Any] = json.loads(result.stdout)["switch"]
+    say(
+        f"   switched: snapshot {switch['snapshot']} of the old store taken first (pinned); "
+        f"{config.name} now holds {new.name}'s text (the old one kept as "
+        f"{Path(switch['memsync_config_backup']).name}); an app would take the printed "
+        "embedder and vector_store into its code"
+    )
+    checked = memsync(config, "check", "--json")
+    counts = json.loads(checked.stdout).get("counts", {}) if checked.stdout.strip() else {}
+    say(f"   check with {config.name} (the new store) -> exit {checked.returncode}: "
+        f"{counts.get('errors')} errors, {counts.get('points')} points")  # fmt: skip
+    if checked.returncode != 0:
+        raise fail(f"check after the switch exited {checked.returncode} with {counts}")
+    cleanup = memsync(config, "migrate", "--cleanup", "--yes")
+    if cleanup.returncode != 10 or "kept until" not in cleanup.stderr:
+        raise fail(f"migrate --cleanup right after the switch exited {cleanup.returncode}")
+    say("   migrate --cleanup: refused (exit 10), the old store is kept until "
+        "[migrate] keep_source_days (7) have passed")  # fmt: skip
+    return switch
 
 
 def to_hash256(paths: build.Paths, config: Path, work: Path, fail: Fail) -> Path:

@@ -48,10 +48,14 @@ def test_the_act_migrates_to_hash256_and_to_pgvector_each_verified(minilm, pg_se
     assert set(hash256) == set(source) == set(seeded.live)
     assert {len(vector) for _, vector in hash256.values()} == {256}
     assert all(hash256[i][0] == source[i][0] for i in source)  # payloads kept
-    aside = json.loads((paths.state / "migrate-hash256.json").read_text())
-    assert aside["phase"] == "verified" and aside["to"].endswith("hash256.toml")
+    aside = json.loads((paths.state / "migrate-pgvector.json").read_text())
+    assert aside["phase"] == "verified" and aside["to"].endswith("pgvector.toml")
     journal = json.loads((paths.state / "migrate.json").read_text())
-    assert journal["phase"] == "verified" and journal["to"].endswith("pgvector.toml")
+    assert journal["phase"] == "switched" and journal["to"].endswith("hash256.toml")
+    # the switch: the demo's config is the hash256 one now, the old one kept beside it
+    assert config.read_text() == (paths.root / "migrate" / "hash256.toml").read_text()
+    assert "memsync_minilm" in config.with_name(config.name + ".bak").read_text()
+    assert (paths.state / "migrate-source.json").is_file()
     url = (paths.root / "migrate" / "pgvector" / "pg-url").read_text().strip()
     with psycopg.connect(url) as connection:
         rows = dict(connection.execute("SELECT id::text, vector::text FROM mem0").fetchall())
@@ -59,7 +63,8 @@ def test_the_act_migrates_to_hash256_and_to_pgvector_each_verified(minilm, pg_se
     first = sorted(source)[0]
     assert json.loads(rows[first]) == pytest.approx(source[first][1], rel=1e-6, abs=1e-7)
     text = "\n".join(said)
-    assert text.count("-> exit 0: 0 errors") == 2
+    assert text.count("-> exit 0: 0 errors") == 3  # both targets, then the switched deployment
+    assert "migrate --cleanup: refused (exit 10)" in text
     assert f"re-embed {len(source)} points" in text and "copy the vectors as they are" in text
     assert f"{len(source)} re-embedded" in text and "(0 re-embedded)" in text
 
@@ -68,10 +73,15 @@ def test_the_act_fails_the_demo_when_check_on_the_new_config_finds_an_error(mini
     paths, config, memory, _ = minilm
     orphan = build.add_with_failing_history(memory, paths, "speaks Basque at home", "alice")
     build.close_memory(memory)
-    with pytest.raises(DemoFailed, match=r"check --config hash256\.toml exited 3"):
+    with pytest.raises(DemoFailed, match=r"check --config pgvector\.toml exited 3"):
         migrate_act.migrate_act(paths, config, memsync, lambda line: None, DemoFailed)
-    target = qdrant_points(paths.root / "migrate" / "qdrant-hash256")
-    assert orphan in target  # migrate copied it; check on the new config named it
+    import psycopg
+
+    url = (paths.root / "migrate" / "pgvector" / "pg-url").read_text().strip()
+    with psycopg.connect(url) as connection:
+        ids = {row[0] for row in connection.execute("SELECT id::text FROM mem0").fetchall()}
+    assert orphan in ids  # migrate copied it; check on the new config named it
+    assert not (paths.root / "migrate" / "qdrant-hash256").exists()  # the act stopped there
 
 
 def test_a_config_without_the_demo_tables_is_refused_before_anything_runs(minilm, tmp_path):
