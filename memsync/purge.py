@@ -43,6 +43,8 @@ class Purged:
         memory_ids: the memories purged (given, or found for the scope).
         holding: the local snapshots that held them before the run.
         rewritten, uploaded: snapshots rewritten locally, and uploaded again.
+        other_backend: holding snapshots of the other backend (taken before a ``migrate
+            --switch``), not rewritten: this config's vector store cannot rewrite their files.
         scan: the noncurrent S3 versions holding any erased memory (None without ``[s3]``).
         scan_error: why the bucket could not be read ("unknown", never "none").
         deleted: labels of the versions deleted (``--delete-versions``).
@@ -52,6 +54,7 @@ class Purged:
     memory_ids: tuple[str, ...] = ()
     holding: tuple[str, ...] = ()
     rewritten: tuple[str, ...] = ()
+    other_backend: tuple[str, ...] = ()
     uploaded: tuple[str, ...] = ()
     scan: versions.VersionScan | None = None
     scan_error: str | None = None
@@ -222,16 +225,21 @@ def run_purge(
         for info in local.infos():
             if not info.complete:
                 continue
-            if info.id in held:
+            if info.id in held and erase.other_backend(config, info) is None:
                 purge_snapshot(config, info, ids, now)
                 rewritten.append(info.id)
             if bucket is not None and info.id in remote_ids and _differs(local, bucket, info.id):
                 # rewritten now, or purged here earlier without --remote
                 _upload(local, bucket, info.id)
                 uploaded.append(info.id)
+    others = tuple(
+        info.id
+        for info in local.infos()
+        if info.id in held and info.complete and erase.other_backend(config, info) is not None
+    )
     done = Purged(
         memory_ids=tuple(ids), holding=tuple(held), rewritten=tuple(rewritten),
-        uploaded=tuple(uploaded),
+        uploaded=tuple(uploaded), other_backend=others,
     )  # fmt: skip
     return _versions(
         config, done, ids, delete_versions=delete_versions and not dry_run, progress=progress

@@ -18,6 +18,7 @@ def document(done: Purged, *, dry_run: bool, scope: dict[str, str]) -> dict[str,
         "memory_ids": list(done.memory_ids),
         "holding": list(done.holding),
         "rewritten": list(done.rewritten),
+        "other_backend": list(done.other_backend),
         "uploaded": list(done.uploaded),
         "old_versions": [h["version"] for h in hits if h["version"] not in done.deleted],
         "versions": {
@@ -51,8 +52,24 @@ def text(done: Purged, *, dry_run: bool) -> str:
             + (f", re-uploaded {len(done.uploaded)}" if done.uploaded else "")
             + f" ({len(done.memory_ids)} memories)"
         ]
+    if done.other_backend:
+        lines.append(
+            f"{len(done.other_backend)} of them of the other backend (taken before a migrate "
+            f"--switch), not rewritten: {', '.join(done.other_backend)}"
+        )
     lines += _version_lines(done, dry_run)
     return "\n".join(lines)
+
+
+def other_backend_refusal(done: Purged) -> tuple[str, str]:
+    """The exit-11 error line when snapshots of the other backend hold them: ``(message, hint)``."""
+    return (
+        f"{len(done.other_backend)} snapshot(s) of the other backend, taken before a migrate "
+        f"--switch, hold these memories and were not rewritten: {', '.join(done.other_backend)}",
+        "run the same purge-memory with memsync's config as it was before the switch "
+        "(memsync --config OLD.toml snapshot purge-memory ...: memsync.toml.bak, or your config "
+        "with mem0_config_file naming the app's .bak)",
+    )
 
 
 def _version_lines(done: Purged, dry_run: bool) -> list[str]:

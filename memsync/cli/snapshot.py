@@ -398,6 +398,10 @@ def run_purge(args: argparse.Namespace) -> int:
         message, hint = purge_report.refusal(done)
         render.exit_error(int(ExitCode.UNAVAILABLE), message, hint, as_json=bool(args.json))
         return int(ExitCode.UNAVAILABLE)
+    if done.other_backend and not args.dry_run:
+        message, hint = purge_report.other_backend_refusal(done)
+        render.exit_error(int(ExitCode.UNAVAILABLE), message, hint, as_json=bool(args.json))
+        return int(ExitCode.UNAVAILABLE)
     return 0
 
 

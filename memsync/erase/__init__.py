@@ -24,7 +24,7 @@ from memsync import check, state
 from memsync import erasures as ledger
 from memsync.config import Config
 from memsync.erase import copies
-from memsync.erase.holding import snapshots_holding
+from memsync.erase.holding import other_backend, snapshots_holding
 from memsync.erase.old_store import erase_old_store
 from memsync.errors import MemsyncError
 from memsync.model import Inventory
@@ -34,6 +34,7 @@ from memsync.stores.sqlite_files import translate
 from memsync.stores.vector_store import vector_store_for
 
 __all__ = [
+    "other_backend",
     "blank_history",
     "copies_left",
     "erase_texts",

@@ -24,13 +24,19 @@ from memsync import erasures as ledger
 from memsync import repository, state
 from memsync.config import Config
 from memsync.erase import versions
-from memsync.erase.holding import history_holds, points_held, snapshot_holds
+from memsync.erase.holding import history_holds, other_backend, points_held, snapshot_holds
 from memsync.errors import UnavailableError
 from memsync.stores import snapshots
 from memsync.stores.vector_store import vector_store_for
 
 RECONCILE_JOURNAL = "reconcile-journal.json"
 MIGRATE_JOURNAL = "migrate.json"  # memsync.migrate.journal.JOURNAL (another layer)
+
+
+OLD_CONFIG = (
+    "OLD.toml: memsync's config as it was before the switch: memsync.toml.bak beside it, or "
+    "your config with mem0_config_file naming the app's .bak"
+)
 
 
 def _copy(
@@ -98,6 +104,7 @@ def _local(
                       f"let it finish, then {purge}", info.id)
             )  # fmt: skip
             continue
+        remove, other = purge, other_backend(config, info)
         try:
             holds = snapshot_holds(config, info, memory_ids)
             why = "its files hold them" if holds else "sealed and no snapshot.encrypt_key_file set"
@@ -105,9 +112,12 @@ def _local(
             holds, why = None, f"not readable: {error.message}"
         if holds is False:
             continue
+        if other is not None:  # taken before a migrate --switch: this config cannot rewrite it
+            why = f"a snapshot of the {other} deployment before a migrate --switch: {why}"
+            remove = f"memsync --config OLD.toml {purge.removeprefix('memsync ')} ({OLD_CONFIG})"
         verdicts[info.id] = "yes" if holds else "maybe"
         found.append(
-            _copy("local-snapshot", str(info.path), verdicts[info.id], why, purge, info.id)
+            _copy("local-snapshot", str(info.path), verdicts[info.id], why, remove, info.id)
         )
     for leftover in sorted([*directory.glob("*.purging"), *directory.glob("*.purged-old")]):
         snapshot_id = leftover.name.rsplit(".", 1)[0]

@@ -91,10 +91,27 @@ def _plain_root(
     return work
 
 
+def other_backend(config: Config, info: snapshots.SnapshotInfo) -> str | None:
+    """The snapshot's backend (``"embedded Qdrant"``, ``"pgvector"``) when not the config's.
+
+    A snapshot taken before ``memsync migrate --switch`` moved the deployment to the other
+    backend; None when it is the config's. Pure.
+    """
+    if info.manifest is None:
+        return None
+    taken = "pgvector" if info.manifest.mode == "pgvector" else "embedded Qdrant"
+    configured = "pgvector" if config.pgvector is not None else "embedded Qdrant"
+    return None if taken == configured else taken
+
+
 def snapshot_holds(
     config: Config, info: snapshots.SnapshotInfo, memory_ids: Sequence[str]
 ) -> bool | None:
-    """Whether a complete local snapshot holds any of the memories; None: sealed and no key."""
+    """Whether a complete local snapshot holds any of the memories; None when it cannot tell.
+
+    None: sealed and no key, or a snapshot of the other backend whose history.db does not
+    name them (this config's vector store cannot read its vector files).
+    """
     store = vector_store_for(config)
     with work_directory(config) as work:
         root = _plain_root(config, info, work)
@@ -102,6 +119,8 @@ def snapshot_holds(
             return None
         if (root / HISTORY).is_file() and history_holds(root / HISTORY, memory_ids):
             return True
+        if other_backend(config, info) is not None:
+            return None
         return any(
             store.find_point(root / store.capture_dir, store.collection, m) is not None
             for m in memory_ids

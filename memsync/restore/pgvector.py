@@ -359,7 +359,22 @@ def read_journal(path: Path) -> dict[str, Any] | None:
     return document if isinstance(document, dict) and document.get("backend") == BACKEND else None
 
 
-def refuse_other_backend(config: Config, manifest: Manifest) -> None:
+OTHER_BACKEND_HINT = (
+    "restore a snapshot of this deployment's backend; to look at this one (taken before a "
+    "memsync migrate --switch), copy it with the config of its backend: memsync --config "
+    "OLD.toml restore ID --to DIR (memsync.toml.bak, or your config with mem0_config_file "
+    "naming the app's .bak)"
+)
+OLD_CONFIG_HINT = (
+    "a snapshot taken before memsync migrate --switch: run it with memsync's config as it "
+    "was before the switch (memsync --config OLD.toml restore ID --to DIR: memsync.toml.bak, "
+    "or your config with mem0_config_file naming the app's .bak)"
+)
+
+
+def refuse_other_backend(
+    config: Config, manifest: Manifest, hint: str = OTHER_BACKEND_HINT
+) -> None:
     """Refuse a snapshot of the other backend (exit 10): pgvector vs embedded Qdrant.
 
     Raises:
@@ -375,6 +390,5 @@ def refuse_other_backend(config: Config, manifest: Manifest) -> None:
                 f"{'a pgvector' if taken == BACKEND else 'an embedded Qdrant'} deployment, this one "
                 f"uses {'pgvector' if configured == BACKEND else 'embedded Qdrant'}"
             ],
-            "restore a snapshot of this deployment's backend, or use restore --to DIR to look "
-            "at it",
+            hint,
         )

@@ -23,6 +23,7 @@ from memsync.config.scratch import ScratchLayout, scratch_documents
 from memsync.errors import UsageError
 from memsync.model import CheckReport
 from memsync.restore import Move, stage
+from memsync.restore import pgvector as pg_restore
 from memsync.snapshot import choose
 from memsync.state import fsync_dir, write_json_atomic
 from memsync.stores.vector_store import vector_store_for
@@ -110,6 +111,7 @@ def run_restore_to(
         scratch = Path(temporary)
         directory = choose.materialize(cfg, target, scratch)
         manifest = choose.verify_fit(cfg, directory, now)
+        pg_restore.refuse_other_backend(cfg, manifest, pg_restore.OLD_CONFIG_HINT)
         planned = CopiedTo(snapshot_id=manifest.id, dry_run=dry_run, layout=layout, chosen=chosen)
         if dry_run:
             return planned
