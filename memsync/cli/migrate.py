@@ -159,8 +159,8 @@ def _text(done: Migrated, switching: bool = False) -> str:
     if done.not_copied:
         lines.append(
             f"{len(done.not_copied)} memories written by the app since the capture are not "
-            "copied (not_copied in --json): with the app's writes stopped, run the same "
-            "memsync migrate again to catch the target up"
+            "copied (not_copied in --json): the same memsync migrate run again catches the "
+            "target up, and --switch does it once more with the app's writes stopped"
         )
     if done.check_after is not None:
         counts = done.check_after.counts()
@@ -168,7 +168,7 @@ def _text(done: Migrated, switching: bool = False) -> str:
             f"check on the new config: {counts['errors']} errors, {counts['warnings']} warnings"
             + (
                 " (the app's writes since the capture show there as missing-point and the "
-                "like until the catch-up)"
+                "like until the catch-up: not damage, do not reconcile them on the new config)"
                 if done.not_copied and counts["errors"]
                 else ""
             )

@@ -34,8 +34,14 @@ def _text(done: Cleaned) -> str:
     what = f"the old store {done.where} ({done.kind}, {done.size_bytes} bytes)"
     if done.dry_run:
         return f"would remove {what}\nmigrate --cleanup --dry-run: nothing changed"
+    kept = (
+        f"\nthe app's old mem0 config is kept as {done.backup_kept} (out of the way of a later "
+        "switch's .bak)"
+        if done.backup_kept
+        else ""
+    )
     return (
-        f"removed {what}\n"
+        f"removed {what}{kept}\n"
         f"migrate --cleanup: the migration is cleaned (switched at {done.switched_at}); "
         "history.db is kept: the app's new store uses it"
     )

@@ -12,9 +12,11 @@ the target's deployment shares it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -42,6 +44,9 @@ class Cleaned:
         size_bytes: the bytes the old store takes (took): files, or the tables' total size.
         switched_at: when the app was switched (ISO 8601 UTC, from the journal).
         cleaned_at: when the cleanup removed it (ISO 8601 UTC); None on a dry run.
+        backup_kept: where the switch's ``.bak`` of the app's mem0 config now is (renamed
+            ``<file>.bak-<switched_at>``, so a later switch can write its own ``.bak``); None
+            when there was none.
     """
 
     dry_run: bool
@@ -51,6 +56,7 @@ class Cleaned:
     size_bytes: int = 0
     switched_at: str | None = None
     cleaned_at: str | None = None
+    backup_kept: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``cleanup`` object of the JSON document (docs/reference/commands/migrate.md)."""
@@ -62,6 +68,7 @@ class Cleaned:
             "size_bytes": self.size_bytes,
             "switched_at": self.switched_at,
             "cleaned_at": self.cleaned_at,
+            "app_config_backup": self.backup_kept,
         }
 
 
@@ -192,9 +199,26 @@ def run_cleanup(
         store.require_free(WHAT)  # again: the app may have been started on it meanwhile
         removed = store.remove_store()
         cleaned_at = utc.iso(now)
+        kept = _keep_backup(document.get("app_config_backup"), switched_at)
         document.update(phase="cleaned", cleaned_at=cleaned_at)
+        if kept is not None:
+            document["app_config_backup"] = kept
         journal.save(config.state_dir, document)
         source_record.path_of(config.state_dir).unlink(missing_ok=True)
-    logger.info("migrate_cleaned", where=store.where, size_bytes=removed)
+    logger.info("migrate_cleaned", where=store.where, size_bytes=removed, backup=kept)
     return Cleaned(dry_run=False, kind=store.kind, where=store.where, size_bytes=removed,
-                   switched_at=switched_at, cleaned_at=cleaned_at)  # fmt: skip
+                   switched_at=switched_at, cleaned_at=cleaned_at, backup_kept=kept)  # fmt: skip
+
+
+def _keep_backup(backup: Any, switched_at: str) -> str | None:
+    """Rename the switch's ``<file>.bak`` to ``<file>.bak-<switched_at>``; its new path.
+
+    The old config it holds names the store just removed; kept (it reads old snapshots), but
+    out of the way of the next switch's ``.bak``. None when there is none. Atomic (rename).
+    """
+    if not isinstance(backup, str) or not Path(backup).is_file():
+        return None
+    stamp = utc.parse(switched_at).strftime("%Y%m%dT%H%M%SZ")
+    kept = Path(backup).with_name(f"{Path(backup).name}-{stamp}")
+    os.replace(backup, kept)
+    return str(kept)

@@ -124,11 +124,27 @@ def require_same_target(
     """
     if journal.get("to") == to and journal.get("target") == target:
         return
+    recorded = f"a migration to {journal.get('to')} (target {journal.get('target')})"
+    if journal.get("phase") == "cleaned":
+        raise ConfigError(
+            source,
+            [f"{recorded} is finished (cleaned at {journal.get('cleaned_at')}); none to {to}"],
+            f"run memsync migrate --to {to} first: it starts afresh, copies and verifies",
+        )
+    if journal.get("phase") == "switched":
+        raise ConfigError(
+            source,
+            [
+                f"{recorded} was switched to at {journal.get('switched_at')}; its old store is "
+                f"kept until memsync migrate --cleanup removes it (this one goes to {to})"
+            ],
+            "run memsync migrate --cleanup once [migrate] keep_source_days have passed since "
+            "the switch (or lower the key), then this migration",
+        )
     raise ConfigError(
         source,
         [
-            f"a migration to {journal.get('to')} (target {journal.get('target')}) is recorded "
-            f"in {path_of(state_dir)}; this one goes to {to} (target {target})"
+            f"{recorded} is recorded in {path_of(state_dir)}; this one goes to {to} (target {target})"
         ],
         "run memsync migrate --to with that config to finish it, or move the journal aside "
         "(its target is left as it is) to start another",

@@ -15,7 +15,6 @@ from memsync.config import Config
 from memsync.stores.manifest import Manifest
 
 DEFAULT_PROVIDER = "openai"  # mem0ai 2.2.1's default embedder
-SOURCE_RECORD = "migrate-source.json"  # memsync.migrate.source_record (a higher layer)
 
 
 def embedder_of(config: Config) -> dict[str, Any]:
@@ -65,7 +64,8 @@ def _describe(embedder: dict[str, Any]) -> str:
 def hint(config: Config) -> str:
     """What to do with a snapshot of another embedder. Pure."""
     return (
-        "the snapshot was taken before memsync migrate changed the embedder: restore it with "
-        f"the old config (kept in {config.state_dir / SOURCE_RECORD}) into the old store, or "
-        "choose a snapshot taken after the switch (memsync snapshot list)"
+        "the snapshot was taken before memsync migrate changed the embedder: copy it with the "
+        "old config into a new directory (memsync --config OLD.toml restore ID --to DIR; "
+        "OLD.toml: memsync.toml.bak, or your config with mem0_config_file naming the app's "
+        ".bak), or choose a snapshot taken after the switch (memsync snapshot list)"
     )

@@ -64,7 +64,10 @@ def test_restore_refuses_a_snapshot_of_another_embedder_naming_both(shared, cli)
         f"embedder memsync_minilm (384 dims) in the snapshot, {HASH} (384 dims) in the config"
         in error["message"]
     )
-    assert "migrate-source.json" in error["hint"] and "after the switch" in error["hint"]
+    assert (
+        "--config OLD.toml restore ID --to DIR" in error["hint"]
+        and "after the switch" in error["hint"]
+    )
 
 
 def test_restore_latest_skips_the_newer_snapshot_of_another_embedder(shared, cli):

@@ -42,6 +42,11 @@ def test_switch_then_erase_then_restore_guard_then_cleanup(make_deployment, tmp_
     assert refused.returncode == 10, refused.stderr
     assert "memsync_hash" in refused.stderr and "memsync_hash256" in refused.stderr
 
+    # Another migration waits for the cleanup, and says so.
+    other = target_config(app.paths, tmp_path / "other", embedder="memsync_hash", dims=384)
+    waiting = memsync("migrate", "--to", other, "--dry-run", config=app.config)
+    assert waiting.returncode == 10 and "memsync migrate --cleanup" in waiting.stderr
+
     # Not due yet; then a week later the old store goes, the new one stays clean.
     early = memsync("migrate", "--cleanup", "--yes", config=app.config)
     assert early.returncode == 10 and "kept until" in early.stderr and old_store.is_dir()
@@ -53,5 +58,12 @@ def test_switch_then_erase_then_restore_guard_then_cleanup(make_deployment, tmp_
     assert cleaned.returncode == 0, cleaned.stderr
     assert json.loads(cleaned.stdout)["cleanup"]["where"] == str(old_store)
     assert not old_store.exists() and new_store.is_dir()
+    kept = json.loads(cleaned.stdout)["cleanup"]["app_config_backup"]  # out of a later switch's way
+    assert kept.startswith(str(app.app_file) + ".bak-") and json.loads(open(kept).read())
+    assert not app.app_file.with_name(app.app_file.name + ".bak").exists()
     assert not (app.paths.state / "migrate-source.json").exists()
     assert memsync("check", config=app.config).returncode == 0
+    # A switch to another config is told to copy first (the cleaned journal is no obstacle).
+    again = memsync("migrate", "--to", other, "--switch", "--dry-run", config=app.config)
+    assert again.returncode == 10 and f"run memsync migrate --to {other} first" in again.stderr
+    assert memsync("migrate", "--to", other, "--dry-run", config=app.config).returncode == 0
