@@ -109,6 +109,8 @@ def text_lines(done: Switched) -> list[str]:
     lines = [f"snapshot of the source: {done.snapshot}"]
     if done.route:
         lines.append(f"the app was stopped and started again ({done.downtime_s} s of downtime)")
+    else:
+        lines.append("the app was not running: nothing was stopped, and nothing is started")
     if not done.switched:
         lines.append("switch: not done (the target differs); the app runs on the old store")
         return lines
@@ -127,7 +129,10 @@ def text_lines(done: Switched) -> list[str]:
         )
     if done.daemon_reloaded is not None:
         lines.append(f"daemon {done.daemon_reloaded} told to reload its config (SIGHUP)")
-    lines.append("switch: done; the old store is kept until memsync migrate --cleanup")
+    lines.append(
+        "switch: done; the old store is kept until memsync migrate --cleanup"
+        + ("" if done.route else "; start the app: it runs on the new store now")
+    )
     return lines
 
 
