@@ -19,6 +19,7 @@ reloads that config.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -33,7 +34,7 @@ import structlog
 from memsync import check, repository, utc
 from memsync import config as config_module
 from memsync.config import Config
-from memsync.errors import ConfigError, UnavailableError
+from memsync.errors import ConfigError, MemsyncError, UnavailableError
 from memsync.migrate import app_config, interrupted, journal, source_record
 from memsync.migrate.plan import side_of
 from memsync.migrate.run import Migrated, require_target_size, run_migrate
@@ -132,9 +133,12 @@ def run_switch(
         )  # fmt: skip
         try:
             done = _stop_copy_write(context, batch_size, progress)
-        finally:  # not switched (refused, failed, rolled back): the old config is not kept
+        finally:  # not switched (refused, failed, rolled back): the old config is not kept,
+            # and the snapshot is left to retention (each try would pin one more)
             if (journal.load(config.state_dir) or {}).get("phase") != "switched":
                 source_record.path_of(config.state_dir).unlink(missing_ok=True)
+                with contextlib.suppress(MemsyncError):  # never hides why the switch stopped
+                    pins.unpin(repository.local(config), created.id, now=datetime.now(UTC))
         done.snapshot = created.id
         if done.switched:
             switched_config = config_module.load(config_path, environ)

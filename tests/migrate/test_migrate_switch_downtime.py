@@ -7,6 +7,8 @@ copy), it is interrupted, no config is written and the app is started again on t
 
 from __future__ import annotations
 
+import json
+
 from memsync.demo import deployment as build
 from tests.helpers import window_app
 from tests.migrate.helpers import target_config
@@ -41,6 +43,8 @@ def test_a_final_catch_up_that_would_overrun_max_downtime_leaves_the_app_on_the_
         window_app.stop(app.paths.root)
     assert app.app_file.read_bytes() == before
     assert not app.app_file.with_name(app.app_file.name + ".bak").exists()
+    pins = [json.loads(p.read_text()) for p in (app.paths.root / "snapshots").glob("*/pinned.json")]
+    assert pins and all(pin["pinned"] is False for pin in pins)  # not switched: left to retention
     assert journal(app.paths)["phase"] in ("copy", "verified")  # not switched (copy: cut mid-batch)
     # As the hint says: catch up again (the app running), and the copy is verified again.
     assert memsync("migrate", "--to", new, config=app.config).returncode == 0
