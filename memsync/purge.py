@@ -218,6 +218,11 @@ def run_purge(
     for snapshot_id in fetched:
         if snapshot_id not in held:
             local.delete(snapshot_id)
+    others = tuple(  # taken before a migrate --switch: this config cannot rewrite them
+        info.id
+        for info in local.infos()
+        if info.id in held and info.complete and erase.other_backend(config, info) is not None
+    )
     rewritten: list[str] = []
     uploaded: list[str] = []
     if not dry_run:
@@ -225,18 +230,13 @@ def run_purge(
         for info in local.infos():
             if not info.complete:
                 continue
-            if info.id in held and erase.other_backend(config, info) is None:
+            if info.id in held and info.id not in others:
                 purge_snapshot(config, info, ids, now)
                 rewritten.append(info.id)
             if bucket is not None and info.id in remote_ids and _differs(local, bucket, info.id):
                 # rewritten now, or purged here earlier without --remote
                 _upload(local, bucket, info.id)
                 uploaded.append(info.id)
-    others = tuple(
-        info.id
-        for info in local.infos()
-        if info.id in held and info.complete and erase.other_backend(config, info) is not None
-    )
     done = Purged(
         memory_ids=tuple(ids), holding=tuple(held), rewritten=tuple(rewritten),
         uploaded=tuple(uploaded), other_backend=others,
