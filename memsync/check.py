@@ -18,7 +18,6 @@ from memsync.config import Config
 from memsync.errors import MemsyncError, UnavailableError
 from memsync.model import CheckReport, Inventory, Severity
 from memsync.problems import (
-    IN_FLIGHT_MARGIN,
     LIVE_EVENTS,
     NOTHING_AROUND,
     SCOPE_KEYS,
@@ -37,7 +36,6 @@ from memsync.stores.vector_store import vector_store_for
 
 __all__ = [
     "FINDING_CODES",
-    "IN_FLIGHT_MARGIN",
     "LIVE_EVENTS",
     "SCOPE_KEYS",
     "Surroundings",
@@ -164,8 +162,9 @@ def _settled(
     settled = once()
     report = settled[1]
     if settle and report.count(Severity.INFO):
-        wait = report.window.history_finished_at + IN_FLIGHT_MARGIN - datetime.now(UTC)
-        time.sleep(min(max(wait.total_seconds(), 0.0) + 0.05, 3.0))
+        window = report.window
+        wait = window.history_finished_at + window.in_flight_margin - datetime.now(UTC)
+        time.sleep(min(max(wait.total_seconds(), 0.0) + 0.05, window.in_flight_margin_s + 1.0))
         settled = once()
     return settled
 

@@ -11,7 +11,7 @@ import enum
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -170,6 +170,8 @@ class CaptureWindow:
         history_at: start of the history copy (its read snapshot).
         history_finished_at: end of the history copy.
         longest_read_s: the longest single read transaction on a live file, seconds.
+        in_flight_margin_s: how long before ``vectors_at`` a write may have started and still
+            be in flight (``[check] in_flight_margin_s``; not recorded in manifests).
     """
 
     vectors_at: datetime
@@ -177,6 +179,12 @@ class CaptureWindow:
     history_at: datetime
     history_finished_at: datetime
     longest_read_s: float
+    in_flight_margin_s: float = 2.0  # writes start before they land: mem0 stamps, embeds, inserts
+
+    @property
+    def in_flight_margin(self) -> timedelta:
+        """``in_flight_margin_s`` as a duration."""
+        return timedelta(seconds=self.in_flight_margin_s)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

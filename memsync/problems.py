@@ -15,7 +15,6 @@ from datetime import date
 from memsync import findings
 from memsync.model import Finding, Inventory, MemoryHistory, Point
 from memsync.problems_common import (
-    IN_FLIGHT_MARGIN,
     LIVE_EVENTS,
     SCOPE_KEYS,
     in_window,
@@ -31,7 +30,7 @@ from memsync.problems_warnings import (
 )
 
 __all__ = [
-    "CHUNK_MEMORIES", "IN_FLIGHT_MARGIN", "LIVE_EVENTS", "NOTHING_AROUND", "SCOPE_KEYS",
+    "CHUNK_MEMORIES", "LIVE_EVENTS", "NOTHING_AROUND", "SCOPE_KEYS",
     "Judged", "Memories", "OutOfOrder", "Surroundings", "find_problems", "judge_memories",
     "merge_by_id", "of_inventory", "in_window", "session_scope",
 ]  # fmt: skip

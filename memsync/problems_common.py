@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from memsync import findings
 from memsync.model import CaptureWindow, Finding, Inventory
 
-# Writes start a little before they land (mem0 stamps created_at, embeds, then inserts).
-IN_FLIGHT_MARGIN = timedelta(seconds=2)
 LIVE_EVENTS = frozenset({"ADD", "UPDATE"})
 SCOPE_KEYS = ("agent_id", "run_id", "user_id")  # mem0's scope order: sorted key names
 
@@ -29,12 +27,12 @@ def session_scope(payload: Mapping[str, Any]) -> str:
 def in_window(moment: datetime | None, window: CaptureWindow) -> bool:
     """Tell whether ``moment`` lies inside the capture window.
 
-    The window runs from the vector capture's start, less ``IN_FLIGHT_MARGIN``, to the history
-    capture's end. None never counts.
+    The window runs from the vector capture's start, less its in-flight margin
+    (``[check] in_flight_margin_s``), to the history capture's end. None never counts.
     """
     if moment is None:
         return False
-    return window.vectors_at - IN_FLIGHT_MARGIN <= moment <= window.history_finished_at
+    return window.vectors_at - window.in_flight_margin <= moment <= window.history_finished_at
 
 
 def finding_or_in_flight(

@@ -99,7 +99,7 @@ def purge_snapshot(
         store.erase_points(work / store.capture_dir, memory_ids)
         if (work / "history.db").is_file():
             erase.blank_history(work / "history.db", memory_ids, scopes, now, record=True)
-        captured = deployment.from_directory(work, old.capture)
+        captured = deployment.from_directory(work, old.capture, config)
         snapshot.finish_directory(
             config,
             work,

@@ -31,6 +31,7 @@ from memsync.config.schema import (
     MEM0_DEFAULT_DIMS,
     MEM0_DEFAULT_QDRANT_PATH,
     AppConfig,
+    CheckConfig,
     ConfigFile,
     DaemonConfig,
     JobSchedule,
@@ -45,7 +46,7 @@ from memsync.errors import ConfigError
 
 __all__ = [
     "AppConfig", "DEFAULT_CONFIG_PATH", "MEM0_DEFAULT_COLLECTION", "MEM0_DEFAULT_DIMS", "MEM0_DEFAULT_QDRANT_PATH",
-    "Config", "PGVectorSettings", "DaemonConfig", "JobSchedule", "MigrateConfig", "S3Config", "Secret", "SnapshotConfig", "config_path",
+    "CheckConfig", "Config", "PGVectorSettings", "DaemonConfig", "JobSchedule", "MigrateConfig", "S3Config", "Secret", "SnapshotConfig", "config_path",
     "load", "parse", "parse_duration", "read_document", "read_key_file", "resolve_secrets",
 ]  # fmt: skip
 
@@ -87,6 +88,7 @@ class Config:
     daemon: DaemonConfig
     app: AppConfig
     migrate: MigrateConfig
+    check: CheckConfig
     settings: ConfigFile = field(repr=False, compare=False)
 
     @property
@@ -230,6 +232,7 @@ def _resolve(
         daemon=settings.daemon,
         app=settings.app,
         migrate=settings.migrate,
+        check=settings.check,
         settings=settings,
     )
 

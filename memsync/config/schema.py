@@ -55,7 +55,7 @@ from memsync.config.mem0_settings import (
 
 __all__ = [
     "MEM0_DEFAULT_COLLECTION", "MEM0_DEFAULT_DIMS", "MEM0_DEFAULT_QDRANT_PATH", "AppConfig",
-    "ConfigFile", "DaemonConfig", "EmbedderConfigSettings", "EmbedderSettings", "JobSchedule",
+    "CheckConfig", "ConfigFile", "DaemonConfig", "EmbedderConfigSettings", "EmbedderSettings", "JobSchedule",
     "Mem0Settings", "MigrateConfig", "PGVectorSettings", "QdrantSettings", "S3Config", "SnapshotConfig",
     "VectorStoreSettings", "find_cross_field_problems",
 ]  # fmt: skip
@@ -287,6 +287,21 @@ class AppConfig(_Section):
         return self.stop_command is not None and self.start_command is not None
 
 
+class CheckConfig(_Section):
+    """``[check]``: how a capture tells a write in flight from a failed one."""
+
+    in_flight_margin_s: float = key(
+        2.0,
+        "how long before a capture a write may have started and still be in flight (seconds): "
+        "a disagreement whose memory changed within it is `in-flight`, and check waits it out "
+        "and captures once more before calling it an error; raise it for an embedder slower "
+        "than this",
+        ge=0,
+        le=300,
+        allow_inf_nan=False,
+    )
+
+
 class MigrateConfig(_Section):
     """``[migrate]``: what ``memsync migrate`` keeps after a switch."""
 
@@ -333,6 +348,9 @@ class ConfigFile(_Section):
     s3: S3Config | None = Field(None, description="the upload target (absent: no uploads)")
     daemon: DaemonConfig = Field(default_factory=DaemonConfig, description="the daemon's schedule")
     app: AppConfig = Field(default_factory=AppConfig, description="writing while the app runs")
+    check: CheckConfig = Field(
+        default_factory=CheckConfig, description="how check tells writes in flight"
+    )
     migrate: MigrateConfig = Field(
         default_factory=MigrateConfig, description="after a migration's switch"
     )

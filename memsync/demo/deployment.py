@@ -137,13 +137,23 @@ embedding_model_dims = {dims}"""
 
 
 def write_memsync_config(
-    paths: Paths, embedder: str = "memsync_minilm", dims: int = 384, extra: str = ""
+    paths: Paths,
+    embedder: str = "memsync_minilm",
+    dims: int = 384,
+    extra: str = "",
+    in_flight_margin_s: float | None = None,
 ) -> Path:
     """Write a memsync TOML config for the deployment at ``paths``; return its path.
 
-    The vector store's tables come from ``vector_store_toml`` (pgvector: a secret file).
+    The vector store's tables come from ``vector_store_toml`` (pgvector: a secret file);
+    ``in_flight_margin_s`` sets ``[check] in_flight_margin_s`` (the tests' shorter wait).
     """
     store = vector_store_toml(paths.root, paths.qdrant, paths.pg_url, dims)
+    check = (
+        ""
+        if in_flight_margin_s is None
+        else f"[check]\nin_flight_margin_s = {in_flight_margin_s}\n"
+    )
     text = f"""# memsync config of a demo deployment (generated)
 mem0_dir = "{paths.mem0_dir}"
 state_dir = "{paths.state}"
@@ -160,7 +170,7 @@ provider = "{embedder}"
 [mem0.llm]
 provider = "memsync_echo"
 
-[snapshot]
+{check}[snapshot]
 directory = "{paths.root / "snapshots"}"
 keep_last = 3
 {extra}"""

@@ -282,7 +282,7 @@ def _verify_contents(
             good.discard(f"{store.capture_dir}/{relative}")
     if good != listed:
         return findings
-    captured = deployment.from_directory(root, manifest.capture)
+    captured = deployment.from_directory(root, manifest.capture, config)
     inventory = deployment.read_inventory(captured, config)
     judged = check.judge(inventory, now.date())
     return findings + list(judged.findings) + (_unclean(judged) if restorable else [])

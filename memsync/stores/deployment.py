@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -126,6 +126,7 @@ def capture(config: Config, dest: Path, *, vectors: bool = True) -> Captured:
         history_at=history_copy.started_at if history_copy else vectors_end,
         history_finished_at=history_copy.finished_at if history_copy else history_end,
         longest_read_s=max((c.duration_s for c in all_copies), default=0.0),
+        in_flight_margin_s=config.check.in_flight_margin_s,
     )
     logger.info(
         "capture_finished",
@@ -139,11 +140,14 @@ def capture(config: Config, dest: Path, *, vectors: bool = True) -> Captured:
     )
 
 
-def from_directory(root: Path, window: CaptureWindow, store: VectorStore | None = None) -> Captured:
+def from_directory(
+    root: Path, window: CaptureWindow, config: Config, store: VectorStore | None = None
+) -> Captured:
     """Describe an existing capture layout (a snapshot's plaintext files) as a ``Captured``.
 
     ``store`` describes the vector copy (None: embedded Qdrant, the layout of every snapshot so
     far, with mem0's default collection; ``read_inventory`` reads it with the config's names).
+    The window is judged with ``config``'s in-flight margin (manifests do not record one).
     Reads the vector store's metadata only.
 
     Raises:
@@ -160,6 +164,7 @@ def from_directory(root: Path, window: CaptureWindow, store: VectorStore | None 
         history_copy = CopyResult.at_rest(
             history_file, window.history_at, window.history_finished_at
         )
+    window = replace(window, in_flight_margin_s=config.check.in_flight_margin_s)
     return Captured(
         root=root, store=store, vectors=vectors, history_copy=history_copy, window=window
     )
