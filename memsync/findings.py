@@ -5,7 +5,7 @@ Every finding memsync reports (``check``, ``snapshot verify``, ``snapshot create
 verify`` and the tripwire build findings through ``make``, the reconcile planner answers exactly
 the codes whose ``repair`` is not ``NONE`` (one rule per code, in ``memsync.reconcile_plan``),
 the renderers take the fix and anchor from here, and
-``tests/pure/test_findings_registry.py`` proves docs/reference/findings.md agrees with it.
+``tests/unit/test_findings_registry.py`` proves docs/reference/findings.md agrees with it.
 Adding a code means one entry here, one section in findings.md, and (when reconcile repairs it)
 one planner rule. Codes are never renamed. Nothing here does I/O.
 """

@@ -3,7 +3,7 @@
 ``plan_reconcile`` groups check's findings by code and hands each group to ``RULES[code]``; a
 rule looks only at its findings and the captured inventory and returns actions. Which codes a
 plain ``reconcile`` answers (damage) and which only with ``--only`` (policy) comes from the
-registry (``memsync.findings``); ``tests/pure/test_findings_registry.py`` proves every repaired
+registry (``memsync.findings``); ``tests/unit/test_findings_registry.py`` proves every repaired
 code has exactly one rule. Policy: docs/reference/commands/reconcile.md. Nothing here does I/O.
 """
 

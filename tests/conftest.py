@@ -6,6 +6,7 @@ here, before any test imports it.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -19,6 +20,14 @@ from typing import Any
 import pytest
 import structlog
 
+# One temporary directory per xdist worker, for everything that uses tempfile in this process and
+# in the processes it starts (TMPDIR): workers never see each other's scratch. (pytest's own
+# tmp_path comes from the controller, under /tmp/pytest-of-<user>: socket paths stay short.)
+if "PYTEST_XDIST_WORKER" in os.environ:
+    _WORKER_TMP = tempfile.mkdtemp(prefix=f"msync-{os.environ['PYTEST_XDIST_WORKER']}-")
+    os.chmod(_WORKER_TMP, 0o1777)  # as /tmp: tests that drop to nobody create files there
+    os.environ["TMPDIR"] = tempfile.tempdir = _WORKER_TMP
+    atexit.register(shutil.rmtree, _WORKER_TMP, ignore_errors=True)
 _SESSION_MEM0_DIR = tempfile.mkdtemp(prefix="memsync-tests-mem0-")
 os.environ["MEM0_DIR"] = _SESSION_MEM0_DIR
 os.environ["MEM0_TELEMETRY"] = "False"
@@ -29,6 +38,12 @@ from memsync.cli import main  # noqa: E402
 from memsync.demo import deployment as build  # noqa: E402
 
 HASH = "memsync_hash"
+# check's in-flight margin in the deployments the fixtures build ([check] in_flight_margin_s):
+# a write this old is settled, so a test waits this long, not the 2 s default, before its check
+# calls a fresh disagreement an error. Tests that build their own config keep the default.
+IN_FLIGHT_MARGIN_S = 0.5
+
+pytest_plugins = ["tests.tiers"]
 
 
 @dataclass
@@ -80,7 +95,11 @@ def make_deployment(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[
     made: list[Deployment] = []
 
     def factory(
-        count: int = 40, name: str = "dep", extra_config: str = "", pg: bool = False
+        count: int = 40,
+        name: str = "dep",
+        extra_config: str = "",
+        pg: bool = False,
+        in_flight_margin_s: float | None = IN_FLIGHT_MARGIN_S,
     ) -> Deployment:
         pg_url = None
         if pg:
@@ -92,7 +111,9 @@ def make_deployment(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[
             digest = hashlib.sha256(f"{request.node.nodeid}/{name}".encode()).hexdigest()[:20]
             pg_url = postgres.fresh_database(server, "d_" + digest)
         paths = build.Paths(tmp_path / name, pg_url=pg_url)
-        config = build.write_memsync_config(paths, embedder=HASH, extra=extra_config)
+        config = build.write_memsync_config(
+            paths, embedder=HASH, extra=extra_config, in_flight_margin_s=in_flight_margin_s
+        )
         memory = build.open_memory(paths, embedder=HASH)
         seeded = build.seed(memory, count, batch=5) if count else None
         deployment = Deployment(paths=paths, config=config, memory=memory, seeded=seeded)

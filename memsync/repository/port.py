@@ -4,7 +4,7 @@ Every operation on stored snapshots (list, read, write then commit, verify, fetc
 through ``SnapshotRepository``, in the manner of litestream's ``ReplicaClient``: each method
 states what it raises when something is missing and whether it is idempotent. A snapshot is
 complete exactly when its manifest is committed: files are written first, the manifest last.
-The one conformance suite (tests/integration/test_snapshot_repository.py) runs against every
+The one conformance suite (tests/store/test_snapshot_repository.py) runs against every
 implementation.
 """
 

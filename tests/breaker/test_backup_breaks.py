@@ -20,7 +20,7 @@ import pytest
 from memsync import config as memsync_config
 from memsync import snapshot
 from memsync.stores.snapshots import PINNED
-from tests.integration.test_snapshot_retention import make, remote_deployment
+from tests.process.test_snapshot_retention import make, remote_deployment
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "memsync/brk"

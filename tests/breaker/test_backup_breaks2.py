@@ -19,9 +19,9 @@ from memsync.erasures import digest
 from memsync.snapshot.tripwire import Thresholds, find_drops
 from memsync.stores.snapshots import PINNED
 from tests.conftest import s3_section
-from tests.e2e.test_cli import run_memsync
-from tests.e2e.test_tripwire import add_memories
-from tests.integration.test_s3_stalls import StallingRelay
+from tests.process.test_cli import run_memsync
+from tests.process.test_tripwire import add_memories
+from tests.store.test_s3_stalls import StallingRelay
 
 
 def memsync(config: Any, *argv: str) -> tuple[int, dict[str, Any]]:

@@ -20,8 +20,8 @@ import pytest
 
 from memsync import utc
 from memsync.migrate import journal
-from tests.migrate.helpers import qdrant_points, target_config
-from tests.migrate.switching import ROOT, file_deployment, memsync
+from tests.helpers.migrate import qdrant_points, target_config
+from tests.helpers.switching import ROOT, file_deployment, memsync
 
 
 def test_an_erasure_does_not_call_a_moved_old_store_clean(make_deployment, tmp_path):

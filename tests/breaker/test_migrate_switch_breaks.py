@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import window_app
-from tests.migrate.helpers import qdrant_points, target_config
-from tests.migrate.switching import ROOT, file_deployment, holder_pid, journal, memsync, start_app
+from tests.helpers.migrate import qdrant_points, target_config
+from tests.helpers.switching import ROOT, file_deployment, holder_pid, journal, memsync, start_app
 
 
 def _killed_at(
@@ -282,8 +282,8 @@ def test_a_switch_killed_during_the_start_still_gets_the_daemon_to_reload(
     make_deployment, tmp_path
 ):
     """The journal said switched before the start; the daemon's SIGHUP comes after it."""
-    from tests.e2e.test_daemon import Notify, stop
-    from tests.e2e.test_daemon import start as start_daemon
+    from tests.process.test_daemon import Notify, stop
+    from tests.process.test_daemon import start as start_daemon
 
     app = file_deployment(make_deployment)
     app.config.write_text(

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from memsync.stores.pgvector.connect import READ_LOCK_TIMEOUT_S
-from tests.pgvector.test_restore_pgvector import ROOT, ids, memsync, snapshot, tables
+from tests.pg.test_restore_pgvector import ROOT, ids, memsync, snapshot, tables
 
 
 def tamper(deployment: Any, snapshot_id: str, edit: Callable[[dict[str, Any]], None]) -> None:

@@ -1,0 +1,237 @@
+"""The tripwire's pure half: scope counts, drops beyond both thresholds, the baseline chosen,
+and the manifest's ``scopes`` field (optional, typed, kept by the round trip)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from memsync.errors import UnavailableError
+from memsync.jobs.outcome import summarize
+from memsync.model import count_scopes
+from memsync.repository import Entry
+from memsync.snapshot.tripwire import (
+    Drop,
+    Thresholds,
+    choose_baseline,
+    find_drops,
+    id_order,
+)
+from memsync.stores.manifest import parse
+from tests.unit.test_manifest import DOCUMENT
+
+DEFAULT = Thresholds(percent=20, memories=50)
+
+
+def scopes(total: int, **kinds: dict[str, int]) -> dict:
+    return {"total": total, "user_id": {}, "agent_id": {}, "run_id": {}, **kinds}
+
+
+def test_count_scopes_counts_each_memory_once_in_total_and_once_per_scope_key():
+    payloads = [
+        {"user_id": "alice", "agent_id": "planner", "data": "x"},
+        {"user_id": "alice", "run_id": "r1"},
+        {"user_id": "bob", "agent_id": None, "run_id": ""},
+        {"data": "no scope at all"},
+        {"user_id": 7},  # a hostile payload: counted by its text
+    ]
+    assert count_scopes(payloads) == {
+        "total": 5,
+        "user_id": {"7": 1, "alice": 2, "bob": 1},
+        "agent_id": {"planner": 1},
+        "run_id": {"r1": 1},
+    }
+
+
+def test_count_scopes_of_an_empty_store():
+    assert count_scopes([]) == {"total": 0, "user_id": {}, "agent_id": {}, "run_id": {}}
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "trips"),
+    [
+        (300, 239, True),  # 61 (20.3%)
+        (300, 240, False),  # 60 is exactly 20%: not more than
+        (251, 200, True),  # 51 (20.3%)
+        (250, 200, False),  # 50 memories: not more than 50
+        (60, 0, True),  # a scope that vanished entirely
+        (50, 0, False),  # all of a small scope, but only 50 memories
+        (10_000, 9_000, False),  # 1,000 memories but 10%
+        (100, 150, False),  # growth
+    ],
+    ids=["just-over-both", "percent-equal", "both-just-over", "memories-equal", "vanished",
+         "small-scope-wiped", "many-but-few-percent", "growth"],
+)  # fmt: skip
+def test_a_drop_trips_only_beyond_both_thresholds(before, after, trips):
+    assert DEFAULT.trips(before, after) is trips
+
+
+@pytest.mark.parametrize(
+    "thresholds",
+    [Thresholds(percent=0, memories=50), Thresholds(percent=20, memories=0)],
+    ids=["percent-0", "memories-0"],
+)
+def test_zero_in_either_threshold_disables_the_tripwire(thresholds):
+    assert thresholds.enabled is False
+    assert find_drops(scopes(500, user_id={"a": 500}), scopes(0), thresholds) == []
+
+
+def test_find_drops_names_scopes_that_vanished_and_ignores_new_ones():
+    previous = scopes(
+        400,
+        user_id={"alice": 200, "bob": 120, "carol": 80},
+        agent_id={"planner": 70},
+        run_id={"r1": 10},
+    )
+    current = scopes(
+        140,
+        user_id={"alice": 70, "carol": 70, "dave": 500},  # bob gone, dave new
+        agent_id={},  # planner gone
+        run_id={"r1": 0},
+    )
+    drops = find_drops(previous, current, DEFAULT)
+    assert [(d.kind, d.scope_id, d.before, d.after) for d in drops] == [
+        ("total", None, 400, 140),
+        ("user_id", "alice", 200, 70),  # the largest drop of its kind first
+        ("user_id", "bob", 120, 0),
+        ("agent_id", "planner", 70, 0),
+    ]
+    assert drops[0].scope is None and drops[0].label == "all memories"
+    assert drops[2].to_json() == {
+        "kind": "user_id",
+        "id": "bob",
+        "scope": "user_id=bob",
+        "before": 120,
+        "after": 0,
+        "dropped": 120,
+        "percent": 100.0,
+    }
+
+
+def test_find_drops_reads_a_partial_or_odd_scopes_document_without_failing():
+    previous = {"total": 300, "user_id": {"alice": 300}}  # no agent_id/run_id keys
+    assert find_drops(previous, {"total": 300, "user_id": "odd"}, DEFAULT) == [
+        Drop(kind="user_id", scope_id="alice", before=300, after=0)
+    ]
+
+
+def test_the_same_counts_never_trip():
+    same = scopes(1000, user_id={"a": 600, "b": 400})
+    assert find_drops(same, copy.deepcopy(same), DEFAULT) == []
+
+
+def entry(snapshot_id: str, complete: bool = True) -> Entry:
+    manifest = parse({**DOCUMENT, "id": snapshot_id}, snapshot_id, "test") if complete else None
+    return Entry(id=snapshot_id, complete=complete, manifest=manifest, verified=None, size_bytes=0)
+
+
+NEW = "20261201T120000Z"
+
+
+def test_the_baseline_is_the_newest_complete_local_snapshot_before_the_new_one():
+    local = [
+        entry("20261130T120000Z"),
+        entry("20261201T110000Z"),
+        entry("20261201T115900Z", complete=False),  # incomplete: never a baseline
+        entry(NEW),  # the new one itself
+        entry("20261201T130000Z"),  # after it (a clock set back): not before it
+    ]
+    remote = [entry("20261201T115000Z")]
+    chosen = choose_baseline(NEW, local, remote)
+    assert chosen is not None and chosen.id == "20261201T110000Z"
+
+
+def test_the_baseline_comes_from_the_bucket_only_when_no_local_one_exists():
+    chosen = choose_baseline(
+        NEW, [entry(NEW)], [entry("20261201T115000Z"), entry("20261130T000000Z")]
+    )
+    assert chosen is not None and chosen.id == "20261201T115000Z"
+    assert choose_baseline(NEW, [entry(NEW)], []) is None
+
+
+def test_id_order_sorts_a_counter_suffix_numerically():
+    ids = ["20261201T120000Z-10", "20261201T120000Z-9", "20261201T120000Z", "20261201T115959Z"]
+    assert sorted(ids, key=id_order) == [
+        "20261201T115959Z",
+        "20261201T120000Z",
+        "20261201T120000Z-9",
+        "20261201T120000Z-10",
+    ]
+
+
+# --- the manifest field ---------------------------------------------------------------------
+
+
+def test_a_manifest_without_scopes_still_reads_and_writes_none():
+    manifest = parse(copy.deepcopy(DOCUMENT), None, "test")
+    assert manifest.scopes is None and "scopes" not in manifest.to_json()
+
+
+def test_scopes_round_trip_as_a_known_field():
+    counted = scopes(3, user_id={"alice": 2, "o'brien": 1}, agent_id={"planner": 1})
+    manifest = parse({**copy.deepcopy(DOCUMENT), "scopes": counted}, None, "test")
+    assert manifest.scopes == counted and manifest.extra == {}
+    assert manifest.to_json()["scopes"] == counted
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        ({"user_id": {"a": 1}}, "scopes.total"),
+        ({"total": -1}, "scopes.total"),
+        ({"total": 1, "user_id": {"a": "1"}}, "scopes.user_id.a"),
+        ({"total": 1, "agent_id": {"a": True}}, "scopes.agent_id.a"),
+        ({"total": 1, "run_id": ["a"]}, "scopes.run_id"),
+        ([1], "scopes"),
+    ],
+    ids=["no-total", "negative", "text-count", "bool-count", "list", "not-an-object"],
+)
+def test_wrongly_typed_scopes_make_the_manifest_invalid_naming_the_field(value, field):
+    with pytest.raises(UnavailableError, match=rf"not valid: {field}"):
+        parse({**copy.deepcopy(DOCUMENT), "scopes": value}, None, "test")
+
+
+# --- what a job record keeps (the textfile's memsync_tripwire_tripped) ----------------------
+
+
+def test_a_snapshot_jobs_summary_keeps_the_tripwire_verdict_when_the_report_has_one():
+    tripped = {"id": "S2", "size_bytes": 1, "tripwire": {"tripped": True, "pinned": "S1"}}
+    assert summarize("snapshot", tripped) | {} == {
+        "snapshot_id": "S2",
+        "size_bytes": 1,
+        "capture_near_timeout": 0,
+        "tripwire_tripped": True,
+        "tripwire_pinned": "S1",
+    }
+    older = summarize("snapshot", {"id": "S2", "size_bytes": 1})  # a memsync without it
+    assert "tripwire_tripped" not in older
+
+
+def test_memories_erased_on_purpose_are_taken_out_before_comparing():
+    from memsync.erasures import digest
+
+    previous = scopes(500, user_id={"bob": 120, "dan": 380}, agent_id={"x": 200})
+    current = scopes(380, user_id={"dan": 380}, agent_id={"x": 80})
+    # forget --user bob --erase since: bob's 120 memories, all of them with agent x
+    erased = {"total": 120, f"user_id:{digest('bob')}": 120, f"agent_id:{digest('x')}": 120}
+    assert find_drops(previous, current, DEFAULT, erased) == []
+    assert [(d.kind, d.scope_id) for d in find_drops(previous, current, DEFAULT)] == [
+        ("total", None),
+        ("user_id", "bob"),
+        ("agent_id", "x"),
+    ]  # without the ledger the same counts trip on bob, on agent x and on the total
+
+
+def test_a_bug_deleting_more_than_the_erasure_still_trips():
+    from memsync.erasures import digest
+
+    previous = scopes(500, user_id={"bob": 120, "dan": 380}, agent_id={"x": 200})
+    current = scopes(300, user_id={"dan": 300}, agent_id={"x": 0})  # 80 of dan's went too
+    erased = {"total": 120, f"user_id:{digest('bob')}": 120, f"agent_id:{digest('x')}": 120}
+    drops = find_drops(previous, current, DEFAULT, erased)
+    assert [(d.kind, d.scope_id, d.before, d.after) for d in drops] == [
+        ("total", None, 380, 300),
+        ("user_id", "dan", 380, 300),
+        ("agent_id", "x", 80, 0),
+    ]
