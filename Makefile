@@ -4,12 +4,12 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.memsync-installed
-# The wheel users install, in its own environment with no extras (tests/e2e/test_installed_wheel.py).
+# The wheel users install, in its own environment with no extras (tests/process/test_installed_wheel.py).
 WHEEL_VENV := build/wheel-venv
 WHEEL_STAMP := $(WHEEL_VENV)/.memsync-installed
 SOURCES := $(shell find memsync -name '*.py' -o -name py.typed)
 
-.PHONY: demo test lint bench clean venv wheel
+.PHONY: demo check test lint bench clean venv wheel
 
 venv: $(STAMP)
 
@@ -32,14 +32,25 @@ $(WHEEL_STAMP): $(STAMP) $(SOURCES) pyproject.toml README.md requirements/constr
 demo: $(STAMP)
 	$(PY) -m memsync.demo
 
+# The edit loop (about 10 s): lint, formatting, the import contracts and the unit tier.
+check: $(STAMP)
+	$(VENV)/bin/ruff check memsync tests bench
+	$(VENV)/bin/ruff format --check memsync tests bench
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/pytest -q -m unit tests/unit
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check memsync tests bench
 	$(VENV)/bin/ruff format --check memsync tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# Every tier, in parallel: most tests wait on processes, servers and timeouts, not on the CPU,
+# so 4 workers on 2 cores pay off (tests/README.md). TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 4
 test: lint wheel
-	MEMSYNC_WHEEL_VENV=$(WHEEL_VENV) MEMSYNC_TEST_REQUIRE=wheel $(VENV)/bin/pytest -q
+	MEMSYNC_WHEEL_VENV=$(WHEEL_VENV) MEMSYNC_TEST_REQUIRE=wheel $(VENV)/bin/pytest -q \
+		-n $(TEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) bench/bench_check.py

@@ -43,7 +43,7 @@ HASH = "memsync_hash"
 # calls a fresh disagreement an error. Tests that build their own config keep the default.
 IN_FLIGHT_MARGIN_S = 0.5
 
-pytest_plugins = ["tests.tiers"]
+pytest_plugins = ["tests.tiers", "pytester"]
 
 
 @dataclass

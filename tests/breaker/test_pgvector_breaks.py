@@ -100,6 +100,9 @@ def start(deployment: Any, *argv: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow(
+    reason="waits out the production lock_timeout of memsync's PostgreSQL reads (30 s): the wait is the subject"
+)
 def test_a_table_locked_by_another_session_fails_reads_in_time_naming_the_session(
     pg_deployment,
 ):

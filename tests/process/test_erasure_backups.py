@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 
 from tests.conftest import s3_section
 
@@ -73,6 +74,9 @@ def snapshot_upload(config: Path) -> str:
     return str(made["id"])
 
 
+@pytest.mark.slow(
+    reason="an erasure rewritten into every S3 object version, each then searched byte by byte"
+)
 def test_user_erasure_reaches_every_object_version(make_deployment, s3_endpoint, bucket):
     client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
     client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})

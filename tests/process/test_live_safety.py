@@ -8,12 +8,17 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import error_findings
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITE_SECONDS = 20
 
 
+@pytest.mark.slow(
+    reason="a 20 s soak: check and doctor back to back while a real app writes through mem0"
+)
 def test_check_and_doctor_during_continuous_writes_fail_no_write_and_cry_no_wolf(
     make_deployment, cli
 ):

@@ -10,12 +10,17 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from memsync import utc
 from memsync.migrate import journal
 from tests.helpers.migrate import qdrant_points, target_config
 from tests.helpers.switching import file_deployment, memsync
 
 
+@pytest.mark.slow(
+    reason="a migration's whole life: copy, switch (app stopped and started), erase, restore guard, cleanup"
+)
 def test_switch_then_erase_then_restore_guard_then_cleanup(make_deployment, tmp_path):
     app = file_deployment(make_deployment, window=False)
     new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.process.test_cli import fingerprint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,6 +124,7 @@ def generate_deployment(root: Path, generate) -> Path:
     return config
 
 
+@pytest.mark.slow(reason="snapshots while a real app writes, each verified locally and on S3")
 def test_snapshots_while_the_app_writes_fail_no_write_and_all_verify(make_deployment, cli):
     deployment = make_deployment(count=200)
     deployment.close()

@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import IN_FLIGHT_MARGIN_S
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +73,9 @@ def test_verify_reports_a_pair_with_errors_as_one_that_would_not_restore_clean(d
     assert [f["memory_id"] for f in findings if f["code"] == "orphan-point"] == [victim]
 
 
+@pytest.mark.slow(
+    reason="snapshots while a real app writes, then restores each into a fresh deployment and checks it"
+)
 def test_snapshots_taken_while_the_app_writes_restore_clean_or_list_what_is_unsettled(
     make_deployment, cli
 ):

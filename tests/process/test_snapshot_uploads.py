@@ -74,6 +74,9 @@ def gauge(text: str, series: str) -> float:
     return float(found.group(1))
 
 
+@pytest.mark.slow(
+    reason="eight memsync runs against a stopped S3 server, each through botocore's real retries"
+)
 def test_an_outage_keeps_at_most_max_pending_snapshots_and_the_return_uploads_them(
     make_deployment, moto, tmp_path
 ):
