@@ -32,7 +32,7 @@ $(WHEEL_STAMP): $(STAMP) $(SOURCES) pyproject.toml README.md requirements/constr
 demo: $(STAMP)
 	$(PY) -m memsync.demo
 
-# The edit loop (about 10 s): lint, formatting, the import contracts and the unit tier.
+# The edit loop (about 6 s): lint, formatting, the import contracts and the unit tier.
 check: $(STAMP)
 	$(VENV)/bin/ruff check memsync tests bench
 	$(VENV)/bin/ruff format --check memsync tests bench

@@ -65,6 +65,9 @@ def _kill_when(process: subprocess.Popen, ready, timeout_s: float = 60) -> bool:
     return False
 
 
+@pytest.mark.slow(
+    reason="a bulk deployment, snapshot create SIGKILLed at each of its four stages, each verified"
+)
 def test_sigkill_at_each_stage_of_create_leaves_no_snapshot_that_passes_as_complete(cli, tmp_path):
     from memsync.demo.bulk import generate
 
