@@ -29,6 +29,7 @@ if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ["TMPDIR"] = tempfile.tempdir = _WORKER_TMP
     atexit.register(shutil.rmtree, _WORKER_TMP, ignore_errors=True)
 _SESSION_MEM0_DIR = tempfile.mkdtemp(prefix="memsync-tests-mem0-")
+atexit.register(shutil.rmtree, _SESSION_MEM0_DIR, ignore_errors=True)
 os.environ["MEM0_DIR"] = _SESSION_MEM0_DIR
 os.environ["MEM0_TELEMETRY"] = "False"
 os.environ["ORT_DISABLE_TELEMETRY"] = "1"

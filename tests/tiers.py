@@ -4,9 +4,9 @@
 |-----------|------------------|------------------------------------------------------------------|
 | unit      | tests/unit/      | values in, values out: no process, no store, no socket           |
 | store     | tests/store/     | real mem0, Qdrant files, SQLite, S3 (moto) in this process      |
-| pg        | tests/pg/        | the PostgreSQL server (and anything below)                       |
-| process   | tests/process/   | memsync, the app or the daemon as real subprocesses, signals     |
-| breaker   | tests/breaker/   | kills and pauses at named functions (anything)                   |
+| process   | tests/process/   | the above, and subprocesses and signals (no PostgreSQL)          |
+| pg        | tests/pg/        | anything, with the PostgreSQL server                             |
+| breaker   | tests/breaker/   | anything: kills and pauses at named functions                    |
 
 The marker of the tier is applied here from the directory (``pytest -m unit`` selects a tier),
 and the tier is enforced while each test runs: an audit hook (``sys.addaudithook``) sees every
@@ -133,7 +133,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     if used & PG_FIXTURES:
         touched.add("pg")
     report = os.environ.get("MEMSYNC_TIER_REPORT")
-    if report:  # what each test touched, for placing tests (tests/README.md)
+    if report:  # what each test touched, one JSON line each (tests/README.md, placing a test)
         with open(report, "a", encoding="utf-8") as out:
             out.write(json.dumps({"test": item.nodeid, "touched": sorted(touched)}) + "\n")
     wrong = touched & FORBIDDEN[tier]

@@ -25,7 +25,10 @@ def wheel_venv() -> Path:
     configured = os.environ.get("MEMSYNC_WHEEL_VENV")
     venv = Path(configured).resolve() if configured else None
     if venv is None or not (venv / "bin" / "memsync").is_file():
-        message = "no installed wheel: run `make test` (it builds build/wheel-venv)"
+        message = (
+            "no installed wheel: MEMSYNC_WHEEL_VENV does not name one; run `make test`, or "
+            "`make wheel` then MEMSYNC_WHEEL_VENV=build/wheel-venv .venv/bin/pytest ..."
+        )
         if "wheel" in os.environ.get("MEMSYNC_TEST_REQUIRE", "").split(","):
             pytest.fail(message)
         pytest.skip(message)

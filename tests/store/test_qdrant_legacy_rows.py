@@ -179,6 +179,10 @@ def test_erase_removes_every_row_of_a_point(deployment, tmp_path):
     assert store.find_point(copy, store.collection, target) is None
 
 
+@pytest.mark.filterwarnings(
+    # expected: the planted legacy rows are what qdrant-client 1.20 removes when forget opens it
+    "ignore:Removed .* outdated copies of points:UserWarning"
+)
 def test_forget_leaves_no_row_of_any_spelling(deployment, cli):
     target = deployment.seeded.live[2]
     deployment.close()
