@@ -171,14 +171,13 @@ class Operations:
             raise AgentRequestError("bad-request", "remaining must be a list of memory ids")
         with self.gate.exclusive():
             store = self.memory.entity_store
-            if store.get(vector_id=str(entity_id)) is None:
+            current = store.get(vector_id=str(entity_id))
+            if current is None:
                 return {"changed": False}
-            if remaining:
-                store.update(
-                    vector_id=str(entity_id),
-                    vector=None,
-                    payload={"linked_memory_ids": [str(m) for m in remaining]},
-                )
+            if remaining:  # the whole payload: pgvector's update replaces it, Qdrant's merges
+                payload = dict(getattr(current, "payload", None) or {})
+                payload["linked_memory_ids"] = [str(m) for m in remaining]
+                store.update(vector_id=str(entity_id), vector=None, payload=payload)
             else:
                 store.delete(vector_id=str(entity_id))
             return {"changed": True}

@@ -310,15 +310,17 @@ class Mem0Writer:
         """Set an entity's ``linked_memory_ids`` to ``remaining``; delete the entity when empty.
 
         A documented direct write to mem0's entity collection. Returns False when the entity
-        is gone already. Idempotent.
+        is gone already. Idempotent. The whole payload is written back: mem0's pgvector
+        ``update`` replaces it (Qdrant's merges), so sending the links alone would wipe the
+        entity's text, type and scope.
         """
         store = self._memory.entity_store
-        if store.get(vector_id=entity_id) is None:
+        current = store.get(vector_id=entity_id)
+        if current is None:
             return False
         if remaining:
-            store.update(
-                vector_id=entity_id, vector=None, payload={"linked_memory_ids": list(remaining)}
-            )
+            payload = {**(current.payload or {}), "linked_memory_ids": list(remaining)}
+            store.update(vector_id=entity_id, vector=None, payload=payload)
         else:
             store.delete(vector_id=entity_id)
         return True
