@@ -9,10 +9,13 @@
 | breaker   | tests/breaker/   | anything: kills and pauses at named functions                    |
 
 The marker of the tier is applied here from the directory (``pytest -m unit`` selects a tier),
-and the tier is enforced while each test runs: an audit hook (``sys.addaudithook``) sees every
-process started, every SQLite file opened and every socket connected, and a test that does more
-than its tier allows fails with the directory it belongs in. So a tier's name stays true as
-tests are added, and ``make check`` (the unit tier) never starts to wait on a store.
+and the tier is enforced while each test and its fixtures' set-up run: an audit hook
+(``sys.addaudithook``) sees processes started through ``subprocess``, ``os.fork``,
+``os.posix_spawn``, ``os.exec*`` and ``os.system``, SQLite files opened with ``sqlite3.connect``
+and sockets connected from Python, and a test that does more than its tier allows fails with the
+directory it belongs in. What it does not see (tests/README.md): teardown, import time,
+``multiprocessing``'s spawn, ``ATTACH``/``VACUUM INTO`` from an in-memory database, C code's own
+sockets (libpq), and work a thread does after its test ended (blamed on the next test).
 """
 
 from __future__ import annotations
@@ -53,11 +56,21 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
     """Record what the running test touches (the hook stays cheap: a set lookup per event)."""
     if _seen is None:
         return
-    if event in ("subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.exec"):
+    if event in (
+        "subprocess.Popen",
+        "os.fork",
+        "os.forkpty",
+        "os.posix_spawn",
+        "os.exec",
+        "os.system",
+    ):
         _seen.add("process")
     elif event == "sqlite3.connect":
-        database = args[0] if args else ""
-        if str(database) not in ("", ":memory:") and "mode=memory" not in str(database):
+        database = str(args[0]) if args else ""
+        in_memory = database in ("", ":memory:") or (
+            database.startswith("file:") and "mode=memory" in database.partition("?")[2]
+        )
+        if not in_memory:
             _seen.add("store")
     elif event == "socket.connect":
         _seen.add("store")
@@ -111,7 +124,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
-    """Watch what the test touches from its set-up to its tear-down."""
+    """Watch what the test touches from its set-up on."""
     global _seen
     _seen = set()
     try:
@@ -122,7 +135,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    """Fail a test that did what its tier forbids (set-up included: fixtures are part of it)."""
+    """Fail a test that did what its tier forbids (set-up included; teardown is not judged)."""
     result = yield  # a test that failed already raises here
     if _seen is None:
         return result

@@ -152,7 +152,7 @@ def write_memsync_config(
     check = (
         ""
         if in_flight_margin_s is None
-        else f"[check]\nin_flight_margin_s = {in_flight_margin_s}\n"
+        else f"[check]\nin_flight_margin_s = {in_flight_margin_s}\n\n"
     )
     text = f"""# memsync config of a demo deployment (generated)
 mem0_dir = "{paths.mem0_dir}"
