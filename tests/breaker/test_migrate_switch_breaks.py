@@ -135,6 +135,9 @@ def test_a_config_file_that_cannot_be_written_leaves_the_app_on_the_old_store(
     assert not (app.paths.state / "migrate-source.json").exists()
 
 
+@pytest.mark.slow(
+    reason="a copy, a switch whose start fails, SIGKILLed while it rolls back, then a full switch"
+)
 def test_a_switch_killed_while_it_rolls_back_a_failed_start_can_be_switched_again(
     make_deployment, tmp_path
 ):
