@@ -9,7 +9,7 @@ WHEEL_VENV := build/wheel-venv
 WHEEL_STAMP := $(WHEEL_VENV)/.memsync-installed
 SOURCES := $(shell find memsync -name '*.py' -o -name py.typed)
 
-.PHONY: demo check test lint bench clean venv wheel
+.PHONY: demo check test lint bench clean venv wheel app-envs
 
 venv: $(STAMP)
 
@@ -28,6 +28,11 @@ $(WHEEL_STAMP): $(STAMP) $(SOURCES) pyproject.toml README.md requirements/constr
 	$(PYTHON) -m venv $(WHEEL_VENV)
 	$(WHEEL_VENV)/bin/python -m pip install --quiet -c requirements/constraints.txt build/wheel/memsync-*.whl
 	touch $(WHEEL_STAMP)
+
+# The compatibility tier's apps: one environment per mem0ai version under build/apps/ (pins in
+# tests/helpers/app_envs.py), rebuilt only when a pin changes; first run about 40 s.
+app-envs: $(STAMP)
+	$(PY) -m tests.helpers.app_envs
 
 demo: $(STAMP)
 	$(PY) -m memsync.demo
@@ -48,7 +53,7 @@ lint: $(STAMP)
 # Every tier, in parallel: most tests wait on processes, servers and timeouts, not on the CPU,
 # so 4 workers on 2 cores pay off (tests/README.md). TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 4
-test: lint wheel
+test: lint wheel app-envs
 	MEMSYNC_WHEEL_VENV=$(WHEEL_VENV) MEMSYNC_TEST_REQUIRE=wheel $(VENV)/bin/pytest -q \
 		-n $(TEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 

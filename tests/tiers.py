@@ -7,6 +7,7 @@
 | process   | tests/process/   | the above, and subprocesses and signals (no PostgreSQL)          |
 | pg        | tests/pg/        | anything, with the PostgreSQL server                             |
 | breaker   | tests/breaker/   | anything: kills and pauses at named functions                    |
+| compat    | tests/compat/    | apps on every mem0ai version users run (build/apps/), as process |
 
 The marker of the tier is applied here from the directory (``pytest -m unit`` selects a tier),
 and the tier is enforced while each test and its fixtures' set-up run: an audit hook
@@ -29,7 +30,7 @@ from typing import Any
 
 import pytest
 
-TIERS = ("unit", "store", "pg", "process", "breaker")
+TIERS = ("unit", "store", "pg", "process", "breaker", "compat")
 ROOT = Path(__file__).resolve().parent
 
 # What each tier may not do: "process" (a subprocess or a fork), "store" (a SQLite file or a
@@ -40,6 +41,7 @@ FORBIDDEN = {
     "process": {"pg"},
     "pg": set(),
     "breaker": set(),
+    "compat": {"pg"},
 }
 PG_FIXTURES = frozenset({"pg_server", "pg_url", "pg_deployment"})
 # A test of a lower tier that needs the next one up belongs in this directory.

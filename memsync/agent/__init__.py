@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memsync.agent.gate import WriteGate
-from memsync.agent.protocol import MAX_REQUEST_BYTES, PROTOCOL, SOCKET_NAME, AgentRequestError
-from memsync.agent.server import Agent
+from .gate import WriteGate
+from .protocol import MAX_REQUEST_BYTES, PROTOCOL, SOCKET_NAME, AgentRequestError
+from .server import Agent
 
 __all__ = [
     "MAX_REQUEST_BYTES", "PROTOCOL", "SOCKET_NAME", "Agent", "AgentRequestError", "WriteGate",

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from memsync.agent.protocol import WAIT_FOR_APP_S, AgentRequestError
+from .protocol import WAIT_FOR_APP_S, AgentRequestError
 
 WRITES = ("add", "update", "delete", "delete_all", "reset")
 READS = ("get", "get_all", "search", "history")

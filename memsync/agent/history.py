@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from memsync.agent.protocol import WAIT_FOR_APP_S, AgentRequestError
+from .protocol import WAIT_FOR_APP_S, AgentRequestError
 
 logger = logging.getLogger("memsync.agent")
 

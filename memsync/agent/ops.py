@@ -1,13 +1,19 @@
-"""The agent's operations, each run with the app's own ``Memory`` (mem0ai 2.2.1).
+"""The operations memsync writes with, each run with the app's own ``Memory``.
 
-Every operation but ``hello``, ``pause``, ``resume`` and ``history_reopen`` runs alone (``WriteGate.exclusive``);
-arguments are checked before anything is touched; each is idempotent.
+One implementation, two hosts: the agent inside the running app (``server``) and the one-shot
+writer, a short-lived process of the app's own interpreter (``writer``). Either way mem0ai and
+qdrant-client are the app's, of whatever version it runs (0.1.118 to 2.2.x): where an older
+``Memory`` lacks a call, the operation uses what that version has (``_update``, ``_search``).
+Every operation but ``hello``, ``pause``, ``resume`` and ``history_reopen`` runs alone
+(``WriteGate.exclusive``); arguments are checked before anything is touched; each is
+idempotent. The package imports only the standard library and runs on Python 3.9 and newer.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import logging
 import math
 import os
@@ -17,9 +23,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from memsync.agent.gate import WriteGate
-from memsync.agent.history import HistoryConnection
-from memsync.agent.protocol import PROTOCOL, AgentRequestError
+from .gate import WriteGate
+from .history import HistoryConnection
+from .protocol import PROTOCOL, AgentRequestError
 
 logger = logging.getLogger("memsync.agent")
 
@@ -43,7 +49,32 @@ def _id(name: str, value: Any) -> str:
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)  # noqa: UP038 - 3.9
+    return number and math.isfinite(value)
+
+
+# The payload keys mem0's ``_update_memory`` writes itself; every other key is the memory's own
+# metadata, which mem0ai before 2.0.7 drops on a text update.
+MEM0_OWN_KEYS = frozenset(
+    {"data", "hash", "text_lemmatized", "created_at", "updated_at", "user_id", "agent_id",
+     "run_id", "actor_id", "role"}
+)  # fmt: skip
+
+
+def _parameters(method: Any) -> Any:
+    try:
+        return inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
+def _vectors(name: str, value: Any) -> list[list[float]]:
+    if not isinstance(value, list) or not value:
+        raise AgentRequestError("bad-request", f"{name} must be a non-empty list of vectors")
+    for vector in value:
+        if not isinstance(vector, list) or not vector or not all(_finite(x) for x in vector):
+            raise AgentRequestError("bad-request", f"{name}: each must be a list of finite numbers")
+    return [[float(x) for x in vector] for vector in value]
 
 
 class Operations:
@@ -65,6 +96,10 @@ class Operations:
             "update": self.op_update,
             "put_back": self.op_put_back,
             "relink_entity": self.op_relink_entity,
+            "embed": self.op_embed,
+            "insert_points": self.op_insert_points,
+            "delete_points": self.op_delete_points,
+            "search": self.op_search,
             "pause": self.op_pause,
             "resume": self.op_resume,
             "history_release": self.op_history_release,
@@ -82,6 +117,7 @@ class Operations:
             "pid": os.getpid(),
             "uid": os.getuid(),
             "python": sys.version.split()[0],
+            "executable": sys.executable,
             "mem0": _version("mem0ai"),
             "qdrant_client": _version("qdrant-client"),
             "memsync": _version("memsync"),
@@ -140,27 +176,65 @@ class Operations:
             if text is not None:
                 if payload.get("data") == text and payload.get("hash") == _text_hash(text):
                     return {"updated": False}
-                self.memory.update(str(memory_id), str(text))
+                self._update(str(memory_id), str(text), payload, {})
             else:
                 if not isinstance(metadata, dict):
                     raise AgentRequestError("bad-request", "metadata must be an object")
-                self.memory.update(str(memory_id), metadata=dict(metadata))
+                self._update(str(memory_id), None, payload, dict(metadata))
             return {"updated": True}
+
+    def _update(
+        self, memory_id: str, text: str | None, payload: dict[str, Any], metadata: dict[str, Any]
+    ) -> None:
+        """``Memory.update`` of the text, or of metadata alone (``text`` None), on any version.
+
+        mem0ai 2.0.10 and newer take metadata alone; 1.0 to 2.0.9 need the text with it (the
+        same text: mem0 embeds it again); before 2.0.7 a text update keeps only the metadata it
+        is given, so the memory's own keys are given back; 0.1.x takes no metadata at all, so
+        its payload is put back through the vector store after mem0's update.
+        """
+        params = _parameters(self.memory.update)
+        names = [n for n in params if n not in ("self", "memory_id")]
+        own = {k: v for k, v in payload.items() if k not in MEM0_OWN_KEYS}
+        wanted = {**own, **metadata}
+        if (
+            text is None
+            and "metadata" in params
+            and names
+            and params[names[0]].default is not (inspect.Parameter.empty)
+        ):
+            self.memory.update(memory_id, metadata=metadata)
+            return
+        new_text = payload.get("data") if text is None else text
+        if not isinstance(new_text, str):
+            raise AgentRequestError("failed", f"memory {memory_id} has no text to update")
+        if "metadata" in params:
+            if wanted:
+                self.memory.update(memory_id, new_text, metadata=wanted)
+            else:
+                self.memory.update(memory_id, new_text)
+            return
+        self.memory.update(memory_id, new_text)
+        after = self._live_payload(memory_id) or {}
+        if any(after.get(k) != v for k, v in wanted.items()):
+            vector = self.memory.embedding_model.embed(new_text, "update")
+            self.memory.vector_store.update(
+                vector_id=memory_id, vector=vector, payload={**after, **wanted}
+            )
 
     def op_put_back(
         self, point_id: str, vector: list[float], payload: dict[str, Any]
     ) -> dict[str, bool]:
         """Insert a lost point with its id, vector and payload (``vector_store.insert``)."""
         point_id = _id("point_id", point_id)
-        if not isinstance(vector, list) or not vector or not all(_finite(x) for x in vector):
-            raise AgentRequestError("bad-request", "vector must be a list of finite numbers")
+        vectors = _vectors("vector", [vector])
         if not isinstance(payload, dict):
             raise AgentRequestError("bad-request", "payload must be an object")
         with self.gate.exclusive():
             if self._live_payload(str(point_id)) is not None:
                 return {"inserted": False}
             self.memory.vector_store.insert(
-                vectors=[[float(x) for x in vector]], ids=[str(point_id)], payloads=[payload]
+                vectors=vectors, ids=[str(point_id)], payloads=[payload]
             )
             return {"inserted": True}
 
@@ -170,7 +244,9 @@ class Operations:
         if not isinstance(remaining, list) or not all(isinstance(m, str) for m in remaining):
             raise AgentRequestError("bad-request", "remaining must be a list of memory ids")
         with self.gate.exclusive():
-            store = self.memory.entity_store
+            store = self._entity_store()
+            if store is None:  # mem0ai before 2.2 keeps no entities
+                return {"changed": False}
             current = store.get(vector_id=str(entity_id))
             if current is None:
                 return {"changed": False}
@@ -181,6 +257,87 @@ class Operations:
             else:
                 store.delete(vector_id=str(entity_id))
             return {"changed": True}
+
+    def _entity_store(self) -> Any:
+        """mem0's entity store, or None on a version that has none (mem0ai before 2.2)."""
+        try:
+            return self.memory.entity_store
+        except AttributeError:
+            return None
+
+    def op_embed(self, text: str) -> dict[str, list[float]]:
+        """The embedding of ``text`` by the app's embedder (``embed(text, "add")``). Reads only."""
+        if not isinstance(text, str):
+            raise AgentRequestError("bad-request", "text must be a string")
+        return {"vector": [float(x) for x in self.memory.embedding_model.embed(text, "add")]}
+
+    def op_insert_points(
+        self,
+        ids: list[str],
+        vectors: list[list[float]],
+        payloads: list[Any],
+        entities: bool = False,
+    ) -> dict[str, int]:
+        """Write points with these ids, vectors and payloads in one call (a migration's batch).
+
+        ``vector_store.insert`` (``entity_store`` with ``entities``): no history row.
+        """
+        checked = [_id("ids", i) for i in ids] if isinstance(ids, list) else []
+        rows = _vectors("vectors", vectors)
+        if not checked or len(rows) != len(checked) or not isinstance(payloads, list):
+            raise AgentRequestError("bad-request", "ids, vectors and payloads must pair up")
+        if len(payloads) != len(checked) or not all(isinstance(p, dict) for p in payloads):
+            raise AgentRequestError("bad-request", "payloads must be one object per id")
+        with self.gate.exclusive():
+            store = self._entity_store() if entities else self.memory.vector_store
+            if store is None:
+                raise AgentRequestError("failed", "this mem0ai keeps no entity store")
+            store.insert(vectors=rows, ids=checked, payloads=payloads)
+            return {"inserted": len(checked)}
+
+    def op_delete_points(self, ids: list[str], entities: bool = False) -> dict[str, int]:
+        """Delete points by id through mem0's vector store (no history row): a target only."""
+        checked = [_id("ids", i) for i in ids] if isinstance(ids, list) else None
+        if checked is None:
+            raise AgentRequestError("bad-request", "ids must be a list of point ids")
+        with self.gate.exclusive():
+            store = self._entity_store() if entities else self.memory.vector_store
+            if store is None:
+                return {"deleted": 0}
+            for point_id in checked:
+                store.delete(vector_id=point_id)
+            return {"deleted": len(checked)}
+
+    def op_search(self, text: str, filters: dict[str, Any], limit: int = 1) -> dict[str, Any]:
+        """``Memory.search`` in one scope: ``results`` as ``[{"id", "memory"}]``. Reads only.
+
+        mem0ai 2.x takes ``filters`` and ``top_k``; before 2.0, ``user_id``/``agent_id``/
+        ``run_id`` and ``limit``. Expired memories are included where the version can.
+        """
+        if not isinstance(text, str) or not isinstance(filters, dict):
+            raise AgentRequestError("bad-request", "search takes text and a filters object")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit <= 100:
+            raise AgentRequestError("bad-request", "limit must be an integer from 1 to 100")
+        params = _parameters(self.memory.search)
+        kwargs: dict[str, Any]
+        if "top_k" in params:
+            kwargs = {"top_k": limit, "filters": dict(filters)}
+        else:
+            scope = ("user_id", "agent_id", "run_id")
+            kwargs = {k: filters[k] for k in scope if k in filters and k in params}
+            kwargs["limit"] = limit
+        if "show_expired" in params:
+            kwargs["show_expired"] = True
+        with self.gate.exclusive():
+            found = self.memory.search(text, **kwargs)
+        results = found.get("results") if isinstance(found, dict) else found
+        return {
+            "results": [
+                {"id": str(r.get("id")), "memory": str(r.get("memory") or "")}
+                for r in results or []
+                if isinstance(r, dict)
+            ]
+        }
 
     def op_pause(self, lease_s: float) -> dict[str, float]:
         """Hold back app writes (in-flight ones finish first) for at most ``lease_max_s``."""

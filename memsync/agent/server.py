@@ -5,9 +5,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import functools
-import inspect
-import json
 import logging
 import os
 import selectors
@@ -20,13 +17,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memsync.agent.gate import READS, WRITES, WriteGate, gated
-from memsync.agent.ops import Operations
-from memsync.agent.protocol import (
+from .gate import READS, WRITES, WriteGate, gated
+from .ops import Operations
+from .protocol import (
     IDLE_TIMEOUT_S,
     MAX_REQUEST_BYTES,
-    PROTOCOL,
     AgentRequestError,
+    parse_request,
+    reply_bytes,
 )
 
 logger = logging.getLogger("memsync.agent")
@@ -294,37 +292,8 @@ class Agent:
         self._reply(connection, request_id, result=result)
 
     def _parse(self, line: bytes) -> tuple[Any, str, Any]:
-        """``(id, op, call)`` of a request line; ``call()`` runs the op with its arguments bound.
-
-        Raises:
-            AgentRequestError: ("bad-request") not JSON (or nested too deep), not an object,
-                another protocol version, an unknown op, or arguments the op does not take.
-        """
-        try:
-            request = json.loads(line)
-        except (ValueError, RecursionError) as error:
-            raise AgentRequestError("bad-request", f"not JSON: {type(error).__name__}") from None
-        if not isinstance(request, dict):
-            raise AgentRequestError("bad-request", "a request is a JSON object")
-        request_id = request.get("id")
-        if not isinstance(request_id, str | int | None) or isinstance(request_id, bool):
-            raise AgentRequestError("bad-request", "id must be a string, an integer or null")
-        if request.get("v") != PROTOCOL:
-            version = str(request.get("v"))[:20]
-            raise AgentRequestError(
-                "bad-request", f"protocol {version}; this agent speaks {PROTOCOL}"
-            )
-        op, args = request.get("op"), request.get("args") or {}
-        handler = self.ops.handlers().get(op) if isinstance(op, str) else None
-        if handler is None or not isinstance(args, dict):
-            raise AgentRequestError(
-                "bad-request", f"unknown op {str(op)[:40]!r} or args not an object"
-            )
-        try:
-            bound = inspect.signature(handler).bind(**args)
-        except TypeError as error:
-            raise AgentRequestError("bad-request", f"{op}: {error}") from None
-        return request_id, str(op), functools.partial(handler, *bound.args, **bound.kwargs)
+        """``(id, op, call)`` of a request line (``protocol.parse_request``)."""
+        return parse_request(line, self.ops.handlers())
 
     @staticmethod
     def _reply(
@@ -333,16 +302,5 @@ class Agent:
         result: Any = None,
         error: tuple[str, str] | None = None,
     ) -> None:
-        document: dict[str, Any] = {"v": PROTOCOL, "id": request_id, "ok": error is None}
-        if error is None:
-            document["result"] = result
-        else:
-            document["error"] = {"type": error[0], "message": error[1]}
-        try:
-            text = json.dumps(document, default=str, allow_nan=False)
-        except (ValueError, RecursionError):  # a result JSON cannot carry (NaN): say so instead
-            document = {"v": PROTOCOL, "id": request_id, "ok": False}
-            document["error"] = {"type": "failed", "message": "the result is not valid JSON"}
-            text = json.dumps(document)
         with contextlib.suppress(OSError):
-            connection.sendall(text.encode() + b"\n")
+            connection.sendall(reply_bytes(request_id, result, error))

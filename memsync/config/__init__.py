@@ -219,7 +219,7 @@ def _resolve(
         plugins=tuple(settings.plugins),
         state_dir=state_dir,
         work_dir=settings.work_dir or state_dir / "tmp",
-        app_python=settings.app_python,
+        app_python=settings.app.python or settings.app_python,
         qdrant_path=store.path
         if isinstance(store, QdrantSettings)
         else Path(MEM0_DEFAULT_QDRANT_PATH),

@@ -243,6 +243,13 @@ _ARGV = "array of strings (argv)"
 class AppConfig(_Section):
     """``[app]``: how memsync writes while the app holds the store (agent, window, queue)."""
 
+    python: ConfigPath | None = key(
+        None,
+        "the app's interpreter (a venv's bin/python): every write through mem0 runs with it, "
+        "so with the app's own mem0ai and qdrant-client",
+        shown="learned from the app's agent or from the process holding the store; "
+        "else writes are refused",
+    )
     agent_socket: ConfigPath | None = key(
         None,
         "the Unix socket of memsync.agent inside the app",
@@ -340,9 +347,7 @@ class ConfigFile(_Section):
     work_dir: ConfigPath | None = key(
         None, "temporary copies of the stores for check and doctor", shown="`<state_dir>/tmp`"
     )
-    app_python: ConfigPath | None = key(
-        None, "the app's interpreter, to read its mem0ai and qdrant-client versions"
-    )
+    app_python: ConfigPath | None = key(None, "older spelling of [app] python (not both)")
     mem0: Mem0Settings = Field(default_factory=Mem0Settings, description="mem0's own dict")
     snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig, description="snapshots")
     s3: S3Config | None = Field(None, description="the upload target (absent: no uploads)")
@@ -392,6 +397,8 @@ def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
             problems.append(f"daemon.{name}_at: give {name}_at or {name}_every, not both")
     app = raw.get("app")
     app = app if isinstance(app, Mapping) else {}
+    if raw.get("app_python") is not None and app.get("python") is not None:
+        problems.append("app_python: give [app] python or app_python, not both")
     given = [name for name in ("stop_command", "start_command") if app.get(name) is not None]
     if len(given) == 1:
         other = "start_command" if given == ["stop_command"] else "stop_command"

@@ -15,6 +15,7 @@ import os
 import random
 import shutil
 import sqlite3
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -142,12 +143,16 @@ def write_memsync_config(
     dims: int = 384,
     extra: str = "",
     in_flight_margin_s: float | None = None,
+    app_python: str | None = sys.executable,
 ) -> Path:
     """Write a memsync TOML config for the deployment at ``paths``; return its path.
 
     The vector store's tables come from ``vector_store_toml`` (pgvector: a secret file);
-    ``in_flight_margin_s`` sets ``[check] in_flight_margin_s`` (the tests' shorter wait).
+    ``in_flight_margin_s`` sets ``[check] in_flight_margin_s`` (the tests' shorter wait);
+    ``app_python`` sets ``[app] python``: the demo's app runs with this interpreter, so
+    memsync's writes do too (None: left out, memsync learns it or refuses writes).
     """
+    interpreter = "" if app_python is None else f'app_python = "{app_python}"\n'  # = [app] python
     store = vector_store_toml(paths.root, paths.qdrant, paths.pg_url, dims)
     check = (
         ""
@@ -158,7 +163,7 @@ def write_memsync_config(
 mem0_dir = "{paths.mem0_dir}"
 state_dir = "{paths.state}"
 plugins = ["memsync.demo.providers"]
-
+{interpreter}
 [mem0]
 history_db_path = "{paths.history_db}"
 

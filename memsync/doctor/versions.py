@@ -1,19 +1,21 @@
 """Doctor's probe of mem0ai and qdrant-client versions, here and in the app's interpreter.
 
+``app-interpreter`` says which interpreter memsync's writes run with (``stores.interpreter``).
+
 Known-bad mem0ai releases come from the one table, ``memsync.stores.versions.MEM0_KNOWN_BAD``.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 from packaging.version import InvalidVersion
 
+from memsync.agent import support
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.model import DoctorResult
-from memsync.stores import versions
+from memsync.stores import interpreter, versions
+from memsync.stores.interpreter import AppInterpreter
+from memsync.stores.vector_store import vector_store_for
 
 
 def judge_mem0_version(version: str, on_disk: bool) -> list[tuple[str, str, str]]:
@@ -36,7 +38,18 @@ def probe_versions(config: Config) -> list[DoctorResult]:
     vector_store = config.mem0.get("vector_store") or {}
     store_config = (vector_store.get("config") if isinstance(vector_store, dict) else None) or {}
     on_disk = isinstance(store_config, dict) and store_config.get("on_disk") is True
-    app_versions = _app_versions(config)  # one run of the app's interpreter
+    holder = vector_store_for(config).holder()
+    app_found = interpreter.known(config, holder.pid if holder is not None else None)
+    app_versions = (
+        []
+        if app_found is None
+        else [
+            (
+                f"the app's interpreter {app_found.python}",
+                {"mem0ai": app_found.mem0ai, "qdrant-client": app_found.qdrant_client},
+            )
+        ]
+    )
     for where, found in [("memsync's environment", ours), *app_versions]:
         mem0_version = found.get("mem0ai")
         if mem0_version is None:
@@ -67,55 +80,43 @@ def probe_versions(config: Config) -> list[DoctorResult]:
                 message=f"qdrant-client {found.get('qdrant-client') or 'not installed'} in {where}",
             )
         )
-    app = dict(app_versions)
-    if app:
-        theirs = next(iter(app.values()))
-        mismatched = [name for name in ours if theirs.get(name) != ours[name]]
-        if mismatched:
-            results.append(
-                DoctorResult(
-                    code="version-mismatch",
-                    status=WARNING,
-                    message="the app and memsync use different "
-                    + ", ".join(
-                        f"{n} ({theirs.get(n) or 'not installed'} vs {ours[n] or 'not installed'})"
-                        for n in mismatched
-                    ),
-                    fix="install the app's versions in memsync's environment, so repairs "
-                    "write what the app expects",
-                )
-            )
+    results.append(probe_app_interpreter(config, app_found))
     return results
 
 
-_APP_VERSION_SCRIPT = (
-    "import importlib.metadata as m, json\n"
-    "def v(n):\n"
-    "    try: return m.version(n)\n"
-    "    except m.PackageNotFoundError: return None\n"
-    "print(json.dumps({n: v(n) for n in ('mem0ai', 'qdrant-client')}))\n"
-)
+def probe_app_interpreter(config: Config, found: AppInterpreter | None) -> DoctorResult:
+    """Which interpreter memsync's writes would use, and whether they may (see compatibility.md).
 
-
-def _app_versions(config: Config) -> list[tuple[str, dict[str, str | None]]]:
-    if config.app_python is None:
-        return []
-    try:
-        completed = subprocess.run(  # noqa: S603 - the configured interpreter, fixed script
-            [str(config.app_python), "-I", "-c", _APP_VERSION_SCRIPT],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
+    ok: known, with a mem0ai memsync writes through; warning: unknown (writes are refused);
+    error: it does not run, has no mem0ai, or runs a mem0ai memsync will not write through.
+    """
+    if found is None:
+        return DoctorResult(
+            code="app-interpreter",
+            status=WARNING,
+            message="the app's interpreter is unknown: memsync will refuse every write "
+            "(forget, prune, reconcile, recover, migrate) rather than use its own mem0ai",
+            fix=interpreter.UNKNOWN_HINT,
         )
-        reported = json.loads(completed.stdout)
-        if not isinstance(reported, dict):
-            raise ValueError("not an object")
-        return [
-            (
-                f"the app's interpreter {config.app_python}",
-                {k: v for k, v in reported.items() if isinstance(v, str)},
-            )
-        ]
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return [(f"the app's interpreter {config.app_python} (unreadable)", {})]
+    problem = None
+    if found.python_version is None:
+        problem = "does not run"
+    elif found.mem0ai is None:
+        problem = "has no mem0ai installed"
+    else:
+        problem = support.refusal(found.mem0ai, dict(config.mem0))
+    if problem is not None:
+        return DoctorResult(
+            code="app-interpreter",
+            status=ERROR,
+            message=f"writes would run with {found.describe()}, which {problem}"
+            if not problem.startswith("mem0ai")
+            else f"writes would run with {found.describe()}: {problem}",
+            fix="set [app] python to the interpreter the app runs with; "
+            "docs/reference/compatibility.md lists the mem0ai versions memsync writes through",
+        )
+    return DoctorResult(
+        code="app-interpreter",
+        status=OK,
+        message=f"writes run with the app's interpreter {found.describe()}",
+    )

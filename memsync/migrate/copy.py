@@ -1,7 +1,7 @@
 """Copy a captured source into the target through mem0's own vector store objects, in batches.
 
 Points keep their ids and whole payloads; vectors are copied as they are, or computed again
-by the target's embedder (``Mem0Writer.embed``: the memory's ``data`` text, an entity's
+by the target's embedder (``AppWriter.embed``: the memory's ``data`` text, an entity's
 ``data`` text) when the plan re-embeds. The embedder's transient errors are retried with
 exponential backoff through tenacity (``RETRY_ATTEMPTS`` attempts at most), then the
 migration stops with exit 11 naming the point and the embedder; the journal stays, so the
@@ -27,7 +27,8 @@ from tenacity import (
 
 from memsync.errors import ConfigError, TryLaterError, UnavailableError
 from memsync.migrate.plan import MigratePlan
-from memsync.stores.mem0 import Mem0Writer
+from memsync.stores.agent_client import AgentError
+from memsync.stores.mem0 import AppWriter
 from memsync.stores.vector_store import StoredPoint, VectorCapture, VectorStore
 
 logger = structlog.get_logger(__name__)
@@ -60,7 +61,7 @@ class Copied:
 
 
 def copy_points(
-    writer: Mem0Writer,
+    writer: AppWriter,
     store: VectorStore,
     capture: VectorCapture,
     plan: MigratePlan,
@@ -130,7 +131,7 @@ def _batches(
 
 
 def _vector_of(
-    writer: Mem0Writer, plan: MigratePlan, point_id: str, stored: StoredPoint
+    writer: AppWriter, plan: MigratePlan, point_id: str, stored: StoredPoint
 ) -> list[float] | None:
     """The target vector of one point: re-embedded, or the stored one; None when impossible."""
     if not plan.re_embed:
@@ -174,6 +175,14 @@ def target_writes(where: str) -> Iterator[None]:
     """
     try:
         yield
+    except AgentError as error:  # the app's interpreter wrote: its SQLite's own words
+        if not any(m in error.message for m in ("database or disk is full", "No space left")):
+            raise
+        raise TryLaterError(
+            f"the target {where} has no space left: {error.message}",
+            "free space on its disk, then run the same memsync migrate again (the journal "
+            "makes it resume)",
+        ) from error
     except (sqlite3.OperationalError, OSError) as error:
         full = (
             "full" in str(error).lower()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from memsync.migrate.copy import target_writes
-from memsync.stores.mem0 import Mem0Writer
+from memsync.stores.mem0 import AppWriter
 from memsync.stores.vector_store import VectorCapture, VectorStore
 
 
@@ -35,7 +35,7 @@ class Resumed:
 
 
 def catch_up(
-    writer: Mem0Writer,
+    writer: AppWriter,
     source_store: VectorStore,
     source: VectorCapture,
     target_store: VectorStore,

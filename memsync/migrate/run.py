@@ -42,7 +42,8 @@ from memsync.migrate.verify import (
 )
 from memsync.model import CheckReport
 from memsync.state import operation_lock
-from memsync.stores import deployment, history
+from memsync.stores import deployment, history, interpreter
+from memsync.stores.interpreter import AppInterpreter
 from memsync.stores.mem0 import PROBE_TEXT, open_embedder, open_memory
 from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store_for
 
@@ -146,7 +147,8 @@ def run_migrate(
             plan = _plan(source, target, captured, batch_size)
         if dry_run:
             if plan.re_embed:  # built, never called: a dry run spends no embedder call
-                open_embedder(new_config)
+                with open_embedder(new_config, target_interpreter(config, new_config)):
+                    pass
             return Migrated(plan=plan, dry_run=True, resumed=recorded is not None)
         with operation_lock(config.state_dir, "migrate") if lock else nullcontext():
             return _migrate(config, new_config, to, now, plan, captured, scratch, before, progress)
@@ -211,7 +213,7 @@ def _migrate(
             recorded, str(to.resolve()), plan.target.where, new_config.source, config.state_dir
         )
     if plan.re_embed:  # before mem0 creates the target: a wrong size creates nothing
-        _probe_size(new_config, plan)
+        _probe_size(new_config, plan, target_interpreter(config, new_config))
     document = _start_journal(config.state_dir, recorded, to, plan, now, captured, last_rowid)
     batches_before = int(document["batches_done"])
     points_before = int(document.get("points_copied", 0))
@@ -222,7 +224,8 @@ def _migrate(
         journal.save(config.state_dir, document)
 
     target_store = vector_store_for(new_config)
-    with open_memory(new_config) as writer:  # rolls back a hot journal a killed write left
+    app = target_interpreter(config, new_config)
+    with open_memory(new_config, app=app) as writer:  # rolls back a hot journal a killed write left
         resumed = Resumed()
         if recorded is not None:
             resumed = catch_up(
@@ -273,7 +276,18 @@ def _start_journal(
     return document
 
 
-def _probe_size(new_config: Config, plan: MigratePlan) -> None:
+def target_interpreter(config: Config, new_config: Config) -> AppInterpreter:
+    """The interpreter that will run the app on the target: NEW.toml's, else the app's now.
+
+    Raises:
+        ConfigError: (exit 10) neither is known (``interpreter.require``).
+    """
+    if new_config.app_python is not None:
+        return interpreter.require(new_config)
+    return interpreter.require(config)
+
+
+def _probe_size(new_config: Config, plan: MigratePlan, app: AppInterpreter) -> None:
     """Embed one text with the new config's embedder and refuse a size other than the plan's.
 
     Raises:
@@ -281,8 +295,8 @@ def _probe_size(new_config: Config, plan: MigratePlan) -> None:
             cannot be built.
         UnavailableError: (exit 11) the embedder keeps failing (``copy.embed``).
     """
-    embed_text = open_embedder(new_config)
-    vector = embed(embed_text, PROBE_TEXT, "(probe)", plan.target.embedder_provider)
+    with open_embedder(new_config, app) as embed_text:
+        vector = embed(embed_text, PROBE_TEXT, "(probe)", plan.target.embedder_provider)
     require_dims(plan, len(vector), "a probe text")
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memsync.model import EntityLink
-from memsync.stores.mem0 import Mem0Writer
+from memsync.stores.mem0 import AppWriter
 from memsync.stores.vector_store import StoredPoint
 
 SAMPLE_SIZE = 20
@@ -122,7 +122,7 @@ def pick_sample(
 
 
 def search_sample(
-    writer: Mem0Writer, points: Mapping[str, Summary], sample: Sequence[str]
+    writer: AppWriter, points: Mapping[str, Summary], sample: Sequence[str]
 ) -> tuple[list[Difference], list[str]]:
     """Search the target for each sampled memory's own text within its scope.
 

@@ -5,10 +5,11 @@ For every write (forget, erase, prune, confirm, reconcile), ``open_writer`` trie
 1. **agent**: the store's holder answers on its memsync agent socket (``[app] agent_socket``,
    else the ``memsync-agent.sock`` the holder listens on) and holds this deployment: the writes
    go through the app's own ``Memory`` (``memsync.stores.agent_client.AgentWriter``);
-2. **direct**: nobody holds the store: hot journals are rolled back and memsync builds its own
-   ``Memory`` (``memsync.stores.mem0.open_memory``);
+2. **direct**: nobody holds the store: hot journals are rolled back and the one-shot writer,
+   a process of the app's own interpreter, builds the app's ``Memory``
+   (``memsync.stores.mem0.open_memory``; the interpreter: ``memsync.stores.interpreter``);
 3. **window**: ``[app] stop_command`` and ``start_command`` are set: the app is stopped, the
-   work runs with memsync's own ``Memory``, and the app is started again, always
+   work runs in the one-shot writer, and the app is started again, always
    (``memsync.routes.window``), within ``[app] max_downtime_s``;
 4. none: ``NoRouteError`` (exit 12). forget, erase and prune record the request in the queue
    instead (``memsync.pending``, exit 5); reconcile and confirm exit 12.
@@ -35,7 +36,7 @@ from memsync.routes.window import (
     maintenance_window,
     recover_window,
 )
-from memsync.stores import mem0
+from memsync.stores import interpreter, mem0
 from memsync.stores.agent_client import AgentWriter, find_agent
 from memsync.stores.locks import LockHolder
 from memsync.stores.vector_store import vector_store_for
@@ -95,6 +96,8 @@ def open_writer(config: Config, what: str, taken: Taken | None = None) -> Iterat
     hot journals first (``mem0.prepare_for_writing``); the agent route never touches files.
 
     Raises:
+        ConfigError: (exit 10) the direct or window route would write, and the app's
+            interpreter is unknown (``interpreter.require``): nothing was touched.
         NoRouteError: (exit 12) the app holds the store, no agent answers, no window is set.
         WindowError: (exit 12) the window could not stop the app or free the store.
         WindowOverrunError: (exit 75) the work overran ``[app] max_downtime_s``.
@@ -107,14 +110,16 @@ def open_writer(config: Config, what: str, taken: Taken | None = None) -> Iterat
     client = find_agent(config)
     if client is not None:
         with client:
+            interpreter.learn_from_hello(config, client.hello)
             taken.route = "agent"
             logger.info("route_taken", route="agent", what=what)
             yield AgentWriter(client, config)
         return
     holder = _holder(config)
     if holder is None:
+        app = interpreter.require(config)  # refused before anything is touched
         mem0.prepare_for_writing(config)
-        with mem0.open_memory(config) as writer:
+        with mem0.open_memory(config, app=app) as writer:
             taken.route = "direct"
             logger.info("route_taken", route="direct", what=what)
             yield writer

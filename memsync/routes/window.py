@@ -32,7 +32,7 @@ from memsync.config import Config
 from memsync.errors import LockedError, TryLaterError, UnavailableError
 from memsync.model import HistoryEvent
 from memsync.state import WINDOW_FILE, window_left_open, write_json_atomic
-from memsync.stores import mem0
+from memsync.stores import interpreter, mem0
 from memsync.stores.locks import LockHolder
 from memsync.stores.vector_store import vector_store_for
 from memsync.stores.writer import Route, Writer
@@ -94,19 +94,25 @@ def maintenance_window(config: Config, what: str, taken: Taken) -> Iterator[Writ
     ``taken`` gets ``route = "window"`` when the writer is yielded and ``downtime_s``
     (seconds, from the stop issued to the start returned) when the window closes.
 
+    The app's interpreter is known before the app is stopped (``interpreter.require``; learned
+    from the process holding the store when nothing else names it).
+
     Raises:
+        ConfigError: (exit 10) the app's interpreter is unknown; nothing was stopped.
         WindowError: stop_command failed or timed out, or the store stayed held (exit 12).
         WindowOverrunError: the work overran the deadline (exit 75); what was done is journaled.
         UnavailableError: start_command failed or timed out: the app may be down (exit 11).
         KeyboardInterrupt: SIGINT/SIGTERM during the window (the app was started first).
     """
+    holder = vector_store_for(config).holder()
+    app = interpreter.require(config, holder.pid if holder is not None else None)
     window = _open(config, what)
     try:
         _stop_app(config, window)
         _wait_until_free(config, window)
         with _Watchdog(window.deadline):
             mem0.prepare_for_writing(config)
-            with mem0.open_memory(config, route="window") as writer:
+            with mem0.open_memory(config, route="window", app=app) as writer:
                 taken.route = "window"
                 yield BoundedWriter(writer, window.deadline)
         window.outcome = "ok"

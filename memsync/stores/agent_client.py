@@ -30,15 +30,19 @@ from memsync.stores.writer import Route
 logger = structlog.get_logger(__name__)
 
 REPLY_LIMIT_BYTES = 16 * 1024 * 1024
+# Errors of an embedder that retrying cannot help (the agent sends "<Type>: <message>").
+PERMANENT_ERRORS = ("TypeError", "ValueError", "KeyError", "AttributeError", "NotImplementedError")
 
 
 class AgentError(UnavailableError):
     """The agent answered a request with an error (exit 11); ``kind`` is its error type."""
 
-    def __init__(self, op: str, kind: str, message: str, socket_path: Path) -> None:
+    def __init__(self, op: str, kind: str, message: str, where: str) -> None:
         super().__init__(
-            f"the app's memsync agent at {socket_path} refused or failed {op!r}: {kind}: {message}",
-            "see the app's log (logger memsync.agent) for the request",
+            f"{where} refused or failed {op!r}: {kind}: {message}",
+            "see the app's log (logger memsync.agent) for the request"
+            if where.startswith("the app's")
+            else "the message is mem0's own, from the app's interpreter",
         )
         self.op = op
         self.kind = kind
@@ -53,10 +57,14 @@ class AgentClient:
 
     def __init__(self, path: Path, sock: socket.socket) -> None:
         self.path = path
+        self.where = f"the app's memsync agent at {path}"
         self._socket = sock
-        self._reader = sock.makefile("rb")
+        self._reader: Any = sock.makefile("rb")
         self._next_id = 0
         self.hello: dict[str, Any] = self.call("hello")
+
+    def _write(self, data: bytes) -> None:
+        self._socket.sendall(data)
 
     @classmethod
     def connect(cls, path: Path, timeout_s: float = 30.0) -> AgentClient:
@@ -99,11 +107,11 @@ class AgentClient:
         self._next_id += 1
         request = {"v": PROTOCOL, "id": self._next_id, "op": op, "args": args}
         try:
-            self._socket.sendall(json.dumps(request).encode() + b"\n")
+            self._write(json.dumps(request).encode() + b"\n")
             line = self._reader.readline(REPLY_LIMIT_BYTES)
         except OSError as error:
             raise UnavailableError(
-                f"the memsync agent at {self.path} stopped answering during {op!r}: {error}",
+                f"{self.where} stopped answering during {op!r}: {error}",
                 "the app may have stopped or be busy; run the command again (it is idempotent)",
             ) from error
         try:
@@ -111,13 +119,13 @@ class AgentClient:
             ok = bool(reply["ok"])
         except (ValueError, KeyError, TypeError) as error:
             raise UnavailableError(
-                f"the memsync agent at {self.path} gave no valid reply to {op!r}"
+                f"{self.where} gave no valid reply to {op!r}"
                 + (" (it closed the connection)" if not line else ""),
                 "the app may have stopped mid-request; run the command again (it is idempotent)",
             ) from error
         if not ok:
             problem = reply.get("error") or {}
-            raise AgentError(op, str(problem.get("type")), str(problem.get("message")), self.path)
+            raise AgentError(op, str(problem.get("type")), str(problem.get("message")), self.where)
         return reply.get("result")
 
     @contextmanager
@@ -248,9 +256,10 @@ class AgentWriter:
 
     route: Route = "agent"
 
-    def __init__(self, client: AgentClient, config: Config) -> None:
+    def __init__(self, client: AgentClient, config: Config, route: Route = "agent") -> None:
         self.client = client
         self._config = config
+        self.route = route
 
     def payload(self, memory_id: str) -> dict[str, Any] | None:
         """The app's live payload for the memory, or None. Reads only."""
@@ -296,6 +305,51 @@ class AgentWriter:
 
     def touch_entity_store(self) -> None:
         """Nothing to do: the agent initialises the entity store before its first delete."""
+
+    def embed(self, text: str) -> list[float]:
+        """Embed ``text`` with the app's embedder (mem0's ``embed(text, "add")``). Reads only.
+
+        Raises:
+            ValueError: the embedder rejected the input or is misconfigured (a permanent
+                error: TypeError, ValueError, KeyError, AttributeError, NotImplementedError).
+            AgentError: any other failure (network, rate limit: worth a retry).
+        """
+        try:
+            return [float(x) for x in self.client.call("embed", text=text)["vector"]]
+        except AgentError as error:
+            if str(error.message).split(": ", 2)[-1].startswith(PERMANENT_ERRORS):
+                raise ValueError(error.message) from error
+            raise
+
+    def insert_points(
+        self,
+        ids: Sequence[str],
+        vectors: Sequence[Sequence[float]],
+        payloads: Sequence[Mapping[str, Any]],
+        *,
+        entities: bool = False,
+    ) -> None:
+        """Write points with these ids, vectors and payloads in one call (a migration's batch).
+
+        ``vector_store.insert`` (``entity_store`` with ``entities``): no history row.
+        """
+        self.client.call(
+            "insert_points",
+            ids=list(ids),
+            vectors=[[float(x) for x in v] for v in vectors],
+            payloads=[dict(p) for p in payloads],
+            entities=entities,
+        )
+
+    def delete_points(self, ids: Sequence[str], *, entities: bool = False) -> None:
+        """Delete points by id through mem0's vector store: only a store memsync created."""
+        self.client.call("delete_points", ids=list(ids), entities=entities)
+
+    def top_hit(self, text: str, filters: Mapping[str, Any]) -> tuple[str, str] | None:
+        """``(memory_id, text)`` of ``Memory.search``'s first result in a scope, or None."""
+        found = self.client.call("search", text=text, filters=dict(filters), limit=1)
+        results = found.get("results") or []
+        return (str(results[0]["id"]), str(results[0]["memory"])) if results else None
 
     def probe_embedder(self) -> None:
         """Nothing to do: the app's embedder serves the app; a failing update reports itself."""

@@ -1,8 +1,8 @@
 """The writer port: the few typed writes memsync makes to a deployment, whatever the route.
 
-``Mem0Writer`` (``memsync.stores.mem0``) writes through a ``mem0.Memory`` memsync builds itself:
-the **direct** route (nobody holds the store) and the **window** route (the app was stopped
-for it). ``AgentWriter`` (``memsync.stores.agent_client``) asks ``memsync.agent`` inside the
+``AppWriter`` (``memsync.stores.mem0``) asks the one-shot writer, a short-lived process of
+the app's own interpreter, to build the app's ``mem0.Memory`` and write: the **direct** route
+(nobody holds the store) and the **window** route (the app was stopped for it). ``AgentWriter`` (``memsync.stores.agent_client``) asks ``memsync.agent`` inside the
 running app to do the same writes with the app's own ``Memory``: the **agent** route.
 ``memsync.routes.open_writer`` picks one and yields it. History-only writes (``record_events``,
 ``delete_messages``) go straight to history.db on every route: SQLite allows them across

@@ -164,7 +164,7 @@ def test_recover_killed_between_event_and_point_is_finished_by_the_next_run(
     assert forgot.code == 0, forgot.err
     theirs = set(forgot.json()["deleted"])
     assert len(theirs) >= 4
-    killed = _killed(deployment.config, "memsync.stores.mem0:Mem0Writer.put_back", 3,
+    killed = _killed(deployment.config, "memsync.stores.agent_client:AgentWriter.put_back", 3,
                      "recover", "--user", "alice", "--from", snapshot_id)  # fmt: skip
     assert killed.returncode == -9, killed.stderr
     again = cli("recover", "--user", "alice", "--from", snapshot_id, "--json",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ def target_config(
     text = f"""mem0_dir = "{source.mem0_dir}"
 state_dir = "{source.state}"
 plugins = ["memsync.demo.providers", "tests.helpers.migrate_plugin"]
+app_python = "{sys.executable}"
 
 [mem0]
 history_db_path = "{history or source.history_db}"

@@ -5,7 +5,8 @@ The "new embedding model" of another size a migration re-embeds into is the demo
 
 * ``migrate_flaky``: stands for an external embedding service that rate-limits: its first
   ``$MEMSYNC_TEST_FLAKY_FAILS`` calls in a process (default 3; ``-1``: every call) raise
-  ``ConnectionError``, then it answers as ``memsync_hash256``;
+  ``ConnectionError``, then it answers as ``memsync_hash256``; each call appends ``ok`` or
+  ``fail`` to the file ``$MEMSYNC_TEST_FLAKY_LOG`` names (memsync's writer process embeds);
 * ``migrate_slow``: ``memsync_hash256`` taking 30 ms a call (a remote embedder's latency),
   so a test can kill a migration mid-way;
 * ``migrate_gated``: ``memsync_hash256`` whose calls wait until the file named by
@@ -27,6 +28,7 @@ DIMS = HASH256_DIMS
 FLAKY_FAILS_ENV = "MEMSYNC_TEST_FLAKY_FAILS"
 SLOW_S = 0.03
 GATE_ENV = "MEMSYNC_TEST_GATE"
+FLAKY_LOG_ENV = "MEMSYNC_TEST_FLAKY_LOG"  # a file each call appends "ok" or "fail" to
 
 
 class Flaky(Hash256Embedding):  # type: ignore[misc]
@@ -37,7 +39,12 @@ class Flaky(Hash256Embedding):  # type: ignore[misc]
     def embed(self, text: str, memory_action: str | None = None) -> list[float]:
         Flaky.calls += 1
         fails = int(os.environ.get(FLAKY_FAILS_ENV, "3"))
-        if fails < 0 or Flaky.calls <= fails:
+        failing = fails < 0 or Flaky.calls <= fails
+        log = os.environ.get(FLAKY_LOG_ENV)
+        if log:  # memsync embeds in the app's interpreter: the test counts calls here
+            with open(log, "a", encoding="utf-8") as out:
+                out.write("fail\n" if failing else "ok\n")
+        if failing:
             raise ConnectionError(f"429 Too Many Requests (test embedder, call {Flaky.calls})")
         return super().embed(text, memory_action)
 

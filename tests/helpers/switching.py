@@ -54,6 +54,7 @@ def file_deployment(make_deployment: Any, *, window: bool = True, suffix: str = 
 state_dir = "{paths.state}"
 plugins = ["memsync.demo.providers"]
 mem0_config_file = "{app_file}"
+app_python = "{sys.executable}"
 
 [snapshot]
 directory = "{paths.root / "snapshots"}"

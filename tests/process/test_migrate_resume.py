@@ -100,15 +100,18 @@ def test_an_embedder_failing_transiently_is_retried_until_it_answers(
     source = make_deployment(count=10)
     new = target_config(source.paths, tmp_path / "new", embedder="migrate_flaky", dims=256)
     monkeypatch.setenv(plugin.FLAKY_FAILS_ENV, "3")
-    plugin.Flaky.calls = 0
+    calls = tmp_path / "embedder-calls"
+    monkeypatch.setenv(plugin.FLAKY_LOG_ENV, str(calls))
     result = cli("migrate", "--to", str(new), "--json", config=source.config)
     assert result.code == 0, result.err
     report = result.json()
     total = len(source.seeded.live)
     assert report["verified"] is True and report["re_embedded"] == total
-    # three failed attempts (on the size probe), the probe, one embedding per point, and
-    # verify's sampled searches
-    assert plugin.Flaky.calls == 3 + 1 + total + report["search_sampled"]
+    # Two writer processes (the size probe's, the copy's), each failing three times first;
+    # then the probe, one embedding per point, and verify's sampled searches.
+    lines = calls.read_text().split()
+    assert lines.count("fail") == 3 + 3
+    assert lines.count("ok") == 1 + total + report["search_sampled"]
 
 
 def test_an_embedder_that_keeps_failing_stops_with_exit_11_naming_it_before_writing(

@@ -24,10 +24,12 @@ def test_confirm_stamps_through_mem0_and_review_audit_see_it(deployment, cli):
     assert target in {m["memory_id"] for m in review.json()["memories"]}
     confirmed = cli("confirm", target, "--json", config=deployment.config)
     assert confirmed.code == 0 and confirmed.json()["confirmed"] == [target]
-    again = cli(
-        "review", "--older-than", "1s", "--limit", "1000", "--json", config=deployment.config
+    again = cli(  # the confirmation is seconds old (a writer process): 60 s is "just now"
+        "review", "--older-than", "60s", "--limit", "1000", "--json", config=deployment.config
     ).json()
-    assert target not in {m["memory_id"] for m in again["memories"]}
+    assert target not in {m["memory_id"] for m in again["memories"]}, [
+        m for m in again["memories"] if m["memory_id"] == target
+    ]
     audit = cli("audit", "--since", "1h", "--json", config=deployment.config).json()
     kinds = {(c["memory_id"], c["kind"]) for c in audit["changes"]}
     assert (target, "metadata") in kinds

@@ -1,0 +1,196 @@
+"""The one-shot writer: memsync's operations in a short-lived process of the app's interpreter.
+
+memsync never writes a deployment through a mem0ai or qdrant-client other than the app's: a
+library of another version that opens the store may rewrite its files in a format the app
+cannot read (qdrant-client 1.20 rewrites ``meta.json``; mem0ai 2.2 adds collections). When no
+agent serves the running app, memsync starts this module with the app's own interpreter
+(``memsync.stores.mem0.open_memory``), from a copy of this standard-library-only package:
+nothing else of memsync's environment is on its path. It speaks the agent's protocol on its
+standard input and output (``stdout`` is kept for the protocol; anything mem0 prints goes to
+stderr):
+
+1. memsync sends one start document: ``{"mem0": {...}, "plugins": [...], "mem0_dir": ...,
+   "mode": "memory" | "embedder"}`` (secrets resolved; never on the command line);
+2. the writer imports the plugins, builds ``Memory.from_config`` (or, for ``embedder``, only
+   the embedder) and answers ``hello`` (or an error: ``config``, ``locked``, ``unopenable``,
+   ``refused``);
+3. then one reply per request line, the same operations the agent runs (``ops.Operations``),
+   until its standard input closes; it closes the ``Memory`` and exits 0.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import sys
+import warnings
+from importlib import metadata
+from typing import Any, BinaryIO
+
+from .gate import WriteGate
+from .ops import Operations
+from .protocol import MAX_REQUEST_BYTES, AgentRequestError, parse_request, reply_bytes
+from .support import refusal
+
+logger = logging.getLogger("memsync.agent")
+
+
+class StartError(Exception):
+    """The writer cannot start; ``kind`` is the error type of its reply."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+class _EmbedderOnly:
+    """What ``Operations.op_embed`` needs, without opening any store (a migration's probe)."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        from mem0.configs.base import MemoryConfig
+        from mem0.utils.factory import EmbedderFactory
+
+        self.config = MemoryConfig(**settings)
+        self.embedding_model = EmbedderFactory.create(
+            self.config.embedder.provider,
+            self.config.embedder.config,
+            self.config.vector_store.config,
+        )
+
+
+def _problems(error: Exception) -> str:
+    """What mem0 said about its config, key by key, never a value (pydantic's ``input``)."""
+    if hasattr(error, "errors"):
+        try:
+            items = error.errors()
+        except Exception:  # noqa: BLE001 - not pydantic after all
+            items = []
+        text = "; ".join(
+            f"mem0.{'.'.join(str(p) for p in item.get('loc', ())) or 'config'}: {item.get('msg')}"
+            for item in items
+            if isinstance(item, dict)
+        )
+        if text:
+            return text
+    return f"{type(error).__name__}: {error}"
+
+
+def _from_qdrant_client(error: BaseException) -> bool:
+    traceback = error.__traceback__
+    while traceback is not None:
+        if traceback.tb_frame.f_globals.get("__name__", "").startswith("qdrant_client.local."):
+            return True
+        traceback = traceback.tb_next
+    return False
+
+
+def build(start: dict[str, Any]) -> Any:
+    """The ``Memory`` (or embedder) the start document asks for. Raises StartError."""
+    settings = start.get("mem0")
+    if not isinstance(settings, dict):
+        raise StartError("bad-request", "the start document has no mem0 object")
+    os.environ["MEM0_DIR"] = str(start.get("mem0_dir") or os.environ.get("MEM0_DIR") or "")
+    os.environ["MEM0_TELEMETRY"] = "False"  # a maintenance write sends nothing anywhere
+    warnings.filterwarnings("ignore", message="Payload indexes have no effect")
+    why = refusal(_version("mem0ai"), settings)
+    if why is not None:
+        raise StartError("refused", why)
+    for plugin in start.get("plugins") or []:
+        try:
+            importlib.import_module(str(plugin))
+        except Exception as error:  # noqa: BLE001 - any plugin failure is a config problem
+            raise StartError(
+                "config", f"plugins: cannot import {plugin!r}: {type(error).__name__}: {error}"
+            ) from None
+    mem0_logger = logging.getLogger("mem0")
+    mem0_logger.setLevel(logging.CRITICAL)  # mem0 logs validation errors with the input (secrets)
+    try:
+        if start.get("mode") == "embedder":
+            return _EmbedderOnly(settings)
+        from mem0 import Memory
+
+        return Memory.from_config(settings)
+    except Exception as error:  # noqa: BLE001 - mem0 raises many kinds; each is named
+        if isinstance(error, RuntimeError) and "already accessed" in str(error):
+            raise StartError("locked", str(error)) from None
+        if isinstance(error, ValueError) and "inhomogeneous" in str(error):
+            raise StartError("inhomogeneous", str(error)) from None
+        if _from_qdrant_client(error):
+            raise StartError("unopenable", f"{type(error).__name__}: {error}") from None
+        raise StartError("config", _problems(error)) from None
+    finally:
+        mem0_logger.setLevel(logging.WARNING)
+
+
+def close(memory: Any) -> None:
+    """Close the Memory and its vector store client (mem0ai 0.1.x has no ``Memory.close``)."""
+    try:
+        memory.close()
+    except Exception:  # noqa: BLE001, S110 - absent on this version, or closed already
+        pass
+    try:
+        memory.vector_store.client.close()
+    except Exception:  # noqa: BLE001, S110 - absent (the embedder alone), or closed already
+        pass
+
+
+def serve(memory: Any, requests: BinaryIO, replies: BinaryIO) -> None:
+    """Answer request lines from ``requests`` until it ends (the operations of ``ops``)."""
+    handlers = Operations(memory, WriteGate(), lease_max_s=0.0).handlers()
+    while True:
+        line = requests.readline(MAX_REQUEST_BYTES + 1)
+        if not line:
+            return
+        request_id = None
+        try:
+            request_id, op, call = parse_request(line, handlers)
+            if op in ("pause", "resume", "history_release", "history_reopen"):
+                raise AgentRequestError("bad-request", f"{op} is for an agent in a running app")
+            reply = reply_bytes(request_id, result=call())
+        except AgentRequestError as error:
+            reply = reply_bytes(request_id, error=(error.kind, str(error)))
+        except Exception as error:  # noqa: BLE001 - the op failed inside mem0: report it
+            reply = reply_bytes(request_id, error=("failed", f"{type(error).__name__}: {error}"))
+        replies.write(reply)
+        replies.flush()
+
+
+def main() -> int:
+    """Run the writer on this process's standard input and output; returns the exit status."""
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # print() from mem0 or a plugin goes to stderr, never into the protocol
+    requests = sys.stdin.buffer
+    try:
+        start = json.loads(requests.readline(MAX_REQUEST_BYTES + 1) or b"null")
+        if not isinstance(start, dict):
+            raise StartError("bad-request", "the first line must be the start document")
+        memory = build(start)
+    except StartError as error:
+        replies.write(reply_bytes(0, error=(error.kind, str(error))))
+        replies.flush()
+        return 2
+    except ValueError as error:
+        replies.write(reply_bytes(0, error=("bad-request", f"start document: {error}")))
+        replies.flush()
+        return 2
+    try:
+        hello = Operations(memory, WriteGate(), lease_max_s=0.0).op_hello()
+        replies.write(reply_bytes(0, result=hello))
+        replies.flush()
+        serve(memory, requests, replies)
+    finally:
+        close(memory)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,242 @@
+"""The app's interpreter: the Python whose mem0ai and qdrant-client every memsync write uses.
+
+memsync never writes a deployment with another mem0ai or qdrant-client than the app's
+(docs/reference/compatibility.md). The interpreter is, in order:
+
+1. ``[app] python`` in memsync's config (the older top-level ``app_python`` too);
+2. the one recorded in the state directory (``app-interpreter.json``), learned from the app's
+   agent (its ``hello`` names its ``executable``) or from the process holding the store
+   (``/proc/<pid>/cmdline``, else ``/proc/<pid>/exe``) while the app ran;
+3. learned now from the process holding the store.
+
+Whichever it is, its versions are measured by running it (``probe``), never assumed; memsync's
+own interpreter counts only when one of these names it. None known: writes are refused
+(``require``, exit 10) before anything is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+import structlog
+
+from memsync.config import Config
+from memsync.errors import ConfigError
+from memsync.utc import iso
+
+logger = structlog.get_logger(__name__)
+
+STATE_FILE = "app-interpreter.json"
+PROBE_TIMEOUT_S = 20.0
+UNKNOWN_HINT = (
+    'set [app] python = "/path/to/the/app/venv/bin/python" in memsync\'s config, or attach '
+    "memsync.agent in the app (docs/how-to/install-on-a-vps.md#the-apps-interpreter)"
+)
+
+_PROBE = (
+    "import importlib.metadata as m, json, sys\n"
+    "def v(n):\n"
+    "    try: return m.version(n)\n"
+    "    except m.PackageNotFoundError: return None\n"
+    "print(json.dumps({'mem0ai': v('mem0ai'), 'qdrant-client': v('qdrant-client'),"
+    " 'python_version': sys.version.split()[0], 'executable': sys.executable}))\n"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppInterpreter:
+    """The app's interpreter and what it reported when run.
+
+    Attributes:
+        python: the interpreter's path, as configured or learned (a venv's ``bin/python``).
+        source: where it came from: ``config``, ``agent``, ``holder`` (see the module).
+        mem0ai, qdrant_client: the versions it reported (None: not installed).
+        python_version: its Python version.
+        learned_at: when it was recorded (``source`` agent or holder), ISO 8601 UTC.
+    """
+
+    python: str
+    source: str
+    mem0ai: str | None
+    qdrant_client: str | None
+    python_version: str | None
+    learned_at: str | None = None
+
+    def describe(self) -> str:
+        """``/srv/app/.venv/bin/python (mem0ai 2.1.0, qdrant-client 1.19.1; from [app] python)``."""
+        origin = {
+            "config": "from [app] python",
+            "agent": "learned from the app's agent",
+            "holder": "learned from the process holding the store",
+        }.get(self.source, self.source)
+        return (
+            f"{self.python} (mem0ai {self.mem0ai or 'not installed'}, qdrant-client "
+            f"{self.qdrant_client or 'not installed'}; {origin})"
+        )
+
+
+def probe(python: str | Path) -> dict[str, str | None] | None:
+    """Run ``python`` once and return its versions, or None when it cannot run. Reads only.
+
+    ``-I``: the interpreter's own site-packages only (no user site, no PYTHON* variables),
+    what the app imports.
+    """
+    try:
+        completed = subprocess.run(  # noqa: S603 - the app's interpreter, a fixed script
+            [str(python), "-I", "-c", _PROBE],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=True,
+        )
+        reported = json.loads(completed.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    if not isinstance(reported, dict):
+        return None
+    return {k: v if isinstance(v, str) else None for k, v in reported.items()}
+
+
+def _measured(python: str, source: str, learned_at: str | None = None) -> AppInterpreter | None:
+    found = probe(python)
+    if found is None:
+        return None
+    return AppInterpreter(
+        python=python,
+        source=source,
+        mem0ai=found.get("mem0ai"),
+        qdrant_client=found.get("qdrant-client"),
+        python_version=found.get("python_version"),
+        learned_at=learned_at,
+    )
+
+
+def recorded(state_dir: Path) -> AppInterpreter | None:
+    """The interpreter last learned from the app (``app-interpreter.json``), or None. Reads only."""
+    try:
+        document = json.loads((state_dir / STATE_FILE).read_text(encoding="utf-8"))
+        return AppInterpreter(**{k: document.get(k) for k in AppInterpreter.__dataclass_fields__})
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def record(state_dir: Path, python: str, source: str) -> AppInterpreter | None:
+    """Measure ``python`` and record it as the app's when it has mem0ai; return it, or None."""
+    found = _measured(python, source, iso(datetime.now(UTC)))
+    if found is None or found.mem0ai is None:
+        return None
+    if recorded(state_dir) != found:
+        try:
+            state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _write_atomic(state_dir / STATE_FILE, asdict(found))
+        except OSError as error:
+            logger.warning("app_interpreter_not_recorded", error=str(error))
+        logger.info("app_interpreter_learned", python=python, source=source, mem0ai=found.mem0ai)
+    return found
+
+
+def _write_atomic(path: Path, document: dict[str, Any]) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    os.replace(partial, path)
+
+
+def learn_from_hello(config: Config, hello: dict[str, Any]) -> AppInterpreter | None:
+    """Record the interpreter an agent's ``hello`` names (``executable``), when it runs here."""
+    executable = hello.get("executable")
+    if not isinstance(executable, str) or not executable:
+        return None
+    return record(config.state_dir, executable, "agent")
+
+
+def holder_candidates(pid: int) -> list[str]:
+    """The interpreters process ``pid`` may run: its ``argv[0]`` (a venv's python), then its exe.
+
+    ``/proc/<pid>/exe`` names the base interpreter a venv's ``python`` links to, whose
+    site-packages are not the app's; ``argv[0]`` keeps the venv's path. Reads /proc only.
+    """
+    try:
+        process = psutil.Process(pid)
+        argv = process.cmdline()
+        exe = process.exe()
+        environ_path = process.environ().get("PATH")
+        cwd = process.cwd()
+    except (psutil.Error, OSError):
+        return []
+    found: list[str] = []
+    first = argv[0] if argv else ""
+    if "python" in Path(first).name:
+        if os.sep in first:
+            found.append(str(Path(cwd) / first) if not os.path.isabs(first) else first)
+        else:
+            located = shutil.which(first, path=environ_path)
+            if located:
+                found.append(located)
+    if exe and exe not in found:
+        found.append(exe)
+    return found
+
+
+def learn_from_holder(config: Config, pid: int) -> AppInterpreter | None:
+    """Record the interpreter of the process holding the store, when one with mem0ai is found."""
+    for python in holder_candidates(pid):
+        found = record(config.state_dir, python, "holder")
+        if found is not None:
+            return found
+    return None
+
+
+def known(config: Config, holder_pid: int | None = None) -> AppInterpreter | None:
+    """The app's interpreter, measured now, or None when none is known (see the module)."""
+    if config.app_python is not None:
+        return _measured(str(config.app_python), "config") or AppInterpreter(
+            python=str(config.app_python), source="config", mem0ai=None, qdrant_client=None,
+            python_version=None,
+        )  # fmt: skip
+    last = recorded(config.state_dir)
+    if last is not None:
+        found = _measured(last.python, last.source, last.learned_at)
+        if found is not None and found.mem0ai is not None:
+            return found
+    if holder_pid is not None:
+        return learn_from_holder(config, holder_pid)
+    return None
+
+
+def require(config: Config, holder_pid: int | None = None) -> AppInterpreter:
+    """The app's interpreter for a write; refuse (exit 10) before anything is touched.
+
+    Raises:
+        ConfigError: no interpreter is known, it cannot run, or it has no mem0ai.
+    """
+    found = known(config, holder_pid)
+    if found is None:
+        raise ConfigError(
+            config.source,
+            [
+                "app.python: the app's interpreter is unknown, and memsync writes a deployment "
+                "only with the app's own mem0ai and qdrant-client"
+            ],
+            UNKNOWN_HINT,
+        )
+    if found.python_version is None:
+        raise ConfigError(
+            config.source,
+            [f"app.python: {found.python} does not run (not a Python interpreter here)"],
+            "set [app] python to the interpreter the app runs with",
+        )
+    if found.mem0ai is None:
+        raise ConfigError(
+            config.source,
+            [f"app.python: {found.python} has no mem0ai installed: it is not the app's"],
+            "set [app] python to the interpreter the app runs with",
+        )
+    return found

@@ -1,0 +1,307 @@
+"""Every memsync write, on an app of each mem0ai version, leaves the app reading every memory.
+
+Each version's app environment (``tests/helpers/app_envs.py``: mem0ai with a qdrant-client of
+its time, never memsync) builds a real deployment through its own ``Memory``; memsync runs
+its commands from its own environment; after each write the app's own version opens the store
+and reads every memory back (``get_all`` per user, and ``search`` finds each one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memsync.stores.interpreter import STATE_FILE
+from tests.helpers import app_envs
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = ROOT / "tests" / "helpers" / "compat_app.py"
+VERSIONS = list(app_envs.APP_ENVS)
+
+
+@pytest.fixture(scope="session")
+def built() -> None:
+    """Every app environment, built once (``make test`` builds them before pytest starts)."""
+    lock = app_envs.APPS / ".build.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    import fcntl
+
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # xdist workers: one builds, the others wait
+        for version in VERSIONS:
+            if not app_envs.ready(version):
+                app_envs.build(version)
+
+
+class App:
+    """One deployment of the app on one mem0ai version, and memsync's config for it."""
+
+    def __init__(self, root: Path, version: str, app_python: bool = True) -> None:
+        self.root = root
+        self.version = version
+        self.python = app_envs.python_of(version)
+        self.qdrant = root / "qdrant"
+        self.history = root / "history.db"
+        self.state = root / "state"
+        self.mem0_dir = root / "mem0"
+        self.mem0_dir.mkdir(parents=True)
+        self.mem0_config = root / "mem0.json"
+        self.write_mem0_config(self.mem0_config, self.qdrant)
+        self.config = root / "memsync.toml"
+        app = f'[app]\npython = "{self.python}"\n' if app_python else ""
+        self.config.write_text(
+            f'mem0_dir = "{self.mem0_dir}"\nstate_dir = "{self.state}"\n'
+            f'plugins = ["{app_envs.PLUGIN}"]\n\n'
+            f"{self.mem0_toml(self.qdrant)}\n"
+            f'[snapshot]\ndirectory = "{root / "snapshots"}"\nkeep_last = 5\n\n'
+            f"[check]\nin_flight_margin_s = 0.5\n\n{app}",
+            encoding="utf-8",
+        )
+
+    def mem0_dict(self, qdrant: Path) -> dict[str, Any]:
+        return {
+            "vector_store": {
+                "provider": "qdrant",
+                "config": {
+                    "path": str(qdrant),
+                    "collection_name": "mem0",
+                    "embedding_model_dims": 384,
+                    "on_disk": True,
+                },
+            },  # fmt: skip
+            "embedder": {"provider": "memsync_hash"},
+            "llm": {"provider": "memsync_echo"},
+            "history_db_path": str(self.history),
+        }
+
+    def write_mem0_config(self, path: Path, qdrant: Path) -> None:
+        path.write_text(json.dumps(self.mem0_dict(qdrant)), encoding="utf-8")
+
+    def mem0_toml(self, qdrant: Path) -> str:
+        return (
+            f'[mem0]\nhistory_db_path = "{self.history}"\n\n'
+            f'[mem0.vector_store]\nprovider = "qdrant"\n\n'
+            f'[mem0.vector_store.config]\npath = "{qdrant}"\ncollection_name = "mem0"\n'
+            "embedding_model_dims = 384\non_disk = true\n\n"
+            '[mem0.embedder]\nprovider = "memsync_hash"\n\n[mem0.llm]\nprovider = "memsync_echo"\n'
+        )
+
+    def environ(self, mem0_config: Path | None = None) -> dict[str, str]:
+        environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        environ.update(
+            MEM0_DIR=str(self.mem0_dir), MEM0_TELEMETRY="False",
+            COMPAT_MEM0_CONFIG=str(mem0_config or self.mem0_config),
+        )  # fmt: skip
+        return environ
+
+    def run(self, *commands: tuple[str, ...], mem0_config: Path | None = None) -> list[Any]:
+        """Run the app's own version once, each command on one open Memory; their results.
+
+        Fails the test if the app fails (it cannot start, or a command raises).
+        """
+        argv = [word for command in commands for word in ("--", *command)][1:]
+        done = subprocess.run(
+            [str(self.python), str(APP), *argv], env=self.environ(mem0_config),
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, (
+            f"mem0ai {self.version}: the app failed at {argv}: {done.stderr[-2000:]}"
+        )
+        return list(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    def read(
+        self, *then: tuple[str, ...], mem0_config: Path | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Every memory the app's own version reads, each also found by its search.
+
+        ``then``: commands the same app run makes after reading (the next damage).
+        """
+        found = self.run(("read",), *then, mem0_config=mem0_config)[0]
+        missed = [i for i, hit in found["found_by_search"].items() if not hit]
+        assert not missed, f"mem0ai {self.version}: search misses {missed}"
+        return dict(found["memories"])
+
+
+def files_of(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root`` (the deployment's bytes)."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def assert_reads(
+    app: App, expected: dict[str, dict[str, Any]], gone: set[str], *then: tuple[str, ...]
+) -> None:
+    """The app reads every expected memory but ``gone``, text and metadata intact; then ``then``."""
+    memories = app.read(*then)
+    assert set(memories) == set(expected) - gone, f"mem0ai {app.version}"
+    for memory_id, memory in memories.items():
+        assert memory["memory"] == expected[memory_id]["memory"], memory_id
+        assert (memory.get("metadata") or {}).get("topic") == (
+            expected[memory_id].get("metadata") or {}
+        ).get("topic"), f"mem0ai {app.version}: {memory_id} lost its metadata"
+
+
+SLOW = pytest.mark.slow(
+    reason="an app process of an old mem0ai after each write, and a writer process per write: "
+    "about 1.5 s of imports each"
+)
+
+
+@SLOW
+@pytest.mark.parametrize("version", VERSIONS)
+def test_deletes_and_recover_leave_the_app_reading_every_memory(
+    built: None, tmp_path: Path, cli: Any, version: str
+) -> None:
+    app = App(tmp_path / "deployment", version)
+    ids = app.run(("seed", "10"))[0]["ids"]
+    seeded = app.read()
+    assert set(seeded) == set(ids)
+    config = app.config
+    assert cli("check", "--json", config=config).code == 0
+    created = cli("snapshot", "create", "--json", config=config)
+    assert created.code == 0, created.err
+    assert cli("snapshot", "verify", created.json()["id"], config=config).code == 0
+    gone: set[str] = set()
+
+    result = cli("forget", ids[0], "--yes", "--no-snapshot", "--json", config=config)
+    assert result.code == 0, result.err
+    assert result.json()["route"] == "direct"
+    gone.add(ids[0])
+    assert_reads(app, seeded, gone)
+
+    result = cli("forget", ids[1], "--erase", "--yes", "--no-snapshot", config=config)
+    assert result.code == 0, result.err
+    gone.add(ids[1])
+    assert_reads(app, seeded, gone, ("expire", ids[2]))
+
+    result = cli("prune", "--json", config=config)
+    assert result.code == 0, result.err
+    gone.add(ids[2])
+    assert_reads(app, seeded, gone, ("delete", ids[3]))
+
+    result = cli("recover", ids[3], "--json", config=config)
+    assert result.code == 0, result.err
+    assert_reads(app, seeded, gone)
+    assert cli("check", config=config).code == 0
+
+
+@SLOW
+@pytest.mark.parametrize("version", VERSIONS)
+def test_reconcile_migrate_and_restore_leave_the_app_reading_every_memory(
+    built: None, tmp_path: Path, cli: Any, version: str
+) -> None:
+    app = App(tmp_path / "deployment", version)
+    ids = app.run(("seed", "10"))[0]["ids"]
+    seeded = app.read()
+    config = app.config
+    created = cli("snapshot", "create", "--json", config=config)
+    assert created.code == 0, created.err
+
+    # A resurrected point (an older Qdrant copy under newer history) and a missing one.
+    older = tmp_path / "qdrant-older"
+    shutil.copytree(app.qdrant, older)
+    app.run(("delete", ids[0]))
+    shutil.rmtree(app.qdrant)
+    shutil.copytree(older, app.qdrant)
+    app.run(("drop-point", ids[1]))
+    report = cli("check", "--json", config=config)
+    assert report.code == 3
+    codes = {(f["code"], f.get("memory_id")) for f in report.json()["findings"]}
+    assert ("resurrected-point", ids[0]) in codes and ("missing-point", ids[1]) in codes
+    result = cli("reconcile", "--json", config=config)
+    assert result.code == 0, result.err
+    assert cli("check", config=config).code == 0
+    assert_reads(app, seeded, {ids[0]})
+
+    # A migration to a new embedded store, by the app's own version; the app reads the target.
+    target = tmp_path / "target"
+    target.mkdir()
+    new_toml = target / "new.toml"
+    new_toml.write_text(
+        config.read_text().replace(f'path = "{app.qdrant}"', f'path = "{target / "qdrant"}"'),
+        encoding="utf-8",
+    )
+    result = cli("migrate", "--to", str(new_toml), "--json", config=config)
+    assert result.code == 0, result.err
+    app.write_mem0_config(target / "mem0.json", target / "qdrant")
+    on_target = app.read(mem0_config=target / "mem0.json")
+    assert set(on_target) == set(seeded) - {ids[0]}
+
+    result = cli("restore", created.json()["id"], "--force", "--json", config=config)
+    assert result.code == 0, result.err
+    assert_reads(app, seeded, set())  # the snapshot of the seeded deployment, whole
+
+
+@SLOW
+@pytest.mark.parametrize("version", VERSIONS)
+def test_agent_writes_and_the_learned_interpreter(
+    built: None, tmp_path: Path, cli: Any, version: str
+) -> None:
+    app = App(tmp_path / "deployment", version, app_python=False)
+    ids = app.run(("seed", "6"))[0]["ids"]
+    seeded = app.read()
+    socket_path = tmp_path / "memsync-agent.sock"  # found as the holder's socket
+    environ = app.environ()
+    environ.update(
+        COMPAT_MEMSYNC_AGENT_PATH=str(ROOT), COMPAT_AGENT_SOCKET=str(socket_path),
+        COMPAT_WRITE_EVERY_S="0.2",
+    )  # fmt: skip
+    serving = subprocess.Popen(
+        [str(app.python), str(APP), "serve"], env=environ, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert serving.stdout is not None
+        assert "serving" in serving.stdout.readline()
+        result = cli("forget", ids[0], "--yes", "--no-snapshot", "--json", config=app.config)
+        assert result.code == 0, result.err
+        assert result.json()["route"] == "agent"
+        result = cli("forget", ids[1], "--erase", "--yes", "--no-snapshot", config=app.config)
+        assert result.code == 0, result.err
+    finally:
+        serving.send_signal(signal.SIGTERM)
+        _, err = serving.communicate(timeout=60)
+    assert serving.returncode == 0, err[-2000:]
+    memories = app.read()
+    assert not {ids[0], ids[1]} & set(memories)
+    assert set(seeded) - {ids[0], ids[1]} <= set(memories)  # and carol's live writes
+
+    # The agent's hello named the app's interpreter: a direct write later uses it.
+    learned = json.loads((app.state / STATE_FILE).read_text())
+    assert learned["python"] == str(app.python) and learned["mem0ai"] == version
+    result = cli("forget", ids[2], "--yes", "--no-snapshot", "--json", config=app.config)
+    assert result.code == 0, result.err
+    assert result.json()["route"] == "direct"
+    assert ids[2] not in app.read()
+
+
+def test_a_write_with_no_known_interpreter_is_refused_and_touches_nothing(
+    built: None, tmp_path: Path, cli: Any
+) -> None:
+    app = App(tmp_path / "deployment", VERSIONS[0], app_python=False)
+    ids = app.run(("seed", "4"))[0]["ids"]
+    older = tmp_path / "qdrant-older"
+    shutil.copytree(app.qdrant, older)
+    app.run(("delete", ids[0]))
+    shutil.rmtree(app.qdrant)
+    shutil.copytree(older, app.qdrant)  # ids[0] resurrected: reconcile has a write to make
+    app.run(("expire", ids[1]))  # prune has one too
+    stores = [app.qdrant, app.history, app.mem0_dir]
+    before = [files_of(p) if p.is_dir() else p.read_bytes() for p in stores]
+    for argv in (("forget", ids[2], "--yes", "--no-snapshot"), ("reconcile",), ("prune",)):
+        result = cli(*argv, config=app.config)
+        assert result.code == 10, (argv, result.err)
+        assert "[app] python" in result.err
+    assert [files_of(p) if p.is_dir() else p.read_bytes() for p in stores] == before
+    assert set(app.read()) == set(ids)  # ids[0] resurrected still, ids[1] expired still

@@ -1,0 +1,92 @@
+"""The app environments of the compatibility tier: one virtual environment per mem0ai version.
+
+Each holds one mem0ai release with a qdrant-client of its time (what pip gave users then), and
+the offline providers (``memsync_app_providers``, a copy of ``memsync/demo/providers.py`` on a
+``.pth`` path), never memsync. Built under ``build/apps/mem0ai-<version>/`` by
+``python -m tests.helpers.app_envs`` (``make app-envs``, run by ``make test``), and rebuilt only
+when its pins change (the stamp holds them). First run: about 16 s per environment from a warm
+pip cache, two at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+APPS = ROOT / "build" / "apps"
+PROVIDERS = ROOT / "memsync" / "demo" / "providers.py"
+PLUGIN = "memsync_app_providers"
+
+# mem0ai release -> the qdrant-client pip installed beside it in its time (FIELD_NOTES, measured).
+APP_ENVS: dict[str, tuple[str, ...]] = {
+    "0.1.118": ("mem0ai==0.1.118", "qdrant-client==1.15.1"),
+    "1.0.11": ("mem0ai==1.0.11", "qdrant-client==1.16.1"),
+    "2.0.0": ("mem0ai==2.0.0", "qdrant-client==1.17.1"),
+    "2.1.0": ("mem0ai==2.1.0", "qdrant-client==1.19.1"),
+    "2.2.1": ("mem0ai==2.2.1", "qdrant-client==1.19.1"),
+}
+
+
+def env_dir(version: str) -> Path:
+    """Where the app environment of mem0ai ``version`` lives."""
+    return APPS / f"mem0ai-{version}"
+
+
+def python_of(version: str) -> Path:
+    """The interpreter of the app environment of mem0ai ``version``."""
+    return env_dir(version) / "bin" / "python"
+
+
+def _stamp(version: str) -> str:
+    return json.dumps({"pins": list(APP_ENVS[version]), "python": sys.version.split()[0]})
+
+
+def ready(version: str) -> bool:
+    """Whether the environment exists with its current pins and plugin."""
+    stamp = env_dir(version) / ".memsync-app-env"
+    return stamp.is_file() and stamp.read_text() == _stamp(version)
+
+
+def build(version: str) -> str:
+    """Build (or rebuild) one environment; returns a line saying what was done."""
+    where = env_dir(version)
+    if ready(version):
+        _plugin(where)
+        return f"mem0ai {version}: ready ({where})"
+    shutil.rmtree(where, ignore_errors=True)
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", str(where)], check=True)
+    subprocess.run(
+        [str(where / "bin" / "python"), "-m", "pip", "install", "-qq",
+         "--disable-pip-version-check", *APP_ENVS[version]],
+        check=True,
+    )  # fmt: skip
+    _plugin(where)
+    (where / ".memsync-app-env").write_text(_stamp(version))
+    return f"mem0ai {version}: built ({where})"
+
+
+def _plugin(where: Path) -> None:
+    """Put the offline providers beside the environment, on its path by a ``.pth`` file."""
+    site = where / "app-site"
+    site.mkdir(exist_ok=True)
+    shutil.copyfile(PROVIDERS, site / f"{PLUGIN}.py")
+    for purelib in where.glob("lib/python*/site-packages"):
+        (purelib / "memsync-app-site.pth").write_text(str(site) + "\n")
+
+
+def main() -> int:
+    """Build every missing environment, two at a time; print one line each."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for line in pool.map(build, APP_ENVS):
+            print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
