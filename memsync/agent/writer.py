@@ -10,7 +10,9 @@ standard input and output (``stdout`` is kept for the protocol; anything mem0 pr
 stderr):
 
 1. memsync sends one start document: ``{"mem0": {...}, "plugins": [...], "mem0_dir": ...,
-   "mode": "memory" | "embedder"}`` (secrets resolved; never on the command line);
+   "mode": "memory" | "embedder" | "meta-inspect" | "meta-repair", "path": ...}`` (secrets
+   resolved; never on the command line). The ``meta`` modes open no ``Memory``: they answer
+   with what the app's qdrant-client says of the store's ``meta.json`` (``meta``) and exit;
 2. the writer imports the plugins, builds ``Memory.from_config`` (or, for ``embedder``, only
    the embedder) and answers ``hello`` (or an error: ``config``, ``locked``, ``unopenable``,
    ``refused``);
@@ -29,6 +31,7 @@ import warnings
 from importlib import metadata
 from typing import Any, BinaryIO
 
+from . import meta
 from .gate import WriteGate
 from .ops import Operations
 from .protocol import MAX_REQUEST_BYTES, AgentRequestError, parse_request, reply_bytes
@@ -164,6 +167,20 @@ def serve(memory: Any, requests: BinaryIO, replies: BinaryIO) -> None:
         replies.flush()
 
 
+def _meta(start: dict[str, Any], replies: BinaryIO) -> int:
+    """Answer a ``meta`` start: the store's ``meta.json`` as the app's qdrant-client sees it."""
+    try:
+        path = str(start.get("path") or "")
+        found = meta.repair(path) if start["mode"] == "meta-repair" else meta.inspect(path)
+    except (OSError, ValueError, ImportError) as error:
+        replies.write(reply_bytes(0, error=("failed", f"{type(error).__name__}: {error}")))
+        replies.flush()
+        return 2
+    replies.write(reply_bytes(0, result=found))
+    replies.flush()
+    return 0
+
+
 def main() -> int:
     """Run the writer on this process's standard input and output; returns the exit status."""
     replies = os.fdopen(os.dup(1), "wb")
@@ -173,6 +190,8 @@ def main() -> int:
         start = json.loads(requests.readline(MAX_REQUEST_BYTES + 1) or b"null")
         if not isinstance(start, dict):
             raise StartError("bad-request", "the first line must be the start document")
+        if start.get("mode") in ("meta-inspect", "meta-repair"):
+            return _meta(start, replies)
         memory = build(start)
     except StartError as error:
         replies.write(reply_bytes(0, error=(error.kind, str(error))))

@@ -26,6 +26,7 @@ from memsync.cli import pending as pending_command
 from memsync.cli import reconcile as reconcile_command
 from memsync.cli import recover as recover_command
 from memsync.cli import render
+from memsync.cli import repair_meta as repair_meta_command
 from memsync.cli import restore as restore_command
 from memsync.cli import review as review_command
 from memsync.cli import snapshot as snapshot_command
@@ -49,6 +50,7 @@ COMMANDS = (
     daemon_command,
     config_command,
     tune_command,
+    repair_meta_command,
 )
 
 

@@ -18,6 +18,7 @@ from memsync.daemon.runner import ChildResult, JobRunner, job_lock, read_queue
 from memsync.errors import ExitCode
 from memsync.repository import upload_marks
 from memsync.state import window_left_open
+from memsync.stores import interpreter
 
 DAEMON_HELP = (
     "run check, prune, snapshot, retention and verify on the [daemon] schedule (a systemd service)"
@@ -148,6 +149,7 @@ def run_status(args: argparse.Namespace) -> int:
         "queue": queue.as_json(),
         "window_left_open": window,
         "snapshots": {"pending_upload": upload_marks.count(config)},
+        "app_interpreter": interpreter.shown(config),
     }
     _emit(args, document, _status_text(document))
     return int(ExitCode.PROBLEMS_FOUND) if window is not None else verdict.exit_code
@@ -169,6 +171,12 @@ def _status_text(document: dict[str, Any]) -> str:
         lines += [f"  {label}: {row[key]}" for label, key in _EXPLAINED if flags and row[key]]
         if row["job"] == "verify" and row.get("summary"):
             lines.append(_verify_line(row["summary"]))
+    app = document["app_interpreter"]
+    if app is None:
+        lines.append("writes: the app's interpreter is unknown: set [app] python (memsync doctor)")
+    else:
+        versions = f" (mem0ai {app['mem0ai']})" if app.get("mem0ai") else ""
+        lines.append(f"writes: with the app's interpreter {app['python']}{versions}")
     if document["window_left_open"] is not None:
         lines.append(
             "maintenance window left open by a memsync that is gone: the app may be down "

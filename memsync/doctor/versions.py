@@ -12,8 +12,9 @@ from packaging.version import InvalidVersion
 from memsync.agent import support
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
+from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
-from memsync.stores import interpreter, versions
+from memsync.stores import app_process, interpreter, versions
 from memsync.stores.interpreter import AppInterpreter
 from memsync.stores.vector_store import vector_store_for
 
@@ -81,6 +82,8 @@ def probe_versions(config: Config) -> list[DoctorResult]:
             )
         )
     results.append(probe_app_interpreter(config, app_found))
+    if app_found is not None and app_found.qdrant_client is not None:
+        results.extend(probe_store_meta(config, app_found))
     return results
 
 
@@ -120,3 +123,53 @@ def probe_app_interpreter(config: Config, found: AppInterpreter | None) -> Docto
         status=OK,
         message=f"writes run with the app's interpreter {found.describe()}",
     )
+
+
+def probe_store_meta(config: Config, app: AppInterpreter) -> list[DoctorResult]:
+    """Whether the app's qdrant-client loads the embedded store's ``meta.json`` (``store-meta``).
+
+    Asked of the app's own qdrant-client in its interpreter (``app_process.app_meta``; reads
+    only, a running app is fine). Nothing for pgvector or a store with no ``meta.json`` yet.
+    """
+    location = vector_store_for(config).location
+    if location is None or not (location / "meta.json").is_file():
+        return []
+    try:
+        found = app_process.app_meta(config, app)
+    except MemsyncError as error:
+        return [
+            DoctorResult(
+                code="store-meta",
+                status=ERROR,
+                message=error.message,
+                fix=error.hint,
+                path=str(location / "meta.json"),
+            )  # fmt: skip
+        ]
+    if found["loads"]:
+        return [
+            DoctorResult(
+                code="store-meta",
+                status=OK,
+                message=f"the app's qdrant-client {app.qdrant_client} loads {found['path']}",
+            )
+        ]
+    refused = "; ".join(
+        f"collection {name}: {', '.join(c['refused'] + c['problems'])}"
+        for name, c in found["collections"].items()
+    )
+    repairable = all(c["repairable"] for c in found["collections"].values())
+    return [
+        DoctorResult(
+            code="store-meta",
+            status=ERROR,
+            message=f"the app's qdrant-client {app.qdrant_client} cannot load {found['path']} "
+            f"(keys it does not know: {refused}): the app will not start on this store; "
+            "written by a newer qdrant-client (memsync 0.1's own writes, or another tool)",
+            fix="stop the app, then memsync repair-meta (a snapshot first; the old file kept)"
+            if repairable
+            else "restore a snapshot from before, or run the app with the qdrant-client that "
+            "wrote it",
+            path=found["path"],
+        )
+    ]

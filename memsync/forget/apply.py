@@ -19,7 +19,7 @@ from memsync.errors import TryLaterError
 from memsync.forget.select import Ask, Forgotten, Targets, prove_gone, refuse_bad_mem0
 from memsync.model import HistoryEvent, Inventory
 from memsync.state import write_json_atomic
-from memsync.stores import mem0, versions
+from memsync.stores import mem0
 from memsync.stores.agent_client import AgentWriter, writes_held
 from memsync.stores.intent import ERASE_JOURNAL, FORGET_JOURNAL, load_erasing, load_forgetting
 from memsync.stores.vector_store import refuse_legacy_store, vector_store_for
@@ -187,8 +187,6 @@ def run_ask(
             (routes.would_take(config) or "queued") if dry_run and ask.has_work(targets) else None
         )
         return Forgotten(targets=targets, dry_run=dry_run, route=route)
-    if ask.kind != "prune":
-        refuse_bad_mem0(versions.installed_version("mem0ai"), bulk=not ask.memory_ids)
     snapshot_id = None
     if take_snapshot and ask.kind == "forget" and targets.all and routes.would_take(config):
         snapshot_id = snapshot.create_snapshot(config, now).id  # a live capture: no route
@@ -259,11 +257,12 @@ def delete_with(
 ) -> Deleted:
     """On an open route: select from a fresh capture (or ``known``), journal, delete.
 
-    Nothing is deleted when an id is unknown now. On the agent route the app's mem0ai release
-    is checked against the known-bad table too (its ``Memory`` does the deletes).
+    Nothing is deleted when an id is unknown now. The app's mem0ai release (its ``Memory`` does
+    the deletes, in the app or the one-shot writer: ``hello``) is checked against the
+    known-bad table first.
 
     Raises:
-        ConfigError: the app's mem0ai has a known delete bug (agent route).
+        ConfigError: the app's mem0ai has a known delete bug.
         TryLaterError: as ``_delete_journaled``.
     """
     app_mem0 = writer.client.hello.get("mem0") if isinstance(writer, AgentWriter) else None

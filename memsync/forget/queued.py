@@ -17,8 +17,7 @@ from memsync import pending, routes
 from memsync.config import Config
 from memsync.errors import ExitCode, MemsyncError
 from memsync.forget.apply import Deleted, delete_with, finish, look
-from memsync.forget.select import Ask, Forgotten, refuse_bad_mem0
-from memsync.stores import versions
+from memsync.forget.select import Ask, Forgotten
 
 logger = structlog.get_logger(__name__)
 
@@ -111,8 +110,6 @@ def _apply(
         with routes.open_writer(config, "pending apply", taken) as writer:
             for request, ask in work:
                 try:
-                    if ask.kind != "prune":
-                        refuse_bad_mem0(versions.installed_version("mem0ai"), not ask.memory_ids)
                     deleted[request.id] = delete_with(config, writer, now, ask)
                 except MemsyncError as error:
                     results[request.id] = Applied(

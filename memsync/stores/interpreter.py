@@ -211,6 +211,27 @@ def known(config: Config, holder_pid: int | None = None) -> AppInterpreter | Non
     return None
 
 
+def shown(config: Config) -> dict[str, Any] | None:
+    """The interpreter writes would use, as configured or last recorded, without running it.
+
+    For ``status`` (cheap: reads the state file only); ``known`` measures it.
+    """
+    last = recorded(config.state_dir)
+    if config.app_python is not None:
+        same = last is not None and last.python == str(config.app_python)
+        return {
+            "python": str(config.app_python), "source": "config",
+            "mem0ai": last.mem0ai if same and last else None,
+            "qdrant_client": last.qdrant_client if same and last else None,
+        }  # fmt: skip
+    if last is None:
+        return None
+    return {
+        "python": last.python, "source": last.source, "mem0ai": last.mem0ai,
+        "qdrant_client": last.qdrant_client, "learned_at": last.learned_at,
+    }  # fmt: skip
+
+
 def require(config: Config, holder_pid: int | None = None) -> AppInterpreter:
     """The app's interpreter for a write; refuse (exit 10) before anything is touched.
 

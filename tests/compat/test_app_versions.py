@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -305,3 +306,57 @@ def test_a_write_with_no_known_interpreter_is_refused_and_touches_nothing(
         assert "[app] python" in result.err
     assert [files_of(p) if p.is_dir() else p.read_bytes() for p in stores] == before
     assert set(app.read()) == set(ids)  # ids[0] resurrected still, ids[1] expired still
+
+
+def break_meta_like_memsync_0_1(app: App) -> None:
+    """Open the store with memsync's own mem0ai and qdrant-client, as memsync 0.1 wrote."""
+    script = (
+        "import json, sys, memsync.demo.providers\n"
+        "from mem0 import Memory\n"
+        "m = Memory.from_config(json.loads(open(sys.argv[1]).read()))\n"
+        "m.entity_store\n"
+        "m.close()\n"
+    )
+    environ = {**os.environ, "MEM0_DIR": str(app.root / "memsync-0.1-mem0")}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(app.mem0_config)], env=environ,
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+@SLOW
+@pytest.mark.parametrize("version", ["0.1.118", "2.0.0", "2.1.0"])
+def test_a_store_broken_by_a_newer_qdrant_client_is_found_and_repaired(
+    built: None, tmp_path: Path, cli: Any, version: str
+) -> None:
+    app = App(tmp_path / "deployment", version)
+    ids = app.run(("seed", "6"))[0]["ids"]
+    seeded = app.read()
+    break_meta_like_memsync_0_1(app)
+    broken = subprocess.run(
+        [str(app.python), str(APP), "read"], env=app.environ(), capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert broken.returncode != 0 and "Extra inputs are not permitted" in broken.stderr
+
+    report = cli("doctor", "--json", config=app.config)
+    [meta] = [r for r in report.json()["results"] if r["code"] == "store-meta"]
+    client = app_envs.APP_ENVS[version][1].split("==")[1]
+    assert meta["status"] == "error" and client in meta["message"]
+    assert "repair-meta" in meta["fix"] and report.code == 3
+
+    before = (app.qdrant / "meta.json").read_bytes()
+    dry = cli("repair-meta", "--dry-run", "--json", config=app.config)
+    assert dry.code == 3 and "id_tracker" in dry.json()["refused"]["mem0"]
+    assert (app.qdrant / "meta.json").read_bytes() == before
+
+    repaired = cli("repair-meta", "--json", config=app.config)
+    assert repaired.code == 0, repaired.err
+    done = repaired.json()
+    assert done["repaired"] and done["loads"] and done["safety_snapshot"]
+    assert Path(done["kept"]).read_bytes() == before  # the old file, kept beside it
+    memories = app.read()
+    assert set(memories) == set(ids) == set(seeded)
+    again = cli("doctor", "--json", config=app.config).json()["results"]
+    assert [r["status"] for r in again if r["code"] == "store-meta"] == ["ok"]
