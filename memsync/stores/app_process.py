@@ -123,15 +123,39 @@ class StartRefused(Exception):
 
 
 @contextmanager
-def _ops_copy() -> Iterator[Path]:
-    """A private directory holding a copy of ``memsync.agent`` as ``memsync_ops`` (stdlib only)."""
+def _ops_copy(owner: tuple[int, int] | None) -> Iterator[Path]:
+    """A directory holding a copy of ``memsync.agent`` as ``memsync_ops`` (stdlib only).
+
+    With ``owner`` (uid, gid: the writer runs as the store's owner), the copy is readable by
+    it and the private ``mem0`` directory (the writer's MEM0_DIR) is its own.
+    """
     source = Path(agent_package.__file__).parent
     with tempfile.TemporaryDirectory(prefix="memsync-writer-") as scratch:
         target = Path(scratch) / OPS_PACKAGE
         target.mkdir()
         for module in source.glob("*.py"):
             shutil.copyfile(module, target / module.name)
+        (Path(scratch) / "mem0").mkdir()
+        if owner is not None:  # the directory and all in it become the owner's (still 0700)
+            for path in (Path(scratch), target, *target.iterdir(), Path(scratch) / "mem0"):
+                os.chown(path, *owner)
         yield Path(scratch)
+
+
+def store_owner(config: Config) -> tuple[int, int] | None:
+    """The (uid, gid) the writer runs as: the store's owner, when memsync runs as root.
+
+    A root memsync never runs the app's code (its mem0, its plugins) as root: the writer takes
+    the owner of the embedded store's directory (else of history.db), unless that is root.
+    None: memsync is not root, or the store is root's. Reads only.
+    """
+    if os.getuid() != 0:
+        return None
+    for path in (vector_store_for(config).location, config.history_db_path):
+        if path is not None and path.exists():
+            found = path.stat()
+            return None if found.st_uid == 0 else (found.st_uid, found.st_gid)
+    return None
 
 
 def _environment(mem0_dir: Path) -> dict[str, str]:
@@ -155,6 +179,13 @@ def _raise_refused(config: Config, app: AppInterpreter, refused: StartRefused) -
             f"the collection in {where} holds vectors of different sizes: qdrant-client "
             "cannot open it, so nothing can be written through mem0",
             "memsync check names the points (dimension-mismatch); restore a snapshot",
+        )
+    if kind == "unopenable" and "CreateCollection" in message:
+        raise UnavailableError(
+            f"the app's qdrant-client {app.qdrant_client} cannot load {where}/meta.json: it "
+            "holds keys that qdrant-client does not know (written by a newer one), so the app "
+            "cannot open the store either",
+            "stop the app, then memsync repair-meta (docs/reference/commands/repair-meta.md)",
         )
     if kind == "unopenable":
         raise UnavailableError(
@@ -195,7 +226,8 @@ def writer_process(
     settings = dict(resolve_secrets(config.mem0, os.environ))
     # mem0's default history path is under MEM0_DIR, which the writer keeps private: explicit.
     settings.setdefault("history_db_path", str(config.history_db_path))
-    with _ops_copy() as scratch, tempfile.TemporaryFile() as stderr:
+    owner = store_owner(config)
+    with _ops_copy(owner) as scratch, tempfile.TemporaryFile() as stderr:
         # mem0 writes $MEM0_DIR/config.json at import (and 0.1.x a telemetry store there): a
         # private directory, so the writer touches no file of the app's but the two stores.
         document = {
@@ -213,6 +245,9 @@ def writer_process(
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
+                user=None if owner is None else owner[0],
+                group=None if owner is None else owner[1],
+                extra_groups=None if owner is None else [],
             )
         except OSError as error:
             raise ConfigError(
@@ -229,7 +264,10 @@ def writer_process(
             client.abort()  # interrupted while it starts (a window's deadline, SIGTERM)
             client.close()
             raise
-        logger.info("writer_started", python=app.python, mem0ai=app.mem0ai, mode=mode)
+        logger.info(
+            "writer_started", python=app.python, mem0ai=app.mem0ai, mode=mode,
+            uid=hello.get("uid"),
+        )  # fmt: skip
         try:
             yield client, hello
         except BaseException:

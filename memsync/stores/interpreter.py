@@ -128,8 +128,28 @@ def recorded(state_dir: Path) -> AppInterpreter | None:
         return None
 
 
+def trusted(python: str) -> bool:
+    """Whether memsync may run a ``python`` it learned (not configured). Reads only.
+
+    Owned by root or by memsync's own user, and writable by no one else (the file a venv's
+    link names). An agent's ``hello`` or a process's command line is what another process says: memsync
+    never runs a program such a process could have put there.
+    """
+    try:
+        found = os.stat(os.path.realpath(python))
+    except OSError:
+        return False
+    return found.st_uid in (0, os.getuid()) and not found.st_mode & 0o022
+
+
 def record(state_dir: Path, python: str, source: str) -> AppInterpreter | None:
-    """Measure ``python`` and record it as the app's when it has mem0ai; return it, or None."""
+    """Measure ``python`` and record it as the app's when it has mem0ai; return it, or None.
+
+    Learned interpreters that are not ``trusted`` are neither run nor recorded.
+    """
+    if not trusted(python):
+        logger.warning("app_interpreter_not_trusted", python=python, source=source)
+        return None
     found = _measured(python, source, iso(datetime.now(UTC)))
     if found is None or found.mem0ai is None:
         return None
@@ -202,7 +222,7 @@ def known(config: Config, holder_pid: int | None = None) -> AppInterpreter | Non
             python_version=None,
         )  # fmt: skip
     last = recorded(config.state_dir)
-    if last is not None:
+    if last is not None and trusted(last.python):
         found = _measured(last.python, last.source, last.learned_at)
         if found is not None and found.mem0ai is not None:
             return found

@@ -22,6 +22,12 @@ APPS = ROOT / "build" / "apps"
 PROVIDERS = ROOT / "memsync" / "demo" / "providers.py"
 PLUGIN = "memsync_app_providers"
 
+# The distribution's own Python, as many apps run: reachable by every user (the tests that run
+# the writer as the store's owner need that; pyenv's Python lives under /root).
+SYSTEM_PYTHON = "/usr/bin/python3.11"
+# Which app environment is built on SYSTEM_PYTHON when it exists (the others: memsync's base).
+ON_SYSTEM_PYTHON = "2.2.1"
+
 # mem0ai release -> the qdrant-client pip installed beside it in its time (FIELD_NOTES, measured).
 APP_ENVS: dict[str, tuple[str, ...]] = {
     "0.1.118": ("mem0ai==0.1.118", "qdrant-client==1.15.1"),
@@ -42,8 +48,15 @@ def python_of(version: str) -> Path:
     return env_dir(version) / "bin" / "python"
 
 
+def base_python(version: str) -> str:
+    """The interpreter the environment of mem0ai ``version`` is made from."""
+    if version == ON_SYSTEM_PYTHON and Path(SYSTEM_PYTHON).exists():
+        return SYSTEM_PYTHON
+    return str(getattr(sys, "_base_executable", sys.executable))
+
+
 def _stamp(version: str) -> str:
-    return json.dumps({"pins": list(APP_ENVS[version]), "python": sys.version.split()[0]})
+    return json.dumps({"pins": list(APP_ENVS[version]), "python": base_python(version)})
 
 
 def ready(version: str) -> bool:
@@ -59,8 +72,7 @@ def build(version: str) -> str:
         _plugin(where)
         return f"mem0ai {version}: ready ({where})"
     shutil.rmtree(where, ignore_errors=True)
-    base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", str(where)], check=True)
+    subprocess.run([base_python(version), "-m", "venv", str(where)], check=True)
     subprocess.run(
         [str(where / "bin" / "python"), "-m", "pip", "install", "-qq",
          "--disable-pip-version-check", *APP_ENVS[version]],
