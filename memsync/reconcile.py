@@ -267,6 +267,8 @@ def run_reconcile(
         if dry_run or not actions:
             return _unapplied(config, plan_id, actions, report, dry_run)
         writes = any(a.kind != "report" for a in actions)
+        if writes:
+            routes.require_interpreter(config)  # refused before the safety snapshot
         if take_snapshot and writes and routes.would_take(config) is not None:
             snapshot_id = snapshot.create_snapshot(config, now).id  # a live capture: no route
         if writes:

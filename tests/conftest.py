@@ -34,10 +34,6 @@ os.environ["MEM0_DIR"] = _SESSION_MEM0_DIR
 os.environ["MEM0_TELEMETRY"] = "False"
 os.environ["ORT_DISABLE_TELEMETRY"] = "1"
 os.environ.pop("MEMSYNC_CONFIG", None)
-# The tests' own mem0 plugins (tests.helpers.migrate_plugin) are on the app's path, as a
-# deployment's plugins are: memsync's one-shot writer imports them in the app's interpreter.
-_ROOT = str(Path(__file__).resolve().parents[1])
-os.environ["PYTHONPATH"] = os.pathsep.join([_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])
 
 from memsync.cli import main  # noqa: E402
 from memsync.demo import deployment as build  # noqa: E402

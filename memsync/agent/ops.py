@@ -11,7 +11,6 @@ idempotent. The package imports only the standard library and runs on Python 3.9
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import inspect
 import logging
@@ -84,7 +83,6 @@ class Operations:
         self.memory = memory
         self.gate = gate
         self.lease_max_s = lease_max_s
-        self._entities_touched = False
         self.history = HistoryConnection(memory)
 
     def handlers(self) -> dict[str, Callable[..., Any]]:
@@ -96,6 +94,7 @@ class Operations:
             "update": self.op_update,
             "put_back": self.op_put_back,
             "relink_entity": self.op_relink_entity,
+            "touch_entities": self.op_touch_entities,
             "embed": self.op_embed,
             "insert_points": self.op_insert_points,
             "delete_points": self.op_delete_points,
@@ -144,10 +143,6 @@ class Operations:
         """``Memory.delete`` (point, DELETE row, entity links); ``deleted`` False when no point."""
         memory_id = _id("memory_id", memory_id)
         with self.gate.exclusive():
-            if not self._entities_touched:
-                with contextlib.suppress(Exception):  # mem0ai 2.2.1 cleans links only once touched
-                    _ = self.memory.entity_store
-                self._entities_touched = True
             if self._live_payload(str(memory_id)) is None:
                 return {"deleted": False}
             self.memory.delete(str(memory_id))
@@ -264,6 +259,16 @@ class Operations:
             return self.memory.entity_store
         except AttributeError:
             return None
+
+    def op_touch_entities(self) -> dict[str, bool]:
+        """Initialise mem0's entity store, so ``Memory.delete`` cleans entity links too.
+
+        mem0ai 2.2.1 cleans links only once its entity store was touched in the process. memsync
+        asks only when the deployment has an entity collection: touching it creates one.
+        """
+        with self.gate.exclusive():
+            touched = self._entity_store() is not None
+            return {"touched": touched}
 
     def op_embed(self, text: str) -> dict[str, list[float]]:
         """The embedding of ``text`` by the app's embedder (``embed(text, "add")``). Reads only."""

@@ -10,8 +10,10 @@ standard input and output (``stdout`` is kept for the protocol; anything mem0 pr
 stderr):
 
 1. memsync sends one start document: ``{"mem0": {...}, "plugins": [...], "mem0_dir": ...,
-   "mode": "memory" | "embedder" | "meta-inspect" | "meta-repair", "path": ...}`` (secrets
-   resolved; never on the command line). The ``meta`` modes open no ``Memory``: they answer
+   "mode": "memory" | "embedder" | "plugins" | "meta-inspect" | "meta-repair", "path": ...,
+   "python_path": [...]}`` (secrets
+   resolved; never on the command line). ``plugins`` only imports the config's plugins
+   (doctor). The ``meta`` modes open no ``Memory``: they answer
    with what the app's qdrant-client says of the store's ``meta.json`` (``meta``) and exit;
 2. the writer imports the plugins, builds ``Memory.from_config`` (or, for ``embedder``, only
    the embedder) and answers ``hello`` (or an error: ``config``, ``locked``, ``unopenable``,
@@ -107,6 +109,10 @@ def build(start: dict[str, Any]) -> Any:
     why = refusal(_version("mem0ai"), settings)
     if why is not None:
         raise StartError("refused", why)
+    # [app] python_path: where the app's own modules live when not installed in its environment
+    for entry in reversed([str(p) for p in start.get("python_path") or []]):
+        if entry not in sys.path:
+            sys.path.insert(1, entry)
     for plugin in start.get("plugins") or []:
         try:
             importlib.import_module(str(plugin))
@@ -114,6 +120,8 @@ def build(start: dict[str, Any]) -> Any:
             raise StartError(
                 "config", f"plugins: cannot import {plugin!r}: {type(error).__name__}: {error}"
             ) from None
+    if start.get("mode") == "plugins":  # doctor: the plugins import here; nothing is built
+        return None
     mem0_logger = logging.getLogger("mem0")
     mem0_logger.setLevel(logging.CRITICAL)  # mem0 logs validation errors with the input (secrets)
     try:
@@ -181,8 +189,26 @@ def _meta(start: dict[str, Any], replies: BinaryIO) -> int:
     return 0
 
 
+def _die_with_parent() -> None:
+    """Be killed when memsync dies (Linux ``PR_SET_PDEATHSIG``), never left writing alone.
+
+    An orphaned writer would go on holding the store; memsync's journal finishes the work.
+    """
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the writer ends at its next request
+        return
+    parent = os.environ.get("MEMSYNC_WRITER_PARENT")
+    if parent and parent.isdigit() and os.getppid() != int(parent):  # memsync already died
+        os._exit(3)
+
+
 def main() -> int:
     """Run the writer on this process's standard input and output; returns the exit status."""
+    _die_with_parent()
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # print() from mem0 or a plugin goes to stderr, never into the protocol
     requests = sys.stdin.buffer
@@ -193,6 +219,10 @@ def main() -> int:
         if start.get("mode") in ("meta-inspect", "meta-repair"):
             return _meta(start, replies)
         memory = build(start)
+        if start.get("mode") == "plugins":
+            replies.write(reply_bytes(0, result={"plugins": list(start.get("plugins") or [])}))
+            replies.flush()
+            return 0
     except StartError as error:
         replies.write(reply_bytes(0, error=(error.kind, str(error))))
         replies.flush()

@@ -250,6 +250,13 @@ class AppConfig(_Section):
         shown="learned from the app's agent or from the process holding the store; "
         "else writes are refused",
     )
+    python_path: list[ConfigPath] = key(
+        [],
+        "directories put first on the app interpreter's import path for memsync's writes: "
+        "where the app's own modules and plugins live when they are not installed in its "
+        "environment (its PYTHONPATH or working directory)",
+        toml="array of strings",
+    )
     agent_socket: ConfigPath | None = key(
         None,
         "the Unix socket of memsync.agent inside the app",

@@ -11,6 +11,7 @@ from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import UnavailableError
 from memsync.model import DoctorResult
 from memsync.state import WINDOW_FILE, window_left_open
+from memsync.stores import interpreter
 from memsync.stores.agent_client import find_agent
 from memsync.stores.vector_store import vector_store_for
 
@@ -49,14 +50,17 @@ def probe_route(config: Config) -> DoctorResult:
                 code="write-route", status=OK, path=str(client.path),
                 message=f"writes go through the app's memsync agent (pid {client.hello.get('pid')})",
             )  # fmt: skip
+    app = " with the app's interpreter (app-interpreter above)"
+    if interpreter.shown(config) is None:
+        app = ", but only with the app's interpreter, which is unknown: they are refused now"
     if holder is None or holder.pid == os.getpid():
-        message = "nobody holds the store: writes go to it directly"
+        message = f"nobody holds the store: writes go to it directly{app}"
         return DoctorResult(code="write-route", status=OK, path=path, message=message)
     if config.app.window:
         return DoctorResult(
             code="write-route", status=OK, path=path,
             message=f"{holder.describe()} holds the store and no agent answers: writes stop it "
-            f"for a maintenance window (at most {config.app.max_downtime_s:g} s)",
+            f"for a maintenance window (at most {config.app.max_downtime_s:g} s){app}",
         )  # fmt: skip
     return DoctorResult(
         code="write-route", status=WARNING, path=path,

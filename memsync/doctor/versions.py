@@ -33,8 +33,11 @@ def judge_mem0_version(version: str, on_disk: bool) -> list[tuple[str, str, str]
 
 
 def probe_versions(config: Config) -> list[DoctorResult]:
-    """mem0ai and qdrant-client versions here (and in the app's interpreter) vs known-bad ones."""
-    ours = versions.tracked_versions()
+    """The app's mem0ai and qdrant-client (its interpreter's) vs known-bad ones; its meta.json.
+
+    memsync's own environment is not judged: its writes never use its mem0ai
+    (docs/reference/compatibility.md).
+    """
     results = []
     vector_store = config.mem0.get("vector_store") or {}
     store_config = (vector_store.get("config") if isinstance(vector_store, dict) else None) or {}
@@ -51,7 +54,7 @@ def probe_versions(config: Config) -> list[DoctorResult]:
             )
         ]
     )
-    for where, found in [("memsync's environment", ours), *app_versions]:
+    for where, found in app_versions:
         mem0_version = found.get("mem0ai")
         if mem0_version is None:
             results.append(
@@ -59,7 +62,7 @@ def probe_versions(config: Config) -> list[DoctorResult]:
                     code="mem0-version",
                     status=WARNING,
                     message=f"mem0ai is not installed in {where}",
-                    fix="install mem0ai (memsync's writing commands need it)",
+                    fix="set [app] python to the interpreter the app runs with",
                 )
             )
         else:
@@ -108,6 +111,13 @@ def probe_app_interpreter(config: Config, found: AppInterpreter | None) -> Docto
         problem = "has no mem0ai installed"
     else:
         problem = support.refusal(found.mem0ai, dict(config.mem0))
+    if problem is None and config.plugins:
+        try:
+            app_process.check_plugins(config, found)
+        except MemsyncError as error:
+            return DoctorResult(
+                code="app-interpreter", status=ERROR, message=error.message, fix=error.hint
+            )
     if problem is not None:
         return DoctorResult(
             code="app-interpreter",

@@ -188,6 +188,7 @@ def run_ask(
         )
         return Forgotten(targets=targets, dry_run=dry_run, route=route)
     snapshot_id = None
+    routes.require_interpreter(config)  # refused before the safety snapshot, not after it
     if take_snapshot and ask.kind == "forget" and targets.all and routes.would_take(config):
         snapshot_id = snapshot.create_snapshot(config, now).id  # a live capture: no route
     taken = routes.Taken()

@@ -44,7 +44,7 @@ from memsync.stores.writer import Route, Writer
 
 __all__ = [
     "WINDOW_FILE", "NoRouteError", "Taken", "WindowError", "WindowOverrunError", "open_writer",
-    "recover_window", "store_free", "would_take",
+    "recover_window", "require_interpreter", "store_free", "would_take",
 ]  # fmt: skip
 
 logger = structlog.get_logger(__name__)
@@ -84,6 +84,25 @@ def would_take(config: Config) -> Route | None:
     if _holder(config) is None:
         return "direct"
     return "window" if config.app.window else None
+
+
+def require_interpreter(config: Config) -> None:
+    """Refuse (exit 10) now when the write's route needs the app's interpreter and none is known.
+
+    Called before a safety snapshot or anything else is done. Reads only. An answering agent
+    needs none (the app writes); the direct and window routes do.
+
+    Raises:
+        ConfigError: (exit 10) see ``interpreter.require``.
+        UnavailableError: an agent answers for another deployment.
+    """
+    client = find_agent(config)
+    if client is not None:
+        client.close()
+        return
+    holder = _holder(config)
+    if holder is None or config.app.window:
+        interpreter.require(config, holder.pid if holder is not None else None)
 
 
 @contextmanager

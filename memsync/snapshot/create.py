@@ -27,7 +27,7 @@ from memsync.repository import LocalRepository, encryption_key, snapshot_dir
 from memsync.snapshot import guard
 from memsync.snapshot.embedder import embedder_of
 from memsync.state import fsync_dir, write_json_atomic
-from memsync.stores import deployment, snapshots, versions
+from memsync.stores import deployment, interpreter, snapshots
 from memsync.stores.agent_client import writes_held
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, sign
 from memsync.stores.pgvector.export import pgvector_versions
@@ -306,7 +306,7 @@ def finish_directory(
         history={"rows": inventory.history_rows, "memories": len(inventory.history)},
         integrity_results=results,
         report=report or check.judge(inventory, today),
-        versions=versions.tracked_versions(),
+        versions=_app_versions(config),
         encryption={"algorithm": seal.ALGORITHM} if encryption else None,
     )
     manifest = replace(manifest, quiesced=quiesced, embedder=embedder)
@@ -398,3 +398,13 @@ def _file_entries(partial: Path, key: bytes | None, modes: dict[str, str]) -> li
     for directory in sorted({p.parent for p in partial.rglob("*")} | {partial}):
         fsync_dir(directory)
     return entries
+
+
+def _app_versions(config: Config) -> dict[str, str | None]:
+    """The app's mem0ai and qdrant-client, as last recorded (``[app] python`` or learned).
+
+    Not run here (a snapshot never starts the app's interpreter): null until memsync has
+    measured them once (doctor, a write). memsync's own are not the store's.
+    """
+    found = interpreter.shown(config) or {}
+    return {"mem0ai": found.get("mem0ai"), "qdrant-client": found.get("qdrant_client")}

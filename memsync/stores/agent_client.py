@@ -304,7 +304,21 @@ class AgentWriter:
         )
 
     def touch_entity_store(self) -> None:
-        """Nothing to do: the agent initialises the entity store before its first delete."""
+        """Initialise mem0's entity store in the app, when the store has an entity collection.
+
+        So ``Memory.delete`` cleans entity links too (mem0ai 2.2.1 does only once touched);
+        never otherwise: touching it would create the collection. An agent of an older
+        memsync knows no ``touch_entities``: it touches the store at its first delete.
+        """
+        collections = vector_store_for(self._config).read_collections() or {}
+        prefix = f"{self._config.collection}_"
+        if not any(name.startswith(prefix) and "entit" in name for name in collections):
+            return
+        try:
+            self.client.call("touch_entities")
+        except AgentError as error:
+            if error.kind != "bad-request":
+                raise
 
     def embed(self, text: str) -> list[float]:
         """Embed ``text`` with the app's embedder (mem0's ``embed(text, "add")``). Reads only.

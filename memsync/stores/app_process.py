@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import subprocess
 import tempfile
@@ -25,6 +26,7 @@ import structlog
 from memsync import agent as agent_package
 from memsync.config import Config, resolve_secrets
 from memsync.errors import ConfigError, LockedError, UnavailableError
+from memsync.stores import interpreter
 from memsync.stores.agent_client import AgentClient
 from memsync.stores.interpreter import AppInterpreter
 from memsync.stores.vector_store import vector_store_for
@@ -33,7 +35,13 @@ logger = structlog.get_logger(__name__)
 
 # The copy of memsync.agent the writer imports, under a name no app installs.
 OPS_PACKAGE = "memsync_ops"
-BOOT = f"from {OPS_PACKAGE}.writer import main; raise SystemExit(main())"
+# -I: the app's interpreter with its own site-packages only (no PYTHONPATH, no user site, no
+# current directory); the private copy is put on the path by the boot line itself.
+BOOT = (
+    "import sys; sys.path.insert(0, {scratch!r}); from memsync_ops.writer import main; "
+    "raise SystemExit(main())"
+)
+START_TIMEOUT_S = 120.0  # importing mem0 and the plugins, building the Memory
 EXIT_TIMEOUT_S = 30.0
 # memsync's own environment must not leak into the app's interpreter.
 DROPPED_ENVIRONMENT = ("PYTHONHOME", "PYTHONSTARTUP", "PYTHONSAFEPATH", "VIRTUAL_ENV")
@@ -63,6 +71,14 @@ class WriterClient(AgentClient):
         """Send the start document; return the writer's ``hello``. Raises as ``open_memory``."""
         try:
             self._write(json.dumps(document).encode() + b"\n")
+            ready, _, _ = select.select([self._reader], [], [], START_TIMEOUT_S)
+            if not ready:
+                self.abort()
+                raise UnavailableError(
+                    f"{self.where} did not start within {START_TIMEOUT_S:g} s: importing mem0 "
+                    f"or the plugins, or building the Memory, hangs ({self.stderr_tail() or 'no output'})",
+                    "run the app's interpreter by hand with the config's plugins to see where",
+                )
             line = self._reader.readline()
         except OSError:
             line = b""
@@ -142,26 +158,43 @@ def _ops_copy(owner: tuple[int, int] | None) -> Iterator[Path]:
         yield Path(scratch)
 
 
-def store_owner(config: Config) -> tuple[int, int] | None:
-    """The (uid, gid) the writer runs as: the store's owner, when memsync runs as root.
+def _writable_by(path: Path, uid: int, gid: int) -> bool:
+    found = path.stat()
+    if found.st_uid == uid:
+        return bool(found.st_mode & 0o200)
+    if found.st_gid == gid:
+        return bool(found.st_mode & 0o020)
+    return bool(found.st_mode & 0o002)
 
-    A root memsync never runs the app's code (its mem0, its plugins) as root: the writer takes
-    the owner of the embedded store's directory (else of history.db), unless that is root.
-    None: memsync is not root, or the store is root's. Reads only.
+
+def _require_owner_writes(config: Config, owner: tuple[int, int]) -> None:
+    """Refuse (exit 10) before anything is written when the store's owner cannot write both.
+
+    The writer runs as the owner of the vector store (``interpreter.store_owner``); a
+    history.db (or its directory, where SQLite keeps its journal) it cannot write would fail
+    the history row after the point was written: a half-done write.
     """
-    if os.getuid() != 0:
-        return None
-    for path in (vector_store_for(config).location, config.history_db_path):
-        if path is not None and path.exists():
-            found = path.stat()
-            return None if found.st_uid == 0 else (found.st_uid, found.st_gid)
-    return None
+    location = vector_store_for(config).location
+    paths = [config.history_db_path, config.history_db_path.parent]
+    if location is not None:
+        paths += [location, *location.glob("collection/*"), *location.glob("collection/*/*")]
+    denied = [p for p in paths if p.exists() and not _writable_by(p, *owner)]
+    if denied:
+        raise ConfigError(
+            config.source,
+            [
+                f"the store's owner (uid {owner[0]}), as whom memsync runs the app's code, "
+                f"cannot write {', '.join(str(p) for p in denied[:3])}"
+            ],
+            "give the app's user both stores (chown -R), as the app itself needs them",
+        )
 
 
 def _environment(mem0_dir: Path) -> dict[str, str]:
     environ = {k: v for k, v in os.environ.items() if k not in DROPPED_ENVIRONMENT}
     environ["MEM0_DIR"] = str(mem0_dir)
     environ["MEM0_TELEMETRY"] = "False"
+    environ["MEMSYNC_WRITER_PARENT"] = str(os.getpid())  # the writer dies with memsync
     environ["PYTHONDONTWRITEBYTECODE"] = "1"  # nothing left in the private copy's directory
     return environ
 
@@ -199,13 +232,26 @@ def _raise_refused(config: Config, app: AppInterpreter, refused: StartRefused) -
         raise ConfigError(
             config.source,
             [f"app.python: {app.python}: {message}; memsync will not write through it"],
-            "upgrade the app's mem0ai (docs/reference/compatibility.md), or set "
-            "vector_store.config.on_disk = true where the message says so",
+            "docs/reference/compatibility.md lists the mem0ai releases memsync writes through"
+            + (
+                "; set vector_store.config.on_disk = true in the app's config and memsync's"
+                if "on_disk" in message
+                else ": a newer memsync for a newer mem0ai"
+                if "newer than" in message
+                else ": upgrade the app's mem0ai"
+            ),
         )
     if kind == "failed":
         raise UnavailableError(
             f"the app's interpreter {app.python} could not read the store {where}: {message}",
             "memsync check reads the store without qdrant-client; restore a snapshot",
+        )
+    if kind == "config" and message.startswith("plugins:"):
+        raise ConfigError(
+            config.source,
+            [f"{message} (in the app's interpreter {app.python}, run isolated: -I)"],
+            "install the plugin in the app's environment, or name the directory holding it in "
+            "[app] python_path (docs/how-to/install-on-a-vps.md#the-apps-interpreter)",
         )
     raise ConfigError(config.source, [message])
 
@@ -226,7 +272,9 @@ def writer_process(
     settings = dict(resolve_secrets(config.mem0, os.environ))
     # mem0's default history path is under MEM0_DIR, which the writer keeps private: explicit.
     settings.setdefault("history_db_path", str(config.history_db_path))
-    owner = store_owner(config)
+    owner = interpreter.store_owner(config)
+    if owner is not None and mode != "meta-inspect":
+        _require_owner_writes(config, owner)
     with _ops_copy(owner) as scratch, tempfile.TemporaryFile() as stderr:
         # mem0 writes $MEM0_DIR/config.json at import (and 0.1.x a telemetry store there): a
         # private directory, so the writer touches no file of the app's but the two stores.
@@ -236,10 +284,11 @@ def writer_process(
             "mem0_dir": str(scratch / "mem0"),
             "mode": mode,
             "path": None if path is None else str(path),
+            "python_path": [str(p) for p in config.app.python_path],
         }
         try:
             process = subprocess.Popen(  # noqa: S603 - the app's interpreter, a fixed boot line
-                [app.python, "-c", BOOT],
+                [app.python, "-I", "-c", BOOT.format(scratch=str(scratch))],
                 cwd=scratch,
                 env=_environment(scratch / "mem0"),
                 stdin=subprocess.PIPE,
@@ -294,3 +343,13 @@ def app_meta(config: Config, app: AppInterpreter, *, repair: bool = False) -> di
     mode = "meta-repair" if repair else "meta-inspect"
     with writer_process(config, app, mode, location) as (_, found):
         return found
+
+
+def check_plugins(config: Config, app: AppInterpreter) -> None:
+    """Import the config's plugins in the app's interpreter, as a write would; build nothing.
+
+    Raises:
+        ConfigError: (exit 10) a plugin does not import there (named, with the fix).
+    """
+    with writer_process(config, app, "plugins"):
+        pass

@@ -30,6 +30,7 @@ import structlog
 
 from memsync.config import Config
 from memsync.errors import ConfigError
+from memsync.stores.vector_store import vector_store_for
 from memsync.utc import iso
 
 logger = structlog.get_logger(__name__)
@@ -83,11 +84,28 @@ class AppInterpreter:
         )
 
 
-def probe(python: str | Path) -> dict[str, str | None] | None:
-    """Run ``python`` once and return its versions, or None when it cannot run. Reads only.
+def store_owner(config: Config) -> tuple[int, int] | None:
+    """The (uid, gid) the app's interpreter runs as: the store's owner, when memsync is root.
+
+    A root memsync never runs the app's code (its mem0, its plugins, a ``.pth`` in its
+    environment) as root: the version probe and the one-shot writer take the owner of the
+    embedded store's directory (else of history.db), unless that is root. None: memsync is
+    not root, or the store is root's. Reads only.
+    """
+    if os.getuid() != 0:
+        return None
+    for path in (vector_store_for(config).location, config.history_db_path):
+        if path is not None and path.exists():
+            found = path.stat()
+            return None if found.st_uid == 0 else (found.st_uid, found.st_gid)
+    return None
+
+
+def probe(python: str | Path, owner: tuple[int, int] | None = None) -> dict[str, str | None] | None:
+    """Run ``python`` once (as ``owner``) and return its versions, or None. Reads only.
 
     ``-I``: the interpreter's own site-packages only (no user site, no PYTHON* variables),
-    what the app imports.
+    what the app imports. None when it does not run, or answers nothing in 20 s.
     """
     try:
         completed = subprocess.run(  # noqa: S603 - the app's interpreter, a fixed script
@@ -96,6 +114,10 @@ def probe(python: str | Path) -> dict[str, str | None] | None:
             text=True,
             timeout=PROBE_TIMEOUT_S,
             check=True,
+            cwd="/",
+            user=None if owner is None else owner[0],
+            group=None if owner is None else owner[1],
+            extra_groups=None if owner is None else [],
         )
         reported = json.loads(completed.stdout)
     except (OSError, subprocess.SubprocessError, ValueError):
@@ -105,8 +127,10 @@ def probe(python: str | Path) -> dict[str, str | None] | None:
     return {k: v if isinstance(v, str) else None for k, v in reported.items()}
 
 
-def _measured(python: str, source: str, learned_at: str | None = None) -> AppInterpreter | None:
-    found = probe(python)
+def _measured(
+    python: str, source: str, learned_at: str | None = None, owner: tuple[int, int] | None = None
+) -> AppInterpreter | None:
+    found = probe(python, owner)
     if found is None:
         return None
     return AppInterpreter(
@@ -128,21 +152,38 @@ def recorded(state_dir: Path) -> AppInterpreter | None:
         return None
 
 
-def trusted(python: str) -> bool:
-    """Whether memsync may run a ``python`` it learned (not configured). Reads only.
-
-    Owned by root or by memsync's own user, and writable by no one else (the file a venv's
-    link names). An agent's ``hello`` or a process's command line is what another process says: memsync
-    never runs a program such a process could have put there.
-    """
+def _safe(path: Path) -> bool:
+    """Owned by root or by memsync's user, and writable by no one else. Reads only."""
     try:
-        found = os.stat(os.path.realpath(python))
+        found = path.stat()
     except OSError:
         return False
     return found.st_uid in (0, os.getuid()) and not found.st_mode & 0o022
 
 
-def record(state_dir: Path, python: str, source: str) -> AppInterpreter | None:
+def trusted(python: str) -> bool:
+    """Whether memsync may run a ``python`` it learned (not configured). Reads only.
+
+    An agent's ``hello`` or a process's command line is what another process says: memsync
+    runs only an interpreter nobody else could have put there or changed. The file, every
+    directory above it (as named, and as its links resolve), and, for a virtual environment,
+    its ``pyvenv.cfg`` and ``site-packages`` (whose ``.pth`` files run at start) must each be
+    owned by root or by memsync's own user and writable by no one else.
+    """
+    named = Path(python)
+    if not named.is_absolute():
+        return False
+    real = Path(os.path.realpath(named))
+    checked = [named, *named.parents, real, *real.parents]
+    venv = named.parent.parent
+    if (venv / "pyvenv.cfg").exists():
+        checked += [venv / "pyvenv.cfg", *venv.glob("lib*/python*/site-packages")]
+    return all(_safe(path) for path in checked)
+
+
+def record(
+    state_dir: Path, python: str, source: str, owner: tuple[int, int] | None = None
+) -> AppInterpreter | None:
     """Measure ``python`` and record it as the app's when it has mem0ai; return it, or None.
 
     Learned interpreters that are not ``trusted`` are neither run nor recorded.
@@ -150,7 +191,7 @@ def record(state_dir: Path, python: str, source: str) -> AppInterpreter | None:
     if not trusted(python):
         logger.warning("app_interpreter_not_trusted", python=python, source=source)
         return None
-    found = _measured(python, source, iso(datetime.now(UTC)))
+    found = _measured(python, source, iso(datetime.now(UTC)), owner)
     if found is None or found.mem0ai is None:
         return None
     if recorded(state_dir) != found:
@@ -174,7 +215,7 @@ def learn_from_hello(config: Config, hello: dict[str, Any]) -> AppInterpreter | 
     executable = hello.get("executable")
     if not isinstance(executable, str) or not executable:
         return None
-    return record(config.state_dir, executable, "agent")
+    return record(config.state_dir, executable, "agent", store_owner(config))
 
 
 def holder_candidates(pid: int) -> list[str]:
@@ -208,7 +249,7 @@ def holder_candidates(pid: int) -> list[str]:
 def learn_from_holder(config: Config, pid: int) -> AppInterpreter | None:
     """Record the interpreter of the process holding the store, when one with mem0ai is found."""
     for python in holder_candidates(pid):
-        found = record(config.state_dir, python, "holder")
+        found = record(config.state_dir, python, "holder", store_owner(config))
         if found is not None:
             return found
     return None
@@ -216,14 +257,15 @@ def learn_from_holder(config: Config, pid: int) -> AppInterpreter | None:
 
 def known(config: Config, holder_pid: int | None = None) -> AppInterpreter | None:
     """The app's interpreter, measured now, or None when none is known (see the module)."""
+    owner = store_owner(config)
     if config.app_python is not None:
-        return _measured(str(config.app_python), "config") or AppInterpreter(
+        return _measured(str(config.app_python), "config", owner=owner) or AppInterpreter(
             python=str(config.app_python), source="config", mem0ai=None, qdrant_client=None,
             python_version=None,
         )  # fmt: skip
     last = recorded(config.state_dir)
     if last is not None and trusted(last.python):
-        found = _measured(last.python, last.source, last.learned_at)
+        found = _measured(last.python, last.source, last.learned_at, owner)
         if found is not None and found.mem0ai is not None:
             return found
     if holder_pid is not None:
@@ -271,7 +313,10 @@ def require(config: Config, holder_pid: int | None = None) -> AppInterpreter:
     if found.python_version is None:
         raise ConfigError(
             config.source,
-            [f"app.python: {found.python} does not run (not a Python interpreter here)"],
+            [
+                f"app.python: {found.python} does not run as a Python interpreter here (or "
+                f"gave no answer in {PROBE_TIMEOUT_S:g} s)"
+            ],
             "set [app] python to the interpreter the app runs with",
         )
     if found.mem0ai is None:

@@ -1,26 +1,10 @@
-"""Installed package versions, read from metadata (never by importing the package)."""
+"""The known-bad mem0ai releases, one table read by doctor (report) and forget (refuse)."""
 
 from __future__ import annotations
 
-import importlib.metadata
 from dataclasses import dataclass
 
 from packaging.version import Version
-
-TRACKED = ("mem0ai", "qdrant-client")
-
-
-def installed_version(name: str) -> str | None:
-    """The installed version of distribution ``name``, or None. Reads only."""
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def tracked_versions() -> dict[str, str | None]:
-    """mem0ai's and qdrant-client's installed versions, by distribution name."""
-    return {name: installed_version(name) for name in TRACKED}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

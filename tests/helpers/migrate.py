@@ -8,6 +8,8 @@ from typing import Any
 
 from memsync.demo import deployment as build
 
+REPOSITORY = Path(__file__).resolve().parents[2]
+
 
 def target_config(
     source: build.Paths,
@@ -39,6 +41,9 @@ provider = "{embedder}"
 
 [mem0.llm]
 provider = "memsync_echo"
+
+[app]
+python_path = ["{REPOSITORY}"]  # the tests' plugin (tests.helpers.migrate_plugin), as an app's
 """
     path = root / "new.toml"
     path.write_text(text, encoding="utf-8")

@@ -72,7 +72,9 @@ def with_gate(deployment, extra: str = "") -> None:
         'plugins = ["memsync.demo.providers"]',
         'plugins = ["memsync.demo.providers", "tests.helpers.gate"]',
     )
-    deployment.config.write_text(text + extra)
+    assert text.rstrip().splitlines()[-1] != "" and "[app]" in text  # the window's table is last
+    root = Path(__file__).resolve().parents[2]
+    deployment.config.write_text(text + f'python_path = ["{root}"]\n' + extra)
 
 
 def live_ids(deployment) -> set[str]:
