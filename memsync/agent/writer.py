@@ -12,8 +12,8 @@ stderr):
 1. memsync sends one start document: ``{"mem0": {...}, "plugins": [...], "mem0_dir": ...,
    "mode": "memory" | "embedder" | "plugins" | "meta-inspect" | "meta-repair", "path": ...,
    "python_path": [...]}`` (secrets
-   resolved; never on the command line). ``plugins`` only imports the config's plugins
-   (doctor). The ``meta`` modes open no ``Memory``: they answer
+   resolved; never on the command line). ``plugins`` only imports the config's plugins and,
+   given a ``path``, says what ``meta`` says of its ``meta.json`` (doctor). The ``meta`` modes open no ``Memory``: they answer
    with what the app's qdrant-client says of the store's ``meta.json`` (``meta``) and exit;
 2. the writer imports the plugins, builds ``Memory.from_config`` (or, for ``embedder``, only
    the embedder) and answers ``hello`` (or an error: ``config``, ``locked``, ``unopenable``,
@@ -219,12 +219,19 @@ def main() -> int:
         if start.get("mode") in ("meta-inspect", "meta-repair"):
             return _meta(start, replies)
         memory = build(start)
-        if start.get("mode") == "plugins":
-            replies.write(reply_bytes(0, result={"plugins": list(start.get("plugins") or [])}))
+        if start.get("mode") == "plugins":  # doctor: the plugins import; the store's meta.json
+            path = start.get("path")
+            found: dict[str, Any] = {"plugins": list(start.get("plugins") or [])}
+            found["meta"] = meta.inspect(str(path)) if path else None
+            replies.write(reply_bytes(0, result=found))
             replies.flush()
             return 0
     except StartError as error:
         replies.write(reply_bytes(0, error=(error.kind, str(error))))
+        replies.flush()
+        return 2
+    except (OSError, ImportError) as error:  # meta.json unreadable, no qdrant-client
+        replies.write(reply_bytes(0, error=("failed", f"{type(error).__name__}: {error}")))
         replies.flush()
         return 2
     except ValueError as error:

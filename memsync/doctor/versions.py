@@ -7,6 +7,8 @@ Known-bad mem0ai releases come from the one table, ``memsync.stores.versions.MEM
 
 from __future__ import annotations
 
+from typing import Any
+
 from packaging.version import InvalidVersion
 
 from memsync.agent import support
@@ -84,13 +86,21 @@ def probe_versions(config: Config) -> list[DoctorResult]:
                 message=f"qdrant-client {found.get('qdrant-client') or 'not installed'} in {where}",
             )
         )
-    results.append(probe_app_interpreter(config, app_found))
-    if app_found is not None and app_found.qdrant_client is not None:
-        results.extend(probe_store_meta(config, app_found))
+    checked: dict[str, Any] | MemsyncError | None = None
+    if app_found is not None and app_found.mem0ai is not None and app_found.python_version:
+        try:  # one run of the app's interpreter: its plugins, and its view of meta.json
+            checked = app_process.app_doctor(config, app_found)
+        except MemsyncError as error:
+            checked = error
+    results.append(probe_app_interpreter(config, app_found, checked))
+    if isinstance(checked, dict) and checked.get("meta") is not None and app_found is not None:
+        results.append(store_meta_result(app_found, checked["meta"]))
     return results
 
 
-def probe_app_interpreter(config: Config, found: AppInterpreter | None) -> DoctorResult:
+def probe_app_interpreter(
+    config: Config, found: AppInterpreter | None, checked: Any = None
+) -> DoctorResult:
     """Which interpreter memsync's writes would use, and whether they may (see compatibility.md).
 
     ok: known, with a mem0ai memsync writes through; warning: unknown (writes are refused);
@@ -111,13 +121,10 @@ def probe_app_interpreter(config: Config, found: AppInterpreter | None) -> Docto
         problem = "has no mem0ai installed"
     else:
         problem = support.refusal(found.mem0ai, dict(config.mem0))
-    if problem is None and config.plugins:
-        try:
-            app_process.check_plugins(config, found)
-        except MemsyncError as error:
-            return DoctorResult(
-                code="app-interpreter", status=ERROR, message=error.message, fix=error.hint
-            )
+    if problem is None and isinstance(checked, MemsyncError):
+        return DoctorResult(
+            code="app-interpreter", status=ERROR, message=checked.message, fix=checked.hint
+        )
     if problem is not None:
         return DoctorResult(
             code="app-interpreter",
@@ -135,51 +142,30 @@ def probe_app_interpreter(config: Config, found: AppInterpreter | None) -> Docto
     )
 
 
-def probe_store_meta(config: Config, app: AppInterpreter) -> list[DoctorResult]:
-    """Whether the app's qdrant-client loads the embedded store's ``meta.json`` (``store-meta``).
+def store_meta_result(app: AppInterpreter, found: dict[str, Any]) -> DoctorResult:
+    """``store-meta``: whether the app's qdrant-client loads the store's ``meta.json``. Pure.
 
-    Asked of the app's own qdrant-client in its interpreter (``app_process.app_meta``; reads
-    only, a running app is fine). Nothing for pgvector or a store with no ``meta.json`` yet.
+    ``found``: ``agent.meta.inspect``'s answer, from the app's interpreter.
     """
-    location = vector_store_for(config).location
-    if location is None or not (location / "meta.json").is_file():
-        return []
-    try:
-        found = app_process.app_meta(config, app)
-    except MemsyncError as error:
-        return [
-            DoctorResult(
-                code="store-meta",
-                status=ERROR,
-                message=error.message,
-                fix=error.hint,
-                path=str(location / "meta.json"),
-            )  # fmt: skip
-        ]
     if found["loads"]:
-        return [
-            DoctorResult(
-                code="store-meta",
-                status=OK,
-                message=f"the app's qdrant-client {app.qdrant_client} loads {found['path']}",
-            )
-        ]
+        return DoctorResult(
+            code="store-meta",
+            status=OK,
+            message=f"the app's qdrant-client {app.qdrant_client} loads {found['path']}",
+        )
     refused = "; ".join(
         f"collection {name}: {', '.join(c['refused'] + c['problems'])}"
         for name, c in found["collections"].items()
     )
     repairable = all(c["repairable"] for c in found["collections"].values())
-    return [
-        DoctorResult(
-            code="store-meta",
-            status=ERROR,
-            message=f"the app's qdrant-client {app.qdrant_client} cannot load {found['path']} "
-            f"(keys it does not know: {refused}): the app will not start on this store; "
-            "written by a newer qdrant-client (memsync 0.1's own writes, or another tool)",
-            fix="stop the app, then memsync repair-meta (a snapshot first; the old file kept)"
-            if repairable
-            else "restore a snapshot from before, or run the app with the qdrant-client that "
-            "wrote it",
-            path=found["path"],
-        )
-    ]
+    return DoctorResult(
+        code="store-meta",
+        status=ERROR,
+        message=f"the app's qdrant-client {app.qdrant_client} cannot load {found['path']} "
+        f"(keys it does not know: {refused}): the app will not start on this store; "
+        "written by a newer qdrant-client (memsync 0.1's own writes, or another tool)",
+        fix="stop the app, then memsync repair-meta (a snapshot first; the old file kept)"
+        if repairable
+        else "restore a snapshot from before, or run the app with the qdrant-client that wrote it",
+        path=found["path"],
+    )

@@ -123,8 +123,13 @@ def explain(run: Run) -> tuple[str | None, str | None]:
         pending_id = run.output.get("pending_id")
         reason = "no route to write now (the app holds the store, no agent answers, no window)"
         hint = run.output.get("hint")
+        queued = (
+            f"the request is queued as {pending_id}"
+            if pending_id
+            else "the queued requests wait for one"
+        )
         return (
-            f"{reason}: the request is queued as {pending_id}",
+            f"{reason}: {queued}",
             hint if isinstance(hint, str) and hint else QUEUED_STEP,
         )
     error = parse_exit_error(run.stderr) or {}

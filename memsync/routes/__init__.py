@@ -21,6 +21,7 @@ Reads never need a route, nor does history-only or file-level work (blanking his
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -49,6 +50,7 @@ __all__ = [
 
 logger = structlog.get_logger(__name__)
 
+EXITING_HOLDER_WAIT_S = 2.0
 NO_ROUTE_HINT = (
     "attach memsync.agent in the app, or set [app] stop_command and start_command, or stop "
     "the app and run again (docs/how-to/maintenance-while-the-app-runs.md); a queued forget, "
@@ -61,9 +63,19 @@ class NoRouteError(LockedError):
 
 
 def _holder(config: Config) -> LockHolder | None:
-    """The process holding the vector store, other than this one (reads /proc only)."""
-    holder = vector_store_for(config).holder()
-    return None if holder is None or holder.pid == os.getpid() else holder
+    """The process holding the vector store, other than this one (reads /proc only).
+
+    A holder with no command line is exiting (its memory is gone, its files not yet closed:
+    a one-shot writer whose memsync was killed dies with it): waited for, up to 2 s.
+    """
+    deadline = time.monotonic() + EXITING_HOLDER_WAIT_S
+    while True:
+        holder = vector_store_for(config).holder()
+        if holder is None or holder.pid == os.getpid():
+            return None
+        if holder.cmdline or time.monotonic() >= deadline:
+            return holder
+        time.sleep(0.05)
 
 
 def store_free(config: Config) -> bool:

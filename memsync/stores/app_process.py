@@ -345,11 +345,18 @@ def app_meta(config: Config, app: AppInterpreter, *, repair: bool = False) -> di
         return found
 
 
-def check_plugins(config: Config, app: AppInterpreter) -> None:
-    """Import the config's plugins in the app's interpreter, as a write would; build nothing.
+def app_doctor(config: Config, app: AppInterpreter) -> dict[str, Any]:
+    """Doctor's one run of the app's interpreter: its plugins, and its view of ``meta.json``.
+
+    Imports the config's plugins as a write would, and asks the app's qdrant-client about the
+    embedded store's ``meta.json`` (``meta``: as ``app_meta``; None for a server store or
+    none yet). Builds no ``Memory``.
 
     Raises:
         ConfigError: (exit 10) a plugin does not import there (named, with the fix).
+        UnavailableError: (exit 11) meta.json cannot be read there.
     """
-    with writer_process(config, app, "plugins"):
-        pass
+    location = vector_store_for(config).location
+    path = location if location is not None and (location / "meta.json").is_file() else None
+    with writer_process(config, app, "plugins", path) as (_, found):
+        return found

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from memsync.stores import interpreter
 from memsync.stores.interpreter import STATE_FILE
 from tests.helpers import app_envs
 
@@ -278,10 +279,15 @@ def test_agent_writes_and_the_learned_interpreter(
     assert not {ids[0], ids[1]} & set(memories)
     assert set(seeded) - {ids[0], ids[1]} <= set(memories)  # and carol's live writes
 
-    # The agent's hello named the app's interpreter: a direct write later uses it.
+    # The agent's hello named the app's interpreter: a direct write later uses it, when
+    # nobody but root could have put it there (a checkout under /tmp could be anyone's).
+    result = cli("forget", ids[2], "--yes", "--no-snapshot", "--json", config=app.config)
+    if not interpreter.trusted(str(app.python)):
+        assert not (app.state / STATE_FILE).exists()
+        assert result.code == 10 and "[app] python" in result.err
+        return
     learned = json.loads((app.state / STATE_FILE).read_text())
     assert learned["python"] == str(app.python) and learned["mem0ai"] == version
-    result = cli("forget", ids[2], "--yes", "--no-snapshot", "--json", config=app.config)
     assert result.code == 0, result.err
     assert result.json()["route"] == "direct"
     assert ids[2] not in app.read()
@@ -300,11 +306,13 @@ def test_a_write_with_no_known_interpreter_is_refused_and_touches_nothing(
     app.run(("expire", ids[1]))  # prune has one too
     stores = [app.qdrant, app.history, app.mem0_dir]
     before = [files_of(p) if p.is_dir() else p.read_bytes() for p in stores]
-    for argv in (("forget", ids[2], "--yes", "--no-snapshot"), ("reconcile",), ("prune",)):
+    for argv in (("forget", ids[2], "--yes"), ("reconcile",), ("prune",)):
         result = cli(*argv, config=app.config)
         assert result.code == 10, (argv, result.err)
         assert "[app] python" in result.err
     assert [files_of(p) if p.is_dir() else p.read_bytes() for p in stores] == before
+    snapshots = app.root / "snapshots"
+    assert not snapshots.exists() or not any(snapshots.iterdir())  # refused before the snapshot
     assert set(app.read()) == set(ids)  # ids[0] resurrected still, ids[1] expired still
 
 
@@ -360,3 +368,48 @@ def test_a_store_broken_by_a_newer_qdrant_client_is_found_and_repaired(
     assert set(memories) == set(ids) == set(seeded)
     again = cli("doctor", "--json", config=app.config).json()["results"]
     assert [r["status"] for r in again if r["code"] == "store-meta"] == ["ok"]
+
+
+def test_memsyncs_own_environment_never_reaches_the_writer(
+    built: None, tmp_path: Path, cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PYTHONPATH naming memsync's own site-packages (mem0ai 2.2.1, qdrant-client 1.20) does not
+    make a write on a 0.1.118 app use them: the writer runs the app's interpreter isolated."""
+    app = App(tmp_path / "deployment", "0.1.118")
+    ids = app.run(("seed", "4"))[0]["ids"]
+    seeded = app.read()
+    meta = (app.qdrant / "meta.json").read_bytes()
+    [ours] = Path(sys.prefix).glob("lib/python*/site-packages")
+    monkeypatch.setenv("PYTHONPATH", str(ours))
+    result = cli("forget", ids[0], "--yes", "--no-snapshot", config=app.config)
+    assert result.code == 0, result.err
+    monkeypatch.delenv("PYTHONPATH")
+    assert (app.qdrant / "meta.json").read_bytes() == meta  # not rewritten by qdrant-client 1.20
+    assert set(app.read()) == set(seeded) - {ids[0]}
+
+
+def test_a_plugin_the_apps_interpreter_cannot_import_is_named_by_doctor_and_refused(
+    built: None, tmp_path: Path, cli: Any
+) -> None:
+    app = App(tmp_path / "deployment", "2.1.0")
+    ids = app.run(("seed", "2"))[0]["ids"]
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "app_own_plugin.py").write_text("import memsync_app_providers  # noqa: F401\n")
+    app.config.write_text(
+        app.config.read_text().replace(
+            f'plugins = ["{app_envs.PLUGIN}"]', 'plugins = ["app_own_plugin"]'
+        )
+    )
+    report = cli("doctor", "--json", config=app.config)
+    [found] = [r for r in report.json()["results"] if r["code"] == "app-interpreter"]
+    assert found["status"] == "error" and "app_own_plugin" in found["message"]
+    assert "python_path" in found["fix"]
+    result = cli("forget", ids[0], "--yes", "--no-snapshot", config=app.config)
+    assert result.code == 10 and "python_path" in result.err
+
+    with app.config.open("a") as config:  # the app's own directory, named for the writer
+        config.write(f'python_path = ["{plugins}"]\n')
+    result = cli("forget", ids[0], "--yes", "--no-snapshot", config=app.config)
+    assert result.code == 0, result.err
+    assert ids[0] not in app.read()

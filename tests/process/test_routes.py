@@ -131,7 +131,7 @@ def test_work_overrunning_max_downtime_is_interrupted_and_the_app_started_again(
     windowed, cli, monkeypatch
 ):
     deployment, expired = windowed()
-    with_gate(deployment, "max_downtime_s = 2\n")
+    with_gate(deployment, "max_downtime_s = 6\n")  # the gate blocks 60 s; the start fits in 6
     monkeypatch.setenv("MEMSYNC_TEST_GATE", "block")
     handler = signal.getsignal(signal.SIGALRM)
     clock = time.monotonic()
