@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -253,31 +254,49 @@ def test_agent_writes_and_the_learned_interpreter(
     app = App(tmp_path / "deployment", version, app_python=False)
     ids = app.run(("seed", "6"))[0]["ids"]
     seeded = app.read()
-    socket_path = tmp_path / "memsync-agent.sock"  # found as the holder's socket
+    socket_path = tmp_path / "memsync-agent.sock"
+    control = tmp_path / "control"
     environ = app.environ()
     environ.update(
         COMPAT_MEMSYNC_AGENT_PATH=str(ROOT), COMPAT_AGENT_SOCKET=str(socket_path),
-        COMPAT_WRITE_EVERY_S="0.2",
+        COMPAT_WRITE_EVERY_S="0.2", COMPAT_CONTROL=str(control),
     )  # fmt: skip
     serving = subprocess.Popen(
         [str(app.python), str(APP), "serve"], env=environ, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+
+    def in_the_app(*command: str) -> None:
+        control.write_text(" ".join(command))
+        deadline = time.monotonic() + 60
+        while control.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not control.exists(), f"the app did not run {command}"
+
     try:
         assert serving.stdout is not None
         assert "serving" in serving.stdout.readline()
+        created = cli("snapshot", "create", "--json", config=app.config)
+        assert created.code == 0 and created.json()["quiesced"] is True, created.err
         result = cli("forget", ids[0], "--yes", "--no-snapshot", "--json", config=app.config)
         assert result.code == 0, result.err
         assert result.json()["route"] == "agent"
         result = cli("forget", ids[1], "--erase", "--yes", "--no-snapshot", config=app.config)
         assert result.code == 0, result.err
+        in_the_app("delete", ids[3])  # a mistaken delete, through the app's mem0
+        result = cli("recover", ids[3], "--from", created.json()["id"], "--json", config=app.config)
+        assert result.code == 0, result.err
+        in_the_app("drop-point", ids[4])  # a point lost, its history intact
+        result = cli("reconcile", "--no-snapshot", "--json", config=app.config)
+        assert result.code == 0, result.err
+        assert result.json()["route"] == "agent"
     finally:
         serving.send_signal(signal.SIGTERM)
         _, err = serving.communicate(timeout=60)
     assert serving.returncode == 0, err[-2000:]
     memories = app.read()
     assert not {ids[0], ids[1]} & set(memories)
-    assert set(seeded) - {ids[0], ids[1]} <= set(memories)  # and carol's live writes
+    assert set(seeded) - {ids[0], ids[1]} <= set(memories)  # ids[3], ids[4] back; carol's too
 
     # The agent's hello named the app's interpreter: a direct write later uses it, when
     # nobody but root could have put it there (a checkout under /tmp could be anyone's).

@@ -11,7 +11,9 @@ of their results:
 * ``delete ID``, ``drop-point ID`` (the point alone, as a failed write leaves it),
   ``add TEXT USER``, ``expire ID`` (an ``expiration_date`` in the past, as mem0 2.x sets it);
 * ``serve``: attach memsync's agent (``memsync.agent`` from this checkout, standard library
-  only) and write one memory every ``$COMPAT_WRITE_EVERY_S`` until SIGTERM.
+  only) and write one memory every ``$COMPAT_WRITE_EVERY_S`` until SIGTERM; a command written
+  to the file ``$COMPAT_CONTROL`` (``delete ID``, ``drop-point ID``) is run in between, and
+  the file removed.
 """
 
 from __future__ import annotations
@@ -136,10 +138,14 @@ def run(m: Any, command: str, argv: list[str]) -> Any:
         signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
         print(json.dumps({"serving": os.getpid()}), flush=True)
         every = float(os.environ.get("COMPAT_WRITE_EVERY_S", "0.2"))
+        control = Path(os.environ.get("COMPAT_CONTROL", "/nonexistent"))
         n = 0
         while not stop:
             m.add(f"live write {n}", user_id="carol", infer=False)
             n += 1
+            if control.is_file():  # one command from the test ("delete ID"), then the file goes
+                run(m, *(lambda words: (words[0], words))(control.read_text().split()))
+                control.unlink()
             time.sleep(every)
         out = {"writes": n}
     else:
