@@ -29,12 +29,15 @@ SYSTEM_PYTHON = "/usr/bin/python3.11"
 ON_SYSTEM_PYTHON = "2.2.1"
 
 # mem0ai release -> the qdrant-client pip installed beside it in its time (FIELD_NOTES, measured).
+# Each also gets psycopg 3 with its pool, which every one of these mem0ai releases' pgvector
+# provider prefers (tests/pg/test_app_versions_pgvector.py).
+PGVECTOR = ("psycopg[binary]==3.3.9", "psycopg-pool==3.3.3")
 APP_ENVS: dict[str, tuple[str, ...]] = {
-    "0.1.118": ("mem0ai==0.1.118", "qdrant-client==1.15.1"),
-    "1.0.11": ("mem0ai==1.0.11", "qdrant-client==1.16.1"),
-    "2.0.0": ("mem0ai==2.0.0", "qdrant-client==1.17.1"),
-    "2.1.0": ("mem0ai==2.1.0", "qdrant-client==1.19.1"),
-    "2.2.1": ("mem0ai==2.2.1", "qdrant-client==1.19.1"),
+    "0.1.118": ("mem0ai==0.1.118", "qdrant-client==1.15.1", *PGVECTOR),
+    "1.0.11": ("mem0ai==1.0.11", "qdrant-client==1.16.1", *PGVECTOR),
+    "2.0.0": ("mem0ai==2.0.0", "qdrant-client==1.17.1", *PGVECTOR),
+    "2.1.0": ("mem0ai==2.1.0", "qdrant-client==1.19.1", *PGVECTOR),
+    "2.2.1": ("mem0ai==2.2.1", "qdrant-client==1.19.1", *PGVECTOR),
 }
 
 
