@@ -158,12 +158,19 @@ def store_meta_result(app: AppInterpreter, found: dict[str, Any]) -> DoctorResul
         for name, c in found["collections"].items()
     )
     repairable = all(c["repairable"] for c in found["collections"].values())
+    keys = [key for c in found["collections"].values() for key in c["refused"]]
+    # id_tracker: written by qdrant-client 1.20.0, refused by 1.19.1 (measured)
+    writer = (
+        "qdrant-client 1.20 or later"
+        if any(key.endswith("id_tracker") for key in keys)
+        else f"a qdrant-client newer than {app.qdrant_client}"
+    )
     return DoctorResult(
         code="store-meta",
         status=ERROR,
         message=f"the app's qdrant-client {app.qdrant_client} cannot load {found['path']} "
         f"(keys it does not know: {refused}): the app will not start on this store; "
-        "written by a newer qdrant-client (memsync 0.1's own writes, or another tool)",
+        f"written by {writer} (memsync 0.1's own writes, or another tool)",
         fix="stop the app, then memsync repair-meta (a snapshot first; the old file kept)"
         if repairable
         else "restore a snapshot from before, or run the app with the qdrant-client that wrote it",

@@ -248,6 +248,7 @@ def test_a_store_broken_by_a_newer_qdrant_client_is_found_and_repaired(
     [meta] = [r for r in report.json()["results"] if r["code"] == "store-meta"]
     client = app_envs.APP_ENVS[version][1].split("==")[1]
     assert meta["status"] == "error" and client in meta["message"]
+    assert "written by qdrant-client 1.20 or later" in meta["message"]  # both versions named
     assert "repair-meta" in meta["fix"] and report.code == 3
 
     before = (app.qdrant / "meta.json").read_bytes()
