@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-import structlog
-
 from memsync.config import Config
 from memsync.errors import ConfigError, UnavailableError
 from memsync.stores import app_process, interpreter
@@ -26,8 +24,6 @@ from memsync.stores.interpreter import AppInterpreter
 from memsync.stores.sqlite_files import roll_back_hot_journal
 from memsync.stores.vector_store import vector_store_for
 from memsync.stores.writer import Route
-
-logger = structlog.get_logger(__name__)
 
 PROBE_TEXT = "memsync embedder probe"
 
