@@ -259,9 +259,15 @@ class AppProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # SIGTERM, as a service manager stops it: a SIGKILL mid-write leaves history.db a hot
+        # journal, which read-only commands after the block rightly refuse (exit 75).
         if self.process.poll() is None:
-            self.process.kill()
-            self.process.communicate(timeout=30)
+            self.process.terminate()
+            try:
+                self.process.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.communicate(timeout=30)
 
     def log_text(self) -> str:
         """What the app logged so far (stderr: mem0's and the agent's ``logging``)."""
