@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from .gate import WriteGate
-from .protocol import MAX_REQUEST_BYTES, PROTOCOL, SOCKET_NAME, AgentRequestError
+from .protocol import (
+    IDLE_TIMEOUT_S,
+    MAX_CONNECTIONS,
+    MAX_REQUEST_BYTES,
+    PROTOCOL,
+    REQUEST_DEADLINE_S,
+    SOCKET_NAME,
+    AgentRequestError,
+)
 from .server import Agent
 
 __all__ = [
@@ -58,7 +66,12 @@ def attach(
     *,
     allow_uids: Sequence[int] = (),
     allow_gids: Sequence[int] = (),
+    allow_read_uids: Sequence[int] = (),
+    allow_read_gids: Sequence[int] = (),
     lease_max_s: float = 60.0,
+    max_connections: int = MAX_CONNECTIONS,
+    request_deadline_s: float = REQUEST_DEADLINE_S,
+    idle_timeout_s: float = IDLE_TIMEOUT_S,
 ) -> Agent:
     """Serve ``memory`` to memsync on a Unix socket from a daemon thread; return the agent.
 
@@ -66,20 +79,38 @@ def attach(
         memory: the app's ``mem0.Memory`` (built once, used for the app's life).
         socket_path: where to listen (default: ``default_socket_path()``).
         allow_uids: peers allowed besides root and the app's own uid.
-        allow_gids: peers allowed by primary gid; the socket becomes mode 0660, group the first.
-        lease_max_s: the longest a pause may hold app writes (seconds).
+        allow_gids: peers allowed by any of their groups (primary or supplementary); the socket
+            becomes mode 0660, group the first.
+        allow_read_uids: peers allowed to read only (``hello``, ``get``, ``search``,
+            ``embed``): monitoring.
+        allow_read_gids: the same, by any of the peer's groups.
+        lease_max_s: the longest app writes are held, renewals included, in any
+            ``2 * lease_max_s`` seconds.
+        max_connections: connections served at once (fewer when the app lacks descriptors).
+        request_deadline_s: the longest one request may take to arrive, first byte to newline.
+        idle_timeout_s: a connection with no request for this long is closed.
 
-    Effects: wraps the Memory's public methods (the write gate), creates the socket (mode
-    0600 unless ``allow_gids``), starts one daemon thread, removes the socket at
-    ``Memory.close()`` or interpreter exit.
+    Effects: wraps the Memory's public methods (the write gate), creates missing directories
+    (0700, 0750 with group peers), the socket (0600, 0660 with group peers), starts one daemon
+    thread, removes the socket at ``Memory.close()`` or interpreter exit.
 
-    Raises:
-        RuntimeError: another agent already serves the path, or a non-socket file is there.
-        OSError: the socket cannot be created (its directory is not writable).
+    Never raises for the socket: when it cannot serve (a file that is not a socket, another
+    live agent, another uid's socket, a directory others may write), it logs an error and
+    returns an agent that serves nothing, ``agent.problem`` saying why; the app runs on.
     """
     path = Path(socket_path) if socket_path is not None else default_socket_path()
     agent = Agent(
-        memory, path, allow_uids=allow_uids, allow_gids=allow_gids, lease_max_s=lease_max_s
+        memory,
+        path,
+        allow_uids=allow_uids,
+        allow_gids=allow_gids,
+        allow_read_uids=allow_read_uids,
+        allow_read_gids=allow_read_gids,
+        lease_max_s=lease_max_s,
+        max_connections=max_connections,
+        request_deadline_s=request_deadline_s,
+        idle_timeout_s=idle_timeout_s,
     )
-    logger.info("memsync agent: serving %s (protocol %s)", path, PROTOCOL)
+    if agent.serving:
+        logger.info("memsync agent: serving %s (protocol %s)", path, PROTOCOL)
     return agent

@@ -103,16 +103,20 @@ class WriteGate:
                 self._exclusive = False
                 self._cond.notify_all()
 
-    def pause(self, lease_s: float, timeout_s: float = WAIT_FOR_APP_S) -> float:
+    def pause(
+        self, lease_s: float, timeout_s: float = WAIT_FOR_APP_S, *, keep_start: bool = False
+    ) -> float:
         """Hold back new app writes for ``lease_s`` seconds; return once in-flight writes ended.
 
-        Returns the seconds waited for in-flight writes. Raises AgentRequestError ("busy")
-        and resumes when they did not end within ``timeout_s``.
+        ``keep_start``: a renewal; ``resume`` reports the hold since the first pause. Returns
+        the seconds waited for in-flight writes. Raises AgentRequestError ("busy") and
+        resumes when they did not end within ``timeout_s``.
         """
         started = time.monotonic()
         with self._cond:
+            renewal = keep_start and self._paused_until is not None
             self._paused_until = started + lease_s
-            self._paused_at = started
+            self._paused_at = self._paused_at if renewal else started
             self.lease_ran_out = False
             while self._writes:
                 left = started + timeout_s - time.monotonic()

@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import sys
+import time
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -84,6 +85,10 @@ class Operations:
         self.gate = gate
         self.lease_max_s = lease_max_s
         self.history = HistoryConnection(memory)
+        self.limits: dict[str, Any] = {"lease_max_s": lease_max_s}  # the host's bounds (hello)
+        # Pauses of the last two leases, [start, end] (monotonic s): app writes are held at most
+        # lease_max_s in any 2 x lease_max_s, renewals and back-to-back pauses included.
+        self._holds: list[list[float]] = []
 
     def handlers(self) -> dict[str, Callable[..., Any]]:
         """The operations by their wire name."""
@@ -127,6 +132,7 @@ class Operations:
             },
             "history_db_path": str(Path(history).resolve()) if history else None,
             "paused": self.gate.paused(),
+            "limits": dict(self.limits),
         }
 
     def _live_payload(self, memory_id: str) -> dict[str, Any] | None:
@@ -348,10 +354,35 @@ class Operations:
         """Hold back app writes (in-flight ones finish first) for at most ``lease_max_s``."""
         if not _finite(lease_s) or lease_s <= 0:
             raise AgentRequestError("bad-request", "lease_s must be a positive finite number")
-        lease = min(float(lease_s), self.lease_max_s)
-        waited = self.gate.pause(lease)
+        now = time.monotonic()
+        window = 2 * self.lease_max_s
+        renewal = self.gate.paused() and bool(self._holds)
+        if not renewal and self._holds:
+            self._holds[-1][1] = min(self._holds[-1][1], now)  # the last one ended (ran out)
+        self._holds = [hold for hold in self._holds if hold[1] > now - window]
+        held = sum(min(end, now) - max(start, now - window) for start, end in self._holds)
+        left = self.lease_max_s - held
+        if left <= 0.001:
+            raise AgentRequestError(
+                "busy",
+                f"app writes were held {held:.1f} s of the last {window:g} s; this agent holds "
+                f"them at most lease_max_s ({self.lease_max_s:g} s) in any {window:g} s",
+            )
+        lease = min(float(lease_s), left)
+        waited = self.gate.pause(lease, keep_start=renewal)
+        if renewal:
+            self._holds[-1][1] = time.monotonic() + lease
+        else:
+            self._holds.append([now, time.monotonic() + lease])
         logger.info("memsync agent: app writes paused (lease %.1f s)", lease)
         return {"lease_s": lease, "waited_s": round(waited, 6)}
+
+    def end_pause(self) -> float | None:
+        """Resume app writes (``WriteGate.resume``) and close the current hold's record."""
+        held = self.gate.resume()
+        if held is not None and self._holds:
+            self._holds[-1][1] = min(self._holds[-1][1], time.monotonic())
+        return held
 
     def op_resume(self) -> dict[str, Any]:
         """Let app writes go on: ``held_s`` (None when they were not paused), ``lease_ran_out``.
@@ -359,7 +390,7 @@ class Operations:
         ``lease_ran_out`` true means app writes went on before this resume: whatever memsync
         did under the pause was not fully quiesced.
         """
-        held = self.gate.resume()
+        held = self.end_pause()
         ran_out = held is None or self.gate.lease_ran_out
         if held is not None:
             logger.info("memsync agent: app writes resumed after %.3f s", held)

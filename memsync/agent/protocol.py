@@ -16,16 +16,27 @@ from typing import Any
 PROTOCOL = 1
 SOCKET_NAME = "memsync-agent.sock"
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
-IDLE_TIMEOUT_S = 60.0
+IDLE_TIMEOUT_S = 60.0  # a connection with no complete request for this long is closed
 WAIT_FOR_APP_S = 30.0  # an agent op or a pause waits this long for in-flight app calls
+# The agent's bounds inside the app (docs/reference/agent-protocol.md, "What the agent costs"):
+MAX_CONNECTIONS = 8  # open connections at once; more are answered busy and closed
+MAX_CONNECTIONS_PER_UID = 4  # so one peer uid cannot take every slot
+MAX_BUFFERED_BYTES = 2 * MAX_REQUEST_BYTES  # unread request bytes over all connections
+REQUEST_DEADLINE_S = 10.0  # first byte to newline of one request, however it trickles
+FD_HEADROOM = 64  # descriptors the app keeps free under RLIMIT_NOFILE beyond the agent's
 
 
 class AgentRequestError(Exception):
-    """A request the agent answers with an error reply (``type``: bad-request, failed, busy)."""
+    """A request the agent answers with an error reply.
 
-    def __init__(self, kind: str, message: str) -> None:
+    ``kind``: bad-request, failed, busy or refused; ``request_id``: the request's id when it
+    could be read.
+    """
+
+    def __init__(self, kind: str, message: str, request_id: Any = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.request_id = request_id
 
 
 def parse_request(
@@ -48,25 +59,36 @@ def parse_request(
         raise AgentRequestError("bad-request", "id must be a string, an integer or null")
     if request.get("v") != PROTOCOL:
         version = str(request.get("v"))[:20]
-        raise AgentRequestError("bad-request", f"protocol {version}; this agent speaks {PROTOCOL}")
+        raise AgentRequestError(
+            "bad-request", f"protocol {version}; this agent speaks {PROTOCOL}", request_id
+        )
     op, args = request.get("op"), request.get("args") or {}
     handler = handlers.get(op) if isinstance(op, str) else None
     if handler is None or not isinstance(args, dict):
-        raise AgentRequestError("bad-request", f"unknown op {str(op)[:40]!r} or args not an object")
+        message = f"unknown op {str(op)[:40]!r} or args not an object"
+        raise AgentRequestError("bad-request", message, request_id)
     try:
         bound = inspect.signature(handler).bind(**args)
     except TypeError as error:
-        raise AgentRequestError("bad-request", f"{op}: {error}") from None
+        raise AgentRequestError("bad-request", f"{op}: {error}", request_id) from None
     return request_id, str(op), functools.partial(handler, *bound.args, **bound.kwargs)
 
 
-def reply_bytes(request_id: Any, result: Any = None, error: tuple[str, str] | None = None) -> bytes:
-    """One reply line (newline included); a result JSON cannot carry becomes a "failed" error."""
+def reply_bytes(
+    request_id: Any,
+    result: Any = None,
+    error: tuple[str, str] | None = None,
+    details: dict[str, Any] | None = None,
+) -> bytes:
+    """One reply line (newline included); a result JSON cannot carry becomes a "failed" error.
+
+    ``details``: more keys of the error object (a refusal's ``peer`` and ``allowed``).
+    """
     document: dict[str, Any] = {"v": PROTOCOL, "id": request_id, "ok": error is None}
     if error is None:
         document["result"] = result
     else:
-        document["error"] = {"type": error[0], "message": error[1]}
+        document["error"] = {"type": error[0], "message": error[1], **(details or {})}
     try:
         text = json.dumps(document, default=str, allow_nan=False)
     except (ValueError, RecursionError):

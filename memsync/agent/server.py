@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import resource
 import selectors
 import socket
 import stat
@@ -20,14 +21,25 @@ from typing import Any
 from .gate import READS, WRITES, WriteGate, gated
 from .ops import Operations
 from .protocol import (
+    FD_HEADROOM,
     IDLE_TIMEOUT_S,
+    MAX_BUFFERED_BYTES,
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_UID,
     MAX_REQUEST_BYTES,
+    REQUEST_DEADLINE_S,
     AgentRequestError,
     parse_request,
     reply_bytes,
 )
 
 logger = logging.getLogger("memsync.agent")
+
+
+SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux 4.13+; Python names it in 3.13?
+# What a read-only peer (allow_read_uids / allow_read_gids) may ask: nothing that changes a store
+# or holds the app's writes.
+READ_OPS = frozenset({"hello", "get", "search", "embed"})
 
 
 def _peer(connection: socket.socket) -> tuple[int, int, int]:
@@ -37,14 +49,47 @@ def _peer(connection: socket.socket) -> tuple[int, int, int]:
     return pid, uid, gid
 
 
+def _peer_groups(connection: socket.socket, pid: int, gid: int) -> set[int]:
+    """Every group of the peer: primary and supplementary (``SO_PEERGROUPS``, else /proc)."""
+    for size in (256, 65536):
+        try:
+            raw = connection.getsockopt(socket.SOL_SOCKET, SO_PEERGROUPS, size)
+        except OSError:
+            continue
+        count = len(raw) // 4
+        return {gid, *struct.unpack(f"{count}I", raw[: count * 4])}
+    try:  # an older kernel: the groups the peer has now (it could have changed them since)
+        status = Path(f"/proc/{pid}/status").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return {gid}
+    for line in status.splitlines():
+        if line.startswith("Groups:"):
+            return {gid, *(int(g) for g in line.split()[1:] if g.isdigit())}
+    return {gid}
+
+
+def _open_fds() -> int:
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 0
+
+
 @dataclasses.dataclass(eq=False)
 class _Peer:
-    """One connection: its socket, peer pid, unread bytes, last activity (monotonic seconds)."""
+    """One connection: its socket, peer identity, unread bytes, the clocks that bound it.
+
+    ``seen``: when its last complete request arrived (or it connected); ``line_started``: when
+    the first byte of the request now arriving came (None between requests).
+    """
 
     connection: socket.socket
     pid: int
+    uid: int
     seen: float
+    read_only: bool = False
     buffer: bytearray = dataclasses.field(default_factory=bytearray)
+    line_started: float | None = None
     oversized: bool = False
     dropped: int = 0
 
@@ -63,21 +108,42 @@ class Agent:
         *,
         allow_uids: Sequence[int] = (),
         allow_gids: Sequence[int] = (),
+        allow_read_uids: Sequence[int] = (),
+        allow_read_gids: Sequence[int] = (),
         lease_max_s: float = 60.0,
+        max_connections: int = MAX_CONNECTIONS,
+        request_deadline_s: float = REQUEST_DEADLINE_S,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
         self.memory = memory
         self.path = path
         self.gate = WriteGate()
         self.allow_uids = {0, os.getuid(), *allow_uids}
         self.allow_gids = set(allow_gids)
+        self.allow_read_uids = set(allow_read_uids) - self.allow_uids
+        self.allow_read_gids = set(allow_read_gids) - self.allow_gids
+        self.request_deadline_s = float(request_deadline_s)
+        self.idle_timeout_s = float(idle_timeout_s)
+        self.max_connections = self._affordable(max(1, int(max_connections)))
         self.ops = Operations(memory, self.gate, lease_max_s)
+        self.ops.limits.update(
+            max_connections=self.max_connections,
+            max_connections_per_uid=min(MAX_CONNECTIONS_PER_UID, self.max_connections),
+            max_buffered_bytes=MAX_BUFFERED_BYTES,
+            max_request_bytes=MAX_REQUEST_BYTES,
+            request_deadline_s=self.request_deadline_s,
+            idle_timeout_s=self.idle_timeout_s,
+        )
         self._stopping = threading.Event()
-        self._server = self._listen()
-        self._inode = os.stat(path).st_ino
+        self._buffered = 0
         self._current: _Peer | None = None
         self._pause_owner: _Peer | None = None
         self._release_owner: _Peer | None = None
         self._reopen_failed = False
+        # Why the agent serves nothing (the app runs on): None while it serves.
+        self.problem: str | None = None
+        self._server = self._listen()
+        self._inode = os.stat(path).st_ino if self._server is not None else None
         for name in (*WRITES, *READS):
             if callable(getattr(memory, name, None)):
                 setattr(memory, name, gated(self.gate, getattr(memory, name), name in WRITES))
@@ -90,43 +156,142 @@ class Agent:
 
             memory.close = close_with_agent
         self.thread = threading.Thread(target=self._serve, name="memsync-agent", daemon=True)
-        self.thread.start()
+        if self._server is not None:
+            self.thread.start()
         atexit.register(self.close)
+
+    @property
+    def serving(self) -> bool:
+        """Whether the agent listens on its socket (False: see ``problem``)."""
+        return self._server is not None and not self._stopping.is_set()
+
+    @staticmethod
+    def _affordable(wanted: int) -> int:
+        """``wanted`` connections, fewer when the app lacks descriptor headroom (logged)."""
+        try:
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        except (OSError, ValueError):
+            return wanted
+        if soft == resource.RLIM_INFINITY:
+            return wanted
+        free = soft - _open_fds()
+        # The agent's descriptors: its listening socket, a connection being refused, and one
+        # per served connection; the app keeps FD_HEADROOM free beyond them.
+        affordable = max(1, min(wanted, free - FD_HEADROOM - 2))
+        if affordable < wanted or free - FD_HEADROOM - 2 < 1:
+            logger.warning(
+                "memsync agent: the app has %s of %s descriptors free (RLIMIT_NOFILE); serving "
+                "at most %s connections instead of %s: raise LimitNOFILE",
+                free, soft, affordable, wanted,
+            )  # fmt: skip
+        return affordable
 
     # --- socket ------------------------------------------------------------------------------
 
-    def _listen(self) -> socket.socket:
-        """Bind the socket (mode 0600, or 0660 with group ``allow_gids[0]``); replace a stale one.
+    def _listen(self) -> socket.socket | None:
+        """Bind the socket (mode by ``_modes``); None on a problem, ``problem`` saying why.
 
-        Raises:
-            RuntimeError: another live agent answers on the path, or a non-socket file is there.
+        Creates missing directories whatever the umask (``_modes``). Serves
+        nothing (``problem`` says why, logged as an error) when the directory may be written by
+        another uid without the sticky bit, or the path holds a file that is not a socket, a
+        socket another live process serves, or one another uid owns.
         """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists() or self.path.is_symlink():
-            if not stat.S_ISSOCK(os.lstat(self.path).st_mode):
-                raise RuntimeError(f"memsync agent: {self.path} exists and is not a socket")
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                probe.connect(str(self.path))
-            except OSError:
-                self.path.unlink()  # a socket nobody listens on: left by a crashed app
-            else:
-                raise RuntimeError(f"memsync agent: another process serves {self.path}")
-            finally:
-                probe.close()
+        try:
+            self._make_directory(self.path.parent)
+            self.problem = self._unsafe_directory(self.path.parent) or self._path_taken()
+        except OSError as error:
+            self.problem = f"cannot prepare {self.path}: {error}"
+        if self.problem is not None:
+            logger.error("memsync agent: serving nothing: %s", self.problem)
+            return None
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        server.bind(str(self.path))  # umask applies: never writable by others before the chmod
-        mode = 0o600
-        if self.allow_gids:
+        try:
+            previous = os.umask(0o177)  # never reachable by others before the chmod below
             try:
-                os.chown(self.path, -1, sorted(self.allow_gids)[0])
-                mode = 0o660
-            except OSError as error:
-                logger.warning("memsync agent: cannot give %s to group: %s", self.path, error)
-        os.chmod(self.path, mode)
-        server.listen(8)
-        server.settimeout(0.5)
+                server.bind(str(self.path))
+            finally:
+                os.umask(previous)
+            mode = self._modes()[1]
+            if mode == 0o660:
+                try:
+                    os.chown(self.path, -1, next(iter(self.allow_gids)))
+                except OSError as error:
+                    mode = 0o600
+                    logger.warning("memsync agent: cannot give %s to group: %s", self.path, error)
+            os.chmod(self.path, mode)
+            server.listen(128)  # waiting connections cost the app no descriptor
+        except OSError as error:
+            server.close()
+            self.problem = f"cannot listen on {self.path}: {error}"
+            logger.error("memsync agent: serving nothing: %s", self.problem)
+            return None
+        server.setblocking(False)
         return server
+
+    def _modes(self) -> tuple[int, int]:
+        """(directory, socket) modes: only the app's user; one group; or every allowed peer.
+
+        Peers are always checked by their credentials; the modes only decide who can reach
+        the socket: the app's user (0700, 0600), the one ``allow_gids`` group (0750, 0660), or,
+        with other uids, several groups or read-only peers, anyone (0711, 0666).
+        """
+        if self.allow_uids - {0, os.getuid()} or self.allow_read_uids or self.allow_read_gids:
+            return 0o711, 0o666
+        if len(self.allow_gids) > 1:
+            return 0o711, 0o666
+        return (0o750, 0o660) if self.allow_gids else (0o700, 0o600)
+
+    def _make_directory(self, directory: Path) -> None:
+        """Create ``directory`` and missing parents (``_modes``), whatever the umask."""
+        if directory.is_dir():
+            return
+        self._make_directory(directory.parent)
+        mode = self._modes()[0]
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, mode)
+            os.chmod(directory, mode)  # the umask may have taken bits away; never added any
+            if mode == 0o750:
+                try:  # the group's peers reach the socket through it
+                    os.chown(directory, -1, next(iter(self.allow_gids)))
+                except OSError as error:
+                    logger.warning("memsync agent: cannot give %s to group: %s", directory, error)
+
+    @staticmethod
+    def _unsafe_directory(directory: Path) -> str | None:
+        """Why another uid could replace the socket in ``directory``, or None."""
+        info = os.stat(directory)
+        if info.st_uid not in (0, os.getuid()):
+            return f"{directory} belongs to uid {info.st_uid}, who could replace the socket"
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            return (
+                f"{directory} (mode {stat.S_IMODE(info.st_mode):o}) may be written by others "
+                "without the sticky bit: anyone could replace the socket; use a directory only "
+                "the app's user can write (systemd RuntimeDirectory=)"
+            )
+        return None
+
+    def _path_taken(self) -> str | None:
+        """Remove a stale socket of ours at the path; say why the path cannot be used, or None."""
+        try:
+            info = os.lstat(self.path)
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISSOCK(info.st_mode):
+            return f"{self.path} exists and is not a socket; move it aside"
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.settimeout(2.0)
+        try:
+            probe.connect(str(self.path))
+        except ConnectionRefusedError:
+            if info.st_uid != os.getuid():
+                return f"{self.path} is a dead socket of uid {info.st_uid}; remove it"
+            self.path.unlink()  # nobody listens on our own socket: left by a crashed app
+            return None
+        except OSError as error:
+            return f"{self.path} cannot be probed ({error.strerror or error}); move it aside"
+        finally:
+            probe.close()
+        return f"another live process serves {self.path} (uid {info.st_uid})"
 
     def close(self) -> None:
         """Stop serving, resume app writes, remove the socket (if it is still ours). Idempotent."""
@@ -134,22 +299,23 @@ class Agent:
             return
         self._stopping.set()
         self._reopen_history("the agent closes")
-        self.gate.resume()
-        with contextlib.suppress(OSError):
-            self._server.close()
-        with contextlib.suppress(OSError):
-            if os.stat(self.path).st_ino == self._inode:
-                self.path.unlink()
+        self.ops.end_pause()
+        if self._server is not None:
+            with contextlib.suppress(OSError):
+                self._server.close()
+            with contextlib.suppress(OSError):
+                if os.stat(self.path).st_ino == self._inode:
+                    self.path.unlink()
         if self.thread.is_alive() and threading.current_thread() is not self.thread:
             self.thread.join(timeout=2.0)
 
     def _serve(self) -> None:
         """Serve every connection from this one thread (``selectors``), until ``close``."""
+        assert self._server is not None
         selector = selectors.DefaultSelector()
-        self._server.setblocking(False)
-        selector.register(self._server, selectors.EVENT_READ, None)
         peers: list[_Peer] = []
         try:
+            selector.register(self._server, selectors.EVENT_READ, None)
             while not self._stopping.is_set():
                 for key, _ in selector.select(timeout=0.5):
                     try:
@@ -163,29 +329,81 @@ class Agent:
                             self._drop(selector, peers, key.data)
                 if self.ops.history.released is not None and not self.gate.paused():
                     self._reopen_history("the pause ended")  # lease ran out, memsync gone
-                now = time.monotonic()
-                for peer in [p for p in peers if now - p.seen > IDLE_TIMEOUT_S]:
-                    self._drop(selector, peers, peer)
+                self._expire(selector, peers)
         except Exception:  # noqa: BLE001 - nothing from a peer may reach the app
-            logger.exception("memsync agent: stopped serving")
+            if not self._stopping.is_set():  # not closed under it
+                logger.exception("memsync agent: stopped serving")
         finally:
             for peer in list(peers):
                 self._drop(selector, peers, peer)
             selector.close()
 
+    def _expire(self, selector: selectors.BaseSelector, peers: list[_Peer]) -> None:
+        """Close connections idle too long, or too slow to finish the request they started."""
+        now = time.monotonic()
+        for peer in list(peers):
+            if peer.line_started is not None and now - peer.line_started > self.request_deadline_s:
+                logger.warning(
+                    "memsync agent: request from pid %s unfinished after %s s; closed",
+                    peer.pid, self.request_deadline_s,
+                )  # fmt: skip
+                message = f"request not finished within {self.request_deadline_s:g} s"
+                self._reply(peer.connection, None, error=("bad-request", message))
+                self._drop(selector, peers, peer)
+            elif now - peer.seen > self.idle_timeout_s:
+                self._drop(selector, peers, peer)
+
+    def _refusal(self, uid: int, groups: set[int]) -> dict[str, Any]:
+        return {
+            "peer": {"uid": uid, "gids": sorted(groups)},
+            "allowed": {
+                "uids": sorted(self.allow_uids),
+                "gids": sorted(self.allow_gids),
+                "read_uids": sorted(self.allow_read_uids),
+                "read_gids": sorted(self.allow_read_gids),
+            },
+        }
+
     def _accept(self, selector: selectors.BaseSelector, peers: list[_Peer]) -> None:
+        assert self._server is not None
         try:
             connection, _ = self._server.accept()
         except OSError:
             return
         connection.settimeout(5.0)  # sends; reads happen only when select says readable
-        pid, uid, gid = _peer(connection)
-        if uid not in self.allow_uids and gid not in self.allow_gids:
-            logger.warning("memsync agent: refused peer pid %s uid %s gid %s", pid, uid, gid)
-            self._reply(connection, None, error=("refused", f"uid {uid} gid {gid} is not allowed"))
+        try:
+            pid, uid, gid = _peer(connection)
+            groups = _peer_groups(connection, pid, gid)
+        except OSError:
             connection.close()
             return
-        peer = _Peer(connection=connection, pid=pid, seen=time.monotonic())
+        read_only = False
+        if uid not in self.allow_uids and not groups & self.allow_gids:
+            read_only = uid in self.allow_read_uids or bool(groups & self.allow_read_gids)
+            if not read_only:
+                logger.warning(
+                    "memsync agent: refused peer pid %s uid %s groups %s", pid, uid, sorted(groups)
+                )
+                message = (
+                    f"uid {uid} (groups {sorted(groups)}) is not allowed by this agent: it allows "
+                    f"uids {sorted(self.allow_uids)} and gids {sorted(self.allow_gids)}"
+                )
+                details = self._refusal(uid, groups)
+                self._reply(connection, None, error=("refused", message), details=details)
+                connection.close()
+                return
+        same_uid = sum(1 for p in peers if p.uid == uid)
+        if len(peers) >= self.max_connections or same_uid >= min(
+            MAX_CONNECTIONS_PER_UID, self.max_connections
+        ):
+            message = (
+                f"the agent serves {len(peers)} connections ({same_uid} of uid {uid}); at most "
+                f"{self.max_connections} ({MAX_CONNECTIONS_PER_UID} per uid): try again shortly"
+            )
+            self._reply(connection, None, error=("busy", message))
+            connection.close()
+            return
+        peer = _Peer(connection, pid, uid, time.monotonic(), read_only=read_only)
         peers.append(peer)
         selector.register(connection, selectors.EVENT_READ, peer)
 
@@ -195,10 +413,12 @@ class Agent:
             self._reopen_history(f"the connection of pid {peer.pid} closed")
         if self._release_owner is peer:
             self._release_owner = None
-        if self._pause_owner is peer and self.gate.resume() is not None:
+        if self._pause_owner is peer and self.ops.end_pause() is not None:
             logger.info("memsync agent: pausing connection closed; app writes resumed")
         if self._pause_owner is peer:
             self._pause_owner = None
+        self._buffered -= len(peer.buffer)
+        peer.buffer = bytearray()  # released now, not when the peer object goes
         with contextlib.suppress(KeyError, ValueError):
             selector.unregister(peer.connection)
         with contextlib.suppress(ValueError):
@@ -222,7 +442,11 @@ class Agent:
         logger.warning("memsync agent: history reopened because %s", why)
 
     def _readable(self, selector: selectors.BaseSelector, peers: list[_Peer], peer: _Peer) -> None:
-        """Read what a peer sent; answer each complete line in order."""
+        """Read what a peer sent; answer each complete line in order.
+
+        Unread bytes over all connections stay within ``MAX_BUFFERED_BYTES``: past it, the
+        connection holding the most is answered busy and closed.
+        """
         try:
             data = peer.connection.recv(65536)
         except OSError:
@@ -233,38 +457,66 @@ class Agent:
                 self._reply(peer.connection, None, error=("bad-request", message))
             self._drop(selector, peers, peer)
             return
-        peer.seen = time.monotonic()
+        now = time.monotonic()
+        if peer.oversized:  # drop bytes to the end of the line, then answer and close
+            peer.dropped += len(data)
+            if b"\n" in data or peer.dropped > 16 * MAX_REQUEST_BYTES:
+                self._oversized(selector, peers, peer)
+            return
+        if peer.line_started is None:
+            peer.line_started = now
         peer.buffer += data
-        while not peer.oversized and b"\n" in peer.buffer:
-            line, _, rest = bytes(peer.buffer).partition(b"\n")
-            peer.buffer = bytearray(rest)
+        self._buffered += len(data)
+        while (end := peer.buffer.find(b"\n")) >= 0:
+            line = bytes(peer.buffer[:end])
+            del peer.buffer[: end + 1]
+            self._buffered -= end + 1
+            peer.seen = time.monotonic()
+            peer.line_started = time.monotonic() if peer.buffer else None
             if len(line) >= MAX_REQUEST_BYTES:
-                peer.oversized = True
-                break
+                self._oversized(selector, peers, peer)
+                return
             self._current = peer
-            self._answer(peer.connection, line, peer.pid)
+            self._answer(peer.connection, line, peer.pid, peer.read_only)
         if len(peer.buffer) >= MAX_REQUEST_BYTES:
             peer.oversized = True
-        if peer.oversized:  # drop bytes to the end of the line, then answer and close
-            peer.dropped += len(peer.buffer)
-            ended = b"\n" in peer.buffer
-            peer.buffer.clear()
-            if ended or peer.dropped > 16 * MAX_REQUEST_BYTES:
-                logger.warning(
-                    "memsync agent: request over %s bytes from pid %s", MAX_REQUEST_BYTES, peer.pid
-                )
-                message = f"request over {MAX_REQUEST_BYTES} bytes"
-                self._reply(peer.connection, None, error=("bad-request", message))
-                self._drop(selector, peers, peer)
+            peer.dropped = len(peer.buffer)
+            self._buffered -= len(peer.buffer)
+            peer.buffer = bytearray()
+            return
+        while self._buffered > MAX_BUFFERED_BYTES:
+            hog = max(peers, key=lambda p: len(p.buffer))
+            logger.warning(
+                "memsync agent: %s unread bytes over all connections; closed pid %s's",
+                self._buffered, hog.pid,
+            )  # fmt: skip
+            message = f"the agent holds at most {MAX_BUFFERED_BYTES} unread bytes: try again"
+            self._reply(hog.connection, None, error=("busy", message))
+            self._drop(selector, peers, hog)
 
-    def _answer(self, connection: socket.socket, line: bytes, pid: int) -> None:
+    def _oversized(self, selector: selectors.BaseSelector, peers: list[_Peer], peer: _Peer) -> None:
+        logger.warning(
+            "memsync agent: request over %s bytes from pid %s", MAX_REQUEST_BYTES, peer.pid
+        )
+        message = f"request over {MAX_REQUEST_BYTES} bytes"
+        self._reply(peer.connection, None, error=("bad-request", message))
+        self._drop(selector, peers, peer)
+
+    def _answer(self, connection: socket.socket, line: bytes, pid: int, read_only: bool) -> None:
         """Answer one request line: parse and check it, run its op, reply (never raises)."""
         started = time.monotonic()
         try:
             request_id, op, call = self._parse(line)
+            if read_only and op not in READ_OPS:
+                raise AgentRequestError(
+                    "refused",
+                    f"pid {pid} is a read-only peer (allow_read_uids/allow_read_gids): it may "
+                    f"ask {', '.join(sorted(READ_OPS))}, not {op}",
+                    request_id,
+                )
         except AgentRequestError as error:
             logger.warning("memsync agent: %s from pid %s: %s", error.kind, pid, error)
-            self._reply(connection, None, error=(error.kind, str(error)))
+            self._reply(connection, error.request_id, error=(error.kind, str(error)))
             return
         try:
             result = call()
@@ -301,6 +553,7 @@ class Agent:
         request_id: Any,
         result: Any = None,
         error: tuple[str, str] | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         with contextlib.suppress(OSError):
-            connection.sendall(reply_bytes(request_id, result, error))
+            connection.sendall(reply_bytes(request_id, result, error, details))

@@ -168,6 +168,7 @@ def serve(memory: Any, requests: BinaryIO, replies: BinaryIO) -> None:
                 raise AgentRequestError("bad-request", f"{op} is for an agent in a running app")
             reply = reply_bytes(request_id, result=call())
         except AgentRequestError as error:
+            request_id = request_id if error.request_id is None else error.request_id
             reply = reply_bytes(request_id, error=(error.kind, str(error)))
         except Exception as error:  # noqa: BLE001 - the op failed inside mem0: report it
             reply = reply_bytes(request_id, error=("failed", f"{type(error).__name__}: {error}"))

@@ -34,10 +34,12 @@ some failed history writes).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
 import random
+import resource
 import signal
 import statistics
 import subprocess
@@ -138,6 +140,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--users", default=",".join(build.USERS))
     parser.add_argument("--embedder", default="memsync_hash")
     parser.add_argument("--mem0-config", type=Path, default=None)
+    parser.add_argument("--agent-options", type=json.loads, default={})
     return parser.parse_args(argv)
 
 
@@ -164,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.agent is not None:
         from memsync.agent import attach
 
-        attach(memory, args.agent)
+        attach(memory, args.agent, **args.agent_options)
     if args.pidfile is not None:
         args.pidfile.write_text(f"{os.getpid()}\n", encoding="utf-8")
     print(f"ready {os.getpid()}", flush=True)
@@ -208,11 +211,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _limit_files(count: int) -> None:
+    """In the child before exec: RLIMIT_NOFILE soft and hard ``count`` (systemd's default)."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))
+
+
 class AppProcess:
     """The app above as a child process, for tests: ``with AppProcess(root, agent=sock) as app:``.
 
     ``view()`` asks the app for its own in-memory view (SIGUSR1) and returns its memory ids;
-    ``stop()`` sends SIGTERM and returns the stats document.
+    ``stop()`` sends SIGTERM and returns the stats document. ``agent_options``: ``attach``'s
+    keyword arguments; ``user``: run the app as that uid (and gid); ``nofile``: its
+    RLIMIT_NOFILE.
     """
 
     def __init__(
@@ -225,10 +235,15 @@ class AppProcess:
         adds_only: bool = False,
         users: Sequence[str] = (),
         embedder: str = "memsync_hash",
+        agent_options: dict[str, Any] | None = None,
+        user: int | None = None,
+        nofile: int | None = None,
     ) -> None:
         argv = [sys.executable, "-m", "memsync.demo.app", str(root), "--interval", str(interval)]
         if agent is not None:
             argv += ["--agent", str(agent)]
+        if agent_options:
+            argv += ["--agent-options", json.dumps(agent_options)]
         if quiet_writes:
             argv.append("--quiet-writes")
         if adds_only:
@@ -245,6 +260,10 @@ class AppProcess:
                 stdout=subprocess.PIPE,
                 stderr=log,
                 text=True,
+                user=user,
+                group=user,
+                extra_groups=None if user is None else [],
+                preexec_fn=None if nofile is None else functools.partial(_limit_files, nofile),
             )
         assert self.process.stdout is not None
         line = self.process.stdout.readline()

@@ -13,13 +13,16 @@ of their results:
 * ``serve``: attach memsync's agent (``memsync.agent`` from this checkout, standard library
   only) and write one memory every ``$COMPAT_WRITE_EVERY_S`` until SIGTERM; a command written
   to the file ``$COMPAT_CONTROL`` (``delete ID``, ``drop-point ID``) is run in between, and
-  the file removed.
+  the file removed. ``$COMPAT_AGENT_OPTIONS``: ``attach``'s keyword arguments (JSON). On
+  SIGTERM it prints ``{"writes", "failures", "errors", "slowest_write_s"}``: failures count
+  the exceptions of its writes and the ERROR records of any logger but memsync's.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 import signal
 import sys
@@ -29,6 +32,18 @@ from typing import Any
 
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 USERS = ("alice", "bob")
+
+
+class _ErrorRecords(logging.Handler):
+    """ERROR records logged while the app runs (mem0 2.2.1 logs some failed writes only)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not record.name.startswith("memsync"):
+            self.messages.append(f"{record.name}: {record.getMessage()}"[:200])
 
 
 def memory() -> Any:
@@ -133,21 +148,36 @@ def run(m: Any, command: str, argv: list[str]) -> Any:
         sys.path.insert(0, os.environ["COMPAT_MEMSYNC_AGENT_PATH"])
         from memsync.agent import attach
 
-        attach(m, os.environ["COMPAT_AGENT_SOCKET"])
+        options = json.loads(os.environ.get("COMPAT_AGENT_OPTIONS") or "{}")
+        agent = attach(m, os.environ["COMPAT_AGENT_SOCKET"], **options)
+        errors = _ErrorRecords()
+        logging.getLogger().addHandler(errors)  # mem0 2.2.1 only logs some failed writes
         stop = []
         signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-        print(json.dumps({"serving": os.getpid()}), flush=True)
+        problem = getattr(agent, "problem", None)
+        print(json.dumps({"serving": os.getpid(), "problem": problem}), flush=True)
         every = float(os.environ.get("COMPAT_WRITE_EVERY_S", "0.2"))
         control = Path(os.environ.get("COMPAT_CONTROL", "/nonexistent"))
-        n = 0
+        n = failures = 0
+        slowest = 0.0
+        failed: list[str] = []
         while not stop:
-            m.add(f"live write {n}", user_id="carol", infer=False)
+            started = time.monotonic()
+            try:
+                m.add(f"live write {n}", user_id="carol", infer=False)
+            except Exception as error:  # noqa: BLE001 - counted: the tests assert none
+                failures += 1
+                failed.append(f"{type(error).__name__}: {error}"[:200])
+            slowest = max(slowest, time.monotonic() - started)
             n += 1
             if control.is_file():  # one command from the test ("delete ID"), then the file goes
                 run(m, *(lambda words: (words[0], words))(control.read_text().split()))
                 control.unlink()
             time.sleep(every)
-        out = {"writes": n}
+        out = {
+            "writes": n, "failures": failures + len(errors.messages),
+            "errors": (failed + errors.messages)[:20], "slowest_write_s": round(slowest, 3),
+        }  # fmt: skip
     else:
         raise SystemExit(f"unknown command {command}")
     return out

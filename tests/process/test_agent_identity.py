@@ -1,0 +1,184 @@
+"""Who may talk to the agent, and where it listens: groups, read-only peers, the socket's path.
+
+Peers are real processes of other uids and groups; the apps are real (tests/helpers/app.py),
+or the test's own mem0 ``Memory`` with ``attach`` when only the socket's path is at stake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memsync.agent import attach
+from tests.helpers.app import AppProcess
+
+PEER_UID = 12345
+GROUP = 4242
+READ_GROUP = 4243
+PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+PEER = (
+    "import json, socket, sys\n"
+    "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+    "replies = s.makefile('rb')\n"
+    "for request in sys.argv[2:]:\n"
+    "    try:\n"
+    "        s.sendall(request.encode() + b'\\n')\n"
+    "    except BrokenPipeError:\n"
+    "        pass  # refused at once: the reply is already there to read\n"
+    "    line = replies.readline()\n"
+    "    print(line.decode().strip() or 'null', flush=True)\n"
+    "    if not line: break\n"
+)
+
+pytestmark = pytest.mark.skipif(os.getuid() != 0, reason="peers of other uids need root")
+
+
+def _peer(sock: Path, *requests: dict[str, Any], groups: list[int]) -> list[Any]:
+    """Send ``requests`` as uid 12345 (primary group 12345, supplementary ``groups``)."""
+    done = subprocess.run(
+        [PYTHON, "-I", "-c", PEER, str(sock), *(json.dumps(r) for r in requests)],
+        capture_output=True, text=True, timeout=30, user=PEER_UID, group=PEER_UID,
+        extra_groups=groups, cwd="/",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+@pytest.fixture
+def run_dir() -> Iterator[Path]:
+    """A directory uid 12345 can reach (pytest's tmp_path is root's, mode 0700)."""
+    directory = Path(tempfile.mkdtemp(prefix="memsync-identity-", dir="/tmp"))
+    os.chmod(directory, 0o755)
+    yield directory
+    for path in sorted(directory.rglob("*"), reverse=True):
+        path.unlink() if not path.is_dir() or path.is_symlink() else path.rmdir()
+    directory.rmdir()
+
+
+def test_a_supplementary_group_is_allowed_and_read_only_peers_only_read(
+    deployment: Any, run_dir: Path
+) -> None:
+    deployment.close()
+    sock = run_dir / "run" / "memsync-agent.sock"
+    target = deployment.seeded.live[2]
+    options = {"allow_gids": [GROUP]}
+    hello = {"v": 1, "id": 1, "op": "hello"}
+    get = {"v": 1, "id": "g", "op": "get", "args": {"memory_id": target}}
+    delete = {"v": 1, "id": "d", "op": "delete", "args": {"memory_id": target}}
+    with AppProcess(deployment.paths.root, agent=sock, agent_options=options) as app:
+        assert stat.S_IMODE(os.stat(sock.parent).st_mode) == 0o750
+        assert os.stat(sock.parent).st_gid == GROUP
+        assert (stat.S_IMODE(os.stat(sock).st_mode), os.stat(sock).st_gid) == (0o660, GROUP)
+        # a member through a supplementary group (usermod -aG), not its primary one
+        allowed = _peer(sock, hello, groups=[GROUP])
+        assert allowed[0]["ok"] is True and allowed[0]["result"]["pid"] == app.pid
+        assert app.stop()["failures"] == 0
+
+    sock = run_dir / "run2" / "memsync-agent.sock"
+    options = {"allow_gids": [GROUP], "allow_read_gids": [READ_GROUP]}
+    with AppProcess(deployment.paths.root, agent=sock, agent_options=options) as app:
+        assert stat.S_IMODE(os.stat(sock.parent).st_mode) == 0o711  # reachable; creds decide
+        reader = _peer(sock, hello, get, delete, groups=[READ_GROUP])
+        assert [r["ok"] for r in reader] == [True, True, False]
+        assert reader[2]["id"] == "d" and reader[2]["error"]["type"] == "refused"
+        assert "read-only" in reader[2]["error"]["message"]
+
+        (refused,) = _peer(sock, delete, groups=[])
+        assert refused["error"]["type"] == "refused"
+        assert refused["error"]["peer"] == {"uid": PEER_UID, "gids": [PEER_UID]}
+        assert refused["error"]["allowed"]["gids"] == [GROUP]
+        assert refused["error"]["allowed"]["read_gids"] == [READ_GROUP]
+        assert f"uid {PEER_UID}" in refused["error"]["message"]
+        assert target in app.view()  # nothing was deleted
+        assert app.stop()["failures"] == 0
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o077])
+def test_directories_attach_creates_are_the_apps_alone_whatever_the_umask(
+    deployment: Any, tmp_path: Path, umask: int
+) -> None:
+    sock = tmp_path / "a" / "b" / "memsync-agent.sock"
+    previous = os.umask(umask)
+    try:
+        agent = attach(deployment.memory, sock)
+    finally:
+        os.umask(previous)
+    try:
+        assert agent.serving, agent.problem
+        for directory in (sock.parent, sock.parent.parent):
+            assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700, directory
+        assert stat.S_IMODE(os.stat(sock).st_mode) == 0o600
+    finally:
+        agent.close()
+    assert not sock.exists()
+
+
+def test_a_directory_others_may_write_is_refused_and_the_app_runs_on(
+    deployment: Any, tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)  # no sticky bit: anyone could put their own socket in its place
+    agent = attach(deployment.memory, shared / "memsync-agent.sock")
+    try:
+        assert not agent.serving
+        assert "without the sticky bit" in str(agent.problem)
+        assert not (shared / "memsync-agent.sock").exists()
+        deployment.memory.add("still writing", user_id="alice", infer=False)  # the app runs on
+    finally:
+        agent.close()
+
+
+def test_a_stray_file_at_the_path_is_left_alone_and_the_app_runs_on(
+    deployment: Any, tmp_path: Path
+) -> None:
+    stray = tmp_path / "memsync-agent.sock"
+    stray.write_text("an operator's notes\n")
+    agent = attach(deployment.memory, stray)
+    try:
+        assert not agent.serving
+        assert "is not a socket" in str(agent.problem)
+        assert stray.read_text() == "an operator's notes\n"
+        deployment.memory.add("still writing", user_id="alice", infer=False)
+    finally:
+        agent.close()
+    assert stray.read_text() == "an operator's notes\n"  # close never removes what is not ours
+
+
+def test_another_users_live_socket_is_never_removed(deployment: Any, run_dir: Path) -> None:
+    os.chmod(run_dir, 0o1777)  # a shared directory done right: sticky, as /tmp
+    sock = run_dir / "memsync-agent.sock"
+    listener = subprocess.Popen(
+        [PYTHON, "-I", "-c",
+         "import socket, sys, time\n"
+         "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1)\n"
+         "print('listening', flush=True); time.sleep(60)\n",
+         str(sock)],
+        stdout=subprocess.PIPE, text=True, user=PEER_UID, group=PEER_UID, extra_groups=[],
+    )  # fmt: skip
+    try:
+        assert listener.stdout is not None and listener.stdout.readline() == "listening\n"
+        inode = os.stat(sock).st_ino
+        agent = attach(deployment.memory, sock)
+        try:
+            assert not agent.serving
+            assert "another live process serves" in str(agent.problem)
+        finally:
+            agent.close()
+        assert os.stat(sock).st_ino == inode  # still theirs, still there
+        probe = socket.socket(socket.AF_UNIX)
+        probe.connect(str(sock))
+        probe.close()
+    finally:
+        listener.kill()
+        listener.wait()
