@@ -60,13 +60,21 @@ def parse_request(
     return request_id, str(op), functools.partial(handler, *bound.args, **bound.kwargs)
 
 
-def reply_bytes(request_id: Any, result: Any = None, error: tuple[str, str] | None = None) -> bytes:
-    """One reply line (newline included); a result JSON cannot carry becomes a "failed" error."""
+def reply_bytes(
+    request_id: Any,
+    result: Any = None,
+    error: tuple[str, str] | None = None,
+    detail: dict[str, Any] | None = None,
+) -> bytes:
+    """One reply line (newline included); a result JSON cannot carry becomes a "failed" error.
+
+    ``detail``: more keys of the error object (a refusal's ``peer`` and ``allowed``).
+    """
     document: dict[str, Any] = {"v": PROTOCOL, "id": request_id, "ok": error is None}
     if error is None:
         document["result"] = result
     else:
-        document["error"] = {"type": error[0], "message": error[1]}
+        document["error"] = {**(detail or {}), "type": error[0], "message": error[1]}
     try:
         text = json.dumps(document, default=str, allow_nan=False)
     except (ValueError, RecursionError):

@@ -182,7 +182,13 @@ class Agent:
         pid, uid, gid = _peer(connection)
         if uid not in self.allow_uids and gid not in self.allow_gids:
             logger.warning("memsync agent: refused peer pid %s uid %s gid %s", pid, uid, gid)
-            self._reply(connection, None, error=("refused", f"uid {uid} gid {gid} is not allowed"))
+            uids, gids = sorted(self.allow_uids), sorted(self.allow_gids)
+            message = (
+                f"uid {uid} (groups [{gid}]) is not allowed by this agent: it allows uids {uids} "
+                f"and gids {gids}"
+            )
+            detail = {"peer": {"uid": uid, "gids": [gid]}, "allowed": {"uids": uids, "gids": gids}}
+            self._reply(connection, None, error=("refused", message), detail=detail)
             connection.close()
             return
         peer = _Peer(connection=connection, pid=pid, seen=time.monotonic())
@@ -301,6 +307,7 @@ class Agent:
         request_id: Any,
         result: Any = None,
         error: tuple[str, str] | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> None:
         with contextlib.suppress(OSError):
-            connection.sendall(reply_bytes(request_id, result, error))
+            connection.sendall(reply_bytes(request_id, result, error, detail))
