@@ -56,6 +56,36 @@ except OSError as error:  # memsync hung up
 print(json.dumps({"received": received.decode(errors="replace")}), flush=True)
 """
 
+# A forwarding proxy of the store's own user: it passes the uid check, and hello (the app's,
+# forwarded) names another pid than the process answering. It logs every byte memsync sends.
+PROXY = r"""
+import json, os, socket, sys, threading
+listen_path, upstream_path = sys.argv[1], sys.argv[2]
+server = socket.socket(socket.AF_UNIX)
+server.bind(listen_path)
+server.listen(1)
+server.settimeout(30)
+print("listening", flush=True)
+client, _ = server.accept()
+upstream = socket.socket(socket.AF_UNIX)
+upstream.connect(upstream_path)
+def back():
+    try:
+        while data := upstream.recv(65536):
+            client.sendall(data)
+    except OSError:
+        pass
+threading.Thread(target=back, daemon=True).start()
+sent = b""
+try:
+    while data := client.recv(65536):
+        sent += data
+        upstream.sendall(data)
+except OSError:
+    pass
+print(json.dumps({"sent": sent.decode(errors="replace")}), flush=True)
+"""
+
 
 @pytest.fixture
 def shared_deployment() -> Iterator[build.Paths]:
@@ -210,4 +240,38 @@ def test_a_refused_memsync_exits_11_naming_its_uid_and_the_fix_never_queues(
         assert target in app.view()
         refusals = [line for line in app.log_text().splitlines() if "refused peer pid" in line]
         assert refusals and all("uid 65534 gid 65534" in line for line in refusals)
+        assert app.stop()["failures"] == 0
+
+
+def test_a_proxy_whose_hello_names_another_pid_is_refused(
+    shared_deployment: build.Paths, cli: Any
+) -> None:
+    paths = shared_deployment
+    sock = _socket(paths)
+    app_sock = sock.with_name("app-agent.sock")
+    with AppProcess(paths.root, agent=app_sock, quiet_writes=True) as app:
+        target = _live_id(paths, app)
+        proxy = subprocess.Popen(
+            [SYSTEM_PYTHON, "-I", "-c", PROXY, str(sock), str(app_sock)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proxy.stdout is not None
+            assert proxy.stdout.readline().strip() == "listening", proxy.stderr
+            result = cli("forget", target, "--yes", "--no-snapshot", config=paths.config)
+            out, err = proxy.communicate(timeout=30)
+        finally:
+            if proxy.poll() is None:
+                proxy.kill()
+                proxy.communicate(timeout=10)
+        sent = [json.loads(line) for line in json.loads(out)["sent"].splitlines()]
+        assert [request["op"] for request in sent] == ["hello"], err
+        assert result.code == 11, result.err
+        assert (
+            f"the process answering on {sock} is pid {proxy.pid} uid 0 (user root), but its "
+            f"hello claims pid {app.pid}"
+        ) in result.err
+        assert target in app.view()
         assert app.stop()["failures"] == 0
