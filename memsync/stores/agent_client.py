@@ -32,7 +32,7 @@ from memsync.agent.protocol import PROTOCOL, SOCKET_NAME
 from memsync.config import Config
 from memsync.errors import UnavailableError
 from memsync.model import HistoryEvent
-from memsync.stores import history
+from memsync.stores import history, locks
 from memsync.stores.vector_store import vector_store_for
 from memsync.stores.writer import Route
 
@@ -178,17 +178,21 @@ def expected_server(config: Config, holder_pid: int | None = None) -> ExpectedSe
     """The uids that may answer for this deployment's app. Reads file owners and /proc only.
 
     The owner of embedded Qdrant's directory and of history.db, and the uid of the process
-    holding the store (``holder_pid`` when the store has none, see ``agent_socket_for``). Root
-    is one of them only when it owns the store or runs the app. None of these known: memsync's
-    own uid and root (no other user can answer then).
+    holding the store (``holder_pid`` when the store has none, see ``agent_socket_for``; on
+    pgvector without it, the process holding history.db open). Root is one of them only when
+    it owns the store or runs the app. None of these known: memsync's own uid and root (no
+    other user can answer then).
     """
     found: dict[int, list[str]] = {}
-    for path in (vector_store_for(config).location, config.history_db_path):
+    store = vector_store_for(config)
+    for path in (store.location, config.history_db_path):
         if path is None:
             continue
         with suppress(OSError):
             found.setdefault(path.stat().st_uid, []).append(f"owns {path}")
-    holder = vector_store_for(config).holder()
+    holder = store.holder()
+    if holder is None and holder_pid is None and store.location is None:
+        holder = locks.find_holder(config.history_db_path, config.history_db_path.parent)
     pid = holder.pid if holder is not None else holder_pid
     if pid is not None and pid != os.getpid():
         with suppress(psutil.Error, OSError):
@@ -458,7 +462,9 @@ def writes_held(config: Config) -> Iterator[dict[str, Any] | None]:
     ``[app] pause_lease_s``.
 
     Raises:
-        UnavailableError: the agent that answers serves another deployment.
+        UnavailableError: the agent that answers serves another deployment; AgentRefusedError
+            and UntrustedAgentError as ``find_agent`` (never None for them: no silent
+            unquiesced capture).
     """
     client = find_agent(config)
     if client is None:
