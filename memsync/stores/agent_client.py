@@ -85,19 +85,27 @@ class AgentRefusedError(UnavailableError):
     app's ``attach(..., allow_gids=[...])`` or running memsync as another user.
     """
 
-    def __init__(self, where: str, detail: str, allowed_uids: Sequence[int] | None) -> None:
+    def __init__(
+        self,
+        where: str,
+        detail: str,
+        allowed_uids: Sequence[int] | None,
+        first: str | None = None,
+    ) -> None:
         gid = os.getgid()
         run_as = (
             " or ".join(f"uid {uid} ({_user(uid)})" for uid in sorted(set(allowed_uids)))
             if allowed_uids
             else "root or the app's user"
         )
+        first = first or (
+            f"add one of these groups to the app's attach(memory, allow_gids=[{gid}]) (or "
+            f"allow_uids=[{os.getuid()}]) and restart the app"
+        )
         super().__init__(
             f"{where} refused memsync (uid {os.getuid()} ({_user(os.getuid())}), groups "
             f"[{', '.join(_group(g) for g in _own_gids())}]){detail}",
-            f"add one of these groups to the app's attach(memory, allow_gids=[{gid}]) (or "
-            f"allow_uids=[{os.getuid()}]) and restart the app, or run memsync as {run_as} "
-            "(docs/reference/agent-protocol.md#the-socket)",
+            f"{first}, or run memsync as {run_as} (docs/reference/agent-protocol.md#the-socket)",
         )
 
     @classmethod
@@ -117,11 +125,17 @@ class AgentRefusedError(UnavailableError):
 
     @classmethod
     def from_socket(cls, path: Path) -> AgentRefusedError:
-        """The socket's mode lets memsync not connect (EACCES): its owner, group and mode."""
+        """The socket's mode (or its directory's) lets memsync not connect: who may."""
         try:
             found = path.stat()
         except OSError:
-            return cls(f"the memsync agent at {path}", ": permission denied", None)
+            return cls(
+                f"the memsync agent at {path}",
+                f": {path.parent} cannot be entered (permission denied)",
+                None,
+                f"let one of these groups enter {path.parent} (its group, mode 0750), and "
+                f"add it to the app's attach(memory, allow_gids=[{os.getgid()}])",
+            )
         mode = stat.S_IMODE(found.st_mode)
         return cls(
             f"the memsync agent at {path}",
@@ -435,8 +449,13 @@ def find_agent(
         UntrustedAgentError: (exit 11) the process answering is not this deployment's app.
     """
     path = agent_socket_for(config, holder_pid)
-    if path is None or not path.exists():
+    if path is None:
         return None
+    try:
+        if not path.exists():
+            return None
+    except PermissionError as error:  # its directory is closed to memsync: not "no agent"
+        raise AgentRefusedError.from_socket(path) from error
     try:
         client = AgentClient.connect(path, timeout_s, expected_server(config, holder_pid))
     except (AgentRefusedError, UntrustedAgentError):

@@ -204,6 +204,14 @@ def test_a_refused_memsync_exits_11_naming_its_uid_and_the_fix_never_queues(
     with AppProcess(paths.root, agent=sock, quiet_writes=True) as app:
         target = _live_id(paths, app)
 
+        # the socket's directory is closed to memsync: not "no agent" either
+        sock.parent.chmod(0o700)
+        closed = _memsync_as_nobody(paths, "forget", target, "--yes", "--no-snapshot")
+        sock.parent.chmod(0o777)
+        assert closed.returncode == 11, (closed.stdout, closed.stderr)
+        assert f"{sock.parent} cannot be entered (permission denied)" in closed.stderr
+        assert "allow_gids=[65534]" in closed.stderr
+
         # the socket's mode (0600, the app's user) lets memsync not even connect
         denied = _memsync_as_nobody(paths, "forget", target, "--yes", "--no-snapshot")
         assert denied.returncode == 11, (denied.stdout, denied.stderr)
