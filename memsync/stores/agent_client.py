@@ -115,9 +115,11 @@ class AgentRefusedError(UnavailableError):
         allowed = allowed if isinstance(allowed, dict) else {}
         uids = [u for u in allowed.get("uids") or [] if isinstance(u, int)]
         gids = [g for g in allowed.get("gids") or [] if isinstance(g, int)]
+        read_gids = [g for g in allowed.get("read_gids") or [] if isinstance(g, int)]
         said = str(problem.get("message"))[:300]
         detail = (
             f": it allows uids {sorted(set(uids))} and gids {sorted(set(gids))}"
+            + (f" (reads only: gids {sorted(set(read_gids))})" if read_gids else "")
             if allowed
             else f": {said}"
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from memsync.demo import deployment as build
+from memsync.stores.agent_client import AgentClient, AgentRefusedError
 from tests.conftest import HASH
 from tests.helpers.app import AppProcess
 
@@ -283,3 +285,42 @@ def test_a_proxy_whose_hello_names_another_pid_is_refused(
         ) in result.err
         assert target in app.view()
         assert app.stop()["failures"] == 0
+
+
+# An agent that refuses at once and closes before memsync says anything.
+REFUSING = r"""
+import json, socket, sys
+server = socket.socket(socket.AF_UNIX)
+server.bind(sys.argv[1])
+server.listen(1)
+server.settimeout(30)
+print("listening", flush=True)
+connection, _ = server.accept()
+problem = {"type": "refused", "message": "uid 0 (groups [0]) is not allowed by this agent",
+           "peer": {"uid": 0, "gids": [0]}, "allowed": {"uids": [999], "gids": [7]}}
+connection.sendall(json.dumps({"v": 1, "id": None, "ok": False, "error": problem}).encode() + b"\n")
+connection.close()
+print("closed", flush=True)
+"""
+
+
+def test_a_refusal_sent_before_hello_is_read_after_the_broken_pipe(tmp_path: Path) -> None:
+    path = tmp_path / "memsync-agent.sock"
+    server = subprocess.Popen(
+        [SYSTEM_PYTHON, "-I", "-c", REFUSING, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().strip() == "listening"
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(10)
+        sock.connect(str(path))
+        assert server.stdout.readline().strip() == "closed"  # hello will meet a broken pipe
+        with pytest.raises(AgentRefusedError) as refused:
+            AgentClient(path, sock)
+    finally:
+        server.communicate(timeout=10)
+    assert refused.value.exit_code == 11
+    assert f"agent at {path} refused memsync (uid 0 (root)" in refused.value.message
+    assert refused.value.message.endswith(": it allows uids [999] and gids [7]")
+    assert "allow_gids=[0]" in (refused.value.hint or "")
