@@ -45,7 +45,8 @@ RESULT_CODES = (
     "collection-params", "check", "capture-duration", "mem0-version", "qdrant-client-version",
     "app-interpreter", "store-meta", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
     "daemon-job", "old-store-copy", "legacy-point-store", "wal-recommended", "pending-requests",
-    "pending-erasure-overdue", "window-left-open", "write-route", "store-size", *PG_RESULT_CODES,
+    "pending-erasure-overdue", "window-left-open", "write-route", "agent-refused",
+    "store-size", *PG_RESULT_CODES,
     *S3_RESULT_CODES,
 )  # fmt: skip
 

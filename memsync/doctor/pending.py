@@ -12,7 +12,7 @@ from memsync.errors import UnavailableError
 from memsync.model import DoctorResult
 from memsync.state import WINDOW_FILE, window_left_open
 from memsync.stores import interpreter
-from memsync.stores.agent_client import find_agent
+from memsync.stores.agent_client import AgentRefusedError, agent_socket_for, find_agent
 from memsync.stores.vector_store import vector_store_for
 
 APPLY_FIX = (
@@ -33,13 +33,20 @@ def probe_route(config: Config) -> DoctorResult:
     Reads /proc and greets the app's agent (``hello``: a read); never takes a lock. A warning
     when the app holds the store and neither its agent nor a window can write (forget, erase
     and prune would be queued; reconcile and confirm refused); an error when the agent that
-    answers serves another deployment.
+    answers serves another deployment or is not this deployment's app; ``agent-refused`` (an
+    error) when the agent, or its socket's mode, refuses memsync: every write and quiesced
+    snapshot would fail (exit 11).
     """
     store = vector_store_for(config)
     holder = store.holder()
     path = store.where
     try:
         client = find_agent(config)
+    except AgentRefusedError as error:
+        return DoctorResult(
+            code="agent-refused", status=ERROR, path=str(agent_socket_for(config)),
+            message=error.message, fix=error.hint,
+        )  # fmt: skip
     except UnavailableError as error:
         return DoctorResult(
             code="write-route", status=ERROR, path=path, message=error.message, fix=error.hint

@@ -4,7 +4,9 @@ For every write (forget, erase, prune, confirm, reconcile), ``open_writer`` trie
 
 1. **agent**: the store's holder answers on its memsync agent socket (``[app] agent_socket``,
    else the ``memsync-agent.sock`` the holder listens on) and holds this deployment: the writes
-   go through the app's own ``Memory`` (``memsync.stores.agent_client.AgentWriter``);
+   go through the app's own ``Memory`` (``memsync.stores.agent_client.AgentWriter``); an
+   agent that refuses memsync, or another process on its socket, is an error (exit 11), never
+   a reason to try the next route or queue;
 2. **direct**: nobody holds the store: hot journals are rolled back and the one-shot writer,
    a process of the app's own interpreter, builds the app's ``Memory``
    (``memsync.stores.mem0.open_memory``; the interpreter: ``memsync.stores.interpreter``);
@@ -87,7 +89,8 @@ def would_take(config: Config) -> Route | None:
     """The route a write would take now, or None when none would (dry runs). Reads only.
 
     Raises:
-        UnavailableError: the agent that answers holds another deployment (exit 11).
+        UnavailableError: the agent that answers holds another deployment, refuses memsync or
+            is not this deployment's app (exit 11).
     """
     client = find_agent(config)
     if client is not None:
@@ -106,7 +109,8 @@ def require_interpreter(config: Config) -> None:
 
     Raises:
         ConfigError: (exit 10) see ``interpreter.require``.
-        UnavailableError: an agent answers for another deployment.
+        UnavailableError: an agent answers for another deployment, refuses memsync or is not
+            this deployment's app.
     """
     client = find_agent(config)
     if client is not None:
@@ -132,8 +136,9 @@ def open_writer(config: Config, what: str, taken: Taken | None = None) -> Iterat
         NoRouteError: (exit 12) the app holds the store, no agent answers, no window is set.
         WindowError: (exit 12) the window could not stop the app or free the store.
         WindowOverrunError: (exit 75) the work overran ``[app] max_downtime_s``.
-        UnavailableError: an agent answers for another deployment, or ``start_command``
-            failed after a window (the app may be down).
+        UnavailableError: an agent answers for another deployment, refuses memsync or is not
+            this deployment's app, or ``start_command`` failed after a window (the app may be
+            down).
         LockedError, ConfigError: as ``mem0.open_memory``.
     """
     taken = taken if taken is not None else Taken()

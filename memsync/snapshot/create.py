@@ -203,7 +203,8 @@ def _settled_capture(
     is caught in the window (``in-flight``); each new one replaces the files of the last.
     Returns the capture, its inventory and judged report, and ``quiesced`` (None: no agent
     answered; False: it did, but the pair kept is not one instant). Raises as
-    ``deployment.capture``; UnavailableError when an agent serves another deployment.
+    ``deployment.capture``; UnavailableError when an agent serves another deployment, refuses
+    memsync or is not this deployment's app (never an unquiesced capture then).
     """
     quiesced = _quiesced_capture(config, partial)
     agent = None if quiesced is None else False

@@ -1,7 +1,9 @@
 """memsync's side of the agent protocol (``memsync.agent``): find the app's agent, ask it to write.
 
-``find_agent`` connects to the agent of the app that holds this deployment's store and checks
-that it serves this deployment (store path, collection, history.db); ``AgentWriter`` is the
+``find_agent`` connects to the agent of the app that holds this deployment's store, checks who
+answers before it sends anything (``SO_PEERCRED``: a uid of this deployment's store or app, see
+``expected_server``; then ``hello``'s pid must be that process) and that it serves this
+deployment (store path, collection, history.db); ``AgentWriter`` is the
 ``Writer`` of the **agent** route; ``AgentClient.paused`` closes the app's write gate for an
 exact capture. Protocol 1: one JSON object per line over a Unix stream socket (see
 ``memsync.agent`` and docs/reference/agent-protocol.md).
@@ -9,10 +11,17 @@ exact capture. Protocol 1: one JSON object per line over a Unix stream socket (s
 
 from __future__ import annotations
 
+import errno
+import grp
 import json
+import os
+import pwd
 import socket
+import stat
+import struct
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +32,7 @@ from memsync.agent.protocol import PROTOCOL, SOCKET_NAME
 from memsync.config import Config
 from memsync.errors import UnavailableError
 from memsync.model import HistoryEvent
-from memsync.stores import history
+from memsync.stores import history, locks
 from memsync.stores.vector_store import vector_store_for
 from memsync.stores.writer import Route
 
@@ -48,38 +57,240 @@ class AgentError(UnavailableError):
         self.kind = kind
 
 
+def _user(uid: int) -> str:
+    """``root``, or ``no name`` for a uid with no passwd entry."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return "no name"
+
+
+def _group(gid: int) -> str:
+    """``gid 998 (memsync)``."""
+    try:
+        return f"gid {gid} ({grp.getgrgid(gid).gr_name})"
+    except KeyError:
+        return f"gid {gid}"
+
+
+def _own_gids() -> list[int]:
+    """The groups of this process: its primary group first, then the supplementary ones."""
+    return [os.getgid(), *sorted(set(os.getgroups()) - {os.getgid()})]
+
+
+class AgentRefusedError(UnavailableError):
+    """The agent does not let memsync in: its peer check refused it, or the socket's mode did.
+
+    Exit 11, never a silent fallback to the queue or to an unquiesced capture: the fix is the
+    app's ``attach(..., allow_gids=[...])`` or running memsync as another user.
+    """
+
+    def __init__(
+        self,
+        where: str,
+        detail: str,
+        allowed_uids: Sequence[int] | None,
+        first: str | None = None,
+    ) -> None:
+        gid = os.getgid()
+        run_as = (
+            " or ".join(f"uid {uid} ({_user(uid)})" for uid in sorted(set(allowed_uids)))
+            if allowed_uids
+            else "root or the app's user"
+        )
+        first = first or (
+            f"add one of these groups to the app's attach(memory, allow_gids=[{gid}]) (or "
+            f"allow_uids=[{os.getuid()}]) and restart the app"
+        )
+        super().__init__(
+            f"{where} refused memsync (uid {os.getuid()} ({_user(os.getuid())}), groups "
+            f"[{', '.join(_group(g) for g in _own_gids())}]){detail}",
+            f"{first}, or run memsync as {run_as} (docs/reference/agent-protocol.md#the-socket)",
+        )
+
+    @classmethod
+    def from_reply(cls, where: str, problem: Mapping[str, Any]) -> AgentRefusedError:
+        """From the agent's ``refused`` reply (its ``allowed`` uids and gids when it sends them)."""
+        allowed = problem.get("allowed")
+        allowed = allowed if isinstance(allowed, dict) else {}
+        uids = [u for u in allowed.get("uids") or [] if isinstance(u, int)]
+        gids = [g for g in allowed.get("gids") or [] if isinstance(g, int)]
+        read_gids = [g for g in allowed.get("read_gids") or [] if isinstance(g, int)]
+        said = str(problem.get("message"))[:300]
+        detail = (
+            f": it allows uids {sorted(set(uids))} and gids {sorted(set(gids))}"
+            + (f" (reads only: gids {sorted(set(read_gids))})" if read_gids else "")
+            if allowed
+            else f": {said}"
+        )
+        return cls(where, detail, uids or None)
+
+    @classmethod
+    def from_socket(cls, path: Path) -> AgentRefusedError:
+        """The socket's mode (or its directory's) lets memsync not connect: who may."""
+        try:
+            found = path.stat()
+        except OSError:
+            return cls(
+                f"the memsync agent at {path}",
+                f": {path.parent} cannot be entered (permission denied)",
+                None,
+                f"let one of these groups enter {path.parent} (its group, mode 0750), and "
+                f"add it to the app's attach(memory, allow_gids=[{os.getgid()}])",
+            )
+        mode = stat.S_IMODE(found.st_mode)
+        return cls(
+            f"the memsync agent at {path}",
+            f": the socket is uid {found.st_uid} ({_user(found.st_uid)}), "
+            f"{_group(found.st_gid)}, mode {mode:04o} (permission denied)",
+            [0, found.st_uid],
+        )
+
+
+class UntrustedAgentError(UnavailableError):
+    """The process answering on the agent socket is not this deployment's app (exit 11).
+
+    Found before memsync sent it anything (``SO_PEERCRED``), or from a ``hello`` whose pid is not
+    the process answering (a forwarding proxy).
+    """
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", raw)
+    return int(pid), int(uid), int(gid)
+
+
+def same_process_pids(pid: int) -> set[int]:
+    """``pid`` and the pids the same process has in nested pid namespaces (``NSpid``)."""
+    pids = {pid}
+    with suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                pids.update(int(field) for field in line.split()[1:])
+    return pids
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedServer:
+    """Who may answer on this deployment's agent socket: uid -> why it is this deployment's.
+
+    Built by ``expected_server``; the reasons name the store's files and its holder, so a
+    refusal names both identities.
+    """
+
+    uids: Mapping[int, tuple[str, ...]]
+
+    def describe(self) -> str:
+        """``uid 0 (user root: owns /srv/qdrant; runs pid 123, the store's holder)``."""
+        return " or ".join(
+            f"uid {uid} (user {_user(uid)}: {'; '.join(why)})"
+            for uid, why in sorted(self.uids.items())
+        )
+
+
+def expected_server(config: Config, holder_pid: int | None = None) -> ExpectedServer:
+    """The uids that may answer for this deployment's app. Reads file owners and /proc only.
+
+    The owner of embedded Qdrant's directory and of history.db, and the uid of the process
+    holding the store (``holder_pid`` when the store has none, see ``agent_socket_for``; on
+    pgvector without it, the process holding history.db open). Root is one of them only when
+    it owns the store or runs the app. None of these known: memsync's own uid and root (no
+    other user can answer then).
+    """
+    found: dict[int, list[str]] = {}
+    store = vector_store_for(config)
+    for path in (store.location, config.history_db_path):
+        if path is None:
+            continue
+        with suppress(OSError):
+            found.setdefault(path.stat().st_uid, []).append(f"owns {path}")
+    holder = store.holder()
+    if holder is None and holder_pid is None and store.location is None:
+        holder = locks.find_holder(config.history_db_path, config.history_db_path.parent)
+    pid = holder.pid if holder is not None else holder_pid
+    if pid is not None and pid != os.getpid():
+        with suppress(psutil.Error, OSError):
+            uid = psutil.Process(pid).uids().effective
+            found.setdefault(uid, []).append(f"runs pid {pid}, the store's holder")
+    if not found:
+        found = {0: ["root"], os.getuid(): ["memsync's own: no store file or holder is known"]}
+    return ExpectedServer({uid: tuple(why) for uid, why in found.items()})
+
+
 class AgentClient:
     """One connection to an app's agent. Use as a context manager; not thread-safe.
 
     Raises (every method): UnavailableError (exit 11) when the connection breaks or the reply
-    is not protocol 1; AgentError when the agent answers with an error.
+    is not protocol 1; AgentError when the agent answers with an error; AgentRefusedError when
+    it refuses memsync; UntrustedAgentError (at connect) when another process answers.
     """
 
-    def __init__(self, path: Path, sock: socket.socket) -> None:
+    def __init__(
+        self, path: Path, sock: socket.socket, expected: ExpectedServer | None = None
+    ) -> None:
         self.path = path
         self.where = f"the app's memsync agent at {path}"
         self._socket = sock
         self._reader: Any = sock.makefile("rb")
         self._next_id = 0
-        self.hello: dict[str, Any] = self.call("hello")
+        try:
+            self.hello: dict[str, Any] = self._greet(expected)
+        except BaseException:
+            self.close()
+            raise
+
+    def _greet(self, expected: ExpectedServer | None) -> dict[str, Any]:
+        """Check who answers (before sending anything), then ``hello``; return its result."""
+        path = self.path
+        self.peer = peer_credentials(self._socket)
+        pid, uid, _ = self.peer
+        if expected is not None and uid not in expected.uids:
+            raise UntrustedAgentError(
+                f"the process answering on {path} is pid {pid} uid {uid} (user {_user(uid)}); "
+                f"this deployment's store belongs to {expected.describe()}: memsync sent it "
+                "nothing",
+                "it is not this deployment's app (was the socket replaced? keep its directory "
+                "writable by the app's user only): stop that process and restart the app, or "
+                "point [app] agent_socket at this deployment's app",
+            )
+        hello: dict[str, Any] = dict(self.call("hello") or {})
+        if hello.get("pid") not in same_process_pids(pid):
+            raise UntrustedAgentError(
+                f"the process answering on {path} is pid {pid} uid {uid} (user {_user(uid)}), "
+                f"but its hello claims pid {hello.get('pid')!r}: another process (a proxy) "
+                "answers for the app",
+                "point [app] agent_socket at the app's own socket (attach(memory) binds it)",
+            )
+        return hello
 
     def _write(self, data: bytes) -> None:
         self._socket.sendall(data)
 
     @classmethod
-    def connect(cls, path: Path, timeout_s: float = 30.0) -> AgentClient:
-        """Connect to the agent at ``path`` and greet it (``hello``).
+    def connect(
+        cls, path: Path, timeout_s: float = 30.0, expected: ExpectedServer | None = None
+    ) -> AgentClient:
+        """Connect to the agent at ``path``, check who answers, and greet it (``hello``).
+
+        ``expected``: the uids that may answer (``expected_server``), checked before anything
+        is sent; None checks only that ``hello``'s pid is the process answering.
 
         Raises:
             UnavailableError: nothing listens there, or it does not answer within ``timeout_s``.
+            AgentRefusedError: the socket's mode or the agent refuses memsync's uid.
+            UntrustedAgentError: the process answering is not the expected one.
         """
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout_s)
         try:
             sock.connect(str(path))
-            return cls(path, sock)
+            return cls(path, sock, expected)
         except OSError as error:
             sock.close()
+            if error.errno in (errno.EACCES, errno.EPERM):
+                raise AgentRefusedError.from_socket(path) from error
             raise UnavailableError(
                 f"no memsync agent answers on {path}: {error.strerror or error}",
                 "is the app running with memsync.agent.attach(memory)? see "
@@ -108,6 +319,15 @@ class AgentClient:
         request = {"v": PROTOCOL, "id": self._next_id, "op": op, "args": args}
         try:
             self._write(json.dumps(request).encode() + b"\n")
+        except OSError as error:
+            refused = self._refusal()  # an agent refusing memsync replies, then closes
+            if refused is not None:
+                raise refused from error
+            raise UnavailableError(
+                f"{self.where} stopped answering during {op!r}: {error}",
+                "the app may have stopped or be busy; run the command again (it is idempotent)",
+            ) from error
+        try:
             line = self._reader.readline(REPLY_LIMIT_BYTES)
         except OSError as error:
             raise UnavailableError(
@@ -125,8 +345,23 @@ class AgentClient:
             ) from error
         if not ok:
             problem = reply.get("error") or {}
+            if problem.get("type") == "refused":
+                raise AgentRefusedError.from_reply(self.where, problem)
             raise AgentError(op, str(problem.get("type")), str(problem.get("message")), self.where)
         return reply.get("result")
+
+    def _refusal(self) -> AgentRefusedError | None:
+        """The ``refused`` reply an agent sent before it closed, read after a failed send."""
+        if self._socket is None:
+            return None
+        try:
+            reply = json.loads(self._reader.readline(REPLY_LIMIT_BYTES))
+        except (OSError, ValueError):
+            return None
+        problem = reply.get("error") if isinstance(reply, dict) else None
+        if isinstance(problem, dict) and problem.get("type") == "refused":
+            return AgentRefusedError.from_reply(self.where, problem)
+        return None
 
     @contextmanager
     def paused(self, lease_s: float) -> Iterator[dict[str, Any]]:
@@ -206,16 +441,27 @@ def find_agent(
 ) -> AgentClient | None:
     """Connect to the agent of the app holding this deployment; None when no agent answers.
 
-    ``holder_pid``: see ``agent_socket_for``.
+    ``holder_pid``: see ``agent_socket_for``. Who answers is checked before anything is sent
+    (``expected_server``). A refusal is an error, never None: the caller would fall back to
+    the queue or an unquiesced capture and the reason would be only in the app's log.
 
     Raises:
         UnavailableError: (exit 11) an agent answers but serves another deployment.
+        AgentRefusedError: (exit 11) the agent (or its socket's mode) refuses memsync.
+        UntrustedAgentError: (exit 11) the process answering is not this deployment's app.
     """
     path = agent_socket_for(config, holder_pid)
-    if path is None or not path.exists():
+    if path is None:
         return None
     try:
-        client = AgentClient.connect(path, timeout_s)
+        if not path.exists():
+            return None
+    except PermissionError as error:  # its directory is closed to memsync: not "no agent"
+        raise AgentRefusedError.from_socket(path) from error
+    try:
+        client = AgentClient.connect(path, timeout_s, expected_server(config, holder_pid))
+    except (AgentRefusedError, UntrustedAgentError):
+        raise
     except UnavailableError as error:
         logger.info("agent_not_answering", socket=str(path), error=error.message)
         return None
@@ -237,7 +483,9 @@ def writes_held(config: Config) -> Iterator[dict[str, Any] | None]:
     ``[app] pause_lease_s``.
 
     Raises:
-        UnavailableError: the agent that answers serves another deployment.
+        UnavailableError: the agent that answers serves another deployment; AgentRefusedError
+            and UntrustedAgentError as ``find_agent`` (never None for them: no silent
+            unquiesced capture).
     """
     client = find_agent(config)
     if client is None:
