@@ -8,11 +8,16 @@ from datetime import datetime
 from memsync import pending
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
-from memsync.errors import UnavailableError
+from memsync.errors import TryLaterError, UnavailableError
 from memsync.model import DoctorResult
 from memsync.state import WINDOW_FILE, window_left_open
 from memsync.stores import interpreter
-from memsync.stores.agent_client import AgentRefusedError, agent_socket_for, find_agent
+from memsync.stores.agent_client import (
+    AgentRefusedError,
+    agent_socket_for,
+    find_agent,
+    why_no_agent,
+)
 from memsync.stores.vector_store import vector_store_for
 
 APPLY_FIX = (
@@ -51,6 +56,10 @@ def probe_route(config: Config) -> DoctorResult:
         return DoctorResult(
             code="write-route", status=ERROR, path=path, message=error.message, fix=error.hint
         )
+    except TryLaterError as error:
+        return DoctorResult(
+            code="write-route", status=WARNING, path=path, message=error.message, fix=error.hint
+        )
     if client is not None:
         with client:
             return DoctorResult(
@@ -63,17 +72,21 @@ def probe_route(config: Config) -> DoctorResult:
     if holder is None or holder.pid == os.getpid():
         message = f"nobody holds the store: writes go to it directly{app}"
         return DoctorResult(code="write-route", status=OK, path=path, message=message)
+    why = why_no_agent(agent_socket_for(config))
+    because = "" if why is None else f" ({why})"
     if config.app.window:
         return DoctorResult(
             code="write-route", status=OK, path=path,
-            message=f"{holder.describe()} holds the store and no agent answers: writes stop it "
+            message=f"{holder.describe()} holds the store and no agent answers{because}: writes stop it "
             f"for a maintenance window (at most {config.app.max_downtime_s:g} s){app}",
         )  # fmt: skip
     return DoctorResult(
         code="write-route", status=WARNING, path=path,
-        message=f"{holder.describe()} holds the store, no memsync agent answers and no window is "
-        "configured: forget, erase and prune would be queued, reconcile and confirm refused",
-        fix=ROUTE_FIX,
+        message=f"{holder.describe()} holds the store, no memsync agent answers{because} and no "
+        "window is configured: forget, erase and prune would be queued, reconcile and confirm "
+        "refused",
+        fix=ROUTE_FIX
+        + "; an app that attaches the agent logs why it serves nothing (logger memsync.agent)",
     )  # fmt: skip
 
 

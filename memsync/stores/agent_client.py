@@ -19,6 +19,7 @@ import pwd
 import socket
 import stat
 import struct
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ import structlog
 
 from memsync.agent.protocol import PROTOCOL, SOCKET_NAME
 from memsync.config import Config
-from memsync.errors import UnavailableError
+from memsync.errors import TryLaterError, UnavailableError
 from memsync.model import HistoryEvent
 from memsync.stores import history, locks
 from memsync.stores.vector_store import vector_store_for
@@ -39,6 +40,7 @@ from memsync.stores.writer import Route
 logger = structlog.get_logger(__name__)
 
 REPLY_LIMIT_BYTES = 16 * 1024 * 1024
+BUSY_WAIT_S = 10.0  # how long a busy agent (every connection it serves taken) is asked again
 # Errors of an embedder that retrying cannot help (the agent sends "<Type>: <message>").
 PERMANENT_ERRORS = ("TypeError", "ValueError", "KeyError", "AttributeError", "NotImplementedError")
 
@@ -320,7 +322,7 @@ class AgentClient:
         try:
             self._write(json.dumps(request).encode() + b"\n")
         except OSError as error:
-            refused = self._refusal()  # an agent refusing memsync replies, then closes
+            refused = self._refusal(op)  # an agent refusing memsync (or busy) replies, closes
             if refused is not None:
                 raise refused from error
             raise UnavailableError(
@@ -350,8 +352,8 @@ class AgentClient:
             raise AgentError(op, str(problem.get("type")), str(problem.get("message")), self.where)
         return reply.get("result")
 
-    def _refusal(self) -> AgentRefusedError | None:
-        """The ``refused`` reply an agent sent before it closed, read after a failed send."""
+    def _refusal(self, op: str) -> UnavailableError | None:
+        """The ``refused`` (or ``busy``) reply sent before the close a failed send met."""
         if self._socket is None:
             return None
         try:
@@ -361,6 +363,8 @@ class AgentClient:
         problem = reply.get("error") if isinstance(reply, dict) else None
         if isinstance(problem, dict) and problem.get("type") == "refused":
             return AgentRefusedError.from_reply(self.where, problem)
+        if isinstance(problem, dict) and problem.get("type") == "busy":
+            return AgentError(op, "busy", str(problem.get("message")), self.where)
         return None
 
     @contextmanager
@@ -436,6 +440,49 @@ def require_same_deployment(client: AgentClient, config: Config) -> None:
         )
 
 
+def why_no_agent(path: Path | None) -> str | None:
+    """Why no agent answers on ``path``, as far as its file tells; None when nothing is there.
+
+    The cases ``memsync.agent.attach`` refuses to serve in (it logs "serving nothing") and a
+    socket nobody listens on. Reads the file system and connects once; sends nothing.
+    """
+    if path is None:
+        return None
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        directory = path.parent
+    except OSError as error:
+        return f"{path} cannot be read ({error.strerror or error})"
+    else:
+        if not stat.S_ISSOCK(info.st_mode):
+            return (
+                f"{path} is not a socket: the app's attach serves nothing while it is there "
+                "(move it aside, then restart the app)"
+            )
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.settimeout(2.0)
+        try:
+            probe.connect(str(path))
+        except ConnectionRefusedError:
+            return f"nobody listens on {path}: the app stopped or crashed without removing it"
+        except OSError:
+            return None
+        finally:
+            probe.close()
+        return None
+    try:
+        parent = os.stat(directory)
+    except OSError:
+        return None
+    if parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX:
+        return (
+            f"{directory} may be written by others without the sticky bit: the app's attach "
+            "refuses to serve there (make it writable by the app's user only)"
+        )
+    return None
+
+
 def find_agent(
     config: Config, timeout_s: float = 30.0, holder_pid: int | None = None
 ) -> AgentClient | None:
@@ -449,6 +496,8 @@ def find_agent(
         UnavailableError: (exit 11) an agent answers but serves another deployment.
         AgentRefusedError: (exit 11) the agent (or its socket's mode) refuses memsync.
         UntrustedAgentError: (exit 11) the process answering is not this deployment's app.
+        TryLaterError: (exit 75) the agent answered ``busy`` (its connections taken by other
+            peers) for ``BUSY_WAIT_S``.
     """
     path = agent_socket_for(config, holder_pid)
     if path is None:
@@ -458,13 +507,27 @@ def find_agent(
             return None
     except PermissionError as error:  # its directory is closed to memsync: not "no agent"
         raise AgentRefusedError.from_socket(path) from error
-    try:
-        client = AgentClient.connect(path, timeout_s, expected_server(config, holder_pid))
-    except (AgentRefusedError, UntrustedAgentError):
-        raise
-    except UnavailableError as error:
-        logger.info("agent_not_answering", socket=str(path), error=error.message)
-        return None
+    deadline = time.monotonic() + BUSY_WAIT_S
+    while True:
+        try:
+            client = AgentClient.connect(path, timeout_s, expected_server(config, holder_pid))
+            break
+        except (AgentRefusedError, UntrustedAgentError):
+            raise
+        except AgentError as error:
+            if error.kind != "busy" or error.op != "hello":
+                logger.info("agent_not_answering", socket=str(path), error=error.message)
+                return None
+            if time.monotonic() > deadline:  # peers hold every connection it serves
+                raise TryLaterError(
+                    f"the memsync agent at {path} stayed busy for {BUSY_WAIT_S:g} s: {error}",
+                    "other peers hold its connections (at most 8, 4 per uid); run the command "
+                    "again, and see the app's log (logger memsync.agent) for who they are",
+                ) from error
+            time.sleep(0.2)
+        except UnavailableError as error:
+            logger.info("agent_not_answering", socket=str(path), error=error.message)
+            return None
     try:
         require_same_deployment(client, config)
     except BaseException:

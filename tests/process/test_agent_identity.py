@@ -182,3 +182,23 @@ def test_another_users_live_socket_is_never_removed(deployment: Any, run_dir: Pa
     finally:
         listener.kill()
         listener.wait()
+
+
+def test_an_app_whose_socket_path_holds_a_stray_file_starts_and_doctor_says_why(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    stray = tmp_path / "run" / "memsync-agent.sock"
+    deployment = make_deployment(extra_config=f'\n[app]\nagent_socket = "{stray}"\n')
+    deployment.close()
+    stray.parent.mkdir(mode=0o700)
+    stray.write_text("an operator's notes\n")
+    with AppProcess(deployment.paths.root, agent=stray) as app:  # it starts, serving nothing
+        assert "serving nothing" in app.log_text() and "is not a socket" in app.log_text()
+        doctor = cli("doctor", "--json", config=deployment.config)
+        results = {r["code"]: r for r in doctor.json()["results"]}
+        route = results["write-route"]
+        assert route["status"] == "warning", route
+        assert f"{stray} is not a socket" in route["message"], route
+        assert "logger memsync.agent" in route["fix"]
+        assert app.stop()["failures"] == 0
+    assert stray.read_text() == "an operator's notes\n"
