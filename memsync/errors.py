@@ -35,7 +35,7 @@ EXIT_CODE_TABLE: tuple[tuple[int, str], ...] = (
     (10, "configuration missing or invalid"),
     (11, "a store, snapshot or endpoint unreadable or unreachable"),
     (12, "locked: another process holds what this command must write"),
-    (75, "temporary condition (low disk, SQLite busy): try later"),
+    (75, "temporary condition (low disk, SQLite busy, the app's agent busy): try later"),
     (130, "interrupted"),
 )
 
