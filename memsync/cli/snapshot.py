@@ -138,6 +138,9 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+SHOWN_ERRORS = 20  # error findings a create report lists (the manifest keeps them all)
+
+
 def run_create(args: argparse.Namespace) -> int:
     """Create one snapshot (and upload it with --upload); exit 3 when its pair has errors.
 
@@ -165,7 +168,10 @@ def run_create(args: argparse.Namespace) -> int:
         "files": len(manifest.files),
         "collections": manifest.collections,
         "history": manifest.history,
-        "check": {k: v for k, v in manifest.check.items() if k != "findings"},
+        "check": {
+            **{k: v for k, v in manifest.check.items() if k != "findings"},
+            "error_findings": _error_findings(manifest.check)[:SHOWN_ERRORS],
+        },
         "encrypted": manifest.encrypted,
         "signed": manifest.signature is not None,
         "upload": upload,
@@ -228,7 +234,21 @@ def _created_text(
         text += "; app writes paused by its agent for the capture (quiesced)"
     if counts.get("unsettled"):
         text += f"; {len(counts['unsettled'])} writes caught in the capture could not be settled"
+    errors = _error_findings(counts)
+    for finding in errors[:SHOWN_ERRORS]:
+        where = finding.get("memory_id") or finding.get("path") or ""
+        text += f"\n  ERROR {finding.get('code')} {where}: {finding.get('message')}"
+    if len(errors) > SHOWN_ERRORS:
+        text += f"\n  ... and {len(errors) - SHOWN_ERRORS} more errors: memsync check lists them"
+    if errors:
+        text += "\n  the snapshot is kept, never as the newest verified one: memsync reconcile"
     return text + "".join(_near_timeout_lines(budget))
+
+
+def _error_findings(check: dict[str, Any]) -> list[dict[str, Any]]:
+    """The error-severity findings of a manifest's ``check`` (as ``Finding.to_json``)."""
+    found = check.get("findings") or []
+    return [f for f in found if isinstance(f, dict) and f.get("severity") == "error"]
 
 
 def run_verify(args: argparse.Namespace) -> int:

@@ -65,6 +65,12 @@ def test_verify_reports_a_pair_with_errors_as_one_that_would_not_restore_clean(d
     victim = _orphan_one_memory(deployment)
     made = cli("snapshot", "create", "--json", config=deployment.config)
     assert made.code == 3
+    # the report names the finding, not only its count (JSON and text)
+    listed = made.json()["check"]["error_findings"]
+    assert [(f["code"], f["memory_id"]) for f in listed] == [("orphan-point", victim)]
+    time.sleep(1.05)  # a fresh second-resolution id
+    text = cli("snapshot", "create", config=deployment.config)
+    assert text.code == 3 and f"ERROR orphan-point {victim}: " in text.out, text.out
     verdict = cli("snapshot", "verify", "--json", made.json()["id"], config=deployment.config)
     assert verdict.code == 3
     findings = verdict.json()["findings"]
