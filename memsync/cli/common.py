@@ -23,20 +23,38 @@ def load_config(args: argparse.Namespace) -> config.Config:
 ACCEPTED_COPY_ENV = "MEMSYNC_ACCEPTED_CONFIG"
 
 
+# The routes of a write through mem0, for the --help of each command that makes one.
+ROUTES_NOTE = """how it writes while the app may run (the report's "route"):
+  agent   the app's memsync agent writes with the app's own Memory: no downtime
+  direct  nobody holds the store: a short-lived process of the app's interpreter writes
+  window  [app] stop_command and start_command stop the app for the write, then start it
+          (at most [app] max_downtime_s)
+  none of these: forget and prune queue the request and exit 5 (memsync pending list;
+  applied by memsync pending apply, the daemon or the agent); reconcile, recover and
+  review confirm exit 12. An agent that refuses memsync is exit 11, never queued.
+
+"""
+
+
 def add_command(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
     name: str,
     text: str,
     common: argparse.ArgumentParser,
     epilog: str,
+    *,
+    writes: bool = False,
 ) -> argparse.ArgumentParser:
-    """Add a (sub)command with the shared options, ``text`` as its help, and the exit-status epilog."""
+    """Add a (sub)command with the shared options, ``text`` as its help, and the exit-status epilog.
+
+    ``writes``: it writes through mem0; its help says how (``ROUTES_NOTE``).
+    """
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name,
         parents=[common],
         help=text,
         description=text,
-        epilog=epilog,
+        epilog=ROUTES_NOTE + epilog if writes else epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return parser

@@ -23,7 +23,7 @@ def register(
     epilog: str,
 ) -> None:
     """Add ``forget`` and ``prune``."""
-    parser = add_command(subparsers, "forget", FORGET_HELP, common, epilog)
+    parser = add_command(subparsers, "forget", FORGET_HELP, common, epilog, writes=True)
     parser.add_argument("memory_ids", nargs="*", metavar="MEMORY_ID")
     add_scope_arguments(parser)
     parser.add_argument("--dry-run", action="store_true", help="list what would go; change nothing")
@@ -37,7 +37,7 @@ def register(
         help="also remove the text from history, raw messages, free pages and memsync's copies",
     )
     parser.set_defaults(run=run_forget)
-    prune = add_command(subparsers, "prune", PRUNE_HELP, common, epilog)
+    prune = add_command(subparsers, "prune", PRUNE_HELP, common, epilog, writes=True)
     prune.add_argument(
         "--dry-run", action="store_true", help="list the expired memories; change nothing"
     )

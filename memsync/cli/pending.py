@@ -37,6 +37,7 @@ def register(
         "apply every queued request through the route available now (exit 5: some stay queued)",
         common,
         epilog,
+        writes=True,
     )
     apply.add_argument(
         "--dry-run", action="store_true", help="say what each would do and by which route"

@@ -21,7 +21,7 @@ def register(
     epilog: str,
 ) -> None:
     """Add the ``reconcile`` subcommand."""
-    parser = add_command(subparsers, "reconcile", HELP, common, epilog)
+    parser = add_command(subparsers, "reconcile", HELP, common, epilog, writes=True)
     parser.add_argument(
         "--dry-run",
         action="store_true",

@@ -26,7 +26,7 @@ def register(
     epilog: str,
 ) -> None:
     """Add the ``recover`` subcommand."""
-    parser = add_command(subparsers, "recover", HELP, common, epilog)
+    parser = add_command(subparsers, "recover", HELP, common, epilog, writes=True)
     parser.add_argument("memory_ids", nargs="*", metavar="MEMORY_ID")
     add_scope_arguments(parser)
     parser.add_argument(

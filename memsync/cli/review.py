@@ -29,7 +29,7 @@ def register(
     """Add the four commands."""
 
     def add(name: str, text: str) -> argparse.ArgumentParser:
-        return add_command(subparsers, name, text, common, epilog)
+        return add_command(subparsers, name, text, common, epilog, writes=name == "confirm")
 
     parser = add(
         "review", "the memories last confirmed longest ago, with where they came from (reads only)"

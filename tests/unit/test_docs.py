@@ -32,6 +32,16 @@ def test_every_command_has_a_page_and_help(name):
     assert cli.main([name, "--help"]) == 0
 
 
+@pytest.mark.parametrize(
+    "argv", [["forget"], ["prune"], ["reconcile"], ["recover"], ["confirm"], ["pending", "apply"]]
+)
+def test_each_write_commands_help_says_how_it_writes(argv, capsys):
+    assert cli.main([*argv, "--help"]) == 0
+    shown = capsys.readouterr().out
+    for said in ("agent ", "direct ", "window ", "exit 5", "exit 12", "exit 11"):
+        assert said in shown, (argv, said)
+
+
 @pytest.mark.parametrize("code", sorted(REGISTRY))
 def test_every_finding_code_is_documented(code):
     text = (DOCS / "findings.md").read_text()
