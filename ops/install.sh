@@ -84,8 +84,13 @@ id "$USER_NAME" >/dev/null 2>&1 || { echo "install.sh: user $USER_NAME does not 
 [ -x "$MEMSYNC" ] || echo "install.sh: note: $MEMSYNC is not installed yet (the units run it)" >&2
 run install -d -m 0750 -o root -g "$USER_NAME" "$ETC"
 run install -d -m 0700 -o "$USER_NAME" -g "$USER_NAME" "$SNAPSHOTS"
-if [ -z "$CONFIG" ] && [ ! -e "$ETC/memsync.toml" ]; then
+if [ -n "$CONFIG" ]; then
+  STEP1="your config $CONFIG is used as it is (every directory it writes is in the units' ReadWritePaths=); check its [snapshot], [s3] and [daemon]"
+elif [ -e "$ETC/memsync.toml" ]; then
+  STEP1="$ETC/memsync.toml was there and is kept as it is; check its [mem0], [snapshot], [s3] and [daemon]"
+else
   run install -m 0640 -o root -g "$USER_NAME" "$HERE/ops/memsync.example.toml" "$ETC/memsync.toml"
+  STEP1="edit $ETC/memsync.toml (the example): [mem0] is your app's mem0 config; set [snapshot], [s3], [daemon]"
 fi
 for unit in "$HERE"/systemd/*.service "$HERE"/systemd/*.timer; do
   name=$(basename "$unit")
@@ -102,7 +107,7 @@ if command -v systemctl >/dev/null 2>&1 && [ "$DRY" = 0 ] && [ -d /run/systemd/s
 fi
 cat <<NEXT
 Next steps:
-  1. edit $ETC/memsync.toml: [mem0] is your app's mem0 config; set [snapshot], [s3], [daemon]
+  1. $STEP1
   2. put AWS credentials in $ETC/aws-credentials (0600) if you upload snapshots
   3. sudo -u $USER_NAME $MEMSYNC --config ${CONFIG:-$ETC/memsync.toml} doctor
   4. systemctl enable --now memsync && memsync --config ${CONFIG:-$ETC/memsync.toml} status

@@ -49,6 +49,7 @@ def test_install_is_idempotent_and_keeps_an_edited_config(tmp_path):
     second = run(tmp_path)
     assert second.returncode == 0, second.stderr
     assert "# edited by the operator" in config.read_text()
+    assert f"1. {config} was there and is kept as it is" in second.stdout
     service = (tmp_path / "units" / "memsync.service").read_text()
     assert (
         f"ReadWritePaths={tmp_path / 'srv'} {tmp_path / 'backups'}" in service
@@ -93,6 +94,8 @@ def test_a_config_with_stores_in_different_places_puts_every_written_path_in_the
     assert not (
         tmp_path / "etc" / "memsync.toml"
     ).exists()  # the operator's config is used, not the example
+    assert f"1. your config {config} is used as it is" in result.stdout  # not "edit" another
+    assert str(tmp_path / "etc" / "memsync.toml") not in result.stdout
 
 
 def test_an_invalid_config_stops_the_install_before_it_changes_anything(tmp_path):
