@@ -29,7 +29,14 @@ from memsync.config import Config
 from memsync.errors import ConfigError, ExitCode
 from memsync.migrate import journal
 from memsync.migrate.copy import Copied, copy_points, embed, require_dims
-from memsync.migrate.plan import MigratePlan, Side, find_refusal, plan_migrate, side_of
+from memsync.migrate.plan import (
+    MigratePlan,
+    Side,
+    find_refusal,
+    find_target_refusal,
+    plan_migrate,
+    side_of,
+)
 from memsync.migrate.resume import Resumed, catch_up
 from memsync.migrate.verify import (
     Difference,
@@ -116,12 +123,16 @@ def run_migrate(
         lock: take ``operation.lock`` for the copy (False: the caller holds it, as the switch).
 
     Raises:
-        ConfigError: (exit 10) the migration is refused (see ``plan.find_refusal``), another
+        ConfigError: (exit 10) the migration is refused (``plan.find_target_refusal``,
+            ``plan.find_refusal``), another
             migration's journal is there, or the embedder's vectors have the wrong size.
         UnavailableError: (exit 11) a store is unreadable, or the embedder keeps failing.
         LockedError: (exit 12) another memsync operation runs.
     """
     source, target = side_of(config), side_of(new_config)
+    unrunnable = find_target_refusal(target)
+    if unrunnable is not None:  # before the journal or the target's server are touched
+        raise ConfigError(new_config.source, [unrunnable[0]], unrunnable[1])
     recorded = journal.load(config.state_dir)
     if recorded is not None and recorded.get("phase") == "cleaned":  # finished: start afresh
         if not dry_run:

@@ -202,3 +202,22 @@ def test_mem0s_warnings_about_packages_only_the_apps_search_uses_stay_off_stderr
     assert done.returncode == 0, done.stderr
     assert "migrate: verified" in done.stdout
     assert "fastembed" not in done.stderr and "spaCy" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "run"])
+def test_a_pgvector_target_over_hnsws_2000_dimensions_is_refused_before_any_journal(
+    deployment, tmp_path, cli, dry_run
+):
+    # mem0 creates its HNSW index at every start, and pgvector's takes at most 2,000
+    # dimensions: the app could never start on this table. Refused before the target's
+    # server is touched (this one does not exist) and before any journal.
+    new = target_config(
+        deployment.paths, tmp_path / "new", embedder="memsync_hash", dims=3072,
+        pg_url="postgresql://memsync@127.0.0.1:1/nowhere",
+    )  # fmt: skip
+    result = cli("migrate", "--to", str(new), *(["--dry-run"] if dry_run else []),
+                 config=deployment.config)  # fmt: skip
+    assert result.code == 10, result.err
+    assert "3072-dimension vectors with an HNSW index" in result.err
+    assert "at most 2000" in result.err and "hnsw = false" in result.err
+    assert not (deployment.paths.state / "migrate.json").exists()
