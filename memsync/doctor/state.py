@@ -61,19 +61,27 @@ def probe_daemon(config: Config, now: datetime) -> list[DoctorResult]:
     unhealthy exactly when status would exit 3 (and for its own other errors). Reads only.
     """
     results = []
+    document = jobs.load_state(config)
     if config.daemon.jobs:
         pid = jobs.daemon_pid(config)
+        never = (
+            ""
+            if document.get("started_at")
+            else " (it has never started: its jobs have not run yet)"
+        )
         results.append(
             DoctorResult(
                 code="daemon",
                 status=OK if pid else WARNING,
                 message=f"daemon running as pid {pid}"
                 if pid
-                else "no memsync daemon runs for this state directory",
-                fix=None if pid else "systemctl start memsync (docs/how-to/install-on-a-vps.md)",
+                else f"no memsync daemon runs for this state directory{never}",
+                fix=None
+                if pid
+                else "systemctl enable --now memsync (docs/how-to/install-on-a-vps.md)",
             )
         )
-    verdict = jobs.judge_jobs(config, jobs.load_state(config), now)
+    verdict = jobs.judge_jobs(config, document, now)
     for row in verdict.problems:
         problem = " and ".join(
             ([] if not row["overdue"] else ["overdue"])

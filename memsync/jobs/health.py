@@ -80,21 +80,39 @@ def judge_jobs(config: Config, state: Mapping[str, Any], now: datetime) -> JobsV
     names = [n for n in JOB_NAMES if n in config.daemon.jobs or n in recorded]
     zone = ZoneInfo(config.daemon.timezone)
     return JobsVerdict(
-        rows=tuple(job_row(config, n, recorded.get(n) or {}, now, zone) for n in names)
+        rows=tuple(
+            job_row(config, n, recorded.get(n) or {}, now, zone, parse(state.get("started_at")))
+            for n in names
+        )
     )
 
 
 def job_row(
-    config: Config, name: str, record: Mapping[str, Any], now: datetime, zone: ZoneInfo
+    config: Config,
+    name: str,
+    record: Mapping[str, Any],
+    now: datetime,
+    zone: ZoneInfo,
+    daemon_started: datetime | None = None,
 ) -> dict[str, Any]:
-    """One job's row for ``status --json`` (docs/reference/json-output.md). Pure."""
+    """One job's row for ``status --json`` (docs/reference/json-output.md). Pure.
+
+    A job that never succeeded is overdue once the daemon has run (``daemon_started``, its
+    last start) past the grace; before the daemon's first start it is ``not_run_yet``.
+    """
     when = config.daemon.jobs.get(name)
     last = parse(record.get("last_success_at"))
     slot = latest_slot(when, now, zone, last) if when else None
     period = (when.every if when else None) or timedelta(days=1)
+    grace = max(period * 0.5, OVERDUE_GRACE_MIN)
+    not_run_yet = when is not None and not record and daemon_started is None
     overdue = when is not None and (
-        last is None
-        or (slot is not None and slot < now - max(period * 0.5, OVERDUE_GRACE_MIN) and last < slot)
+        (
+            last is None
+            and not not_run_yet
+            and (daemon_started is None or daemon_started < now - grace)
+        )
+        or (last is not None and slot is not None and slot < now - grace and last < slot)
     )
     failing = is_failing(record)
     reason, next_step = record.get("reason"), record.get("next_step")
@@ -107,6 +125,9 @@ def job_row(
         next_step = (
             f"memsync job {name}; is the daemon running? (memsync status, systemctl status memsync)"
         )
+    elif not_run_yet:
+        reason = "not run yet: the memsync daemon has not started"
+        next_step = "systemctl enable --now memsync (or memsync job " + name + " by hand)"
     elif not failing:
         reason = next_step = None
     elif not reason:  # a record of an older memsync: no reason kept
@@ -130,6 +151,7 @@ def job_row(
         "next_run_at": next_at,
         "overdue": overdue,
         "failing": failing,
+        "not_run_yet": not_run_yet,
         "reason": reason,
         "next_step": next_step,
         "pending_id": record.get("pending_id"),

@@ -170,6 +170,7 @@ RECORDS = {
     "memsync-0.1-skipped": {"last_success_at": iso(NOW), "last_outcome": "skipped"},
     "never-ran": {},
     "damaged-record": "not an object",
+    "first-start-pending": {},
 }
 
 
@@ -182,13 +183,16 @@ RECORDS = {
         ("memsync-0.1-skipped", 3),
         ("never-ran", 3),
         ("damaged-record", 3),
+        ("first-start-pending", 0),  # a fresh install: the daemon never started, not an error
     ],
 )
 def test_doctor_is_unhealthy_exactly_when_status_exits_3(deployment, cli, case, status_code):
     deployment.close()
     with_daemon(deployment, 'prune_at = "03:10"\n')
     deployment.paths.state.mkdir(parents=True, exist_ok=True)
-    document = {"jobs": {"prune": RECORDS[case]} if RECORDS[case] else {}}
+    document: dict = {"jobs": {"prune": RECORDS[case]} if RECORDS[case] else {}}
+    if case != "first-start-pending":  # the daemon ran two days ago
+        document["started_at"] = iso(NOW - timedelta(days=2))
     (deployment.paths.state / "daemon-state.json").write_text(json.dumps(document))
     status = cli("status", "--json", config=deployment.config)
     doctor = cli("doctor", "--json", config=deployment.config)

@@ -120,11 +120,13 @@ def test_a_queued_record_settles_once_its_request_left_the_queue():
 def test_status_lists_configured_jobs_and_unscheduled_ones_that_ran(tmp_path):
     config = load(tmp_path, 'prune_at = "03:10"\ncheck_every = "15m"\n')
     recent = (NOW - timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
+    started = (NOW - timedelta(days=2)).isoformat().replace("+00:00", "Z")
     state = {
+        "started_at": started,  # the daemon ran: a job that never succeeded is overdue
         "jobs": {
             "check": {"last_success_at": recent, "last_outcome": "ok", "failing": False},
             "apply-pending": {"last_outcome": "locked", "failing": True, "reason": "held"},
-        }
+        },
     }
     verdict = judge_jobs(config, state, NOW)
     names = [r["job"] for r in verdict.rows]
@@ -137,6 +139,24 @@ def test_status_lists_configured_jobs_and_unscheduled_ones_that_ran(tmp_path):
         "prune",
         "apply-pending",
     ]
+
+
+def test_before_the_daemons_first_start_a_scheduled_job_is_not_run_yet_not_overdue(tmp_path):
+    config = load(tmp_path, 'prune_at = "03:10"\ncheck_every = "15m"\n')
+    verdict = judge_jobs(config, {"jobs": {}}, NOW)  # a fresh install: no state at all
+    assert verdict.exit_code == 0 and not verdict.problems
+    for row in verdict.rows:
+        assert row["not_run_yet"] and not row["overdue"], row
+        assert row["reason"].startswith("not run yet") and "systemctl" in row["next_step"]
+    just_started = (NOW - timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
+    verdict = judge_jobs(config, {"started_at": just_started, "jobs": {}}, NOW)
+    assert not verdict.problems  # started a minute ago: within the grace, catching up
+    an_hour = (NOW - timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+    verdict = judge_jobs(config, {"started_at": an_hour, "jobs": {}}, NOW)
+    assert {r["job"] for r in verdict.problems} == {"check"}  # past half its 15 min; prune 12 h
+    days = (NOW - timedelta(days=2)).isoformat().replace("+00:00", "Z")
+    verdict = judge_jobs(config, {"started_at": days, "jobs": {}}, NOW)
+    assert {r["job"] for r in verdict.problems} == {"check", "prune"}
 
 
 def test_the_textfile_has_every_jobs_series_and_the_queue(tmp_path):
