@@ -77,15 +77,15 @@ def _probe_mount(label: str, path: Path, precious: bool) -> DoctorResult:
             message=f"{label} is on {fstype} ({mountpoint}): a reboot wipes it",
             fix="move it to persistent storage (docs/how-to/move-store-off-tmp.md)",
         )
-    if fstype in CONTAINER_LAYER_FS and label == "history.db":
+    if fstype in CONTAINER_LAYER_FS and precious:  # one mount, one verdict for every store
         return DoctorResult(
             code="path-volatile",
             status=ERROR,
             path=str(path),
             message=f"{label} is on {fstype} ({mountpoint}), a container's writable layer: "
-            "removing or rescheduling the container loses every history event",
+            "removing or rescheduling the container loses it",
             fix="mount a volume (a PersistentVolumeClaim on Kubernetes) at its directory "
-            "and set history_db_path there",
+            "and point the config there",
         )
     return DoctorResult(
         code="path-mount",
@@ -228,8 +228,8 @@ def probe_locks(config: Config) -> list[DoctorResult]:
                 code="store-lock",
                 status=OK,
                 path=str(lock_file),
-                message=f"{label} is held by {holder.describe()}: commands that write through "
-                "mem0 need that process stopped",
+                message=f"{label} is held by {holder.describe()}: only it can write the "
+                "store now (write-route below says how memsync's writes reach it)",
             )
         )
         if holder.sees_same_file is False:

@@ -69,6 +69,13 @@ def probe_route(config: Config) -> DoctorResult:
     app = " with the app's interpreter (app-interpreter above)"
     if interpreter.shown(config) is None:
         app = ", but only with the app's interpreter, which is unknown: they are refused now"
+    if store.location is not None and not store.location.exists():
+        return DoctorResult(
+            code="write-route", status=WARNING, path=path,
+            message=f"no write route: the store {store.location} is not there",
+            fix="check the path first (memsync config show); if it is right, the store is "
+            "lost: memsync restore latest",
+        )  # fmt: skip
     if holder is None or holder.pid == os.getpid():
         message = f"nobody holds the store: writes go to it directly{app}"
         return DoctorResult(code="write-route", status=OK, path=path, message=message)

@@ -9,6 +9,7 @@ exists to find.
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 import sqlite3
 import stat
@@ -401,6 +402,19 @@ def work_dir_error(directory: Path, error: OSError) -> MemsyncError:
         return TryLaterError(
             f"no space left in {directory} ({error.strerror})",
             "free space there, or point work_dir (or snapshot.directory) at a larger disk",
+        )
+    missing = directory
+    while not missing.parent.exists() and missing.parent != missing:
+        missing = missing.parent
+    if not directory.exists() and error.errno in (errno.EACCES, errno.EPERM):
+        # Not there yet, and memsync's user cannot create it (systemd's StateDirectory= makes
+        # /var/lib/memsync only when the unit first starts): create it, not another work_dir.
+        return UnavailableError(
+            f"cannot write to {directory}: {missing} does not exist and memsync (uid "
+            f"{os.getuid()}) cannot create it in {missing.parent}",
+            f"create it for memsync's user (sudo install -d -m 0700 -o USER {missing}); with "
+            "the memsync.service unit, StateDirectory= creates /var/lib/memsync when the unit "
+            "first starts (systemctl start memsync)",
         )
     return UnavailableError(
         f"cannot write to {directory}: {error.strerror}",
