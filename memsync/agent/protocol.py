@@ -74,6 +74,32 @@ def parse_request(
     return request_id, str(op), functools.partial(handler, *bound.args, **bound.kwargs)
 
 
+def failure_details(error: BaseException) -> dict[str, Any]:
+    """What a caller can act on in an op's exception, for the error reply.
+
+    ``exception`` (its type), and, for an HTTP client's error (openai, httpx, requests),
+    ``status`` and ``retry_after_s`` (a ``Retry-After`` in seconds).
+    """
+    details: dict[str, Any] = {"exception": type(error).__name__}
+    response = getattr(error, "response", None)
+    for status in (
+        getattr(error, "status_code", None),
+        getattr(response, "status_code", None),
+        getattr(error, "status", None),
+    ):
+        if isinstance(status, int) and 100 <= status <= 599:
+            details["status"] = status
+            break
+    headers = getattr(response, "headers", None)
+    try:
+        wait = float(headers.get("retry-after")) if headers is not None else None
+    except (AttributeError, TypeError, ValueError):
+        wait = None  # an HTTP date, or no header: not honoured
+    if wait is not None and 0 <= wait <= 3600:
+        details["retry_after_s"] = wait
+    return details
+
+
 def reply_bytes(
     request_id: Any,
     result: Any = None,

@@ -29,6 +29,7 @@ from .protocol import (
     MAX_REQUEST_BYTES,
     REQUEST_DEADLINE_S,
     AgentRequestError,
+    failure_details,
     parse_request,
     reply_bytes,
 )
@@ -535,7 +536,10 @@ class Agent:
         except Exception as error:  # noqa: BLE001 - the op failed inside mem0: report it
             logger.warning("memsync agent: %s failed: %s: %s", op, type(error).__name__, error)
             self._reply(
-                connection, request_id, error=("failed", f"{type(error).__name__}: {error}")
+                connection,
+                request_id,
+                error=("failed", f"{type(error).__name__}: {error}"),
+                details=failure_details(error),
             )
             return
         logger.info(

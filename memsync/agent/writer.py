@@ -36,7 +36,13 @@ from typing import Any, BinaryIO
 from . import meta
 from .gate import WriteGate
 from .ops import Operations
-from .protocol import MAX_REQUEST_BYTES, AgentRequestError, parse_request, reply_bytes
+from .protocol import (
+    MAX_REQUEST_BYTES,
+    AgentRequestError,
+    failure_details,
+    parse_request,
+    reply_bytes,
+)
 from .support import refusal
 
 logger = logging.getLogger("memsync.agent")
@@ -171,7 +177,10 @@ def serve(memory: Any, requests: BinaryIO, replies: BinaryIO) -> None:
             request_id = request_id if error.request_id is None else error.request_id
             reply = reply_bytes(request_id, error=(error.kind, str(error)))
         except Exception as error:  # noqa: BLE001 - the op failed inside mem0: report it
-            reply = reply_bytes(request_id, error=("failed", f"{type(error).__name__}: {error}"))
+            message = f"{type(error).__name__}: {error}"
+            reply = reply_bytes(
+                request_id, error=("failed", message), details=failure_details(error)
+            )
         replies.write(reply)
         replies.flush()
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import structlog
 from tenacity import (
+    RetryCallState,
     RetryError,
     Retrying,
     retry_if_exception,
@@ -36,6 +37,7 @@ logger = structlog.get_logger(__name__)
 RETRY_ATTEMPTS = 6  # per embedding, the first included
 RETRY_FIRST_WAIT_S = 0.2  # then 0.4, 0.8, ... seconds
 RETRY_MAX_WAIT_S = 10.0
+RETRY_AFTER_MAX_S = 120.0  # the longest Retry-After honoured (a rate-limited embedding service)
 # Programming and input errors: retrying cannot help.
 PERMANENT = (TypeError, ValueError, KeyError, AttributeError, NotImplementedError)
 
@@ -213,15 +215,25 @@ def embed(
     """Embed ``text`` with ``embed_text`` (the target's embedder), retrying transient errors.
 
     Waits ``RETRY_FIRST_WAIT_S`` doubling up to ``RETRY_MAX_WAIT_S`` seconds between at most
-    ``RETRY_ATTEMPTS`` attempts (tenacity); each retry is logged (``embedder_retry``).
+    ``RETRY_ATTEMPTS`` attempts (tenacity), or the service's ``Retry-After`` when longer (up to
+    ``RETRY_AFTER_MAX_S``); each retry is logged (``embedder_retry``). An HTTP 400, 401, 403,
+    404 or 422 is not retried (``AppWriter.embed`` raises it as ``ValueError``).
 
     Raises:
         UnavailableError: (exit 11) every attempt failed, or a permanent error; the message
             names the point and the embedder.
     """
+    backoff = wait_exponential(multiplier=RETRY_FIRST_WAIT_S, max=RETRY_MAX_WAIT_S)
+
+    def wait(state: RetryCallState) -> float:
+        """The backoff, or the service's ``Retry-After`` when it asked for longer."""
+        failed = state.outcome.exception() if state.outcome is not None else None
+        asked = getattr(failed, "retry_after_s", None)
+        return max(backoff(state), min(float(asked), RETRY_AFTER_MAX_S) if asked else 0.0)
+
     retrying = Retrying(
         stop=stop_after_attempt(RETRY_ATTEMPTS),
-        wait=wait_exponential(multiplier=RETRY_FIRST_WAIT_S, max=RETRY_MAX_WAIT_S),
+        wait=wait,
         retry=retry_if_exception(_transient),
         before_sleep=lambda state: logger.warning(
             "embedder_retry", memory_id=point_id, attempt=state.attempt_number

@@ -43,12 +43,16 @@ REPLY_LIMIT_BYTES = 16 * 1024 * 1024
 BUSY_WAIT_S = 10.0  # how long a busy agent (every connection it serves taken) is asked again
 # Errors of an embedder that retrying cannot help (the agent sends "<Type>: <message>").
 PERMANENT_ERRORS = ("TypeError", "ValueError", "KeyError", "AttributeError", "NotImplementedError")
+# HTTP statuses of an embedder's service that retrying cannot fix (a key, a model, a request).
+PERMANENT_STATUSES = frozenset({400, 401, 403, 404, 422})
 
 
 class AgentError(UnavailableError):
     """The agent answered a request with an error (exit 11); ``kind`` is its error type."""
 
-    def __init__(self, op: str, kind: str, message: str, where: str) -> None:
+    def __init__(
+        self, op: str, kind: str, message: str, where: str, details: Mapping[str, Any] = {}
+    ) -> None:
         super().__init__(
             f"{where} refused or failed {op!r}: {kind}: {message}",
             "see the app's log (logger memsync.agent) for the request"
@@ -57,6 +61,14 @@ class AgentError(UnavailableError):
         )
         self.op = op
         self.kind = kind
+        # the reply's failure details (``protocol.failure_details``): exception, status, ...
+        self.details = dict(details)
+
+    @property
+    def retry_after_s(self) -> float | None:
+        """The ``Retry-After`` the failing HTTP call answered (seconds), or None."""
+        wait = self.details.get("retry_after_s")
+        return float(wait) if isinstance(wait, (int, float)) else None
 
 
 def _user(uid: int) -> str:
@@ -349,7 +361,9 @@ class AgentClient:
             problem = reply.get("error") or {}
             if problem.get("type") == "refused":
                 raise AgentRefusedError.from_reply(self.where, problem)
-            raise AgentError(op, str(problem.get("type")), str(problem.get("message")), self.where)
+            raise AgentError(
+                op, str(problem.get("type")), str(problem.get("message")), self.where, problem
+            )
         return reply.get("result")
 
     def _refusal(self, op: str) -> UnavailableError | None:
@@ -636,13 +650,17 @@ class AgentWriter:
 
         Raises:
             ValueError: the embedder rejected the input or is misconfigured (a permanent
-                error: TypeError, ValueError, KeyError, AttributeError, NotImplementedError).
-            AgentError: any other failure (network, rate limit: worth a retry).
+                error: TypeError, ValueError, KeyError, AttributeError, NotImplementedError,
+                or an HTTP 400, 401, 403, 404 or 422: a key or a request retrying cannot fix).
+            AgentError: any other failure (network, rate limit: worth a retry; its
+                ``retry_after_s`` is the server's ``Retry-After``).
         """
         try:
             return [float(x) for x in self.client.call("embed", text=text)["vector"]]
         except AgentError as error:
             if str(error.message).split(": ", 2)[-1].startswith(PERMANENT_ERRORS):
+                raise ValueError(error.message) from error
+            if error.details.get("status") in PERMANENT_STATUSES:
                 raise ValueError(error.message) from error
             raise
 
