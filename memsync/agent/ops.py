@@ -77,6 +77,10 @@ def _vectors(name: str, value: Any) -> list[list[float]]:
     return [[float(x) for x in vector] for vector in value]
 
 
+SCOPE_KEYS = frozenset({"user_id", "agent_id", "run_id"})
+MAX_SEARCH_TEXT = 65536  # characters: one memory's text, never a document
+
+
 class Operations:
     """The fixed set of operations the agent runs on ``memory`` (see agent-protocol.md)."""
 
@@ -142,7 +146,7 @@ class Operations:
     def op_get(self, memory_id: str) -> dict[str, Any] | None:
         """The live point's payload from the app's own store, or None."""
         memory_id = _id("memory_id", memory_id)
-        with self.gate.exclusive():
+        with self.gate.app_call(write=False):  # a read: alongside the app's calls, never alone
             return self._live_payload(memory_id)
 
     def op_delete(self, memory_id: str) -> dict[str, bool]:
@@ -327,6 +331,19 @@ class Operations:
         """
         if not isinstance(text, str) or not isinstance(filters, dict):
             raise AgentRequestError("bad-request", "search takes text and a filters object")
+        if (
+            len(text) > MAX_SEARCH_TEXT
+            or not filters
+            or not all(
+                key in SCOPE_KEYS and isinstance(value, str) and 0 < len(value) <= 256
+                for key, value in filters.items()
+            )
+        ):
+            raise AgentRequestError(
+                "bad-request",
+                f"search takes a text of at most {MAX_SEARCH_TEXT} characters and a scope: "
+                "filters of user_id, agent_id or run_id, each a string",
+            )
         if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit <= 100:
             raise AgentRequestError("bad-request", "limit must be an integer from 1 to 100")
         params = _parameters(self.memory.search)
@@ -339,8 +356,7 @@ class Operations:
             kwargs["limit"] = limit
         if "show_expired" in params:
             kwargs["show_expired"] = True
-        with self.gate.exclusive():
-            found = self.memory.search(text, **kwargs)
+        found = self.memory.search(text, **kwargs)  # gated as the app's own reads
         results = found.get("results") if isinstance(found, dict) else found
         return {
             "results": [

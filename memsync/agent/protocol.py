@@ -21,9 +21,14 @@ WAIT_FOR_APP_S = 30.0  # an agent op or a pause waits this long for in-flight ap
 # The agent's bounds inside the app (docs/reference/agent-protocol.md, "What the agent costs"):
 MAX_CONNECTIONS = 8  # open connections at once; more are answered busy and closed
 MAX_CONNECTIONS_PER_UID = 4  # so one peer uid cannot take every slot
+RESERVED_CONNECTIONS = 2  # slots only root and the app's own uid may take (memsync gets in)
 MAX_BUFFERED_BYTES = 2 * MAX_REQUEST_BYTES  # unread request bytes over all connections
 REQUEST_DEADLINE_S = 10.0  # first byte to newline of one request, however it trickles
 FD_HEADROOM = 64  # descriptors the app keeps free under RLIMIT_NOFILE beyond the agent's
+# JSON arrays and objects in one request: a migration's batch of 64 points holds a few hundred;
+# a few million empty ones fit in 4 MiB and would take the app's CPU (and GIL) to parse.
+MAX_JSON_CONTAINERS = 20_000
+READ_ONLY_REQUEST_BYTES = 65536  # a read-only peer's request (hello, get, search, embed)
 
 
 class AgentRequestError(Exception):
@@ -48,6 +53,10 @@ def parse_request(
         AgentRequestError: ("bad-request") not JSON (or nested too deep), not an object,
             another protocol version, an unknown op, or arguments the op does not take.
     """
+    if line.count(b"[") + line.count(b"{") > MAX_JSON_CONTAINERS:  # cheap, before parsing
+        raise AgentRequestError(
+            "bad-request", f"more than {MAX_JSON_CONTAINERS} JSON arrays and objects"
+        )
     try:
         request = json.loads(line)
     except (ValueError, RecursionError) as error:
@@ -62,7 +71,7 @@ def parse_request(
         raise AgentRequestError(
             "bad-request", f"protocol {version}; this agent speaks {PROTOCOL}", request_id
         )
-    op, args = request.get("op"), request.get("args") or {}
+    op, args = request.get("op"), request.get("args", {})
     handler = handlers.get(op) if isinstance(op, str) else None
     if handler is None or not isinstance(args, dict):
         message = f"unknown op {str(op)[:40]!r} or args not an object"

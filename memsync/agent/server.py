@@ -27,7 +27,9 @@ from .protocol import (
     MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_UID,
     MAX_REQUEST_BYTES,
+    READ_ONLY_REQUEST_BYTES,
     REQUEST_DEADLINE_S,
+    RESERVED_CONNECTIONS,
     AgentRequestError,
     failure_details,
     parse_request,
@@ -93,6 +95,8 @@ class _Peer:
     line_started: float | None = None
     oversized: bool = False
     dropped: int = 0
+    outbox: bytearray = dataclasses.field(default_factory=bytearray)
+    stalled_since: float | None = None  # replies waiting for the peer to read them since
 
 
 class Agent:
@@ -137,6 +141,7 @@ class Agent:
         )
         self._stopping = threading.Event()
         self._buffered = 0
+        self._refusals: dict[int, tuple[float, int]] = {}  # uid: (last logged, not logged since)
         self._current: _Peer | None = None
         self._pause_owner: _Peer | None = None
         self._release_owner: _Peer | None = None
@@ -259,16 +264,26 @@ class Agent:
 
     @staticmethod
     def _unsafe_directory(directory: Path) -> str | None:
-        """Why another uid could replace the socket in ``directory``, or None."""
-        info = os.stat(directory)
-        if info.st_uid not in (0, os.getuid()):
-            return f"{directory} belongs to uid {info.st_uid}, who could replace the socket"
-        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
-            return (
-                f"{directory} (mode {stat.S_IMODE(info.st_mode):o}) may be written by others "
-                "without the sticky bit: anyone could replace the socket; use a directory only "
-                "the app's user can write (systemd RuntimeDirectory=)"
-            )
+        """Why another uid could replace the socket in ``directory``, or None.
+
+        The directory and every directory above it, and every symbolic link on the way: each
+        owned by root or the app's user, none writable by others without the sticky bit
+        (whoever may rename an ancestor may put another directory, and socket, in its place).
+        """
+        path = Path(os.path.abspath(directory))
+        for step in [path, *path.parents]:
+            link = os.lstat(step)
+            if stat.S_ISLNK(link.st_mode) and link.st_uid not in (0, os.getuid()):
+                return f"{step} is a symbolic link of uid {link.st_uid}, who could re-point it"
+            info = os.stat(step)
+            if info.st_uid not in (0, os.getuid()):
+                return f"{step} belongs to uid {info.st_uid}, who could replace the socket"
+            if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+                return (
+                    f"{step} (mode {stat.S_IMODE(info.st_mode):o}) may be written by others "
+                    "without the sticky bit: anyone could replace the socket; use a directory "
+                    "only the app's user can write (systemd RuntimeDirectory=)"
+                )
         return None
 
     def _path_taken(self) -> str | None:
@@ -318,10 +333,12 @@ class Agent:
         try:
             selector.register(self._server, selectors.EVENT_READ, None)
             while not self._stopping.is_set():
-                for key, _ in selector.select(timeout=0.5):
+                for key, mask in selector.select(timeout=0.5):
                     try:
                         if key.data is None:
                             self._accept(selector, peers)
+                        elif mask & selectors.EVENT_WRITE:
+                            self._writable(selector, peers, key.data)
                         else:
                             self._readable(selector, peers, key.data)
                     except Exception:  # noqa: BLE001 - one bad peer never stops the agent
@@ -343,7 +360,18 @@ class Agent:
         """Close connections idle too long, or too slow to finish the request they started."""
         now = time.monotonic()
         for peer in list(peers):
-            if peer.line_started is not None and now - peer.line_started > self.request_deadline_s:
+            if (
+                peer.stalled_since is not None
+                and now - peer.stalled_since > self.request_deadline_s
+            ):
+                logger.warning(
+                    "memsync agent: pid %s read none of its replies for %s s; closed",
+                    peer.pid, self.request_deadline_s,
+                )  # fmt: skip
+                self._drop(selector, peers, peer)
+            elif (
+                peer.line_started is not None and now - peer.line_started > self.request_deadline_s
+            ):
                 logger.warning(
                     "memsync agent: request from pid %s unfinished after %s s; closed",
                     peer.pid, self.request_deadline_s,
@@ -371,7 +399,7 @@ class Agent:
             connection, _ = self._server.accept()
         except OSError:
             return
-        connection.settimeout(5.0)  # sends; reads happen only when select says readable
+        connection.setblocking(False)  # never wait on a peer: replies queue (``_flush``)
         try:
             pid, uid, gid = _peer(connection)
             groups = _peer_groups(connection, pid, gid)
@@ -382,9 +410,7 @@ class Agent:
         if uid not in self.allow_uids and not groups & self.allow_gids:
             read_only = uid in self.allow_read_uids or bool(groups & self.allow_read_gids)
             if not read_only:
-                logger.warning(
-                    "memsync agent: refused peer pid %s uid %s groups %s", pid, uid, sorted(groups)
-                )
+                self._log_refusal(pid, uid, groups)
                 message = (
                     f"uid {uid} (groups {sorted(groups)}) is not allowed by this agent: it allows "
                     f"uids {sorted(self.allow_uids)} and gids {sorted(self.allow_gids)}"
@@ -394,8 +420,13 @@ class Agent:
                 connection.close()
                 return
         same_uid = sum(1 for p in peers if p.uid == uid)
-        if len(peers) >= self.max_connections or same_uid >= min(
-            MAX_CONNECTIONS_PER_UID, self.max_connections
+        own = (0, os.getuid())  # root and the app's user always find a slot: 2 are theirs
+        others = sum(1 for p in peers if p.uid not in own)
+        reserved = min(RESERVED_CONNECTIONS, self.max_connections - 1)
+        if (
+            len(peers) >= self.max_connections
+            or same_uid >= min(MAX_CONNECTIONS_PER_UID, self.max_connections)
+            or (uid not in own and others >= self.max_connections - reserved)
         ):
             message = (
                 f"the agent serves {len(peers)} connections ({same_uid} of uid {uid}); at most "
@@ -407,6 +438,19 @@ class Agent:
         peer = _Peer(connection, pid, uid, time.monotonic(), read_only=read_only)
         peers.append(peer)
         selector.register(connection, selectors.EVENT_READ, peer)
+
+    def _log_refusal(self, pid: int, uid: int, groups: set[int]) -> None:
+        """One warning per refused uid per second at most (a flood of refusals fills no log)."""
+        now = time.monotonic()
+        last, quiet = self._refusals.get(uid, (0.0, 0))
+        if now - last < 1.0:
+            self._refusals[uid] = (last, quiet + 1)
+            return
+        self._refusals[uid] = (now, 0)
+        logger.warning(
+            "memsync agent: refused peer pid %s uid %s groups %s%s", pid, uid, sorted(groups),
+            f" ({quiet} more refusals of this uid not logged)" if quiet else "",
+        )  # fmt: skip
 
     def _drop(self, selector: selectors.BaseSelector, peers: list[_Peer], peer: _Peer) -> None:
         """Close a connection; reopen history and resume app writes if it released or paused."""
@@ -450,6 +494,8 @@ class Agent:
         """
         try:
             data = peer.connection.recv(65536)
+        except BlockingIOError:
+            return
         except OSError:
             data = b""
         if not data:
@@ -468,18 +514,9 @@ class Agent:
             peer.line_started = now
         peer.buffer += data
         self._buffered += len(data)
-        while (end := peer.buffer.find(b"\n")) >= 0:
-            line = bytes(peer.buffer[:end])
-            del peer.buffer[: end + 1]
-            self._buffered -= end + 1
-            peer.seen = time.monotonic()
-            peer.line_started = time.monotonic() if peer.buffer else None
-            if len(line) >= MAX_REQUEST_BYTES:
-                self._oversized(selector, peers, peer)
-                return
-            self._current = peer
-            self._answer(peer.connection, line, peer.pid, peer.read_only)
-        if len(peer.buffer) >= MAX_REQUEST_BYTES:
+        if not self._lines(selector, peers, peer):
+            return
+        if len(peer.buffer) >= (READ_ONLY_REQUEST_BYTES if peer.read_only else MAX_REQUEST_BYTES):
             peer.oversized = True
             peer.dropped = len(peer.buffer)
             self._buffered -= len(peer.buffer)
@@ -495,6 +532,56 @@ class Agent:
             self._reply(hog.connection, None, error=("busy", message))
             self._drop(selector, peers, hog)
 
+    def _lines(self, selector: selectors.BaseSelector, peers: list[_Peer], peer: _Peer) -> bool:
+        """Answer the complete lines in ``peer.buffer`` while its replies go out; False: dropped.
+
+        A peer whose replies wait (it does not read them) gets no more answers until they go:
+        its requests stay in its buffer, within the same bounds.
+        """
+        while not peer.outbox and (end := peer.buffer.find(b"\n")) >= 0:
+            line = bytes(peer.buffer[:end])
+            del peer.buffer[: end + 1]
+            self._buffered -= end + 1
+            peer.seen = time.monotonic()
+            peer.line_started = time.monotonic() if peer.buffer else None
+            if len(line) >= (READ_ONLY_REQUEST_BYTES if peer.read_only else MAX_REQUEST_BYTES):
+                self._oversized(selector, peers, peer)
+                return False
+            self._current = peer
+            self._answer(peer, line)
+            if peer.outbox:
+                self._wait_for_reader(selector, peer)
+        return True
+
+    def _wait_for_reader(self, selector: selectors.BaseSelector, peer: _Peer) -> None:
+        """Watch ``peer`` for room to send (not for requests) until its replies have gone."""
+        peer.stalled_since = peer.stalled_since or time.monotonic()
+        with contextlib.suppress(KeyError, ValueError):
+            selector.modify(peer.connection, selectors.EVENT_WRITE, peer)
+
+    def _writable(self, selector: selectors.BaseSelector, peers: list[_Peer], peer: _Peer) -> None:
+        """Send more of the replies waiting for ``peer``; once all went, answer what is left."""
+        if not self._flush(peer):
+            self._drop(selector, peers, peer)
+            return
+        if peer.outbox:
+            return
+        peer.stalled_since = None
+        selector.modify(peer.connection, selectors.EVENT_READ, peer)
+        self._lines(selector, peers, peer)
+
+    @staticmethod
+    def _flush(peer: _Peer) -> bool:
+        """Send what ``peer.outbox`` holds without waiting; False when the peer is gone."""
+        try:
+            sent = peer.connection.send(peer.outbox)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        del peer.outbox[:sent]
+        return True
+
     def _oversized(self, selector: selectors.BaseSelector, peers: list[_Peer], peer: _Peer) -> None:
         logger.warning(
             "memsync agent: request over %s bytes from pid %s", MAX_REQUEST_BYTES, peer.pid
@@ -503,21 +590,21 @@ class Agent:
         self._reply(peer.connection, None, error=("bad-request", message))
         self._drop(selector, peers, peer)
 
-    def _answer(self, connection: socket.socket, line: bytes, pid: int, read_only: bool) -> None:
+    def _answer(self, peer: _Peer, line: bytes) -> None:
         """Answer one request line: parse and check it, run its op, reply (never raises)."""
-        started = time.monotonic()
+        started, pid = time.monotonic(), peer.pid
         try:
             request_id, op, call = self._parse(line)
-            if read_only and op not in READ_OPS:
+            if peer.read_only and op not in READ_OPS:
                 raise AgentRequestError(
                     "refused",
-                    f"pid {pid} is a read-only peer (allow_read_uids/allow_read_gids): it may "
-                    f"ask {', '.join(sorted(READ_OPS))}, not {op}",
+                    f"pid {pid} uid {peer.uid} is a read-only peer (allow_read_uids/"
+                    f"allow_read_gids): it may ask {', '.join(sorted(READ_OPS))}, not {op}",
                     request_id,
                 )
         except AgentRequestError as error:
             logger.warning("memsync agent: %s from pid %s: %s", error.kind, pid, error)
-            self._reply(connection, error.request_id, error=(error.kind, str(error)))
+            self._reply(peer, error.request_id, error=(error.kind, str(error)))
             return
         try:
             result = call()
@@ -531,12 +618,12 @@ class Agent:
                 self._release_owner = None
         except AgentRequestError as error:
             logger.warning("memsync agent: %s %s from pid %s: %s", op, error.kind, pid, error)
-            self._reply(connection, request_id, error=(error.kind, str(error)))
+            self._reply(peer, request_id, error=(error.kind, str(error)))
             return
         except Exception as error:  # noqa: BLE001 - the op failed inside mem0: report it
             logger.warning("memsync agent: %s failed: %s: %s", op, type(error).__name__, error)
             self._reply(
-                connection,
+                peer,
                 request_id,
                 error=("failed", f"{type(error).__name__}: {error}"),
                 details=failure_details(error),
@@ -545,19 +632,31 @@ class Agent:
         logger.info(
             "memsync agent: %s from pid %s in %.1f ms", op, pid, (time.monotonic() - started) * 1000
         )
-        self._reply(connection, request_id, result=result)
+        self._reply(peer, request_id, result=result)
 
     def _parse(self, line: bytes) -> tuple[Any, str, Any]:
         """``(id, op, call)`` of a request line (``protocol.parse_request``)."""
         return parse_request(line, self.ops.handlers())
 
-    @staticmethod
     def _reply(
-        connection: socket.socket,
+        self,
+        to: _Peer | socket.socket,
         request_id: Any,
         result: Any = None,
         error: tuple[str, str] | None = None,
         details: dict[str, Any] | None = None,
     ) -> None:
+        """Send one reply without ever waiting on the peer.
+
+        To a served peer it is queued (``outbox``) and sent as the peer reads; to a socket
+        about to be closed (a refusal, busy, a cut-off) it is sent if there is room, else lost.
+        """
+        data = reply_bytes(request_id, result, error, details)
+        if isinstance(to, _Peer):
+            to.outbox += data
+            if not self._flush(to):
+                to.outbox.clear()  # gone: the next read sees the close
+            return
         with contextlib.suppress(OSError):
-            connection.sendall(reply_bytes(request_id, result, error, details))
+            to.setblocking(False)
+            to.send(data)
