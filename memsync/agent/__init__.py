@@ -8,7 +8,10 @@ write it while the app runs. Two lines in the app, after it builds its ``Memory`
 
 start one daemon thread serving a Unix socket (``default_socket_path``) on which memsync asks
 the app's own ``Memory`` to delete, update, put back points, repair entity links, and to pause
-the app's writes for an exact capture. The package imports only the standard library; it calls
+the app's writes for an exact capture. Every process of the app shares one write gate per
+deployment (``shared``: lock files beside history.db), so a pause holds all of them: processes
+forked after ``attach`` join it by themselves; a process that attaches while another serves the
+socket for the same deployment joins the gate only (``member``). The package imports only the standard library; it calls
 the ``Memory`` it is given (mem0ai 2.2.1's ``Memory``). Wire protocol, permissions and cost to
 the app: docs/reference/agent-protocol.md. Parts: ``protocol`` (constants, the error type),
 ``gate`` (the write gate and its lease), ``ops`` (the operations), ``history`` (mem0's
@@ -17,6 +20,8 @@ history connection let go and reopened for a restore), ``server`` (the socket).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 from collections.abc import Sequence
@@ -24,12 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from .gate import WriteGate
+from .member import GateMember, serving_history
 from .protocol import MAX_REQUEST_BYTES, PROTOCOL, SOCKET_NAME, AgentRequestError
 from .server import Agent
+from .shared import SharedGate, gate_directory
 
 __all__ = [
-    "MAX_REQUEST_BYTES", "PROTOCOL", "SOCKET_NAME", "Agent", "AgentRequestError", "WriteGate",
-    "attach", "default_socket_path",
+    "MAX_REQUEST_BYTES", "PROTOCOL", "SOCKET_NAME", "Agent", "AgentRequestError", "GateMember",
+    "SharedGate", "WriteGate", "attach", "default_socket_path",
 ]  # fmt: skip
 
 logger = logging.getLogger("memsync.agent")
@@ -59,8 +66,12 @@ def attach(
     allow_uids: Sequence[int] = (),
     allow_gids: Sequence[int] = (),
     lease_max_s: float = 60.0,
-) -> Agent:
+) -> Agent | GateMember:
     """Serve ``memory`` to memsync on a Unix socket from a daemon thread; return the agent.
+
+    One socket per deployment: when another process of the same deployment (same history.db)
+    already serves ``socket_path``, this one joins the write gate only and returns a
+    ``GateMember`` (``serving`` False). Processes forked after ``attach`` need no call.
 
     Args:
         memory: the app's ``mem0.Memory`` (built once, used for the app's life).
@@ -69,17 +80,48 @@ def attach(
         allow_gids: peers allowed by primary gid; the socket becomes mode 0660, group the first.
         lease_max_s: the longest a pause may hold app writes (seconds).
 
-    Effects: wraps the Memory's public methods (the write gate), creates the socket (mode
-    0600 unless ``allow_gids``), starts one daemon thread, removes the socket at
-    ``Memory.close()`` or interpreter exit.
+    Effects: joins the deployment's write gate (``<history.db>.memsync-gate/``, created),
+    wraps the Memory's public methods (the write gate), creates the socket (mode 0600 unless
+    ``allow_gids``), starts one daemon thread, removes the socket at ``Memory.close()`` or
+    interpreter exit.
 
     Raises:
-        RuntimeError: another agent already serves the path, or a non-socket file is there.
-        OSError: the socket cannot be created (its directory is not writable).
+        RuntimeError: an agent of another deployment serves the path, or a non-socket file is there.
+        OSError: the socket or the gate directory cannot be created (directory not writable).
     """
     path = Path(socket_path) if socket_path is not None else default_socket_path()
-    agent = Agent(
-        memory, path, allow_uids=allow_uids, allow_gids=allow_gids, lease_max_s=lease_max_s
-    )
+    config = getattr(memory, "config", None)
+    history = getattr(config, "history_db_path", None)
+    directory = gate_directory(history)
+    shared = SharedGate(directory) if directory is not None else None
+    gate = WriteGate(shared)
+    with _attaching(directory):  # two processes attaching at once: one serves, one joins
+        served = serving_history(path) if path.exists() else None
+        if served is not None and history and served == str(Path(history).resolve()):
+            member = GateMember(memory, path, gate, None)
+            logger.info("memsync agent: %s is served by another process; joined its gate", path)
+            return member
+        agent = Agent(
+            memory,
+            path,
+            allow_uids=allow_uids,
+            allow_gids=allow_gids,
+            lease_max_s=lease_max_s,
+            gate=gate,
+        )
     logger.info("memsync agent: serving %s (protocol %s)", path, PROTOCOL)
     return agent
+
+
+@contextlib.contextmanager
+def _attaching(directory: Path | None) -> Any:
+    """Hold ``<gate>/attach`` exclusive (no directory: nothing) while one process attaches."""
+    if directory is None:
+        yield
+        return
+    fd = os.open(directory / "attach", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

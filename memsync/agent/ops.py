@@ -111,6 +111,7 @@ class Operations:
         store = getattr(getattr(config, "vector_store", None), "config", None)
         path = getattr(store, "path", None)
         history = getattr(config, "history_db_path", None)
+        shared = self.gate.shared
         return {
             "protocol": PROTOCOL,
             "pid": os.getpid(),
@@ -127,6 +128,10 @@ class Operations:
             },
             "history_db_path": str(Path(history).resolve()) if history else None,
             "paused": self.gate.paused(),
+            "gate": {
+                "directory": str(shared.directory) if shared is not None else None,
+                "covered": self.gate.covered(),
+            },
         }
 
     def _live_payload(self, memory_id: str) -> dict[str, Any] | None:
@@ -344,14 +349,19 @@ class Operations:
             ]
         }
 
-    def op_pause(self, lease_s: float) -> dict[str, float]:
-        """Hold back app writes (in-flight ones finish first) for at most ``lease_max_s``."""
+    def op_pause(self, lease_s: float) -> dict[str, Any]:
+        """Hold back app writes (in-flight ones finish first) for at most ``lease_max_s``.
+
+        ``covered``: the pids of the app processes whose writes the pause holds (every process
+        that joined the deployment's gate; only this one without a shared gate).
+        """
         if not _finite(lease_s) or lease_s <= 0:
             raise AgentRequestError("bad-request", "lease_s must be a positive finite number")
         lease = min(float(lease_s), self.lease_max_s)
         waited = self.gate.pause(lease)
-        logger.info("memsync agent: app writes paused (lease %.1f s)", lease)
-        return {"lease_s": lease, "waited_s": round(waited, 6)}
+        covered = self.gate.covered()
+        logger.info("memsync agent: app writes paused in pids %s (lease %.1f s)", covered, lease)
+        return {"lease_s": lease, "waited_s": round(waited, 6), "covered": covered}
 
     def op_resume(self) -> dict[str, Any]:
         """Let app writes go on: ``held_s`` (None when they were not paused), ``lease_ran_out``.

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .gate import READS, WRITES, WriteGate, gated
+from .gate import WriteGate, wrap_memory
 from .ops import Operations
 from .protocol import (
     IDLE_TIMEOUT_S,
@@ -64,10 +64,12 @@ class Agent:
         allow_uids: Sequence[int] = (),
         allow_gids: Sequence[int] = (),
         lease_max_s: float = 60.0,
+        gate: WriteGate | None = None,
     ) -> None:
         self.memory = memory
         self.path = path
-        self.gate = WriteGate()
+        self.gate = gate or WriteGate()
+        self._pid = os.getpid()  # a forked child inherits this object but serves nothing
         self.allow_uids = {0, os.getuid(), *allow_uids}
         self.allow_gids = set(allow_gids)
         self.ops = Operations(memory, self.gate, lease_max_s)
@@ -78,9 +80,7 @@ class Agent:
         self._pause_owner: _Peer | None = None
         self._release_owner: _Peer | None = None
         self._reopen_failed = False
-        for name in (*WRITES, *READS):
-            if callable(getattr(memory, name, None)):
-                setattr(memory, name, gated(self.gate, getattr(memory, name), name in WRITES))
+        wrap_memory(memory, self.gate)
         close = getattr(memory, "close", None)
         if callable(close):
 
@@ -130,8 +130,8 @@ class Agent:
 
     def close(self) -> None:
         """Stop serving, resume app writes, remove the socket (if it is still ours). Idempotent."""
-        if self._stopping.is_set():
-            return
+        if self._stopping.is_set() or os.getpid() != self._pid:
+            return  # in a forked child: the parent serves, its socket and pause stay
         self._stopping.set()
         self._reopen_history("the agent closes")
         self.gate.resume()
