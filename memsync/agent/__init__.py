@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .gate import WriteGate
-from .member import GateMember, serving_history
+from .gate import WriteGate, gate_of
+from .member import GateMember, serving
 from .protocol import MAX_REQUEST_BYTES, PROTOCOL, SOCKET_NAME, AgentRequestError
 from .server import Agent
 from .shared import SharedGate, gate_directory
@@ -93,13 +93,16 @@ def attach(
     config = getattr(memory, "config", None)
     history = getattr(config, "history_db_path", None)
     directory = gate_directory(history)
-    shared = SharedGate(directory) if directory is not None else None
-    gate = WriteGate(shared)
+    gate = gate_of(memory)  # attached before a fork: the child's gate rejoined by itself
+    if gate is None:
+        gate = WriteGate(SharedGate(directory) if directory is not None else None)
     with _attaching(directory):  # two processes attaching at once: one serves, one joins
-        served = serving_history(path) if path.exists() else None
-        if served is not None and history and served == str(Path(history).resolve()):
-            member = GateMember(memory, path, gate, None)
-            logger.info("memsync agent: %s is served by another process; joined its gate", path)
+        served = serving(path) if path.exists() else None
+        if served is not None and served[1] == os.getpid():
+            raise RuntimeError(f"memsync agent: this process already serves {path}")
+        if served is not None and history and served[0] == str(Path(history).resolve()):
+            member = GateMember(memory, path, gate, served[1])
+            logger.info("memsync agent: pid %s serves %s; joined its write gate", served[1], path)
             return member
         agent = Agent(
             memory,

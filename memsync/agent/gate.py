@@ -186,8 +186,20 @@ def gated(gate: WriteGate, method: Callable[..., Any], write: bool) -> Callable[
     return call
 
 
+GATE_ATTRIBUTE = "_memsync_agent_gate"
+
+
+def gate_of(memory: Any) -> WriteGate | None:
+    """The gate ``wrap_memory`` wrapped ``memory`` with (inherited across ``fork``), or None."""
+    gate = getattr(memory, GATE_ATTRIBUTE, None)
+    return gate if isinstance(gate, WriteGate) else None
+
+
 def wrap_memory(memory: Any, gate: WriteGate) -> None:
-    """Wrap the Memory's public methods (``WRITES``, ``READS``) with ``gate``, in place."""
+    """Wrap the Memory's public methods (``WRITES``, ``READS``) with ``gate``, in place (once)."""
+    if gate_of(memory) is gate:
+        return
+    setattr(memory, GATE_ATTRIBUTE, gate)
     for name in (*WRITES, *READS):
         if callable(getattr(memory, name, None)):
             setattr(memory, name, gated(gate, getattr(memory, name), name in WRITES))

@@ -19,8 +19,8 @@ from .gate import WriteGate, wrap_memory
 from .protocol import PROTOCOL
 
 
-def serving_history(path: Path, timeout_s: float = 5.0) -> str | None:
-    """The ``history_db_path`` of the agent answering on ``path``, or None when none answers."""
+def serving(path: Path, timeout_s: float = 5.0) -> tuple[str, int] | None:
+    """``(history_db_path, pid)`` of the agent answering on ``path``; None when none answers."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(timeout_s)
     try:
@@ -28,8 +28,9 @@ def serving_history(path: Path, timeout_s: float = 5.0) -> str | None:
         probe.sendall(json.dumps({"v": PROTOCOL, "id": 0, "op": "hello", "args": {}}).encode())
         probe.sendall(b"\n")
         reply = json.loads(probe.makefile("rb").readline(1 << 20) or b"null")
-        return str((reply.get("result") or {}).get("history_db_path"))
-    except (OSError, ValueError, AttributeError):
+        hello = reply.get("result") or {}
+        return str(hello.get("history_db_path")), int(hello["pid"])
+    except (OSError, ValueError, AttributeError, TypeError):
         return None
     finally:
         probe.close()
