@@ -86,8 +86,10 @@ def attach(
     interpreter exit.
 
     Raises:
-        RuntimeError: an agent of another deployment serves the path, or a non-socket file is there.
-        OSError: the socket or the gate directory cannot be created (directory not writable).
+        RuntimeError: an agent of another deployment serves the path, a non-socket file is there,
+            or this process serves it already.
+        OSError: the socket cannot be created (its directory is not writable). A gate directory
+            that cannot be created is logged: the pause then holds this process only.
     """
     path = Path(socket_path) if socket_path is not None else default_socket_path()
     config = getattr(memory, "config", None)
@@ -95,7 +97,7 @@ def attach(
     directory = gate_directory(history)
     gate = gate_of(memory)  # attached before a fork: the child's gate rejoined by itself
     if gate is None:
-        gate = WriteGate(SharedGate(directory) if directory is not None else None)
+        gate = WriteGate(_shared(directory))
     with _attaching(directory):  # two processes attaching at once: one serves, one joins
         served = serving(path) if path.exists() else None
         if served is not None and served[1] == os.getpid():
@@ -116,13 +118,34 @@ def attach(
     return agent
 
 
+def _shared(directory: Path | None) -> SharedGate | None:
+    """This process's part of the deployment's shared gate; None (logged) when it cannot be made.
+
+    Without it a pause holds this process only, and memsync says so when other processes write.
+    """
+    if directory is None:
+        return None
+    try:
+        return SharedGate(directory)
+    except OSError as error:
+        logger.warning(
+            "memsync agent: no write gate shared with other processes (%s); a pause holds "
+            "this process only: make history.db's directory writable by the app",
+            error,
+        )
+        return None
+
+
 @contextlib.contextmanager
 def _attaching(directory: Path | None) -> Any:
     """Hold ``<gate>/attach`` exclusive (no directory: nothing) while one process attaches."""
-    if directory is None:
+    fd = None
+    if directory is not None:
+        with contextlib.suppress(OSError):  # no gate directory: nothing to serialise with
+            fd = os.open(directory / "attach", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    if fd is None:
         yield
         return
-    fd = os.open(directory / "attach", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from memsync.agent.shared import gate_directory
 from memsync.stores.agent_client import not_held_reason
 
@@ -26,3 +28,13 @@ def test_a_pause_is_whole_only_when_it_held_every_writer_to_its_end() -> None:
     assert not_held_reason({**held, "lease_ran_out": True}) == (
         "the pause lease (30.0 s) ran out before the capture ended"
     )
+
+
+def test_a_gate_directory_that_cannot_be_made_leaves_the_gate_in_process(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from memsync.agent import _shared
+
+    assert _shared(None) is None
+    assert _shared(Path("/proc/self/no-such-dir/history.db.memsync-gate")) is None
+    assert "a pause holds this process only" in caplog.text
