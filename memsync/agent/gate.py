@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -39,7 +40,14 @@ class WriteGate:
     def __init__(self, shared: SharedGate | None = None) -> None:
         self.shared = shared
         self._reset()
-        os.register_at_fork(after_in_child=self._reset)
+        this = weakref.ref(self)  # the hook must not keep the gate alive
+
+        def after_fork_in_child() -> None:
+            gate = this()
+            if gate is not None:
+                gate._reset()
+
+        os.register_at_fork(after_in_child=after_fork_in_child)
 
     def _reset(self) -> None:
         self._cond = threading.Condition()

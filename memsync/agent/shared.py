@@ -27,6 +27,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from pathlib import Path
 
 from .protocol import AgentRequestError
@@ -80,8 +81,16 @@ class SharedGate:
         self._timer: threading.Timer | None = None
         self.lease_ran_out = False
         self.error: str | None = None  # why this process is not covered, if it is not
+        self._closed = False
         self._join()
-        os.register_at_fork(after_in_child=self._after_fork)
+        this = weakref.ref(self)  # the hook must not keep a closed gate alive
+
+        def after_fork_in_child() -> None:
+            gate = this()
+            if gate is not None and not gate._closed:
+                gate._after_fork()
+
+        os.register_at_fork(after_in_child=after_fork_in_child)
 
     def _join(self) -> None:
         """Open this process's own descriptions and become a member (a new ``members/<pid>``)."""
@@ -226,4 +235,5 @@ class SharedGate:
         with contextlib.suppress(OSError):
             (self.directory / "members" / str(self.pid)).unlink()
         self._fds = []
+        self._closed = True
         self.error = "the agent closed"
