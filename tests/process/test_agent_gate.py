@@ -139,6 +139,7 @@ def test_a_process_writing_outside_the_gate_makes_the_capture_not_quiesced(
         try:
             assert other.stdout is not None and other.stdout.readline().strip() == "ready"
             created = cli("snapshot", "create", "--json", config=deployment.config)
+            text = cli("snapshot", "create", config=deployment.config)
         finally:
             other.kill()
             other.wait()
@@ -151,3 +152,4 @@ def test_a_process_writing_outside_the_gate_makes_the_capture_not_quiesced(
     manifest = json.loads((Path(report["path"]) / "manifest.json").read_text())
     assert manifest["capture"]["quiesced"] is False
     assert manifest["capture"]["not_quiesced"] == report["not_quiesced"]
+    assert text.code == 0 and f"; not quiesced: pid {other.pid} (" in text.out, text.out
