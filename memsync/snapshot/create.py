@@ -199,7 +199,8 @@ def _settled_capture(
     """Capture into ``partial``: quiesced through the app's agent, else until settled.
 
     With an agent (``agent_client.find_agent``), app writes are paused for the one capture,
-    so both stores are copied at one instant (``quiesced`` True unless the lease ran out).
+    so both stores are copied at one instant (``quiesced`` True unless the lease ran out or a
+    process wrote history.db outside the agent's gate: ``agent_client.not_held_reason``).
     Without, at most ``SETTLE_ATTEMPTS`` captures, ``SETTLE_PAUSE_S`` apart, until no write
     is caught in the window (``in-flight``); each new one replaces the files of the last.
     Returns the capture, its inventory and judged report, ``quiesced`` (None: no agent
