@@ -6,7 +6,11 @@ calls ``attach`` on the inherited Memory: it joins the gate (``OUT/child.json``:
 ``attach`` returned); then, each time ``OUT/go`` appears (the test removes it), makes one gated
 write that changes nothing (``Memory.delete`` of an id that has no memory: mem0 raises
 ValueError after the gate) and appends ``<start> <end>`` (``time.monotonic()``) to
-``OUT/writes.log``. The parent prints ``ready <parent> <child>``; SIGTERM stops both.
+``OUT/writes.log``. With ``MEMSYNC_TEST_HAMMER=N`` the child also runs N threads making such
+writes back to back, each 5 ms long (the child's store answers ``get`` after 5 ms, as a store
+over the network does), so their calls overlap and the process always has one in flight, and writes
+how many have completed to ``OUT/count`` every 10 ms (``<count> <monotonic time>``). The parent prints
+``ready <parent> <child>``; SIGTERM stops both.
 """
 
 from __future__ import annotations
@@ -15,15 +19,54 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from memsync.agent import attach
 from memsync.demo import deployment as build
 
 
+def _missing_delete(memory: object) -> None:
+    try:
+        memory.delete("00000000-0000-0000-0000-000000000000")  # type: ignore[attr-defined]
+    except ValueError:
+        pass
+
+
+def _hammer(memory: Any, out: Path, threads: int) -> None:
+    done = [0] * threads
+    get = memory.vector_store.get
+
+    def slow_get(*args: Any, **kwargs: Any) -> Any:  # a store 5 ms away, as a network one is
+        time.sleep(0.005)
+        return get(*args, **kwargs)
+
+    memory.vector_store.get = slow_get
+
+    def work(i: int) -> None:
+        while True:
+            _missing_delete(memory)
+            done[i] += 1
+
+    for i in range(threads):
+        threading.Thread(target=work, args=(i,), daemon=True).start()
+
+    def report() -> None:
+        while True:
+            (out / "count.new").write_text(f"{sum(done)} {time.monotonic():.6f}")
+            os.replace(out / "count.new", out / "count")
+            time.sleep(0.01)
+
+    threading.Thread(target=report, daemon=True).start()
+
+
 def _child(memory: object, sock: Path, out: Path) -> None:
     joined = attach(memory, sock)
+    hammer = int(os.environ.get("MEMSYNC_TEST_HAMMER", "0"))
+    if hammer:
+        _hammer(memory, out, hammer)
     (out / "child.json").write_text(
         json.dumps({"pid": os.getpid(), "type": type(joined).__name__}), encoding="utf-8"
     )
@@ -31,10 +74,7 @@ def _child(memory: object, sock: Path, out: Path) -> None:
         if (out / "go").exists():
             (out / "go").unlink()
             started = time.monotonic()
-            try:
-                memory.delete("00000000-0000-0000-0000-000000000000")  # type: ignore[attr-defined]
-            except ValueError:
-                pass
+            _missing_delete(memory)
             with (out / "writes.log").open("a") as log:
                 log.write(f"{started:.6f} {time.monotonic():.6f}\n")
         time.sleep(0.005)

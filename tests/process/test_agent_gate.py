@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 class Forked:
     """The fork_app parent and its child; ``write()`` asks the child for one gated write."""
 
-    def __init__(self, root: Path, sock: Path, out: Path) -> None:
+    def __init__(self, root: Path, sock: Path, out: Path, hammer: int = 0) -> None:
         self.out = out
         out.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
@@ -35,6 +35,7 @@ class Forked:
             cwd=REPO,
             stdout=subprocess.PIPE,
             text=True,
+            env={**os.environ, "MEMSYNC_TEST_HAMMER": str(hammer)},
         )
         assert self.process.stdout is not None
         _, parent, child = self.process.stdout.readline().split()
@@ -47,6 +48,13 @@ class Forked:
 
     def write(self) -> None:
         (self.out / "go").touch()
+
+    def count(self, after: float = 0.0) -> int:
+        """How many writes the hammering threads had completed, by a report made after ``after``
+        (monotonic); -1 while there is none."""
+        path = self.out / "count"
+        count, at = path.read_text().split() if path.exists() else ("-1", "0")
+        return int(count) if float(at) > after else -1
 
     def writes(self) -> list[tuple[float, float]]:
         log = self.out / "writes.log"
@@ -72,10 +80,10 @@ def _poll(ready: Any, timeout_s: float) -> bool:
 
 
 @contextmanager
-def forked(deployment: Any, tmp_path: Path) -> Iterator[tuple[Forked, Path]]:
+def forked(deployment: Any, tmp_path: Path, hammer: int = 0) -> Iterator[tuple[Forked, Path]]:
     deployment.close()
     sock = tmp_path / "run" / "memsync-agent.sock"
-    app = Forked(deployment.paths.root, sock, tmp_path / "fork")
+    app = Forked(deployment.paths.root, sock, tmp_path / "fork", hammer)
     try:
         yield app, sock
     finally:
@@ -99,6 +107,28 @@ def test_a_child_forked_after_attach_joins_the_gate_and_a_pause_holds_its_writes
         assert _poll(lambda: len(app.writes()) == 2, 10.0), "the held write never ran"
         started, ended = app.writes()[1]
     assert started < resumed_at < ended
+    assert pause["lease_ran_out"] is False
+
+
+def test_writers_whose_calls_always_overlap_do_not_starve_a_pause(
+    deployment: Any, tmp_path: Path
+) -> None:
+    """4 threads in the child write back to back, so it always holds the gate shared.
+
+    ``flock`` lets new shared holders pass a waiting exclusive one: without the turnstile the
+    pause would wait for a moment with no write in flight, which never comes.
+    """
+    with forked(deployment, tmp_path, hammer=4) as (app, sock):
+        app.joined()
+        assert _poll(lambda: app.count() > 100, 10.0), "the hammering threads never wrote"
+        with AgentClient.connect(sock) as client, client.paused(lease_s=10.0) as pause:
+            paused_at = time.monotonic()
+            assert _poll(lambda: app.count(paused_at) >= 0, 5.0)
+            held_at = app.count(paused_at)  # every write completed before the pause
+            assert not _poll(lambda: app.count() > held_at, 0.5), "writes ran inside the pause"
+        resumed = app.count()
+        assert _poll(lambda: app.count() > resumed, 10.0), "writes did not go on after resume"
+    assert pause["waited_s"] < 1.0, pause
     assert pause["lease_ran_out"] is False
 
 
