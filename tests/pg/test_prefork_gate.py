@@ -88,11 +88,12 @@ def test_a_pause_holds_every_worker_of_a_prefork_server(
     assert all(n > 0 for n in before.values()), before
 
 
-def test_a_quiesced_snapshot_of_gunicorn_preload_workers_restores_to_a_clean_check(
-    make_deployment: Any, tmp_path: Path, cli: Any
+@pytest.mark.parametrize("kind", ["gunicorn", "uvicorn"])
+def test_a_quiesced_snapshot_of_prefork_workers_restores_to_a_clean_check(
+    kind: str, make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
     deployment, sock = _deployment(make_deployment, tmp_path)
-    with PreforkServer("gunicorn", deployment.paths.root, sock, tmp_path) as server:
+    with PreforkServer(kind, deployment.paths.root, sock, tmp_path) as server:
         workers = server.wait_writing()
         created = cli("snapshot", "create", "--json", config=deployment.config)
         assert created.code == 0, created.err
