@@ -113,6 +113,7 @@ def purge_snapshot(
                 entry.path: entry.journal_mode for entry in old.files if entry.journal_mode
             },
             quiesced=old.quiesced,
+            not_quiesced=old.not_quiesced,
             embedder=old.embedder,
         )
         report = snapshot.verify_directory(config, work, now)

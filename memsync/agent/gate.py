@@ -9,12 +9,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from .protocol import WAIT_FOR_APP_S, AgentRequestError
+from .shared import SharedGate
 
 WRITES = ("add", "update", "delete", "delete_all", "reset")
 READS = ("get", "get_all", "search", "history")
@@ -28,9 +31,25 @@ class WriteGate:
     App calls share the gate (as they share the Memory today); ``exclusive`` waits for them to
     finish and holds new ones back; ``pause`` holds back new writes only. Re-entrant per
     thread: a Memory method that calls another goes through once.
+
+    With ``shared`` (the deployment's ``SharedGate``), app writes also pass the gate every
+    process of the app shares, and ``pause`` holds them in every process. A forked child starts
+    with a fresh gate (nothing paused, no call in flight).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, shared: SharedGate | None = None) -> None:
+        self.shared = shared
+        self._reset()
+        this = weakref.ref(self)  # the hook must not keep the gate alive
+
+        def after_fork_in_child() -> None:
+            gate = this()
+            if gate is not None:
+                gate._reset()
+
+        os.register_at_fork(after_in_child=after_fork_in_child)
+
+    def _reset(self) -> None:
         self._cond = threading.Condition()
         self._local = threading.local()
         self._calls = 0
@@ -40,6 +59,12 @@ class WriteGate:
         self._paused_until: float | None = None
         self._paused_at = 0.0
         self.lease_ran_out = False
+
+    def covered(self) -> list[int]:
+        """The pids whose app writes a pause holds: every live member of the shared gate."""
+        if self.shared is None:
+            return [os.getpid()]
+        return self.shared.covered()
 
     def _depth(self) -> int:
         return int(getattr(self._local, "depth", 0))
@@ -64,8 +89,15 @@ class WriteGate:
             self._calls += 1
             self._writes += write
         self._local.depth = 1
+        shared = self.shared if write else None
         try:
-            yield
+            if shared is not None:
+                shared.enter_write()  # waits while a pause holds the app's other processes
+            try:
+                yield
+            finally:
+                if shared is not None:
+                    shared.exit_write()
         finally:
             self._local.depth = 0
             with self._cond:
@@ -108,9 +140,10 @@ class WriteGate:
     ) -> float:
         """Hold back new app writes for ``lease_s`` seconds; return once in-flight writes ended.
 
-        ``keep_start``: a renewal; ``resume`` reports the hold since the first pause. Returns
-        the seconds waited for in-flight writes. Raises AgentRequestError ("busy") and
-        resumes when they did not end within ``timeout_s``.
+        In this process first, then (``shared``) in every process of the app. ``keep_start``:
+        a renewal; ``resume`` reports the hold since the first pause. Returns the seconds
+        waited for in-flight writes. Raises AgentRequestError ("busy") and resumes when they
+        did not end within ``timeout_s``.
         """
         started = time.monotonic()
         with self._cond:
@@ -125,6 +158,15 @@ class WriteGate:
                     self._cond.notify_all()
                     raise AgentRequestError("busy", f"app writes still running after {timeout_s} s")
                 self._cond.wait(left)
+        if self.shared is not None:
+            try:
+                left = started + lease_s - time.monotonic()
+                self.shared.pause(left, started + timeout_s - time.monotonic())
+            except BaseException:
+                with self._cond:
+                    self._paused_until = None
+                    self._cond.notify_all()
+                raise
         return time.monotonic() - started
 
     def resume(self) -> float | None:
@@ -132,6 +174,8 @@ class WriteGate:
 
         A lease that ran out counts as held only up to its end (``lease_ran_out`` tells).
         """
+        if self.shared is not None:
+            self.shared.resume()
         with self._cond:
             if self._paused_until is None:
                 return None
@@ -152,3 +196,22 @@ def gated(gate: WriteGate, method: Callable[..., Any], write: bool) -> Callable[
             return method(*args, **kwargs)
 
     return call
+
+
+GATE_ATTRIBUTE = "_memsync_agent_gate"
+
+
+def gate_of(memory: Any) -> WriteGate | None:
+    """The gate ``wrap_memory`` wrapped ``memory`` with (inherited across ``fork``), or None."""
+    gate = getattr(memory, GATE_ATTRIBUTE, None)
+    return gate if isinstance(gate, WriteGate) else None
+
+
+def wrap_memory(memory: Any, gate: WriteGate) -> None:
+    """Wrap the Memory's public methods (``WRITES``, ``READS``) with ``gate``, in place (once)."""
+    if gate_of(memory) is gate:
+        return
+    setattr(memory, GATE_ATTRIBUTE, gate)
+    for name in (*WRITES, *READS):
+        if callable(getattr(memory, name, None)):
+            setattr(memory, name, gated(gate, getattr(memory, name), name in WRITES))

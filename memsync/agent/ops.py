@@ -120,6 +120,7 @@ class Operations:
         store = getattr(getattr(config, "vector_store", None), "config", None)
         path = getattr(store, "path", None)
         history = getattr(config, "history_db_path", None)
+        shared = self.gate.shared
         return {
             "protocol": PROTOCOL,
             "pid": os.getpid(),
@@ -137,6 +138,10 @@ class Operations:
             "history_db_path": str(Path(history).resolve()) if history else None,
             "paused": self.gate.paused(),
             "limits": dict(self.limits),
+            "gate": {
+                "directory": str(shared.directory) if shared is not None else None,
+                "covered": self.gate.covered(),
+            },
         }
 
     def _live_payload(self, memory_id: str) -> dict[str, Any] | None:
@@ -366,8 +371,12 @@ class Operations:
             ]
         }
 
-    def op_pause(self, lease_s: float) -> dict[str, float]:
-        """Hold back app writes (in-flight ones finish first) for at most ``lease_max_s``."""
+    def op_pause(self, lease_s: float) -> dict[str, Any]:
+        """Hold back app writes (in-flight ones finish first) for at most ``lease_max_s``.
+
+        ``covered``: the pids of the app processes whose writes the pause holds (every process
+        that joined the deployment's gate; only this one without a shared gate).
+        """
         if not _finite(lease_s) or lease_s <= 0:
             raise AgentRequestError("bad-request", "lease_s must be a positive finite number")
         now = time.monotonic()
@@ -390,8 +399,9 @@ class Operations:
             self._holds[-1][1] = time.monotonic() + lease
         else:
             self._holds.append([now, time.monotonic() + lease])
-        logger.info("memsync agent: app writes paused (lease %.1f s)", lease)
-        return {"lease_s": lease, "waited_s": round(waited, 6)}
+        covered = self.gate.covered()
+        logger.info("memsync agent: app writes paused in pids %s (lease %.1f s)", covered, lease)
+        return {"lease_s": lease, "waited_s": round(waited, 6), "covered": covered}
 
     def end_pause(self) -> float | None:
         """Resume app writes (``WriteGate.resume``) and close the current hold's record."""

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .gate import READS, WRITES, WriteGate, gated
+from .gate import WriteGate, wrap_memory
 from .ops import Operations
 from .protocol import (
     FD_HEADROOM,
@@ -119,10 +119,12 @@ class Agent:
         max_connections: int = MAX_CONNECTIONS,
         request_deadline_s: float = REQUEST_DEADLINE_S,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        gate: WriteGate | None = None,
     ) -> None:
         self.memory = memory
         self.path = path
-        self.gate = WriteGate()
+        self.gate = gate or WriteGate()
+        self._pid = os.getpid()  # a forked child inherits this object but serves nothing
         self.allow_uids = {0, os.getuid(), *allow_uids}
         self.allow_gids = set(allow_gids)
         self.allow_read_uids = set(allow_read_uids) - self.allow_uids
@@ -150,9 +152,7 @@ class Agent:
         self.problem: str | None = None
         self._server = self._listen()
         self._inode = os.stat(path).st_ino if self._server is not None else None
-        for name in (*WRITES, *READS):
-            if callable(getattr(memory, name, None)):
-                setattr(memory, name, gated(self.gate, getattr(memory, name), name in WRITES))
+        wrap_memory(memory, self.gate)
         close = getattr(memory, "close", None)
         if callable(close):
 
@@ -311,8 +311,8 @@ class Agent:
 
     def close(self) -> None:
         """Stop serving, resume app writes, remove the socket (if it is still ours). Idempotent."""
-        if self._stopping.is_set():
-            return
+        if self._stopping.is_set() or os.getpid() != self._pid:
+            return  # in a forked child: the parent serves, its socket and pause stay
         self._stopping.set()
         self._reopen_history("the agent closes")
         self.ops.end_pause()

@@ -178,6 +178,7 @@ def run_create(args: argparse.Namespace) -> int:
         "removed_partials": [str(p) for p in created.removed_partials],
         "quiesced": bool(manifest.quiesced),
         "route": "agent" if manifest.quiesced is not None else "none",
+        "not_quiesced": manifest.not_quiesced,
         "capture_budget": budget.to_json(),
         **(created.tripwire.report() if created.tripwire else {}),  # findings, tripwire
         "pending_uploads": queue.to_json() if queue else None,
@@ -232,6 +233,8 @@ def _created_text(
         text += f"; uploaded {upload['sent']} files ({upload['skipped']} already there)"
     if manifest.quiesced:
         text += "; app writes paused by its agent for the capture (quiesced)"
+    elif manifest.not_quiesced:
+        text += f"; not quiesced: {manifest.not_quiesced}"
     if counts.get("unsettled"):
         text += f"; {len(counts['unsettled'])} writes caught in the capture could not be settled"
     errors = _error_findings(counts)

@@ -20,7 +20,7 @@ from memsync.forget.select import Ask, Forgotten, Targets, prove_gone, refuse_ba
 from memsync.model import HistoryEvent, Inventory
 from memsync.state import write_json_atomic
 from memsync.stores import mem0
-from memsync.stores.agent_client import AgentWriter, writes_held
+from memsync.stores.agent_client import AgentWriter, not_held_reason, writes_held
 from memsync.stores.intent import ERASE_JOURNAL, FORGET_JOURNAL, load_erasing, load_forgetting
 from memsync.stores.vector_store import refuse_legacy_store, vector_store_for
 from memsync.stores.writer import Writer
@@ -320,8 +320,10 @@ def finish(
         if pause is not None:
             logger.info(
                 "erasure_quiesced", held_s=pause.get("held_s"),
-                lease_ran_out=pause.get("lease_ran_out"),
+                lease_ran_out=pause.get("lease_ran_out"), covered=pause.get("covered"),
             )  # fmt: skip
+            if pause.get("uncovered"):  # their writes may have met `database is locked`
+                logger.warning("erasure_not_held", reason=not_held_reason(pause))
     (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
     if to_erase:  # after the route closed: snapshots and the bucket are read
         erased = {**erased, **erasure.copies_left(config, to_erase, ask.scope)}

@@ -28,7 +28,7 @@ from memsync.snapshot import guard
 from memsync.snapshot.embedder import embedder_of
 from memsync.state import fsync_dir, write_json_atomic
 from memsync.stores import deployment, interpreter, snapshots
-from memsync.stores.agent_client import writes_held
+from memsync.stores.agent_client import not_held_reason, writes_held
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, sign
 from memsync.stores.pgvector.export import pgvector_versions
 from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
@@ -166,7 +166,7 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
     removed = snapshots.remove_stale_partials(directory)
     repository = LocalRepository(directory)
     with repository.building(now) as (snapshot_id, partial):
-        captured, judged, quiesced = _settled_capture(config, partial, now.date(), progress)
+        captured, judged, quiesced, why = _settled_capture(config, partial, now.date(), progress)
         manifest = finish_directory(
             config,
             partial,
@@ -178,6 +178,7 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
             progress=progress,
             judged=judged,
             quiesced=quiesced,
+            not_quiesced=why,
             embedder=embedder_of(config),
         )
         final = repository.commit(snapshot_id, partial, None)
@@ -194,20 +195,22 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
 
 def _settled_capture(
     config: Config, partial: Path, today: date, progress: Progress | None
-) -> tuple[deployment.Captured, tuple[Inventory, CheckReport], bool | None]:
+) -> tuple[deployment.Captured, tuple[Inventory, CheckReport], bool | None, str | None]:
     """Capture into ``partial``: quiesced through the app's agent, else until settled.
 
     With an agent (``agent_client.find_agent``), app writes are paused for the one capture,
-    so both stores are copied at one instant (``quiesced`` True unless the lease ran out).
+    so both stores are copied at one instant (``quiesced`` True unless the lease ran out or a
+    process wrote history.db outside the agent's gate: ``agent_client.not_held_reason``).
     Without, at most ``SETTLE_ATTEMPTS`` captures, ``SETTLE_PAUSE_S`` apart, until no write
     is caught in the window (``in-flight``); each new one replaces the files of the last.
-    Returns the capture, its inventory and judged report, and ``quiesced`` (None: no agent
-    answered; False: it did, but the pair kept is not one instant). Raises as
+    Returns the capture, its inventory and judged report, ``quiesced`` (None: no agent
+    answered; False: it did, but the pair kept is not one instant) and why it is not. Raises as
     ``deployment.capture``; UnavailableError when an agent serves another deployment, refuses
     memsync or is not this deployment's app (never an unquiesced capture then).
     """
     quiesced = _quiesced_capture(config, partial)
     agent = None if quiesced is None else False
+    why = None if quiesced is None else quiesced[2]
     for attempt in range(1, SETTLE_ATTEMPTS + 1):
         captured = quiesced[0] if quiesced else deployment.capture(config, partial)
         refuse_legacy_store(
@@ -217,7 +220,7 @@ def _settled_capture(
         report = check.judge(inventory, today)
         exact = quiesced is not None and quiesced[1]
         if exact or not unsettled(report):
-            return captured, (inventory, report), exact or agent
+            return captured, (inventory, report), exact or agent, None if exact else why
         quiesced = None
         if attempt == SETTLE_ATTEMPTS:
             break
@@ -225,29 +228,35 @@ def _settled_capture(
         _clear_capture(partial)
         time.sleep(SETTLE_PAUSE_S)
     logger.warning("snapshot_unsettled", unsettled=unsettled(report))
-    return captured, (inventory, report), agent
+    return captured, (inventory, report), agent, why
 
 
-def _quiesced_capture(config: Config, partial: Path) -> tuple[deployment.Captured, bool] | None:
+def _quiesced_capture(
+    config: Config, partial: Path
+) -> tuple[deployment.Captured, bool, str | None] | None:
     """One capture with the app's writes paused by its agent; None when no agent answers.
 
-    Returns the capture and whether it was exact (the pause held for the whole copy: the
-    lease, ``[app] pause_lease_s``, did not run out). Logs ``capture_quiesced`` with the
-    seconds app writes were held.
+    Returns the capture, whether it was exact (the pause held every app write for the whole
+    copy: the lease, ``[app] pause_lease_s``, did not run out, and no process had history.db
+    open for writing outside the agent's gate) and, when not, why. Logs ``capture_quiesced``
+    with the seconds app writes were held and the pids held; ``capture_not_quiesced`` when not.
     """
     with writes_held(config) as pause:
         if pause is None:
             return None
         captured = deployment.capture(config, partial)
-    exact = not pause.get("lease_ran_out", True)
+    why = not_held_reason(pause)
     logger.info(
         "capture_quiesced",
         held_s=pause.get("held_s"),
         waited_s=pause.get("waited_s"),
-        exact=exact,
+        exact=why is None,
         agent_pid=pause.get("agent_pid"),
+        covered=pause.get("covered"),
     )
-    return captured, exact
+    if why is not None:
+        logger.warning("capture_not_quiesced", reason=why)
+    return captured, why is None, why
 
 
 def _clear_capture(partial: Path) -> None:
@@ -275,6 +284,7 @@ def finish_directory(
     judged: tuple[Inventory, CheckReport] | None = None,
     quiesced: bool | None = None,
     embedder: dict[str, Any] | None = None,
+    not_quiesced: str | None = None,
 ) -> Manifest:
     """Check a captured layout in ``partial`` and write its manifest (sealing files when keyed).
 
@@ -283,7 +293,9 @@ def finish_directory(
     ``journal_modes`` (by path in the snapshot) stands in for the live files' modes when the
     layout is not a fresh capture (a purge rewrites an existing snapshot). ``judged``, when
     given, is the layout's already read inventory and its report (neither is redone).
-    ``quiesced`` and ``embedder`` (None: not recorded) go to ``capture.quiesced`` and ``embedder``.
+    ``quiesced`` and ``embedder`` (None: not recorded) go to ``capture.quiesced`` and ``embedder``;
+    ``not_quiesced`` (why an agent's pause did not hold every write) to ``capture.not_quiesced``
+    when ``quiesced`` is False.
 
     Raises:
         UnavailableError: a file fails its integrity check or a point does not decode.
@@ -310,7 +322,12 @@ def finish_directory(
         versions=_app_versions(config),
         encryption={"algorithm": seal.ALGORITHM} if encryption else None,
     )
-    manifest = replace(manifest, quiesced=quiesced, embedder=embedder)
+    manifest = replace(
+        manifest,
+        quiesced=quiesced,
+        not_quiesced=not_quiesced if quiesced is False else None,
+        embedder=embedder,
+    )
     manifest = _with_backend(manifest, captured)
     manifest = replace(  # the mass-deletion tripwire's counts (memsync.snapshot.tripwire)
         manifest, scopes=count_scopes(p.payload for p in inventory.points.values())

@@ -551,13 +551,38 @@ def find_agent(
     return client
 
 
+def uncovered_writers(config: Config, covered: Sequence[int]) -> dict[int, str]:
+    """Processes with history.db open for writing whose writes the gate does not hold.
+
+    ``covered``: the pids the agent's pause holds. memsync's own process is left out. Reads /proc.
+    """
+    found = locks.writers_of(config.history_db_path)
+    return {pid: line for pid, line in found.items() if pid not in {*covered, os.getpid()}}
+
+
+def not_held_reason(pause: Mapping[str, Any]) -> str | None:
+    """Why a pause did not hold every app write for the whole block, or None when it did. Pure."""
+    uncovered = pause.get("uncovered") or {}
+    if uncovered:
+        named = ", ".join(f"pid {pid} ({line[:80]})" for pid, line in sorted(uncovered.items()))
+        return (
+            f"{named} had history.db open for writing outside the agent's write gate "
+            "(attach the agent in every app process)"
+        )
+    if pause.get("lease_ran_out", True):
+        return f"the pause lease ({pause.get('lease_s')} s) ran out before the capture ended"
+    return None
+
+
 @contextmanager
 def writes_held(config: Config) -> Iterator[dict[str, Any] | None]:
     """Hold the app's writes through its agent for the block; yields None when none answers.
 
-    Yields the pause reply (``lease_s``, ``waited_s``, ``agent_pid``; after the block also
-    ``held_s`` and ``lease_ran_out``, see ``AgentClient.paused``). The lease is
-    ``[app] pause_lease_s``.
+    Yields the pause reply (``lease_s``, ``waited_s``, ``agent_pid``, ``covered``: the app's pids
+    the pause holds; after the block also ``held_s``, ``lease_ran_out`` and ``uncovered``: pid ->
+    command line of each process with history.db open for writing that the pause did not
+    hold, seen at the block's start or end; ``not_held_reason`` tells). An agent of an older
+    memsync covers its own pid only. The lease is ``[app] pause_lease_s``.
 
     Raises:
         UnavailableError: the agent that answers serves another deployment; AgentRefusedError
@@ -570,7 +595,14 @@ def writes_held(config: Config) -> Iterator[dict[str, Any] | None]:
         return
     with client, client.paused(config.app.pause_lease_s) as pause:
         pause["agent_pid"] = client.hello.get("pid")
-        yield pause
+        covered = [int(p) for p in pause.get("covered") or [pause["agent_pid"]]]
+        pause["covered"] = covered
+        uncovered = uncovered_writers(config, covered)
+        try:
+            yield pause
+        finally:
+            uncovered.update(uncovered_writers(config, covered))
+            pause["uncovered"] = uncovered
 
 
 class AgentWriter:

@@ -81,6 +81,24 @@ def _pid_from_proc_locks(device: int, inode: int) -> int | None:
     return None
 
 
+def writers_of(path: Path) -> dict[int, str]:
+    """The processes with ``path`` open for writing (``/proc/<pid>/fd``): pid -> command line.
+
+    Only processes this user may inspect (all of them as root). Reads /proc only.
+    """
+    targets = {str(path.absolute())}
+    if path.exists():
+        targets.add(str(path.resolve()))
+    found: dict[int, str] = {}
+    for process in psutil.process_iter(["pid"]):
+        try:
+            if any(h.path in targets and h.mode != "r" for h in process.open_files()):
+                found[int(process.pid)] = " ".join(process.cmdline())
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
 def _processes_with_open(lock_file: Path) -> list[tuple[int, tuple[int, int]]]:
     """Processes with a file open at the path ``lock_file`` (as each sees it): pid, (dev, ino)."""
     targets = {str(lock_file.absolute())}

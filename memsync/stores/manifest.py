@@ -116,6 +116,7 @@ class Manifest:
     signature: str | None = None
     mode: str = "embedded"
     quiesced: bool | None = None
+    not_quiesced: str | None = None
     format: int = FORMAT_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -174,6 +175,7 @@ class Manifest:
                 "history_finished_at": utc.iso(window.history_finished_at),
                 "longest_read_s": window.longest_read_s,
                 **({} if self.quiesced is None else {"quiesced": self.quiesced}),
+                **({} if self.not_quiesced is None else {"not_quiesced": self.not_quiesced}),
             },
             "files": [entry.to_json() for entry in sorted(self.files, key=lambda e: e.path)],
             "collections": self.collections,
@@ -287,6 +289,7 @@ def parse(document: object, expected_id: str | None, where: str) -> Manifest:
         versions=dict(checked.versions),
         capture=_capture_window(checked.capture),
         quiesced=checked.capture.quiesced,
+        not_quiesced=checked.capture.not_quiesced,
         files=tuple(
             FileEntry(
                 path=e.path,

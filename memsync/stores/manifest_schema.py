@@ -96,6 +96,8 @@ class _Capture(BaseModel):
     history_finished_at: _Timestamp
     longest_read_s: Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)] = 0.0
     quiesced: StrictBool | None = None  # since issue 10: app writes paused by the agent
+    # since issue 23: why an agent's pause did not hold every app write (quiesced false)
+    not_quiesced: Annotated[StrictStr, Field(max_length=2000)] | None = None
 
 
 class _Collection(BaseModel):

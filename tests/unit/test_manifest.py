@@ -138,3 +138,14 @@ def test_a_built_manifest_writes_todays_keys():
         "encryption",
     }
     assert manifest.to_json()["files"] == [{"path": "history.db", "size": 1, "sha256": "d" * 64}]
+
+
+def test_a_capture_not_quiesced_keeps_its_reason_and_a_reason_must_be_text():
+    reason = "pid 7 (python worker.py) had history.db open for writing outside the agent's gate"
+    capture = {**DOCUMENT["capture"], "quiesced": False, "not_quiesced": reason}
+    document = {**DOCUMENT, "capture": capture}
+    manifest = parse(document, None, "test")
+    assert manifest.quiesced is False and manifest.not_quiesced == reason
+    assert manifest.to_json() == document
+    with pytest.raises(UnavailableError, match="not valid"):
+        parse({**DOCUMENT, "capture": {**capture, "not_quiesced": 7}}, None, "test")
