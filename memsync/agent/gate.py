@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .protocol import WAIT_FOR_APP_S, AgentRequestError
+from .protocol import HOLD_NEW_CALLS_S, WAIT_FOR_APP_S, AgentRequestError
 from .shared import SharedGate
 
 WRITES = ("add", "update", "delete", "delete_all", "reset")
@@ -106,26 +106,40 @@ class WriteGate:
                 self._cond.notify_all()
 
     @contextlib.contextmanager
-    def exclusive(self, timeout_s: float = WAIT_FOR_APP_S) -> Iterator[None]:
+    def exclusive(
+        self, timeout_s: float = WAIT_FOR_APP_S, hold_s: float = HOLD_NEW_CALLS_S
+    ) -> Iterator[None]:
         """Run an agent op alone: wait for in-flight app calls, hold new ones back.
+
+        New app calls are held back for ``hold_s`` at most: behind a slow app call
+        (an LLM's answer), the op then waits for a moment with no app call without holding
+        the app's other threads.
 
         Raises:
             AgentRequestError: ("busy") app calls did not finish within ``timeout_s``.
         """
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        deadline, hold_until = started + timeout_s, started + min(hold_s, timeout_s)
         with self._cond:
-            self._waiting += 1
+            self._waiting += 1  # new app calls wait behind this op, for hold_s at most
+            holding = True
             try:
                 while self._exclusive or self._calls:
-                    left = deadline - time.monotonic()
+                    now = time.monotonic()
+                    if holding and now >= hold_until:  # a slow app call: let the others go on
+                        holding = False
+                        self._waiting -= 1
+                        self._cond.notify_all()
+                    left = deadline - now
                     if left <= 0:
                         raise AgentRequestError(
                             "busy", f"app calls still running after {timeout_s} s"
                         )
-                    self._cond.wait(left)
+                    self._cond.wait(min(left, hold_until - now) if holding else left)
                 self._exclusive = True
             finally:
-                self._waiting -= 1
+                if holding:
+                    self._waiting -= 1
         self._local.depth = 1
         try:
             yield

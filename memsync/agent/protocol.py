@@ -18,6 +18,7 @@ SOCKET_NAME = "memsync-agent.sock"
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 IDLE_TIMEOUT_S = 60.0  # a connection with no complete request for this long is closed
 WAIT_FOR_APP_S = 30.0  # an agent op or a pause waits this long for in-flight app calls
+HOLD_NEW_CALLS_S = 2.0  # the longest new app calls wait behind an op waiting for slow ones
 # The agent's bounds inside the app (docs/reference/agent-protocol.md, "What the agent costs"):
 MAX_CONNECTIONS = 8  # open connections at once; more are answered busy and closed
 MAX_CONNECTIONS_PER_UID = 4  # so one peer uid cannot take every slot

@@ -205,6 +205,14 @@ class Agent:
         try:
             self._make_directory(self.path.parent)
             self.problem = self._unsafe_directory(self.path.parent) or self._path_taken()
+            shared = os.stat(self.path.parent).st_mode & 0o022
+            if self.problem is None and shared:  # sticky (as /tmp): safe, but not private
+                logger.warning(
+                    "memsync agent: %s may be written by others (sticky): another user can take "
+                    "the socket's name first; a directory of the app's own is better "
+                    "(systemd RuntimeDirectory=)",
+                    self.path.parent,
+                )
         except OSError as error:
             self.problem = f"cannot prepare {self.path}: {error}"
         if self.problem is not None:
@@ -223,7 +231,12 @@ class Agent:
                     os.chown(self.path, -1, next(iter(self.allow_gids)))
                 except OSError as error:
                     mode = 0o600
-                    logger.warning("memsync agent: cannot give %s to group: %s", self.path, error)
+                    logger.error(
+                        "memsync agent: cannot give %s to group %s (%s): only the app's user "
+                        "can reach it; make the app's user a member of that group "
+                        "(usermod -aG) and restart the app",
+                        self.path, next(iter(self.allow_gids)), error,
+                    )  # fmt: skip
             os.chmod(self.path, mode)
             server.listen(128)  # waiting connections cost the app no descriptor
         except OSError as error:
@@ -260,7 +273,11 @@ class Agent:
                 try:  # the group's peers reach the socket through it
                     os.chown(directory, -1, next(iter(self.allow_gids)))
                 except OSError as error:
-                    logger.warning("memsync agent: cannot give %s to group: %s", directory, error)
+                    logger.error(
+                        "memsync agent: cannot give %s to group %s (%s): make the app's user a "
+                        "member of that group (usermod -aG) and restart the app",
+                        directory, next(iter(self.allow_gids)), error,
+                    )  # fmt: skip
 
     @staticmethod
     def _unsafe_directory(directory: Path) -> str | None:
@@ -298,16 +315,23 @@ class Agent:
         probe.settimeout(2.0)
         try:
             probe.connect(str(self.path))
+            pid = _peer(probe)[0]
         except ConnectionRefusedError:
             if info.st_uid != os.getuid():
                 return f"{self.path} is a dead socket of uid {info.st_uid}; remove it"
             self.path.unlink()  # nobody listens on our own socket: left by a crashed app
             return None
         except OSError as error:
-            return f"{self.path} cannot be probed ({error.strerror or error}); move it aside"
+            return (
+                f"{self.path} (uid {info.st_uid}) cannot be probed ({error.strerror or error}): "
+                "move it aside"
+            )
         finally:
             probe.close()
-        return f"another live process serves {self.path} (uid {info.st_uid})"
+        return (
+            f"another live process serves {self.path} (pid {pid}, uid {info.st_uid}): give "
+            "each deployment's app its own socket path (attach(memory, socket_path))"
+        )
 
     def close(self) -> None:
         """Stop serving, resume app writes, remove the socket (if it is still ours). Idempotent."""

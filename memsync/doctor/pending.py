@@ -16,6 +16,7 @@ from memsync.stores.agent_client import (
     AgentRefusedError,
     agent_socket_for,
     find_agent,
+    sockets_hidden,
     why_no_agent,
 )
 from memsync.stores.vector_store import vector_store_for
@@ -80,6 +81,11 @@ def probe_route(config: Config) -> DoctorResult:
         message = f"nobody holds the store: writes go to it directly{app}"
         return DoctorResult(code="write-route", status=OK, path=path, message=message)
     why = why_no_agent(agent_socket_for(config))
+    if why is None and config.app.agent_socket is None and sockets_hidden(holder.pid):
+        why = (
+            f"memsync (uid {os.getuid()}) cannot see which sockets pid {holder.pid} listens on: "
+            "if the app attaches the agent, set [app] agent_socket to its path"
+        )
     because = "" if why is None else f" ({why})"
     if config.app.window:
         return DoctorResult(

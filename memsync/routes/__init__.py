@@ -54,9 +54,10 @@ logger = structlog.get_logger(__name__)
 
 EXITING_HOLDER_WAIT_S = 2.0
 NO_ROUTE_HINT = (
-    "attach memsync.agent in the app, or set [app] stop_command and start_command, or stop "
-    "the app and run again (docs/how-to/maintenance-while-the-app-runs.md); a queued forget, "
-    "erase or prune is applied by memsync job apply-pending (memsync pending apply)"
+    "attach memsync.agent in the app (memsync running as another user than the app: also set "
+    "[app] agent_socket), or set [app] stop_command and start_command, or stop the app and run "
+    "again (docs/how-to/maintenance-while-the-app-runs.md); a queued forget, erase or prune is "
+    "applied by memsync job apply-pending (memsync pending apply)"
 )
 
 

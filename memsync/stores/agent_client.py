@@ -113,8 +113,9 @@ class AgentRefusedError(UnavailableError):
             else "root or the app's user"
         )
         first = first or (
-            f"add one of these groups to the app's attach(memory, allow_gids=[{gid}]) (or "
-            f"allow_uids=[{os.getuid()}]) and restart the app"
+            f"add a group of memsync's to the app's attach(memory, allow_gids=[{gid}]), with "
+            f"the app's user a member of it (usermod -aG), or allow_uids=[{os.getuid()}], "
+            "and restart the app"
         )
         super().__init__(
             f"{where} refused memsync (uid {os.getuid()} ({_user(os.getuid())}), groups "
@@ -150,7 +151,8 @@ class AgentRefusedError(UnavailableError):
                 f": {path.parent} cannot be entered (permission denied)",
                 None,
                 f"let one of these groups enter {path.parent} (its group, mode 0750), and "
-                f"add it to the app's attach(memory, allow_gids=[{os.getgid()}])",
+                f"add it to the app's attach(memory, allow_gids=[{os.getgid()}]), with the "
+                "app's user a member of it (usermod -aG)",
             )
         mode = stat.S_IMODE(found.st_mode)
         return cls(
@@ -410,6 +412,17 @@ def _holder_sockets(pid: int) -> list[Path]:
     return sorted(Path(p) for p in paths if Path(p).name == SOCKET_NAME)
 
 
+def sockets_hidden(pid: int) -> bool:
+    """Whether memsync may not see which sockets process ``pid`` listens on (another user's)."""
+    try:
+        psutil.Process(pid).net_connections(kind="unix")
+    except psutil.AccessDenied:
+        return True
+    except (psutil.Error, OSError):
+        return False
+    return False
+
+
 def agent_socket_for(config: Config, holder_pid: int | None = None) -> Path | None:
     """The agent socket to try: ``[app] agent_socket``, else the store holder's. Reads only.
 
@@ -479,7 +492,12 @@ def why_no_agent(path: Path | None) -> str | None:
         try:
             probe.connect(str(path))
         except ConnectionRefusedError:
-            return f"nobody listens on {path}: the app stopped or crashed without removing it"
+            return (
+                f"nobody listens on {path} (a socket of uid {info.st_uid}): the app stopped "
+                "without removing it (its next start replaces it), or it is another user's "
+                "and the app's attach serves nothing while it is there (remove it, then restart "
+                "the app)"
+            )
         except OSError:
             return None
         finally:

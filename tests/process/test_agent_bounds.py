@@ -172,3 +172,38 @@ def test_a_bad_request_reply_carries_the_request_id() -> None:
         assert [r["id"] for r in replies] == ["a1", 7, "a3"]
         assert {r["error"]["type"] for r in replies} == {"bad-request"}
         app.stop()
+
+
+def test_a_peer_that_never_reads_its_replies_stalls_no_one_and_is_cut_off() -> None:
+    with OwnUidApp({"request_deadline_s": 2.0}) as app:
+        alone = _agent_sockets(app)  # the listening socket
+        with _connections(app.socket, 1) as (silent,):
+            hello = b'{"v": 1, "id": 1, "op": "hello"}\n'
+            silent.sendall(hello * 3000)  # ~100 KB of requests; it never reads a reply
+            started = time.monotonic()
+            with AgentClient.connect(app.socket, timeout_s=5.0) as client:  # not stuck behind it
+                assert client.hello["pid"] == app.pid
+            assert time.monotonic() - started < 1.0
+            deadline = time.monotonic() + 8
+            while _agent_sockets(app) > alone:  # the silent peer's connection goes
+                assert time.monotonic() < deadline, "the peer that never read was never cut off"
+                time.sleep(0.1)
+        stats = app.stop()
+    assert stats["failures"] == 0, stats["errors"]
+    assert stats["slowest_write_s"] < 0.5, stats
+
+
+def test_an_expensive_request_is_refused_before_it_costs_the_app() -> None:
+    with OwnUidApp() as app:
+        started = time.monotonic()
+        with AgentClient.connect(app.socket) as client, pytest.raises(AgentError) as refused:
+            conditions = [{"user_id": str(n)} for n in range(15_000)]  # a filter, not a scope
+            client.call("search", text="x", filters={"user_id": "carol", "OR": conditions})
+        assert refused.value.kind == "bad-request" and "scope" in str(refused.value)
+        with AgentClient.connect(app.socket) as client, pytest.raises(AgentError) as bomb:
+            client.call("hello", pad=[[] for _ in range(1_000_000)])  # under 4 MiB
+        assert "JSON arrays and objects" in str(bomb.value)
+        assert time.monotonic() - started < 5.0  # mostly this process building the bomb
+        stats = app.stop()
+    assert stats["failures"] == 0, stats["errors"]
+    assert stats["slowest_write_s"] < 0.5, stats

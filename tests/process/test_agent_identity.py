@@ -6,6 +6,7 @@ or the test's own mem0 ``Memory`` with ``attach`` when only the socket's path is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -13,6 +14,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,15 @@ PEER = (
 )
 
 pytestmark = pytest.mark.skipif(os.getuid() != 0, reason="peers of other uids need root")
+
+
+def _sockets_of(pid: int) -> int:
+    """How many sockets process ``pid`` has open (the agent's listener and connections)."""
+    found = 0
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            found += os.readlink(f"/proc/{pid}/fd/{name}").startswith("socket:")
+    return found
 
 
 def _peer(sock: Path, *requests: dict[str, Any], groups: list[int]) -> list[Any]:
@@ -202,3 +213,58 @@ def test_an_app_whose_socket_path_holds_a_stray_file_starts_and_doctor_says_why(
         assert "logger memsync.agent" in route["fix"]
         assert app.stop()["failures"] == 0
     assert stray.read_text() == "an operator's notes\n"
+
+
+def test_a_directory_above_the_socket_that_others_may_write_is_refused(
+    deployment: Any, tmp_path: Path
+) -> None:
+    above = tmp_path / "shared"
+    (above / "run").mkdir(parents=True)
+    os.chmod(above, 0o777)  # whoever may rename "run" may put another directory in its place
+    os.chmod(above / "run", 0o700)
+    agent = attach(deployment.memory, above / "run" / "memsync-agent.sock")
+    try:
+        assert not agent.serving
+        assert f"{above} (mode 777) may be written by others" in str(agent.problem)
+    finally:
+        agent.close()
+
+
+def test_other_uids_cannot_take_the_slots_kept_for_root_and_the_apps_user(
+    deployment: Any, run_dir: Path
+) -> None:
+    deployment.close()
+    sock = run_dir / "run" / "memsync-agent.sock"
+    readers = [PEER_UID, PEER_UID + 1]
+    holders = []
+    with AppProcess(deployment.paths.root, agent=sock, quiet_writes=True,
+                    agent_options={"allow_read_uids": readers}) as app:  # fmt: skip
+        for uid in readers:  # each takes every slot it may: 4 connections per uid
+            holders.append(subprocess.Popen(
+                [PYTHON, "-I", "-c",
+                 "import socket, sys, time\n"
+                 "held = []\n"
+                 "for _ in range(4):\n"
+                 "    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); held.append(s)\n"
+                 "print('holding', flush=True)\n"
+                 "time.sleep(30)\n",
+                 str(sock)],
+                stdout=subprocess.PIPE, text=True, user=uid, group=uid, extra_groups=[],
+                cwd="/",
+            ))  # fmt: skip
+        try:
+            for holder in holders:
+                assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+            deadline = time.monotonic() + 5  # the agent serves 6 of their 8 (2 kept), or all 8
+            while _sockets_of(app.pid) < 1 + 6:
+                assert time.monotonic() < deadline, _sockets_of(app.pid)
+                time.sleep(0.02)
+            from memsync.stores.agent_client import AgentClient
+
+            with AgentClient.connect(sock, timeout_s=5.0) as client:  # root: a kept slot
+                assert client.hello["pid"] == app.pid
+        finally:
+            for holder in holders:
+                holder.kill()
+                holder.wait()
+        assert app.stop()["failures"] == 0

@@ -327,3 +327,19 @@ def test_a_refusal_sent_before_hello_is_read_after_the_broken_pipe(tmp_path: Pat
     assert f"agent at {path} refused memsync (uid 0 (root)" in refused.value.message
     assert refused.value.message.endswith(": it allows uids [999] and gids [7]")
     assert "allow_gids=[0]" in (refused.value.hint or "")
+
+
+def test_memsync_as_another_user_is_told_to_name_the_socket_it_cannot_see(
+    shared_deployment: build.Paths,
+) -> None:
+    paths = shared_deployment
+    sock = _socket(paths)
+    text = paths.config.read_text()
+    paths.config.write_text(text.replace(f'agent_socket = "{sock}"', ""))  # found by /proc only
+    with AppProcess(paths.root, agent=sock, quiet_writes=True) as app:
+        doctor = _memsync_as_nobody(paths, "doctor", "--json")
+        results = {r["code"]: r for r in json.loads(doctor.stdout)["results"]}
+        route = results["write-route"]
+        assert "memsync (uid 65534) cannot see which sockets" in route["message"], route
+        assert "set [app] agent_socket" in route["message"]
+        assert app.stop()["failures"] == 0
