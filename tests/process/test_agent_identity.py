@@ -172,7 +172,7 @@ def test_another_users_live_socket_is_never_removed(deployment: Any, run_dir: Pa
     listener = subprocess.Popen(
         [PYTHON, "-I", "-c",
          "import socket, sys, time\n"
-         "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1)\n"
+         "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(16)\n"
          "print('listening', flush=True); time.sleep(60)\n",
          str(sock)],
         stdout=subprocess.PIPE, text=True, user=PEER_UID, group=PEER_UID, extra_groups=[],
