@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
-from memsync import jobs, state
+from memsync import jobs, repository, state
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.model import DoctorResult
 from memsync.stores import snapshots
+from memsync.stores.vector_store import vector_store_for
 
 SNAPSHOT_MAX_AGE_S = 36 * 3600
 
@@ -34,7 +36,7 @@ def probe_last_snapshot(config: Config, now: datetime) -> DoctorResult:
             fix="run memsync as the app's user, or give its group access (UMask=0007)",
         )
     if not complete:
-        return DoctorResult(
+        return _only_remote(config, directory, now) or DoctorResult(
             code="last-snapshot",
             status=WARNING,
             path=str(directory),
@@ -49,6 +51,51 @@ def probe_last_snapshot(config: Config, now: datetime) -> DoctorResult:
         path=str(newest.path),
         message=f"newest snapshot {newest.id} is {age / 3600:.1f} hours old",
         fix="memsync snapshot create" if age > SNAPSHOT_MAX_AGE_S else None,
+    )
+
+
+def _only_remote(config: Config, directory: object, now: datetime) -> DoctorResult | None:
+    """``last-snapshot`` when none is local but the bucket holds some (a lost disk); else None.
+
+    Lists the bucket (a manifest read per snapshot). The fix is ``restore latest`` when a store
+    is missing, else ``snapshot create`` (the bucket's copies stay where they are).
+    """
+    if config.s3 is None:
+        return None
+    try:
+        found = [e for e in repository.remote(config).list() if e.complete]
+    except Exception:  # noqa: BLE001 - the bucket's own results (s3-*) say what is wrong
+        return None
+    if not found:
+        return None
+    verified = [e for e in found if e.is_verified]
+    newest = max(verified or found, key=lambda entry: entry.created_at)
+    age = (now - newest.created_at).total_seconds() / 3600
+    location = vector_store_for(config).location
+    missing = [
+        str(path)
+        for path in (location, config.history_db_path)
+        if path is not None and not Path(path).exists()
+    ]
+    what = f"{'verified ' if newest.is_verified else ''}snapshot {newest.id}, {age:.1f} hours old"
+    if missing:
+        return DoctorResult(
+            code="last-snapshot",
+            status=ERROR,
+            path=str(directory),
+            message=f"{', '.join(missing)} missing and no snapshot here; the bucket holds "
+            f"{len(found)}, the newest {what}",
+            fix="memsync restore latest (it fetches the newest verified snapshot from the bucket)"
+            if newest.is_verified
+            else f"memsync restore s3://{newest.id} (none in the bucket passed verification, "
+            "which restore latest needs)",
+        )
+    return DoctorResult(
+        code="last-snapshot",
+        status=WARNING,
+        path=str(directory),
+        message=f"no complete snapshot here; the bucket holds {len(found)}, the newest {what}",
+        fix="memsync snapshot create (a local one for a fast restore)",
     )
 
 

@@ -144,3 +144,27 @@ def test_stale_incomplete_uploads_are_counted_with_their_snapshot_age(
     assert stale["message"].startswith("1 incomplete multipart upload(s) older than a day")
     assert "20200101T000000Z/history.db" in stale["message"] and fresh not in stale["message"]
     assert "--pending-only" in stale["fix"]
+
+
+def test_after_a_lost_disk_doctor_points_at_the_bucket_and_its_fix_restores(
+    make_deployment, s3_endpoint, bucket
+):
+    import shutil
+
+    deployment = make_deployment(count=10, extra_config=s3_section(s3_endpoint, bucket, PREFIX))
+    deployment.close()
+    made = run_memsync("snapshot", "create", "--upload", "--config", str(deployment.config))
+    assert made.returncode == 0, made.stderr
+    # the disk is lost: the stores and the local snapshots are gone, the bucket is not
+    shutil.rmtree(deployment.paths.qdrant)
+    deployment.paths.history_db.unlink()
+    shutil.rmtree(deployment.paths.root / "snapshots")
+    _code, _results, report = doctor(deployment)
+    (last,) = [r for r in report["results"] if r["code"] == "last-snapshot"]
+    assert last["status"] == "error", last
+    assert "the bucket holds 1" in last["message"] and "hours old" in last["message"], last
+    snapshot_id = made.stdout.split()[1].rstrip(":")
+    assert last["fix"].startswith(f"memsync restore s3://{snapshot_id}"), last  # none verified
+    restored = run_memsync("restore", f"s3://{snapshot_id}", "--config", str(deployment.config))
+    assert restored.returncode == 0, restored.stderr
+    assert run_memsync("check", "--config", str(deployment.config)).returncode == 0
