@@ -14,6 +14,7 @@ from memsync.config import Config
 from memsync.errors import ExitCode, UsageError
 from memsync.restore import to_dir
 from memsync.snapshot import choose
+from memsync.stores.manifest_schema import id_time
 
 HELP = "verify a snapshot, then replace both stores with it (old files moved aside, never deleted)"
 
@@ -85,9 +86,11 @@ def run(args: argparse.Namespace) -> int:
         if_empty=args.if_empty,
         before=before,
     )
+    age_s = _age_s(done.snapshot_id)
     document: dict[str, Any] = {
         "command": "restore",
         "snapshot_id": done.snapshot_id,
+        "snapshot_age_s": age_s,
         "chosen": done.chosen.to_json() if done.chosen else None,
         "dry_run": done.dry_run,
         "skipped": done.skipped,
@@ -100,8 +103,29 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         render.emit_json(document)
     else:
-        render.emit_text(_chosen_line(done.chosen) + _text(done))
+        render.emit_text(_chosen_line(done.chosen) + _text(done) + _age_line(age_s, done))
     return int(ExitCode.OK)
+
+
+def _age_s(snapshot_id: str) -> float | None:
+    """Seconds since the snapshot was taken (by its id's UTC time); None for an odd id."""
+    try:
+        return round((datetime.now(UTC) - id_time(snapshot_id)).total_seconds(), 1)
+    except ValueError:
+        return None
+
+
+def _age_line(age_s: float | None, done: restore.Restored) -> str:
+    """What the restored pair may lack: the app's writes since the snapshot was taken."""
+    if age_s is None or done.skipped:
+        return ""
+    hours = age_s / 3600
+    when = f"{hours:.1f} hours" if hours >= 1 else f"{age_s / 60:.0f} minutes"
+    verb = "would lack" if done.dry_run else "lacks"
+    return (
+        f"\nthe snapshot was taken {when} ago: the restored deployment {verb} what the app "
+        "wrote since then"
+    )
 
 
 def _run_to(args: argparse.Namespace, config: Config, before: datetime | None) -> int:

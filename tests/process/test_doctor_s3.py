@@ -167,4 +167,5 @@ def test_after_a_lost_disk_doctor_points_at_the_bucket_and_its_fix_restores(
     assert last["fix"].startswith(f"memsync restore s3://{snapshot_id}"), last  # none verified
     restored = run_memsync("restore", f"s3://{snapshot_id}", "--config", str(deployment.config))
     assert restored.returncode == 0, restored.stderr
+    assert "the snapshot was taken " in restored.stdout and " ago: " in restored.stdout
     assert run_memsync("check", "--config", str(deployment.config)).returncode == 0
