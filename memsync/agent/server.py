@@ -78,6 +78,31 @@ def _open_fds() -> int:
         return 0
 
 
+def unsafe_directory(directory: Path, owner: int) -> str | None:
+    """Why another uid than ``owner`` could replace a socket in ``directory``, or None.
+
+    The directory and every directory above it, and every symbolic link on the way: each
+    owned by root or ``owner``, none writable by others without the sticky bit (whoever may
+    rename an ancestor may put another directory, and socket, in its place). ``attach``
+    refuses such a directory (``owner``: the app's uid); memsync's doctor says so.
+    """
+    path = Path(os.path.abspath(directory))
+    for step in [path, *path.parents]:
+        link = os.lstat(step)
+        if stat.S_ISLNK(link.st_mode) and link.st_uid not in (0, owner):
+            return f"{step} is a symbolic link of uid {link.st_uid}, who could re-point it"
+        info = os.stat(step)
+        if info.st_uid not in (0, owner):
+            return f"{step} belongs to uid {info.st_uid}, who could replace the socket"
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            return (
+                f"{step} (mode {stat.S_IMODE(info.st_mode):o}) may be written by others "
+                "without the sticky bit: anyone could replace the socket; use a directory "
+                "only the app's user can write (systemd RuntimeDirectory=)"
+            )
+    return None
+
+
 @dataclasses.dataclass(eq=False)
 class _Peer:
     """One connection: its socket, peer identity, unread bytes, the clocks that bound it.
@@ -97,6 +122,11 @@ class _Peer:
     dropped: int = 0
     outbox: bytearray = dataclasses.field(default_factory=bytearray)
     stalled_since: float | None = None  # replies waiting for the peer to read them since
+
+    @property
+    def request_limit(self) -> int:
+        """The longest request line this peer may send (bytes)."""
+        return READ_ONLY_REQUEST_BYTES if self.read_only else MAX_REQUEST_BYTES
 
 
 class Agent:
@@ -204,7 +234,7 @@ class Agent:
         """
         try:
             self._make_directory(self.path.parent)
-            self.problem = self._unsafe_directory(self.path.parent) or self._path_taken()
+            self.problem = unsafe_directory(self.path.parent, os.getuid()) or self._path_taken()
             shared = os.stat(self.path.parent).st_mode & 0o022
             if self.problem is None and shared:  # sticky (as /tmp): safe, but not private
                 logger.warning(
@@ -278,30 +308,6 @@ class Agent:
                         "member of that group (usermod -aG) and restart the app",
                         directory, next(iter(self.allow_gids)), error,
                     )  # fmt: skip
-
-    @staticmethod
-    def _unsafe_directory(directory: Path) -> str | None:
-        """Why another uid could replace the socket in ``directory``, or None.
-
-        The directory and every directory above it, and every symbolic link on the way: each
-        owned by root or the app's user, none writable by others without the sticky bit
-        (whoever may rename an ancestor may put another directory, and socket, in its place).
-        """
-        path = Path(os.path.abspath(directory))
-        for step in [path, *path.parents]:
-            link = os.lstat(step)
-            if stat.S_ISLNK(link.st_mode) and link.st_uid not in (0, os.getuid()):
-                return f"{step} is a symbolic link of uid {link.st_uid}, who could re-point it"
-            info = os.stat(step)
-            if info.st_uid not in (0, os.getuid()):
-                return f"{step} belongs to uid {info.st_uid}, who could replace the socket"
-            if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
-                return (
-                    f"{step} (mode {stat.S_IMODE(info.st_mode):o}) may be written by others "
-                    "without the sticky bit: anyone could replace the socket; use a directory "
-                    "only the app's user can write (systemd RuntimeDirectory=)"
-                )
-        return None
 
     def _path_taken(self) -> str | None:
         """Remove a stale socket of ours at the path; say why the path cannot be used, or None."""
@@ -524,7 +530,7 @@ class Agent:
             data = b""
         if not data:
             if peer.oversized:  # the peer stopped sending inside an oversized request
-                message = f"request over {MAX_REQUEST_BYTES} bytes"
+                message = f"request over {peer.request_limit} bytes"
                 self._reply(peer.connection, None, error=("bad-request", message))
             self._drop(selector, peers, peer)
             return
@@ -540,7 +546,7 @@ class Agent:
         self._buffered += len(data)
         if not self._lines(selector, peers, peer):
             return
-        if len(peer.buffer) >= (READ_ONLY_REQUEST_BYTES if peer.read_only else MAX_REQUEST_BYTES):
+        if len(peer.buffer) >= peer.request_limit:
             peer.oversized = True
             peer.dropped = len(peer.buffer)
             self._buffered -= len(peer.buffer)
@@ -568,7 +574,7 @@ class Agent:
             self._buffered -= end + 1
             peer.seen = time.monotonic()
             peer.line_started = time.monotonic() if peer.buffer else None
-            if len(line) >= (READ_ONLY_REQUEST_BYTES if peer.read_only else MAX_REQUEST_BYTES):
+            if len(line) >= peer.request_limit:
                 self._oversized(selector, peers, peer)
                 return False
             self._current = peer
@@ -608,9 +614,9 @@ class Agent:
 
     def _oversized(self, selector: selectors.BaseSelector, peers: list[_Peer], peer: _Peer) -> None:
         logger.warning(
-            "memsync agent: request over %s bytes from pid %s", MAX_REQUEST_BYTES, peer.pid
+            "memsync agent: request over %s bytes from pid %s", peer.request_limit, peer.pid
         )
-        message = f"request over {MAX_REQUEST_BYTES} bytes"
+        message = f"request over {peer.request_limit} bytes"
         self._reply(peer.connection, None, error=("bad-request", message))
         self._drop(selector, peers, peer)
 

@@ -30,6 +30,7 @@ import psutil
 import structlog
 
 from memsync.agent.protocol import PROTOCOL, SOCKET_NAME
+from memsync.agent.server import unsafe_directory
 from memsync.config import Config
 from memsync.errors import TryLaterError, UnavailableError
 from memsync.model import HistoryEvent
@@ -503,16 +504,11 @@ def why_no_agent(path: Path | None) -> str | None:
         finally:
             probe.close()
         return None
-    try:
-        parent = os.stat(directory)
+    try:  # the app's own rule; its uid unknown here, the directory's owner stands for it
+        unsafe = unsafe_directory(directory, os.stat(directory).st_uid)
     except OSError:
         return None
-    if parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX:
-        return (
-            f"{directory} may be written by others without the sticky bit: the app's attach "
-            "refuses to serve there (make it writable by the app's user only)"
-        )
-    return None
+    return None if unsafe is None else f"the app's attach refuses to serve there: {unsafe}"
 
 
 def find_agent(
