@@ -9,7 +9,7 @@ WHEEL_VENV := build/wheel-venv
 WHEEL_STAMP := $(WHEEL_VENV)/.memsync-installed
 SOURCES := $(shell find memsync -name '*.py' -o -name py.typed)
 
-.PHONY: demo check test lint bench clean venv wheel app-envs
+.PHONY: demo check test lint bench clean venv wheel app-envs tools
 
 venv: $(STAMP)
 
@@ -34,6 +34,14 @@ $(WHEEL_STAMP): $(STAMP) $(SOURCES) pyproject.toml README.md requirements/constr
 app-envs: $(STAMP)
 	$(PY) -m tests.helpers.app_envs
 
+# Tools from the distribution the tests run: Prometheus' promtool checks the shipped alert rules
+# (Debian's prometheus package, about 35 s; only when promtool is missing).
+tools:
+	@command -v promtool >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	  else echo "make tools: promtool is missing: install Debian's prometheus package (apt-get install prometheus) as root" >&2; exit 1; fi; }
+
 demo: $(STAMP)
 	$(PY) -m memsync.demo
 
@@ -53,7 +61,7 @@ lint: $(STAMP)
 # Every tier, in parallel: most tests wait on processes, servers and timeouts, not on the CPU,
 # so 4 workers on 2 cores pay off (tests/README.md). TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 4
-test: lint wheel app-envs
+test: lint wheel app-envs tools
 	MEMSYNC_WHEEL_VENV=$(WHEEL_VENV) MEMSYNC_TEST_REQUIRE=wheel $(VENV)/bin/pytest -q \
 		-n $(TEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 

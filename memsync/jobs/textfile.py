@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from memsync import findings
 from memsync.jobs.health import JobsVerdict, QueueFigures
 from memsync.jobs.schedule import parse
 
@@ -108,8 +109,11 @@ def _summaries(records: Mapping[str, Any], names: list[str]) -> list[str]:
     by_code = summaries.get("check", {}).get("findings_by_code", {})
     lines = _gauge(
         "memsync_findings",
-        "Findings of the last check, by code.",
-        [(f'{{code="{code}"}}', count) for code, count in sorted(by_code.items())],
+        "Findings of the last check, by code and severity (error: check exits 3).",
+        [
+            (f'{{code="{code}",severity="{_severity(code)}"}}', count)
+            for code, count in sorted(by_code.items())
+        ],
     )
     size = summaries.get("snapshot", {}).get("size_bytes")
     if isinstance(size, int):
@@ -129,6 +133,14 @@ def _summaries(records: Mapping[str, Any], names: list[str]) -> list[str]:
     if "verify" in names:
         lines += _verify_gauges(summaries["verify"])
     return lines
+
+
+def _severity(code: str) -> str:
+    """The registry's severity of a finding code; ``unknown`` for a code this memsync lacks."""
+    try:
+        return findings.spec(code).severity.value
+    except KeyError:
+        return "unknown"
 
 
 def _verify_gauges(summary: Mapping[str, Any]) -> list[str]:

@@ -353,7 +353,7 @@ def test_status_exits_3_when_a_job_is_failing_and_writes_a_textfile(make_deploym
         text = textfile.read_text()
         assert (
             'memsync_job_failing{job="check"} 1' in text
-            and 'memsync_findings{code="orphan-point"} 1' in text
+            and 'memsync_findings{code="orphan-point",severity="error"} 1' in text
         )
     finally:
         assert stop(process)[0] == 0
