@@ -7,51 +7,44 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
 import threading
 import uuid
 from collections.abc import Callable, Sequence
 
-import structlog
-
-from memsync import __version__, log
-from memsync.cli import check as check_command
-from memsync.cli import config as config_command
-from memsync.cli import daemon as daemon_command
-from memsync.cli import doctor as doctor_command
-from memsync.cli import forget as forget_command
-from memsync.cli import migrate as migrate_command
-from memsync.cli import pending as pending_command
-from memsync.cli import reconcile as reconcile_command
-from memsync.cli import recover as recover_command
-from memsync.cli import render
-from memsync.cli import repair_meta as repair_meta_command
-from memsync.cli import restore as restore_command
-from memsync.cli import review as review_command
-from memsync.cli import snapshot as snapshot_command
-from memsync.cli import tune as tune_command
+from memsync import __version__
 from memsync.errors import EXIT_CODE_TABLE, ExitCode, MemsyncError
 
-logger = structlog.get_logger(__name__)
-
 EPILOG = "exit status:\n" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODE_TABLE)
-COMMANDS = (
-    check_command,
-    doctor_command,
-    snapshot_command,
-    restore_command,
-    recover_command,
-    migrate_command,
-    reconcile_command,
-    forget_command,
-    pending_command,
-    review_command,
-    daemon_command,
-    config_command,
-    tune_command,
-    repair_meta_command,
-)
+# Each command: the module under memsync.cli that registers it, and its line in `memsync --help`.
+# Only the module of the command being run is imported (`memsync --version` and `--help` import
+# none); tests/unit/test_cli_parser.py checks this table against what the modules register.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("check", "check", "prove that vectors and history agree (reads only; exit 3 on error findings)"),
+    ("doctor", "doctor", "health check of paths, mounts, locks, SQLite files, versions and a check summary"),
+    ("snapshot", "snapshot", "capture both stores into one dated, verified snapshot; upload, list, verify, prune"),
+    ("restore", "restore", "verify a snapshot, then replace both stores with it (old files moved aside, never deleted)"),
+    ("recover", "recover", "bring back through mem0 the memories of a user, agent, run or ids that a snapshot holds and were deleted since (same ids, vectors and payloads); everything else is left"),
+    ("migrate", "migrate", "copy every memory (same ids and payloads) into the vector store and embedder that NEW.toml names, re-embedding when the embedder changes, while the app runs; then verify the target; with --switch, move the app onto it"),
+    ("reconcile", "reconcile", "plan and apply the repairs check's findings call for (tombstones win; nothing invented)"),
+    ("forget", "forget", "delete memories through mem0 (ids or a whole user/agent/run), then prove them gone"),
+    ("prune", "forget", "delete through mem0 every memory whose expiration_date has passed"),
+    ("pending", "pending", "the forget, erase and prune requests queued while no route could write (list, apply)"),
+    ("review", "review", "the memories last confirmed longest ago, with where they came from (reads only)"),
+    ("confirm", "review", "stamp confirmed_at on memories through mem0 (a metadata change)"),
+    ("audit", "review", "memories added or changed recently, flagging text that did not come from the user"),
+    ("export-context", "review", "a user's live memories with their confirmed dates, ready for a prompt"),
+    ("daemon", "daemon", "run check, prune, snapshot, retention and verify on the [daemon] schedule (a systemd service)"),
+    ("job", "daemon", "run one daemon job now and record it as the daemon would (check, prune, snapshot, retention, verify, apply-pending)"),
+    ("status", "daemon", "the daemon's jobs and the queue: last success, outcome, reason, next run; exit 3 when a job is overdue or failing"),
+    ("config", "config", "validate the configuration (every problem at once, exit 10) or show the effective one"),
+    ("tune", "tune", "switch history.db and every storage.sqlite to WAL mode (or back), through a safe route"),
+    ("repair-meta", "repair_meta", "rewrite an embedded store's meta.json without the unset keys the app's qdrant-client refuses (a snapshot first; the old file kept)"),
+)  # fmt: skip
+# Options of the top level that take a value: the word after them is never the command.
+_VALUED_OPTIONS = ("--config", "--log-level", "--log-format")
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -84,8 +77,35 @@ def common_options() -> argparse.ArgumentParser:
     return parent
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the full parser with one subcommand per command module."""
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs: the first word that names one, skipping options' values.
+
+    None when there is none, or when ``-h``/``--help``/``--version`` comes first (the top level
+    answers those).
+    """
+    names = {command for command, _, _ in COMMANDS}
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in ("-h", "--help", "--version", "--"):
+            return None
+        elif word in _VALUED_OPTIONS:
+            skip = True
+        elif word in names:
+            return word
+        elif not word.startswith("-"):
+            return None  # not a command: argparse says so
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """Return the parser with a subcommand per command.
+
+    With ``argv``, only the module of the command it runs is imported and its subcommands built
+    in full; every other command is a bare entry (its name and help line), so ``--version``,
+    ``--help`` and a usage error import no command at all. ``argv`` None builds them all.
+    """
     common = common_options()
     parser = argparse.ArgumentParser(
         prog="memsync",
@@ -96,14 +116,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"memsync {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMANDS:
-        module.register(subparsers, common, EPILOG)
+    if argv is None:
+        wanted = list(dict.fromkeys(module for _, module, _ in COMMANDS))
+    else:
+        chosen = chosen_command(argv)
+        wanted = [module for command, module, _ in COMMANDS if command == chosen]
+    for module in wanted:
+        importlib.import_module(f"memsync.cli.{module}").register(subparsers, common, EPILOG)
+    for command, _, text in COMMANDS:
+        if command not in subparsers.choices:
+            subparsers.add_parser(command, help=text, add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one memsync command and return its exit status (see ``memsync --help``)."""
-    parser = build_parser()
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(arguments)
     for stream in (sys.stdout, sys.stderr):  # never die on a character the terminal lacks
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
@@ -127,6 +156,12 @@ def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_request:  # argparse: --help, --version, usage errors
         return int(exit_request.code or 0)
+    import structlog  # after parsing: --help, --version and usage errors need none of these
+
+    from memsync import log
+    from memsync.cli import render
+
+    logger = structlog.get_logger(__name__)
     as_json = bool(getattr(args, "json", False))
     args.json = as_json
     default_level = getattr(args, "default_log_level", "warning")  # the daemon logs each job: info

@@ -335,3 +335,16 @@ def test_doctor_flags_an_app_that_sees_another_tmp(deployment, cli, tmp_path):
     mismatches = [r for r in result.json()["results"] if r["code"] == "private-tmp-mismatch"]
     assert result.code == 3
     assert len(mismatches) == 1 and "another mount namespace" in mismatches[0]["message"]
+
+
+def test_version_and_help_import_no_command():
+    probe = (
+        "import sys; from memsync.cli import main; "
+        "codes = [main(['--version']), main(['--help'])]; "
+        "print(codes, sorted(m for m in sys.modules if m.startswith('memsync')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    last = result.stdout.strip().splitlines()[-1]
+    assert last == "[0, 0] ['memsync', 'memsync.cli', 'memsync.errors']", result.stdout
