@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,44 @@ def test_reconcile_migrate_and_restore_leave_the_app_reading_every_memory(
     result = cli("restore", created.json()["id"], "--force", "--json", config=config)
     assert result.code == 0, result.err
     assert_reads(app, seeded, set())  # the snapshot of the seeded deployment, whole
+
+
+@SLOW
+@pytest.mark.parametrize("version", VERSIONS)
+def test_confirm_and_a_text_update_keep_the_memorys_metadata(
+    built: None, tmp_path: Path, cli: Any, version: str
+) -> None:
+    """The two updates whose call differs by version (``ops._update``): ``confirm`` (metadata
+    alone) and reconcile's text update of a point older than its history."""
+    app = App(tmp_path / "deployment", version)
+    ids = app.run(("seed", "6"))[0]["ids"]
+    seeded = app.read()
+    config = app.config
+
+    result = cli("confirm", ids[0], "--json", config=config)
+    assert result.code == 0, result.err
+    assert result.json()["route"] == "direct" and result.json()["confirmed"] == [ids[0]]
+    assert_reads(app, seeded, set())
+    stamped = app.read()[ids[0]]["metadata"] or {}
+    assert datetime.fromisoformat(stamped["confirmed_at"]) == datetime.fromisoformat(
+        result.json()["confirmed_at"]
+    ), stamped
+
+    older = tmp_path / "qdrant-older"  # the point as it was; history then moves on
+    shutil.copytree(app.qdrant, older)
+    app.run(("update", ids[1], "moved to Tromsø"))
+    shutil.rmtree(app.qdrant)
+    shutil.copytree(older, app.qdrant)
+    report = cli("check", "--json", config=config)
+    assert ("text-mismatch", ids[1]) in {
+        (f["code"], f.get("memory_id")) for f in report.json()["findings"]
+    }, report.out
+    result = cli("reconcile", "--no-snapshot", "--json", config=config)
+    assert result.code == 0, result.err
+    assert "update-point" in [a["kind"] for a in result.json()["actions"]]
+    assert cli("check", config=config).code == 0
+    expected = {**seeded, ids[1]: {**seeded[ids[1]], "memory": "moved to Tromsø"}}
+    assert_reads(app, expected, set())  # the new text, its topic kept (mem0 before 2.0.7 drops it)
 
 
 @SLOW
