@@ -251,6 +251,40 @@ def test_a_write_with_no_known_interpreter_is_refused_and_touches_nothing(
     assert set(app.read()) == set(ids)  # ids[0] resurrected still, ids[1] expired still
 
 
+def test_the_interpreter_of_the_process_holding_the_store_is_learned(
+    built: None, tmp_path: Path, cli: Any
+) -> None:
+    """No [app] python, no agent: doctor learns the app's interpreter from the process that
+    holds the store (its argv[0], a venv's python) and records it with its versions."""
+    version = "0.1.118"
+    app = App(tmp_path / "deployment", version, app_python=False)
+    app.run(("seed", "2"))
+    holding = subprocess.Popen(
+        [str(app.python), "-c", "import sys, time; sys.path.insert(0, sys.argv[1]); "
+         "import compat_app; m = compat_app.memory(); print('holding', flush=True); "
+         "time.sleep(120)", str(APP.parent)],
+        env=app.environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holding.stdout is not None and "holding" in holding.stdout.readline()
+        report = cli("doctor", "--json", config=app.config)
+    finally:
+        holding.kill()
+        holding.communicate(timeout=60)
+    [found] = [r for r in report.json()["results"] if r["code"] == "app-interpreter"]
+    if not interpreter.trusted(str(app.python)):  # a checkout anyone could have written
+        assert found["status"] == "warning" and not (app.state / STATE_FILE).exists()
+        return
+    assert found["status"] == "ok", found
+    assert "learned from the process holding the store" in found["message"]
+    learned = json.loads((app.state / STATE_FILE).read_text())
+    assert learned["python"] == str(app.python) and learned["source"] == "holder"
+    assert learned["mem0ai"] == version
+    assert learned["qdrant_client"] == app_envs.APP_ENVS[version][1].split("==")[1]
+    shown = cli("status", "--json", config=app.config).json()["app_interpreter"]
+    assert shown["source"] == "holder" and shown["mem0ai"] == version
+
+
 def break_meta_like_memsync_0_1(app: App) -> None:
     """Open the store with memsync's own mem0ai and qdrant-client, as memsync 0.1 wrote."""
     script = (
