@@ -10,8 +10,10 @@ memsync never writes a deployment with another mem0ai or qdrant-client than the 
 3. learned now from the process holding the store.
 
 Whichever it is, its versions are measured by running it (``probe``), never assumed; memsync's
-own interpreter counts only when one of these names it. None known: writes are refused
-(``require``, exit 10) before anything is touched.
+own interpreter counts only when one of these names it. Each measurement with mem0ai is recorded
+in ``app-interpreter.json`` (a configured one too, ``source`` ``config``, which counts only while
+the config names it), so ``status`` and snapshot manifests show the app's versions without
+running it. None known: writes are refused (``require``, exit 10) before anything is touched.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import json
 import os
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -61,7 +63,7 @@ class AppInterpreter:
         source: where it came from: ``config``, ``agent``, ``holder`` (see the module).
         mem0ai, qdrant_client: the versions it reported (None: not installed).
         python_version: its Python version.
-        learned_at: when it was recorded (``source`` agent or holder), ISO 8601 UTC.
+        learned_at: when it was first recorded with these versions, ISO 8601 UTC.
     """
 
     python: str
@@ -194,14 +196,23 @@ def record(
     found = _measured(python, source, iso(datetime.now(UTC)), owner)
     if found is None or found.mem0ai is None:
         return None
-    if recorded(state_dir) != found:
-        try:
-            state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            _write_atomic(state_dir / STATE_FILE, asdict(found))
-        except OSError as error:
-            logger.warning("app_interpreter_not_recorded", error=str(error))
-        logger.info("app_interpreter_learned", python=python, source=source, mem0ai=found.mem0ai)
+    _remember(state_dir, found)
     return found
+
+
+def _remember(state_dir: Path, found: AppInterpreter) -> None:
+    """Write ``found`` to ``app-interpreter.json`` when it says something new (not its time)."""
+    last = recorded(state_dir)
+    if last is not None and replace(last, learned_at=None) == replace(found, learned_at=None):
+        return
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _write_atomic(state_dir / STATE_FILE, asdict(found))
+    except OSError as error:
+        logger.warning("app_interpreter_not_recorded", error=str(error))
+    logger.info(
+        "app_interpreter_learned", python=found.python, source=found.source, mem0ai=found.mem0ai
+    )
 
 
 def _write_atomic(path: Path, document: dict[str, Any]) -> None:
@@ -259,14 +270,19 @@ def known(config: Config, holder_pid: int | None = None) -> AppInterpreter | Non
     """The app's interpreter, measured now, or None when none is known (see the module)."""
     owner = store_owner(config)
     if config.app_python is not None:
-        return _measured(str(config.app_python), "config", owner=owner) or AppInterpreter(
+        measured = _measured(str(config.app_python), "config", iso(datetime.now(UTC)), owner)
+        if measured is not None and measured.mem0ai is not None:
+            _remember(config.state_dir, measured)  # for status and snapshot manifests
+        return measured or AppInterpreter(
             python=str(config.app_python), source="config", mem0ai=None, qdrant_client=None,
             python_version=None,
         )  # fmt: skip
     last = recorded(config.state_dir)
-    if last is not None and trusted(last.python):
+    # one [app] python named and measured once is not learned: it counts while it is configured
+    if last is not None and last.source != "config" and trusted(last.python):
         found = _measured(last.python, last.source, last.learned_at, owner)
         if found is not None and found.mem0ai is not None:
+            _remember(config.state_dir, found)  # its versions as they are now
             return found
     if holder_pid is not None:
         return learn_from_holder(config, holder_pid)
@@ -285,8 +301,9 @@ def shown(config: Config) -> dict[str, Any] | None:
             "python": str(config.app_python), "source": "config",
             "mem0ai": last.mem0ai if same and last else None,
             "qdrant_client": last.qdrant_client if same and last else None,
+            "learned_at": last.learned_at if same and last else None,
         }  # fmt: skip
-    if last is None:
+    if last is None or last.source == "config":
         return None
     return {
         "python": last.python, "source": last.source, "mem0ai": last.mem0ai,

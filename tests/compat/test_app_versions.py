@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,44 @@ def test_reconcile_migrate_and_restore_leave_the_app_reading_every_memory(
 
 @SLOW
 @pytest.mark.parametrize("version", VERSIONS)
+def test_confirm_and_a_text_update_keep_the_memorys_metadata(
+    built: None, tmp_path: Path, cli: Any, version: str
+) -> None:
+    """The two updates whose call differs by version (``ops._update``): ``confirm`` (metadata
+    alone) and reconcile's text update of a point older than its history."""
+    app = App(tmp_path / "deployment", version)
+    ids = app.run(("seed", "6"))[0]["ids"]
+    seeded = app.read()
+    config = app.config
+
+    result = cli("confirm", ids[0], "--json", config=config)
+    assert result.code == 0, result.err
+    assert result.json()["route"] == "direct" and result.json()["confirmed"] == [ids[0]]
+    assert_reads(app, seeded, set())
+    stamped = app.read()[ids[0]]["metadata"] or {}
+    assert datetime.fromisoformat(stamped["confirmed_at"]) == datetime.fromisoformat(
+        result.json()["confirmed_at"]
+    ), stamped
+
+    older = tmp_path / "qdrant-older"  # the point as it was; history then moves on
+    shutil.copytree(app.qdrant, older)
+    app.run(("update", ids[1], "moved to Tromsø"))
+    shutil.rmtree(app.qdrant)
+    shutil.copytree(older, app.qdrant)
+    report = cli("check", "--json", config=config)
+    assert ("text-mismatch", ids[1]) in {
+        (f["code"], f.get("memory_id")) for f in report.json()["findings"]
+    }, report.out
+    result = cli("reconcile", "--no-snapshot", "--json", config=config)
+    assert result.code == 0, result.err
+    assert "update-point" in [a["kind"] for a in result.json()["actions"]]
+    assert cli("check", config=config).code == 0
+    expected = {**seeded, ids[1]: {**seeded[ids[1]], "memory": "moved to Tromsø"}}
+    assert_reads(app, expected, set())  # the new text, its topic kept (mem0 before 2.0.7 drops it)
+
+
+@SLOW
+@pytest.mark.parametrize("version", VERSIONS)
 def test_agent_writes_and_the_learned_interpreter(
     built: None, tmp_path: Path, cli: Any, version: str
 ) -> None:
@@ -210,6 +249,40 @@ def test_a_write_with_no_known_interpreter_is_refused_and_touches_nothing(
     snapshots = app.root / "snapshots"
     assert not snapshots.exists() or not any(snapshots.iterdir())  # refused before the snapshot
     assert set(app.read()) == set(ids)  # ids[0] resurrected still, ids[1] expired still
+
+
+def test_the_interpreter_of_the_process_holding_the_store_is_learned(
+    built: None, tmp_path: Path, cli: Any
+) -> None:
+    """No [app] python, no agent: doctor learns the app's interpreter from the process that
+    holds the store (its argv[0], a venv's python) and records it with its versions."""
+    version = "0.1.118"
+    app = App(tmp_path / "deployment", version, app_python=False)
+    app.run(("seed", "2"))
+    holding = subprocess.Popen(
+        [str(app.python), "-c", "import sys, time; sys.path.insert(0, sys.argv[1]); "
+         "import compat_app; m = compat_app.memory(); print('holding', flush=True); "
+         "time.sleep(120)", str(APP.parent)],
+        env=app.environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holding.stdout is not None and "holding" in holding.stdout.readline()
+        report = cli("doctor", "--json", config=app.config)
+    finally:
+        holding.kill()
+        holding.communicate(timeout=60)
+    [found] = [r for r in report.json()["results"] if r["code"] == "app-interpreter"]
+    if not interpreter.trusted(str(app.python)):  # a checkout anyone could have written
+        assert found["status"] == "warning" and not (app.state / STATE_FILE).exists()
+        return
+    assert found["status"] == "ok", found
+    assert "learned from the process holding the store" in found["message"]
+    learned = json.loads((app.state / STATE_FILE).read_text())
+    assert learned["python"] == str(app.python) and learned["source"] == "holder"
+    assert learned["mem0ai"] == version
+    assert learned["qdrant_client"] == app_envs.APP_ENVS[version][1].split("==")[1]
+    shown = cli("status", "--json", config=app.config).json()["app_interpreter"]
+    assert shown["source"] == "holder" and shown["mem0ai"] == version
 
 
 def break_meta_like_memsync_0_1(app: App) -> None:

@@ -8,7 +8,8 @@ of their results:
 
 * ``seed N``: add N memories (infer off) for users alice and bob, with a metadata key;
 * ``read``: every memory (``get_all`` per user) and, for each, whether ``search`` finds it;
-* ``delete ID``, ``drop-point ID`` (the point alone, as a failed write leaves it),
+* ``delete ID``, ``update ID TEXT``, ``drop-point ID`` (the point alone, as a failed write
+  leaves it),
   ``add TEXT USER``, ``expire ID`` (an ``expiration_date`` in the past, as mem0 2.x sets it);
 * ``serve``: attach memsync's agent (``memsync.agent`` from this checkout, standard library
   only) and write one memory every ``$COMPAT_WRITE_EVERY_S`` until SIGTERM; a command written
@@ -130,6 +131,9 @@ def run(m: Any, command: str, argv: list[str]) -> Any:
     elif command == "delete":
         m.delete(argv[1])
         out = {"deleted": argv[1]}
+    elif command == "update":
+        m.update(argv[1], argv[2])
+        out = {"updated": argv[1]}
     elif command == "drop-point":
         m.vector_store.delete(vector_id=argv[1])
         out = {"dropped": argv[1]}

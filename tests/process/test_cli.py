@@ -308,6 +308,28 @@ def test_doctor_reads_the_app_interpreters_versions(make_deployment, cli):
     assert app["status"] == "ok" and sys.executable in app["message"]
 
 
+def test_status_and_manifests_show_the_configured_interpreters_versions(make_deployment, cli):
+    """[app] python measured once (doctor) is recorded: status and a snapshot's manifest
+    name the app's mem0ai and qdrant-client without running it."""
+    from importlib import metadata
+
+    deployment = make_deployment(count=3, extra_config="")
+    before = cli("status", "--json", config=deployment.config).json()["app_interpreter"]
+    assert before["source"] == "config" and before["mem0ai"] is None
+    assert cli("doctor", "--json", config=deployment.config).code in (0, 3)
+    shown = cli("status", "--json", config=deployment.config).json()["app_interpreter"]
+    assert shown["python"] == sys.executable and shown["source"] == "config"
+    assert shown["mem0ai"] == metadata.version("mem0ai")
+    assert shown["qdrant_client"] == metadata.version("qdrant-client")
+    text = cli("status", config=deployment.config).out
+    assert f"(mem0ai {metadata.version('mem0ai')})" in text
+    created = cli("snapshot", "create", "--json", config=deployment.config)
+    assert created.code == 0, created.err
+    manifest = Path(created.json()["path"]) / "manifest.json"
+    versions = json.loads(manifest.read_text())["versions"]
+    assert versions["mem0ai"] == metadata.version("mem0ai")
+
+
 def test_doctor_flags_an_app_that_sees_another_tmp(deployment, cli, tmp_path):
     """The app runs in its own mount namespace (as under PrivateTmp=yes) with a private
     tmpfs over the store's parent: it holds a store memsync cannot see."""
