@@ -206,13 +206,17 @@ def test_agent_writes_and_the_learned_interpreter(
         result = cli("reconcile", "--no-snapshot", "--json", config=app.config)
         assert result.code == 0, result.err
         assert result.json()["route"] == "agent"
+        in_the_app("expire", ids[5])  # an expiration date passed: prune deletes it in the app
+        result = cli("prune", "--json", config=app.config)
+        assert result.code == 0, result.err
+        assert result.json()["route"] == "agent"
     finally:
         serving.send_signal(signal.SIGTERM)
         _, err = serving.communicate(timeout=60)
     assert serving.returncode == 0, err[-2000:]
     memories = app.read()
-    assert not {ids[0], ids[1]} & set(memories)
-    assert set(seeded) - {ids[0], ids[1]} <= set(memories)  # ids[3], ids[4] back; carol's too
+    assert not {ids[0], ids[1], ids[5]} & set(memories)
+    assert set(seeded) - {ids[0], ids[1], ids[5]} <= set(memories)  # ids[3], ids[4] back
 
     # The agent's hello named the app's interpreter: a direct write later uses it, when
     # nobody but root could have put it there (a checkout under /tmp could be anyone's).
