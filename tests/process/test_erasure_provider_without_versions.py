@@ -142,3 +142,14 @@ def test_a_version_delete_the_provider_refuses_is_left_never_deleted(
         refusal = exit_error(err)
         assert refusal["code"] == 11 and "were not deleted" in refusal["message"]
         assert "s3-delete-version" in refusal["hint"]
+        text = subprocess.run(  # the text report: one FAILED line per version, all left
+            [sys.executable, "-m", "memsync", "snapshot", "purge-memory", "--user", "alice",
+             "--delete-versions", "--yes", "--config", str(config)],
+            cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert text.returncode == 11, text.stderr
+        failed = [line for line in text.stdout.splitlines() if line.startswith("FAILED")]
+        assert {line.split()[1].rstrip(":") for line in failed} == listed
+        assert all("not deleted: S3 delete object versions" in line for line in failed)
+        assert f"deleted 0, left {len(listed)}" in text.stdout
+        assert holding_text(every_version(client, bucket), SECRETS) == holding
