@@ -46,9 +46,11 @@ class Purged:
         other_backend: holding snapshots of the other backend (taken before a ``migrate
             --switch``), not rewritten: this config's vector store cannot rewrite their files.
         scan: the noncurrent S3 versions holding any erased memory (None without ``[s3]``).
-        scan_error: why the bucket could not be read ("unknown", never "none").
+        scan_error: why the bucket's versions could not be listed ("unknown", never "none").
+        scan_hint: what to do about it.
         deleted: labels of the versions deleted (``--delete-versions``).
         kept: the holding versions object lock kept, with their retention.
+        failed: ``{label: why}`` of the holding versions S3 did not delete for another reason.
     """
 
     memory_ids: tuple[str, ...] = ()
@@ -60,6 +62,8 @@ class Purged:
     scan_error: str | None = None
     deleted: tuple[str, ...] = ()
     kept: tuple[versions.Kept, ...] = field(default_factory=tuple)
+    scan_hint: str | None = None
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 def _scopes_left_empty(
@@ -206,7 +210,7 @@ def run_purge(
     Raises:
         ConfigError: an encrypted snapshot and no key; ``delete_versions`` without ``[s3]``.
         UnavailableError: a rewritten snapshot fails verification; S3 fails with ``remote``
-            or ``delete_versions`` (without them an unreachable bucket is ``scan_error``).
+            (a bucket whose versions cannot be listed is ``scan_error``, never an empty scan).
     """
     bucket = repository.remote(config) if remote else None
     local = repository.local(config)
@@ -280,14 +284,12 @@ def _versions(
     )
     try:
         scan = versions.scan(config, store, wanted, progress)
-    except UnavailableError as error:
-        if delete_versions:
-            raise
-        return replace(done, scan_error=f"unknown: S3 unreachable ({error.message})")
+    except UnavailableError as error:  # the local work is done: the report says what is not known
+        return replace(done, scan_error=versions.unknown_why(error), scan_hint=error.hint)
     if not delete_versions or not scan.hits:
         return replace(done, scan=scan)
-    deleted, kept = versions.delete(store, scan.hits)
-    return replace(done, scan=scan, deleted=tuple(deleted), kept=tuple(kept))
+    deleted, kept, failed = versions.delete(store, scan.hits)
+    return replace(done, scan=scan, deleted=tuple(deleted), kept=tuple(kept), failed=failed)
 
 
 def _upload(local: LocalRepository, bucket: S3Repository, snapshot_id: str) -> None:

@@ -10,7 +10,7 @@ from memsync import findings as registry
 from memsync import forget, restore
 from memsync.cli import render
 from memsync.cli.common import add_command, add_scope_arguments, confirm, load_config
-from memsync.errors import UsageError
+from memsync.errors import ExitCode, UsageError
 from memsync.state import operation_lock
 
 FORGET_HELP = "delete memories through mem0 (ids or a whole user/agent/run), then prove them gone"
@@ -142,7 +142,10 @@ def _copies_lines(erased: dict[str, Any]) -> list[str]:
 
 
 def run_forget(args: argparse.Namespace) -> int:
-    """Forget memories; exit 0, 2 (unconfirmed), 3 (unknown id), 4 (not proven), 5 (queued)."""
+    """Forget memories; exit 0, 2 (unconfirmed), 3 (unknown id), 4 (not proven), 5 (queued).
+
+    With ``--erase``, 4 also when the bucket's copies could not be read (``holds: unknown``).
+    """
     if not args.memory_ids and not (args.user_id or args.agent_id or args.run_id):
         raise UsageError("forget needs MEMORY_ID... or one of --user/--agent/--run")
     if args.memory_ids and (args.user_id or args.agent_id or args.run_id):
@@ -188,4 +191,12 @@ def _emit(args: argparse.Namespace, command: str, done: forget.Forgotten) -> int
         render.emit_json(_document(command, done))
     else:
         render.emit_text(_text(command, done))
+    if done.exit_code is ExitCode.OK and _bucket_unknown(done.erased):
+        return int(ExitCode.PARTIAL)  # the erasure of the bucket's copies was not observed
     return int(done.exit_code)
+
+
+def _bucket_unknown(erased: dict[str, Any] | None) -> bool:
+    """Whether the erasure report could not read the bucket (its ``s3`` entry is ``unknown``)."""
+    copies = (erased or {}).get("copies") or []
+    return any(c["kind"] == "s3" and c["holds"] == "unknown" for c in copies)

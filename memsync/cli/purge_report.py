@@ -24,6 +24,7 @@ def document(done: Purged, *, dry_run: bool, scope: dict[str, str]) -> dict[str,
         "versions": {
             "status": "unknown" if done.scan_error else ("checked" if scan else "no-s3"),
             "why": done.scan_error,
+            "hint": done.scan_hint if done.scan_error else None,
             "holding": hits,
             "unreadable": [
                 {"version": label, "why": why} for label, why in sorted(scan.unreadable.items())
@@ -34,6 +35,7 @@ def document(done: Purged, *, dry_run: bool, scope: dict[str, str]) -> dict[str,
             "cached": scan.cached if scan else 0,
             "deleted": list(done.deleted),
             "kept": [k.to_json() for k in done.kept],
+            "failed": [{"version": label, "why": why} for label, why in done.failed.items()],
         },
     }
 
@@ -74,7 +76,7 @@ def other_backend_refusal(done: Purged) -> tuple[str, str]:
 
 def _version_lines(done: Purged, dry_run: bool) -> list[str]:
     if done.scan_error:
-        return [f"noncurrent S3 versions: {done.scan_error}"]
+        return [f"noncurrent S3 versions holding erased memories: {done.scan_error}"]
     scan = done.scan
     if scan is None:
         return []
@@ -91,6 +93,8 @@ def _version_lines(done: Purged, dry_run: bool) -> list[str]:
                 f"KEPT    {label}: object lock"
                 + (f", retained until {until.isoformat()}" if until else "")
             )
+        elif label in done.failed:
+            lines.append(f"FAILED  {label}: not deleted: {done.failed[label]}")
         else:
             lines.append(
                 f"{'would delete' if dry_run else 'holds'} {label} "
@@ -103,7 +107,7 @@ def _version_lines(done: Purged, dry_run: bool) -> list[str]:
         f"{len(deleted)}, left {left}"
         + (
             " (memsync snapshot purge-memory ... --delete-versions deletes them)"
-            if left and not done.kept and not dry_run
+            if left and not done.kept and not done.failed and not dry_run
             else ""
         )
         + f"; read {scan.downloaded}, known from earlier runs {scan.cached}"
@@ -120,4 +124,24 @@ def refusal(done: Purged) -> tuple[str, str]:
         f"first {first.version.label}{until}",
         "delete them once their retention ends (run this again then); every other version "
         "holding them was deleted",
+    )
+
+
+def failed_refusal(done: Purged) -> tuple[str, str]:
+    """The exit-11 error line when S3 did not delete versions: ``(message, hint)``."""
+    label, why = next(iter(done.failed.items()))
+    return (
+        f"{len(done.failed)} noncurrent S3 version(s) holding erased memories were not "
+        f"deleted, first {label}: {why}",
+        "they still hold the text: check that the provider deletes object versions (memsync "
+        "doctor: s3-delete-version), or delete them in the provider's console, then run this "
+        "again",
+    )
+
+
+def unknown_refusal(done: Purged) -> tuple[str, str]:
+    """The exit-11 error line when the bucket's versions could not be listed: ``(message, hint)``."""
+    return (
+        f"whether noncurrent S3 versions hold erased memories is {done.scan_error}",
+        done.scan_hint or "run this again once S3 answers",
     )

@@ -396,7 +396,11 @@ def run_download(args: argparse.Namespace) -> int:
 
 
 def run_purge(args: argparse.Namespace) -> int:
-    """Rewrite the snapshots holding the memories, list (and delete) the S3 versions; exit 0, 11."""
+    """Rewrite the snapshots holding the memories, list (and delete) the S3 versions; exit 0, 11.
+
+    Exit 11 also after the report when a version is left (object lock, a failed delete) or the
+    bucket's versions could not be listed ("unknown").
+    """
     from memsync import purge
     from memsync.cli import purge_report
 
@@ -421,8 +425,16 @@ def run_purge(args: argparse.Namespace) -> int:
         message, hint = purge_report.refusal(done)
         render.exit_error(int(ExitCode.UNAVAILABLE), message, hint, as_json=bool(args.json))
         return int(ExitCode.UNAVAILABLE)
+    if done.failed:  # S3 did not delete them: the report above names each one left
+        message, hint = purge_report.failed_refusal(done)
+        render.exit_error(int(ExitCode.UNAVAILABLE), message, hint, as_json=bool(args.json))
+        return int(ExitCode.UNAVAILABLE)
     if done.other_backend and not args.dry_run:
         message, hint = purge_report.other_backend_refusal(done)
+        render.exit_error(int(ExitCode.UNAVAILABLE), message, hint, as_json=bool(args.json))
+        return int(ExitCode.UNAVAILABLE)
+    if done.scan_error:  # never "0 versions hold them" when the versions could not be listed
+        message, hint = purge_report.unknown_refusal(done)
         render.exit_error(int(ExitCode.UNAVAILABLE), message, hint, as_json=bool(args.json))
         return int(ExitCode.UNAVAILABLE)
     return 0

@@ -1,8 +1,10 @@
 """Doctor's backup-side probes: the bucket (when ``[s3]`` is set) and room for the next snapshot.
 
-``probe_backups`` reads only: one list call (is the endpoint reachable, the bucket there, access
-granted?), the bucket's versioning, object lock and lifecycle settings, the incomplete multipart
-uploads under memsync's prefix, the pending uploads, and the snapshot directory's free space.
+``probe_backups`` changes nothing: one list call (is the endpoint reachable, the bucket there,
+access granted?), the bucket's versioning, object lock and lifecycle settings, the version calls
+memsync depends on (a one-version list, and a delete of a version of a key that does not exist),
+the incomplete multipart uploads under memsync's prefix, the pending uploads, and the snapshot
+directory's free space.
 An S3 that does not answer is a result (``s3-reachable`` error), never a crash; the other S3
 probes are then left out. Result codes: docs/reference/commands/doctor.md.
 """
@@ -23,8 +25,28 @@ from memsync.stores.manifest_schema import ID_PATTERN, valid_id
 
 S3_RESULT_CODES = (
     "s3-reachable", "s3-access", "s3-versioning", "s3-object-lock", "s3-lifecycle",
-    "s3-incomplete-uploads", "uploads-pending", "snapshot-space",
+    "s3-list-versions", "s3-delete-version", "s3-incomplete-uploads", "uploads-pending",
+    "snapshot-space",
 )  # fmt: skip
+# What memsync does with each version call, and what it cannot do without it.
+VERSION_CALLS = {
+    "ListObjectVersions": (
+        "s3-list-versions",
+        "snapshot purge-memory and forget --erase cannot see the noncurrent versions that hold "
+        "erased memories (they report them unknown and exit non-zero), nor snapshot prune the "
+        "versions it leaves",
+    ),
+    "DeleteObjects (a version)": (
+        "s3-delete-version",
+        "purge-memory --delete-versions and snapshot prune --purge-versions cannot delete old "
+        "versions holding erased memories or removed snapshots",
+    ),
+}
+VERSION_FIX = (
+    "set the provider's lifecycle rule that expires noncurrent versions under the prefix (or "
+    "delete them in the provider's console), and check the credentials' permissions "
+    "(s3:ListBucketVersions, s3:DeleteObjectVersion)"
+)
 STALE_UPLOAD = timedelta(days=1)  # an incomplete multipart upload older than this is left over
 SPACE_FACTOR = 2  # warn when the snapshot directory has less room than twice the last snapshot
 CONNECT_TIMEOUT_S = 5.0
@@ -59,6 +81,7 @@ def probe_backups(config: Config, now: datetime) -> list[DoctorResult]:
     except MemsyncError as error:
         return [*results, _result("s3-versioning", ERROR, error.message, error.hint)]
     results += judge_bucket(settings, store.bucket, store.prefix)
+    results += judge_version_calls(store.probe_version_calls(), settings.versioning)
     try:
         uploads = store.list_multipart_uploads(store.key("") + "/")
     except MemsyncError as error:
@@ -83,10 +106,22 @@ def judge_bucket(settings: BucketSettings, bucket: str, prefix: str) -> list[Doc
         "Status=Enabled (and a lifecycle rule expiring noncurrent versions): a host that can "
         "delete can otherwise erase every backup",
     )
-    lock = _result(
-        "s3-object-lock",
-        OK,
-        f"bucket {bucket}: object lock {'enabled' if settings.object_lock else 'not enabled'}",
+    lock = (
+        _result(
+            "s3-object-lock",
+            WARNING,
+            f"bucket {bucket}: object lock unknown ({settings.object_lock_unknown}): memsync "
+            "cannot tell whether object lock keeps the versions it deletes",
+            "none if the provider has no object lock (purge-memory and prune report each "
+            "version S3 refuses to delete); otherwise ask the provider for "
+            "GetObjectLockConfiguration",
+        )
+        if settings.object_lock_unknown
+        else _result(
+            "s3-object-lock",
+            OK,
+            f"bucket {bucket}: object lock {'enabled' if settings.object_lock else 'not enabled'}",
+        )
     )
     days = settings.abort_incomplete_days
     lifecycle = _result(
@@ -99,6 +134,30 @@ def judge_bucket(settings: BucketSettings, bucket: str, prefix: str) -> list[Doc
         None if days is not None else lifecycle_command(bucket, prefix),
     )
     return [versioning, lock, lifecycle]
+
+
+def judge_version_calls(answers: dict[str, str | None], versioning: str) -> list[DoctorResult]:
+    """One result per version call memsync depends on: ok, or what fails and its cost. Pure.
+
+    A call that fails is an error when the bucket is (or was) versioned: noncurrent versions
+    exist that memsync cannot list or delete; a warning while versioning was never enabled.
+    """
+    results = []
+    for call, (code, consequence) in VERSION_CALLS.items():
+        why = answers.get(call)
+        if why is None:
+            results.append(_result(code, OK, f"{call} answers"))
+            continue
+        status = WARNING if versioning == "Off" else ERROR
+        results.append(
+            _result(
+                code, status,
+                f"{call} fails ({why}): {consequence}"
+                + (" once versioning is enabled" if status == WARNING else ""),
+                VERSION_FIX,
+            )
+        )  # fmt: skip
+    return results
 
 
 def lifecycle_command(bucket: str, prefix: str) -> str:

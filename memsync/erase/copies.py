@@ -26,6 +26,7 @@ from memsync.config import Config
 from memsync.erase import versions
 from memsync.erase.holding import history_holds, other_backend, points_held, snapshot_holds
 from memsync.errors import UnavailableError
+from memsync.s3 import VersionsUnlistedError
 from memsync.stores import snapshots
 from memsync.stores.vector_store import vector_store_for
 
@@ -260,7 +261,9 @@ def _local_manifest(local_repo: repository.LocalRepository | None, snapshot_id: 
 
 
 def _unknown(where: str, error: UnavailableError, purge: str) -> dict[str, Any]:
+    unlisted = isinstance(error, VersionsUnlistedError)  # no answer will ever come: what to do
     return _copy(
-        "s3", where, "unknown", f"unknown: S3 unreachable ({error.message})",
+        "s3", where, "unknown", versions.unknown_why(error),
+        error.hint if unlisted and error.hint else
         f"once S3 answers: {purge} --remote --delete-versions",
     )  # fmt: skip

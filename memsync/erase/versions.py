@@ -28,7 +28,13 @@ from memsync.config import Config
 from memsync.erase.holding import HISTORY, history_holds, points_held, work_directory
 from memsync.erasures import digest
 from memsync.errors import MemsyncError, UnavailableError
-from memsync.s3 import ObjectLockedError, ObjectStore, ObjectVersion
+from memsync.s3 import (
+    ObjectLockedError,
+    ObjectStore,
+    ObjectVersion,
+    TransportError,
+    VersionsUnlistedError,
+)
 from memsync.state import write_json_atomic
 from memsync.stores.manifest import MANIFEST
 from memsync.stores.manifest_schema import ID_PATTERN
@@ -223,24 +229,34 @@ class Kept:
         }
 
 
-def delete(store: ObjectStore, hits: Sequence[Hit]) -> tuple[list[str], list[Kept]]:
-    """Delete the holding versions for good: ``(labels deleted, versions object lock kept)``.
+def delete(store: ObjectStore, hits: Sequence[Hit]) -> tuple[list[str], list[Kept], dict[str, str]]:
+    """Delete the holding versions for good: ``(deleted, kept, failed)``.
 
-    Idempotent. Every version object lock refuses stays and is returned with its retention.
-
-    Raises:
-        UnavailableError: the endpoint, bucket or credentials fail.
+    ``deleted``: labels S3 deleted (its answer named no error for them); ``kept``: versions
+    object lock refused (S3 answered ``AccessDenied``), with their retention; ``failed``:
+    ``{label: why}`` of every other version S3 did not delete (an error for it, or for the
+    whole request). A version S3 did not delete is never counted deleted. Idempotent.
     """
     versions = [hit.version for hit in hits]
     try:
         store.delete_versions(versions)
-    except ObjectLockedError:
-        base = store.key("") + "/" if store.prefix else ""
-        left = {v.label for v in store.list_versions(base)}
-        kept = [_kept(store, v) for v in versions if v.label in left]
-        kept_labels = {k.version.label for k in kept}
-        return [v.label for v in versions if v.label not in kept_labels], kept
-    return [v.label for v in versions], []
+    except ObjectLockedError as error:
+        locked = {k for k, why in error.refused.items() if why.startswith("AccessDenied")}
+        kept = [_kept(store, v) for v in versions if v.label in locked]
+        failed = {k: why for k, why in error.refused.items() if k not in locked}
+        return [v.label for v in versions if v.label not in error.refused], kept, failed
+    except UnavailableError as error:  # the whole request failed: every version is left
+        return [], [], {v.label: error.message for v in versions}
+    return [v.label for v in versions], [], {}
+
+
+def unknown_why(error: UnavailableError) -> str:
+    """The ``unknown: …`` sentence for a bucket whose versions could not be listed. Pure."""
+    if isinstance(error, VersionsUnlistedError):
+        return f"unknown: the provider does not list object versions ({error.message})"
+    if isinstance(error, TransportError):
+        return f"unknown: S3 unreachable ({error.message})"
+    return f"unknown: S3 did not list the versions ({error.message})"
 
 
 def _kept(store: ObjectStore, version: ObjectVersion) -> Kept:

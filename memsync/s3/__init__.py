@@ -11,6 +11,7 @@ from memsync.s3.bucket import (
     MultipartUpload,
     ObjectLockedError,
     ObjectVersion,
+    VersionsUnlistedError,
 )
 from memsync.s3.common import ObjectInfo, TransportError
 from memsync.s3.store import MULTIPART_CHUNK, MULTIPART_THRESHOLD, ObjectStore
@@ -26,4 +27,5 @@ __all__ = [
     "ObjectStore",
     "ObjectVersion",
     "TransportError",
+    "VersionsUnlistedError",
 ]

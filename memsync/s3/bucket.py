@@ -8,6 +8,7 @@ versioning, object lock and lifecycle settings. ``BucketState`` is a part of ``O
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -61,6 +62,8 @@ class BucketSettings:
     Attributes:
         versioning: ``"Enabled"``, ``"Suspended"`` or ``"Off"`` (never enabled).
         object_lock: object lock is enabled on the bucket.
+        object_lock_unknown: why the service did not say (it lacks GetObjectLockConfiguration);
+            None when it answered.
         abort_incomplete_days: days after which an enabled lifecycle rule covering the whole
             bucket or memsync's prefix aborts incomplete multipart uploads; None without one.
     """
@@ -68,6 +71,7 @@ class BucketSettings:
     versioning: str
     object_lock: bool
     abort_incomplete_days: int | None
+    object_lock_unknown: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,7 +91,33 @@ class Access:
 
 
 class ObjectLockedError(UnavailableError):
-    """Object lock (retention or legal hold) refused to delete an object version (exit 11)."""
+    """S3 refused to delete object versions (exit 11): object lock (retention or legal hold).
+
+    Attributes:
+        refused: ``{label: "Code: message"}`` of every version S3 refused to delete.
+    """
+
+    def __init__(
+        self, message: str, hint: str | None = None, refused: dict[str, str] | None = None
+    ):
+        super().__init__(message, hint)
+        self.refused = refused or {}
+
+
+class VersionsUnlistedError(UnavailableError):
+    """The service does not list object versions (ListObjectVersions: NotImplemented), exit 11.
+
+    Noncurrent versions are there (the bucket's versioning is on) and memsync cannot see them:
+    whether they hold anything is unknown.
+    """
+
+
+NO_CALL = ("NotImplemented", "MethodNotAllowed")  # a service without the call answers so
+UNLISTED_HINT = (
+    "this provider does not list object versions, so memsync cannot find or delete old "
+    "versions: set the provider's lifecycle rule that expires noncurrent versions under the "
+    "prefix, or delete them in the provider's console"
+)
 
 
 class BucketState:
@@ -117,9 +147,12 @@ class BucketState:
         """Every version and delete marker under ``prefix`` (a full key prefix). Reads only.
 
         An unversioned bucket lists each object once, with version id ``"null"``; a service
-        without the ListObjectVersions call lists the current objects that way.
+        without the ListObjectVersions call lists the current objects that way only when the
+        bucket says its versioning was never enabled (no noncurrent version can exist).
 
         Raises:
+            VersionsUnlistedError: the service lacks the call and the bucket is (or was) versioned,
+                or does not say.
             UnavailableError: the endpoint, bucket or credentials fail.
         """
         found: list[ObjectVersion] = []
@@ -131,8 +164,9 @@ class BucketState:
                 for item in page.get("DeleteMarkers", []):
                     found.append(_version(item, delete_marker=True))
         except botocore.exceptions.ClientError as error:
-            if error_code(error) not in ("NotImplemented", "MethodNotAllowed"):
+            if error_code(error) not in NO_CALL:
                 raise self._translate(error, f"list versions under {prefix}") from error
+            self._never_versioned(prefix, error)
             return [
                 ObjectVersion(
                     key=info.key,
@@ -147,6 +181,24 @@ class BucketState:
         except botocore.exceptions.BotoCoreError as error:
             raise self._translate(error, f"list versions under {prefix}") from error
         return sorted(found, key=lambda v: (v.key, v.last_modified))
+
+    def _never_versioned(self, prefix: str, refusal: botocore.exceptions.ClientError) -> None:
+        """Return when the bucket says versioning was never enabled; raise otherwise.
+
+        Raises:
+            VersionsUnlistedError: the bucket is or was versioned, or its versioning is unknown.
+        """
+        try:
+            status = self.client.get_bucket_versioning(Bucket=self.bucket).get("Status")
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+            status = "unknown"
+        if status:
+            raise VersionsUnlistedError(
+                f"S3 list versions under {prefix} at {self.where} failed: the service does not "
+                f"implement ListObjectVersions ({error_code(refusal)}) and the bucket's "
+                f"versioning is {status.lower()}",
+                UNLISTED_HINT,
+            ) from refusal
 
     def get_version_bytes(self, version: ObjectVersion) -> bytes:
         """The bytes of one object version (delete markers: empty). Reads only.
@@ -168,15 +220,15 @@ class BucketState:
         """Delete these object versions for good (no delete marker is left). Idempotent.
 
         Raises:
-            ObjectLockedError: object lock refused one or more of them (the others are gone);
-                the message names the first.
-            UnavailableError: the endpoint, bucket or credentials fail.
+            ObjectLockedError: S3 refused one or more of them (the others are gone); the message
+                names the first, ``refused`` every one with S3's code.
+            UnavailableError: the endpoint, bucket or credentials fail, or the service refused
+                a whole request (a batch of up to 1,000: none of it was deleted).
         """
-        refused: list[str] = []
+        refused: dict[str, str] = {}
         for start in range(0, len(versions), 1000):
-            batch = [
-                {"Key": v.key, "VersionId": v.version_id} for v in versions[start : start + 1000]
-            ]
+            chunk = versions[start : start + 1000]
+            batch = [{"Key": v.key, "VersionId": v.version_id} for v in chunk]
             try:
                 response = self.client.delete_objects(
                     Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
@@ -184,16 +236,33 @@ class BucketState:
             except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
                 raise self._translate(error, "delete object versions") from error
             for failure in response.get("Errors", []):
-                refused.append(
-                    f"{failure.get('Key')}?versionId={failure.get('VersionId')} "
-                    f"({failure.get('Code')}: {failure.get('Message')})"
-                )
+                why = f"{failure.get('Code')}: {failure.get('Message')}"
+                # An error without its version id (moto's) refuses every version of its key;
+                # one naming no version of the batch, the whole batch: never counted deleted.
+                named = [
+                    v
+                    for v in chunk
+                    if v.key == failure.get("Key")
+                    and failure.get("VersionId") in (None, v.version_id)
+                ]
+                refused.update((v.label, why) for v in named or chunk)
         if refused:
+            first = next(iter(refused.items()))
+            if all(why.startswith("AccessDenied") for why in refused.values()):
+                raise ObjectLockedError(
+                    f"S3 delete at {self.where} refused {len(refused)} object version(s), "
+                    f"first {first[0]} ({first[1]}): object lock (retention or legal hold) "
+                    "protects them",
+                    "they go when their retention ends; an operator with "
+                    "s3:BypassGovernanceRetention can remove governance-mode locks",
+                    refused,
+                )
             raise ObjectLockedError(
                 f"S3 delete at {self.where} refused {len(refused)} object version(s), "
-                f"first {refused[0]}: object lock (retention or legal hold) protects them",
-                "they go when their retention ends; an operator with "
-                "s3:BypassGovernanceRetention can remove governance-mode locks",
+                f"first {first[0]} ({first[1]})",
+                "check that the provider deletes object versions (memsync doctor: "
+                "s3-delete-version) and the credentials' s3:DeleteObjectVersion permission",
+                refused,
             )
 
     def retention_of(self, version: ObjectVersion) -> tuple[str | None, datetime | None]:
@@ -292,25 +361,68 @@ class BucketState:
             versioning = self.client.get_bucket_versioning(Bucket=self.bucket).get("Status")
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
             raise self._translate(error, "read bucket versioning") from error
-        locked = self._optional("get_object_lock_configuration", "ObjectLockConfiguration")
+        locked, lock_unknown = None, None
+        try:
+            locked = self.client.get_object_lock_configuration(Bucket=self.bucket).get(
+                "ObjectLockConfiguration"
+            )
+        except botocore.exceptions.ClientError as error:
+            code = error_code(error)
+            if code in NO_CALL:
+                lock_unknown = f"GetObjectLockConfiguration answered {code}"
+            elif code != "ObjectLockConfigurationNotFoundError":
+                raise self._translate(error, "read bucket settings (object lock)") from error
+        except botocore.exceptions.BotoCoreError as error:
+            raise self._translate(error, "read bucket settings (object lock)") from error
         lifecycle = self._optional("get_bucket_lifecycle_configuration", "Rules")
         return BucketSettings(
             versioning=versioning or "Off",
             object_lock=bool(locked and locked.get("ObjectLockEnabled") == "Enabled"),
+            object_lock_unknown=lock_unknown,
             abort_incomplete_days=_abort_days(lifecycle or [], self.prefix),
         )
+
+    def probe_version_calls(self) -> dict[str, str | None]:
+        """Try the version calls memsync depends on: ``{call: None (answered) or why not}``.
+
+        ``ListObjectVersions`` lists at most one version under the prefix; ``DeleteObjects``
+        deletes the ``null`` version of a key that does not exist (a fresh random name under
+        the prefix), which removes nothing and leaves no delete marker. Never raises for S3's
+        answer.
+        """
+        answers: dict[str, str | None] = {}
+        try:
+            self.client.list_object_versions(
+                Bucket=self.bucket, Prefix=self.key("") + "/", MaxKeys=1
+            )
+            answers["ListObjectVersions"] = None
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+            answers["ListObjectVersions"] = self._translate(error, "list versions").message
+        absent = self.key(f".memsync-doctor-{uuid.uuid4().hex}")
+        try:
+            response = self.client.delete_objects(
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": absent, "VersionId": "null"}], "Quiet": True},
+            )
+            failures = response.get("Errors", [])
+            answers["DeleteObjects (a version)"] = (
+                f"S3 delete of a version at {self.where} refused: "
+                f"{failures[0].get('Code')}: {failures[0].get('Message')}"
+                if failures
+                else None
+            )
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+            answers["DeleteObjects (a version)"] = self._translate(
+                error, "delete of a version"
+            ).message
+        return answers
 
     def _optional(self, call: str, field: str) -> Any:
         """A bucket setting that may not exist (None then, or when the service lacks the call)."""
         try:
             return getattr(self.client, call)(Bucket=self.bucket).get(field)
         except botocore.exceptions.ClientError as error:
-            if error_code(error) in (
-                "ObjectLockConfigurationNotFoundError",
-                "NoSuchLifecycleConfiguration",
-                "NotImplemented",
-                "MethodNotAllowed",
-            ):
+            if error_code(error) in ("NoSuchLifecycleConfiguration", *NO_CALL):
                 return None
             raise self._translate(error, f"read bucket settings ({call})") from error
         except botocore.exceptions.BotoCoreError as error:

@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 
 from tests.conftest import s3_section
+from tests.helpers.s3_proxy import provider_lacking
 from tests.process.test_cli import run_memsync
 from tests.store.test_s3_action_words import refusing_endpoint
 
@@ -62,10 +63,50 @@ def test_a_good_bucket_is_ok_on_every_s3_result(make_deployment, s3_endpoint, bu
         "s3-versioning": "ok",
         "s3-object-lock": "ok",
         "s3-lifecycle": "ok",
+        "s3-list-versions": "ok",
+        "s3-delete-version": "ok",
         "s3-incomplete-uploads": "ok",
     }
     assert "after 2 day(s)" in results["s3-lifecycle"]["message"]
     assert "versioning enabled" in results["s3-versioning"]["message"]
+    assert not probes_left(s3, bucket)
+
+
+def probes_left(s3: Any, bucket: str) -> list[str]:
+    """Versions or delete markers doctor's probes left in the bucket (none: it changes nothing)."""
+    listed = s3.list_object_versions(Bucket=bucket)
+    entries = listed.get("Versions", []) + listed.get("DeleteMarkers", [])
+    return [e["Key"] for e in entries if ".memsync-doctor" in e["Key"]]
+
+
+def test_a_provider_without_the_version_calls_is_named_with_what_it_costs(
+    make_deployment, s3_endpoint, bucket
+):
+    s3 = client(s3_endpoint)
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    with provider_lacking(s3_endpoint, "list-versions", "delete-version", "object-lock") as lacking:
+        deployment = make_deployment(
+            count=5, extra_config=s3_section(lacking.endpoint, bucket, PREFIX)
+        )
+        deployment.close()
+        code, results, _report = doctor(deployment)
+    assert code == 3
+    assert lacking.answered == {"list-versions": 1, "delete-version": 1, "object-lock": 1}
+    assert results["s3-reachable"]["status"] == "ok" and results["s3-access"]["status"] == "ok"
+    listing, deleting = results["s3-list-versions"], results["s3-delete-version"]
+    assert listing["status"] == "error" and deleting["status"] == "error"
+    assert (
+        "ListObjectVersions fails" in listing["message"] and "NotImplemented" in listing["message"]
+    )
+    assert "purge-memory and forget --erase cannot see" in listing["message"]
+    assert "--delete-versions" in deleting["message"] and "NotImplemented" in deleting["message"]
+    for result in (listing, deleting):
+        assert "lifecycle rule that expires noncurrent versions" in result["fix"]
+    lock = results["s3-object-lock"]
+    assert lock["status"] == "warning" and "object lock unknown" in lock["message"]
+    assert "GetObjectLockConfiguration answered NotImplemented" in lock["message"]
+    assert results["s3-incomplete-uploads"]["status"] == "ok"  # the other probes still ran
+    assert not probes_left(s3, bucket)
 
 
 def test_a_missing_bucket_is_an_access_error(make_deployment, s3_endpoint):

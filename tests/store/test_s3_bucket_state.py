@@ -12,7 +12,9 @@ import boto3
 import pytest
 
 from memsync.config import S3Config
-from memsync.s3 import ObjectLockedError, ObjectStore
+from memsync.errors import UnavailableError
+from memsync.s3 import ObjectLockedError, ObjectStore, VersionsUnlistedError
+from tests.helpers.s3_proxy import provider_lacking
 
 
 def _store(endpoint: str, bucket: str) -> ObjectStore:
@@ -115,3 +117,43 @@ def test_object_lock_refusal_names_the_version_and_what_to_do(s3_endpoint, reque
     with pytest.raises(ObjectLockedError, match=r"refused 1 object version.*memsync/p/held"):
         store.delete_versions(versions)
     assert store.list_versions("memsync/p/") == versions  # nothing was deleted
+
+
+def test_a_provider_without_version_listing_is_unlisted_unless_never_versioned(s3_endpoint, bucket):
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    client.put_object(Bucket=bucket, Key="memsync/p/a", Body=b"only one")
+    with provider_lacking(s3_endpoint, "list-versions") as lacking:
+        store = _store(lacking.endpoint, bucket)
+        [current] = store.list_versions("memsync/p/")  # never versioned: no old version exists
+        assert (current.key, current.version_id, current.latest) == ("memsync/p/a", "null", True)
+        client.put_bucket_versioning(
+            Bucket=bucket, VersioningConfiguration={"Status": "Suspended"}
+        )  # versions made while it was enabled would still be there
+        with pytest.raises(VersionsUnlistedError, match="does not implement ListObjectVersions"):
+            store.list_versions("memsync/p/")
+        assert store.probe_version_calls()["ListObjectVersions"] is not None
+
+
+def test_a_refused_delete_of_versions_deletes_nothing_and_says_so(s3_endpoint, bucket):
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    for body in (b"old", b"new"):
+        client.put_object(Bucket=bucket, Key="memsync/p/a", Body=body)
+    with provider_lacking(s3_endpoint, "delete-version") as lacking:
+        store = _store(lacking.endpoint, bucket)
+        versions = store.list_versions("memsync/p/")
+        with pytest.raises(UnavailableError, match="NotImplemented"):
+            store.delete_versions(versions)
+        assert store.list_versions("memsync/p/") == versions
+        answers = store.probe_version_calls()
+        assert answers["ListObjectVersions"] is None
+        assert "NotImplemented" in str(answers["DeleteObjects (a version)"])
+    assert _store(s3_endpoint, bucket).probe_version_calls() == {
+        "ListObjectVersions": None,
+        "DeleteObjects (a version)": None,
+    }
+    assert [v["Key"] for v in client.list_object_versions(Bucket=bucket)["Versions"]] == [
+        "memsync/p/a",
+        "memsync/p/a",
+    ]  # the probe removed nothing and left no delete marker
+    assert "DeleteMarkers" not in client.list_object_versions(Bucket=bucket)

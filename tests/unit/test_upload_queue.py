@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from memsync import config as config_module
-from memsync.doctor.s3 import judge_bucket, judge_incomplete, lifecycle_command
+from memsync.doctor.s3 import (
+    judge_bucket,
+    judge_incomplete,
+    judge_version_calls,
+    lifecycle_command,
+)
 from memsync.jobs import QueueFigures, job_argv, judge_jobs, render_textfile
 from memsync.s3 import BucketSettings, MultipartUpload
 from memsync.snapshot.uploads import BOUNDED, CAPTURE, SKIP, plan_capture
@@ -107,6 +112,19 @@ def test_versioning_off_warns_unless_object_lock_protects():
     assert [r.status for r in off] == ["warning", "ok", "ok"]
     locked = BucketSettings(versioning="Off", object_lock=True, abort_incomplete_days=None)
     assert [r.status for r in judge_bucket(locked, "b", "p")] == ["ok", "ok", "warning"]
+
+
+def test_a_version_call_that_fails_costs_what_versioning_keeps():
+    refused = {"ListObjectVersions": "NotImplemented", "DeleteObjects (a version)": None}
+    versioned = judge_version_calls(refused, "Suspended")  # versions made before it are there
+    assert [(r.code, r.status) for r in versioned] == [
+        ("s3-list-versions", "error"),
+        ("s3-delete-version", "ok"),
+    ]
+    assert "cannot see the noncurrent versions" in versioned[0].message
+    never = judge_version_calls(refused, "Off")  # no noncurrent version can exist yet
+    assert [r.status for r in never] == ["warning", "ok"]
+    assert never[0].message.endswith("once versioning is enabled")
 
 
 def test_the_recommended_lifecycle_rule_covers_the_prefix():
