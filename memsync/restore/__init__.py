@@ -173,7 +173,7 @@ def run_restore(
     vector_store_for(config).require_free("restore")
     if config.pgvector is not None:
         pg_restore.require_free(config)  # the app holds history.db and no window is configured
-    target, chosen = choose.resolve(config, target, before)
+    target, chosen = choose.resolve(config, target, before, no_safety=True)
     config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="restore-") as temporary:
         scratch = Path(temporary)
