@@ -16,7 +16,7 @@ from typing import TypeVar
 from memsync import findings, state
 from memsync.config import Config
 from memsync.errors import MemsyncError, UnavailableError
-from memsync.model import CheckReport, Inventory, Severity
+from memsync.model import CheckReport, Inventory, Severity, count_scopes
 from memsync.problems import (
     LIVE_EVENTS,
     NOTHING_AROUND,
@@ -85,8 +85,14 @@ def run_check(
     Raises:
         UnavailableError: both stores absent, or a store file unreadable or damaged.
         TryLaterError: a store is busy, or the work directory is full or unwritable.
+
+    Records what it counted in ``<state_dir>/last-check.json`` (``state.record_check``), so a
+    restore after a lost disk can say what the snapshot lacks; a state directory it cannot
+    write is passed over (the check itself still answers).
     """
-    return settled_report(config, now, settle, progress)[0]
+    report = settled_report(config, now, settle, progress)[0]
+    state.record_check(config.state_dir, report)
+    return report
 
 
 def settled_report(
@@ -225,6 +231,7 @@ def judge_capture(
         history_memories=judged.memories,
         history_rows=summary.history_rows,
         window=summary.window,
+        scopes=judged.scopes,
     )
 
 
@@ -256,4 +263,5 @@ def judge(inventory: Inventory, today: date, around: Surroundings = NOTHING_AROU
         history_memories=len(inventory.history),
         history_rows=inventory.history_rows,
         window=inventory.window,
+        scopes=count_scopes(p.payload for p in inventory.points.values()),
     )

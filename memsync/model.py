@@ -293,6 +293,7 @@ class CheckReport:
     history_rows: int
     window: CaptureWindow
     extra_counts: Mapping[str, int] = field(default_factory=dict)
+    scopes: Mapping[str, Any] | None = None  # the memories per scope (``count_scopes``)
 
     def count(self, severity: Severity) -> int:
         """Number of findings of ``severity``."""
@@ -366,3 +367,14 @@ def count_scopes(payloads: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             scope_id = str(value)
             counts[kind][scope_id] = counts[kind].get(scope_id, 0) + 1
     return {TOTAL: total, **{kind: dict(sorted(counts[kind].items())) for kind in SCOPE_KINDS}}
+
+
+def add_scopes(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    """Two ``count_scopes`` documents added up (the counts of both sets of memories). Pure."""
+    added: dict[str, Any] = {TOTAL: int(first.get(TOTAL, 0)) + int(second.get(TOTAL, 0))}
+    for kind in SCOPE_KINDS:
+        counts = dict(first.get(kind) or {})
+        for scope_id, count in (second.get(kind) or {}).items():
+            counts[scope_id] = counts.get(scope_id, 0) + count
+        added[kind] = dict(sorted(counts.items()))
+    return added

@@ -11,9 +11,10 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import date
+from typing import Any
 
 from memsync import findings
-from memsync.model import Finding, Inventory, MemoryHistory, Point
+from memsync.model import Finding, Inventory, MemoryHistory, Point, add_scopes, count_scopes
 from memsync.problems_common import (
     LIVE_EVENTS,
     SCOPE_KEYS,
@@ -96,6 +97,7 @@ class Judged:
     findings: list[Finding]
     points: int
     memories: int
+    scopes: dict[str, Any] = field(default_factory=dict)  # the points per scope (count_scopes)
 
 
 def merge_by_id(points: Iterable[Point], memories: Iterable[MemoryHistory]) -> Iterator[Paired]:
@@ -203,7 +205,9 @@ def judge_memories(
     found.sort(key=Finding.sort_key)
     if around.foreign_holder is not None:
         found = [_foreign_store(summary, around, len(found))]
-    return Judged(findings=found, points=tally.points, memories=tally.memories)
+    return Judged(
+        findings=found, points=tally.points, memories=tally.memories, scopes=tally.counted
+    )
 
 
 @dataclass(slots=True, kw_only=True)
@@ -219,6 +223,7 @@ class _Tally:
     keys: array[int] = field(default_factory=lambda: array("q"))
     linked_points: dict[str, Point] = field(default_factory=dict)
     linked_history: dict[str, MemoryHistory] = field(default_factory=dict)
+    counted: dict[str, Any] = field(default_factory=lambda: count_scopes(()))
 
     def chunk(self, inventory: Inventory, today: date) -> list[Finding]:
         """Count and judge one chunk (``inventory``'s points and history are the chunk's)."""
@@ -226,6 +231,7 @@ class _Tally:
         self.points += len(points)
         self.memories += len(history)
         self.live += sum(1 for memory in history.values() if memory.last.event in LIVE_EVENTS)
+        self.counted = add_scopes(self.counted, count_scopes(p.payload for p in points.values()))
         if not self.judged:
             return []
         if inventory.message_scopes:

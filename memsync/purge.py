@@ -119,6 +119,7 @@ def purge_snapshot(
             quiesced=old.quiesced,
             not_quiesced=old.not_quiesced,
             embedder=old.embedder,
+            label=old.label,
         )
         report = snapshot.verify_directory(config, work, now)
         broken = [

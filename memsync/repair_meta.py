@@ -101,7 +101,7 @@ def repair_meta(
         )
     mem0.require_store_free(config, "repairing meta.json")
     if take_snapshot and config.snapshot.directory is not None:
-        done.snapshot_id = snapshot.create_snapshot(config, now).id
+        done.snapshot_id = snapshot.create_snapshot(config, now, by="repair-meta").id
     after = app_process.app_meta(config, app, repair=True)
     done.loads, done.repaired, done.kept = after["loads"], after["repaired"], after["kept"]
     logger.info("meta_repaired", path=done.path, kept=done.kept, refused=refused)

@@ -13,8 +13,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memsync import flock
+import structlog
+
+from memsync import flock, utc
 from memsync.errors import LockedError, TryLaterError
+from memsync.model import CheckReport, Severity
+
+logger = structlog.get_logger(__name__)
 
 OPERATION_LOCK = "operation.lock"
 RESTORE_JOURNAL = "restore-journal.json"
@@ -88,6 +93,47 @@ def pre_restore_copies(targets: list[Path]) -> list[Path]:
         if target.parent.is_dir():
             found += sorted(target.parent.glob(f"{target.name}.pre-restore-*"))
     return found
+
+
+LAST_CHECK = "last-check.json"
+
+
+def record_check(state_dir: Path, report: CheckReport) -> None:
+    """Write ``<state_dir>/last-check.json``: when a check's capture was made and what it counted.
+
+    ``{"checked_at": the vector capture's start, "memories": points of the memory collection,
+    "scopes": count_scopes of them, "errors": error findings}``. Best effort: a state directory
+    that cannot be written (a read-only user's check) is passed over, logged.
+    """
+    if report.scopes is None:
+        return
+    document = {
+        "checked_at": utc.iso(report.window.vectors_at),
+        "memories": report.points,
+        "scopes": dict(report.scopes),
+        "errors": report.count(Severity.ERROR),
+    }
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_json_atomic(state_dir / LAST_CHECK, document)
+    except OSError as error:
+        logger.info("last_check_not_recorded", state_dir=str(state_dir), error=str(error))
+
+
+def last_check(state_dir: Path) -> dict[str, Any] | None:
+    """The ``last-check.json`` document (``checked_at`` parsed to a datetime), or None. Reads only.
+
+    None when absent, unreadable or not of that shape (a lost or foreign state directory).
+    """
+    try:
+        document = json.loads((state_dir / LAST_CHECK).read_text(encoding="utf-8"))
+        checked_at = utc.parse(document["checked_at"])
+        memories, scopes = document["memories"], document["scopes"]
+    except (OSError, ValueError, KeyError, TypeError, OverflowError):
+        return None
+    if type(memories) is not int or not isinstance(scopes, dict):
+        return None
+    return {**document, "checked_at": checked_at}
 
 
 WINDOW_FILE = "window.json"

@@ -99,11 +99,15 @@ def run(args: argparse.Namespace) -> int:
         "moves": [_move_json(m, done) for m in done.moves],
         "moved_aside": None if done.dry_run or done.skipped else list(done.moved_aside),
         "check_after": done.check.counts() if done.check else None,
+        "since_snapshot": None if done.skipped else done.since_snapshot,
     }
     if args.json:
         render.emit_json(document)
     else:
-        render.emit_text(_chosen_line(done.chosen) + _text(done) + _age_line(age_s, done))
+        lost = ""
+        if done.since_snapshot is not None and not done.skipped:
+            lost = "\n" + _lost_text(done.since_snapshot, str(config.state_dir), done.dry_run)
+        render.emit_text(_chosen_line(done.chosen) + _text(done) + _age_line(age_s, done) + lost)
     return int(ExitCode.OK)
 
 
@@ -216,3 +220,41 @@ def _move_json(move: restore.Move, done: restore.Restored) -> dict[str, Any]:
     else:
         aside = move.aside if move.aside in done.moved_aside else None
     return {"live": move.live, "aside": aside}
+
+
+def _lost_text(lost: dict[str, Any], state_dir: str, dry_run: bool) -> str:
+    """The report's line on what the snapshot lacks that memsync saw. Pure."""
+    if lost["last_check_at"] is None:
+        return (
+            f"no check is recorded in {state_dir} (memsync's state did not survive, or it never "
+            "checked): memsync cannot say what was written after the snapshot"
+        )
+    seen = (
+        f"the last check, {_ago(lost['last_check_age_s'])} ago, saw {lost['memories_seen']:,} "
+        "memories"
+    )
+    if not lost["after_snapshot"]:
+        return (
+            f"{seen}, before this snapshot was taken: memsync cannot say what was written after it"
+        )
+    held = lost["memories_in_snapshot"]
+    if not lost["known"]:
+        return f"{seen}; the snapshot's manifest does not count its memories"
+    if not lost["missing"]:
+        return (
+            f"{seen}; this snapshot holds {held:,}: the counts show none missing "
+            "(a write offset by a delete would not show)"
+        )
+    scopes = ", ".join(f"{s['scope']} {s['seen'] - s['in_snapshot']:,}" for s in lost["scopes"][:8])
+    more = f", {len(lost['scopes']) - 8} more scopes" if len(lost["scopes"]) > 8 else ""
+    verb = "would not be" if dry_run else "are not"
+    return (
+        f"{seen}; this snapshot holds {held:,}: about {lost['missing']:,} written after it "
+        f"{verb} in it" + (f" ({scopes}{more})" if scopes else "")
+    )
+
+
+def _ago(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min"

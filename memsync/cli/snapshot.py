@@ -282,11 +282,15 @@ def run_verify(args: argparse.Namespace) -> int:
         "id": report.snapshot_id,
         "ok": report.ok,
         "findings": [f.to_json() for f in report.findings],
+        "label": report.label,
+        "expected": [f.to_json() for f in report.expected],
     }
     lines = [
         f"{f.severity.value.upper():<8} {f.code:<20} {f.path or f.memory_id or ''}\n         {f.message}"
         for f in report.findings
     ]
+    if report.expected:
+        lines.append(snapshot_verify.expected_line(report))
     lines.append(
         f"verify {report.snapshot_id}: {'ok' if report.ok else 'FAILED'} ({errors} errors)"
     )
@@ -340,6 +344,7 @@ def run_list(args: argparse.Namespace) -> int:
             f"{row['size_bytes']:>12} {row['points'] if row['points'] is not None else '-':>8} "
             f"{row['memories'] if row['memories'] is not None else '-':>8} {where}"
             + (" pinned" if row["pin"] else "")
+            + (f" safety ({row['label'].get('by') or '?'})" if row["label"] else "")
         )
     pending = sum(1 for row in ordered if row.get("upload_pending"))
     if pending:
@@ -375,6 +380,7 @@ def _row(
         "size_bytes": size,
         "points": manifest.points if manifest else None,
         "memories": manifest.history.get("memories") if manifest else None,
+        "label": manifest.label if manifest else None,
         "local": {"complete": complete, "verified": verified} if where == "local" else None,
         "remote": {"complete": complete, "verified": verified} if where == "remote" else None,
     }

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from datetime import UTC, datetime
 
 from memsync.cli import render
 from memsync.cli.common import load_config
 from memsync.errors import ExitCode
 from memsync.snapshot import verify_scheduled
-from memsync.snapshot.verify_scheduled import ScheduledReport, SideResult
+from memsync.snapshot.verify import VerifyReport
+from memsync.snapshot.verify_scheduled import ScheduledReport, SideResult, SnapshotResult
 
 
 def run_scheduled(args: argparse.Namespace) -> int:
@@ -56,9 +58,22 @@ def _side_lines(side: SideResult, dry_run: bool) -> list[str]:
             f"  {verb} {item.snapshot_id:<20} {what} ({item.size_bytes} bytes; {item.reason})"
         )
     for result in side.results:
+        if result.expected:
+            lines.append(f"  {'EXPECTED':<8} {result.snapshot_id:<20} {expected_line(result)}")
         for finding in result.findings:
             lines.append(
                 f"  {finding.severity.value.upper():<8} {finding.code:<20} {finding.path or ''}"
             )
             lines.append(f"           {finding.message}")
     return lines
+
+
+def expected_line(result: SnapshotResult | VerifyReport) -> str:
+    """What a safety snapshot holds by design: its damage, named by code and count. Pure."""
+    counts = Counter(f.code for f in result.expected)
+    codes = ", ".join(f"{code} {count}" for code, count in sorted(counts.items()))
+    by = (result.label or {}).get("by") or "a command"
+    return (
+        f"safety snapshot taken by {by}: holds the damage it was taken to keep "
+        f"({len(result.expected)} findings: {codes}), not a failure"
+    )

@@ -88,6 +88,13 @@ class SnapshotConfig(_Section):
         "retention: every snapshot younger than this, counted from the newest one",
         toml="duration '7d'/'12h'",
     )
+    keep_safety_days: int = key(
+        7,
+        "retention: days a safety snapshot (taken by reconcile, forget or repair-meta before "
+        "they change the stores) is kept, from its own time; the other keep_* rules do not "
+        "count safety snapshots",
+        ge=0,
+    )
     max_pending_uploads: int = key(
         3,
         "snapshots that failed to upload kept for the next run; with this many pending, "

@@ -190,7 +190,7 @@ def run_ask(
     snapshot_id = None
     routes.require_interpreter(config)  # refused before the safety snapshot, not after it
     if take_snapshot and ask.kind == "forget" and targets.all and routes.would_take(config):
-        snapshot_id = snapshot.create_snapshot(config, now).id  # a live capture: no route
+        snapshot_id = snapshot.create_snapshot(config, now, by=ask.kind).id  # live: no route
     taken = routes.Taken()
     try:
         with routes.open_writer(config, ask.kind, taken) as writer:

@@ -24,10 +24,11 @@ from typing import Any
 
 import structlog
 
-from memsync import check, repository
+from memsync import check, repository, state
 from memsync.config import Config
 from memsync.errors import MemsyncError, UnavailableError, UsageError
 from memsync.model import CheckReport, Severity
+from memsync.restore import loss
 from memsync.restore import pgvector as pg_restore
 from memsync.routes.window import Taken
 from memsync.snapshot import choose
@@ -64,6 +65,7 @@ class Restored:
     moved_aside: tuple[str, ...] = ()  # every path a restore moved aside (files, sides, dirs)
     chosen: choose.Chosen | None = None  # how ``latest`` or ``--before`` picked it
     route: str | None = None  # how the swap reached a running app: direct, agent, window
+    since_snapshot: dict[str, Any] | None = None  # what the last check saw after it (loss.py)
 
 
 def plan_restore(config: Config, snapshot_id: str) -> list[Move]:
@@ -167,10 +169,11 @@ def run_restore(
             the snapshot is named twice (2).
     """
     recovered = recover(config)
+    seen = state.last_check(config.state_dir)  # before this restore's own check replaces it
     vector_store_for(config).require_free("restore")
     if config.pgvector is not None:
         pg_restore.require_free(config)  # the app holds history.db and no window is configured
-    target, chosen = choose.resolve(config, target, before)
+    target, chosen = choose.resolve(config, target, before, no_safety=True)
     config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="restore-") as temporary:
         scratch = Path(temporary)
@@ -187,6 +190,7 @@ def run_restore(
             check=None,
             recovered=recovered,
             chosen=chosen,
+            since_snapshot=loss.since_snapshot(seen, manifest, now),
         )
         if has_data(config) and if_empty:
             return replace(planned, skipped=True)

@@ -104,7 +104,7 @@ def run_restore_to(
         ConfigError: (exit 10) it does not fit the configuration.
     """
     require_new_directory(cfg, dest)
-    target, chosen = choose.resolve(cfg, target, before)
+    target, chosen = choose.resolve(cfg, target, before, no_safety=True)
     layout = ScratchLayout(root=dest.absolute())
     cfg.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory(dir=cfg.work_dir, prefix="restore-to-") as temporary:

@@ -94,9 +94,15 @@ def pick(
     remote: Sequence[Entry],
     before: datetime | None,
     backend: str | None = None,
+    *,
+    no_safety: bool = False,
 ) -> tuple[str, Side] | None:
     """The newest complete snapshot whose verification passed (made before ``before``). Pure.
 
+    With ``no_safety`` (restore's choice), a safety snapshot (``Manifest.safety``: taken by
+    reconcile, forget or repair-meta before they changed the stores, damage included) never
+    qualifies: name it by id to restore it. ``recover`` may read one (a forget's holds exactly
+    what it deleted).
     Each side counts on its own verdict; a snapshot on both sides is read locally when its
     local copy qualifies. With ``backend`` (``backend_of``'s words), a snapshot of the other
     backend never qualifies (one directory may hold both after a move to pgvector). Returns
@@ -111,7 +117,8 @@ def pick(
                 and entry.manifest is not None
                 and backend_of(entry.manifest) != backend
             )
-            if entry.complete and entry.is_verified and not other:
+            safety = no_safety and entry.manifest is not None and entry.manifest.safety
+            if entry.complete and entry.is_verified and not other and not safety:
                 if before is None or entry.created_at < before:
                     found[entry.id] = side
     if not found:
@@ -120,7 +127,7 @@ def pick(
     return newest, found[newest]
 
 
-def choose(config: Config, before: datetime | None) -> Chosen:
+def choose(config: Config, before: datetime | None, *, no_safety: bool = False) -> Chosen:
     """Pick ``latest`` (``before`` None) or the newest before ``before``, local or remote.
 
     Reads the local snapshot directory and, with ``[s3]``, lists the bucket. A snapshot whose
@@ -143,6 +150,7 @@ def choose(config: Config, before: datetime | None) -> Chosen:
         [e for e in remote if e.id not in other_embedder],
         before,
         backend,
+        no_safety=no_safety,
     )
     if picked is None:
         complete = len({e.id for e in [*local, *remote] if e.complete})
@@ -157,6 +165,9 @@ def choose(config: Config, before: datetime | None) -> Chosen:
         others = f", {other} of them of the other backend" if other else ""
         if other_embedder:
             others += f", {len(other_embedder)} of them of another embedder"
+        safety = len({e.id for e in [*local, *remote] if e.manifest and e.manifest.safety})
+        if safety and no_safety:
+            others += f", {safety} of them safety snapshots (never chosen by latest)"
         raise UnavailableError(
             f"no complete snapshot{when} of this {backend} deployment has passed verification "
             f"({complete} complete snapshot(s) listed"
@@ -174,9 +185,11 @@ def choose(config: Config, before: datetime | None) -> Chosen:
 
 
 def resolve(
-    config: Config, target: str | None, before: datetime | None
+    config: Config, target: str | None, before: datetime | None, *, no_safety: bool = False
 ) -> tuple[str, Chosen | None]:
     """The target a restore or recover reads: as given, or chosen by ``latest`` / ``before``.
+
+    ``no_safety``: as for ``pick`` (restore passes it).
 
     Raises:
         UsageError: (exit 2) no target and no ``before``, or both an explicit target and ``before``.
@@ -194,7 +207,7 @@ def resolve(
     if before is None and target != LATEST:
         assert target is not None
         return target, None
-    chosen = choose(config, before)
+    chosen = choose(config, before, no_safety=no_safety)
     return chosen.target, chosen
 
 

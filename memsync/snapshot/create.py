@@ -29,7 +29,7 @@ from memsync.snapshot.embedder import embedder_of
 from memsync.state import fsync_dir, write_json_atomic
 from memsync.stores import deployment, interpreter, snapshots
 from memsync.stores.agent_client import not_held_reason, writes_held
-from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, sign
+from memsync.stores.manifest import MANIFEST, SAFETY, FileEntry, Manifest, sign
 from memsync.stores.pgvector.export import pgvector_versions
 from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
 from memsync.stores.vector_store import refuse_legacy_store
@@ -140,8 +140,13 @@ def _integrity_verdicts(captured: deployment.Captured, partial: Path) -> dict[st
     return results
 
 
-def create_snapshot(config: Config, now: datetime, progress: Progress | None = None) -> Created:
+def create_snapshot(
+    config: Config, now: datetime, progress: Progress | None = None, *, by: str | None = None
+) -> Created:
     """Capture both stores into ``<snapshot.directory>/<id>/`` with an integrity-checked manifest.
+
+    ``by``: the command taking it as a safety snapshot before it changes the stores (its
+    manifest's ``label``, ``{"kind": "safety", "by": by}``); None for an ordinary snapshot.
 
     Built under ``<id>.partial/`` (files 0600, directories 0700, fsynced, ``.creating``
     flock-held) and renamed when complete; stale ``.partial`` directories of dead creates are
@@ -180,6 +185,7 @@ def create_snapshot(config: Config, now: datetime, progress: Progress | None = N
             quiesced=quiesced,
             not_quiesced=why,
             embedder=embedder_of(config),
+            label=None if by is None else {"kind": SAFETY, "by": by},
         )
         final = repository.commit(snapshot_id, partial, None)
     logger.info("snapshot_created", snapshot_id=snapshot_id, size_bytes=manifest.size_bytes)
@@ -285,6 +291,7 @@ def finish_directory(
     quiesced: bool | None = None,
     embedder: dict[str, Any] | None = None,
     not_quiesced: str | None = None,
+    label: dict[str, Any] | None = None,
 ) -> Manifest:
     """Check a captured layout in ``partial`` and write its manifest (sealing files when keyed).
 
@@ -295,7 +302,7 @@ def finish_directory(
     given, is the layout's already read inventory and its report (neither is redone).
     ``quiesced`` and ``embedder`` (None: not recorded) go to ``capture.quiesced`` and ``embedder``;
     ``not_quiesced`` (why an agent's pause did not hold every write) to ``capture.not_quiesced``
-    when ``quiesced`` is False.
+    when ``quiesced`` is False; ``label`` (a safety snapshot's) to ``label``.
 
     Raises:
         UnavailableError: a file fails its integrity check or a point does not decode.
@@ -327,6 +334,7 @@ def finish_directory(
         quiesced=quiesced,
         not_quiesced=not_quiesced if quiesced is False else None,
         embedder=embedder,
+        label=label,
     )
     manifest = _with_backend(manifest, captured)
     manifest = replace(  # the mass-deletion tripwire's counts (memsync.snapshot.tripwire)

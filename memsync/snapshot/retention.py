@@ -23,6 +23,7 @@ from memsync.snapshot.pins import pin_of
 SIDES = ("local", "remote")
 INCOMPLETE_GRACE = timedelta(days=1)  # an incomplete remote snapshot younger may be uploading
 NO_RULE = "no rule keeps it"
+SAFETY_OLD = "safety snapshot older than keep_safety_days"
 INCOMPLETE_OLD = "incomplete, older than 1 day"
 UPLOAD_PENDING = "upload pending"  # its upload failed, was interrupted or is running now
 
@@ -43,6 +44,8 @@ class Candidate:
         upload_pending: its local copy is marked upload-pending (``upload-pending.json``: its
             upload failed, was interrupted or is running now); kept on every side until the
             upload completes (the bucket never got it whole).
+        safety: a safety snapshot (its manifest's ``label``): aged out by
+            ``keep_safety_days`` alone, never counted by the other rules.
     """
 
     id: str
@@ -54,6 +57,7 @@ class Candidate:
     sides: tuple[str, ...] = ("local",)
     incomplete_on: tuple[str, ...] = ()
     upload_pending: bool = False
+    safety: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,6 +110,7 @@ def _candidate(snapshot_id: str, found: Mapping[str, Entry], upload_pending: boo
         sides=tuple(found),
         incomplete_on=tuple(side for side, e in found.items() if not e.complete),
         upload_pending=upload_pending,
+        safety=any(e.manifest is not None and e.manifest.safety for e in complete),
     )
 
 
@@ -128,7 +133,9 @@ def plan_prune(
     one whose upload is pending (removing it would lose what the bucket was to hold). An incomplete
     snapshot is kept, unless it is stored remotely and its id's time is more than a day before
     ``now`` (None: never) and its local copy is not marked upload-pending: then its remote
-    objects go, its local directory stays.
+    objects go, its local directory stays. A safety snapshot (``Candidate.safety``) is kept
+    ``keep_safety_days`` from its own time (counted to ``now``; to the newest snapshot when
+    None) and then removed unless pinned; the other rules neither keep nor count it.
 
     Raises:
         ConfigError: no keep_* rule is set (an empty policy would remove everything).
@@ -144,11 +151,12 @@ def plan_prune(
     ):
         raise ConfigError("snapshot", ["snapshot.keep_*: retention needs at least one keep_* > 0"])
     ordered = sorted(candidates, key=lambda c: c.id, reverse=True)
-    complete = [c for c in ordered if c.complete]
+    complete = [c for c in ordered if c.complete and not c.safety]
     reasons = _rule_reasons(complete, policy)
     newest_verified = next((c for c in complete if c.verified and c.clean), None)
     if newest_verified is not None:
         reasons[newest_verified.id].append("newest verified")
+    reasons |= _safety_reasons(ordered, policy, now)
     return [_decide(c, reasons.get(c.id, []), now) for c in ordered]
 
 
@@ -174,7 +182,9 @@ def _decide(candidate: Candidate, reasons: list[str], now: datetime | None) -> P
         )
     unread = "local" in candidate.incomplete_on  # a local directory memsync cannot read stays
     return _removed(
-        candidate, NO_RULE, tuple(s for s in candidate.sides if s != "local" or not unread)
+        candidate,
+        SAFETY_OLD if candidate.safety else NO_RULE,
+        tuple(s for s in candidate.sides if s != "local" or not unread),
     )
 
 
@@ -186,6 +196,21 @@ def _removed(candidate: Candidate, reason: str, remove_from: tuple[str, ...]) ->
         sides=candidate.sides,
         remove_from=remove_from,
     )
+
+
+def _safety_reasons(
+    ordered: list[Candidate], policy: SnapshotConfig, now: datetime | None
+) -> dict[str, list[str]]:
+    """``{id: ["keep-safety 7d"]}`` of the safety snapshots younger than ``keep_safety_days``."""
+    if not ordered:
+        return {}
+    until = now if now is not None else ordered[0].time
+    kept = timedelta(days=policy.keep_safety_days)
+    return {
+        c.id: [f"keep-safety {policy.keep_safety_days}d"] if until - c.time < kept else []
+        for c in ordered
+        if c.complete and c.safety
+    }
 
 
 _BUCKETS: tuple[tuple[str, Callable[[datetime], str]], ...] = (

@@ -20,7 +20,7 @@ from memsync import __version__, check, utc
 from memsync import findings as registry
 from memsync.config import Config
 from memsync.errors import UnavailableError
-from memsync.model import CheckReport, Finding, Severity
+from memsync.model import Finding, Severity
 from memsync.repository import (
     FileCheck,
     LocalRepository,
@@ -43,12 +43,18 @@ HISTORY_FILE = "history.db"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VerifyReport:
-    """What ``verify`` found, in contract order; ``ok`` when no error finding."""
+    """What ``verify`` found, in contract order; ``ok`` when no error finding.
+
+    ``expected``: the pair's findings a safety snapshot recorded when it was taken (the damage
+    its command was about to repair, kept by design): reported, never a failure.
+    """
 
     target: str
     snapshot_id: str | None
     findings: tuple[Finding, ...]
     verified_at: datetime
+    expected: tuple[Finding, ...] = ()  # a safety snapshot's damage, recorded when it was taken
+    label: dict[str, Any] | None = None  # the manifest's ``label`` (a safety snapshot's)
 
     @property
     def ok(self) -> bool:
@@ -69,6 +75,7 @@ def verified_document(report: VerifyReport) -> dict[str, Any]:
         "codes": sorted({f.code for f in report.findings}),
         "memsync": __version__,
         "scope": "full",
+        "expected": len(report.expected),
     }
 
 
@@ -99,12 +106,14 @@ def verify_snapshot(
             f"snapshot {snapshot_id} not found at {repository.where}",
             "memsync snapshot list (--remote) shows the snapshots there",
         )
-    findings = _findings(config, repository, snapshot_id, now, restorable)
+    findings, expected, label = _findings(config, repository, snapshot_id, now, restorable)
     report = VerifyReport(
         target=target,
         snapshot_id=snapshot_id,
         findings=tuple(sorted(findings, key=Finding.sort_key)),
         verified_at=now,
+        expected=tuple(sorted(expected, key=Finding.sort_key)),
+        label=label,
     )
     repository.write_json(snapshot_id, VERIFIED, verified_document(report))
     return report
@@ -158,7 +167,8 @@ def _findings(
     snapshot_id: str,
     now: datetime,
     restorable: bool,
-) -> list[Finding]:
+) -> tuple[list[Finding], list[Finding], dict[str, Any] | None]:
+    """(findings, a safety snapshot's expected findings, the manifest's label)."""
     where = repository.location(snapshot_id, MANIFEST)
     try:
         manifest = repository.read_manifest(snapshot_id)
@@ -170,18 +180,23 @@ def _findings(
             if "no manifest" in error.message
             else error.message
         )
-        return [_problem("manifest-missing", where, message, "use another snapshot")]
+        return [_problem("manifest-missing", where, message, "use another snapshot")], [], None
     key = signing_key(config)
     if key is not None and not signature_ok(manifest, key):
-        return [
-            _problem(
-                "signature-invalid",
-                where,
-                "the manifest's HMAC-SHA256 signature does not match the configured key: "
-                "the snapshot was altered or signed with another key; nothing was decoded",
-                "use another snapshot, or the signing key it was made with",
-            )
-        ]
+        return (
+            [
+                _problem(
+                    "signature-invalid",
+                    where,
+                    "the manifest's HMAC-SHA256 signature does not match the configured key: "
+                    "the snapshot was altered or signed with another key; nothing was decoded",
+                    "use another snapshot, or the signing key it was made with",
+                )
+            ],
+            [],
+            None,
+        )
+    expected: list[Finding] = []
     config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="verify-") as temporary:
         checked = repository.verify(snapshot_id, Path(temporary) / "stored")
@@ -190,10 +205,11 @@ def _findings(
         with _plaintext(config, repository, snapshot_id, checked, good, findings) as plain:
             if plain is not None:
                 listed = {entry.path for entry in manifest.files}
-                findings += _verify_contents(
+                found, expected = _verify_contents(
                     config, plain, manifest, {e.path for e in good}, listed, now, restorable
                 )
-    return findings
+                findings += found
+    return findings, expected, manifest.label
 
 
 @contextmanager
@@ -240,10 +256,12 @@ def _verify_contents(
     listed: set[str],
     now: datetime,
     restorable: bool,
-) -> list[Finding]:
+) -> tuple[list[Finding], list[Finding]]:
     """Check integrity and decoding of the files whose checksums matched, then the pair.
 
     The pair is checked only when every listed file passed (nothing unverified is unpickled).
+    Returns the findings and, for a safety snapshot, the pair's findings its manifest recorded
+    when it was taken (``expected``: the damage it keeps by design, never an error here).
     """
     findings: list[Finding] = []
     if HISTORY_FILE in good:
@@ -260,7 +278,7 @@ def _verify_contents(
     except UnavailableError:
         if index_ok:
             raise
-        return findings
+        return findings, []
     for relative, verdict in store.check_copy(vectors, decode=False).items():
         if verdict != "ok":
             findings.append(
@@ -272,7 +290,7 @@ def _verify_contents(
             )
             good.discard(f"{store.capture_dir}/{relative}")
     if not index_ok:
-        return findings  # no point is decoded before the index passed its checksum
+        return findings, []  # no point is decoded before the index passed its checksum
     vectors = _verified_copies(store, root, manifest, good)
     for relative, verdict in store.check_copy(vectors, integrity=False).items():
         if verdict != "ok":
@@ -281,21 +299,44 @@ def _verify_contents(
             )
             good.discard(f"{store.capture_dir}/{relative}")
     if good != listed:
-        return findings
+        return findings, []
     captured = deployment.from_directory(root, manifest.capture, config)
     inventory = deployment.read_inventory(captured, config)
-    judged = check.judge(inventory, now.date())
-    return findings + list(judged.findings) + (_unclean(judged) if restorable else [])
+    pair = list(check.judge(inventory, now.date()).findings)
+    recorded = _recorded(manifest)
+    expected = [f for f in pair if _recorded_key(f) in recorded]
+    pair = [f for f in pair if _recorded_key(f) not in recorded]
+    return findings + pair + (_unclean(pair) if restorable else []), expected
 
 
-def _unclean(judged: CheckReport) -> list[Finding]:
+def _recorded_key(finding: Finding) -> tuple[str, str]:
+    return finding.code, finding.memory_id or finding.collection or finding.path or ""
+
+
+def _recorded(manifest: Manifest) -> set[tuple[str, str]]:
+    """A safety snapshot's findings as its create judged them (``check.findings``); else empty.
+
+    A safety snapshot is taken to keep the stores as they were before its command changed
+    them, damage included: what its create found is what it was taken to keep.
+    """
+    if not manifest.safety:
+        return set()
+    found = manifest.check.get("findings") or []
+    return {
+        (str(f.get("code")), str(f.get("memory_id") or f.get("collection") or f.get("path") or ""))
+        for f in found
+        if isinstance(f, dict)
+    }
+
+
+def _unclean(pair: list[Finding]) -> list[Finding]:
     """``restore-unclean`` when the pair has errors or writes caught in flight; else nothing.
 
     An ``in-flight`` finding in a snapshot is a write half in the copies: restored, it becomes
     the error it stands for (a ``missing-point`` reconcile cannot repair).
     """
-    errors = judged.count(Severity.ERROR)
-    in_flight = sorted({f.memory_id or "" for f in judged.findings if f.code == "in-flight"})
+    errors = sum(1 for f in pair if f.severity is Severity.ERROR)
+    in_flight = sorted({f.memory_id or "" for f in pair if f.code == "in-flight"})
     if not errors and not in_flight:
         return []
     parts = [f"{errors} error findings"] if errors else []

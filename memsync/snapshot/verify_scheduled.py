@@ -43,7 +43,11 @@ Progress = Callable[[int], None]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SnapshotResult:
-    """What one run found in one snapshot: its scope (``full``, ``files``, ``manifest``)."""
+    """What one run found in one snapshot: its scope (``full``, ``files``, ``manifest``).
+
+    ``expected``: for a safety snapshot read in full, the pair's findings its create recorded
+    (the damage its command was about to repair): reported, not counted as errors.
+    """
 
     snapshot_id: str
     scope: str
@@ -51,6 +55,8 @@ class SnapshotResult:
     size_bytes: int
     reason: str
     findings: tuple[Finding, ...]
+    expected: tuple[Finding, ...] = ()  # a safety snapshot's recorded damage: never an error
+    label: dict[str, Any] | None = None  # its manifest's ``label`` (a safety snapshot's)
 
     @property
     def ok(self) -> bool:
@@ -67,6 +73,8 @@ class SnapshotResult:
             "reason": self.reason,
             "ok": self.ok,
             "findings": [f.to_json() for f in self.findings],
+            "label": self.label,
+            "expected": [f.to_json() for f in self.expected],
         }
 
 
@@ -143,7 +151,11 @@ class ScheduledReport:
             "interval_s": self.interval.total_seconds(),
             "runs_per_cycle": schedule.runs_per_cycle(self.cycle, self.interval),
             "bytes_read": sum(side.bytes_read for side in self.sides),
-            "counts": {"errors": errors, "warnings": self._count(Severity.WARNING)},
+            "counts": {
+                "errors": errors,
+                "warnings": self._count(Severity.WARNING),
+                "expected": sum(len(r.expected) for side in self.sides for r in side.results),
+            },
             "coverage": {side.side: round(side.coverage, 4) for side in self.sides},
             "sides": [side.to_json(self.dry_run) for side in self.sides],
         }
@@ -342,15 +354,18 @@ def _read(
         UnavailableError: the repository fails (a snapshot removed meanwhile is skipped).
     """
     try:
+        expected: tuple[Finding, ...] = ()
+        label = None
         if item.full:
-            findings = verify_snapshot(
+            verified = verify_snapshot(
                 config,
                 repository,
                 item.snapshot_id,
                 repository.location(item.snapshot_id),
                 now,
                 restorable=True,
-            ).findings
+            )
+            findings, expected, label = verified.findings, verified.expected, verified.label
             scope = "manifest" if item.reason == "manifest" else "full"
             passed = () if _has_errors(findings) else item.paths
         else:
@@ -371,6 +386,8 @@ def _read(
             size_bytes=item.size_bytes,
             reason=item.reason,
             findings=tuple(findings),
+            expected=expected,
+            label=label,
         )
     ]
 

@@ -42,8 +42,10 @@ _KNOWN = (
     "scopes",
     "embedder",
     "encryption",
+    "label",
     "signature",
 )
+SAFETY = "safety"  # the ``label.kind`` of a snapshot a command took before it changed the stores
 
 
 class ManifestTooNew(UnavailableError):  # noqa: N818 - named for what the user sees
@@ -96,7 +98,10 @@ class Manifest:
     ``collections``, ``history``, ``integrity``, ``check`` and ``encryption`` are JSON objects
     as documented; ``scopes`` the memory counts per scope (``{"total": n, "user_id": {id: n},
     "agent_id": {...}, "run_id": {...}}``) or None in manifests older than issue 12; ``embedder``
-    the embedder of the vectors (``{"provider", "dims", "model"}``) or None in older manifests; ``signature`` is the HMAC-SHA256 hex or None; ``extra`` holds the fields a
+    the embedder of the vectors (``{"provider", "dims", "model"}``) or None in older manifests;
+    ``label`` why memsync took it (``{"kind": "safety", "by": "reconcile"}``: a safety snapshot,
+    taken before a command changed the stores) or None (an ordinary snapshot; every manifest
+    older than issue 24); ``signature`` is the HMAC-SHA256 hex or None; ``extra`` holds the fields a
     newer memsync of the same format added.
     """
 
@@ -113,6 +118,7 @@ class Manifest:
     encryption: dict[str, Any] | None = None
     scopes: dict[str, Any] | None = None
     embedder: dict[str, Any] | None = None
+    label: dict[str, Any] | None = None
     signature: str | None = None
     mode: str = "embedded"
     quiesced: bool | None = None
@@ -136,6 +142,15 @@ class Manifest:
             return False
         found = self.check.get("findings") or []
         return not any(isinstance(f, dict) and f.get("code") == "in-flight" for f in found)
+
+    @property
+    def safety(self) -> bool:
+        """True for a labelled snapshot (``label``): taken by a command to keep what it changed.
+
+        Such a snapshot may hold the damage its command repaired; verify reports that damage as
+        expected, ``latest`` never picks it, retention keeps it ``keep_safety_days``.
+        """
+        return self.label is not None
 
     @property
     def size_bytes(self) -> int:
@@ -188,6 +203,8 @@ class Manifest:
             document["scopes"] = self.scopes
         if self.embedder is not None:
             document["embedder"] = self.embedder
+        if self.label is not None:
+            document["label"] = self.label
         if self.signature is not None:
             document["signature"] = self.signature
         return document
@@ -308,6 +325,7 @@ def parse(document: object, expected_id: str | None, where: str) -> Manifest:
         encryption=document.get("encryption"),
         scopes=document.get("scopes"),
         embedder=document.get("embedder"),
+        label=document.get("label"),
         signature=checked.signature,
         extra={key: value for key, value in document.items() if key not in _KNOWN},
     )

@@ -137,6 +137,14 @@ class _Embedder(BaseModel):
     model: StrictStr | None = None
 
 
+class _Label(BaseModel):
+    """Why memsync took the snapshot, when not on schedule or by hand (since issue 24)."""
+
+    model_config = _OPEN
+    kind: Annotated[StrictStr, Field(min_length=1, max_length=64)]  # "safety"
+    by: Annotated[StrictStr, Field(max_length=200)] | None = None  # the command that took it
+
+
 class _Encryption(BaseModel):
     model_config = _OPEN
     algorithm: StrictStr
@@ -161,6 +169,7 @@ class _Document(BaseModel):
     scopes: _Scopes | None = None
     embedder: _Embedder | None = None
     encryption: _Encryption | None = None
+    label: _Label | None = None
     signature: _Sha256 | None = None
 
 

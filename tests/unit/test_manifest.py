@@ -149,3 +149,15 @@ def test_a_capture_not_quiesced_keeps_its_reason_and_a_reason_must_be_text():
     assert manifest.to_json() == document
     with pytest.raises(UnavailableError, match="not valid"):
         parse({**DOCUMENT, "capture": {**capture, "not_quiesced": 7}}, None, "test")
+
+
+def test_a_safety_label_round_trips_and_a_manifest_without_one_is_an_ordinary_snapshot():
+    assert parse(DOCUMENT, None, "test").label is None  # every manifest older than issue 24
+    assert not parse(DOCUMENT, None, "test").safety
+    document = {**DOCUMENT, "label": {"kind": "safety", "by": "reconcile"}}
+    manifest = parse(document, None, "test")
+    assert manifest.safety and manifest.label == {"kind": "safety", "by": "reconcile"}
+    assert manifest.to_json() == document
+    for wrong in ({"kind": 1}, {"by": "reconcile"}, {"kind": ""}, "safety"):
+        with pytest.raises(UnavailableError, match="label"):
+            parse({**DOCUMENT, "label": wrong}, None, "test")
