@@ -121,17 +121,27 @@ def _text(done: recover.Recovered) -> str:
         if len(chosen) > SHOWN:
             lines.append(f"  ... and {len(chosen) - SHOWN} more (--json lists every one)")
     planned = done.count(recover.Status.RECOVER)
+    planned_status = recover.Status.RECOVER
     if done.dry_run:
-        route = done.route or "none now: the app holds the store (exit 12 when run)"
+        route = done.route or "none now: the app holds the store and no agent or window can write"
+        again = sum(1 for d in done.decisions if d.status is planned_status and d.text is not None)
         lines.append(
-            f"recover --dry-run: {planned} would come back (route: {route}); nothing changed"
+            f"recover --dry-run: {planned} would come back"
+            + (f" ({again} with their last text, embedded again)" if again else "")
+            + f" (route: {route}"
+            + (", exit 12 when run" if planned and done.route is None else "")
+            + "); nothing changed"
         )
     elif not done.decisions:
         lines.append(f"snapshot {done.snapshot_id} holds no memory of this scope")
     else:
         counts = done.after.counts() if done.after else {}
+        again = sum(
+            1 for d in done.decisions if d.status is recover.Status.RECOVERED and d.text is not None
+        )
         lines.append(
             f"recovered {done.count(recover.Status.RECOVERED)} from {done.snapshot_id}"
+            + (f" ({again} with their last text from history, embedded again)" if again else "")
             + (f" (route: {done.route})" if done.route else "")
             + (f"; check: {counts.get('errors', 0)} errors" if done.after else "")
         )

@@ -130,6 +130,9 @@ def run(m: Any, command: str, argv: list[str]) -> Any:
     elif command == "delete":
         m.delete(argv[1])
         out = {"deleted": argv[1]}
+    elif command == "update":
+        m.update(argv[1], argv[2])
+        out = {"updated": argv[1]}
     elif command == "drop-point":
         m.vector_store.delete(vector_id=argv[1])
         out = {"dropped": argv[1]}
