@@ -1,4 +1,4 @@
-"""``recover``: bring back the memories of one scope that a snapshot holds and were deleted since.
+"""``recover``: bring back the memories of one scope a snapshot holds that were deleted or vanished.
 
 The operator's explicit override of "tombstones win" (docs/reference/commands/recover.md), for
 a bulk-deletion bug or a mistaken ``forget``. ``plan_recover`` is pure: from the snapshot's
@@ -8,10 +8,12 @@ is the I/O half: verify the snapshot (fetched through the repository port when r
 capture the live stores, plan, then on a route (``routes.open_writer``: the app's agent,
 directly, or a maintenance window) write, per memory, first a history ADD event saying why
 (``actor_id = "memsync"``, ``role = "memsync recover from <snapshot id>"``), then the point
-with its id, vector and payload as the snapshot holds them (``Writer.put_back``: no
-re-embedding). That order makes a run killed in between resumable: the memory then reads as
-recovered-but-absent and the next ``recover`` puts the point back without a second event.
-A check runs after.
+with its id, vector and payload as the snapshot holds them (``Writer.put_back``), or, when its
+text changed after the snapshot, with its last text from history embedded by the app's
+embedder (``Writer.put_back_text``). That order makes a run killed in between resumable: the
+memory then reads as recovered-but-absent and the next ``recover`` puts the point back without
+a second event. A point that vanished without a DELETE event comes back as reconcile puts back
+a ``missing-point``: no event. A check runs after.
 """
 
 from __future__ import annotations
@@ -299,6 +301,26 @@ def _decide(
     return recover(why, past.text, past.text_at)
 
 
+def deleted_unattributed(
+    known: Collection[str], live_history: Mapping[str, MemoryHistory], live_points: Collection[str]
+) -> tuple[str, ...]:
+    """Memories deleted since the snapshot that it knows nothing of (added after it). Pure.
+
+    Their last live event is DELETE, they have no point, and the snapshot holds neither a point
+    nor a history row of them (``known``, erased ids included): their text is in history, but
+    no scope, so no scope's recover can claim them.
+    """
+    return tuple(
+        sorted(
+            memory_id
+            for memory_id, memory in live_history.items()
+            if memory.last.event == "DELETE"
+            and memory_id not in known
+            and memory_id not in live_points
+        )
+    )
+
+
 def recover_event(
     point_id: str,
     payload: Mapping[str, Any],
@@ -327,7 +349,11 @@ def recover_event(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Recovered:
-    """What a recover did (or, dry, would do), and the check after it."""
+    """What a recover did (or, dry, would do), and the check after it.
+
+    ``unattributed``: memories deleted since the snapshot that it holds nothing of
+    (``deleted_unattributed``), of whatever scope: listed, never brought back.
+    """
 
     snapshot_id: str
     chosen: choose.Chosen | None
@@ -336,6 +362,7 @@ class Recovered:
     decisions: tuple[Decision, ...]
     route: str | None
     after: CheckReport | None
+    unattributed: tuple[str, ...] = ()
 
     def count(self, status: Status) -> int:
         """How many decisions have ``status``."""
@@ -357,7 +384,7 @@ def run_recover(
     before: datetime | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Recovered:
-    """Recover the deleted memories of ``scope`` from a snapshot (see the module docstring).
+    """Recover the deleted or vanished memories of ``scope`` from a snapshot (module docstring).
 
     ``source``: an id, a path, ``s3://…`` or ``latest`` (``before``: the newest verified one
     made before it). A dry run verifies and plans, and writes nothing to the deployment.
@@ -366,7 +393,8 @@ def run_recover(
     Raises:
         UnavailableError: (exit 11) the snapshot is missing, fails verification, S3 fails,
             the erasure ledger is unreadable.
-        ConfigError: (exit 10) it does not fit the config.
+        ConfigError: (exit 10) it does not fit the config; or, before anything is written,
+            the one-shot writer's embedder fails its probe when a memory is to be embedded again.
         NoRouteError: (exit 12) the app holds the store and no agent or window can write
             (a recover is never queued).
         LockedError: (exit 12) another memsync operation runs.
@@ -378,10 +406,10 @@ def run_recover(
         directory = choose.materialize(config, target, scratch)
         manifest = choose.verify_fit(config, directory, now)
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")
-        decisions = _plan(config, plain, manifest.id, now, scope)
+        decisions, unattributed = _plan(config, plain, manifest.id, now, scope)
         result = Recovered(
             snapshot_id=manifest.id, chosen=chosen, scope=scope, dry_run=dry_run,
-            decisions=tuple(decisions), route=None, after=None,
+            decisions=tuple(decisions), route=None, after=None, unattributed=unattributed,
         )  # fmt: skip
         if dry_run:  # the route is named even with nothing to write (what a run would take)
             return replace(result, route=routes.would_take(config))
@@ -395,13 +423,17 @@ def run_recover(
 
 def _plan(
     config: Config, plain: Path, snapshot_id: str, now: datetime, scope: Scope
-) -> list[Decision]:
-    """Read the snapshot's points and history and a live capture, then ``plan_recover``."""
+) -> tuple[list[Decision], tuple[str, ...]]:
+    """Read the snapshot's points and history and a live capture, then ``plan_recover``.
+
+    Also ``deleted_unattributed`` (none for a scope of ids: each id has its decision).
+    """
     store = vector_store_for(config)
     copy = store.open_capture(plain / store.capture_dir, now, now)
+    every_point = store.read_points(copy)
     snapshot_points = {
         memory_id: point
-        for memory_id, point in store.read_points(copy).items()
+        for memory_id, point in every_point.items()
         if scope.holds(memory_id, point.payload)
     }
     snapshot_history = (
@@ -420,11 +452,15 @@ def _plan(
         )
         for r in pending.load(config.state_dir)
     ]
-    return plan_recover(
+    erased = erasures.erased_ids(config.state_dir)
+    decisions = plan_recover(
         scope, snapshot_id, snapshot_points, snapshot_history, inventory.points,
-        live_past or {}, queued, erasures.erased_ids(config.state_dir),
-        load_forgetting(config.state_dir),
+        live_past or {}, queued, erased, load_forgetting(config.state_dir),
     )  # fmt: skip
+    if scope.memory_ids:
+        return decisions, ()
+    known = set(every_point) | set(snapshot_history) | set(erased)
+    return decisions, deleted_unattributed(known, inventory.history, inventory.points)
 
 
 def _pasts(copy: Path, wanted: Iterable[str]) -> dict[str, Past]:

@@ -15,7 +15,8 @@ from memsync.snapshot import choose
 
 HELP = (
     "bring back through mem0 the memories of a user, agent, run or ids that a snapshot holds "
-    "and were deleted since (same ids, vectors and payloads); everything else is left"
+    "and were deleted or vanished since (same ids, vectors and payloads; a memory changed "
+    "after the snapshot with its last text from history, embedded again); everything else is left"
 )
 SHOWN = 20  # text output lists at most this many memories per status
 
@@ -98,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         "route": done.route,
         "counts": {status.value: done.count(status) for status in recover.Status},
         "memories": [d.to_json() for d in done.decisions],
+        "deleted_not_in_snapshot": list(done.unattributed),
         "check_after": done.after.counts() if done.after else None,
     }
     render.emit(args.json, document, _text(done))
@@ -120,6 +122,12 @@ def _text(done: recover.Recovered) -> str:
         ]
         if len(chosen) > SHOWN:
             lines.append(f"  ... and {len(chosen) - SHOWN} more (--json lists every one)")
+    if done.unattributed:
+        lines.append(
+            f"deleted since, not in snapshot {done.snapshot_id}: {len(done.unattributed)} "
+            "memories of any scope added after it (history holds their text but no scope: "
+            "none is brought back; --json lists them, memsync audit shows them)"
+        )
     planned = done.count(recover.Status.RECOVER)
     planned_status = recover.Status.RECOVER
     if done.dry_run:

@@ -236,16 +236,18 @@ def test_delete_all_then_recover_brings_back_every_memory_with_its_last_text(mak
     again by the app's embedder and the snapshot's id, scope and metadata."""
     deployment = make_deployment(count=60)
     snapshot_id = verified_snapshot(cli, deployment)
-    victim = busiest_user(stored(deployment))
+    snapped = stored(deployment)
+    victim = busiest_user(snapped)
+    theirs = sorted(m for m, (payload, _) in snapped.items() if payload["user_id"] == victim)
+    assert len(theirs) == 17  # the seed is fixed: the drill's exact count
     memory = deployment.reopen()
-    theirs = sorted(
-        item["id"] for item in memory.get_all(filters={"user_id": victim}, top_k=1000)["results"]
-    )
     updated = theirs[:2]
     for n, memory_id in enumerate(updated):
         memory.update(memory_id, f"a text written after the snapshot, number {n}")
+    added = memory.add("added after the snapshot", user_id=victim, infer=False)["results"][0]["id"]
     deployment.close()
     last = stored(deployment)  # what the app held just before the delete_all
+    assert added in last
     memory = deployment.reopen()
     memory.delete_all(user_id=victim)  # mem0's own bulk delete: one DELETE row each
     deployment.close()
@@ -261,6 +263,7 @@ def test_delete_all_then_recover_brings_back_every_memory_with_its_last_text(mak
     assert done["counts"]["recovered"] == len(theirs), done["counts"]
     assert done["counts"]["changed"] == 0 and done["check_after"]["errors"] == 0
     assert all("newer snapshot" not in m["why"] for m in done["memories"])
+    assert done["deleted_not_in_snapshot"] == [added]  # lost with the rest: named, not claimed
     after = stored(deployment)
     assert {m: after[m] for m in theirs} == {m: last[m] for m in theirs}  # texts, vectors, payloads
     for n, memory_id in enumerate(updated):
@@ -269,7 +272,7 @@ def test_delete_all_then_recover_brings_back_every_memory_with_its_last_text(mak
         assert (event, actor) == ("ADD", "memsync")
         assert role == f"memsync recover from {snapshot_id} (text from history, embedded again)"
     memory = deployment.reopen()
-    found = memory.get_all(filters={"user_id": victim}, top_k=1000)["results"]
+    found = memory.get_all(filters={"user_id": victim}, top_k=1000, show_expired=True)["results"]
     assert {item["id"]: item["memory"] for item in found} == {
         m: last[m][0]["data"] for m in theirs
     }  # mem0 reads every one back, with its last text

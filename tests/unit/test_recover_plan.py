@@ -129,6 +129,12 @@ def test_the_recover_event_says_why_and_follows_the_contract():
     assert recorded.actor_id == "memsync" and recorded.id.startswith("memsync-")
     assert recorded.role == "memsync recover from 20261130T120000Z"
     assert (recorded.created_at, recorded.updated_at) == ("c", "2026-12-01T00:00:00Z")
+    again = recover_event(
+        "m", {"data": "new"}, "S", datetime(2026, 12, 1, tzinfo=UTC), re_embedded=True
+    )
+    assert again.new_memory == "new"
+    assert again.role == "memsync recover from S (text from history, embedded again)"
+    assert again.role.startswith(ROLE_PREFIX)  # a killed run is finished by the next one
     assert Status.RECOVERED.value == "recovered"
 
 
