@@ -112,7 +112,7 @@ def _expect_back(
     errors = (report.get("check_after") or {}).get("errors")
     say(
         f"   recover (route {report.get('route')}): {report['counts'].get('recovered', 0)} "
-        f"memories of {user} back with their ids, vectors and payloads; check: {errors} errors"
+        f"memories of {user} back with their ids, scopes and metadata; check: {errors} errors"
     )
     if now[user] != before[user] or errors != 0:
         raise fail(f"recover of {user}: {len(now[user])} of {len(before[user])}, errors {errors}")

@@ -207,8 +207,12 @@ def test_recover_goes_through_the_running_apps_agent(deployment, cli, tmp_path):
     from tests.helpers.app import AppProcess
 
     snapshot_id = verified_snapshot(cli, deployment)
+    victim = busiest_user(stored(deployment))
+    changed = min(m for m, (p, _) in stored(deployment).items() if p["user_id"] == victim)
+    memory = deployment.reopen()
+    memory.update(changed, "a text written after the snapshot")  # embedded again at recover
+    deployment.close()
     before = stored(deployment)
-    victim = busiest_user(before)
     theirs = {m for m, (payload, _) in before.items() if payload["user_id"] == victim}
     sock = tmp_path / "run" / "memsync-agent.sock"
     with AppProcess(deployment.paths.root, agent=sock, users=("agent-app-traffic",)) as app:
@@ -223,6 +227,8 @@ def test_recover_goes_through_the_running_apps_agent(deployment, cli, tmp_path):
         assert result.code == 0, result.err
         assert result.json()["route"] == "agent"
         assert result.json()["counts"]["recovered"] == len(theirs)
+        again = [m["memory_id"] for m in result.json()["memories"] if m["re_embedded"]]
+        assert again == [changed]  # put_back_text, by the app's own embedder in the app
         assert theirs <= app.view()  # the app's own Memory has them back at once
         assert app.process.poll() is None and app.stop()["failures"] == 0
     after = stored(deployment)
