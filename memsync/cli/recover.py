@@ -129,10 +129,9 @@ def _text(done: recover.Recovered) -> str:
             "none is brought back; --json lists them, memsync audit shows them)"
         )
     planned = done.count(recover.Status.RECOVER)
-    planned_status = recover.Status.RECOVER
     if done.dry_run:
         route = done.route or "none now: the app holds the store and no agent or window can write"
-        again = sum(1 for d in done.decisions if d.status is planned_status and d.text is not None)
+        again = _re_embedded(done, recover.Status.RECOVER)
         lines.append(
             f"recover --dry-run: {planned} would come back"
             + (f" ({again} with their last text, embedded again)" if again else "")
@@ -144,9 +143,7 @@ def _text(done: recover.Recovered) -> str:
         lines.append(f"snapshot {done.snapshot_id} holds no memory of this scope")
     else:
         counts = done.after.counts() if done.after else {}
-        again = sum(
-            1 for d in done.decisions if d.status is recover.Status.RECOVERED and d.text is not None
-        )
+        again = _re_embedded(done, recover.Status.RECOVERED)
         lines.append(
             f"recovered {done.count(recover.Status.RECOVERED)} from {done.snapshot_id}"
             + (f" ({again} with their last text from history, embedded again)" if again else "")
@@ -154,3 +151,8 @@ def _text(done: recover.Recovered) -> str:
             + (f"; check: {counts.get('errors', 0)} errors" if done.after else "")
         )
     return "\n".join(lines)
+
+
+def _re_embedded(done: recover.Recovered, status: recover.Status) -> int:
+    """How many memories of ``status`` come back with their last text, embedded again."""
+    return sum(1 for d in done.decisions if d.status is status and d.text is not None)

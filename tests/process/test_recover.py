@@ -319,6 +319,11 @@ def test_recover_by_scope_after_a_collection_reset_brings_the_victim_back_as_rec
     assert dry["route"] == "direct"
     assert dry["counts"]["recover"] == len(victims) and len(dry["memories"]) == len(victims)
     assert all("vanished without a DELETE event" in m["why"] for m in dry["memories"])
+    said = cli(
+        "recover", "--user", victim, "--from", snapshot_id, "--dry-run", config=deployment.config
+    )
+    assert f"{len(victims)} would come back (route: direct)" in said.out, said.out
+    assert "holds the store" not in said.out
 
     code, done = memsync(deployment, "recover", "--user", victim, "--from", snapshot_id)
     assert code == 0, done
