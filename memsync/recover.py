@@ -1,4 +1,4 @@
-"""``recover``: bring back the memories of one scope that a snapshot holds and were deleted since.
+"""``recover``: bring back the memories of one scope a snapshot holds that were deleted or vanished.
 
 The operator's explicit override of "tombstones win" (docs/reference/commands/recover.md), for
 a bulk-deletion bug or a mistaken ``forget``. ``plan_recover`` is pure: from the snapshot's
@@ -8,10 +8,12 @@ is the I/O half: verify the snapshot (fetched through the repository port when r
 capture the live stores, plan, then on a route (``routes.open_writer``: the app's agent,
 directly, or a maintenance window) write, per memory, first a history ADD event saying why
 (``actor_id = "memsync"``, ``role = "memsync recover from <snapshot id>"``), then the point
-with its id, vector and payload as the snapshot holds them (``Writer.put_back``: no
-re-embedding). That order makes a run killed in between resumable: the memory then reads as
-recovered-but-absent and the next ``recover`` puts the point back without a second event.
-A check runs after.
+with its id, vector and payload as the snapshot holds them (``Writer.put_back``), or, when its
+text changed after the snapshot, with its last text from history embedded by the app's
+embedder (``Writer.put_back_text``). That order makes a run killed in between resumable: the
+memory then reads as recovered-but-absent and the next ``recover`` puts the point back without
+a second event. A point that vanished without a DELETE event comes back as reconcile puts back
+a ``missing-point``: no event. A check runs after.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -35,12 +37,14 @@ from memsync.reconcile_actions import event_row, payload_time, text_of
 from memsync.snapshot import choose
 from memsync.state import operation_lock
 from memsync.stores import history
+from memsync.stores.intent import load_forgetting
 from memsync.stores.vector_store import vector_store_for
 from memsync.stores.writer import Writer
 
 logger = structlog.get_logger(__name__)
 
 ROLE_PREFIX = "memsync recover from "
+RE_EMBEDDED_ROLE = " (text from history, embedded again)"
 LEDGER_ERASED = "erased (the erasure ledger names it): never brought back"
 SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 NO_ROUTE_HINT = (
@@ -55,13 +59,41 @@ class Status(enum.StrEnum):
     RECOVER = "recover"  # planned (a dry run stops here)
     RECOVERED = "recovered"
     PRESENT = "present"  # still live with the snapshot's text: left as it is
-    CHANGED = "changed"  # its text changed since the snapshot: left
+    CHANGED = "changed"  # live with another text: left
     ERASED = "erased"  # erased (forget --erase): never brought back
-    NOT_DELETED = "not-deleted"  # history says live, no point: reconcile's missing-point
+    FORGETTING = "forgetting"  # an unfinished forget/prune was deleting it: reconcile closes it
     DELETED_IN_SNAPSHOT = "deleted-in-snapshot"  # the snapshot's own history ends with DELETE
     QUEUED_DELETE = "queued-delete"  # a queued forget/erase/prune would delete it again
     NOT_IN_SNAPSHOT = "not-in-snapshot"  # an id given that the snapshot does not hold
     FAILED = "failed"
+
+
+class Past(NamedTuple):
+    """What the live history says of one memory.
+
+    ``last``: its last event. ``text``: the last text a row of it holds (a DELETE's
+    ``old_memory``, else the last ADD/UPDATE's ``new_memory``; None when every row is blank).
+    ``text_at``: when that text was written (its ADD/UPDATE row's ``updated_at``, else
+    ``created_at``), as stored.
+    """
+
+    last: HistoryEvent
+    text: str | None
+    text_at: str | None
+
+
+def past_of(events: Iterable[HistoryEvent]) -> Past | None:
+    """The ``Past`` of one memory's events in rowid order (None when there are none). Pure."""
+    last: HistoryEvent | None = None
+    text: str | None = None
+    text_at: str | None = None
+    for event in events:
+        last = event
+        if event.event == "DELETE":
+            text = event.old_memory if event.old_memory is not None else text
+        elif event.new_memory is not None:
+            text, text_at = event.new_memory, event.updated_at or event.created_at
+    return None if last is None else Past(last, text, text_at)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,24 +126,30 @@ class Scope:
 class Decision:
     """One memory of the scope: its status, why, and its scope keys as the snapshot holds them.
 
-    ``resume``: the live history already ends with this recover's ADD event (a run killed
-    between the event and the point): only the point is written.
+    How a ``recover`` is written: ``event`` (first a recover ADD event; False when the live
+    history already says it is live: a run killed between the event and the point, or a point
+    that vanished without a DELETE event, which reconcile too puts back without one); ``text``
+    (None: the snapshot's vector and payload as they are; else the memory's last text from
+    history, embedded again by the app's embedder, ``text_at`` its time for ``updated_at``).
     """
 
     memory_id: str
     status: Status
     why: str
     scope: dict[str, Any]
-    resume: bool = False
+    event: bool = True
+    text: str | None = None
+    text_at: str | None = None
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """``{"memory_id", "status", "why", "user_id", "agent_id", "run_id", "error"}``."""
+        """``{"memory_id", "status", "why", "user_id", "agent_id", "run_id", "re_embedded", "error"}``."""
         return {
             "memory_id": self.memory_id,
             "status": self.status.value,
             "why": self.why,
             **{key: self.scope.get(key) for key in SCOPE_KEYS},
+            "re_embedded": self.text is not None,
             "error": self.error,
         }
 
@@ -122,44 +160,73 @@ def plan_recover(
     snapshot_points: Mapping[str, Point],
     snapshot_history: Mapping[str, MemoryHistory],
     live_points: Mapping[str, Point],
-    live_last: Mapping[str, HistoryEvent],
+    live_past: Mapping[str, Past],
     queued: Sequence[tuple[str, Scope]] = (),
     erased: Collection[str] = (),
+    forgetting: Collection[str] = (),
 ) -> list[Decision]:
     """Decide, per memory of ``scope`` the snapshot holds, whether to bring it back. Pure.
 
-    Brought back: absent from the live store, and the live history ends with a DELETE whose
-    old text is the snapshot's (mem0's delete), or has no row for it (a wipe). Left, with the
-    reason: live still (``present``, or ``changed``), erased (a DELETE with no text:
-    ``forget --erase`` never comes undone), changed between the snapshot and the delete,
-    live in history but absent (``not-deleted``: reconcile's ``missing-point``), deleted
-    in the snapshot itself, or covered by a queued forget/erase/prune (``queued``: request
-    id and its scope). Ids asked for that the snapshot lacks are ``not-in-snapshot``. An id in
-    ``erased`` (the erasure ledger's) is never brought back, even when the live history lost
-    its rows (mem0's ``reset()`` empties the table).
+    Brought back when it has no live point and: the live history ends with a DELETE (mem0's
+    delete, ``forget``, ``delete_all``), or has no row for it (a wipe), or says it is live
+    (ADD/UPDATE: it vanished without a DELETE event, as a collection reset or a lost point
+    leaves it; no event is written, as ``reconcile`` writes none). When its last text in
+    history differs from the snapshot's (changed after the snapshot), it comes back with that
+    text, embedded again by the app's embedder. Left, with the reason: live still
+    (``present``, ``changed``), erased (no row holds its text: ``forget --erase`` never comes
+    undone; or the erasure ledger ``erased`` names it, even when the live history lost its
+    rows), deleted in the snapshot itself, covered by a queued forget/erase/prune (``queued``:
+    request id and scope), or vanished while an unfinished forget/prune (``forgetting``) was
+    deleting it. Ids asked for that the snapshot lacks are ``not-in-snapshot`` (``present``
+    when live).
     """
     decisions = [
-        _decide(memory_id, point, snapshot_id, snapshot_history, live_points, live_last, queued)
+        _decide(
+            memory_id,
+            point,
+            snapshot_id,
+            snapshot_history,
+            live_points,
+            live_past,
+            queued,
+            forgetting,
+        )  # fmt: skip
         for memory_id, point in sorted(snapshot_points.items())
         if scope.holds(memory_id, point.payload)
     ]
     decisions = [
-        replace(d, status=Status.ERASED, why=LEDGER_ERASED, resume=False)
+        replace(d, status=Status.ERASED, why=LEDGER_ERASED, event=True, text=None)
         if d.status is Status.RECOVER and d.memory_id in erased
         else d
         for d in decisions
     ]
     decisions += [
-        Decision(
-            memory_id=memory_id,
-            status=Status.NOT_IN_SNAPSHOT,
-            why=f"snapshot {snapshot_id} holds no point with this id",
-            scope={},
-        )
+        _not_in_snapshot(memory_id, snapshot_id, live_points, live_past.get(memory_id))
         for memory_id in scope.memory_ids
         if memory_id not in snapshot_points
     ]
     return decisions
+
+
+def _not_in_snapshot(
+    memory_id: str, snapshot_id: str, live_points: Mapping[str, Point], past: Past | None
+) -> Decision:
+    """An id asked for that the snapshot holds no point of: live (``present``), or why not."""
+    if memory_id in live_points:
+        why = f"live (snapshot {snapshot_id} holds no point with this id): left as it is"
+        return Decision(memory_id=memory_id, status=Status.PRESENT, why=why, scope={})
+    if past is None:
+        history = "the live history has no row for it either"
+    else:
+        when = past.last.updated_at or past.last.created_at or "an unknown time"
+        history = f"the live history's last event for it is {past.last.event} at {when}"
+    return Decision(
+        memory_id=memory_id,
+        status=Status.NOT_IN_SNAPSHOT,
+        why=f"snapshot {snapshot_id} holds no point with this id, so no scope or metadata for "
+        f"it; {history}",
+        scope={},
+    )
 
 
 def _decide(
@@ -168,17 +235,31 @@ def _decide(
     snapshot_id: str,
     snapshot_history: Mapping[str, MemoryHistory],
     live_points: Mapping[str, Point],
-    live_last: Mapping[str, HistoryEvent],
+    live_past: Mapping[str, Past],
     queued: Sequence[tuple[str, Scope]],
+    forgetting: Collection[str],
 ) -> Decision:
     text = text_of(point)
     keys = {key: point.payload.get(key) for key in SCOPE_KEYS if point.payload.get(key)}
 
-    def decision(status: Status, why: str, resume: bool = False) -> Decision:
-        return Decision(memory_id=memory_id, status=status, why=why, scope=keys, resume=resume)
+    def decision(status: Status, why: str, **how: Any) -> Decision:
+        return Decision(memory_id=memory_id, status=status, why=why, scope=keys, **how)
+
+    def recover(why: str, last_text: str, at: str | None, event: bool = True) -> Decision:
+        if last_text == text:
+            return decision(
+                Status.RECOVER, f"{why}: put back from snapshot {snapshot_id}", event=event
+            )
+        return decision(
+            Status.RECOVER,
+            f"{why}; its text changed after snapshot {snapshot_id}: put back with its last text "
+            "from history, embedded again by the app's embedder, with the snapshot's id, scope "
+            "and metadata",
+            event=event, text=last_text, text_at=at,
+        )  # fmt: skip
 
     in_snapshot = snapshot_history.get(memory_id)
-    live, last = live_points.get(memory_id), live_last.get(memory_id)
+    live, past = live_points.get(memory_id), live_past.get(memory_id)
     if in_snapshot is not None and in_snapshot.last.event == "DELETE":
         return decision(Status.DELETED_IN_SNAPSHOT, "the snapshot's own history ends with DELETE")
     if live is not None:
@@ -192,40 +273,66 @@ def _decide(
                 f"queued request {request_id} would delete it again: left "
                 "(memsync pending list shows it)",
             )
-    if last is None:
+    if past is None:
         return decision(
             Status.RECOVER,
             f"no point and no history row (wiped): put back from snapshot {snapshot_id}",
         )
+    last = past.last
+    if past.text is None:
+        return decision(Status.ERASED, "erased (no history row holds its text): never brought back")
     if last.event == "DELETE":
-        if last.old_memory is None and last.new_memory is None:
-            return decision(Status.ERASED, "erased (a DELETE without text): never brought back")
-        if last.old_memory != text:
-            return decision(
-                Status.CHANGED,
-                "its text changed between the snapshot and the delete: left (a newer snapshot "
-                "holds the text it had)",
-            )
-        return decision(
-            Status.RECOVER,
-            f"deleted at {last.updated_at or last.created_at or 'an unknown time'}: put back "
-            f"from snapshot {snapshot_id}",
-        )
+        when = last.updated_at or last.created_at or "an unknown time"
+        return recover(f"deleted at {when}", past.text, past.text_at)
     if last.actor_id == "memsync" and (last.role or "").startswith(ROLE_PREFIX):
+        return recover(
+            "a recover stopped before putting the point back: finish it", past.text,
+            past.text_at, event=False,
+        )  # fmt: skip
+    if memory_id in forgetting:
         return decision(
-            Status.RECOVER, "a recover stopped before putting the point back: finish it", True
+            Status.FORGETTING,
+            "vanished while a forget or prune that did not finish was deleting it "
+            "(forget-journal.json): left; memsync reconcile closes it with its DELETE event",
         )
-    return decision(
-        Status.NOT_DELETED,
-        f"history says it is live ({last.event}) but it has no point: a missing-point, which "
-        "memsync reconcile restores",
+    why = f"vanished without a DELETE event (history's last event: {last.event})"
+    if past.text == text:
+        return recover(f"{why}, as reconcile would", past.text, past.text_at, event=False)
+    return recover(why, past.text, past.text_at)
+
+
+def deleted_unattributed(
+    known: Collection[str], live_history: Mapping[str, MemoryHistory], live_points: Collection[str]
+) -> tuple[str, ...]:
+    """Memories deleted since the snapshot that it knows nothing of (added after it). Pure.
+
+    Their last live event is DELETE, they have no point, and the snapshot holds neither a point
+    nor a history row of them (``known``, erased ids included): their text is in history, but
+    no scope, so no scope's recover can claim them.
+    """
+    return tuple(
+        sorted(
+            memory_id
+            for memory_id, memory in live_history.items()
+            if memory.last.event == "DELETE"
+            and memory_id not in known
+            and memory_id not in live_points
+        )
     )
 
 
 def recover_event(
-    point_id: str, payload: Mapping[str, Any], snapshot_id: str, now: datetime
+    point_id: str,
+    payload: Mapping[str, Any],
+    snapshot_id: str,
+    now: datetime,
+    *,
+    re_embedded: bool = False,
 ) -> HistoryEvent:
-    """The ADD event recorded before a point is put back (contract: ``memsync-<uuid4>``). Pure but for the id."""
+    """The ADD event recorded before a point is put back (contract: ``memsync-<uuid4>``). Pure but for the id.
+
+    ``re_embedded``: the text is history's, not the snapshot's (the role says so).
+    """
     point = Point(id=point_id, payload=payload, vector_size=None)
     row = event_row(
         point_id,
@@ -236,12 +343,17 @@ def recover_event(
         utc.iso(now),
         f"memsync-{uuid.uuid4()}",
     )
-    return HistoryEvent(rowid=0, **{**row, "role": f"{ROLE_PREFIX}{snapshot_id}"})
+    role = f"{ROLE_PREFIX}{snapshot_id}" + (RE_EMBEDDED_ROLE if re_embedded else "")
+    return HistoryEvent(rowid=0, **{**row, "role": role})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Recovered:
-    """What a recover did (or, dry, would do), and the check after it."""
+    """What a recover did (or, dry, would do), and the check after it.
+
+    ``unattributed``: memories deleted since the snapshot that it holds nothing of
+    (``deleted_unattributed``), of whatever scope: listed, never brought back.
+    """
 
     snapshot_id: str
     chosen: choose.Chosen | None
@@ -250,6 +362,7 @@ class Recovered:
     decisions: tuple[Decision, ...]
     route: str | None
     after: CheckReport | None
+    unattributed: tuple[str, ...] = ()
 
     def count(self, status: Status) -> int:
         """How many decisions have ``status``."""
@@ -271,7 +384,7 @@ def run_recover(
     before: datetime | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Recovered:
-    """Recover the deleted memories of ``scope`` from a snapshot (see the module docstring).
+    """Recover the deleted or vanished memories of ``scope`` from a snapshot (module docstring).
 
     ``source``: an id, a path, ``s3://…`` or ``latest`` (``before``: the newest verified one
     made before it). A dry run verifies and plans, and writes nothing to the deployment.
@@ -280,7 +393,8 @@ def run_recover(
     Raises:
         UnavailableError: (exit 11) the snapshot is missing, fails verification, S3 fails,
             the erasure ledger is unreadable.
-        ConfigError: (exit 10) it does not fit the config.
+        ConfigError: (exit 10) it does not fit the config; or, before anything is written,
+            the one-shot writer's embedder fails its probe when a memory is to be embedded again.
         NoRouteError: (exit 12) the app holds the store and no agent or window can write
             (a recover is never queued).
         LockedError: (exit 12) another memsync operation runs.
@@ -292,15 +406,15 @@ def run_recover(
         directory = choose.materialize(config, target, scratch)
         manifest = choose.verify_fit(config, directory, now)
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")
-        decisions = _plan(config, plain, manifest.id, now, scope)
+        decisions, unattributed = _plan(config, plain, manifest.id, now, scope)
         result = Recovered(
             snapshot_id=manifest.id, chosen=chosen, scope=scope, dry_run=dry_run,
-            decisions=tuple(decisions), route=None, after=None,
+            decisions=tuple(decisions), route=None, after=None, unattributed=unattributed,
         )  # fmt: skip
+        if dry_run:  # the route is named even with nothing to write (what a run would take)
+            return replace(result, route=routes.would_take(config))
         if not any(d.status is Status.RECOVER for d in decisions):
             return result
-        if dry_run:
-            return replace(result, route=routes.would_take(config))
         taken = routes.Taken()
         decisions = _apply(config, plain, manifest.id, now, decisions, taken, progress)
     after = check.run_check(config, now)
@@ -309,13 +423,17 @@ def run_recover(
 
 def _plan(
     config: Config, plain: Path, snapshot_id: str, now: datetime, scope: Scope
-) -> list[Decision]:
-    """Read the snapshot's points and history and a live capture, then ``plan_recover``."""
+) -> tuple[list[Decision], tuple[str, ...]]:
+    """Read the snapshot's points and history and a live capture, then ``plan_recover``.
+
+    Also ``deleted_unattributed`` (none for a scope of ids: each id has its decision).
+    """
     store = vector_store_for(config)
     copy = store.open_capture(plain / store.capture_dir, now, now)
+    every_point = store.read_points(copy)
     snapshot_points = {
         memory_id: point
-        for memory_id, point in store.read_points(copy).items()
+        for memory_id, point in every_point.items()
         if scope.holds(memory_id, point.payload)
     }
     snapshot_history = (
@@ -323,9 +441,9 @@ def _plan(
         if (plain / "history.db").is_file()
         else {}
     )
-    wanted = set(snapshot_points)
-    inventory, _, live_last = check.settled_capture(
-        config, now, inspect=lambda captured: _last_events(captured.history_path, wanted)
+    wanted = set(snapshot_points) | set(scope.memory_ids)
+    inventory, _, live_past = check.settled_capture(
+        config, now, inspect=lambda captured: _pasts(captured.history_path, wanted)
     )
     queued = [
         (
@@ -334,22 +452,27 @@ def _plan(
         )
         for r in pending.load(config.state_dir)
     ]
-    return plan_recover(
+    erased = erasures.erased_ids(config.state_dir)
+    decisions = plan_recover(
         scope, snapshot_id, snapshot_points, snapshot_history, inventory.points,
-        live_last or {}, queued, erasures.erased_ids(config.state_dir),
+        live_past or {}, queued, erased, load_forgetting(config.state_dir),
     )  # fmt: skip
+    if scope.memory_ids:
+        return decisions, ()
+    known = set(every_point) | set(snapshot_history) | set(erased)
+    return decisions, deleted_unattributed(known, inventory.history, inventory.points)
 
 
-def _last_events(copy: Path, wanted: Iterable[str]) -> dict[str, HistoryEvent]:
-    """The last history event (old text included) of each wanted memory in a history copy."""
+def _pasts(copy: Path, wanted: Iterable[str]) -> dict[str, Past]:
+    """What the history copy says of each wanted memory (``past_of``): its last event and text."""
     wanted = set(wanted)
-    last: dict[str, HistoryEvent] = {}
+    events: dict[str, list[HistoryEvent]] = {}
     if not copy.is_file() or not wanted:
-        return last
+        return {}
     for event in history.iter_events(copy):
         if event.memory_id in wanted:
-            last[event.memory_id] = event
-    return last
+            events.setdefault(event.memory_id, []).append(event)
+    return {m: past for m, rows in events.items() if (past := past_of(rows)) is not None}
 
 
 def _apply(
@@ -368,6 +491,8 @@ def _apply(
     with operation_lock(config.state_dir, "recover"):
         try:
             with routes.open_writer(config, "recover", taken) as writer:
+                if any(d.status is Status.RECOVER and d.text is not None for d in decisions):
+                    writer.probe_embedder()  # exit 10 before any write when it cannot embed
                 for decision in decisions:
                     if decision.status is Status.RECOVER:
                         decision = _put_back(config, plain, snapshot_id, now, decision, writer)
@@ -383,19 +508,37 @@ def _apply(
 def _put_back(
     config: Config, plain: Path, snapshot_id: str, now: datetime, decision: Decision, writer: Writer
 ) -> Decision:
-    """The recover event first, then the point (idempotent; a failure is recorded, not raised)."""
+    """The recover event first, then the point (idempotent; a failure is recorded, not raised).
+
+    The point: the snapshot's vector and payload, or, with ``decision.text``, that text
+    embedded by the app's embedder (``Writer.put_back_text``) in the snapshot's payload.
+    """
     store = vector_store_for(config)
     memory_id = decision.memory_id
     try:
         stored = store.find_point(plain / store.capture_dir, config.collection, memory_id)
-        if stored is None or stored.vector is None:
+        if stored is None or (stored.vector is None and decision.text is None):
             return replace(decision, status=Status.FAILED, error="the snapshot holds no vector")
         if writer.exists(memory_id):
             return replace(decision, status=Status.PRESENT, why="came back meanwhile: left")
-        if not decision.resume:
-            writer.record_events([recover_event(memory_id, stored.payload, snapshot_id, now)])
-        writer.put_back(memory_id, stored.vector, stored.payload)
+        payload = dict(stored.payload)
+        if decision.text is not None and decision.text_at is not None:
+            payload["updated_at"] = decision.text_at
+        if decision.event:
+            told = payload if decision.text is None else {**payload, "data": decision.text}
+            event = recover_event(
+                memory_id, told, snapshot_id, now, re_embedded=decision.text is not None
+            )
+            writer.record_events([event])
+        if decision.text is None:
+            assert stored.vector is not None
+            writer.put_back(memory_id, stored.vector, payload)
+        else:
+            writer.put_back_text(memory_id, decision.text, payload)
     except Exception as error:  # noqa: BLE001 - one memory failing never stops the others
         return replace(decision, status=Status.FAILED, error=f"{type(error).__name__}: {error}")
-    logger.info("memory_recovered", memory_id=memory_id, snapshot_id=snapshot_id)
+    logger.info(
+        "memory_recovered", memory_id=memory_id, snapshot_id=snapshot_id,
+        re_embedded=decision.text is not None,
+    )  # fmt: skip
     return replace(decision, status=Status.RECOVERED)

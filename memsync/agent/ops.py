@@ -12,6 +12,7 @@ idempotent. The package imports only the standard library and runs on Python 3.9
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
 import logging
 import math
@@ -77,6 +78,15 @@ def _vectors(name: str, value: Any) -> list[list[float]]:
     return [[float(x) for x in vector] for vector in value]
 
 
+def _lemmatized(text: str) -> str | None:
+    """mem0's own BM25 lemmatization of ``text`` (mem0ai 2.x), or None where it has none."""
+    try:  # the app's mem0, imported where it runs (this package imports no mem0 itself)
+        lemmatize = importlib.import_module("mem0.utils.lemmatization").lemmatize_for_bm25
+    except (ImportError, AttributeError):
+        return None
+    return str(lemmatize(text))
+
+
 SCOPE_KEYS = frozenset({"user_id", "agent_id", "run_id"})
 MAX_SEARCH_TEXT = 65536  # characters: one memory's text, never a document
 
@@ -102,6 +112,7 @@ class Operations:
             "delete": self.op_delete,
             "update": self.op_update,
             "put_back": self.op_put_back,
+            "put_back_text": self.op_put_back_text,
             "relink_entity": self.op_relink_entity,
             "touch_entities": self.op_touch_entities,
             "embed": self.op_embed,
@@ -246,6 +257,37 @@ class Operations:
             self.memory.vector_store.insert(
                 vectors=vectors, ids=[str(point_id)], payloads=[payload]
             )
+            return {"inserted": True}
+
+    def op_put_back_text(
+        self, point_id: str, text: str, payload: dict[str, Any]
+    ) -> dict[str, bool]:
+        """Insert a lost point with its id and payload and ``text``, embedded by the app's embedder.
+
+        ``recover`` of a memory whose text changed after the snapshot: the payload's ``data``
+        and ``hash`` become ``text``'s, its ``text_lemmatized`` (mem0ai 2.x) is made again by
+        mem0's own lemmatizer (dropped where the app's mem0 has none), and the vector is
+        ``embed(text, "update")``, as ``Memory.update`` makes it. No history row.
+        """
+        point_id = _id("point_id", point_id)
+        if not isinstance(text, str) or not text or len(text) > MAX_SEARCH_TEXT:
+            raise AgentRequestError(
+                "bad-request", f"text must be a string of 1 to {MAX_SEARCH_TEXT} characters"
+            )
+        if not isinstance(payload, dict):
+            raise AgentRequestError("bad-request", "payload must be an object")
+        with self.gate.exclusive():
+            if self._live_payload(str(point_id)) is not None:
+                return {"inserted": False}
+            new = {**payload, "data": text, "hash": _text_hash(text)}
+            if "text_lemmatized" in new:
+                lemmatized = _lemmatized(text)
+                if lemmatized is None:
+                    del new["text_lemmatized"]
+                else:
+                    new["text_lemmatized"] = lemmatized
+            vector = _vectors("vector", [list(self.memory.embedding_model.embed(text, "update"))])
+            self.memory.vector_store.insert(vectors=vector, ids=[str(point_id)], payloads=[new])
             return {"inserted": True}
 
     def op_relink_entity(self, entity_id: str, remaining: list[str]) -> dict[str, bool]:

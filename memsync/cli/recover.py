@@ -15,7 +15,8 @@ from memsync.snapshot import choose
 
 HELP = (
     "bring back through mem0 the memories of a user, agent, run or ids that a snapshot holds "
-    "and were deleted since (same ids, vectors and payloads); everything else is left"
+    "and were deleted or vanished since (same ids, vectors and payloads; a memory changed "
+    "after the snapshot with its last text from history, embedded again); everything else is left"
 )
 SHOWN = 20  # text output lists at most this many memories per status
 
@@ -98,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         "route": done.route,
         "counts": {status.value: done.count(status) for status in recover.Status},
         "memories": [d.to_json() for d in done.decisions],
+        "deleted_not_in_snapshot": list(done.unattributed),
         "check_after": done.after.counts() if done.after else None,
     }
     render.emit(args.json, document, _text(done))
@@ -120,19 +122,37 @@ def _text(done: recover.Recovered) -> str:
         ]
         if len(chosen) > SHOWN:
             lines.append(f"  ... and {len(chosen) - SHOWN} more (--json lists every one)")
+    if done.unattributed:
+        lines.append(
+            f"deleted since, not in snapshot {done.snapshot_id}: {len(done.unattributed)} "
+            "memories of any scope added after it (history holds their text but no scope: "
+            "none is brought back; --json lists them, memsync audit shows them)"
+        )
     planned = done.count(recover.Status.RECOVER)
     if done.dry_run:
-        route = done.route or "none now: the app holds the store (exit 12 when run)"
+        route = done.route or "none now: the app holds the store and no agent or window can write"
+        again = _re_embedded(done, recover.Status.RECOVER)
         lines.append(
-            f"recover --dry-run: {planned} would come back (route: {route}); nothing changed"
+            f"recover --dry-run: {planned} would come back"
+            + (f" ({again} with their last text, embedded again)" if again else "")
+            + f" (route: {route}"
+            + (", exit 12 when run" if planned and done.route is None else "")
+            + "); nothing changed"
         )
     elif not done.decisions:
         lines.append(f"snapshot {done.snapshot_id} holds no memory of this scope")
     else:
         counts = done.after.counts() if done.after else {}
+        again = _re_embedded(done, recover.Status.RECOVERED)
         lines.append(
             f"recovered {done.count(recover.Status.RECOVERED)} from {done.snapshot_id}"
+            + (f" ({again} with their last text from history, embedded again)" if again else "")
             + (f" (route: {done.route})" if done.route else "")
             + (f"; check: {counts.get('errors', 0)} errors" if done.after else "")
         )
     return "\n".join(lines)
+
+
+def _re_embedded(done: recover.Recovered, status: recover.Status) -> int:
+    """How many memories of ``status`` come back with their last text, embedded again."""
+    return sum(1 for d in done.decisions if d.status is status and d.text is not None)

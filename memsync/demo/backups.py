@@ -5,7 +5,8 @@ that user's memories back from the last snapshot, with nothing else touched. The
 deletion the way mem0 has shipped it (``Memory.delete_all`` for one user: mem0ai/mem0 #3746,
 #3928) empties another user; the next ``snapshot create`` trips the mass-deletion tripwire and
 pins the snapshot before the drop, retention keeps it for that reason, and ``recover`` brings
-the user back from it.
+the user back from it: every memory, the two updated after that snapshot with their last text
+from history, embedded again by the app's embedder.
 """
 
 from __future__ import annotations
@@ -61,6 +62,13 @@ def backups_act(
     say(f"\na bulk deletion bug: mem0's delete_all(user_id={BULK_USER!r}) through mem0 itself")
     memory = build.open_memory(paths)
     try:
+        updated = {
+            memory_id: f"{BULK_USER} changed this after the last snapshot ({n})"
+            for n, memory_id in enumerate(sorted(before[BULK_USER])[:2])
+        }
+        for memory_id, text in updated.items():
+            memory.update(memory_id, text)
+        say(f"   {len(updated)} of {BULK_USER}'s memories updated since the last snapshot first")
         memory.delete_all(user_id=BULK_USER)
     finally:
         build.close_memory(memory)
@@ -81,6 +89,14 @@ def backups_act(
         raise fail(f"retention would not keep the pinned snapshot: {kept}")
     recovered = run_json("recover", "--user", BULK_USER, "--from", pinned)
     _expect_back(paths, before, BULK_USER, recovered, say, fail)
+    again = {m["memory_id"] for m in recovered["memories"] if m.get("re_embedded")}
+    texts = _texts(paths, BULK_USER)
+    say(
+        f"   {len(again)} of them with their last text from history, embedded again by the "
+        "app's embedder"
+    )
+    if again != set(updated) or any(texts.get(m) != text for m, text in updated.items()):
+        raise fail(f"recover of {BULK_USER} did not bring back the updated texts: {again}")
 
 
 def _expect_back(
@@ -96,7 +112,7 @@ def _expect_back(
     errors = (report.get("check_after") or {}).get("errors")
     say(
         f"   recover (route {report.get('route')}): {report['counts'].get('recovered', 0)} "
-        f"memories of {user} back with their ids, vectors and payloads; check: {errors} errors"
+        f"memories of {user} back with their ids, scopes and metadata; check: {errors} errors"
     )
     if now[user] != before[user] or errors != 0:
         raise fail(f"recover of {user}: {len(now[user])} of {len(before[user])}, errors {errors}")
@@ -116,6 +132,16 @@ def _user_ids(paths: build.Paths) -> dict[str, set[str]]:
             }
             for user in build.USERS
         }
+    finally:
+        build.close_memory(memory)
+
+
+def _texts(paths: build.Paths, user: str) -> dict[str, str]:
+    """The live text of each memory of ``user``, through mem0's own get_all."""
+    memory = build.open_memory(paths)
+    try:
+        found = memory.get_all(filters={"user_id": user}, top_k=100_000)["results"]
+        return {item["id"]: item["memory"] for item in found}
     finally:
         build.close_memory(memory)
 

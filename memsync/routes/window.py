@@ -467,6 +467,11 @@ class BoundedWriter:
         self._check()
         return self._inner.put_back(point_id, vector, payload)
 
+    def put_back_text(self, point_id: str, text: str, payload: Mapping[str, Any]) -> bool:
+        """See ``Writer.put_back_text``."""
+        self._check()
+        return self._inner.put_back_text(point_id, text, payload)
+
     def relink_entity(self, entity_id: str, remaining: Sequence[str]) -> bool:
         """See ``Writer.relink_entity``."""
         self._check()

@@ -666,6 +666,27 @@ class AgentWriter:
         )
         return bool(result["inserted"])
 
+    def put_back_text(self, point_id: str, text: str, payload: Mapping[str, Any]) -> bool:
+        """Insert a lost point with ``text`` embedded by the app's embedder; False when it is there.
+
+        The payload's ``data``, ``hash`` (and ``text_lemmatized``) become ``text``'s in the app.
+
+        Raises:
+            UnavailableError: the app's memsync agent is older and has no ``put_back_text``.
+        """
+        try:
+            result = self.client.call(
+                "put_back_text", point_id=point_id, text=text, payload=dict(payload)
+            )
+        except AgentError as error:
+            if error.kind == "bad-request" and "unknown op" in error.message:
+                raise UnavailableError(
+                    "the app's memsync agent cannot re-embed a memory (put_back_text)",
+                    "upgrade memsync in the app's environment and restart the app",
+                ) from error
+            raise
+        return bool(result["inserted"])
+
     def relink_entity(self, entity_id: str, remaining: Sequence[str]) -> bool:
         """Set an entity's links in the app's entity store (delete it when empty)."""
         return bool(

@@ -48,6 +48,10 @@ class Writer(Protocol):
         """Insert a lost point again with its id, dense vector and payload (no history row)."""
         ...
 
+    def put_back_text(self, point_id: str, text: str, payload: Mapping[str, Any]) -> bool:
+        """Insert a lost point with its id and payload, ``text`` embedded by the app's embedder."""
+        ...
+
     def relink_entity(self, entity_id: str, remaining: Sequence[str]) -> bool:
         """Set an entity's ``linked_memory_ids``; delete the entity when ``remaining`` is empty."""
         ...

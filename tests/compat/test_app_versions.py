@@ -73,7 +73,17 @@ def test_deletes_and_recover_leave_the_app_reading_every_memory(
 
     result = cli("recover", ids[3], "--json", config=config)
     assert result.code == 0, result.err
-    assert_reads(app, seeded, gone)
+    text = "a text written after the snapshot"
+    assert_reads(app, seeded, gone, ("update", ids[4], text), ("delete", ids[4]))
+    assert cli("check", config=config).code == 0
+
+    # Changed after the snapshot, then deleted: back with its last text, embedded again by the
+    # app's own embedder in the app's interpreter, with the snapshot's metadata.
+    snapshot = created.json()["id"]
+    result = cli("recover", ids[4], "--from", snapshot, "--json", config=config)
+    assert result.code == 0, result.err
+    assert result.json()["counts"]["recovered"] == 1 and result.json()["memories"][0]["re_embedded"]
+    assert_reads(app, {**seeded, ids[4]: {**seeded[ids[4]], "memory": text}}, gone)
     assert cli("check", config=config).code == 0
 
 

@@ -42,7 +42,16 @@ def test_writes_on_pgvector_leave_the_app_reading_every_memory(
 
     result = cli("recover", ids[1], "--from", created.json()["id"], "--json", config=config)
     assert result.code == 0, result.err
+    text = "a text written after the snapshot"
+    assert_reads(app, seeded, {ids[0]}, ("update", ids[3], text), ("delete", ids[3]), search=search)
+
+    # Changed after the snapshot, then deleted: back with its last text, embedded by the app.
+    result = cli("recover", ids[3], "--from", created.json()["id"], "--json", config=config)
+    assert result.code == 0, result.err
+    assert result.json()["memories"][0]["re_embedded"] is True
+    seeded = {**seeded, ids[3]: {**seeded[ids[3]], "memory": text}}
     assert_reads(app, seeded, {ids[0]}, search=search)
+    assert cli("check", config=config).code == 0
 
     with psycopg.connect(pg_url, autocommit=True) as connection:  # a row lost, history intact
         connection.execute("DELETE FROM mem0 WHERE id = %s", (ids[2],))

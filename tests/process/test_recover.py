@@ -147,12 +147,12 @@ def test_recover_leaves_erased_changed_and_live_memories_alone(deployment, cli):
     status = {m["memory_id"]: m["status"] for m in result.json()["memories"]}
     assert status == {
         erased: "erased",
-        changed: "changed",
+        changed: "recovered",  # with the text written after the snapshot (below)
         kept: "present",
         **dict.fromkeys(rest, "recovered"),
     }
     after = stored(deployment)
-    assert erased not in after and changed not in after
+    assert erased not in after and after[changed][0]["data"] == "a text written after the snapshot"
     assert {m: after[m] for m in rest} == {m: before[m] for m in rest}
     assert result.json()["check_after"]["errors"] == 0
 
@@ -207,8 +207,12 @@ def test_recover_goes_through_the_running_apps_agent(deployment, cli, tmp_path):
     from tests.helpers.app import AppProcess
 
     snapshot_id = verified_snapshot(cli, deployment)
+    victim = busiest_user(stored(deployment))
+    changed = min(m for m, (p, _) in stored(deployment).items() if p["user_id"] == victim)
+    memory = deployment.reopen()
+    memory.update(changed, "a text written after the snapshot")  # embedded again at recover
+    deployment.close()
     before = stored(deployment)
-    victim = busiest_user(before)
     theirs = {m for m, (payload, _) in before.items() if payload["user_id"] == victim}
     sock = tmp_path / "run" / "memsync-agent.sock"
     with AppProcess(deployment.paths.root, agent=sock, users=("agent-app-traffic",)) as app:
@@ -223,8 +227,119 @@ def test_recover_goes_through_the_running_apps_agent(deployment, cli, tmp_path):
         assert result.code == 0, result.err
         assert result.json()["route"] == "agent"
         assert result.json()["counts"]["recovered"] == len(theirs)
+        again = [m["memory_id"] for m in result.json()["memories"] if m["re_embedded"]]
+        assert again == [changed]  # put_back_text, by the app's own embedder in the app
         assert theirs <= app.view()  # the app's own Memory has them back at once
         assert app.process.poll() is None and app.stop()["failures"] == 0
     after = stored(deployment)
     assert {m: after[m] for m in before} == before  # the app's traffic added others; ours equal
     assert cli("check", "--json", config=deployment.config).json()["counts"]["errors"] == 0
+
+
+def test_delete_all_then_recover_brings_back_every_memory_with_its_last_text(make_deployment, cli):
+    """The operator's drill: a user's memories, 2 updated after the snapshot, all deleted by
+    mem0's delete_all; recover brings every one back, the 2 with their last text embedded
+    again by the app's embedder and the snapshot's id, scope and metadata."""
+    deployment = make_deployment(count=60)
+    snapshot_id = verified_snapshot(cli, deployment)
+    snapped = stored(deployment)
+    victim = busiest_user(snapped)
+    theirs = sorted(m for m, (payload, _) in snapped.items() if payload["user_id"] == victim)
+    assert len(theirs) == 17  # the seed is fixed: the drill's exact count
+    memory = deployment.reopen()
+    updated = theirs[:2]
+    for n, memory_id in enumerate(updated):
+        memory.update(memory_id, f"a text written after the snapshot, number {n}")
+    added = memory.add("added after the snapshot", user_id=victim, infer=False)["results"][0]["id"]
+    deployment.close()
+    last = stored(deployment)  # what the app held just before the delete_all
+    assert added in last
+    memory = deployment.reopen()
+    memory.delete_all(user_id=victim)  # mem0's own bulk delete: one DELETE row each
+    deployment.close()
+    assert not set(theirs) & set(stored(deployment))
+
+    code, dry = memsync(deployment, "recover", "--user", victim, "--from", snapshot_id, "--dry-run")
+    assert code == 0, dry
+    assert dry["counts"]["recover"] == len(theirs) and dry["route"] == "direct"
+    assert sorted(m["memory_id"] for m in dry["memories"] if m["re_embedded"]) == updated
+
+    code, done = memsync(deployment, "recover", "--user", victim, "--from", snapshot_id)
+    assert code == 0, done
+    assert done["counts"]["recovered"] == len(theirs), done["counts"]
+    assert done["counts"]["changed"] == 0 and done["check_after"]["errors"] == 0
+    assert all("newer snapshot" not in m["why"] for m in done["memories"])
+    assert done["deleted_not_in_snapshot"] == [added]  # lost with the rest: named, not claimed
+    after = stored(deployment)
+    assert {m: after[m] for m in theirs} == {m: last[m] for m in theirs}  # texts, vectors, payloads
+    for n, memory_id in enumerate(updated):
+        assert after[memory_id][0]["data"] == f"a text written after the snapshot, number {n}"
+        event, actor, role = history_rows(deployment, memory_id)[-1]
+        assert (event, actor) == ("ADD", "memsync")
+        assert role == f"memsync recover from {snapshot_id} (text from history, embedded again)"
+    memory = deployment.reopen()
+    found = memory.get_all(filters={"user_id": victim}, top_k=1000, show_expired=True)["results"]
+    assert {item["id"]: item["memory"] for item in found} == {
+        m: last[m][0]["data"] for m in theirs
+    }  # mem0 reads every one back, with its last text
+    deployment.close()
+    assert cli("check", "--json", config=deployment.config).json()["counts"]["errors"] == 0
+
+    code, again = memsync(
+        deployment, "recover", "--user", victim, "--from", snapshot_id, "--dry-run"
+    )
+    assert code == 0 and again["counts"]["present"] == len(theirs) - 2
+    assert again["counts"]["changed"] == 2  # live with a text newer than the snapshot's
+    assert again["route"] == "direct"  # named even with nothing to write
+
+
+def test_recover_by_scope_after_a_collection_reset_brings_the_victim_back_as_reconcile_would(
+    make_deployment, cli
+):
+    """Older mem0's delete_all: one user deleted through mem0, then the whole collection reset,
+    so another user's points vanish with no DELETE event; ``recover --user`` brings them back."""
+    deployment = make_deployment(count=60)
+    snapshot_id = verified_snapshot(cli, deployment)
+    before = stored(deployment)
+    users = Counter(payload["user_id"] for payload, _ in before.values()).most_common()
+    deleted_user, victim = users[0][0], users[1][0]
+    victims = {m for m, (payload, _) in before.items() if payload["user_id"] == victim}
+    with sqlite3.connect(deployment.paths.history_db) as connection:
+        rows_before = connection.execute("SELECT count(*) FROM history").fetchone()[0]
+    memory = deployment.reopen()
+    memory.delete_all(user_id=deleted_user)
+    memory.vector_store.reset()  # the collection dropped and made again: every point gone
+    deployment.close()
+    assert stored(deployment) == {}
+    with sqlite3.connect(deployment.paths.history_db) as connection:
+        rows_after_reset = connection.execute("SELECT count(*) FROM history").fetchone()[0]
+
+    code, dry = memsync(deployment, "recover", "--user", victim, "--from", snapshot_id, "--dry-run")
+    assert code == 0, dry
+    assert dry["route"] == "direct"
+    assert dry["counts"]["recover"] == len(victims) and len(dry["memories"]) == len(victims)
+    assert all("vanished without a DELETE event" in m["why"] for m in dry["memories"])
+    said = cli(
+        "recover", "--user", victim, "--from", snapshot_id, "--dry-run", config=deployment.config
+    )
+    assert f"{len(victims)} would come back (route: direct)" in said.out, said.out
+    assert "holds the store" not in said.out
+
+    code, done = memsync(deployment, "recover", "--user", victim, "--from", snapshot_id)
+    assert code == 0, done
+    assert done["counts"]["recovered"] == len(victims), done["counts"]
+    after = stored(deployment)
+    assert after == {m: before[m] for m in victims}  # same ids, payloads, vectors; only theirs
+    with sqlite3.connect(deployment.paths.history_db) as connection:
+        rows_now = connection.execute("SELECT count(*) FROM history").fetchone()[0]
+    # reconcile's repair of a missing-point: the point back, no history row written
+    assert rows_now == rows_after_reset and rows_before < rows_after_reset
+    findings = cli("check", "--json", config=deployment.config).json()["findings"]
+    assert not [
+        (f["code"], f["memory_id"])
+        for f in findings
+        if f["memory_id"] in victims and f["severity"] == "error"
+    ]
+    reconcile = cli("reconcile", "--dry-run", "--json", config=deployment.config)
+    planned = {a["memory_id"] for a in reconcile.json()["actions"]}
+    assert not planned & victims  # nothing left for reconcile to do for them

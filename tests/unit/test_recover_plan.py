@@ -8,7 +8,7 @@ import pytest
 
 from memsync.errors import UsageError
 from memsync.model import HistoryEvent, MemoryHistory, Point
-from memsync.recover import ROLE_PREFIX, Scope, Status, plan_recover, recover_event
+from memsync.recover import ROLE_PREFIX, Scope, Status, past_of, plan_recover, recover_event
 from memsync.repository import Entry
 from memsync.snapshot.choose import parse_time, pick
 
@@ -31,7 +31,7 @@ def statuses(decisions) -> dict[str, str]:
     return {d.memory_id: d.status.value for d in decisions}
 
 
-def test_only_memories_deleted_since_with_the_snapshots_text_come_back():
+def test_only_memories_deleted_or_vanished_since_come_back_with_their_last_text():
     snap = {
         "deleted": point("deleted", "a"),
         "wiped": point("wiped", "b"),
@@ -44,40 +44,79 @@ def test_only_memories_deleted_since_with_the_snapshots_text_come_back():
         "queued": point("queued", "i"),
         "resumed": point("resumed", "j"),
         "someone-else": point("someone-else", "k", user="bo"),
+        "changed-then-vanished": point("changed-then-vanished", "l"),
+        "forgetting": point("forgetting", "m"),
+        "blank-delete": point("blank-delete", "n"),
     }
     snap_history = {
         "tombstoned": MemoryHistory("tombstoned", event("tombstoned", "DELETE", "h", None), 2)
     }
     live = {"live": point("live", "c"), "edited": point("edited", "D")}
-    last = {
-        "deleted": event("deleted", "DELETE", "a", None),
-        "erased": event("erased", "DELETE", None, None, actor_id="memsync"),
-        "changed-then-deleted": event("changed-then-deleted", "DELETE", "F", None),
-        "missing": event("missing", "UPDATE", "x", "g"),
-        "queued": event("queued", "DELETE", "i", None),
-        "resumed": event("resumed", "ADD", None, "j", actor_id="memsync", role=ROLE_PREFIX + "S"),
+    rows = {
+        "deleted": [event("deleted", "DELETE", "a", None)],
+        "erased": [event("erased", "DELETE", None, None, actor_id="memsync")],
+        "changed-then-deleted": [
+            event("changed-then-deleted", "UPDATE", "f", "F", updated_at="T-update"),
+            event("changed-then-deleted", "DELETE", "F", None, updated_at=None),
+        ],
+        "missing": [event("missing", "UPDATE", "x", "g")],
+        "queued": [event("queued", "DELETE", "i", None)],
+        "resumed": [event("resumed", "ADD", None, "j", actor_id="memsync", role=ROLE_PREFIX + "S")],
+        "changed-then-vanished": [event("changed-then-vanished", "UPDATE", "l", "L")],
+        "forgetting": [event("forgetting", "ADD", None, "m")],
+        "blank-delete": [  # a DELETE row without text after rows that hold it: not an erasure
+            event("blank-delete", "ADD", None, "n"),
+            event("blank-delete", "DELETE", None, None),
+        ],
     }
+    pasts = {m: p for m, events in rows.items() if (p := past_of(events)) is not None}
     queued = [("req1", Scope(memory_ids=("queued",)))]
-    decisions = plan_recover(Scope(user_id="ana"), "S", snap, snap_history, live, last, queued)
+    decisions = plan_recover(
+        Scope(user_id="ana"), "S", snap, snap_history, live, pasts, queued, (), ["forgetting"]
+    )
     assert statuses(decisions) == {
         "deleted": "recover",
         "wiped": "recover",
         "live": "present",
         "edited": "changed",
         "erased": "erased",
-        "changed-then-deleted": "changed",
-        "missing": "not-deleted",
+        "changed-then-deleted": "recover",
+        "missing": "recover",
         "tombstoned": "deleted-in-snapshot",
         "queued": "queued-delete",
         "resumed": "recover",
+        "changed-then-vanished": "recover",
+        "forgetting": "forgetting",
+        "blank-delete": "recover",
     }
-    assert [d.memory_id for d in decisions if d.resume] == ["resumed"]
+    by_id = {d.memory_id: d for d in decisions}
+    # no event where history already says live: a resumed recover, a point lost without DELETE
+    assert sorted(d.memory_id for d in decisions if d.status is Status.RECOVER and not d.event) == [
+        "missing",
+        "resumed",
+    ]
+    assert {d.memory_id: (d.text, d.text_at) for d in decisions if d.text is not None} == {
+        "changed-then-deleted": ("F", "T-update"),
+        "changed-then-vanished": ("L", "2026-11-30T11:00:00+00:00"),
+    }
+    assert by_id["changed-then-vanished"].event  # re-embedded: an event says so
+    assert "newer snapshot" not in " ".join(d.why for d in decisions)  # no false hint
+    assert "embedded again" in by_id["changed-then-deleted"].why
 
 
 def test_ids_the_snapshot_lacks_are_reported_and_scopes_match_their_key_only():
     snap = {"a": point("a", "x"), "b": point("b", "y")}
-    decisions = plan_recover(Scope(memory_ids=("a", "zz")), "S", snap, {}, {}, {})
-    assert statuses(decisions) == {"a": "recover", "zz": "not-in-snapshot"}
+    gone = past_of([event("gone", "DELETE", "t", None)])
+    assert gone is not None
+    decisions = plan_recover(
+        Scope(memory_ids=("a", "zz", "gone", "new")), "S", snap, {}, {"new": point("new", "n")},
+        {"gone": gone},
+    )  # fmt: skip
+    assert statuses(decisions) == {
+        "a": "recover", "zz": "not-in-snapshot", "gone": "not-in-snapshot", "new": "present"
+    }  # fmt: skip
+    why = {d.memory_id: d.why for d in decisions}
+    assert "last event for it is DELETE" in why["gone"] and "no row" in why["zz"]
     assert Scope(agent_id="ana").holds("a", {"user_id": "ana"}) is False
     assert Scope(run_id="r").holds("a", {"run_id": "r"}) is True
 
@@ -90,6 +129,12 @@ def test_the_recover_event_says_why_and_follows_the_contract():
     assert recorded.actor_id == "memsync" and recorded.id.startswith("memsync-")
     assert recorded.role == "memsync recover from 20261130T120000Z"
     assert (recorded.created_at, recorded.updated_at) == ("c", "2026-12-01T00:00:00Z")
+    again = recover_event(
+        "m", {"data": "new"}, "S", datetime(2026, 12, 1, tzinfo=UTC), re_embedded=True
+    )
+    assert again.new_memory == "new"
+    assert again.role == "memsync recover from S (text from history, embedded again)"
+    assert again.role.startswith(ROLE_PREFIX)  # a killed run is finished by the next one
     assert Status.RECOVERED.value == "recovered"
 
 
