@@ -26,7 +26,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("doctor", "doctor", "health check of paths, mounts, locks, SQLite files, versions and a check summary"),
     ("snapshot", "snapshot", "capture both stores into one dated, verified snapshot; upload, list, verify, prune"),
     ("restore", "restore", "verify a snapshot, then replace both stores with it (old files moved aside, never deleted)"),
-    ("recover", "recover", "bring back through mem0 the memories of a user, agent, run or ids that a snapshot holds and were deleted since (same ids, vectors and payloads); everything else is left"),
+    ("recover", "recover", "bring back through mem0 the memories of a user, agent, run or ids that a snapshot holds and were deleted or vanished since (same ids, vectors and payloads; a memory changed after the snapshot with its last text from history, embedded again); everything else is left"),
     ("migrate", "migrate", "copy every memory (same ids and payloads) into the vector store and embedder that NEW.toml names, re-embedding when the embedder changes, while the app runs; then verify the target; with --switch, move the app onto it"),
     ("reconcile", "reconcile", "plan and apply the repairs check's findings call for (tombstones win; nothing invented)"),
     ("forget", "forget", "delete memories through mem0 (ids or a whole user/agent/run), then prove them gone"),
