@@ -98,9 +98,13 @@ def test_a_damaged_remote_copy_fails_reconcile_and_still_leaves_no_download(
     key = f"memsync/test/{newest}/{COLLECTION_FILE}"
     client.put_object(Bucket=bucket, Key=key, Body=b"not the snapshot's bytes")
     snapshots_before, work_before = tree(snapshots), sorted(os.listdir(work_dir))
+    stale = work_dir / "reconcile-read-999999999-left"  # a SIGKILLed reconcile's (no such pid)
+    (stale / newest).mkdir(parents=True)
+    (stale / newest / "history.db").write_bytes(b"x" * 1000)
 
     result = cli("reconcile", "--json", "--no-snapshot", config=deployment.config)
 
+    assert not stale.exists()  # a killed run's scratch directory is removed by the next
     assert result.code == 11, result.out + result.err
     assert f"snapshot {newest}: {COLLECTION_FILE}" in result.err  # one line: what, where
     assert tree(snapshots) == snapshots_before
