@@ -232,9 +232,11 @@ def _stored_point(action: Action, config: Config, work: Path) -> StoredPoint | N
         root = _plaintext_root(config, info, work)
     elif config.s3 is not None:
         path = f"{store.capture_dir}/{store.collection_file(config.collection, Path()).as_posix()}"
-        root = reading.open_files(
-            config, repository.remote(config), snapshot_id, [path], work / "again"
-        ).root
+        remote, again = repository.remote(config), work / "again"
+        encrypted = remote.read_manifest(snapshot_id).encrypted
+        root = again / (f"{snapshot_id}.plain" if encrypted else snapshot_id)
+        if not (root / path).is_file():  # fetched once per snapshot, not once per point
+            root = reading.open_files(config, remote, snapshot_id, [path], again).root
     else:
         return None
     return store.find_point(root / store.capture_dir, config.collection, memory_id)
