@@ -81,6 +81,13 @@ def test_applied_reconcile_fetches_only_what_can_hold_the_memory_and_leaves_no_d
     assert held in {p for p in build.point_ids(deployment.reopen())}
     deployment.close()
 
+    again = cli("reconcile", "--no-snapshot", config=deployment.config)  # only `late` is left
+    assert (
+        "snapshots read for lost points: none (3 skipped by their manifest or unreadable); "
+        "0 bytes fetched" in again.out
+    ), again.out
+    assert tree(snapshots) == snapshots_before
+
 
 def test_a_damaged_remote_copy_fails_reconcile_and_still_leaves_no_download(
     make_deployment, cli, s3_endpoint, bucket
