@@ -166,8 +166,9 @@ def split_drops(
     ``members`` are the previous snapshot's memory ids per scope (``(kind, id)``; ``(TOTAL,
     None)``: all), ``deleted`` and ``vanished`` its ids gone since, with a DELETE history event
     (erased ones left out) and without one. A scope not among ``drops`` that lost memories
-    without a DELETE event is named too (``previous``/``current``: the manifests' ``scopes``):
-    a collection reset takes every scope, however small. Ordered as ``find_drops``.
+    without a DELETE event is named too, and so is the whole store when it is not and some
+    did (``previous``/``current``: the manifests' ``scopes``): a collection reset takes every
+    scope, however small. Ordered as ``find_drops``.
     """
     named = {(drop.kind, drop.scope_id) for drop in drops}
     split = [
@@ -180,14 +181,19 @@ def split_drops(
     ]
     for (kind, scope_id), ids in members.items():
         lost = len(ids & vanished)
-        if not lost or (kind, scope_id) in named or scope_id is None:
+        if not lost or (kind, scope_id) in named:
             continue
+        if scope_id is None:  # the whole store: memories of no scope vanished too
+            before, after = _count(previous.get(TOTAL)), _count(current.get(TOTAL))
+        else:
+            before = _scope_map(previous.get(kind)).get(scope_id, len(ids))
+            after = _scope_map(current.get(kind)).get(scope_id, 0)
         split.append(
             Drop(
                 kind=kind,
                 scope_id=scope_id,
-                before=_scope_map(previous.get(kind)).get(scope_id, len(ids)),
-                after=_scope_map(current.get(kind)).get(scope_id, 0),
+                before=before,
+                after=after,
                 deleted=len(ids & deleted),
                 vanished=lost,
             )

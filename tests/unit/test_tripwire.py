@@ -312,3 +312,18 @@ def test_the_text_report_says_per_scope_what_was_deleted_and_what_vanished():
         ("mass-deletion", "user_id=ben"),
         ("vanished-memories", "user_id=ann"),
     ]
+
+
+def test_split_drops_names_the_whole_store_when_memories_of_no_scope_vanished():
+    previous = scopes(1000, user_id={"bob": 100})
+    current = scopes(898, user_id={})  # bob's 100 deleted, 2 memories of no scope vanished
+    drops = find_drops(previous, current, DEFAULT)
+    assert [d.scope for d in drops] == ["user_id=bob"]  # 10.2% of all: the total does not trip
+    bob = {f"b{n}" for n in range(100)}
+    everyone = bob | {f"n{n}" for n in range(900)}
+    members = {("total", None): everyone, ("user_id", "bob"): bob}
+    split = split_drops(drops, previous, current, members, deleted=bob, vanished={"n1", "n2"})
+    assert [(d.scope, d.before, d.after, d.deleted, d.vanished) for d in split] == [
+        (None, 1000, 898, 100, 2),
+        ("user_id=bob", 100, 0, 100, 0),
+    ]
