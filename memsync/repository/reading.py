@@ -23,6 +23,7 @@ from memsync.errors import ConfigError, UnavailableError
 from memsync.repository.plaintext import NO_KEY, decrypt, encryption_key
 from memsync.repository.port import SnapshotRepository
 from memsync.repository.remote import S3Repository
+from memsync.stores.sqlite_files import work_dir_error
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,14 +44,20 @@ def scratch(config: Config, prefix: str) -> Iterator[Path]:
     """A new directory ``<work_dir>/<prefix>-<pid>-*``, removed on exit whatever happens.
 
     Directories of the same prefix whose process is gone (a memsync killed with SIGKILL) are
-    removed first. Raises the ``OSError`` of a ``work_dir`` that cannot be made.
+    removed first.
+
+    Raises:
+        TryLaterError, UnavailableError: ``work_dir`` cannot be made or written (``work_dir_error``).
     """
-    config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    for stale in config.work_dir.glob(f"{prefix}-*"):
-        pid = stale.name[len(prefix) + 1 :].partition("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
-    path = Path(tempfile.mkdtemp(dir=config.work_dir, prefix=f"{prefix}-{os.getpid()}-"))
+    try:
+        config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for stale in config.work_dir.glob(f"{prefix}-*"):
+            pid = stale.name[len(prefix) + 1 :].partition("-")[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(stale, ignore_errors=True)
+        path = Path(tempfile.mkdtemp(dir=config.work_dir, prefix=f"{prefix}-{os.getpid()}-"))
+    except OSError as error:
+        raise work_dir_error(config.work_dir, error) from error
     try:
         yield path
     finally:
@@ -58,9 +65,10 @@ def scratch(config: Config, prefix: str) -> Iterator[Path]:
 
 
 def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (signal 0; another user's counts as alive)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         return True
