@@ -282,6 +282,16 @@ def test_a_delete_all_then_a_collection_reset_names_both_users_and_tells_them_ap
     assert f'memsync_tripwire_gone_memories{{snapshot_id="{sid}",how="vanished"}} 50' in lines
     assert f'memsync_tripwire_tripped{{snapshot_id="{sid}",pinned="{first["id"]}"}} 1' in lines
 
+    # what the error's fix says: reconcile brings the victim back from the pinned snapshot
+    fixed = run_memsync("reconcile", "--json", "--no-snapshot", "--config", str(deployment.config))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    actions = json.loads(fixed.stdout)["actions"]
+    assert len(actions) == 50 and {a["kind"] for a in actions} == {"restore-point"}
+    memory = deployment.reopen()
+    assert len(memory.get_all(filters={"user_id": "ann"}, top_k=1000)["results"]) == 50
+    assert memory.get_all(filters={"user_id": "ben"}, top_k=1000)["results"] == []
+    deployment.close()
+
 
 def test_a_remote_baseline_is_read_for_the_split_and_nothing_it_downloads_stays(
     make_deployment, s3_endpoint, bucket
