@@ -177,10 +177,13 @@ def load_journal(config: Config) -> tuple[str, list[Action]] | None:
         ) from error
 
 
-def apply_action(action: Action, writer: Writer, config: Config, work: Path) -> Action:
+def apply_action(
+    action: Action, writer: Writer, config: Config, work: Path | None = None
+) -> Action:
     """Apply one action through the writer, idempotently (its effect already present: done).
 
-    ``work`` is the run's scratch area (where a remote snapshot's files were read).
+    ``work`` is the run's scratch area (where a remote snapshot's files were read); None: a
+    point read again goes to a scratch area of its own, removed after.
     Returns the action with its status (``done``, ``failed`` with an error, ``unrecoverable``).
     mem0 errors propagate (``_apply_all`` records them as ``failed``).
     """
@@ -193,7 +196,11 @@ def apply_action(action: Action, writer: Writer, config: Config, work: Path) -> 
         writer.delete(memory_id)
     elif kind == "restore-point":
         if not writer.exists(memory_id):
-            stored = _stored_point(action, config, work)
+            if work is None:
+                with reading.scratch(config, SCRATCH) as scratch:
+                    stored = _stored_point(action, config, scratch)
+            else:
+                stored = _stored_point(action, config, work)
             if stored is None or stored.vector is None:
                 return replace(
                     action, status="failed", error="the snapshot no longer holds the point"
