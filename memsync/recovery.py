@@ -15,6 +15,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,7 @@ def find_recoveries(
     log = reads if reads is not None else []
     blocked: set[str] = set()
     store = vector_store_for(config)
+    margin = timedelta(seconds=config.check.in_flight_margin_s)
     manifests = {info.id: info.manifest for info in local.infos() if info.complete}
     sides: dict[str, SnapshotRepository] = dict.fromkeys(manifests, local)
     remote = _remote_only(config, set(manifests))
@@ -115,7 +117,9 @@ def find_recoveries(
             break
         where = "local" if sides[snapshot_id] is local else "remote"
         manifest = manifests[snapshot_id]
-        able = [m for m in pending if manifest is not None and can_hold(manifest, wanted[m])]
+        able = [
+            m for m in pending if manifest is not None and can_hold(manifest, wanted[m], margin)
+        ]
         if not able:
             log.append(SnapshotRead(snapshot_id=snapshot_id, side=where, skipped=CANNOT_HOLD))
             continue
@@ -148,13 +152,16 @@ def find_recoveries(
     return found, deferred
 
 
-def can_hold(manifest: Manifest, memory: MemoryHistory) -> bool:
+def can_hold(manifest: Manifest, memory: MemoryHistory, margin: timedelta) -> bool:
     """Whether a snapshot may hold (or know the deletion of) a memory's last text. Pure.
 
     Not when its memory collection is empty, when its own check found that memory's point
     missing, or when its vectors were copied before the memory's last history event was
     stamped (mem0 stamps an event before it writes the point): such a snapshot has an older
-    text or none, and its history cannot end the memory with DELETE.
+    text or none, and its history cannot end the memory with DELETE. Only a stamp with a UTC
+    offset counts (a naive one may be local time), and only more than ``margin`` (``[check]
+    in_flight_margin_s``) after the copy: a snapshot read for nothing costs bytes, one skipped
+    wrongly a memory.
     """
     if manifest.points == 0:
         return False
@@ -166,8 +173,17 @@ def can_hold(manifest: Manifest, memory: MemoryHistory) -> bool:
             and finding.get("memory_id") == memory.memory_id
         ):
             return False
-    at = memory.last.at
-    return at is None or manifest.capture.vectors_finished_at >= at
+    at = _stamped(memory.last.updated_at) or _stamped(memory.last.created_at)
+    return at is None or manifest.capture.vectors_finished_at + margin >= at
+
+
+def _stamped(value: str | None) -> datetime | None:
+    """An ISO 8601 stamp with a UTC offset, in UTC; None when naive or unparseable. Pure."""
+    try:
+        parsed = datetime.fromisoformat(value) if value else None
+    except ValueError:
+        return None
+    return parsed.astimezone(UTC) if parsed is not None and parsed.tzinfo is not None else None
 
 
 def _collection_path(store: VectorStore, collection: str) -> str:

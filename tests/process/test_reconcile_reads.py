@@ -31,7 +31,9 @@ def tree(directory: Path) -> dict[str, int]:
 
 def remote_only_snapshots(make_deployment, cli, s3_endpoint, bucket, count: int):
     """A deployment whose ``count`` snapshots are in the bucket only (the local copies removed)."""
-    deployment = make_deployment(count=20, extra_config=s3_section(s3_endpoint, bucket))
+    deployment = make_deployment(  # margin 0: a memory stamped after the copies is not in them
+        count=20, extra_config=s3_section(s3_endpoint, bucket), in_flight_margin_s=0.0
+    )
     deployment.close()
     made = []
     for _ in range(count):
