@@ -115,6 +115,9 @@ _SPECS = (
     Spec(code="mass-deletion", severity=_W, source=Source.CREATE,
          fix="if the deletion was a mistake: memsync recover --user <id> --from <the pinned snapshot "
              "before the drop>; then (or if it was wanted) memsync snapshot unpin <that snapshot>"),
+    Spec(code="vanished-memories", severity=_E, source=Source.CREATE,
+         fix="memsync reconcile puts the points back from the newest snapshot holding them (the "
+             "pinned one); when history lost them too: memsync restore <the pinned snapshot>"),
     # doctor: the deployment's set-up puts the app's writes at risk.
     Spec(code="wal-recommended", severity=_W, source=Source.DOCTOR,
          fix="memsync tune --wal (with the app stopped, or through its memsync agent)"),

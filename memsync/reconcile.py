@@ -10,8 +10,6 @@ done so a crash resumes instead of repeating. Policy: docs/reference/commands/re
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
@@ -20,12 +18,13 @@ from pathlib import Path
 
 import structlog
 
-from memsync import check, erase, erasures, recovery, routes, snapshot
+from memsync import check, erase, erasures, recovery, repository, routes, snapshot
 from memsync.config import Config
 from memsync.errors import ExitCode, UnavailableError
 from memsync.model import CheckReport, HistoryEvent, Inventory, Recovery, Severity, parse_time
 from memsync.reconcile_actions import KNOWN_KINDS, NEEDS_EMBEDDER, Action
 from memsync.reconcile_plan import plan_reconcile
+from memsync.repository import reading
 from memsync.state import write_json_atomic
 from memsync.stores import mem0, snapshots
 from memsync.stores.intent import load_forgetting
@@ -35,6 +34,7 @@ from memsync.stores.writer import Writer
 logger = structlog.get_logger(__name__)
 
 JOURNAL = "reconcile-journal.json"
+SCRATCH = "reconcile-read"  # <work_dir>/reconcile-read-<pid>-*: what a run reads, removed after
 # A live collection this much newer than history means an old history.db was put back.
 VECTORS_NEWER_MARGIN = timedelta(seconds=60)
 
@@ -61,14 +61,21 @@ def vectors_newer_than_history(inventory: Inventory) -> bool:
 
 
 def find_recoveries(
-    config: Config, inventory: Inventory, missing: Iterable[str], work: Path, *, fetch: bool = True
+    config: Config,
+    inventory: Inventory,
+    missing: Iterable[str],
+    work: Path,
+    *,
+    fetch: bool = True,
+    reads: list[recovery.SnapshotRead] | None = None,
 ) -> tuple[dict[str, Recovery | None], dict[str, str]]:
     """Find, for each missing memory, the newest snapshot holding it with the expected text.
 
-    The search is ``memsync.recovery.find_recoveries`` (local and remote snapshots through the
-    repository port); vectors evidently newer than history block every recovery. Without
-    ``fetch`` (a dry run) no snapshot is downloaded; the second mapping names, per memory left
-    unresolved for that reason, the remote-only snapshot searched when the plan is applied.
+    The search is ``memsync.recovery.find_recoveries`` (local snapshots read in place, remote
+    ones' files downloaded into ``work``, the run's scratch area); vectors evidently newer than
+    history block every recovery. Without ``fetch`` (a dry run) no snapshot is downloaded; the
+    second mapping names, per memory left unresolved for that reason, the remote-only snapshot
+    searched when the plan is applied. ``reads`` gets what was read of each snapshot.
     """
     return recovery.find_recoveries(
         config,
@@ -77,6 +84,7 @@ def find_recoveries(
         work,
         blocked_by_newer_vectors=vectors_newer_than_history(inventory),
         fetch=fetch,
+        reads=reads,
     )
 
 
@@ -117,6 +125,12 @@ class Outcome:
     route: str | None = None
     downtime_s: float | None = None
     erased_again: tuple[str, ...] = ()  # erased memories an older store brought back, erased again
+    read: tuple[recovery.SnapshotRead, ...] = ()  # what the search for lost points read
+
+    @property
+    def fetched_bytes(self) -> int:
+        """Bytes downloaded from the bucket (into the scratch area, removed since)."""
+        return sum(item.fetched_bytes for item in self.read)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -163,9 +177,13 @@ def load_journal(config: Config) -> tuple[str, list[Action]] | None:
         ) from error
 
 
-def apply_action(action: Action, writer: Writer, config: Config) -> Action:
+def apply_action(
+    action: Action, writer: Writer, config: Config, work: Path | None = None
+) -> Action:
     """Apply one action through the writer, idempotently (its effect already present: done).
 
+    ``work`` is the run's scratch area (where a remote snapshot's files were read); None: a
+    point read again goes to a scratch area of its own, removed after.
     Returns the action with its status (``done``, ``failed`` with an error, ``unrecoverable``).
     mem0 errors propagate (``_apply_all`` records them as ``failed``).
     """
@@ -178,7 +196,11 @@ def apply_action(action: Action, writer: Writer, config: Config) -> Action:
         writer.delete(memory_id)
     elif kind == "restore-point":
         if not writer.exists(memory_id):
-            stored = _stored_point(action, config)
+            if work is None:
+                with reading.scratch(config, SCRATCH) as scratch:
+                    stored = _stored_point(action, config, scratch)
+            else:
+                stored = _stored_point(action, config, work)
             if stored is None or stored.vector is None:
                 return replace(
                     action, status="failed", error="the snapshot no longer holds the point"
@@ -197,24 +219,34 @@ def apply_action(action: Action, writer: Writer, config: Config) -> Action:
     return replace(action, status="done")
 
 
-def _stored_point(action: Action, config: Config) -> StoredPoint | None:
-    """The point a ``restore-point`` puts back, read from its snapshot (decrypted again if need be)."""
+def _stored_point(action: Action, config: Config, work: Path) -> StoredPoint | None:
+    """The point a ``restore-point`` puts back, read from its snapshot (again if need be).
+
+    From ``Recovery.storage`` while it exists; else (a resumed journal: the scratch area it
+    named is gone, or a journal written before 0.2 names a storage.sqlite) from the local
+    snapshot, decrypted into ``work``, or from the bucket: the memory collection's file only,
+    downloaded into ``work`` once per snapshot.
+    """
     store = vector_store_for(config)
-    # The snapshot's vector copy (``Recovery.storage``); a journal written before 0.2 names its
-    # storage.sqlite instead, which is read again from the snapshot below.
+    memory_id, snapshot_id = str(action.memory_id), action.params["snapshot_id"]
     vectors = Path(action.params["storage"])
     if vectors.is_dir():
-        stored = store.find_point(vectors, config.collection, str(action.memory_id))
+        stored = store.find_point(vectors, config.collection, memory_id)
         if stored is not None:
             return stored
-    # decrypted into a work directory that is gone (or an older journal): again
-    info = snapshots.describe(snapshot_path(config, action.params["snapshot_id"]))
-    scratch = Path(tempfile.mkdtemp(dir=config.work_dir, prefix="reconcile-"))
-    try:
-        root = _plaintext_root(config, info, scratch) if info else scratch
-        return store.find_point(root / store.capture_dir, config.collection, str(action.memory_id))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    info = snapshots.describe(snapshot_path(config, snapshot_id))
+    if info is not None:
+        root = _plaintext_root(config, info, work)
+    elif config.s3 is not None:
+        path = f"{store.capture_dir}/{store.collection_file(config.collection, Path()).as_posix()}"
+        remote, again = repository.remote(config), work / "again"
+        encrypted = remote.read_manifest(snapshot_id).encrypted
+        root = again / (f"{snapshot_id}.plain" if encrypted else snapshot_id)
+        if not (root / path).is_file():  # fetched once per snapshot, not once per point
+            root = reading.open_files(config, remote, snapshot_id, [path], again).root
+    else:
+        return None
+    return store.find_point(root / store.capture_dir, config.collection, memory_id)
 
 
 def snapshot_path(config: Config, snapshot_id: str) -> Path:
@@ -249,7 +281,27 @@ def run_reconcile(
     """
     if not dry_run:
         routes.recover_window(config)  # a window a killed memsync left open: start the app
+    with reading.scratch(config, SCRATCH) as work:  # removed on any exit: nothing left behind
+        return _run(
+            config, now, work, dry_run=dry_run, only=only, take_snapshot=take_snapshot,
+            record_lost=record_lost, create_history=create_history,
+        )  # fmt: skip
+
+
+def _run(
+    config: Config,
+    now: datetime,
+    work: Path,
+    *,
+    dry_run: bool,
+    only: frozenset[str] | None,
+    take_snapshot: bool,
+    record_lost: bool,
+    create_history: bool,
+) -> Outcome:
+    """``run_reconcile`` inside its scratch area ``work``."""
     resumed = load_journal(config) if not dry_run else None
+    read: list[recovery.SnapshotRead] = []
     taken = routes.Taken()
     snapshot_id = None
     erased_again: list[str] = []
@@ -257,25 +309,25 @@ def run_reconcile(
         plan_id, actions = resumed
         with routes.open_writer(config, "reconcile", taken) as writer:
             actions = revalidate(actions, check.settled_inventory(config, now)[1])
-            actions = _apply_all(config, plan_id, actions, writer)
+            actions = _apply_all(config, plan_id, actions, writer, work)
     else:
         plan_id = uuid.uuid4().hex[:12]
         actions, report, before = _fresh_plan(
-            config, now, only=only, record_lost=record_lost, create_history=create_history,
-            dry_run=dry_run,
+            config, now, work, read, only=only, record_lost=record_lost,
+            create_history=create_history, dry_run=dry_run,
         )  # fmt: skip
         if dry_run or not actions:
-            return _unapplied(config, plan_id, actions, report, dry_run)
+            return replace(_unapplied(config, plan_id, actions, report, dry_run), read=tuple(read))
         writes = any(a.kind != "report" for a in actions)
         if writes:
             routes.require_interpreter(config)  # refused before the safety snapshot
         if take_snapshot and writes and routes.would_take(config) is not None:
             snapshot_id = snapshot.create_snapshot(config, now, by="reconcile").id  # live: no route
         if writes:
-            actions = _apply_on_route(config, now, plan_id, actions, taken)
+            actions = _apply_on_route(config, now, plan_id, actions, taken, work)
             erased_again = _erase_again(config, before, actions, now)
         else:  # only reports: nothing to write, no route (mem0 is not even built)
-            actions = _apply_all(config, plan_id, actions, None)
+            actions = _apply_all(config, plan_id, actions, None, work)
     after = check.run_check(config, now)
     return Outcome(
         plan_id=plan_id,
@@ -287,6 +339,7 @@ def run_reconcile(
         route=taken.route,
         downtime_s=taken.downtime_s,
         erased_again=tuple(erased_again),
+        read=tuple(read),
     )
 
 
@@ -321,7 +374,12 @@ def _unapplied(
 
 
 def _apply_on_route(
-    config: Config, now: datetime, plan_id: str, actions: list[Action], taken: routes.Taken
+    config: Config,
+    now: datetime,
+    plan_id: str,
+    actions: list[Action],
+    taken: routes.Taken,
+    work: Path,
 ) -> list[Action]:
     """Open a route, journal the plan and apply it through the route's writer.
 
@@ -335,28 +393,31 @@ def _apply_on_route(
         if writer.route != "direct":
             actions = revalidate(actions, check.settled_inventory(config, now)[1])
         save_journal(config, plan_id, actions, "running")
-        return _apply_all(config, plan_id, actions, writer)
+        return _apply_all(config, plan_id, actions, writer, work)
 
 
 def _fresh_plan(
     config: Config,
     now: datetime,
+    work: Path,
+    read: list[recovery.SnapshotRead],
     *,
     only: frozenset[str] | None,
     record_lost: bool,
     create_history: bool,
     dry_run: bool,
 ) -> tuple[list[Action], CheckReport, Inventory]:
-    """Check (hot journals rolled back first when the store is free), find recoveries, plan."""
+    """Check (hot journals rolled back first when the store is free), find recoveries, plan.
+
+    Snapshots are read into ``work``; ``read`` gets what was read of each.
+    """
     if not dry_run and routes.store_free(config):
         mem0.prepare_for_writing(config)  # hot journals rolled back before the capture
     inventory, report = check.settled_inventory(config, now)
     missing = [f.memory_id for f in report.findings if f.code == "missing-point" and f.memory_id]
-    config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="reconcile-") as work:
-        recoveries, deferred = find_recoveries(
-            config, inventory, missing, Path(work), fetch=not dry_run
-        )
+    recoveries, deferred = find_recoveries(
+        config, inventory, missing, work, fetch=not dry_run, reads=read
+    )
     actions = plan_reconcile(
         report.findings,
         inventory,
@@ -398,7 +459,7 @@ def revalidate(actions: list[Action], report: CheckReport) -> list[Action]:
 
 
 def _apply_all(
-    config: Config, plan_id: str, actions: list[Action], writer: Writer | None
+    config: Config, plan_id: str, actions: list[Action], writer: Writer | None, work: Path
 ) -> list[Action]:
     """Apply every pending action through ``writer``, journaling each; None: reports only."""
     if writer is None or not any(a.status == "pending" and a.kind != "report" for a in actions):
@@ -414,7 +475,7 @@ def _apply_all(
         if action.status != "pending":
             continue
         try:
-            actions[position] = apply_action(action, writer, config)
+            actions[position] = apply_action(action, writer, config, work)
         except Exception as error:  # noqa: BLE001 - a failed action is recorded, never fatal
             actions[position] = replace(
                 action, status="failed", error=f"{type(error).__name__}: {error}"

@@ -1,29 +1,69 @@
 """Where reconcile recovers a missing point from: the newest snapshot holding it with the right text.
 
 Local snapshots and, with ``[s3]``, the bucket's complete ones that have no local copy are
-searched newest first through the repository port; a remote one is fetched into the snapshot
-directory (checked byte for byte) only when the search reaches it, and never in a dry run. Policy:
-docs/reference/commands/reconcile.md.
+searched newest first through the repository port. Each snapshot's manifest is read first: one
+whose vectors were captured before a memory's last history event (or that holds no point, or
+whose own check found that memory's point missing) cannot hold its text, and is not read for it.
+Of a snapshot that can, only history.db and the memory collection's file are read: a local one
+in place, a remote one downloaded into the caller's scratch area (``memsync.repository.reading``),
+checked byte for byte, never into the snapshot directory, and never in a dry run. What was read
+is recorded (``SnapshotRead``). Policy: docs/reference/commands/reconcile.md.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from memsync import repository
 from memsync.config import Config
-from memsync.errors import UnavailableError
+from memsync.errors import ConfigError, UnavailableError
 from memsync.model import Inventory, MemoryHistory, Recovery
-from memsync.repository import LocalRepository
+from memsync.repository import SnapshotRepository, reading
 from memsync.stores import history
 from memsync.stores.manifest import Manifest
-from memsync.stores.snapshots import SnapshotInfo, sha256_file
+from memsync.stores.snapshots import SnapshotInfo
 from memsync.stores.vector_store import VectorStore, vector_store_for
 
 logger = structlog.get_logger(__name__)
+
+# Why a snapshot was not read: its manifest shows it cannot hold any memory still looked for.
+CANNOT_HOLD = "its manifest shows it cannot hold the memories looked for"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotRead:
+    """What the search did with one snapshot.
+
+    Attributes:
+        snapshot_id: the snapshot.
+        side: ``"local"`` (read in place) or ``"remote"`` (downloaded into the scratch area).
+        files: the files read (empty when only its manifest was).
+        fetched_bytes: bytes downloaded (0 for a local snapshot).
+        skipped: why its files were not read (None: they were).
+    """
+
+    snapshot_id: str
+    side: str
+    files: tuple[str, ...] = ()
+    fetched_bytes: int = 0
+    skipped: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"snapshot", "side", "files", "fetched_bytes", "skipped"}`` (reconcile's ``read[]``)."""
+        return {
+            "snapshot": self.snapshot_id,
+            "side": self.side,
+            "files": list(self.files),
+            "fetched_bytes": self.fetched_bytes,
+            "skipped": self.skipped,
+        }
 
 
 def find_recoveries(
@@ -34,15 +74,20 @@ def find_recoveries(
     *,
     blocked_by_newer_vectors: bool,
     fetch: bool = True,
+    reads: list[SnapshotRead] | None = None,
 ) -> tuple[dict[str, Recovery | None], dict[str, str]]:
     """Find, for each missing memory, the newest snapshot holding it with the expected text.
 
     A snapshot whose history ends the memory with DELETE blocks it (never brought back), and so
-    does ``blocked_by_newer_vectors`` (vectors evidently newer than history). Reads snapshots
-    (decrypting into ``work``); fetches a remote-only snapshot into the snapshot directory when
-    the search reaches it. With ``fetch`` False (a dry run) nothing is downloaded: the bucket is
-    only listed (manifests read), and a memory whose search reaches a remote-only snapshot stops
-    there, unresolved.
+    does ``blocked_by_newer_vectors`` (vectors evidently newer than history). Reads local
+    snapshots in place (decrypting into ``work``) and downloads a remote-only snapshot's
+    history.db and memory collection into ``work/<id>`` when the search reaches one that can
+    hold a memory (``can_hold``); a remote snapshot searched without a recovery is removed from
+    ``work`` at once. ``work`` is the caller's scratch area: a ``Recovery`` names files in it.
+    With ``fetch`` False (a dry run) nothing is downloaded: the bucket is only listed
+    (manifests read), and a memory whose search reaches a remote-only snapshot that can hold it
+    stops there, unresolved. ``reads``, when given, gets one ``SnapshotRead`` per snapshot
+    the search reached, in order.
 
     Returns:
         The recoveries (None: none found), and per memory left unresolved because ``fetch`` was
@@ -57,26 +102,99 @@ def find_recoveries(
     local = repository.local_or_none(config)
     if not wanted or blocked_by_newer_vectors or local is None:
         return found, deferred
+    log = reads if reads is not None else []
     blocked: set[str] = set()
     store = vector_store_for(config)
-    complete = {info.id for info in local.infos() if info.complete}
-    for snapshot_id in sorted(complete | _remote_only(config, complete), reverse=True):
+    margin = timedelta(seconds=config.check.in_flight_margin_s)
+    manifests = {info.id: info.manifest for info in local.infos() if info.complete}
+    sides: dict[str, SnapshotRepository] = dict.fromkeys(manifests, local)
+    remote = _remote_only(config, set(manifests))
+    for snapshot_id, (side, manifest) in remote.items():
+        sides[snapshot_id], manifests[snapshot_id] = side, manifest
+    for snapshot_id in sorted(manifests, reverse=True):
         pending = [m for m in wanted if found[m] is None and m not in blocked | set(deferred)]
         if not pending:
             break
-        if not fetch and snapshot_id not in complete:
-            deferred.update(dict.fromkeys(pending, snapshot_id))  # searched when applied
+        where = "local" if sides[snapshot_id] is local else "remote"
+        manifest = manifests[snapshot_id]
+        able = [
+            m for m in pending if manifest is not None and can_hold(manifest, wanted[m], margin)
+        ]
+        if not able:
+            log.append(SnapshotRead(snapshot_id=snapshot_id, side=where, skipped=CANNOT_HOLD))
             continue
-        info = _local_copy(config, local, snapshot_id, complete)
-        if info is None or not _checksums_hold(store, info, inventory.collection):
-            logger.warning(
-                "snapshot_skipped", snapshot_id=snapshot_id, reason="files differ from the manifest"
+        if not fetch and where == "remote":
+            deferred.update(dict.fromkeys(able, snapshot_id))  # searched when applied
+            continue
+        paths = ["history.db", _collection_path(store, inventory.collection)]
+        try:
+            opened = reading.open_files(config, sides[snapshot_id], snapshot_id, paths, work)
+        except (UnavailableError, ConfigError) as error:
+            if where == "remote" and isinstance(error, UnavailableError):
+                raise  # S3 unreachable, or its copy damaged: never taken for "not there"
+            reason = error.message if isinstance(error, UnavailableError) else str(error)
+            logger.warning("snapshot_skipped", snapshot_id=snapshot_id, reason=reason)
+            log.append(SnapshotRead(snapshot_id=snapshot_id, side=where, skipped=reason))
+            _drop(work, snapshot_id)
+            continue
+        log.append(
+            SnapshotRead(
+                snapshot_id=snapshot_id,
+                side=where,
+                files=opened.paths,
+                fetched_bytes=opened.fetched_bytes,
             )
-            continue
-        root = plaintext_root(config, info, work)
-        if root is not None:
-            _search(store, root, snapshot_id, inventory.collection, pending, wanted, found, blocked)
+        )
+        before = sum(1 for m in wanted if found[m] is not None)
+        _search(store, opened.root, snapshot_id, inventory.collection, able, wanted, found, blocked)
+        if sum(1 for m in wanted if found[m] is not None) == before:
+            _drop(work, snapshot_id)  # nothing recovered from it: its copies are not needed
     return found, deferred
+
+
+def can_hold(manifest: Manifest, memory: MemoryHistory, margin: timedelta) -> bool:
+    """Whether a snapshot may hold (or know the deletion of) a memory's last text. Pure.
+
+    Not when its memory collection is empty, when its own check found that memory's point
+    missing, or when its vectors were copied before the memory's last history event was
+    stamped (mem0 stamps an event before it writes the point): such a snapshot has an older
+    text or none, and its history cannot end the memory with DELETE. Only a stamp with a UTC
+    offset counts (a naive one may be local time), and only more than ``margin`` (``[check]
+    in_flight_margin_s``) after the copy: a snapshot read for nothing costs bytes, one skipped
+    wrongly a memory.
+    """
+    if manifest.points == 0:
+        return False
+    own = manifest.check.get("findings")
+    for finding in own if isinstance(own, list) else ():
+        if (
+            isinstance(finding, dict)
+            and finding.get("code") == "missing-point"
+            and finding.get("memory_id") == memory.memory_id
+        ):
+            return False
+    at = _stamped(memory.last.updated_at) or _stamped(memory.last.created_at)
+    return at is None or manifest.capture.vectors_finished_at + margin >= at
+
+
+def _stamped(value: str | None) -> datetime | None:
+    """An ISO 8601 stamp with a UTC offset, in UTC; None when naive or unparseable. Pure."""
+    try:
+        parsed = datetime.fromisoformat(value) if value else None
+    except ValueError:
+        return None
+    return parsed.astimezone(UTC) if parsed is not None and parsed.tzinfo is not None else None
+
+
+def _collection_path(store: VectorStore, collection: str) -> str:
+    """The memory collection's file in a snapshot, as its manifest lists it. Pure."""
+    return f"{store.capture_dir}/{store.collection_file(collection, Path()).as_posix()}"
+
+
+def _drop(work: Path, snapshot_id: str) -> None:
+    """Remove what ``reading.open_files`` put in ``work`` for one snapshot."""
+    for name in (snapshot_id, f"{snapshot_id}.plain"):
+        shutil.rmtree(work / name, ignore_errors=True)
 
 
 def _search(
@@ -104,40 +222,18 @@ def _search(
             found[memory_id] = Recovery(snapshot_id=snapshot_id, storage=vectors)
 
 
-def _remote_only(config: Config, local_ids: set[str]) -> set[str]:
-    """Ids of the bucket's complete snapshots with no local copy (none without ``[s3]``)."""
+def _remote_only(
+    config: Config, local_ids: set[str]
+) -> dict[str, tuple[SnapshotRepository, Manifest | None]]:
+    """The bucket's complete snapshots with no local copy, with their manifests ({} without ``[s3]``)."""
     if config.s3 is None:
-        return set()
-    return {entry.id for entry in repository.remote(config).list() if entry.complete} - local_ids
-
-
-def _local_copy(
-    config: Config, local: LocalRepository, snapshot_id: str, local_ids: set[str]
-) -> SnapshotInfo | None:
-    """The local snapshot, fetched from the bucket first when it is remote-only.
-
-    Raises:
-        UnavailableError: the remote copy is missing a file or differs from its manifest.
-    """
-    if snapshot_id not in local_ids:
-        repository.remote(config).fetch(snapshot_id, local.directory)
-    return local.describe(snapshot_id)
-
-
-def _checksums_hold(store: VectorStore, info: SnapshotInfo, collection: str) -> bool:
-    """Whether the snapshot's history.db and memory collection match their manifest (stored bytes)."""
-    if info.manifest is None:
-        return False
-    wanted = {
-        "history.db",
-        f"{store.capture_dir}/{store.collection_file(collection, Path()).as_posix()}",
+        return {}
+    remote = repository.remote(config)
+    return {
+        entry.id: (remote, entry.manifest)
+        for entry in remote.list()
+        if entry.complete and entry.id not in local_ids
     }
-    for entry in info.manifest.files:
-        if entry.path in wanted:
-            path = info.path / entry.path
-            if not path.is_file() or sha256_file(path) != entry.stored:
-                return False
-    return True
 
 
 def plaintext_root(config: Config, info: SnapshotInfo, work: Path) -> Path | None:

@@ -132,6 +132,8 @@ def _document(outcome: reconcile.Outcome) -> dict[str, Any]:
         "route": outcome.route,
         "downtime_s": outcome.downtime_s,
         "erased_again": list(outcome.erased_again),
+        "read": [item.to_json() for item in outcome.read],
+        "fetched_bytes": outcome.fetched_bytes,
     }
 
 
@@ -156,4 +158,23 @@ def _text(outcome: reconcile.Outcome, counts: dict[str, int]) -> str:
             + (f"; route {outcome.route}" if outcome.route else "")
             + (f", app down {outcome.downtime_s:.1f} s" if outcome.downtime_s is not None else "")
         )
+    if outcome.read:
+        lines.append(_read_line(outcome))
     return "\n".join(lines)
+
+
+def _read_line(outcome: reconcile.Outcome) -> str:
+    """What the search for lost points read: snapshots by side, those skipped, bytes fetched."""
+    read = [r for r in outcome.read if r.skipped is None]
+    local = [r.snapshot_id for r in read if r.side == "local"]
+    remote = [r.snapshot_id for r in read if r.side == "remote"]
+    skipped = len(outcome.read) - len(read)
+    parts = [
+        f"local {', '.join(local)}" if local else "",
+        f"remote {', '.join(remote)}" if remote else "",
+    ]
+    return (
+        f"snapshots read for lost points: {'; '.join(p for p in parts if p) or 'none'}"
+        f" ({skipped} skipped by their manifest or unreadable);"
+        f" {outcome.fetched_bytes} bytes fetched into the work directory, removed since"
+    )

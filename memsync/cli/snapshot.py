@@ -185,7 +185,8 @@ def run_create(args: argparse.Namespace) -> int:
     }
     text = _created_text(config, created, upload, budget) + (queue.text() if queue else "")
     code = _emit(args, document, text + (created.tripwire.text() if created.tripwire else ""))
-    return int(ExitCode.PROBLEMS_FOUND) if manifest.check.get("errors") else code
+    vanished = created.tripwire is not None and created.tripwire.errors
+    return int(ExitCode.PROBLEMS_FOUND) if manifest.check.get("errors") or vanished else code
 
 
 def _create_plan(

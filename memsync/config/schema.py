@@ -359,7 +359,10 @@ class ConfigFile(_Section):
         shown="`$STATE_DIRECTORY`, else `~/.local/state/memsync`",
     )
     work_dir: ConfigPath | None = key(
-        None, "temporary copies of the stores for check and doctor", shown="`<state_dir>/tmp`"
+        None,
+        "temporary copies: the stores for check and doctor, the snapshot files reconcile and "
+        "the tripwire read (removed after)",
+        shown="`<state_dir>/tmp`",
     )
     app_python: ConfigPath | None = key(None, "older spelling of [app] python (not both)")
     mem0: Mem0Settings = Field(default_factory=Mem0Settings, description="mem0's own dict")

@@ -2,7 +2,7 @@
 
 A run is worth a notification when its job starts failing (its outcome is ``failed``,
 ``locked``, ``queued``, ``try-later`` or ``problems`` and the run before was not failing, or
-failed with another outcome; an ``interrupted`` run in between changes nothing), when its report carries a ``mass-deletion`` finding (the
+failed with another outcome; an ``interrupted`` run in between changes nothing), when its report carries a ``mass-deletion`` or ``vanished-memories`` finding (the
 tripwire of ``snapshot create``), or when it recovers (failing before, ``ok`` now). A job that
 keeps failing the same way is told once, not at every retry; an ``interrupted`` run never.
 The notification names the job, the outcome, the reason and the next step
@@ -31,7 +31,7 @@ from memsync.utc import iso
 
 logger = structlog.get_logger(__name__)
 
-TRIPWIRE_CODE = "mass-deletion"
+TRIPWIRE_CODES = ("mass-deletion", "vanished-memories")
 NOTIFY_WAIT_S = 10.0  # how long `memsync job` waits for its notifications before exiting
 _LONGEST_LINE = 500
 _FAILED_TITLE = {
@@ -61,14 +61,14 @@ def place_of(config: Config) -> Place:
 
 
 def find_tripwire(output: Mapping[str, Any]) -> list[str]:
-    """The messages of the ``mass-deletion`` findings in a job's JSON report, in order. Pure."""
+    """The messages of the tripwire's findings in a job's JSON report, in order. Pure."""
     findings = output.get("findings")
     if not isinstance(findings, list):
         return []
     return [
         str(finding.get("message") or "memories dropped beyond the tripwire")
         for finding in findings
-        if isinstance(finding, Mapping) and finding.get("code") == TRIPWIRE_CODE
+        if isinstance(finding, Mapping) and finding.get("code") in TRIPWIRE_CODES
     ]
 
 

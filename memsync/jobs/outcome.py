@@ -155,8 +155,10 @@ def default_next_step(name: str, outcome: str | None) -> str:
 def summarize(job: str, output: Mapping[str, Any]) -> dict[str, Any]:
     """The few figures of a job's JSON report worth keeping (counts, snapshot id and size). Pure.
 
-    A snapshot job also keeps ``tripwire_tripped`` (bool) and ``tripwire_pinned`` (the snapshot
-    the tripwire pinned, or None) when its report has a ``tripwire`` object.
+    A snapshot job also keeps ``tripwire_tripped`` (bool), ``tripwire_pinned`` (the snapshot
+    the tripwire pinned, or None), ``tripwire_deleted`` and ``tripwire_vanished`` (memories of
+    the previous snapshot gone with a DELETE history event and without one, or None) when its
+    report has a ``tripwire`` object.
 
     Every job also keeps ``route`` and ``downtime_s`` (a maintenance window's app downtime,
     seconds) when its report has them.
@@ -190,6 +192,8 @@ def summarize(job: str, output: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(tripwire, dict):  # the mass-deletion tripwire (memsync.snapshot.guard)
             kept["tripwire_tripped"] = tripwire.get("tripped") is True
             kept["tripwire_pinned"] = tripwire.get("pinned")
+            kept["tripwire_deleted"] = tripwire.get("deleted_memories")
+            kept["tripwire_vanished"] = tripwire.get("vanished_memories")
     elif job == "retention":
         kept["removed"] = len(output.get("removed") or [])
     elif job == "verify":

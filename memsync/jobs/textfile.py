@@ -179,12 +179,25 @@ def _tripwire(summary: Mapping[str, Any]) -> list[str]:
     labels = f'snapshot_id="{summary.get("snapshot_id") or ""}"'
     if isinstance(summary.get("tripwire_pinned"), str):
         labels += f',pinned="{summary["tripwire_pinned"]}"'
-    return _gauge(
+    lines = _gauge(
         "memsync_tripwire_tripped",
         "1 when the last snapshot held far fewer memories than the one before (mass-deletion; "
         "pinned: the snapshot kept until memsync snapshot unpin).",
         [(f"{{{labels}}}", int(summary["tripwire_tripped"]))],
     )
+    split = [
+        (f'{{snapshot_id="{summary.get("snapshot_id") or ""}",how="{how}"}}', summary[key])
+        for how, key in (("deleted", "tripwire_deleted"), ("vanished", "tripwire_vanished"))
+        if isinstance(summary.get(key), int)
+    ]
+    if split:
+        lines += _gauge(
+            "memsync_tripwire_gone_memories",
+            "Memories of the snapshot before a tripped tripwire gone since: how=deleted with a "
+            "DELETE history event, how=vanished without one (an error: check's missing-point).",
+            split,
+        )
+    return lines
 
 
 def write_textfile(path: Path, text: str, mode: int) -> None:

@@ -189,7 +189,7 @@ def create_snapshot(
         )
         final = repository.commit(snapshot_id, partial, None)
     logger.info("snapshot_created", snapshot_id=snapshot_id, size_bytes=manifest.size_bytes)
-    checked = guard.run_tripwire(config, repository, manifest, now)  # never fails the snapshot
+    checked = guard.run_tripwire(config, repository, manifest, now, judged[0])  # never fails it
     return Created(
         id=snapshot_id,
         path=final,

@@ -3,15 +3,21 @@
 ``run_tripwire`` is called by ``snapshot create`` once the new snapshot is committed. It picks the
 previous complete snapshot (``tripwire.choose_baseline``: local first, the bucket when no local
 one), compares the scope counts of both manifests (``tripwire.find_drops``) and, when the
-tripwire trips, pins the previous snapshot (``pins.pin``, ``by="tripwire"``) on every side where
-it is stored, so retention keeps it until an operator runs ``memsync snapshot unpin``. Nothing
-here fails the snapshot: an unreadable repository means no baseline, a refused pin is reported.
+tripwire trips, reads the previous snapshot's memory collection (in place, or its one file
+downloaded into a scratch directory under ``work_dir`` that is removed after) to tell, per
+scope, the memories deleted through mem0 (a DELETE history event in the new capture) from those
+that vanished without one (``tripwire.split_drops``), then pins the previous snapshot
+(``pins.pin``, ``by="tripwire"``) on every side where it is stored, so retention keeps it until
+an operator runs ``memsync snapshot unpin``. Nothing here fails the snapshot: an unreadable
+repository means no baseline, an unreadable previous snapshot leaves the split unknown, a
+refused pin is reported.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -19,8 +25,8 @@ import structlog
 from memsync import erasures, findings, repository
 from memsync.config import Config
 from memsync.errors import MemsyncError
-from memsync.model import Finding
-from memsync.repository import Entry, SnapshotRepository
+from memsync.model import SCOPE_KINDS, TOTAL, Finding, Inventory
+from memsync.repository import Entry, SnapshotRepository, reading
 from memsync.snapshot import pins
 from memsync.snapshot.tripwire import (
     Drop,
@@ -28,8 +34,10 @@ from memsync.snapshot.tripwire import (
     choose_baseline,
     erased_before,
     find_drops,
+    split_drops,
 )
 from memsync.stores.manifest import Manifest
+from memsync.stores.vector_store import vector_store_for
 
 logger = structlog.get_logger(__name__)
 
@@ -50,6 +58,10 @@ class TripwireResult:
         pin_errors: one line per side where pinning failed.
         erased_memories: memories of ``previous`` that ``forget --erase`` erased since (the
             erasure ledger, capped by what ``previous`` held): taken out before comparing.
+        deleted_memories, vanished_memories: of ``previous``'s memories gone since, those with
+            a DELETE history event in the new capture (erased ones left out) and those without
+            one; None when the split was not made (not tripped, or ``split_unknown``).
+        split_unknown: why the previous snapshot's memories could not be read, or None.
     """
 
     snapshot_id: str
@@ -61,6 +73,14 @@ class TripwireResult:
     pinned_on: tuple[str, ...] = ()
     pin_errors: tuple[str, ...] = ()
     erased_memories: int = 0
+    deleted_memories: int | None = None
+    vanished_memories: int | None = None
+    split_unknown: str | None = None
+
+    @property
+    def errors(self) -> bool:
+        """True when memories vanished with no DELETE event (``vanished-memories``: exit 3)."""
+        return bool(self.vanished_memories)
 
     @property
     def tripped(self) -> bool:
@@ -73,18 +93,35 @@ class TripwireResult:
         return self.previous if self.pinned_on else None
 
     def findings(self) -> list[Finding]:
-        """One ``mass-deletion`` warning per drop (``scope``; ``expected`` before, ``observed`` after)."""
-        return [
-            findings.make(
-                "mass-deletion",
-                f"{drop.label}: {drop.before} -> {drop.after} memories (-{drop.percent}%) "
-                f"since snapshot {self.previous}",
-                scope=drop.scope,
-                expected=drop.before,
-                observed=drop.after,
-            )
-            for drop in self.drops
-        ]
+        """Per drop, a ``mass-deletion`` warning and/or a ``vanished-memories`` error.
+
+        The warning for memories deleted through mem0 (or when the split is unknown), the error
+        for memories that vanished with no DELETE event; ``scope``, ``expected`` (memories
+        before) and ``observed`` (after) on both.
+        """
+        found = []
+        for drop in self.drops:
+            counts = f"{drop.label}: {drop.before} -> {drop.after} memories (-{drop.percent}%)"
+            since = f"since snapshot {self.previous}"
+            messages = []
+            if drop.vanished:
+                messages.append(
+                    (
+                        "vanished-memories",
+                        f"{counts}: {drop.vanished} vanished with no DELETE history event "
+                        f"{since} (check calls each a missing-point)",
+                    )
+                )
+            if drop.vanished is None or drop.deleted or not drop.vanished:
+                split = "" if drop.deleted is None else f", {drop.deleted} deleted through mem0"
+                messages.append(("mass-deletion", f"{counts}{split} {since}"))
+            found += [
+                findings.make(
+                    code, message, scope=drop.scope, expected=drop.before, observed=drop.after
+                )
+                for code, message in messages
+            ]
+        return found
 
     def to_json(self) -> dict[str, Any]:
         """The ``snapshot create --json`` ``tripwire`` object (docs/reference/json-output.md)."""
@@ -101,6 +138,9 @@ class TripwireResult:
             "pinned_on": list(self.pinned_on),
             "pin_errors": list(self.pin_errors),
             "erased_memories": self.erased_memories,
+            "deleted_memories": self.deleted_memories,
+            "vanished_memories": self.vanished_memories,
+            "split_unknown": self.split_unknown,
         }
 
     def report(self) -> dict[str, Any]:
@@ -127,6 +167,21 @@ class TripwireResult:
             f"{d.label} {d.before} -> {d.after} (-{d.percent}%)" for d in self.drops
         )
         lines = f"\nWARNING mass-deletion since snapshot {self.previous}: {dropped}"
+        if self.split_unknown is not None:
+            lines += f"\n  deleted or vanished: unknown ({self.split_unknown})"
+        elif self.deleted_memories is not None:
+            lines += "".join(
+                f"\n  {d.label}: {d.deleted} deleted through mem0 (DELETE history events), "
+                f"{d.vanished} vanished without one"
+                + (" (ERROR vanished-memories)" if d.vanished else "")
+                for d in self.drops
+            )
+        if self.vanished_memories:
+            lines += (
+                f"\n  ERROR {self.vanished_memories} memories vanished with no DELETE history event "
+                "(check calls them missing-point): memsync reconcile puts them back from the "
+                "newest snapshot holding them"
+            )
         if self.pinned:
             lines += (
                 f"\n  pinned {self.pinned} ({', '.join(self.pinned_on)}) until "
@@ -136,15 +191,22 @@ class TripwireResult:
 
 
 def run_tripwire(
-    config: Config, local: SnapshotRepository, manifest: Manifest, now: datetime
+    config: Config,
+    local: SnapshotRepository,
+    manifest: Manifest,
+    now: datetime,
+    inventory: Inventory | None = None,
 ) -> TripwireResult:
     """Compare ``manifest`` (just committed) with the previous snapshot; pin that one on a drop.
 
     Reads the local repository, and the bucket when ``[s3]`` is set and no earlier local snapshot
-    exists; on a drop writes ``pinned.json`` beside the previous snapshot on every side holding it
-    (atomically; pinning again replaces the reason). Logs ``mass_deletion_suspected`` (warning,
-    counts only: no scope ids above debug). Never raises a MemsyncError: an unreadable repository
-    becomes ``no_baseline``, a refused pin a ``pin_errors`` line.
+    exists; on a drop reads the previous snapshot's memory collection and splits each drop by
+    ``inventory`` (the new capture: its points and history) into memories deleted through mem0
+    and memories vanished without a DELETE event, then writes ``pinned.json`` beside the
+    previous snapshot on every side holding it (atomically; pinning again replaces the reason).
+    Logs ``mass_deletion_suspected`` (warning, counts only: no scope ids above debug). Never
+    raises a MemsyncError: an unreadable repository becomes ``no_baseline``, an unreadable
+    previous snapshot ``split_unknown``, a refused pin a ``pin_errors`` line.
     """
     snapshot = config.snapshot
     thresholds = Thresholds(percent=snapshot.tripwire_percent, memories=snapshot.tripwire_memories)
@@ -166,8 +228,10 @@ def run_tripwire(
     drops = tuple(find_drops(baseline.manifest.scopes, manifest.scopes, thresholds, erased))
     if not drops:
         return result
+    if inventory is not None:
+        result, drops = _split(config, local, baseline, side, manifest, inventory, result, drops)
     pinned_on, errors = _pin_everywhere(
-        config, local, baseline.id, _reason(drops, manifest.id), now
+        config, local, baseline.id, _reason(drops, manifest.id, result.vanished_memories), now
     )
     tripped = replace(result, drops=drops, pinned_on=pinned_on, pin_errors=errors)
     _log_tripped(tripped)
@@ -195,6 +259,69 @@ def _baseline(
     return found, ("remote" if found is not None else None), None
 
 
+def _split(
+    config: Config,
+    local: SnapshotRepository,
+    baseline: Entry,
+    side: str | None,
+    manifest: Manifest,
+    inventory: Inventory,
+    result: TripwireResult,
+    drops: tuple[Drop, ...],
+) -> tuple[TripwireResult, tuple[Drop, ...]]:
+    """The drops split into deleted and vanished memories (``result`` says how many in all)."""
+    assert baseline.manifest is not None and baseline.manifest.scopes is not None
+    assert manifest.scopes is not None
+    try:
+        repo = local if side == "local" else repository.remote(config)
+        members = _members(config, repo, baseline.id, baseline.manifest)
+        try:
+            erased = erasures.erased_ids(config.state_dir)
+        except MemsyncError:
+            erased = set()
+    except (MemsyncError, OSError) as error:
+        why = error.message if isinstance(error, MemsyncError) else str(error)
+        logger.info("tripwire_split_unknown", snapshot_id=manifest.id, reason=why)
+        return replace(result, split_unknown=f"snapshot {baseline.id} unreadable: {why}"), drops
+    gone = members.get((TOTAL, None), set()) - set(inventory.points) - erased
+    deleted = {
+        m for m in gone if m in inventory.history and inventory.history[m].last.event == "DELETE"
+    }
+    vanished = gone - deleted
+    split = tuple(
+        split_drops(drops, baseline.manifest.scopes, manifest.scopes, members, deleted, vanished)
+    )
+    return replace(result, deleted_memories=len(deleted), vanished_memories=len(vanished)), split
+
+
+def _members(
+    config: Config, repo: SnapshotRepository, snapshot_id: str, manifest: Manifest
+) -> dict[tuple[str, str | None], set[str]]:
+    """The memory ids of a snapshot per scope (``(TOTAL, None)``: all), from its collection.
+
+    Reads its vector index and memory collection only: in place, or downloaded into a scratch
+    directory under ``work_dir`` that is removed after.
+    """
+    store = vector_store_for(config)
+    collection = store.collection_file(manifest.collection, Path()).as_posix()
+    paths = [f"{store.capture_dir}/{store.index_file}", f"{store.capture_dir}/{collection}"]
+    members: dict[tuple[str, str | None], set[str]] = {(TOTAL, None): set()}
+    with reading.scratch(config, "tripwire") as area:
+        opened = reading.open_files(config, repo, snapshot_id, paths, area)
+        capture = store.open_capture(
+            opened.root / store.capture_dir,
+            manifest.capture.vectors_at,
+            manifest.capture.vectors_finished_at,
+        )
+        for point in store.iter_points(capture, manifest.collection):
+            members[(TOTAL, None)].add(point.id)
+            for kind in SCOPE_KINDS:
+                value = point.payload.get(kind)
+                if value is not None and value != "":
+                    members.setdefault((kind, str(value)), set()).add(point.id)
+    return members
+
+
 def _erased_since(config: Config, since: datetime) -> dict[str, int]:
     """Memories erased at or after ``since`` (UTC), per the erasure ledger. Reads only.
 
@@ -217,7 +344,7 @@ def _no_baseline(result: TripwireResult, why: str) -> TripwireResult:
     )
 
 
-def _reason(drops: tuple[Drop, ...], new_id: str) -> str:
+def _reason(drops: tuple[Drop, ...], new_id: str, vanished: int | None = None) -> str:
     """The pin's reason: how many memories and scopes dropped, before the snapshot that saw it.
 
     Counts only, never a scope's id: a pin outlives erasures (``purge-memory`` rewrites the
@@ -231,6 +358,8 @@ def _reason(drops: tuple[Drop, ...], new_id: str) -> str:
             counted[drop.kind] = counted.get(drop.kind, 0) + 1
     parts = [f"all memories {total.before} -> {total.after}"] if total else []
     parts += [f"{n} {kind} scope(s) dropped" for kind, n in counted.items()]
+    if vanished:
+        parts.append(f"{vanished} memories vanished with no DELETE event")
     return f"mass-deletion before snapshot {new_id}: {', '.join(parts)}"
 
 
@@ -268,6 +397,8 @@ def _log_tripped(result: TripwireResult) -> None:
         total_before=total.before if total else None,
         total_after=total.after if total else None,
         dropped_memories=max(d.dropped for d in result.drops),
+        deleted_memories=result.deleted_memories,
+        vanished_memories=result.vanished_memories,
         pinned_on=list(result.pinned_on),
     )
     for drop in result.drops:

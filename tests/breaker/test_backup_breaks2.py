@@ -38,7 +38,11 @@ def test_an_erased_scope_added_after_the_previous_snapshot_does_not_hide_a_drop(
     # zoe: 30 memories added after the previous snapshot, then erased
     erased = {"total": 30, f"user_id:{digest('zoe')}": 30}
     drops = find_drops(previous, current, Thresholds(percent=20, memories=10), erased)
-    assert [(d.kind, d.before, d.after) for d in drops] == [("total", 56, 40)]
+    assert [(d.kind, d.scope_id, d.before, d.after) for d in drops] == [
+        ("total", None, 56, 40),
+        ("user_id", "bob", 8, 0),  # emptied: named with the total, whatever its size
+        ("user_id", "carol", 8, 0),
+    ]
 
 
 def test_an_erasure_of_a_new_user_does_not_mask_a_bulk_deletion(make_deployment: Any) -> None:
@@ -68,7 +72,8 @@ def test_an_erasure_of_a_new_user_does_not_mask_a_bulk_deletion(make_deployment:
     assert tripwire["previous"] == first["id"]
     assert tripwire["tripped"] is True, tripwire
     assert tripwire["pinned"] == first["id"]
-    assert [d["kind"] for d in tripwire["drops"]] == ["total"]
+    assert [d["scope"] for d in tripwire["drops"]] == [None, "user_id=brk-bob", "user_id=brk-carol"]
+    assert [d["deleted"] for d in tripwire["drops"]] == [16, 8, 8]  # through mem0: no error
 
 
 def test_recover_never_brings_back_an_erased_memory_whose_history_rows_are_gone(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 
 import pytest
 
@@ -221,3 +222,101 @@ def test_a_previous_snapshot_without_scope_counts_is_no_baseline(zoe):
         f"snapshot {first['id']} has no scope counts (made by an older memsync)"
     )
     assert second["findings"] == []
+
+
+def test_a_delete_all_then_a_collection_reset_names_both_users_and_tells_them_apart(
+    make_deployment, tmp_path
+):
+    """The bulk deletion older mem0 made: one user's memories deleted through mem0 (DELETE
+    events), then the collection reset, so the other user's points vanish with no event."""
+    deployment = make_deployment(count=0)
+    add_memories(deployment.memory, "ben", 60)
+    add_memories(deployment.memory, "ann", 50)  # exactly tripwire_memories: "not more than" 50
+    deployment.close()
+    first = create(deployment.config)
+    memory = deployment.reopen()
+    memory.delete_all(user_id="ben")  # through mem0: a DELETE history event per memory
+    memory.vector_store.reset()  # the collection dropped and made again: no event at all
+    deployment.close()
+    textfile = tmp_path / "memsync.prom"
+    deployment.config.write_text(
+        deployment.config.read_text() + f'\n[daemon]\ntextfile_path = "{textfile}"\n'
+    )
+
+    result = run_memsync("job", "snapshot", "--json", "--config", str(deployment.config))
+
+    assert result.returncode == 3, result.stderr  # memories vanished: an error, snapshot kept
+    second = json.loads(result.stdout)
+    tripwire = second["tripwire"]
+    assert tripwire["previous"] == first["id"] and tripwire["pinned"] == first["id"]
+    drops = {d["scope"]: d for d in tripwire["drops"]}
+    assert set(drops) == {None, "user_id=ben", "user_id=ann"}  # the victim is named
+    assert {
+        s: (d["before"], d["after"], d["deleted"], d["vanished"]) for s, d in drops.items()
+    } == {
+        None: (110, 0, 60, 50),
+        "user_id=ben": (60, 0, 60, 0),
+        "user_id=ann": (50, 0, 0, 50),  # the victim, named though 50 is not beyond 50
+    }
+    assert drops["user_id=ann"]["emptied"] is True
+    assert (tripwire["deleted_memories"], tripwire["vanished_memories"]) == (60, 50)
+    assert tripwire["split_unknown"] is None
+    codes = {(f["code"], f["scope"]) for f in second["findings"]}
+    assert codes == {
+        ("mass-deletion", None),
+        ("vanished-memories", None),
+        ("mass-deletion", "user_id=ben"),
+        ("vanished-memories", "user_id=ann"),
+    }
+    vanished = next(f for f in second["findings"] if f["scope"] == "user_id=ann")
+    assert vanished["severity"] == "error" and "50 vanished with no DELETE" in vanished["message"]
+    assert {f["code"] for f in second["check"]["error_findings"]} == {"missing-point"}
+    pinned = json.loads(
+        (deployment.paths.root / "snapshots" / first["id"] / "pinned.json").read_text()
+    )
+    assert "50 memories vanished with no DELETE event" in pinned["reason"]
+    assert "ann" not in pinned["reason"] and "ben" not in pinned["reason"]
+    lines = textfile.read_text().splitlines()
+    sid = second["id"]
+    assert f'memsync_tripwire_gone_memories{{snapshot_id="{sid}",how="deleted"}} 60' in lines
+    assert f'memsync_tripwire_gone_memories{{snapshot_id="{sid}",how="vanished"}} 50' in lines
+    assert f'memsync_tripwire_tripped{{snapshot_id="{sid}",pinned="{first["id"]}"}} 1' in lines
+
+    # what the error's fix says: reconcile brings the victim back from the pinned snapshot
+    fixed = run_memsync("reconcile", "--json", "--no-snapshot", "--config", str(deployment.config))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    actions = json.loads(fixed.stdout)["actions"]
+    assert len(actions) == 50 and {a["kind"] for a in actions} == {"restore-point"}
+    memory = deployment.reopen()
+    assert len(memory.get_all(filters={"user_id": "ann"}, top_k=1000)["results"]) == 50
+    assert memory.get_all(filters={"user_id": "ben"}, top_k=1000)["results"] == []
+    deployment.close()
+
+
+def test_a_remote_baseline_is_read_for_the_split_and_nothing_it_downloads_stays(
+    make_deployment, s3_endpoint, bucket
+):
+    deployment = make_deployment(count=0, extra_config=s3_section(s3_endpoint, bucket))
+    add_memories(deployment.memory, "ben", 60)
+    add_memories(deployment.memory, "ann", 10)
+    deployment.close()
+    first = create(deployment.config, "--upload")
+    snapshots = deployment.paths.root / "snapshots"
+    shutil.rmtree(snapshots / first["id"])  # only the bucket has it: the baseline is remote
+    memory = deployment.reopen()
+    memory.delete_all(user_id="ben")
+    memory.vector_store.reset()
+    deployment.close()
+    work_dir = load(deployment.config, os.environ).work_dir
+    work_dir.mkdir(parents=True, exist_ok=True)
+    work_before = sorted(os.listdir(work_dir))
+
+    result = run_memsync("snapshot", "create", "--json", "--config", str(deployment.config))
+
+    assert result.returncode == 3, result.stderr
+    tripwire = json.loads(result.stdout)["tripwire"]
+    assert tripwire["previous_side"] == "remote" and tripwire["pinned_on"] == ["remote"]
+    split = {d["scope"]: (d["deleted"], d["vanished"]) for d in tripwire["drops"]}
+    assert split == {None: (60, 10), "user_id=ben": (60, 0), "user_id=ann": (0, 10)}
+    assert sorted(os.listdir(work_dir)) == work_before  # the downloaded collection is gone
+    assert not (snapshots / first["id"]).exists()  # nothing fetched into the snapshot directory

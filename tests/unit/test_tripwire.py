@@ -17,6 +17,7 @@ from memsync.snapshot.tripwire import (
     choose_baseline,
     find_drops,
     id_order,
+    split_drops,
 )
 from memsync.stores.manifest import parse
 from tests.unit.test_manifest import DOCUMENT
@@ -96,6 +97,7 @@ def test_find_drops_names_scopes_that_vanished_and_ignores_new_ones():
         ("user_id", "alice", 200, 70),  # the largest drop of its kind first
         ("user_id", "bob", 120, 0),
         ("agent_id", "planner", 70, 0),
+        ("run_id", "r1", 10, 0),  # emptied: named once anything trips, whatever its size
     ]
     assert drops[0].scope is None and drops[0].label == "all memories"
     assert drops[2].to_json() == {
@@ -106,7 +108,52 @@ def test_find_drops_names_scopes_that_vanished_and_ignores_new_ones():
         "after": 0,
         "dropped": 120,
         "percent": 100.0,
+        "emptied": True,
+        "deleted": None,
+        "vanished": None,
     }
+
+
+def test_an_emptied_scope_alone_below_the_thresholds_does_not_trip():
+    previous = scopes(1000, user_id={"alice": 40, "bob": 960})
+    current = scopes(960, user_id={"bob": 960})  # alice's 40 gone: 4% of all, 40 memories
+    assert find_drops(previous, current, DEFAULT) == []
+
+
+def test_a_reset_names_the_victim_beside_the_user_deleted_through_mem0():
+    previous = scopes(200, user_id={"bob": 150, "alice": 50})
+    drops = find_drops(previous, scopes(0), DEFAULT)
+    assert [(d.kind, d.scope_id) for d in drops] == [
+        ("total", None),
+        ("user_id", "bob"),
+        ("user_id", "alice"),  # 50 -> 0 is not beyond 50 memories, but the scope emptied
+    ]
+    bob = {f"b{n}" for n in range(150)}
+    alice = {f"a{n}" for n in range(50)}
+    members = {("total", None): bob | alice, ("user_id", "bob"): bob, ("user_id", "alice"): alice}
+    split = split_drops(drops, previous, scopes(0), members, deleted=bob, vanished=alice)
+    assert [(d.scope, d.deleted, d.vanished) for d in split] == [
+        (None, 150, 50),
+        ("user_id=bob", 150, 0),
+        ("user_id=alice", 0, 50),
+    ]
+
+
+def test_split_drops_names_another_scope_that_lost_memories_without_a_delete_event():
+    previous = scopes(400, user_id={"bob": 300, "carol": 100})
+    current = scopes(80, user_id={"carol": 80})
+    drops = find_drops(previous, current, DEFAULT)
+    assert [d.scope for d in drops] == [None, "user_id=bob"]  # carol's 20 are not beyond
+    carol = {f"c{n}" for n in range(100)}
+    bob = {f"b{n}" for n in range(300)}
+    members = {("total", None): bob | carol, ("user_id", "bob"): bob, ("user_id", "carol"): carol}
+    lost = {f"c{n}" for n in range(20)}
+    split = split_drops(drops, previous, current, members, deleted=bob, vanished=lost)
+    assert [(d.scope, d.before, d.after, d.deleted, d.vanished) for d in split] == [
+        (None, 400, 80, 300, 20),
+        ("user_id=bob", 300, 0, 300, 0),
+        ("user_id=carol", 100, 80, 0, 20),
+    ]
 
 
 def test_find_drops_reads_a_partial_or_odd_scopes_document_without_failing():
@@ -203,6 +250,8 @@ def test_a_snapshot_jobs_summary_keeps_the_tripwire_verdict_when_the_report_has_
         "capture_near_timeout": 0,
         "tripwire_tripped": True,
         "tripwire_pinned": "S1",
+        "tripwire_deleted": None,
+        "tripwire_vanished": None,
     }
     older = summarize("snapshot", {"id": "S2", "size_bytes": 1})  # a memsync without it
     assert "tripwire_tripped" not in older
@@ -234,4 +283,47 @@ def test_a_bug_deleting_more_than_the_erasure_still_trips():
         ("total", None, 380, 300),
         ("user_id", "dan", 380, 300),
         ("agent_id", "x", 80, 0),
+    ]
+
+
+def test_the_text_report_says_per_scope_what_was_deleted_and_what_vanished():
+    from memsync.snapshot.guard import TripwireResult
+
+    drops = (
+        Drop(kind="total", scope_id=None, before=110, after=0, deleted=60, vanished=50),
+        Drop(kind="user_id", scope_id="ben", before=60, after=0, deleted=60, vanished=0),
+        Drop(kind="user_id", scope_id="ann", before=50, after=0, deleted=0, vanished=50),
+    )
+    result = TripwireResult(
+        snapshot_id="S2", thresholds=DEFAULT, previous="S1", drops=drops, pinned_on=("local",),
+        deleted_memories=60, vanished_memories=50,
+    )  # fmt: skip
+    text = result.text()
+    assert "user_id=ben: 60 deleted through mem0 (DELETE history events), 0 vanished" in text
+    assert (
+        "user_id=ann: 0 deleted through mem0 (DELETE history events), 50 vanished without one (ERROR vanished-memories)"
+        in text
+    )
+    assert "ERROR 50 memories vanished with no DELETE history event" in text
+    assert result.errors is True
+    assert [(f.code, f.scope) for f in result.findings()] == [
+        ("vanished-memories", None),
+        ("mass-deletion", None),
+        ("mass-deletion", "user_id=ben"),
+        ("vanished-memories", "user_id=ann"),
+    ]
+
+
+def test_split_drops_names_the_whole_store_when_memories_of_no_scope_vanished():
+    previous = scopes(1000, user_id={"bob": 100})
+    current = scopes(898, user_id={})  # bob's 100 deleted, 2 memories of no scope vanished
+    drops = find_drops(previous, current, DEFAULT)
+    assert [d.scope for d in drops] == ["user_id=bob"]  # 10.2% of all: the total does not trip
+    bob = {f"b{n}" for n in range(100)}
+    everyone = bob | {f"n{n}" for n in range(900)}
+    members = {("total", None): everyone, ("user_id", "bob"): bob}
+    split = split_drops(drops, previous, current, members, deleted=bob, vanished={"n1", "n2"})
+    assert [(d.scope, d.before, d.after, d.deleted, d.vanished) for d in split] == [
+        (None, 1000, 898, 100, 2),
+        ("user_id=bob", 100, 0, 100, 0),
     ]
