@@ -104,14 +104,14 @@ class SnapshotConfig(_Section):
     )
     tripwire_percent: int = key(
         20,
-        "mass-deletion tripwire: a drop of more than this % of a scope's memories (or of all) "
+        "mass-deletion tripwire: a drop of at least this % of a scope's memories (or of all) "
         "since the previous snapshot, together with tripwire_memories, trips it; 0 disables",
         ge=0,
         le=100,
     )
     tripwire_memories: int = key(
         50,
-        "mass-deletion tripwire: ... and of more than this many memories; 0 disables",
+        "mass-deletion tripwire: ... and of at least this many memories; 0 disables",
         ge=0,
     )
     encrypt_key_file: ConfigPath | None = key(None, "client-side encryption key file (optional)")

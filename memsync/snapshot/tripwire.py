@@ -43,9 +43,9 @@ class Thresholds:
         return self.percent > 0 and self.memories > 0
 
     def trips(self, before: int, after: int) -> bool:
-        """Whether going from ``before`` to ``after`` memories is beyond both thresholds."""
+        """Whether going from ``before`` to ``after`` memories reaches both thresholds."""
         dropped = before - after
-        return self.enabled and dropped > self.memories and dropped * 100 > self.percent * before
+        return self.enabled and dropped >= self.memories and dropped * 100 >= self.percent * before
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -53,18 +53,19 @@ def test_count_scopes_of_an_empty_store():
     ("before", "after", "trips"),
     [
         (300, 239, True),  # 61 (20.3%)
-        (300, 240, False),  # 60 is exactly 20%: not more than
-        (251, 200, True),  # 51 (20.3%)
-        (250, 200, False),  # 50 memories: not more than 50
+        (300, 241, False),  # 59 (19.7%): under 20%
+        (300, 240, True),  # 60 is exactly 20%: reaches it
+        (250, 200, True),  # exactly 50 memories (20%): reaches both
+        (249, 200, False),  # 49 memories: under 50
         (60, 0, True),  # a scope that vanished entirely
-        (50, 0, False),  # all of a small scope, but only 50 memories
+        (50, 0, True),  # all of a scope of exactly 50 memories
         (10_000, 9_000, False),  # 1,000 memories but 10%
         (100, 150, False),  # growth
     ],
-    ids=["just-over-both", "percent-equal", "both-just-over", "memories-equal", "vanished",
-         "small-scope-wiped", "many-but-few-percent", "growth"],
+    ids=["just-over-both", "percent-under", "percent-equal", "memories-equal", "memories-under",
+         "vanished", "scope-of-50-wiped", "many-but-few-percent", "growth"],
 )  # fmt: skip
-def test_a_drop_trips_only_beyond_both_thresholds(before, after, trips):
+def test_a_drop_trips_when_it_reaches_both_thresholds(before, after, trips):
     assert DEFAULT.trips(before, after) is trips
 
 
