@@ -6,8 +6,8 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
+from memsync import erase, forget, restore
 from memsync import findings as registry
-from memsync import forget, restore
 from memsync.cli import render
 from memsync.cli.common import add_command, add_scope_arguments, confirm, load_config
 from memsync.errors import UsageError
@@ -114,18 +114,44 @@ def _text(command: str, done: forget.Forgotten) -> str:
     return "\n".join(lines)
 
 
+UNATTRIBUTED_SHOWN = 10
+
+
 def _copies_lines(erased: dict[str, Any]) -> list[str]:
     """The erasure line and one line per copy still holding the text, with its command."""
     copies = erased.get("copies") or []
+    held = (
+        f"{len(copies)} copies memsync knows of still hold it or may:"
+        if copies
+        else "no copy memsync knows of holds it"
+    )
+    unverified = erase.unverified(erased)
+    searched = (erased.get("verified") or {}).get("files")
     lines = [
-        f"erased: {erased['history_rows_blanked']} history rows blanked, both stores rewritten "
-        f"({erased.get('compaction') or 'VACUUM'}); "
-        + (
-            f"{len(copies)} copies memsync knows of still hold it or may:"
-            if copies
-            else "no copy memsync knows of holds it"
-        )
+        f"erased: {erased['history_rows_blanked']} history rows blanked, NOT verified gone from "
+        f"the store files: {'; '.join(unverified)} -> run the same command again (the next "
+        "memsync write also retries); if it stays, end the app's long transaction or stop the "
+        "app, then run it again"
+        if unverified
+        else f"erased: {erased['history_rows_blanked']} history rows blanked, both stores "
+        f"rewritten ({erased.get('compaction') or 'VACUUM'})"
+        + ("" if searched is None else f", {searched} store files searched: no byte left")
+        + f"; {held}"
     ]
+    if unverified:
+        lines.append(held)
+    lines += [
+        f"deleted earlier, erased too: {e['memory_id']} (found in {e['found_in']})"
+        for e in erased.get("deleted_earlier") or []
+    ]
+    unknown = erased.get("unattributed") or []
+    if unknown:
+        shown = " ".join(unknown[:UNATTRIBUTED_SHOWN]) + (" ..." if len(unknown) > 10 else "")
+        lines.append(
+            f"{len(unknown)} deleted memories keep text in history that no snapshot or erasure "
+            f"ledger ties to a user, agent or run (added and deleted between snapshots): {shown} "
+            "-> if one is this scope's: memsync forget ID... --erase (--json lists them all)"
+        )
     lines += [
         f"  {c['holds']:<7} {c['kind']:<22} {c['where']}: {c['why']} -> {c['remove']}"
         for c in copies
