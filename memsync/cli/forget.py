@@ -71,11 +71,16 @@ def _document(command: str, done: forget.Forgotten) -> dict[str, Any]:
     }
 
 
-def _text(command: str, done: forget.Forgotten) -> str:
+def _text(command: str, done: forget.Forgotten, args: argparse.Namespace) -> str:
     targets = done.targets
     lines = [f"memory-not-found {m}: nothing was touched" for m in targets.not_found]
     if done.dry_run:
         lines += [f"would delete {m}" for m in targets.all]
+        if getattr(args, "erase", False):  # deleted earlier (named, or the scope's past)
+            lines += [
+                f"would erase the text left of {m} (deleted earlier)"
+                for m in targets.already_deleted
+            ]
         lines.append(
             f"{command} --dry-run: {len(targets.all)} memories would go"
             + (f" (route: {done.route})" if done.route else "")
@@ -146,7 +151,9 @@ def _copies_lines(erased: dict[str, Any]) -> list[str]:
     ]
     unknown = erased.get("unattributed") or []
     if unknown:
-        shown = " ".join(unknown[:UNATTRIBUTED_SHOWN]) + (" ..." if len(unknown) > 10 else "")
+        shown = " ".join(unknown[:UNATTRIBUTED_SHOWN]) + (
+            " ..." if len(unknown) > UNATTRIBUTED_SHOWN else ""
+        )
         lines.append(
             f"{len(unknown)} deleted memories keep text in history that no snapshot or erasure "
             f"ledger ties to a user, agent or run (added and deleted between snapshots): {shown} "
@@ -213,5 +220,5 @@ def _emit(args: argparse.Namespace, command: str, done: forget.Forgotten) -> int
     if args.json:
         render.emit_json(_document(command, done))
     else:
-        render.emit_text(_text(command, done))
+        render.emit_text(_text(command, done, args))
     return int(done.exit_code)

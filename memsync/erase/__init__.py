@@ -122,12 +122,14 @@ def erase_texts(
     ledger.record(config.state_dir, memory_ids, scope, now, deleted)
     if checkpointed or verified["hits"]:
         logger.info("erase_verified", checkpoint=checkpointed, **verified)
-    unattributed = (
+    unattributed = (  # deleted before the look (not added since), text left, no record
         {}
         if known is None
         else {
             "unattributed": sorted(
-                history_ids(config.history_db_path) - set(before.points) - set(known)
+                m
+                for m in history_ids(config.history_db_path) - set(known)
+                if m in before.history and m not in before.points
             )
         }
     )
