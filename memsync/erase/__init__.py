@@ -112,8 +112,12 @@ def erase_texts(
     files = journal_mode.live_files(config)
     checkpointed = proof.checkpoint(files, checkpoint)
     ours = set(memory_ids)
-    others = {p.payload.get("data") for p in before.points.values() if p.id not in ours}
-    candidates = {t for t in texts - others if len(t) >= MIN_MESSAGE_MATCH}
+    others = [p.payload.get("data") for p in before.points.values() if p.id not in ours]
+    candidates = {  # a text that stays inside another memory's is not the erasure's to prove
+        t
+        for t in texts
+        if len(t) >= MIN_MESSAGE_MATCH and not any(isinstance(o, str) and t in o for o in others)
+    }
     needles = sorted(candidates - texts_held(config.history_db_path, candidates))
     verified = proof.byte_hits(files, needles)
     purged = purge_own_copies(config, memory_ids, empty_scopes, now)
@@ -200,8 +204,10 @@ def history_texts(history_db: Path, memory_ids: Sequence[str]) -> set[str]:
 
 
 def texts_held(history_db: Path, texts: Iterable[str]) -> set[str]:
-    """The texts a history row still carries (another memory's with the same text). Reads only."""
-    query = "SELECT 1 FROM history WHERE old_memory = ? OR new_memory = ? LIMIT 1"
+    """The texts a history row still carries (in another memory's text). Reads only."""
+    query = (
+        "SELECT 1 FROM history WHERE instr(old_memory, ?) > 0 OR instr(new_memory, ?) > 0 LIMIT 1"
+    )
     return {t for t in texts if _read(history_db, query, [t, t])}
 
 

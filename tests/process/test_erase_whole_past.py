@@ -129,6 +129,7 @@ def test_a_wal_erasure_through_the_agent_leaves_no_byte_in_the_main_files_or_the
         stats = app.stop()
     assert code == 0, report
     assert report["route"] == "agent"
+    assert "memsync agent: checkpoint from pid" in app.log_text()  # run alone in the app
     assert found == []
     assert wal == {"history.db-wal", "storage.sqlite-wal"}  # the app's connections keep them
     checkpoint = report["erased"]["checkpoint"]
