@@ -260,7 +260,8 @@ def finish_erasure(config: Config, now: datetime, before: Inventory) -> dict[str
     """Erase the texts an erasure killed after its deletes left (``erase-journal.json``).
 
     Returns what ``erase.erase_texts`` did, or None when no erasure was unfinished. Idempotent:
-    the journal goes only once the texts are erased.
+    the journal goes only once the texts are erased and verified gone from the store files
+    (``erase.unverified``: a transaction pinning a ``-wal`` file keeps it for the next write).
 
     Raises:
         TryLaterError, UnavailableError: as ``erase.erase_texts``.
@@ -270,10 +271,12 @@ def finish_erasure(config: Config, now: datetime, before: Inventory) -> dict[str
         return None
     memory_ids, scope = unfinished
     erased = erasure.erase_texts(config, before, memory_ids, now, scope or None)
-    (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
+    unverified = erasure.unverified(erased)
+    if not unverified:
+        (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
     logger.warning(
         "erasure_finished_late", memories=len(memory_ids),
-        history_rows_blanked=erased.get("history_rows_blanked"),
+        history_rows_blanked=erased.get("history_rows_blanked"), unverified=unverified,
     )  # fmt: skip
     return erased
 
