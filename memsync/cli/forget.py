@@ -34,7 +34,8 @@ def register(
     parser.add_argument(
         "--erase",
         action="store_true",
-        help="also remove the text from history, raw messages, free pages and memsync's copies",
+        help="also remove the text (with a scope: also of its memories deleted earlier) from "
+        "history, raw messages, free pages, WAL files and memsync's copies; a byte search proves it",
     )
     parser.set_defaults(run=run_forget)
     prune = add_command(subparsers, "prune", PRUNE_HELP, common, epilog, writes=True)
