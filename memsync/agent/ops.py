@@ -17,6 +17,7 @@ import inspect
 import logging
 import math
 import os
+import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -123,6 +124,7 @@ class Operations:
             "resume": self.op_resume,
             "history_release": self.op_history_release,
             "history_reopen": self.op_history_reopen,
+            "checkpoint": self.op_checkpoint,
         }
 
     def op_hello(self) -> dict[str, Any]:
@@ -481,3 +483,41 @@ class Operations:
         Not run alone: app calls waiting on mem0's history lock hold the gate until it opens.
         """
         return self.history.reopen(journal_mode)
+
+    def _own_files(self) -> set[Path]:
+        """history.db and each collection's ``storage.sqlite`` of the store this app holds."""
+        config = getattr(self.memory, "config", None)
+        history = getattr(config, "history_db_path", None)
+        store = getattr(getattr(config, "vector_store", None), "config", None)
+        root = getattr(store, "path", None)
+        files = {Path(history).resolve()} if history else set()
+        if root:
+            files |= {p.resolve() for p in Path(root).glob("collection/*/storage.sqlite")}
+        return files
+
+    def op_checkpoint(self, paths: list[str]) -> dict[str, list[int]]:
+        """``PRAGMA wal_checkpoint(TRUNCATE)`` of the app's own SQLite files, run alone.
+
+        No app call (read or write) is in flight meanwhile, so no transaction of the app's pins
+        the ``-wal`` file. ``paths``: history.db or a collection's ``storage.sqlite`` of this
+        app's store, nothing else. Returns ``{path: [busy, log frames, checkpointed frames]}``.
+        """
+        own = self._own_files()
+        if not isinstance(paths, list) or not all(
+            isinstance(p, str) and Path(p).resolve() in own for p in paths
+        ):
+            raise AgentRequestError(
+                "bad-request", "paths must be this app's history.db or storage.sqlite files"
+            )
+        answers: dict[str, list[int]] = {}
+        with self.gate.exclusive():
+            for path in paths:
+                connection = sqlite3.connect(path, timeout=5.0)
+                try:
+                    row = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                    answers[path] = [int(value) for value in row]
+                except sqlite3.Error as error:
+                    raise AgentRequestError("failed", f"checkpoint {path}: {error}") from error
+                finally:
+                    connection.close()
+        return answers

@@ -6,8 +6,8 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
+from memsync import erase, forget, restore
 from memsync import findings as registry
-from memsync import forget, restore
 from memsync.cli import render
 from memsync.cli.common import add_command, add_scope_arguments, confirm, load_config
 from memsync.errors import ExitCode, UsageError
@@ -34,7 +34,8 @@ def register(
     parser.add_argument(
         "--erase",
         action="store_true",
-        help="also remove the text from history, raw messages, free pages and memsync's copies",
+        help="also remove the text (with a scope: also of its memories deleted earlier) from "
+        "history, raw messages, free pages, WAL files and memsync's copies; a byte search proves it",
     )
     parser.set_defaults(run=run_forget)
     prune = add_command(subparsers, "prune", PRUNE_HELP, common, epilog, writes=True)
@@ -71,11 +72,16 @@ def _document(command: str, done: forget.Forgotten) -> dict[str, Any]:
     }
 
 
-def _text(command: str, done: forget.Forgotten) -> str:
+def _text(command: str, done: forget.Forgotten, args: argparse.Namespace) -> str:
     targets = done.targets
     lines = [f"memory-not-found {m}: nothing was touched" for m in targets.not_found]
     if done.dry_run:
         lines += [f"would delete {m}" for m in targets.all]
+        if getattr(args, "erase", False):  # deleted earlier (named, or the scope's past)
+            lines += [
+                f"would erase the text left of {m} (deleted earlier)"
+                for m in targets.already_deleted
+            ]
         lines.append(
             f"{command} --dry-run: {len(targets.all)} memories would go"
             + (f" (route: {done.route})" if done.route else "")
@@ -114,18 +120,46 @@ def _text(command: str, done: forget.Forgotten) -> str:
     return "\n".join(lines)
 
 
+UNATTRIBUTED_SHOWN = 10
+
+
 def _copies_lines(erased: dict[str, Any]) -> list[str]:
     """The erasure line and one line per copy still holding the text, with its command."""
     copies = erased.get("copies") or []
+    held = (
+        f"{len(copies)} copies memsync knows of still hold it or may:"
+        if copies
+        else "no copy memsync knows of holds it"
+    )
+    unverified = erase.unverified(erased)
+    searched = (erased.get("verified") or {}).get("files")
     lines = [
-        f"erased: {erased['history_rows_blanked']} history rows blanked, both stores rewritten "
-        f"({erased.get('compaction') or 'VACUUM'}); "
-        + (
-            f"{len(copies)} copies memsync knows of still hold it or may:"
-            if copies
-            else "no copy memsync knows of holds it"
-        )
+        f"erased: {erased['history_rows_blanked']} history rows blanked, NOT verified gone from "
+        f"the store files: {'; '.join(unverified)} -> run the same command again (the next "
+        "memsync write also retries); if it stays, end the app's long transaction or stop the "
+        "app, then run it again"
+        if unverified
+        else f"erased: {erased['history_rows_blanked']} history rows blanked, both stores "
+        f"rewritten ({erased.get('compaction') or 'VACUUM'})"
+        + ("" if searched is None else f", {searched} store files searched: no byte left")
+        + f"; {held}"
     ]
+    if unverified:
+        lines.append(held)
+    lines += [
+        f"deleted earlier, erased too: {e['memory_id']} (found in {e['found_in']})"
+        for e in erased.get("deleted_earlier") or []
+    ]
+    unknown = erased.get("unattributed") or []
+    if unknown:
+        shown = " ".join(unknown[:UNATTRIBUTED_SHOWN]) + (
+            " ..." if len(unknown) > UNATTRIBUTED_SHOWN else ""
+        )
+        lines.append(
+            f"{len(unknown)} deleted memories keep text in history that no snapshot or erasure "
+            f"ledger ties to a user, agent or run (added and deleted between snapshots): {shown} "
+            "-> if one is this scope's: memsync forget ID... --erase (--json lists them all)"
+        )
     lines += [
         f"  {c['holds']:<7} {c['kind']:<22} {c['where']}: {c['why']} -> {c['remove']}"
         for c in copies
@@ -190,7 +224,7 @@ def _emit(args: argparse.Namespace, command: str, done: forget.Forgotten) -> int
     if args.json:
         render.emit_json(_document(command, done))
     else:
-        render.emit_text(_text(command, done))
+        render.emit_text(_text(command, done, args))
     if done.exit_code is ExitCode.OK and _bucket_unknown(done.erased):
         return int(ExitCode.PARTIAL)  # the erasure of the bucket's copies was not observed
     return int(done.exit_code)

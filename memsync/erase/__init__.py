@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,12 +23,12 @@ import structlog
 from memsync import check, state
 from memsync import erasures as ledger
 from memsync.config import Config
-from memsync.erase import copies
+from memsync.erase import copies, holding, proof
 from memsync.erase.holding import other_backend, snapshots_holding
 from memsync.erase.old_store import erase_old_store
 from memsync.errors import MemsyncError
 from memsync.model import Inventory
-from memsync.stores import deployment, snapshots
+from memsync.stores import deployment, journal_mode, snapshots
 from memsync.stores.pgvector import PgVector, load
 from memsync.stores.sqlite_files import translate
 from memsync.stores.vector_store import vector_store_for
@@ -39,7 +39,9 @@ __all__ = [
     "copies_left",
     "erase_texts",
     "purge_own_copies",
+    "scope_past",
     "snapshots_holding",
+    "unverified",
 ]
 
 
@@ -65,13 +67,21 @@ def erase_texts(
     memory_ids: Sequence[str],
     now: datetime,
     scope: dict[str, str] | None = None,
+    *,
+    checkpoint: proof.Checkpointer | None = None,
+    known: Collection[str] | None = None,
 ) -> dict[str, Any]:
-    """Remove the texts of deleted memories from every place memsync controls.
+    """Remove the texts of deleted memories from every place memsync controls, and prove it.
 
     Blanks their history texts, drops raw messages of scopes left empty, VACUUMs the stores,
-    purges memsync's own copies, removes the points from a switched migration's old store
-    (``migration_source``: ``erase.old_store``) and records the ids in the erasure ledger.
-    Returns what was done; ``copies_left`` lists what still holds them.
+    checkpoints and truncates the files in WAL mode (``checkpoint``: the agent's, else memsync's
+    own connection; ``erase.proof``) and searches every byte of the live files, ``-wal``,
+    ``-shm`` and journals for the texts; purges memsync's own copies, removes the points from
+    a switched migration's old store (``migration_source``: ``erase.old_store``) and records
+    the ids in the erasure ledger. ``known``: for a scope erasure, every id a record ties to
+    some scope (``scope_past``): deleted memories with text left and none are ``unattributed``.
+    Returns what was done (``verified``: the byte search); ``copies_left`` lists what else
+    still holds them.
     """
     scopes = {
         check.session_scope(before.points[m].payload) for m in memory_ids if m in before.points
@@ -90,21 +100,134 @@ def erase_texts(
         if p.id not in set(memory_ids)
     }
     empty_scopes = sorted(scopes - remaining)
+    texts = history_texts(config.history_db_path, memory_ids) | {
+        str(before.points[m].payload.get("data"))
+        for m in memory_ids
+        if m in before.points and isinstance(before.points[m].payload.get("data"), str)
+    }
     rows = blank_history(config.history_db_path, memory_ids, empty_scopes, now)
     compaction = vector_store_for(config).compact()
     if compaction not in ("VACUUM", "VACUUM FULL"):
         logger.warning("erase_compaction_partial", compaction=compaction)
+    files = journal_mode.live_files(config)
+    checkpointed = proof.checkpoint(files, checkpoint)
+    ours = set(memory_ids)
+    others = [p.payload.get("data") for p in before.points.values() if p.id not in ours]
+    candidates = {  # a text that stays inside another memory's is not the erasure's to prove
+        t
+        for t in texts
+        if len(t) >= MIN_MESSAGE_MATCH and not any(isinstance(o, str) and t in o for o in others)
+    }
+    needles = sorted(candidates - texts_held(config.history_db_path, candidates))
+    verified = proof.byte_hits(files, needles)
     purged = purge_own_copies(config, memory_ids, empty_scopes, now)
     old_store = erase_old_store(config, memory_ids)  # a switched migration's, until cleanup
     deleted = [before.points[m].payload for m in memory_ids if m in before.points]
     ledger.record(config.state_dir, memory_ids, scope, now, deleted)
+    if checkpointed or verified["hits"]:
+        logger.info("erase_verified", checkpoint=checkpointed, **verified)
+    unattributed = (  # deleted before the look (not added since), text left, no record
+        {}
+        if known is None
+        else {
+            "unattributed": sorted(
+                m
+                for m in history_ids(config.history_db_path) - set(known)
+                if m in before.history and m not in before.points
+            )
+        }
+    )
     return {
         "history_rows_blanked": rows,
         "compaction": compaction,
+        "checkpoint": checkpointed,
+        "verified": verified,
         "message_scopes_removed": empty_scopes,
         "purged": purged,
+        **unattributed,
         **({"migration_source": old_store} if old_store is not None else {}),
     }
+
+
+def unverified(erased: Mapping[str, Any]) -> list[str]:
+    """Why an erasure's bytes are not proven gone (empty: proven). Pure.
+
+    A WAL file not truncated (``checkpoint``), or a live file still holding a text
+    (``verified.hits``).
+    """
+    why = [
+        f"{label}: {verdict}"
+        for label, verdict in sorted((erased.get("checkpoint") or {}).items())
+        if verdict != proof.TRUNCATED
+    ]
+    hits = (erased.get("verified") or {}).get("hits") or []
+    return why + [f"{path} still holds the text" for path in hits]
+
+
+def scope_past(config: Config, scope: Mapping[str, str]) -> tuple[dict[str, str], set[str]]:
+    """``({id: where found}, every id a record ties to a scope)`` for a scope erasure. Reads only.
+
+    The scope's ids come from the erasure ledger (earlier erasures of exactly this scope:
+    ``"erasure ledger"``) and from the points of every complete local snapshot
+    (``"snapshot <id>"``, sealed ones opened with the key): memories the app deleted since keep
+    their text in history, which carries no scope. The second value also holds the ids of
+    other scopes' points in the snapshots and every erased id.
+
+    Raises:
+        UnavailableError: the ledger is unreadable.
+    """
+    found = {m: "erasure ledger" for m in ledger.erased_ids(config.state_dir, scope)}
+    seen = set(ledger.erased_ids(config.state_dir))
+    for snapshot_id, point_id, payload in holding.snapshot_points(config):
+        seen.add(point_id)
+        if all(payload.get(k) == v for k, v in scope.items()):
+            found.setdefault(point_id, f"snapshot {snapshot_id}")
+    return found, seen
+
+
+def history_texts(history_db: Path, memory_ids: Sequence[str]) -> set[str]:
+    """Every text in the history rows of ``memory_ids``. Reads only.
+
+    Raises:
+        UnavailableError, TryLaterError: history.db cannot be read.
+    """
+    if not memory_ids:
+        return set()
+    marks = ",".join("?" * len(memory_ids))
+    query = f"SELECT old_memory, new_memory FROM history WHERE memory_id IN ({marks})"
+    return {
+        text
+        for row in _read(history_db, query, memory_ids)
+        for text in row
+        if isinstance(text, str)
+    }
+
+
+def texts_held(history_db: Path, texts: Iterable[str]) -> set[str]:
+    """The texts a history row still carries (in another memory's text). Reads only."""
+    query = (
+        "SELECT 1 FROM history WHERE instr(old_memory, ?) > 0 OR instr(new_memory, ?) > 0 LIMIT 1"
+    )
+    return {t for t in texts if _read(history_db, query, [t, t])}
+
+
+def history_ids(history_db: Path) -> set[str]:
+    """The memory ids with a history row that still carries text. Reads only."""
+    query = (
+        "SELECT DISTINCT memory_id FROM history "
+        "WHERE old_memory IS NOT NULL OR new_memory IS NOT NULL"
+    )
+    return {str(row[0]) for row in _read(history_db, query, [])}
+
+
+def _read(history_db: Path, query: str, args: Sequence[object]) -> list[tuple[Any, ...]]:
+    connection = sqlite3.connect(history_db, timeout=5.0)
+    try:
+        return list(connection.execute(query, list(args)))
+    except sqlite3.Error as error:
+        raise translate(error, history_db, "read history") from error
+    finally:
+        connection.close()
 
 
 def copies_left(

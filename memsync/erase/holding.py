@@ -138,14 +138,13 @@ def snapshots_holding(config: Config, memory_ids: Sequence[str]) -> list[str]:
     ]
 
 
-def scope_ids(config: Config, scope: Mapping[str, str]) -> set[str]:
-    """Ids of the points whose payload matches ``scope`` in any complete local snapshot.
+def snapshot_points(config: Config) -> Iterator[tuple[str, str, Mapping[str, object]]]:
+    """``(snapshot id, point id, payload)`` of every point of every complete local snapshot.
 
     Sealed snapshots are opened with the configured key (skipped without one). Reads only.
     """
-    found: set[str] = set()
     if config.snapshot.directory is None:
-        return found
+        return
     store = vector_store_for(config)
     for info in snapshots.iter_local(config.snapshot.directory):
         if not info.complete or info.manifest is None:
@@ -158,9 +157,17 @@ def scope_ids(config: Config, scope: Mapping[str, str]) -> set[str]:
             capture = store.open_capture(
                 root / store.capture_dir, window.vectors_at, window.vectors_finished_at
             )
-            found |= {
-                point.id
-                for point in store.read_points(capture).values()
-                if all(point.payload.get(k) == v for k, v in scope.items())
-            }
-    return found
+            for point in store.read_points(capture).values():
+                yield info.id, point.id, point.payload
+
+
+def scope_ids(config: Config, scope: Mapping[str, str]) -> set[str]:
+    """Ids of the points whose payload matches ``scope`` in any complete local snapshot.
+
+    Sealed snapshots are opened with the configured key (skipped without one). Reads only.
+    """
+    return {
+        point_id
+        for _, point_id, payload in snapshot_points(config)
+        if all(payload.get(k) == v for k, v in scope.items())
+    }

@@ -6,7 +6,7 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -114,6 +114,7 @@ class Deleted:
     recorded: tuple[str, ...] = ()
     snapshot_id: str | None = None
     erased: dict[str, Any] | None = None  # set when the erasure ran inside a window
+    past: Past | None = None  # what records said of a scope erasure's memories
 
 
 def run_forget(
@@ -181,7 +182,8 @@ def run_ask(
         LockedError, WindowOverrunError, TryLaterError: as ``routes.open_writer``.
     """
     before = look(config, now, ask.kind, writing=not dry_run)
-    targets = ask.select(before, now.date())
+    past = Past.of(config, ask)
+    targets = ask.select(before, now.date(), past.found)
     if targets.not_found or dry_run or not ask.has_work(targets):
         route = (
             (routes.would_take(config) or "queued") if dry_run and ask.has_work(targets) else None
@@ -197,11 +199,40 @@ def run_ask(
             # direct: nobody wrote since the look; prune: expired memories the app adds meanwhile
             # wait for the next prune, so no second capture stalls a rollback-mode writer
             known = before if writer.route == "direct" or ask.kind == "prune" else None
-            done = delete_with(config, writer, now, ask, known=known, progress=progress)
+            done = delete_with(config, writer, now, ask, known=known, progress=progress, past=past)
     except routes.NoRouteError as no_route:
         request = queue(config, ask, now, no_route.message)
         return Forgotten(targets=targets, dry_run=False, route="queued", pending_id=request.id)
     return finish(config, now, ask, replace(done, snapshot_id=snapshot_id), taken)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Past:
+    """What records say of a scope erasure's memories (``erase.scope_past``).
+
+    ``found``: the scope's ids with where each was found (a snapshot, the erasure ledger);
+    ``known``: every id a record ties to any scope, None when this is no scope erasure.
+    """
+
+    found: dict[str, str] = field(default_factory=dict)
+    known: frozenset[str] | None = None
+
+    @classmethod
+    def of(cls, config: Config, ask: Ask) -> Past:
+        """Read the records for ``ask`` when it erases a scope, else nothing.
+
+        Raises:
+            UnavailableError: the erasure ledger is unreadable.
+        """
+        if not (ask.erase and ask.scope):
+            return cls()
+        found, known = erasure.scope_past(config, ask.scope)
+        return cls(found=found, known=frozenset(known))
+
+    def earlier(self, targets: Targets) -> list[dict[str, str]]:
+        """``[{memory_id, found_in}]`` of the targets only the records tied to the scope."""
+        ids = sorted({*targets.history_only, *targets.already_deleted} & set(self.found))
+        return [{"memory_id": m, "found_in": self.found[m]} for m in ids]
 
 
 def look(config: Config, now: datetime, what: str, *, writing: bool) -> Inventory:
@@ -229,7 +260,8 @@ def finish_erasure(config: Config, now: datetime, before: Inventory) -> dict[str
     """Erase the texts an erasure killed after its deletes left (``erase-journal.json``).
 
     Returns what ``erase.erase_texts`` did, or None when no erasure was unfinished. Idempotent:
-    the journal goes only once the texts are erased.
+    the journal goes only once the texts are erased and verified gone from the store files
+    (``erase.unverified``: a transaction pinning a ``-wal`` file keeps it for the next write).
 
     Raises:
         TryLaterError, UnavailableError: as ``erase.erase_texts``.
@@ -239,10 +271,12 @@ def finish_erasure(config: Config, now: datetime, before: Inventory) -> dict[str
         return None
     memory_ids, scope = unfinished
     erased = erasure.erase_texts(config, before, memory_ids, now, scope or None)
-    (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
+    unverified = erasure.unverified(erased)
+    if not unverified:
+        (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
     logger.warning(
         "erasure_finished_late", memories=len(memory_ids),
-        history_rows_blanked=erased.get("history_rows_blanked"),
+        history_rows_blanked=erased.get("history_rows_blanked"), unverified=unverified,
     )  # fmt: skip
     return erased
 
@@ -255,6 +289,7 @@ def delete_with(
     *,
     known: Inventory | None = None,
     progress: Callable[[int, int], None] | None = None,
+    past: Past | None = None,
 ) -> Deleted:
     """On an open route: select from a fresh capture (or ``known``), journal, delete.
 
@@ -271,9 +306,10 @@ def delete_with(
         refuse_bad_mem0(app_mem0, bulk=not ask.memory_ids)
     before = known if known is not None else check.settled_inventory(config, now)[0]
     refuse_legacy_store(before.legacy_stores, ask.kind)
-    targets = ask.select(before, now.date())
+    past = past if past is not None else Past.of(config, ask)
+    targets = ask.select(before, now.date(), past.found)
     if targets.not_found or not ask.has_work(targets):
-        return Deleted(before=before, targets=targets)
+        return Deleted(before=before, targets=targets, past=past)
     if ask.erase:  # a kill after the deletes must not leave the texts: the next write erases
         ids = sorted({*targets.all, *targets.already_deleted})
         write_json_atomic(
@@ -283,10 +319,10 @@ def delete_with(
     erased = None
     if ask.erase and writer.route == "window":  # the app is stopped: rewrite the files now
         everything = [*targets.all, *targets.already_deleted]
-        erased = erasure.erase_texts(config, before, everything, now, ask.scope)
+        erased = erasure.erase_texts(config, before, everything, now, ask.scope, known=past.known)
     return Deleted(
         before=before, targets=targets, deleted=tuple(deleted), recorded=tuple(recorded),
-        erased=erased,
+        erased=erased, past=past,
     )  # fmt: skip
 
 
@@ -315,8 +351,12 @@ def finish(
         # VACUUM takes SQLite's exclusive lock for the whole rewrite, longer than mem0 waits
         # (5 s) on a large store: through the agent, app writes wait in its gate instead
         holding = writes_held(config) if taken.route == "agent" else nullcontext(None)
-        with holding as pause:
-            erased = erasure.erase_texts(config, done.before, to_erase, now, ask.scope)
+        with holding as pause:  # the agent checkpoints the WAL files with no app call in flight
+            erased = erasure.erase_texts(
+                config, done.before, to_erase, now, ask.scope,
+                checkpoint=None if pause is None else pause.get("checkpoint"),
+                known=done.past.known if done.past else None,
+            )  # fmt: skip
         if pause is not None:
             logger.info(
                 "erasure_quiesced", held_s=pause.get("held_s"),
@@ -324,9 +364,12 @@ def finish(
             )  # fmt: skip
             if pause.get("uncovered"):  # their writes may have met `database is locked`
                 logger.warning("erasure_not_held", reason=not_held_reason(pause))
-    (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
+    if not erasure.unverified(erased):  # else the next write erases again (finish_erasure)
+        (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
     if to_erase:  # after the route closed: snapshots and the bucket are read
         erased = {**erased, **erasure.copies_left(config, to_erase, ask.scope)}
+        if done.past is not None and done.past.known is not None:
+            erased["deleted_earlier"] = done.past.earlier(targets)
     unproven = prove_gone(reread(config, now), targets.all)
     if not unproven:
         clear_intent(config)

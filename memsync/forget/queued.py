@@ -16,7 +16,7 @@ import structlog
 from memsync import pending, routes
 from memsync.config import Config
 from memsync.errors import ExitCode, MemsyncError
-from memsync.forget.apply import Deleted, delete_with, finish, look
+from memsync.forget.apply import Deleted, Past, delete_with, finish, look
 from memsync.forget.select import Ask, Forgotten
 
 logger = structlog.get_logger(__name__)
@@ -75,7 +75,7 @@ def apply_pending(
     work: list[tuple[pending.PendingRequest, Ask]] = []
     for request in requests:
         ask = Ask.of(request)
-        targets = ask.select(before, now.date())
+        targets = ask.select(before, now.date(), Past.of(config, ask).found)
         done = Forgotten(targets=targets, dry_run=dry_run)
         if targets.not_found:
             missing = ", ".join(targets.not_found)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from memsync import pending
+from memsync import erase, pending
 from memsync.errors import ConfigError, ExitCode
 from memsync.model import Inventory, is_expired
 from memsync.stores import versions
@@ -52,12 +52,17 @@ class Forgotten:
 
     @property
     def exit_code(self) -> ExitCode:
-        """3 when an id was not found (0 in a dry run), 5 when queued, 4 when a delete could not be proven, else 0."""
+        """3 when an id was not found (0 in a dry run), 5 when queued, 4 when a delete could not be proven or an erasure's bytes not verified gone, else 0."""
         if self.pending_id is not None:
             return ExitCode.QUEUED
         if self.targets.not_found and not self.dry_run:
             return ExitCode.PROBLEMS_FOUND
-        return ExitCode.PARTIAL if self.unproven else ExitCode.OK
+        return ExitCode.PARTIAL if self.unproven or self.unverified else ExitCode.OK
+
+    @property
+    def unverified(self) -> list[str]:
+        """Why the erasure's bytes are not proven gone (``erase.unverified``); empty: proven."""
+        return erase.unverified(self.erased) if self.erased else []
 
 
 def select_targets(
@@ -66,12 +71,15 @@ def select_targets(
     user_id: str | None = None,
     agent_id: str | None = None,
     run_id: str | None = None,
+    past: Collection[str] = (),
 ) -> Targets:
     """Resolve ids or a scope to memory ids, sorted. Pure.
 
-    A scope matches points whose payload carries all the given ids. An id with a point is
-    deleted through mem0; an id whose history is live but has no point is closed with a
-    DELETE event; an id history ends with DELETE is already deleted; any other id is unknown.
+    A scope matches points whose payload carries all the given ids, and ``past``: ids records
+    tie to the scope (``erase.scope_past``) that history still knows without a point. An id
+    with a point is deleted through mem0; an id whose history is live but has no point is
+    closed with a DELETE event; an id history ends with DELETE is already deleted; any other id
+    is unknown.
     """
     with_point: list[str] = []
     history_only: list[str] = []
@@ -95,6 +103,11 @@ def select_targets(
             for point in inventory.points.values()
             if scope and all(point.payload.get(k) == v for k, v in scope.items())
         ]
+        for memory_id in sorted(set(past) - set(with_point)):
+            if memory_id in inventory.points or memory_id not in inventory.history:
+                continue  # another scope's point now, or nothing left in history
+            last = inventory.history[memory_id].last
+            (already if last.event == "DELETE" else history_only).append(memory_id)
     return Targets(
         with_point=tuple(sorted(with_point)),
         history_only=tuple(sorted(history_only)),
@@ -167,11 +180,16 @@ class Ask:
         pairs = (("user_id", self.user_id), ("agent_id", self.agent_id), ("run_id", self.run_id))
         return {name: value for name, value in pairs if value}
 
-    def select(self, inventory: Inventory, today: date) -> Targets:
-        """The targets in ``inventory`` (``select_expired`` or ``select_targets``). Pure."""
+    def select(self, inventory: Inventory, today: date, past: Collection[str] = ()) -> Targets:
+        """The targets in ``inventory`` (``select_expired`` or ``select_targets``). Pure.
+
+        ``past``: the scope's ids from its records (``erase.scope_past``), for an erasure.
+        """
         if self.kind == "prune":
             return select_expired(inventory, today)
-        return select_targets(inventory, self.memory_ids, self.user_id, self.agent_id, self.run_id)
+        return select_targets(
+            inventory, self.memory_ids, self.user_id, self.agent_id, self.run_id, past
+        )
 
     def has_work(self, targets: Targets) -> bool:
         """Whether applying it would change anything (deletes, or an erasure). Pure."""

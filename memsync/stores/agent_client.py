@@ -12,6 +12,7 @@ exact capture. Protocol 1: one JSON object per line over a Unix stream socket (s
 from __future__ import annotations
 
 import errno
+import functools
 import grp
 import json
 import os
@@ -588,6 +589,17 @@ def not_held_reason(pause: Mapping[str, Any]) -> str | None:
     return None
 
 
+def checkpoint_through(client: AgentClient, paths: Sequence[str]) -> dict[str, Any]:
+    """The agent's ``checkpoint`` of the app's own files: ``{path: [busy, log, checkpointed]}``.
+
+    Raises:
+        UnavailableError: the agent refused or failed (an agent of an older memsync has no
+            ``checkpoint``).
+    """
+    answer = client.call("checkpoint", paths=list(paths))
+    return dict(answer) if isinstance(answer, dict) else {}
+
+
 @contextmanager
 def writes_held(config: Config) -> Iterator[dict[str, Any] | None]:
     """Hold the app's writes through its agent for the block; yields None when none answers.
@@ -595,8 +607,9 @@ def writes_held(config: Config) -> Iterator[dict[str, Any] | None]:
     Yields the pause reply (``lease_s``, ``waited_s``, ``agent_pid``, ``covered``: the app's pids
     the pause holds; after the block also ``held_s``, ``lease_ran_out`` and ``uncovered``: pid ->
     command line of each process with history.db open for writing that the pause did not
-    hold, seen at the block's start or end; ``not_held_reason`` tells). An agent of an older
-    memsync covers its own pid only. The lease is ``[app] pause_lease_s``.
+    hold, seen at the block's start or end; ``not_held_reason`` tells), and ``checkpoint``:
+    ``checkpoint_through`` on this connection. An agent of an older memsync covers its own pid
+    only. The lease is ``[app] pause_lease_s``.
 
     Raises:
         UnavailableError: the agent that answers serves another deployment; AgentRefusedError
@@ -609,6 +622,7 @@ def writes_held(config: Config) -> Iterator[dict[str, Any] | None]:
         return
     with client, client.paused(config.app.pause_lease_s) as pause:
         pause["agent_pid"] = client.hello.get("pid")
+        pause["checkpoint"] = functools.partial(checkpoint_through, client)
         covered = [int(p) for p in pause.get("covered") or [pause["agent_pid"]]]
         pause["covered"] = covered
         uncovered = uncovered_writers(config, covered)
