@@ -125,6 +125,9 @@ class Outcome:
     route: str | None = None
     downtime_s: float | None = None
     erased_again: tuple[str, ...] = ()  # erased memories an older store brought back, erased again
+    erased_unverified: tuple[
+        str, ...
+    ] = ()  # why their texts are not proven gone (erase.unverified)
     read: tuple[recovery.SnapshotRead, ...] = ()  # what the search for lost points read
 
     @property
@@ -140,6 +143,8 @@ class Outcome:
             return ExitCode.PROBLEMS_FOUND if work or self.actions else ExitCode.OK
         if any(a.status in ("failed", "unrecoverable") for a in self.actions):
             return ExitCode.PARTIAL
+        if self.erased_unverified:
+            return ExitCode.PARTIAL  # the erased texts it deleted again are not proven gone
         if self.after is not None and not self.after.ok:
             return ExitCode.PARTIAL  # errors remain that no action answered
         return ExitCode.OK
@@ -305,6 +310,7 @@ def _run(
     taken = routes.Taken()
     snapshot_id = None
     erased_again: list[str] = []
+    unverified: list[str] = []
     if resumed is not None:
         plan_id, actions = resumed
         with routes.open_writer(config, "reconcile", taken) as writer:
@@ -325,7 +331,7 @@ def _run(
             snapshot_id = snapshot.create_snapshot(config, now, by="reconcile").id  # live: no route
         if writes:
             actions = _apply_on_route(config, now, plan_id, actions, taken, work)
-            erased_again = _erase_again(config, before, actions, now)
+            erased_again, unverified = _erase_again(config, before, actions, now)
         else:  # only reports: nothing to write, no route (mem0 is not even built)
             actions = _apply_all(config, plan_id, actions, None, work)
     after = check.run_check(config, now)
@@ -339,26 +345,29 @@ def _run(
         route=taken.route,
         downtime_s=taken.downtime_s,
         erased_again=tuple(erased_again),
+        erased_unverified=tuple(unverified),
         read=tuple(read),
     )
 
 
 def _erase_again(
     config: Config, before: Inventory, actions: list[Action], now: datetime
-) -> list[str]:
+) -> tuple[list[str], list[str]]:
     """Erase again the erased memories this run deleted: an older store had brought them back.
 
     mem0's delete writes the point's text into its DELETE history row (mem0ai 2.2.1), so a
     ``resurrected-point`` of an id in the erasure ledger (``memsync.erasures``) would put the
     erased text back into history.db: its rows are blanked and the stores rewritten, as
-    ``forget --erase`` does (``erase.erase_texts``). Returns the ids, sorted.
+    ``forget --erase`` does (``erase.erase_texts``). Returns the ids, sorted, and why their
+    texts are not proven gone (``erase.unverified``; empty when the byte search found none).
     """
     deleted = {a.memory_id for a in actions if a.kind == "delete-point" and a.status == "done"}
     again = sorted(m for m in deleted & erasures.erased_ids(config.state_dir) if m)
-    if again:
-        erase.erase_texts(config, before, again, now)
-        logger.warning("erased_memories_deleted_again", memories=len(again))
-    return again
+    if not again:
+        return [], []
+    erased = erase.erase_texts(config, before, again, now)
+    logger.warning("erased_memories_deleted_again", memories=len(again))
+    return again, erase.unverified(erased)
 
 
 def _unapplied(

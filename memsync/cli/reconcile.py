@@ -132,6 +132,7 @@ def _document(outcome: reconcile.Outcome) -> dict[str, Any]:
         "route": outcome.route,
         "downtime_s": outcome.downtime_s,
         "erased_again": list(outcome.erased_again),
+        "erased_unverified": list(outcome.erased_unverified),
         "read": [item.to_json() for item in outcome.read],
         "fetched_bytes": outcome.fetched_bytes,
     }
@@ -157,6 +158,17 @@ def _text(outcome: reconcile.Outcome, counts: dict[str, int]) -> str:
             + (f"; check after: {after.get('errors', 0)} errors" if after else "")
             + (f"; route {outcome.route}" if outcome.route else "")
             + (f", app down {outcome.downtime_s:.1f} s" if outcome.downtime_s is not None else "")
+        )
+    if outcome.erased_again:
+        lines.append(
+            f"erased again: {len(outcome.erased_again)} erased memories an older store brought back"
+            + (
+                "; NOT verified gone: "
+                + "; ".join(outcome.erased_unverified)
+                + " (run memsync forget ID --erase for each once the files are free)"
+                if outcome.erased_unverified
+                else "; no byte of their texts left in the store files"
+            )
         )
     if outcome.read:
         lines.append(_read_line(outcome))

@@ -185,3 +185,40 @@ def test_a_reader_pinning_the_wal_makes_the_erasure_say_so_and_exit_non_zero(
         sqlite3.connect(deployment.paths.history_db).execute("PRAGMA journal_mode").fetchone()[0]
         == "wal"
     )
+
+
+def test_reconcile_erasing_a_resurrected_erased_memory_says_when_its_text_is_not_proven_gone(
+    make_deployment: Any, cli: Any, tmp_path: Path
+) -> None:
+    from memsync.demo import deployment as build
+
+    deployment = make_deployment(count=10)
+    deployment.close()
+    assert cli("tune", "--wal", config=deployment.config).code == 0
+    memory = deployment.reopen()
+    secret = add(memory, PASSPORT)
+    memory.update(secret, RENEWED)
+    deployment.close()
+    older = build.copy_qdrant(deployment.paths, tmp_path / "older")
+    code, report = erase(cli, deployment, secret)
+    assert code == 0, report
+    build.put_back_qdrant(deployment.paths, older)  # an older copy brings the erased point back
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(deployment.paths.history_db)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert reader.stdout is not None and reader.stdout.readline().strip() == "reading"
+        result = cli("reconcile", "--no-snapshot", "--json", config=deployment.config)
+        text = cli("reconcile", "--no-snapshot", "--dry-run", config=deployment.config)
+    finally:
+        reader.communicate("", timeout=30)
+    assert result.code == 4, result.out + result.err
+    outcome = result.json()
+    assert outcome["erased_again"] == [secret]
+    assert outcome["erased_unverified"], outcome  # a reader pins the WAL: not proven gone
+    assert text.code == 0, text.out  # nothing left to plan: the point is deleted again
+    again = cli("forget", secret, "--erase", "--yes", "--json", config=deployment.config)
+    assert again.code == 0, again.out + again.err  # the fix the report names, once the reader ends
+    assert again.json()["erased"]["verified"]["hits"] == []
+    assert hits(deployment, PASSPORT, RENEWED) == []
