@@ -92,7 +92,8 @@ _SPECS = (
     Spec(code="duplicate-memory", severity=_W, source=Source.CHECK, repair=Repair.POLICY,
          fix="memsync reconcile --only duplicate-memory (or memsync forget <memory_id>)"),
     Spec(code="orphan-messages", severity=_W, source=Source.CHECK, repair=Repair.POLICY,
-         fix="memsync reconcile --only orphan-messages"),
+         fix="if its memories were deleted by mistake (a bulk delete_all), memsync recover "
+             "--user/--agent/--run ID --dry-run first; else memsync reconcile --only orphan-messages"),
     Spec(code="in-flight", severity=_I, source=Source.CHECK, fix="none needed; run check again"),
     Spec(code="private-tmp-mismatch", severity=_E, source=Source.CHECK,
          fix="move the store out of /tmp (docs/how-to/move-store-off-tmp.md), or set PrivateTmp=no "

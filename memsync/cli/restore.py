@@ -240,14 +240,19 @@ def _lost_text(lost: dict[str, Any], state_dir: str, dry_run: bool) -> str:
     held = lost["memories_in_snapshot"]
     if not lost["known"]:
         return f"{seen}; the snapshot's manifest does not count its memories"
-    if not lost["missing"]:
+    scopes = ", ".join(f"{s['scope']} {s['seen'] - s['in_snapshot']:,}" for s in lost["scopes"][:8])
+    more = f", {len(lost['scopes']) - 8} more scopes" if len(lost["scopes"]) > 8 else ""
+    verb = "would not be" if dry_run else "are not"
+    if not lost["missing"] and not scopes:
         return (
             f"{seen}; this snapshot holds {held:,}: the counts show none missing "
             "(a write offset by a delete would not show)"
         )
-    scopes = ", ".join(f"{s['scope']} {s['seen'] - s['in_snapshot']:,}" for s in lost["scopes"][:8])
-    more = f", {len(lost['scopes']) - 8} more scopes" if len(lost["scopes"]) > 8 else ""
-    verb = "would not be" if dry_run else "are not"
+    if not lost["missing"]:  # as many in all, but some scopes hold fewer: deletes offset them
+        return (
+            f"{seen}; this snapshot holds {held:,}, as many or more in all, but fewer in some "
+            f"scopes: memories written after it {verb} in it ({scopes}{more})"
+        )
     return (
         f"{seen}; this snapshot holds {held:,}: about {lost['missing']:,} written after it "
         f"{verb} in it" + (f" ({scopes}{more})" if scopes else "")

@@ -45,7 +45,7 @@ def render_textfile(
     success = []
     for row in rows:
         moment = parse(row["last_success_at"])
-        success.append((f'{{job="{row["job"]}"}}', moment.timestamp() if moment else 0))
+        success.append((f'{{memsync_job="{row["job"]}"}}', moment.timestamp() if moment else 0))
     lines = _gauge(
         "memsync_job_last_success_timestamp_seconds",
         "Start of the last successful run of a memsync job (Unix time, UTC); 0 when it never succeeded.",
@@ -55,18 +55,18 @@ def render_textfile(
         "memsync_job_failing",
         "1 when the last run of a job did not do its work (failed, no route, queued, try later) "
         "or found problems.",
-        [(f'{{job="{r["job"]}"}}', int(r["failing"])) for r in rows],
+        [(f'{{memsync_job="{r["job"]}"}}', int(r["failing"])) for r in rows],
     )
     lines += _gauge(
         "memsync_job_overdue",
         "1 when a scheduled job has no success since its latest slot (as memsync status judges).",
-        [(f'{{job="{r["job"]}"}}', int(r["overdue"])) for r in rows],
+        [(f'{{memsync_job="{r["job"]}"}}', int(r["overdue"])) for r in rows],
     )
     ran = [r["job"] for r in rows if r["job"] in records and "duration_s" in records[r["job"]]]
     lines += _gauge(
         "memsync_job_duration_seconds",
         "Duration of the last run of a memsync job.",
-        [(f'{{job="{n}"}}', float(records[n]["duration_s"])) for n in ran],
+        [(f'{{memsync_job="{n}"}}', float(records[n]["duration_s"])) for n in ran],
     )
     lines += _summaries(records, [r["job"] for r in rows])
     lines += _backlog(queue, window_left_open, pending_uploads)
@@ -120,7 +120,7 @@ def _summaries(records: Mapping[str, Any], names: list[str]) -> list[str]:
         lines += _gauge("memsync_snapshot_size_bytes", "Size of the last snapshot.", [("", size)])
     lines += _tripwire(summaries.get("snapshot", {}))
     downtime = [
-        (f'{{job="{n}"}}', s["downtime_s"])
+        (f'{{memsync_job="{n}"}}', s["downtime_s"])
         for n, s in summaries.items()
         if isinstance(s.get("downtime_s"), int | float)
     ]

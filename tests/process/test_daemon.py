@@ -352,7 +352,7 @@ def test_status_exits_3_when_a_job_is_failing_and_writes_a_textfile(make_deploym
         assert status.code == 3
         text = textfile.read_text()
         assert (
-            'memsync_job_failing{job="check"} 1' in text
+            'memsync_job_failing{memsync_job="check"} 1' in text
             and 'memsync_findings{code="orphan-point",severity="error"} 1' in text
         )
     finally:

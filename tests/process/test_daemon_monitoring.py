@@ -51,8 +51,10 @@ def test_a_prune_the_app_blocks_is_failing_until_a_run_by_hand_succeeds(deployme
             if prune["last_outcome"] == "locked":  # this branch: the store's holder is named
                 assert f"pid {app.pid}" in prune["reason"]
             text = textfile.read_text()
-            assert gauge(text, 'memsync_job_failing{job="prune"}') == 1
-            assert gauge(text, 'memsync_job_last_success_timestamp_seconds{job="prune"}') == 0
+            assert gauge(text, 'memsync_job_failing{memsync_job="prune"}') == 1
+            assert (
+                gauge(text, 'memsync_job_last_success_timestamp_seconds{memsync_job="prune"}') == 0
+            )
             assert stat.S_IMODE(textfile.stat().st_mode) == 0o644
             doctor = cli("doctor", "--json", config=deployment.config)
             results = [r for r in doctor.json()["results"] if r["code"] == "daemon-job"]
@@ -71,8 +73,8 @@ def test_a_prune_the_app_blocks_is_failing_until_a_run_by_hand_succeeds(deployme
     assert prune["last_outcome"] == "ok" and prune["last_trigger"] == "hand"
     assert prune["overdue"] is False and prune["failing"] is False and prune["reason"] is None
     text = textfile.read_text()
-    assert gauge(text, 'memsync_job_failing{job="prune"}') == 0
-    assert gauge(text, 'memsync_job_last_success_timestamp_seconds{job="prune"}') > 0
+    assert gauge(text, 'memsync_job_failing{memsync_job="prune"}') == 0
+    assert gauge(text, 'memsync_job_last_success_timestamp_seconds{memsync_job="prune"}') > 0
 
 
 def test_a_run_by_hand_while_the_daemon_writes_its_state_loses_no_record(deployment, cli, tmp_path):
@@ -113,8 +115,8 @@ def test_a_run_by_hand_records_the_job_and_writes_a_textfile_node_exporter_reads
     assert stat.S_IMODE(textfile.stat().st_mode) == mode
     text = textfile.read_text()
     for name in ("check", "prune", "snapshot", "retention"):
-        assert gauge(text, f'memsync_job_failing{{job="{name}"}}') == 0
-        success = gauge(text, f'memsync_job_last_success_timestamp_seconds{{job="{name}"}}')
+        assert gauge(text, f'memsync_job_failing{{memsync_job="{name}"}}') == 0
+        success = gauge(text, f'memsync_job_last_success_timestamp_seconds{{memsync_job="{name}"}}')
         assert (success > 0) == (name == "check")  # 0: never succeeded, yet the series is there
     assert gauge(text, "memsync_pending_requests") == 0
     record = state(deployment.paths.root)["jobs"]["check"]

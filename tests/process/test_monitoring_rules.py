@@ -57,9 +57,10 @@ def test_the_rules_and_every_dashboard_query_pass_promtool_and_cover_every_serie
     assert parsed.returncode == 0, parsed.stdout + parsed.stderr
     documented = documented_series()
     assert len(documented) >= 15
-    named = set(re.findall(r"memsync_[a-z_]+", " ".join(queries)))
+    label = {"memsync_job"}  # the job's label, not a series
+    named = set(re.findall(r"memsync_[a-z_]+", " ".join(queries))) - label
     assert named == documented, f"dashboard lacks {documented - named}, names {named - documented}"
-    alerted = set(re.findall(r"memsync_[a-z_]+", RULES.read_text()))
+    alerted = set(re.findall(r"memsync_[a-z_]+", RULES.read_text())) - label
     assert alerted <= documented, alerted - documented
 
 
@@ -114,7 +115,7 @@ def test_a_damaged_deployment_fires_the_failing_job_the_findings_and_the_snapsho
     vps = {"instance": "vps"}
     alerts = [
         {"eval_time": "20m", "alertname": "MemsyncJobFailing", "exp_alerts": [{
-            "exp_labels": {**vps, "job": "check", "severity": "warning"},
+            "exp_labels": {**vps, "memsync_job": "check", "severity": "warning"},
             "exp_annotations": {
                 "summary": "memsync job check is failing on vps",
                 "description": "Its last run did not do its work or found problems. "
@@ -133,7 +134,7 @@ def test_a_damaged_deployment_fires_the_failing_job_the_findings_and_the_snapsho
         # The snapshot job never succeeded (timestamp 0): old once 36 h have passed.
         {"eval_time": "20m", "alertname": "MemsyncSnapshotOld", "exp_alerts": []},
         {"eval_time": "37h", "alertname": "MemsyncSnapshotOld", "exp_alerts": [{
-            "exp_labels": {**vps, "job": "snapshot", "severity": "critical"},
+            "exp_labels": {**vps, "memsync_job": "snapshot", "severity": "critical"},
             "exp_annotations": {
                 "summary": "memsync's last good snapshot on vps is older than 36 h",
                 "description": "Age 1d 13h 0m 0s (infinite when no snapshot ever succeeded). "
@@ -155,3 +156,79 @@ def test_a_healthy_deployment_fires_no_failing_job_no_finding_and_no_queue_alert
              "MemsyncWindowLeftOpen", "MemsyncUploadsPending", "MemsyncTripwire"]  # fmt: skip
     alerts = [{"eval_time": "2h", "alertname": name, "exp_alerts": []} for name in quiet]
     run_unit_test(tmp_path, unit_test(text, alerts))
+
+
+@pytest.mark.slow(reason="a real check job, then a real Prometheus scraping its textfile")
+def test_a_real_prometheus_scraping_the_textfile_raises_the_alerts_with_their_labels(
+    deployment, cli, tmp_path
+):
+    """Through a scrape, as node_exporter serves it: Prometheus' own ``job`` label stays."""
+    import http.server
+    import socket
+    import threading
+    import time
+    import urllib.request
+
+    text = textfile_of_a_check(deployment, cli, tmp_path, damage=True)
+
+    class Metrics(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            body = text.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    exporter = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=exporter.serve_forever, daemon=True).start()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        json.dumps(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(RULES)],
+                "scrape_configs": [
+                    {
+                        "job_name": "node",
+                        "static_configs": [
+                            {"targets": [f"127.0.0.1:{exporter.server_address[1]}"]}
+                        ],
+                    }
+                ],
+            }
+        )  # fmt: skip
+    )
+    server = subprocess.Popen(
+        [shutil.which("prometheus") or "prometheus", f"--config.file={config}",
+         f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        wanted = {"MemsyncJobFailing", "MemsyncErrorFindings", "MemsyncSnapshotOld"}
+        alerts: dict[str, dict] = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not wanted <= set(alerts):
+            time.sleep(0.5)
+            try:
+                url = f"http://127.0.0.1:{port}/api/v1/alerts"
+                with urllib.request.urlopen(url, timeout=5) as answer:
+                    found = json.load(answer)["data"]["alerts"]
+            except OSError:
+                continue  # not listening yet
+            alerts = {a["labels"]["alertname"]: a["labels"] for a in found}
+    finally:
+        server.terminate()
+        _, err = server.communicate(timeout=30)
+        exporter.shutdown()
+    assert wanted <= set(alerts), f"{alerts}\n{err.decode()[-2000:]}"
+    assert alerts["MemsyncJobFailing"]["memsync_job"] == "check"
+    assert alerts["MemsyncJobFailing"]["job"] == "node"  # the scrape's own, never ours
+    assert alerts["MemsyncSnapshotOld"]["memsync_job"] == "snapshot"
+    assert alerts["MemsyncErrorFindings"]["code"] == "missing-point"

@@ -218,7 +218,7 @@ def test_the_verify_job_records_what_status_and_the_textfile_show(make_deploymen
     assert "snapshot verify --scheduled" in row["next_step"]
     later = _metrics(textfile)
     assert later["memsync_verify_problems"] >= 1
-    assert later['memsync_job_failing{job="verify"}'] == 1
+    assert later['memsync_job_failing{memsync_job="verify"}'] == 1
     assert (
         later["memsync_verify_last_success_timestamp_seconds"]
         == metrics["memsync_verify_last_success_timestamp_seconds"]

@@ -80,3 +80,20 @@ def test_without_memsyncs_state_restore_says_it_cannot_tell_what_is_lost(deploym
     assert text.code == 0, text.err
     assert "memsync cannot say what was written after the snapshot" in text.out, text.out
     assert state.last_check(deployment.paths.state) is not None  # the restore's check recorded
+
+
+def test_scopes_that_lost_memories_are_named_even_when_the_total_did_not_drop(deployment, cli):
+    """3 added for zoe after the snapshot, 3 others deleted: the total is level, zoe's lost."""
+    deployment.close()
+    made = cli("snapshot", "create", "--json", config=deployment.config)
+    assert made.code == 0, made.err
+    memory = deployment.reopen()
+    for text in ("zoe likes tea", "zoe lives in Oslo", "zoe plays chess"):
+        memory.add(text, user_id="zoe", infer=False)
+    for memory_id in deployment.seeded.live[:3]:
+        memory.delete(memory_id)
+    deployment.close()
+    assert cli("check", config=deployment.config).code == 0
+    restored = cli("restore", "--force", made.json()["id"], config=deployment.config)
+    assert restored.code == 0, restored.err
+    assert "fewer in some scopes" in restored.out and "user_id=zoe 3" in restored.out, restored.out

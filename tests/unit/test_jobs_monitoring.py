@@ -165,10 +165,10 @@ def test_the_textfile_has_every_jobs_series_and_the_queue(tmp_path):
     queue = QueueFigures(count=3, oldest_age_s=7200.04, kinds={"forget": 3})
     text = render_textfile(judge_jobs(config, state, NOW), state, queue)
     samples = dict(re.findall(r"^(memsync_\S+) (\S+)$", text, re.MULTILINE))
-    assert samples['memsync_job_last_success_timestamp_seconds{job="check"}'] == "0"
-    assert samples['memsync_job_last_success_timestamp_seconds{job="prune"}'] == "0"
-    assert samples['memsync_job_failing{job="prune"}'] == "1"
-    assert samples['memsync_job_failing{job="check"}'] == "0"
+    assert samples['memsync_job_last_success_timestamp_seconds{memsync_job="check"}'] == "0"
+    assert samples['memsync_job_last_success_timestamp_seconds{memsync_job="prune"}'] == "0"
+    assert samples['memsync_job_failing{memsync_job="prune"}'] == "1"
+    assert samples['memsync_job_failing{memsync_job="check"}'] == "0"
     assert samples["memsync_pending_requests"] == "3"
     assert samples["memsync_pending_oldest_age_seconds"] == "7200"
     unreadable = render_textfile(judge_jobs(config, state, NOW), state, QueueFigures(count=None))
