@@ -19,7 +19,6 @@ a ``missing-point``: no event. A check runs after.
 from __future__ import annotations
 
 import enum
-import tempfile
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -35,6 +34,7 @@ from memsync.config import Config
 from memsync.errors import ExitCode
 from memsync.model import CheckReport, HistoryEvent, MemoryHistory, Point
 from memsync.reconcile_actions import event_row, payload_time, text_of
+from memsync.repository import reading
 from memsync.snapshot import choose
 from memsync.state import operation_lock
 from memsync.stores import history
@@ -408,9 +408,8 @@ def run_recover(
         LockedError: (exit 12) another memsync operation runs.
     """
     target, chosen = choose.resolve(config, source, before)
-    config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="recover-") as temporary:
-        scratch = Path(temporary)
+    # <work_dir>/recover-<pid>-*: the next run removes one a SIGKILL left (the decrypted copy)
+    with reading.scratch(config, "recover") as scratch:
         directory = choose.materialize(config, target, scratch)
         manifest = choose.verify_fit(config, directory, now)
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")

@@ -3,11 +3,13 @@ whose last text from history the app's agent refuses to embed (empty or over its
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from memsync.config import load
 from tests.process.test_recover import history_rows, memsync, stored, verified_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +44,8 @@ def test_recover_killed_after_a_recover_event_is_finished_by_the_next_run(make_d
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert killed.returncode == -9, killed.stderr
+    work_dir = load(deployment.config, os.environ).work_dir
+    assert [p.name for p in work_dir.glob("recover-*")]  # SIGKILL: the snapshot's copy stays
     code, done = memsync(deployment, "recover", "--user", victim, "--from", snapshot_id)
     assert code == 0, done
     after = stored(deployment)
@@ -52,6 +56,7 @@ def test_recover_killed_after_a_recover_event_is_finished_by_the_next_run(make_d
         recover_events = [r for r in history_rows(deployment, memory_id) if r[1] == "memsync"]
         assert len(recover_events) == 1, recover_events
     assert done["check_after"]["errors"] == 0
+    assert not list(work_dir.glob("recover-*"))  # the next run removed the dead one's copy
 
 
 def test_a_last_text_the_app_cannot_embed_leaves_no_recover_event(make_deployment, cli):
