@@ -19,7 +19,6 @@ a ``missing-point``: no event. A check runs after.
 from __future__ import annotations
 
 import enum
-import tempfile
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -30,10 +29,12 @@ from typing import Any, NamedTuple
 import structlog
 
 from memsync import check, erasures, pending, repository, routes, utc
+from memsync.agent.ops import MAX_SEARCH_TEXT as MAX_TEXT  # what put_back_text embeds
 from memsync.config import Config
 from memsync.errors import ExitCode
 from memsync.model import CheckReport, HistoryEvent, MemoryHistory, Point
 from memsync.reconcile_actions import event_row, payload_time, text_of
+from memsync.repository import reading
 from memsync.snapshot import choose
 from memsync.state import operation_lock
 from memsync.stores import history
@@ -91,9 +92,16 @@ def past_of(events: Iterable[HistoryEvent]) -> Past | None:
         last = event
         if event.event == "DELETE":
             text = event.old_memory if event.old_memory is not None else text
+        elif _recover_event(event) and event.new_memory == text:
+            pass  # a killed recover's own event: the text is still of when it was written
         elif event.new_memory is not None:
             text, text_at = event.new_memory, event.updated_at or event.created_at
     return None if last is None else Past(last, text, text_at)
+
+
+def _recover_event(event: HistoryEvent) -> bool:
+    """Whether ``event`` is the ADD a recover records before it puts the point back. Pure."""
+    return event.actor_id == "memsync" and (event.role or "").startswith(ROLE_PREFIX)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -284,7 +292,7 @@ def _decide(
     if last.event == "DELETE":
         when = last.updated_at or last.created_at or "an unknown time"
         return recover(f"deleted at {when}", past.text, past.text_at)
-    if last.actor_id == "memsync" and (last.role or "").startswith(ROLE_PREFIX):
+    if _recover_event(last):
         return recover(
             "a recover stopped before putting the point back: finish it", past.text,
             past.text_at, event=False,
@@ -400,9 +408,8 @@ def run_recover(
         LockedError: (exit 12) another memsync operation runs.
     """
     target, chosen = choose.resolve(config, source, before)
-    config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="recover-") as temporary:
-        scratch = Path(temporary)
+    # <work_dir>/recover-<pid>-*: the next run removes one a SIGKILL left (the decrypted copy)
+    with reading.scratch(config, "recover") as scratch:
         directory = choose.materialize(config, target, scratch)
         manifest = choose.verify_fit(config, directory, now)
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")
@@ -521,6 +528,12 @@ def _put_back(
             return replace(decision, status=Status.FAILED, error="the snapshot holds no vector")
         if writer.exists(memory_id):
             return replace(decision, status=Status.PRESENT, why="came back meanwhile: left")
+        if decision.text is not None and not 0 < len(decision.text) <= MAX_TEXT:
+            return replace(
+                decision, status=Status.FAILED,
+                error=f"its last text from history ({len(decision.text):,} characters) is not "
+                f"one the app's agent embeds (1 to {MAX_TEXT:,}): left, nothing written",
+            )  # fmt: skip
         payload = dict(stored.payload)
         if decision.text is not None and decision.text_at is not None:
             payload["updated_at"] = decision.text_at

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -96,6 +97,7 @@ def pre_restore_copies(targets: list[Path]) -> list[Path]:
 
 
 LAST_CHECK = "last-check.json"
+_LAST_CHECK_MAX_BYTES = 64 * 1024 * 1024  # counts per scope: far more than any real one holds
 
 
 def record_check(state_dir: Path, report: CheckReport) -> None:
@@ -125,11 +127,15 @@ def last_check(state_dir: Path) -> dict[str, Any] | None:
 
     None when absent, unreadable or not of that shape (a lost or foreign state directory).
     """
+    path = state_dir / LAST_CHECK
     try:
-        document = json.loads((state_dir / LAST_CHECK).read_text(encoding="utf-8"))
+        found = path.stat()
+        if not stat.S_ISREG(found.st_mode) or found.st_size > _LAST_CHECK_MAX_BYTES:
+            return None  # a FIFO, a device (/dev/zero through a symlink) or no file check wrote
+        document = json.loads(path.read_text(encoding="utf-8"))
         checked_at = utc.parse(document["checked_at"])
         memories, scopes = document["memories"], document["scopes"]
-    except (OSError, ValueError, KeyError, TypeError, OverflowError):
+    except (OSError, ValueError, KeyError, TypeError, OverflowError, AttributeError):
         return None
     if type(memories) is not int or not isinstance(scopes, dict):
         return None

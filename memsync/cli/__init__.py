@@ -45,6 +45,17 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 )  # fmt: skip
 # Options of the top level that take a value: the word after them is never the command.
 _VALUED_OPTIONS = ("--config", "--log-level", "--log-format")
+_TOP_LEVEL_OPTIONS = ("--config", "--json", "--log-level", "--log-format", "--help", "--version")
+
+
+def _long_option(word: str) -> str | None:
+    """The top-level option ``word`` names, as argparse reads it: in full or a unique prefix."""
+    if not word.startswith("--") or "=" in word or word == "--":
+        return None
+    if word in _TOP_LEVEL_OPTIONS:
+        return word
+    matches = [option for option in _TOP_LEVEL_OPTIONS if option.startswith(word)]
+    return matches[0] if len(matches) == 1 else None
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -86,11 +97,12 @@ def chosen_command(argv: Sequence[str]) -> str | None:
     names = {command for command, _, _ in COMMANDS}
     skip = False
     for word in argv:
+        option = _long_option(word)  # argparse takes `--conf PATH` for `--config PATH`
         if skip:
             skip = False
-        elif word in ("-h", "--help", "--version", "--"):
+        elif word in ("-h", "--", *_TOP_LEVEL_OPTIONS[-2:]) or option in ("--help", "--version"):
             return None
-        elif word in _VALUED_OPTIONS:
+        elif option in _VALUED_OPTIONS:
             skip = True
         elif word in names:
             return word

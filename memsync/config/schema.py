@@ -94,6 +94,7 @@ class SnapshotConfig(_Section):
         "they change the stores) is kept, from its own time; the other keep_* rules do not "
         "count safety snapshots",
         ge=0,
+        le=36500,  # a century; beyond timedelta's range the retention run itself failed
     )
     max_pending_uploads: int = key(
         3,

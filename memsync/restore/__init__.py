@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +27,7 @@ from memsync import check, repository, state
 from memsync.config import Config
 from memsync.errors import MemsyncError, UnavailableError, UsageError
 from memsync.model import CheckReport, Severity
+from memsync.repository import reading
 from memsync.restore import loss
 from memsync.restore import pgvector as pg_restore
 from memsync.routes.window import Taken
@@ -174,9 +174,8 @@ def run_restore(
     if config.pgvector is not None:
         pg_restore.require_free(config)  # the app holds history.db and no window is configured
     target, chosen = choose.resolve(config, target, before, no_safety=True)
-    config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="restore-") as temporary:
-        scratch = Path(temporary)
+    # <work_dir>/restore-<pid>-*: the next run removes a download a SIGKILL left
+    with reading.scratch(config, "restore") as scratch:
         directory = choose.materialize(config, target, scratch)
         manifest = choose.verify_fit(config, directory, now)
         pg_restore.refuse_other_backend(config, manifest)

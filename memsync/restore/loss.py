@@ -61,14 +61,15 @@ def _fewer(seen: dict[str, Any], held: dict[str, Any]) -> list[dict[str, Any]]:
     """The scopes the snapshot holds fewer memories of than were seen, most missing first."""
     found = []
     for kind in SCOPE_KINDS:
-        counted, kept = seen.get(kind) or {}, held.get(kind) or {}
+        counted, kept = seen.get(kind), held.get(kind)
+        counted = counted if isinstance(counted, dict) else {}  # a hand-edited or foreign file
+        kept = kept if isinstance(kept, dict) else {}
         for scope_id, count in counted.items():
-            if isinstance(count, int) and count > kept.get(scope_id, 0):
+            in_snapshot = kept.get(scope_id, 0)
+            if not isinstance(in_snapshot, int) or isinstance(in_snapshot, bool):
+                continue
+            if isinstance(count, int) and not isinstance(count, bool) and count > in_snapshot:
                 found.append(
-                    {
-                        "scope": f"{kind}={scope_id}",
-                        "seen": count,
-                        "in_snapshot": kept.get(scope_id, 0),
-                    }
+                    {"scope": f"{kind}={scope_id}", "seen": count, "in_snapshot": in_snapshot}
                 )
     return sorted(found, key=lambda s: (s["in_snapshot"] - s["seen"], s["scope"]))

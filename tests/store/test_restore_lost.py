@@ -6,7 +6,10 @@ records what it counted (``<state_dir>/last-check.json``), then the stores lost 
 
 from __future__ import annotations
 
+import os
 import shutil
+
+import pytest
 
 from memsync import state
 
@@ -97,3 +100,35 @@ def test_scopes_that_lost_memories_are_named_even_when_the_total_did_not_drop(de
     restored = cli("restore", "--force", made.json()["id"], config=deployment.config)
     assert restored.code == 0, restored.err
     assert "fewer in some scopes" in restored.out and "user_id=zoe 3" in restored.out, restored.out
+
+
+HOSTILE_LAST_CHECKS = [
+    '{"checked_at": "2999-01-01T00:00:00Z", "memories": 5, "scopes": {"user_id": [1, 2]}}',
+    '{"checked_at": "2999-01-01T00:00:00Z", "memories": 5, "scopes": {"user_id": "bob"}}',
+    '{"checked_at": "2999-01-01T00:00:00Z", "memories": 5, "scopes": {"user_id": 7}}',
+    '{"checked_at": "2999-01-01T00:00:00Z", "memories": true, "scopes": {}}',
+    '{"checked_at": 12, "memories": 5, "scopes": {}}',
+    "[1, 2, 3]",
+    '"just a string"',
+    "symlink to /dev/zero",
+    "a FIFO",
+]
+
+
+@pytest.mark.parametrize("document", HOSTILE_LAST_CHECKS)
+def test_a_hostile_last_check_never_fails_the_restore(deployment, cli, document):
+    """A last-check.json of the wrong shape is what restore cannot say, never exit 1 after the move."""
+    snapshot_id, _seen = written_after_a_snapshot(deployment, cli)
+    lose_the_stores(deployment)
+    path = deployment.paths.state / state.LAST_CHECK
+    path.unlink()
+    if document == "symlink to /dev/zero":  # read in full, it would never end
+        path.symlink_to("/dev/zero")
+    elif document == "a FIFO":  # read, it would wait for a writer for ever
+        os.mkfifo(path)
+    else:
+        path.write_text(document, encoding="utf-8")
+    restored = cli("restore", "--json", snapshot_id, config=deployment.config)
+    assert restored.code == 0, restored.err
+    lost = restored.json()["since_snapshot"]
+    assert lost["scopes"] == []

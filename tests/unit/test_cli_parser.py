@@ -36,7 +36,25 @@ def test_each_command_is_built_as_in_the_full_parser(command):
         (["--version"], None),
         (["nonsense", "check"], None),
         ([], None),
+        (["--conf", "check", "doctor"], "doctor"),  # argparse's unique prefix of --config
+        (["--log-l", "debug", "check"], "check"),
+        (["--log-f", "json", "--js", "check"], "check"),
+        (["--vers", "check"], None),
     ],
 )
 def test_the_command_is_the_first_word_that_names_one(argv, chosen):
     assert cli.chosen_command(argv) == chosen
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--conf", "/nonexistent/memsync.toml", "check"],
+        ["--log-l", "error", "--config", "/nonexistent/memsync.toml", "check"],
+        ["--log-f", "json", "--config", "/nonexistent/memsync.toml", "doctor"],
+    ],
+)
+def test_an_abbreviated_top_level_option_runs_the_command(argv, capsys):
+    """argparse takes `--conf` for `--config`: the command runs (it was a bare entry: a traceback)."""
+    assert cli.main(argv) == 10  # the missing configuration, as `--config` in full says
+    assert "file not found" in capsys.readouterr().err

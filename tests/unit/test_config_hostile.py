@@ -205,3 +205,11 @@ def test_the_daemon_reading_an_unknown_users_mem0_file_gets_a_config_error(tmp_p
     with pytest.raises(ConfigError) as raised:
         load_self_contained(path, ENV)
     assert raised.value.problems[0].startswith("mem0_config_file: names an unknown user")
+
+
+def test_keep_safety_days_beyond_any_retention_is_a_config_error(tmp_path):
+    """10**9 days passed validation, then every retention run died of timedelta's OverflowError."""
+    problems = problems_of(
+        write(tmp_path, "[snapshot]\nkeep_last = 3\nkeep_safety_days = 1000000000\n")
+    )
+    assert [p for p in problems if p.startswith("snapshot.keep_safety_days: ")], problems
