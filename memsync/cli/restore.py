@@ -233,6 +233,11 @@ def _lost_text(lost: dict[str, Any], state_dir: str, dry_run: bool) -> str:
         f"the last check, {_ago(lost['last_check_age_s'])} ago, saw {lost['memories_seen']:,} "
         "memories"
     )
+    if lost["after_snapshot"] is None:  # stamped later than now
+        return (
+            f"the last check is stamped {lost['last_check_at']}, later than now (a clock set "
+            "wrong?): memsync cannot say what was written after the snapshot"
+        )
     if not lost["after_snapshot"]:
         return (
             f"{seen}, before this snapshot was taken: memsync cannot say what was written after it"

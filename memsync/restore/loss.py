@@ -8,12 +8,14 @@ after the snapshot leave the count alone, so the answer is "about".
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from memsync import utc
 from memsync.model import SCOPE_KINDS, TOTAL
 from memsync.stores.manifest import Manifest
+
+CLOCK_SKEW = timedelta(minutes=5)  # a check stamped later than now by more: a clock set wrong
 
 
 def since_snapshot(
@@ -48,6 +50,8 @@ def since_snapshot(
         "after_snapshot": after,
         "memories_seen": seen["memories"],
     }
+    if checked_at > now + CLOCK_SKEW:  # stamped in the future: its order with the snapshot is moot
+        return document | {"after_snapshot": None}
     if not after or not isinstance(in_snapshot, int):
         return document
     return document | {

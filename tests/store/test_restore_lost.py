@@ -132,3 +132,23 @@ def test_a_hostile_last_check_never_fails_the_restore(deployment, cli, document)
     assert restored.code == 0, restored.err
     lost = restored.json()["since_snapshot"]
     assert lost["scopes"] == []
+
+
+def test_a_check_stamped_in_the_future_is_not_taken_as_after_the_snapshot(deployment, cli):
+    """A clock set wrong: restore says it cannot tell, never a negative age or a loss count."""
+    snapshot_id, _seen = written_after_a_snapshot(deployment, cli)
+    lose_the_stores(deployment)
+    path = deployment.paths.state / state.LAST_CHECK
+    path.write_text(
+        '{"checked_at": "2999-01-01T00:00:00Z", "memories": 500, "scopes": {}}', encoding="utf-8"
+    )
+    restored = cli("restore", "--json", snapshot_id, config=deployment.config)
+    assert restored.code == 0, restored.err
+    lost = restored.json()["since_snapshot"]
+    assert lost["known"] is False and lost["after_snapshot"] is None and lost["missing"] is None
+    lose_the_stores(deployment)
+    path.write_text(
+        '{"checked_at": "2999-01-01T00:00:00Z", "memories": 500, "scopes": {}}', encoding="utf-8"
+    )
+    text = cli("restore", "--force", snapshot_id, config=deployment.config)
+    assert "later than now" in text.out and "ago, saw" not in text.out, text.out
