@@ -10,7 +10,6 @@ the tables no longer reference. Sealed snapshot files are opened with the config
 from __future__ import annotations
 
 import sqlite3
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 from memsync import repository
 from memsync.config import Config
 from memsync.errors import UnavailableError
+from memsync.repository import reading
 from memsync.stores import snapshots
 from memsync.stores.sqlite_files import translate
 from memsync.stores.vector_store import VectorStore, vector_store_for
@@ -58,9 +58,8 @@ def points_held(
 @contextmanager
 def work_directory(config: Config) -> Iterator[Path]:
     """A private temporary directory under ``work_dir``, removed afterwards."""
-    config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with tempfile.TemporaryDirectory(prefix="erase-", dir=config.work_dir) as name:
-        yield Path(name)
+    with reading.scratch(config, "erase") as name:  # a killed run's: removed by the next
+        yield name
 
 
 def _plain_root(

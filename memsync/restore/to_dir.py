@@ -9,7 +9,6 @@ lock is taken, no file of it is read or written, the app may keep running.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +21,7 @@ from memsync.config.effective import effective_document
 from memsync.config.scratch import ScratchLayout, scratch_documents
 from memsync.errors import UsageError
 from memsync.model import CheckReport
+from memsync.repository import reading
 from memsync.restore import Move, stage
 from memsync.restore import pgvector as pg_restore
 from memsync.snapshot import choose
@@ -106,9 +106,7 @@ def run_restore_to(
     require_new_directory(cfg, dest)
     target, chosen = choose.resolve(cfg, target, before, no_safety=True)
     layout = ScratchLayout(root=dest.absolute())
-    cfg.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with tempfile.TemporaryDirectory(dir=cfg.work_dir, prefix="restore-to-") as temporary:
-        scratch = Path(temporary)
+    with reading.scratch(cfg, "restore-to") as scratch:  # a killed run's: removed by the next
         directory = choose.materialize(cfg, target, scratch)
         manifest = choose.verify_fit(cfg, directory, now)
         pg_restore.refuse_other_backend(cfg, manifest, pg_restore.OLD_CONFIG_HINT)

@@ -8,7 +8,6 @@ into ``verified.json`` beside the snapshot, never into the manifest.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -28,6 +27,7 @@ from memsync.repository import (
     decrypt,
     encryption_key,
     parse_s3_target,
+    reading,
 )
 from memsync.s3 import TransportError
 from memsync.snapshot.create import signing_key
@@ -197,9 +197,8 @@ def _findings(
             None,
         )
     expected: list[Finding] = []
-    config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="verify-") as temporary:
-        checked = repository.verify(snapshot_id, Path(temporary) / "stored")
+    with reading.scratch(config, "verify") as temporary:  # a killed run's: removed by the next
+        checked = repository.verify(snapshot_id, temporary / "stored")
         findings = [_problem(p.code, p.where, p.message, p.fix) for p in checked.problems]
         good = list(checked.passed)
         with _plaintext(config, repository, snapshot_id, checked, good, findings) as plain:
@@ -238,14 +237,14 @@ def _plaintext(
         )
         yield None
         return
-    with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="verify-plain-") as temporary:
-        failed = decrypt(checked.root, good, key, Path(temporary))
+    with reading.scratch(config, "verify-plain") as temporary:
+        failed = decrypt(checked.root, good, key, temporary)
         for path, why in sorted(failed.items()):
             findings.append(
                 _problem("checksum-mismatch", repository.location(snapshot_id, path), why)
             )
         good[:] = [entry for entry in good if entry.path not in failed]
-        yield Path(temporary)
+        yield temporary
 
 
 def _verify_contents(

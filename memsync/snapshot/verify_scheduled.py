@@ -14,12 +14,10 @@ a slice that matched: ``files_read_at`` added to the passing document).
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from memsync import __version__, flock, utc
@@ -28,7 +26,7 @@ from memsync import repository as repositories
 from memsync.config import Config
 from memsync.errors import ConfigError, LockedError, UnavailableError
 from memsync.model import Finding, Severity
-from memsync.repository import Entry, SnapshotRepository
+from memsync.repository import Entry, SnapshotRepository, reading
 from memsync.s3 import TransportError
 from memsync.snapshot import verify_schedule as schedule
 from memsync.snapshot.create import signing_key
@@ -396,9 +394,8 @@ def _read_files(
     config: Config, repository: SnapshotRepository, item: schedule.Item, now: datetime
 ) -> tuple[tuple[Finding, ...], tuple[str, ...]]:
     """Read back ``item.paths``; record the verdict in ``verified.json``; (findings, matched)."""
-    config.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="verify-slice-") as temporary:
-        checked = repository.verify_files(item.snapshot_id, item.paths, Path(temporary))
+    with reading.scratch(config, "verify-slice") as temporary:
+        checked = repository.verify_files(item.snapshot_id, item.paths, temporary)
     findings = tuple(
         registry.make(p.code, p.message, path=p.where, fix=p.fix) for p in checked.problems
     )
