@@ -139,6 +139,9 @@ IDLE_SESSIONS = {
 }
 
 
+@pytest.mark.slow(
+    reason="waits out doctor's 10 s idle-in-transaction threshold twice (its production value)"
+)
 def test_idle_transactions_are_warnings_only_when_they_hold_back_vacuum(pg_deployment, cli):
     url = pg_deployment.paths.pg_url
     sessions = {}
