@@ -225,8 +225,8 @@ def _raise_refused(config: Config, app: AppInterpreter, refused: StartRefused) -
             f"the app's qdrant-client {app.qdrant_client} could not open the embedded Qdrant "
             f"store {where}: a stored point does not load ({message}; written by another "
             "qdrant-client or pydantic version than the app's), so the app cannot open it either",
-            "memsync check and doctor read the store without qdrant-client and name the rows; "
-            "restore a snapshot",
+            "memsync doctor names the rows it cannot load (store-decode); run the app with the "
+            "qdrant-client and pydantic that wrote them, or restore a snapshot from before",
         )
     if kind == "refused":
         raise ConfigError(

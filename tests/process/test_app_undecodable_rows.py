@@ -1,0 +1,59 @@
+"""Stored points the app's own qdrant-client cannot load, though memsync's reader decodes them.
+
+qdrant-client's local mode unpickles every row when it opens the store; a row pickled in a
+layout the app's pydantic does not read (here pydantic v1's ``(fields, fields_set)`` state, as
+an older client wrote it, loaded by the app's pydantic 2) stops the whole open: the app does not
+start. memsync's own reader takes both layouts, so only the app's interpreter can tell.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sqlite3
+from contextlib import closing
+
+from qdrant_client.http.models import PointStruct
+
+
+def v1_layout(fields: dict) -> bytes:
+    """A PointStruct pickled with pydantic v1's state, a ``(fields, fields_set)`` tuple:
+    ``PointStruct.__new__`` then ``BUILD`` with that state (protocol 4, written op by op)."""
+    state = pickle.dumps((fields, set(fields)), protocol=4)[2:-1]  # without PROTO and STOP
+    if state[:1] == pickle.FRAME:
+        state = state[9:]  # one frame is optional: the ops are read the same without it
+    cls = b"c" + PointStruct.__module__.encode() + b"\n" + PointStruct.__name__.encode() + b"\n"
+    return b"\x80\x04" + cls + pickle.EMPTY_TUPLE + pickle.NEWOBJ + state + pickle.BUILD + b"."
+
+
+def rewrite_in_v1_layout(deployment, count: int) -> dict[str, int]:
+    """Rewrite ``count`` rows of the memory collection in the v1 layout: {point id: rowid}."""
+    deployment.close()
+    storage = deployment.paths.qdrant / "collection" / "mem0" / "storage.sqlite"
+    rewritten = {}
+    with closing(sqlite3.connect(storage)) as connection, connection:
+        rows = connection.execute(
+            "SELECT rowid, point FROM points ORDER BY rowid LIMIT ?", (count,)
+        )
+        for rowid, blob in rows.fetchall():
+            point = pickle.loads(blob)
+            fields = {"id": point.id, "vector": point.vector, "payload": point.payload}
+            connection.execute(
+                "UPDATE points SET point = ? WHERE rowid = ?",
+                (v1_layout(fields), rowid),
+            )
+            rewritten[str(point.id)] = rowid
+    return rewritten
+
+
+def test_doctor_names_the_rows_the_apps_qdrant_client_cannot_load(deployment, cli):
+    rewritten = rewrite_in_v1_layout(deployment, 2)
+    assert cli("check", "--json", config=deployment.config).code == 0  # memsync decodes them
+    result = cli("doctor", "--json", config=deployment.config)
+    found = [r for r in result.json()["results"] if r["code"] == "store-decode"]
+    assert result.code == 3, result.out
+    assert [r["status"] for r in found] == ["error"], found
+    message = found[0]["message"]
+    assert str(deployment.paths.qdrant) in message and "collection mem0: 2 of " in message
+    for point_id, rowid in rewritten.items():
+        assert f"{point_id} (rowid {rowid})" in message
+    assert "app does not start" in message and "snapshot" in found[0]["fix"]
