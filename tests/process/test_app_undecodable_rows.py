@@ -57,3 +57,32 @@ def test_doctor_names_the_rows_the_apps_qdrant_client_cannot_load(deployment, cl
     for point_id, rowid in rewritten.items():
         assert f"{point_id} (rowid {rowid})" in message
     assert "app does not start" in message and "snapshot" in found[0]["fix"]
+
+
+def test_a_write_the_app_cannot_open_the_store_for_is_refused_before_any_snapshot(deployment, cli):
+    rewrite_in_v1_layout(deployment, 1)
+    snapshots = deployment.paths.root / "snapshots"
+    before = sorted(p.name for p in snapshots.iterdir()) if snapshots.exists() else []
+    result = cli("forget", deployment.seeded.live[-1], "--yes", config=deployment.config)
+    assert result.code == 11, result.out + result.err
+    assert "store-decode" in result.err and "name the rows" not in result.err
+    after = sorted(p.name for p in snapshots.iterdir()) if snapshots.exists() else []
+    assert after == before
+
+
+def test_a_reconcile_the_app_cannot_open_the_store_for_is_refused_before_any_snapshot(
+    deployment, cli
+):
+    from memsync.demo import deployment as build
+
+    live = [m for m in deployment.seeded.live if m not in deployment.seeded.expired]
+    memory = deployment.reopen()
+    build.delete_with_failing_history(memory, deployment.paths, live[-1])  # missing-point
+    rewrite_in_v1_layout(deployment, 1)
+    snapshots = deployment.paths.root / "snapshots"
+    before = sorted(p.name for p in snapshots.iterdir()) if snapshots.exists() else []
+    result = cli("reconcile", "--record-lost", config=deployment.config)
+    assert result.code == 11, result.out + result.err
+    assert "store-decode" in result.err
+    after = sorted(p.name for p in snapshots.iterdir()) if snapshots.exists() else []
+    assert after == before
