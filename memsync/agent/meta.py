@@ -149,6 +149,7 @@ def repair(path: str) -> dict[str, Any]:
 
 
 ROWS_NAMED = 20  # rows named per collection; the count is always whole
+BATCH_ROWS = 500  # rows per read of the live file
 
 
 def undecodable(path: str) -> dict[str, Any]:
@@ -177,8 +178,7 @@ def undecodable(path: str) -> dict[str, Any]:
         try:
             connection = sqlite3.connect(f"file:{storage}?mode=ro", uri=True, timeout=5.0)
             try:
-                query = "SELECT rowid, id, point FROM points ORDER BY rowid"
-                for rowid, key, value in connection.execute(query):
+                for rowid, key, value in _rows(connection):
                     rows += 1
                     try:
                         point = pickle.loads(value)  # noqa: S301 - what qdrant-client does
@@ -197,6 +197,24 @@ def undecodable(path: str) -> dict[str, Any]:
             continue
         found[name] = {"rows": rows, "undecodable": failed, "named": named}
     return found
+
+
+def _rows(connection: Any) -> Any:
+    """Every row of ``points`` in rowid order, ``BATCH_ROWS`` at a time.
+
+    Each batch is its own short read (autocommit), so a writer of the live file never waits on
+    the whole scan.
+    """
+    last = -(2**63)
+    while True:
+        batch = connection.execute(
+            "SELECT rowid, id, point FROM points WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            (last, BATCH_ROWS),
+        ).fetchall()
+        if not batch:
+            return
+        yield from batch
+        last = batch[-1][0]
 
 
 class _KeyUnpickler(pickle.Unpickler):
