@@ -225,8 +225,9 @@ def _raise_refused(config: Config, app: AppInterpreter, refused: StartRefused) -
             f"the app's qdrant-client {app.qdrant_client} could not open the embedded Qdrant "
             f"store {where}: a stored point does not load ({message}; written by another "
             "qdrant-client or pydantic version than the app's), so the app cannot open it either",
-            "memsync doctor names the rows it cannot load (store-decode); run the app with the "
-            "qdrant-client and pydantic that wrote them, or restore a snapshot from before",
+            "memsync doctor (store-decode) and memsync check --app name the rows it cannot "
+            "load; run the app with the qdrant-client and pydantic that wrote them, or restore "
+            "a snapshot from before",
         )
     if kind == "refused":
         raise ConfigError(
@@ -360,8 +361,9 @@ def require_loadable(config: Config, app: AppInterpreter) -> None:
             f"the app's qdrant-client {app.qdrant_client} cannot load stored points of {where} "
             f"({rows}): it could not open the store, so nothing can be written through mem0; "
             "memsync changed nothing",
-            "memsync doctor names every such row (store-decode); run the app with the "
-            "qdrant-client and pydantic that wrote them, or restore a snapshot from before",
+            "memsync doctor (store-decode) and memsync check --app name every such row; run "
+            "the app with the qdrant-client and pydantic that wrote them, or restore a snapshot "
+            "from before",
         )
 
 

@@ -59,6 +59,24 @@ def test_doctor_names_the_rows_the_apps_qdrant_client_cannot_load(deployment, cl
     assert "app does not start" in message and "snapshot" in found[0]["fix"]
 
 
+def test_check_app_names_each_row_the_apps_qdrant_client_cannot_load(deployment, cli):
+    deployment.close()
+    clean = cli("check", "--app", "--json", config=deployment.config)
+    assert clean.code == 0 and not [
+        f for f in clean.json()["findings"] if f["code"] == "app-undecodable"
+    ], clean.out + clean.err
+    rewritten = rewrite_in_v1_layout(deployment, 2)
+    result = cli("check", "--app", "--json", config=deployment.config)
+    assert result.code == 3, result.out + result.err
+    found = [f for f in result.json()["findings"] if f["code"] == "app-undecodable"]
+    assert {(f["memory_id"], f["collection"], f["severity"]) for f in found} == {
+        (point_id, "mem0", "error") for point_id in rewritten
+    }
+    for finding in found:
+        assert f"(rowid {rewritten[finding['memory_id']]})" in finding["message"]
+        assert str(deployment.paths.qdrant) in finding["message"]
+
+
 def test_a_write_the_app_cannot_open_the_store_for_is_refused_before_any_snapshot(deployment, cli):
     rewrite_in_v1_layout(deployment, 1)
     snapshots = deployment.paths.root / "snapshots"
