@@ -114,8 +114,9 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
             code="legacy-point-store",
             status=ERROR,
             path=", ".join(f"{captured.store.where}/{file}" for file in files),
-            message=f"collection {name!r} keeps qdrant-client's legacy dbm point store beside the "
-            "storage.sqlite qdrant-client 1.20 reads: its points are invisible to mem0, not lost",
+            message=f"collection {name!r} keeps qdrant-client's legacy dbm point store beside or "
+            "instead of the storage.sqlite qdrant-client 1.20 reads: its points are invisible to "
+            "mem0, not lost",
             fix=findings.spec("legacy-point-store").fix,
         )
         for name, files in sorted(captured.vectors.legacy_files.items())
