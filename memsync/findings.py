@@ -98,8 +98,11 @@ _SPECS = (
     Spec(code="private-tmp-mismatch", severity=_E, source=Source.CHECK,
          fix="move the store out of /tmp (docs/how-to/move-store-off-tmp.md), or set PrivateTmp=no "
              "on the app's unit; then run check again"),
+    Spec(code="app-undecodable", severity=_E, source=Source.CHECK,
+         fix="run the app with the qdrant-client and pydantic that wrote them, or restore a snapshot "
+             "from before they were written (memsync snapshot list)"),
     Spec(code="legacy-point-store", severity=_E, source=Source.CHECK,
-         fix="stop the app, copy the Qdrant directory aside, move the empty storage.sqlite away and open the "
+         fix="stop the app, copy the Qdrant directory aside, move the empty storage.sqlite away (if there is one) and open the "
              "store once with an older qdrant-client that migrates dbm files to sqlite; reconcile nothing before"),
     # snapshot verify: the snapshot itself is damaged (docs/reference/commands/snapshot.md).
     Spec(code="manifest-missing", severity=_E, source=Source.VERIFY, fix=FIX_OTHER_SNAPSHOT),

@@ -295,8 +295,8 @@ def _store_level(
             findings.make(
                 "legacy-point-store",
                 f"collection {name!r} keeps qdrant-client's legacy dbm point store "
-                f"({', '.join(files)}) beside the storage.sqlite qdrant-client reads: its points are "
-                "invisible to mem0, not lost",
+                f"({', '.join(files)}) beside or instead of the storage.sqlite qdrant-client reads: "
+                "its points are invisible to mem0, not lost",
                 collection=name,
                 path=", ".join(files),
             )

@@ -328,6 +328,7 @@ def _run(
         if writes:
             routes.require_interpreter(config)  # refused before the safety snapshot
         if take_snapshot and writes and routes.would_take(config) is not None:
+            routes.require_writable(config)  # what the writer's start would refuse: no snapshot
             snapshot_id = snapshot.create_snapshot(config, now, by="reconcile").id  # live: no route
         if writes:
             actions = _apply_on_route(config, now, plan_id, actions, taken, work)

@@ -13,9 +13,12 @@ meaning stays), keeping the old file beside it. Anything else is refused, never 
 
 from __future__ import annotations
 
+import base64
 import copy
+import io
 import json
 import os
+import pickle
 import time
 from importlib import metadata
 from typing import Any
@@ -143,3 +146,88 @@ def repair(path: str) -> dict[str, Any]:
     os.replace(partial, meta_path)
     after = inspect(path)
     return {**after, "repaired": after["loads"], "kept": kept, "removed": found["collections"]}
+
+
+ROWS_NAMED = 20  # rows named per collection; the count is always whole
+BATCH_ROWS = 500  # rows per read of the live file
+
+
+def undecodable(path: str) -> dict[str, Any]:
+    """The rows of each collection's ``storage.sqlite`` the app's qdrant-client cannot load.
+
+    qdrant-client's local mode unpickles every row when it opens the store
+    (``local/persistence.py: load``), and one row it cannot load (pickled by another
+    qdrant-client or pydantic) stops the whole open. This loads each row the same way, in the
+    app's interpreter, and reads its ``id``, ``vector`` and ``payload``. Reads only (a read-only
+    connection per file).
+
+    Returns:
+        ``{collection: {"rows": checked, "undecodable": count, "named": [{"rowid", "id",
+        "error"}, ...] (the first ROWS_NAMED)}}``; a file that cannot be read has ``"error"``.
+    """
+    import sqlite3
+
+    found: dict[str, Any] = {}
+    root = os.path.join(path, "collection")
+    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        storage = os.path.join(root, name, "storage.sqlite")
+        if not os.path.isfile(storage) or os.path.getsize(storage) == 0:
+            continue
+        rows = failed = 0
+        named: list[dict[str, Any]] = []
+        try:
+            connection = sqlite3.connect(f"file:{storage}?mode=ro", uri=True, timeout=5.0)
+            try:
+                for rowid, key, value in _rows(connection):
+                    rows += 1
+                    try:
+                        point = pickle.loads(value)  # noqa: S301 - what qdrant-client does
+                        point.id, point.vector, point.payload  # noqa: B018 - what load reads
+                    except Exception as error:  # noqa: BLE001 - any failure stops the app's open
+                        failed += 1
+                        if len(named) < ROWS_NAMED:
+                            named.append(
+                                {"rowid": rowid, "id": _key_id(key),
+                                 "error": f"{type(error).__name__}: {error}"[:300]}
+                            )  # fmt: skip
+            finally:
+                connection.close()
+        except sqlite3.Error as error:
+            found[name] = {"error": f"{type(error).__name__}: {error}"}
+            continue
+        found[name] = {"rows": rows, "undecodable": failed, "named": named}
+    return found
+
+
+def _rows(connection: Any) -> Any:
+    """Every row of ``points`` in rowid order, ``BATCH_ROWS`` at a time.
+
+    Each batch is its own short read (autocommit), so a writer of the live file never waits on
+    the whole scan.
+    """
+    last = -(2**63)
+    while True:
+        batch = connection.execute(
+            "SELECT rowid, id, point FROM points WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            (last, BATCH_ROWS),
+        ).fetchall()
+        if not batch:
+            return
+        yield from batch
+        last = batch[-1][0]
+
+
+class _KeyUnpickler(pickle.Unpickler):
+    """A row key holds a pickled str or int: no class is loaded."""
+
+    def find_class(self, module: str, name: str) -> Any:  # noqa: D102
+        raise pickle.UnpicklingError(f"a class in a row key: {module}.{name}")
+
+
+def _key_id(key: Any) -> str:
+    """A row key's point id (base64 of a pickled str or int), or the key itself."""
+    try:
+        point_id = _KeyUnpickler(io.BytesIO(base64.b64decode(key))).load()
+    except Exception:  # noqa: BLE001 - an unreadable key is named as stored
+        return str(key)
+    return str(point_id) if isinstance(point_id, (str, int)) else str(key)

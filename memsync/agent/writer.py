@@ -233,6 +233,7 @@ def main() -> int:
             path = start.get("path")
             found: dict[str, Any] = {"plugins": list(start.get("plugins") or [])}
             found["meta"] = meta.inspect(str(path)) if path else None
+            found["decode"] = meta.undecodable(str(path)) if path else None
             replies.write(reply_bytes(0, result=found))
             replies.flush()
             return 0

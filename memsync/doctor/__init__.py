@@ -43,7 +43,7 @@ RESULT_CODES = (
     "path-mount", "path-volatile", "path-under-tmp", "disk-space", "path-permissions",
     "store-lock", "private-tmp-mismatch", "sqlite-integrity", "journal-mode", "sqlite-version",
     "collection-params", "check", "capture-duration", "mem0-version", "qdrant-client-version",
-    "app-interpreter", "store-meta", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
+    "app-interpreter", "store-meta", "store-decode", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
     "daemon-job", "old-store-copy", "legacy-point-store", "wal-recommended", "pending-requests",
     "pending-erasure-overdue", "window-left-open", "write-route", "agent-refused",
     "store-size", *PG_RESULT_CODES,

@@ -71,7 +71,7 @@ def judge_health(
         ),
         _judge_extension(found),
         *_judge_table(found, settings, expected_dims),
-        *judge_sessions(found.where, found.sessions),
+        *judge_sessions(found.where, found.sessions, found.table),
         _judge_ssl(found),
     ]
     return results
@@ -207,9 +207,16 @@ def judge_dimension(
     )
 
 
-def judge_sessions(server: str, sessions: tuple[health.Session, ...]) -> list[DoctorResult]:
-    """A warning per transaction holding back VACUUM, else one ok result. Pure."""
-    results = []
+def judge_sessions(
+    server: str, sessions: tuple[health.Session, ...], table: health.Table | None = None
+) -> list[DoctorResult]:
+    """A warning per long or idle transaction that holds back VACUUM, else one ok result. Pure.
+
+    Only a snapshot (``backend_xmin``) or a transaction id (``backend_xid``) holds back
+    VACUUM's horizon: a READ COMMITTED transaction left idle after its reads holds neither, and
+    is named in the ok result. ``table`` gives the cost: the memory table's dead rows.
+    """
+    results, idle_only = [], []
     for session in sessions:
         idle = session.state is not None and session.state.startswith("idle in transaction")
         idle_s = session.state_s or 0.0
@@ -220,29 +227,57 @@ def judge_sessions(server: str, sessions: tuple[health.Session, ...]) -> list[Do
         who = f"pid {session.pid} ({session.application_name or 'no application_name'}, "
         who += f"role {session.user or 'unknown'})"
         state = f"{session.state}" + (f" for {idle_s:.0f} s" if idle else "")
+        pins = session.pins
+        if pins is None:
+            idle_only.append(f"{who} {state}")
+            continue
         results.append(
             DoctorResult(
                 code="pg-transaction",
                 status=WARNING,
                 path=server,
                 message=f"{who} has had a transaction open for {session.transaction_s:.0f} s "
-                f"({state}): VACUUM cannot remove rows deleted since it began, so erased "
-                "memories stay on disk and the tables bloat",
+                f"({state}) and holds back VACUUM with {pins}: VACUUM cannot remove rows "
+                f"deleted since, so erased memories stay on disk and the tables bloat"
+                + _dead_rows(table, held=True),
                 fix=f"end it in the application; or SELECT pg_terminate_backend({session.pid}); "
                 "set idle_in_transaction_session_timeout to prevent it",
             )
         )
     if results:
         return results
-    return [
-        DoctorResult(
-            code="pg-transaction",
-            status=OK,
-            path=server,
-            message=f"no transaction open longer than {LONG_TRANSACTION_S:.0f} s or idle "
-            f"longer than {IDLE_IN_TRANSACTION_S:.0f} s ({len(sessions)} open now)",
+    message = "no transaction holds back VACUUM" + _dead_rows(table, held=False)
+    if idle_only:
+        message += (
+            f"; idle in transaction longer than {IDLE_IN_TRANSACTION_S:.0f} s without a "
+            f"snapshot or transaction id (READ COMMITTED after reads: VACUUM is not held "
+            f"back, their locks are): {'; '.join(idle_only)}"
         )
-    ]
+    else:
+        message += (
+            f" ({len(sessions)} open now, none longer than {LONG_TRANSACTION_S:.0f} s or "
+            f"idle longer than {IDLE_IN_TRANSACTION_S:.0f} s)"
+        )
+    return [DoctorResult(code="pg-transaction", status=OK, path=server, message=message)]
+
+
+def _dead_rows(table: health.Table | None, held: bool) -> str:
+    """The memory table's dead rows and VACUUM's verdict on them, as a clause. Pure."""
+    if table is None or table.dead_rows is None:
+        return ""
+    if table.dead_rows == 0:
+        return f"; {table.qualified} has no dead rows"
+    vacuumed = (
+        "never vacuumed"
+        if table.vacuumed_s is None
+        else f"last vacuumed {table.vacuumed_s:.0f} s ago"
+    )
+    verdict = (
+        "VACUUM cannot remove those deleted since the transaction began"
+        if held
+        else "the next VACUUM (or autovacuum) can remove them"
+    )
+    return f"; {table.qualified} has {table.dead_rows} dead rows ({vacuumed}): {verdict}"
 
 
 def _judge_ssl(found: health.ServerHealth) -> DoctorResult:

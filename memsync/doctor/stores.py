@@ -13,7 +13,12 @@ from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import UnavailableError
 from memsync.model import CheckReport, CollectionInfo, DoctorResult, Severity
 from memsync.stores.deployment import Captured
-from memsync.stores.sqlite_files import SLOW_READ_S, SQLITE_VERSION, header_journal_mode, integrity
+from memsync.stores.sqlite_files import (
+    SLOW_READ_S,
+    SQLITE_VERSION,
+    integrity,
+    source_journal_mode,
+)
 
 WAL_FIXED_SQLITE = (3, 51, 3)  # WAL-reset corruption bug fixed in SQLite 3.51.3
 
@@ -47,9 +52,10 @@ def _sqlite_results(files: list[tuple[Path, str]], longest_read_s: float) -> lis
                 fix=None if verdict == "ok" else "restore this file from a snapshot",
             )
         )
-        mode = header_journal_mode(live)
+        mode = source_journal_mode(live)  # None: an empty file (beside a legacy dbm store)
         uses_wal = uses_wal or mode == "wal"
-        results.append(_journal_result(live, mode, longest_read_s))
+        if mode is not None:
+            results.append(_journal_result(live, mode, longest_read_s))
     version = tuple(int(part) for part in SQLITE_VERSION.split("."))
     wal_bug = uses_wal and version < WAL_FIXED_SQLITE
     results.append(
@@ -108,8 +114,9 @@ def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
             code="legacy-point-store",
             status=ERROR,
             path=", ".join(f"{captured.store.where}/{file}" for file in files),
-            message=f"collection {name!r} keeps qdrant-client's legacy dbm point store beside the "
-            "storage.sqlite qdrant-client 1.20 reads: its points are invisible to mem0, not lost",
+            message=f"collection {name!r} keeps qdrant-client's legacy dbm point store beside or "
+            "instead of the storage.sqlite qdrant-client 1.20 reads: its points are invisible to "
+            "mem0, not lost",
             fix=findings.spec("legacy-point-store").fix,
         )
         for name, files in sorted(captured.vectors.legacy_files.items())

@@ -95,7 +95,51 @@ def probe_versions(config: Config) -> list[DoctorResult]:
     results.append(probe_app_interpreter(config, app_found, checked))
     if isinstance(checked, dict) and checked.get("meta") is not None and app_found is not None:
         results.append(store_meta_result(app_found, checked["meta"]))
+    if isinstance(checked, dict) and checked.get("decode") is not None and app_found is not None:
+        where = vector_store_for(config).where
+        results.append(store_decode_result(app_found, where, checked["decode"]))
     return results
+
+
+def store_decode_result(app: AppInterpreter, where: str, found: dict[str, Any]) -> DoctorResult:
+    """``store-decode``: whether the app's qdrant-client loads every stored point. Pure.
+
+    ``found``: ``agent.meta.undecodable``'s answer, from the app's interpreter. One row it
+    cannot load stops its whole open of the store: the app does not start, and no write
+    through mem0 can run.
+    """
+    bad = {name: c for name, c in found.items() if c.get("error") or c.get("undecodable")}
+    rows = sum(c.get("rows", 0) for c in found.values())
+    client = f"the app's qdrant-client {app.qdrant_client}"
+    if not bad:
+        return DoctorResult(
+            code="store-decode",
+            status=OK,
+            path=where,
+            message=f"{client} loads every point ({rows} rows in {len(found)} collections)",
+        )
+    parts = []
+    for name, c in sorted(bad.items()):
+        if c.get("error"):
+            parts.append(f"collection {name}: not read ({c['error']})")
+            continue
+        ids = ", ".join(f"{row['id']} (rowid {row['rowid']})" for row in c["named"])
+        more = c["undecodable"] - len(c["named"])
+        parts.append(
+            f"collection {name}: {c['undecodable']} of {c['rows']} rows: {ids}"
+            + (f" and {more} more" if more > 0 else "")
+            + f" ({c['named'][0]['error']})"
+        )
+    return DoctorResult(
+        code="store-decode",
+        status=ERROR,
+        path=where,
+        message=f"{client} cannot load these stored points of {where}: {'; '.join(parts)}: "
+        "written by another qdrant-client or pydantic, they stop its open of the store, so the "
+        "app does not start and memsync cannot write through mem0",
+        fix="run the app with the qdrant-client and pydantic that wrote them, or restore a "
+        "snapshot from before they were written (memsync snapshot list)",
+    )
 
 
 def probe_app_interpreter(

@@ -192,6 +192,7 @@ def run_ask(
     snapshot_id = None
     routes.require_interpreter(config)  # refused before the safety snapshot, not after it
     if take_snapshot and ask.kind == "forget" and targets.all and routes.would_take(config):
+        routes.require_writable(config)  # what the writer's start would refuse: no snapshot
         snapshot_id = snapshot.create_snapshot(config, now, by=ask.kind).id  # live: no route
     taken = routes.Taken()
     try:

@@ -39,7 +39,7 @@ from memsync.routes.window import (
     maintenance_window,
     recover_window,
 )
-from memsync.stores import interpreter, mem0
+from memsync.stores import app_process, interpreter, mem0
 from memsync.stores.agent_client import AgentWriter, find_agent
 from memsync.stores.locks import LockHolder
 from memsync.stores.vector_store import vector_store_for
@@ -47,7 +47,7 @@ from memsync.stores.writer import Route, Writer
 
 __all__ = [
     "WINDOW_FILE", "NoRouteError", "Taken", "WindowError", "WindowOverrunError", "open_writer",
-    "recover_window", "require_interpreter", "store_free", "would_take",
+    "recover_window", "require_interpreter", "require_writable", "store_free", "would_take",
 ]  # fmt: skip
 
 logger = structlog.get_logger(__name__)
@@ -120,6 +120,29 @@ def require_interpreter(config: Config) -> None:
     holder = _holder(config)
     if holder is None or config.app.window:
         interpreter.require(config, holder.pid if holder is not None else None)
+
+
+def require_writable(config: Config) -> None:
+    """Every refusal the write's route would meet, checked before a safety snapshot. Reads only.
+
+    ``require_interpreter``, then, for the direct and window routes, one run of the app's
+    interpreter (``app_process.require_loadable``: its mem0ai, plugins, and whether its
+    qdrant-client loads the store), so a refused write leaves no snapshot behind. An answering
+    agent's app has the store open already.
+
+    Raises:
+        ConfigError: (exit 10) as ``require_interpreter`` and ``app_process.app_doctor``.
+        UnavailableError: (exit 11) as ``require_interpreter``; the app's qdrant-client
+            cannot load the store's ``meta.json`` or a stored point.
+    """
+    client = find_agent(config)
+    if client is not None:
+        client.close()
+        return
+    holder = _holder(config)
+    if holder is None or config.app.window:
+        app = interpreter.require(config, holder.pid if holder is not None else None)
+        app_process.require_loadable(config, app)
 
 
 @contextmanager

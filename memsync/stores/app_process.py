@@ -225,8 +225,9 @@ def _raise_refused(config: Config, app: AppInterpreter, refused: StartRefused) -
             f"the app's qdrant-client {app.qdrant_client} could not open the embedded Qdrant "
             f"store {where}: a stored point does not load ({message}; written by another "
             "qdrant-client or pydantic version than the app's), so the app cannot open it either",
-            "memsync check and doctor read the store without qdrant-client and name the rows; "
-            "restore a snapshot",
+            "memsync doctor (store-decode) and memsync check --app name the rows it cannot "
+            "load; run the app with the qdrant-client and pydantic that wrote them, or restore "
+            "a snapshot from before",
         )
     if kind == "refused":
         raise ConfigError(
@@ -324,6 +325,46 @@ def writer_process(
             raise
         finally:
             client.close()
+
+
+def require_loadable(config: Config, app: AppInterpreter) -> None:
+    """Refuse now what would stop the writer's start: before a safety snapshot, not after it.
+
+    One run of the app's interpreter, as doctor's (``app_doctor``): the mem0ai it refuses, its
+    plugins, the store's owner, whether its qdrant-client loads ``meta.json`` and every stored
+    point (one it cannot load stops its open of the store). Reads only.
+
+    Raises:
+        ConfigError: (exit 10) as ``app_doctor``.
+        UnavailableError: (exit 11) its qdrant-client cannot load ``meta.json`` or a point.
+    """
+    found = app_doctor(config, app)
+    where = vector_store_for(config).where
+    meta = found.get("meta")
+    if meta is not None and not meta["loads"]:
+        raise UnavailableError(
+            f"the app's qdrant-client {app.qdrant_client} cannot load {where}/meta.json: it "
+            "holds keys that qdrant-client does not know (written by a newer one), so the app "
+            "cannot open the store either; memsync changed nothing",
+            "stop the app, then memsync repair-meta (docs/reference/commands/repair-meta.md)",
+        )
+    bad = {name: c for name, c in (found.get("decode") or {}).items() if c.get("undecodable")}
+    if bad:
+        rows = "; ".join(
+            f"collection {name}: {c['undecodable']} of {c['rows']} rows ("
+            + ", ".join(str(row["id"]) for row in c["named"][:5])
+            + (", ..." if c["undecodable"] > 5 else "")
+            + ")"
+            for name, c in sorted(bad.items())
+        )
+        raise UnavailableError(
+            f"the app's qdrant-client {app.qdrant_client} cannot load stored points of {where} "
+            f"({rows}): it could not open the store, so nothing can be written through mem0; "
+            "memsync changed nothing",
+            "memsync doctor (store-decode) and memsync check --app name every such row; run "
+            "the app with the qdrant-client and pydantic that wrote them, or restore a snapshot "
+            "from before",
+        )
 
 
 def app_meta(config: Config, app: AppInterpreter, *, repair: bool = False) -> dict[str, Any]:

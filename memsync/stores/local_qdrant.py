@@ -14,8 +14,10 @@ qdrant-client writes. ``EmbeddedQdrant`` is the ``VectorStore`` port over these 
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from contextlib import closing
+from datetime import UTC, datetime
 from pathlib import Path
 
 from memsync.errors import LockedError, UnavailableError
@@ -110,6 +112,24 @@ def legacy_files(qdrant_path: Path) -> dict[str, tuple[str, ...]]:
         if files:
             found[directory.name] = tuple(str(p.relative_to(qdrant_path)) for p in files)
     return found
+
+
+def _capture_beside_legacy(source: Path, dest: Path) -> CopyResult:
+    """Capture a collection whose points sit in a legacy dbm store, as qdrant-client reads it.
+
+    qdrant-client 1.20 opens a missing or empty (0-byte) ``storage.sqlite`` beside dbm files as
+    a store without points (it creates the ``points`` table). The copy says the same, so the
+    findings name the legacy store (``legacy-point-store``), never a damaged file. Writes only
+    ``dest``.
+    """
+    started = datetime.now(UTC)
+    if source.is_file() and source.stat().st_size > 0:
+        vacuum_into(source, dest)
+    else:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    with closing(sqlite3.connect(dest)) as connection, connection:
+        connection.execute("CREATE TABLE IF NOT EXISTS points (id TEXT PRIMARY KEY, point BLOB)")
+    return CopyResult.at_rest(dest, started, datetime.now(UTC), source=source)
 
 
 class EmbeddedQdrant:
@@ -209,7 +229,11 @@ class EmbeddedQdrant:
         for name in sorted(collections, key=lambda name: (name != self._collection, name)):
             # qdrant-client creates storage.sqlite with every collection: a listed collection
             # without a readable one is damage (exit 11), never "no points".
-            copies[name] = vacuum_into(storage_path(self._path, name), storage_path(dest, name))
+            source, copy = storage_path(self._path, name), storage_path(dest, name)
+            if name in legacy:
+                copies[name] = _capture_beside_legacy(source, copy)
+            else:
+                copies[name] = vacuum_into(source, copy)
         return VectorCapture(
             root=dest, present=True, collections=collections, copies=copies, legacy_files=legacy
         )

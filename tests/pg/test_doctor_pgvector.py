@@ -124,25 +124,77 @@ def test_a_column_of_another_dimension_is_an_error(
     assert "vector(384)" in dimension["message"] and key in dimension["message"]
 
 
-def test_a_transaction_left_idle_is_a_warning_naming_its_session(pg_deployment, cli):
-    leaky = psycopg.connect(pg_deployment.paths.pg_url, application_name="leaky-worker")
+# A second session in each isolation level, left idle in its transaction: only a snapshot
+# (REPEATABLE READ, SERIALIZABLE, an open cursor) or a transaction id (a write) holds VACUUM back.
+IDLE_SESSIONS = {
+    "rc-reader": ["BEGIN", "SELECT count(*) FROM mem0"],
+    "rc-writer": [
+        "BEGIN",
+        "UPDATE mem0 SET payload = payload WHERE false",
+        "SELECT txid_current()",
+    ],
+    "rr-reader": ["BEGIN ISOLATION LEVEL REPEATABLE READ", "SELECT count(*) FROM mem0"],
+    "serializable-reader": ["BEGIN ISOLATION LEVEL SERIALIZABLE", "SELECT count(*) FROM mem0"],
+    "rc-cursor": ["BEGIN", "DECLARE c CURSOR FOR SELECT id FROM mem0", "FETCH 1 FROM c"],
+}
+
+
+@pytest.mark.slow(
+    reason="waits out doctor's 10 s idle-in-transaction threshold twice (its production value)"
+)
+def test_idle_transactions_are_warnings_only_when_they_hold_back_vacuum(pg_deployment, cli):
+    url = pg_deployment.paths.pg_url
+    sessions = {}
     try:
-        leaky.execute("SELECT count(*) FROM mem0").fetchone()  # opens a transaction, left open
-        pid = leaky.info.backend_pid
+        for name, statements in IDLE_SESSIONS.items():
+            sessions[name] = psycopg.connect(url, autocommit=True, application_name=name)
+            for statement in statements:
+                sessions[name].execute(statement)
+        with psycopg.connect(url, autocommit=True) as connection:  # its statistics: at close
+            updated = connection.execute("UPDATE mem0 SET payload = payload").rowcount
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute("VACUUM mem0")  # keeps them: the snapshots still see them
         time.sleep(IDLE_IN_TRANSACTION_S + 0.5)
         result = cli("doctor", "--json", config=pg_deployment.config)
+        pids = {name: s.info.backend_pid for name, s in sessions.items()}
     finally:
-        leaky.close()
-    warnings = results_of(result.json(), "pg-transaction")
+        for session in sessions.values():
+            session.close()
     assert result.code == 0, result.out
-    assert len(warnings) == 1 and warnings[0]["status"] == "warning", warnings
-    message = warnings[0]["message"]
-    assert f"pid {pid} (leaky-worker" in message and "idle in transaction for" in message
-    age = int(re.search(r"open for (\d+) s", message).group(1))
-    assert IDLE_IN_TRANSACTION_S <= age < IDLE_IN_TRANSACTION_S + 30
-    assert f"pg_terminate_backend({pid})" in warnings[0]["fix"]
-    after = only(cli("doctor", "--json", config=pg_deployment.config).json(), "pg-transaction")
-    assert after["status"] == "ok"
+    warnings = results_of(result.json(), "pg-transaction")
+    named = {
+        name: w for name in pids for w in warnings if f"pid {pids[name]} ({name}" in w["message"]
+    }
+    assert set(named) == {"rc-writer", "rr-reader", "serializable-reader", "rc-cursor"}, warnings
+    assert all(w["status"] == "warning" for w in named.values())
+    assert "with its transaction id" in named["rc-writer"]["message"]
+    for name in ("rr-reader", "serializable-reader", "rc-cursor"):
+        assert "with its snapshot" in named[name]["message"], named[name]
+    for warning in named.values():
+        message = warning["message"]
+        assert "idle in transaction for" in message
+        dead = int(re.search(r"mem0 has (\d+) dead rows", message).group(1))
+        assert dead >= updated > 0, message  # n_dead_tup: the updated rows' old versions kept
+        assert "VACUUM cannot remove those deleted since" in message
+        age = int(re.search(r"open for (\d+) s", message).group(1))
+        assert IDLE_IN_TRANSACTION_S <= age < IDLE_IN_TRANSACTION_S + 60
+    assert f"pg_terminate_backend({pids['rc-writer']})" in named["rc-writer"]["fix"]
+    # once they end, VACUUM removes the rows; the READ COMMITTED reader alone is no warning
+    reader = psycopg.connect(url, autocommit=True, application_name="rc-reader")
+    try:
+        for statement in IDLE_SESSIONS["rc-reader"]:
+            reader.execute(statement)
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute("VACUUM mem0")
+        time.sleep(IDLE_IN_TRANSACTION_S + 0.5)
+        after = only(cli("doctor", "--json", config=pg_deployment.config).json(), "pg-transaction")
+        pid = reader.info.backend_pid
+    finally:
+        reader.close()
+    assert after["status"] == "ok", after
+    assert "mem0 has no dead rows" in after["message"]
+    assert f"pid {pid} (rc-reader, role" in after["message"]
+    assert "VACUUM is not held back" in after["message"]
 
 
 def test_a_password_inline_in_the_connection_string_is_a_warning(pg_deployment, cli):
@@ -311,7 +363,7 @@ def test_a_transaction_open_five_minutes_is_a_warning_even_when_active():
     from memsync.stores.pgvector.health import Session
 
     sessions = (
-        Session(41, "report-job", "app", "active", LONG_TRANSACTION_S + 12, 3.0),
+        Session(41, "report-job", "app", "active", LONG_TRANSACTION_S + 12, 3.0, xmin_age=7),
         Session(42, "api", "app", "idle in transaction", 4.0, 4.0),  # a short pause: normal
         Session(43, "api", "app", "active", 2.0, 2.0),
     )

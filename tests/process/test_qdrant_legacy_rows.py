@@ -230,10 +230,12 @@ def test_a_row_left_under_an_older_spelling_after_a_delete_is_a_resurrected_poin
 # --- a legacy dbm point store ----------------------------------------------------------------
 
 
-def leave_dbm_beside_empty_sqlite(deployment) -> list[str]:
+def leave_dbm_beside_empty_sqlite(deployment, sqlite: str = "empty table") -> list[str]:
     """The memory collection's points in a dbm store as qdrant-client < 1.1.7 wrote it (key: the
     pickled id, value: the pickled PointStruct), beside the fresh, empty storage.sqlite of a
-    first open after an upgrade that went wrong. Returns the dbm files' names."""
+    first open after an upgrade that went wrong (``sqlite``: "empty table" as qdrant-client
+    creates it, "0 bytes" as an interrupted first open leaves it, or "none"). Returns the dbm
+    files' names."""
     deployment.close()
     storage = storage_of(deployment)
     with closing(sqlite3.connect(storage)) as connection:
@@ -244,7 +246,38 @@ def leave_dbm_beside_empty_sqlite(deployment) -> list[str]:
     storage.unlink()
     with closing(sqlite3.connect(storage)) as connection, connection:
         connection.execute("CREATE TABLE IF NOT EXISTS points (id TEXT PRIMARY KEY, point BLOB)")
+    if sqlite == "0 bytes":
+        storage.write_bytes(b"")
+    elif sqlite == "none":
+        storage.unlink()
     return sorted(p.name for p in storage.parent.glob("storage.dbm*"))
+
+
+@pytest.mark.parametrize("sqlite", ["0 bytes", "none"])
+def test_a_legacy_dbm_store_beside_an_empty_or_no_sqlite_file_is_named_not_damage(
+    deployment, cli, sqlite
+):
+    names = leave_dbm_beside_empty_sqlite(deployment, sqlite)
+    expected = ", ".join(f"collection/mem0/{name}" for name in names)
+    before = storage_of(deployment).exists()
+    code, report = check(cli, deployment)
+    assert code == 3, report
+    legacy = [f for f in report["findings"] if f["code"] == "legacy-point-store"]
+    assert [(f["collection"], f["path"]) for f in legacy] == [("mem0", expected)], report
+    assert "not lost" in legacy[0]["message"] and "storage.sqlite" in legacy[0]["fix"]
+    doctor = cli("doctor", "--json", config=deployment.config)
+    results = doctor.json()["results"]
+    assert [r["status"] for r in results if r["code"] == "legacy-point-store"] == ["error"]
+    text = doctor.out
+    assert "damaged" not in text and "bad header" not in text and "restore" not in text, [
+        r for r in results if r["status"] != "ok"
+    ]
+    for command in (("snapshot", "create"), ("forget", deployment.seeded.live[0], "--yes")):
+        result = cli(*command, config=deployment.config)
+        assert result.code == 11 and "legacy point store" in result.err, result.err
+        assert "storage.dbm" in result.err and "damaged" not in result.err
+    assert storage_of(deployment).exists() is before  # memsync changed nothing
+    assert cli("snapshot", "list", "--json", config=deployment.config).json()["snapshots"] == []
 
 
 def test_check_names_a_legacy_dbm_store(deployment, cli):

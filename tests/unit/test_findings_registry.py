@@ -67,8 +67,8 @@ def test_check_codes_are_the_registry_check_codes():
         c: s.severity for c, s in REGISTRY.items() if s.source is Source.CHECK
     }
     assert (
-        len(check.FINDING_CODES) == 16
-    )  # issue 11 added private-tmp-mismatch and legacy-point-store
+        len(check.FINDING_CODES) == 17
+    )  # issue 11 added private-tmp-mismatch and legacy-point-store; issue 24 app-undecodable
 
 
 def test_snapshot_verify_codes_are_registered_as_verify_errors():

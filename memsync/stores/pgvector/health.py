@@ -42,14 +42,22 @@ _INDEXES = """
 SELECT i.relname, am.amname, x.indisvalid, {definition}
 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am am ON am.oid = i.relam
 WHERE x.indrelid = to_regclass(quote_ident(%s)) ORDER BY i.relname"""
-# Other sessions of this database with a transaction open: their snapshot holds back VACUUM.
+# Other sessions of this database with a transaction open. One holds back VACUUM's horizon only
+# through a snapshot (backend_xmin: REPEATABLE READ, SERIALIZABLE, an open cursor or a running
+# statement) or a transaction id (backend_xid: it has written); a READ COMMITTED transaction
+# idle after its reads has neither.
 _SESSIONS = """
 SELECT pid, coalesce(application_name, ''), coalesce(usename::text, ''), state,
        extract(epoch FROM now() - xact_start)::float8,
-       extract(epoch FROM now() - state_change)::float8
+       extract(epoch FROM now() - state_change)::float8,
+       age(backend_xmin), age(backend_xid)
 FROM pg_stat_activity
 WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
 ORDER BY xact_start"""
+# the memory table's dead rows (VACUUM's or the stats collector's count) and its last vacuum
+_DEAD = """
+SELECT n_dead_tup, extract(epoch FROM now() - greatest(last_vacuum, last_autovacuum))::float8
+FROM pg_stat_user_tables WHERE relid = to_regclass(quote_ident(%s))"""
 _SSL = "SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
 
 
@@ -72,11 +80,17 @@ class Table:
     estimated_rows: int | None
     vector_type: str | None
     indexes: tuple[Index, ...]
+    dead_rows: int | None = None  # pg_stat_user_tables.n_dead_tup; None: no statistics
+    vacuumed_s: float | None = None  # since the last VACUUM or autovacuum; None: never
 
 
 @dataclass(frozen=True, slots=True)
 class Session:
-    """Another session of the database with a transaction open; ages in seconds."""
+    """Another session of the database with a transaction open; ages in seconds.
+
+    ``xmin_age`` and ``xid_age`` are ``age(backend_xmin)`` and ``age(backend_xid)`` in
+    transactions: the snapshot or transaction id that holds back VACUUM; None: it holds none.
+    """
 
     pid: int
     application_name: str
@@ -84,6 +98,17 @@ class Session:
     state: str | None
     transaction_s: float
     state_s: float | None
+    xmin_age: int | None = None
+    xid_age: int | None = None
+
+    @property
+    def pins(self) -> str | None:
+        """What holds back VACUUM's horizon: its snapshot, its transaction id, or None."""
+        if self.xmin_age is not None:
+            return f"its snapshot ({self.xmin_age} transactions old)"
+        if self.xid_age is not None:
+            return f"its transaction id ({self.xid_age} transactions old: it has written)"
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,12 +200,15 @@ def _read_table(cursor: psycopg.Cursor[Any], name: str) -> Table | None:
         Index(*row)
         for row in cursor.execute(_INDEXES.format(definition=definition), (name,)).fetchall()
     )
+    dead = cursor.execute(_DEAD, (name,)).fetchone()
     return Table(
         qualified=qualified,
         size_bytes=int(size),
         estimated_rows=int(reltuples) if reltuples >= 0 else None,
         vector_type=vector_type,
         indexes=indexes,
+        dead_rows=int(dead[0]) if dead and dead[0] is not None else None,
+        vacuumed_s=dead[1] if dead else None,
     )
 
 
