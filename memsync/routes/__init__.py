@@ -113,13 +113,19 @@ def require_interpreter(config: Config) -> None:
         UnavailableError: an agent answers for another deployment, refuses memsync or is not
             this deployment's app.
     """
+    _route_interpreter(config)
+
+
+def _route_interpreter(config: Config) -> interpreter.AppInterpreter | None:
+    """The app's interpreter the write's route will start (refused when unknown); None: agent."""
     client = find_agent(config)
     if client is not None:
         client.close()
-        return
+        return None
     holder = _holder(config)
     if holder is None or config.app.window:
-        interpreter.require(config, holder.pid if holder is not None else None)
+        return interpreter.require(config, holder.pid if holder is not None else None)
+    return None  # held, no window: the write queues (or the agent route finds it later)
 
 
 def require_writable(config: Config) -> None:
@@ -135,13 +141,8 @@ def require_writable(config: Config) -> None:
         UnavailableError: (exit 11) as ``require_interpreter``; the app's qdrant-client
             cannot load the store's ``meta.json`` or a stored point.
     """
-    client = find_agent(config)
-    if client is not None:
-        client.close()
-        return
-    holder = _holder(config)
-    if holder is None or config.app.window:
-        app = interpreter.require(config, holder.pid if holder is not None else None)
+    app = _route_interpreter(config)
+    if app is not None:
         app_process.require_loadable(config, app)
 
 
