@@ -29,7 +29,7 @@ def probe_last_snapshot(config: Config, now: datetime) -> DoctorResult:
             fix="set [snapshot] directory and run memsync snapshot create",
         )
     try:  # the catalogue's own reading: a damaged, foreign or symlinked entry is not complete
-        complete = [e for e in snapshots.iter_local(directory) if e.complete and not _safety(e)]
+        complete = [e for e in snapshots.iter_local(directory) if e.complete and not e.is_safety]
     except OSError as error:
         return DoctorResult(
             code="last-snapshot",
@@ -57,11 +57,6 @@ def probe_last_snapshot(config: Config, now: datetime) -> DoctorResult:
     )
 
 
-def _safety(entry: snapshots.Entry) -> bool:
-    """A safety snapshot (it holds the damage a repair was about to settle): never the backup."""
-    return entry.manifest is not None and entry.manifest.safety
-
-
 def _only_remote(config: Config, directory: object, now: datetime) -> DoctorResult | None:
     """``last-snapshot`` when none is local but the bucket holds some (a lost disk); else None.
 
@@ -71,7 +66,7 @@ def _only_remote(config: Config, directory: object, now: datetime) -> DoctorResu
     if config.s3 is None:
         return None
     try:
-        found = [e for e in repository.remote(config).list() if e.complete and not _safety(e)]
+        found = [e for e in repository.remote(config).list() if e.complete and not e.is_safety]
     except Exception:  # noqa: BLE001 - the bucket's own results (s3-*) say what is wrong
         return None
     if not found:

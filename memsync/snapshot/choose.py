@@ -117,7 +117,7 @@ def pick(
                 and entry.manifest is not None
                 and backend_of(entry.manifest) != backend
             )
-            safety = no_safety and entry.manifest is not None and entry.manifest.safety
+            safety = no_safety and entry.is_safety
             if entry.complete and entry.is_verified and not other and not safety:
                 if before is None or entry.created_at < before:
                     found[entry.id] = side
@@ -165,7 +165,7 @@ def choose(config: Config, before: datetime | None, *, no_safety: bool = False) 
         others = f", {other} of them of the other backend" if other else ""
         if other_embedder:
             others += f", {len(other_embedder)} of them of another embedder"
-        safety = len({e.id for e in [*local, *remote] if e.manifest and e.manifest.safety})
+        safety = len({e.id for e in [*local, *remote] if e.is_safety})
         if safety and no_safety:
             others += f", {safety} of them safety snapshots (never chosen by latest)"
         raise UnavailableError(

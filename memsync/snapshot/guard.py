@@ -112,7 +112,7 @@ class TripwireResult:
                         f"{since} (check calls each a missing-point)",
                     )
                 )
-            if drop.vanished is None or drop.deleted or not drop.vanished:
+            if not drop.vanished or drop.deleted:  # unknown (None), none vanished, or both
                 split = "" if drop.deleted is None else f", {drop.deleted} deleted through mem0"
                 messages.append(("mass-deletion", f"{counts}{split} {since}"))
             found += [

@@ -110,7 +110,7 @@ def _candidate(snapshot_id: str, found: Mapping[str, Entry], upload_pending: boo
         sides=tuple(found),
         incomplete_on=tuple(side for side, e in found.items() if not e.complete),
         upload_pending=upload_pending,
-        safety=any(e.manifest is not None and e.manifest.safety for e in complete),
+        safety=any(e.is_safety for e in complete),
     )
 
 

@@ -96,6 +96,11 @@ class Entry:
         """True when the last verification found no problem."""
         return self.verified is not None and self.verified.get("ok") is True
 
+    @property
+    def is_safety(self) -> bool:
+        """True for a safety snapshot (``Manifest.safety``: it holds the damage a repair settled)."""
+        return self.manifest is not None and self.manifest.safety
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SnapshotInfo(Entry):
