@@ -1,10 +1,9 @@
 """The vector-store port: everything memsync's operations need from a vector store.
 
 capture, inventory, snapshot, restore, reconcile and doctor reach the vector store only
-through ``VectorStore``; ``vector_store_for(config)`` builds the one the config names:
-embedded (local-mode) Qdrant (``memsync.stores.local_qdrant.EmbeddedQdrant``, qdrant-client
-1.20 files) or Postgres with pgvector (``memsync.stores.pgvector.PgVector``, whose captures are
-CSV exports read the same way).
+through ``VectorStore``; ``memsync.stores.backends.backend_for`` builds the one the config
+names (embedded Qdrant's qdrant-client 1.20 files, or Postgres with pgvector, whose captures
+are CSV exports read the same way). This module imports no backend.
 
 Vocabulary:
     live store: the files (or server) the app writes through mem0; ``location`` names it.
@@ -23,9 +22,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from memsync.config import Config
 from memsync.errors import UnavailableError
-from memsync.model import CollectionInfo, EntityLink, Point
+from memsync.model import CollectionInfo, DoctorResult, EntityLink, Point
 from memsync.stores.locks import LockHolder
 from memsync.stores.sqlite_files import CopyResult
 
@@ -88,6 +86,47 @@ class StoredPoint:
     vector: list[float] | None
 
 
+class StagedRestore(Protocol):
+    """A restore a server store stages and swaps itself (pgvector: tables beside the live ones).
+
+    Tables (or whatever the server keeps a collection in) are described by dicts, as the
+    restore journal records them: ``live``, ``staged`` (None: the snapshot has none),
+    ``aside``, ``had_live``, ``indexes``. ``memsync.restore.pgvector`` runs the steps.
+    """
+
+    def require_ready(self) -> None:
+        """Refuse (exit 11) a server that cannot take the restore (no vector extension)."""
+        ...
+
+    def plan(self, snapshot_id: str) -> list[dict[str, Any]]:
+        """The collections of a restore with their live, staged and aside names. Pure."""
+        ...
+
+    def with_catalog(self, tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Which live ones exist, and aside names nothing has. Reads only."""
+        ...
+
+    def captured_tables(self, root: Path) -> dict[str, Any]:
+        """The collections a capture at ``root`` holds, by live name. Reads only."""
+        ...
+
+    def load(self, root: Path, tables: list[dict[str, Any]]) -> None:
+        """Load each staged one from the capture at ``root`` (sets ``indexes``)."""
+        ...
+
+    def swap(self, tables: list[dict[str, Any]]) -> None:
+        """In one transaction: each live one aside, each staged one into place."""
+        ...
+
+    def drop_staged(self, staged: list[str]) -> None:
+        """Drop memsync's own staged ones (a rollback). Idempotent."""
+        ...
+
+    def swapped(self, tables: list[dict[str, Any]]) -> bool:
+        """Whether the swap committed. Reads only."""
+        ...
+
+
 @runtime_checkable
 class VectorStore(Protocol):
     """What capture, inventory, snapshot, restore, reconcile and doctor need from a vector store.
@@ -101,6 +140,26 @@ class VectorStore(Protocol):
     @property
     def kind(self) -> str:
         """The backend's name for messages and manifests (``"embedded-qdrant"``)."""
+        ...
+
+    @property
+    def label(self) -> str:
+        """The backend's name in messages (``"embedded Qdrant"``, ``"pgvector"``)."""
+        ...
+
+    @property
+    def mode(self) -> str:
+        """A snapshot manifest's ``mode`` for this backend (``"embedded"``, ``"pgvector"``)."""
+        ...
+
+    @property
+    def integrity_prefix(self) -> str:
+        """What a ``check_copy`` verdict is prefixed with in a finding (``"PRAGMA integrity_check: "``)."""
+        ...
+
+    @property
+    def bytes_per_dimension(self) -> int:
+        """What one vector dimension takes in this store, in bytes (an estimate, for plans)."""
         ...
 
     @property
@@ -425,6 +484,72 @@ class VectorStore(Protocol):
         """
         ...
 
+    # --- what only some backends do: doctor's probes, set-aside copies, refusals ---------------
+
+    def probe_server(self, expected_dims: tuple[tuple[str, int], ...]) -> list[DoctorResult]:
+        """Doctor's results about the store's server (pgvector: ``pg-*``); [] for files.
+
+        ``expected_dims``: ``config.expected_dims``. Never raises (an unreachable server is an
+        error result). Reads only.
+        """
+        ...
+
+    def probe_set_aside(self) -> list[DoctorResult]:
+        """A ``pre-restore-copy`` (ok) per copy a restore moved aside inside the store itself.
+
+        pgvector: the ``<table>_pre_restore_*`` tables ([] when the server is unreachable);
+        embedded Qdrant: [] (its copies are directories beside it, doctor lists those). Reads only.
+        """
+        ...
+
+    def erase_set_aside(self, point_ids: Sequence[str]) -> list[str]:
+        """Erase the points from the copies a restore moved aside inside the store itself.
+
+        Returns the copies rewritten, for the erasure's report (pgvector: each
+        ``<table>_pre_restore_*`` table, rows deleted and VACUUM FULL); [] for embedded Qdrant
+        (its copies are directories the caller passes to ``erase_points``). Idempotent.
+
+        Raises:
+            UnavailableError: the server refuses a statement.
+        """
+        ...
+
+    def erase_old(self, point_ids: Sequence[str]) -> int:
+        """Delete the points from this store, the old store a migration left (never the live one).
+
+        Returns the rows removed. Embedded Qdrant rolls back a hot journal first.
+
+        Raises:
+            MemsyncError: the store is not there, or cannot be written.
+        """
+        ...
+
+    def describe_missing(self, present: bool) -> tuple[str, str, str | None]:
+        """What ``collection-missing`` says when the memory collection is missing. Pure.
+
+        Returns (what is missing, its likely causes, the path to name or None); ``present``:
+        the store itself was there when captured (``VectorCapture.present``).
+        """
+        ...
+
+    def staging(self) -> StagedRestore | None:
+        """How the server stages and swaps a restore in itself; None for a store of files.
+
+        None (embedded Qdrant): a restore moves the snapshot's files in place of ``location``.
+        """
+        ...
+
+    def refuse_dims(self, dims: int) -> tuple[str, str] | None:
+        """Why mem0 could not create this store with ``dims``-dimension vectors, and what to do.
+
+        None when it can (pgvector with ``hnsw = true`` takes at most 2,000). Pure.
+        """
+        ...
+
+    def captured_versions(self, capture: VectorCapture) -> dict[str, str | None]:
+        """Versions a capture recorded for a snapshot's manifest (``versions``); {} if none."""
+        ...
+
     # --- snapshot and restore -----------------------------------------------------------------
 
     def files(self, root: Path) -> list[str]:
@@ -464,30 +589,3 @@ class VectorStore(Protocol):
                 ``snapshot create`` want; the points are read afterwards anyway).
         """
         ...
-
-
-def vector_store_for(config: Config) -> VectorStore:
-    """Build the vector store the config names. Pure (opens nothing).
-
-    ``provider = "qdrant"`` with ``path``: embedded Qdrant; ``provider = "pgvector"``: Postgres
-    (``memsync.stores.pgvector.PgVector``); the config loader refuses every other provider.
-    """
-    if config.pgvector is not None:
-        from memsync.stores.pgvector import PgVector
-
-        return PgVector(config.pgvector)
-    from memsync.stores.local_qdrant import EmbeddedQdrant
-
-    return EmbeddedQdrant(config.qdrant_path, config.collection)
-
-
-def telemetry_store_for(config: Config) -> VectorStore:
-    """The second vector store mem0 opens when its telemetry is on. Pure (opens nothing).
-
-    mem0ai 2.2.1 opens an embedded Qdrant at ``$MEM0_DIR/migrations_qdrant``
-    (``config.migrations_qdrant_path``) with the collection ``mem0migrations``; doctor names
-    the process holding it. memsync itself never opens it.
-    """
-    from memsync.stores.local_qdrant import EmbeddedQdrant
-
-    return EmbeddedQdrant(config.migrations_qdrant_path, TELEMETRY_COLLECTION)
