@@ -128,13 +128,12 @@ class StagedRestore(Protocol):
 
 
 @runtime_checkable
-class VectorStore(Protocol):
-    """What capture, inventory, snapshot, restore, reconcile and doctor need from a vector store.
+class CaptureReader(Protocol):
+    """What reading a capture of a vector store needs: a capture's (or a snapshot's) files.
 
-    An instance is bound to one deployment's live store and its two collections. Methods that
-    read a capture never touch the live store, take no lock, and accept any captured layout
-    this backend wrote (a fresh capture, or a snapshot's plaintext files). Every error is a
-    ``memsync.errors`` one: library and SQLite exceptions never leave an implementation.
+    Methods here never touch the live store, take no lock, and accept any captured layout the
+    backend wrote (a fresh capture, or a snapshot's plaintext files); ``erase_points`` rewrites
+    such a copy. Every error is a ``memsync.errors`` one.
     """
 
     @property
@@ -148,32 +147,8 @@ class VectorStore(Protocol):
         ...
 
     @property
-    def mode(self) -> str:
-        """A snapshot manifest's ``mode`` for this backend (``"embedded"``, ``"pgvector"``)."""
-        ...
-
-    @property
     def integrity_prefix(self) -> str:
         """What a ``check_copy`` verdict is prefixed with in a finding (``"PRAGMA integrity_check: "``)."""
-        ...
-
-    @property
-    def bytes_per_dimension(self) -> int:
-        """What one vector dimension takes in this store, in bytes (an estimate, for plans)."""
-        ...
-
-    @property
-    def location(self) -> Path | None:
-        """The live store's directory (embedded Qdrant: ``vector_store.config.path``).
-
-        None for a server backend (pgvector): it has no files memsync reaches; code that moves,
-        probes or copies the live store's files applies to embedded stores only.
-        """
-        ...
-
-    @property
-    def where(self) -> str:
-        """Where the live store is, for messages: a directory, or a server and table (no secret)."""
         ...
 
     @property
@@ -200,96 +175,10 @@ class VectorStore(Protocol):
         """mem0's entity collection (``<collection>_entities``, mem0ai 2.2.1)."""
         ...
 
-    # --- doctor and writers: the live store ------------------------------------------------
-
-    def present(self) -> bool:
-        """Tell whether the live store exists (embedded Qdrant: ``meta.json`` is there).
-
-        A dangling link counts as present (and then fails to read). Reads only.
-
-        Raises:
-            UnavailableError: the location is unreachable (permissions).
-        """
-        ...
-
-    def holds_data(self) -> bool:
-        """Tell whether the live location holds anything a restore would replace.
-
-        Embedded Qdrant: any entry in its directory but the ``.lock`` (a store without its
-        ``meta.json`` counts: restore moves it aside rather than over it). Reads only.
-        """
-        ...
-
-    def holder(self) -> LockHolder | None:
-        """Return the process holding the live store (the app, through mem0), or None.
-
-        Embedded Qdrant allows one process at a time (its ``.lock``); a server backend holds
-        nothing and returns None. Reads /proc; never takes the lock, not even to probe.
-        """
-        ...
-
-    def lock_path(self) -> Path | None:
-        """The lock file a writer holds (embedded Qdrant: ``<location>/.lock``); None if none."""
-        ...
-
-    def require_free(self, what: str) -> None:
-        """Return when a direct write (through mem0 or memsync) is possible now.
-
-        Args:
-            what: the operation, for the message (``"forget"``).
-
-        Raises:
-            LockedError: (exit 12) another process holds the store; the message names it.
-        """
-        ...
-
-    def prepare_for_writing(self) -> None:
-        """Undo what a crashed writer left half-done before memsync writes (hot journals).
-
-        Only writing commands call it (read-only copies cannot roll a journal back).
-        Writes the live store (rollback only). Idempotent.
-
-        Raises:
-            TryLaterError: a file is busy; UnavailableError: a file is unreadable.
-        """
-        ...
-
     def collection_file(self, collection: str, root: Path | None = None) -> Path:
         """The file holding ``collection`` under ``root`` (default: the live ``location``). Pure.
 
         For messages (doctor names live files) and for reading a captured layout.
-        """
-        ...
-
-    # --- capture ----------------------------------------------------------------------------
-
-    def read_collections(self) -> dict[str, CollectionInfo] | None:
-        """Read the live store's collections and their vector parameters; None when absent.
-
-        Reads only (no lock).
-
-        Raises:
-            UnavailableError: the metadata exists but is unreadable or not valid.
-        """
-        ...
-
-    def capture(self, dest: Path, *, vectors: bool = True) -> VectorCapture:
-        """Copy the live store into ``dest`` consistently, while the app may be writing.
-
-        ``vectors=False``: the copy is read as an inventory only (points, payloads, vector
-        sizes), so a store may leave the vector values out where that is cheaper (pgvector
-        exports each row's ``vector_dims``; embedded Qdrant copies its files whole anyway).
-
-        Each collection is copied in one short read (embedded Qdrant: one ``VACUUM INTO`` per
-        ``storage.sqlite``, the memory collection first); each copy's ``CopyResult`` holds its
-        UTC start and end and its duration in seconds, so the capture window can be stated.
-        Takes no lock. Writes under ``dest`` only. An absent store gives ``present=False``
-        and no copies.
-
-        Raises:
-            UnavailableError: a store file is unreadable or damaged (a listed collection with no
-                readable file is damage, never "no points").
-            TryLaterError: a file stays busy, or ``dest``'s disk is full.
         """
         ...
 
@@ -304,18 +193,6 @@ class VectorStore(Protocol):
             UnavailableError: the metadata is unreadable or not valid.
         """
         ...
-
-    def legacy_files(self) -> dict[str, tuple[str, ...]]:
-        """The live store's files of a legacy point store its library no longer reads.
-
-        By collection, paths relative to ``location``; {} when there is none (embedded Qdrant:
-        ``storage.dbm*`` of qdrant-client < 1.1.7 beside the ``storage.sqlite`` that
-        qdrant-client 1.20 reads instead). Their points are invisible to mem0, not lost:
-        nothing may be deleted or recorded as lost while they are there. Reads only.
-        """
-        ...
-
-    # --- inventory ----------------------------------------------------------------------------
 
     def iter_points(self, capture: VectorCapture, collection: str) -> Iterator[Point]:
         """Yield every current point of a captured collection (none when it has no copy).
@@ -390,18 +267,6 @@ class VectorStore(Protocol):
         """
         ...
 
-    def read_live_entities(self) -> tuple[EntityLink, ...]:
-        """Read mem0's entity links from the live store, sorted by entity id (as ``read_entities``).
-
-        Only for a writer holding the store (inside ``mem0.open_memory``), after its own
-        deletes: nobody else can be writing then. Empty when the entity collection is absent.
-        Reads only.
-
-        Raises:
-            UnavailableError: the entity collection is unreadable or a point does not decode.
-        """
-        ...
-
     def iter_stored(
         self, capture: VectorCapture, collection: str
     ) -> Iterator[tuple[str, StoredPoint]]:
@@ -429,7 +294,197 @@ class VectorStore(Protocol):
         """
         ...
 
-    # --- erasure ---------------------------------------------------------------------------
+    def erase_points(self, root: Path, point_ids: Sequence[str]) -> int:
+        """Remove points from a copy at ``root`` (a pre-restore copy, a snapshot being rewritten).
+
+        Every collection of the copy loses the points, every stored copy of them (embedded
+        Qdrant: each UUID spelling and key pickle protocol), and its files are rewritten so no
+        free page keeps them. Never for the live store (that changes through mem0). Returns the
+        stored rows removed (0 when none was there). Idempotent.
+
+        Raises:
+            TryLaterError, UnavailableError: a file is busy or cannot be written.
+        """
+        ...
+
+    def captured_versions(self, capture: VectorCapture) -> dict[str, str | None]:
+        """Versions a capture recorded for a snapshot's manifest (``versions``); {} if none."""
+        ...
+
+    def files(self, root: Path) -> list[str]:
+        """The store's files under ``root`` (live location or a capture), relative to it, sorted.
+
+        Restore puts exactly these back; snapshot lists them in its manifest (under
+        ``capture_dir``). Embedded Qdrant: ``meta.json`` and each existing
+        ``collection/<name>/storage.sqlite``. Reads only.
+
+        Raises:
+            UnavailableError: the metadata is unreadable or not valid.
+        """
+        ...
+
+    def check_copy(
+        self,
+        capture: VectorCapture,
+        quick: bool = False,
+        *,
+        integrity: bool = True,
+        decode: bool = True,
+    ) -> dict[str, str]:
+        """Check a captured copy's integrity and that every point decodes.
+
+        Returns one verdict per copied collection file (``capture.copies``; keys relative to
+        ``capture.root``, as ``files``): ``"ok"``, or the problem (``PRAGMA integrity_check``'s
+        text, or the undecodable point's message). A file that fails its integrity check is not
+        decoded; a file that cannot be opened at all gets the reason as its verdict. Never
+        raises for a damaged copy. Reads only. To check only some files, pass a capture whose
+        ``copies`` hold only those (``dataclasses.replace``).
+
+        Args:
+            capture: a capture of this store.
+            quick: a quick check (``quick_check``) instead of a full one.
+            integrity: run the integrity check (False: only decode, for files already checked).
+            decode: decode every point (False: only the integrity check, as doctor and
+                ``snapshot create`` want; the points are read afterwards anyway).
+        """
+        ...
+
+
+@runtime_checkable
+class LiveStore(Protocol):
+    """What a live vector store does: presence, its holder, capture, erasure, restore, probes.
+
+    Bound to one deployment's live store and its two collections. Every error is a
+    ``memsync.errors`` one: library and SQLite exceptions never leave an implementation.
+    """
+
+    @property
+    def mode(self) -> str:
+        """A snapshot manifest's ``mode`` for this backend (``"embedded"``, ``"pgvector"``)."""
+        ...
+
+    @property
+    def bytes_per_dimension(self) -> int:
+        """What one vector dimension takes in this store, in bytes (an estimate, for plans)."""
+        ...
+
+    @property
+    def location(self) -> Path | None:
+        """The live store's directory (embedded Qdrant: ``vector_store.config.path``).
+
+        None for a server backend (pgvector): it has no files memsync reaches; code that moves,
+        probes or copies the live store's files applies to embedded stores only.
+        """
+        ...
+
+    @property
+    def where(self) -> str:
+        """Where the live store is, for messages: a directory, or a server and table (no secret)."""
+        ...
+
+    def present(self) -> bool:
+        """Tell whether the live store exists (embedded Qdrant: ``meta.json`` is there).
+
+        A dangling link counts as present (and then fails to read). Reads only.
+
+        Raises:
+            UnavailableError: the location is unreachable (permissions).
+        """
+        ...
+
+    def holds_data(self) -> bool:
+        """Tell whether the live location holds anything a restore would replace.
+
+        Embedded Qdrant: any entry in its directory but the ``.lock`` (a store without its
+        ``meta.json`` counts: restore moves it aside rather than over it). Reads only.
+        """
+        ...
+
+    def holder(self) -> LockHolder | None:
+        """Return the process holding the live store (the app, through mem0), or None.
+
+        Embedded Qdrant allows one process at a time (its ``.lock``); a server backend holds
+        nothing and returns None. Reads /proc; never takes the lock, not even to probe.
+        """
+        ...
+
+    def lock_path(self) -> Path | None:
+        """The lock file a writer holds (embedded Qdrant: ``<location>/.lock``); None if none."""
+        ...
+
+    def require_free(self, what: str) -> None:
+        """Return when a direct write (through mem0 or memsync) is possible now.
+
+        Args:
+            what: the operation, for the message (``"forget"``).
+
+        Raises:
+            LockedError: (exit 12) another process holds the store; the message names it.
+        """
+        ...
+
+    def prepare_for_writing(self) -> None:
+        """Undo what a crashed writer left half-done before memsync writes (hot journals).
+
+        Only writing commands call it (read-only copies cannot roll a journal back).
+        Writes the live store (rollback only). Idempotent.
+
+        Raises:
+            TryLaterError: a file is busy; UnavailableError: a file is unreadable.
+        """
+        ...
+
+    def read_collections(self) -> dict[str, CollectionInfo] | None:
+        """Read the live store's collections and their vector parameters; None when absent.
+
+        Reads only (no lock).
+
+        Raises:
+            UnavailableError: the metadata exists but is unreadable or not valid.
+        """
+        ...
+
+    def capture(self, dest: Path, *, vectors: bool = True) -> VectorCapture:
+        """Copy the live store into ``dest`` consistently, while the app may be writing.
+
+        ``vectors=False``: the copy is read as an inventory only (points, payloads, vector
+        sizes), so a store may leave the vector values out where that is cheaper (pgvector
+        exports each row's ``vector_dims``; embedded Qdrant copies its files whole anyway).
+
+        Each collection is copied in one short read (embedded Qdrant: one ``VACUUM INTO`` per
+        ``storage.sqlite``, the memory collection first); each copy's ``CopyResult`` holds its
+        UTC start and end and its duration in seconds, so the capture window can be stated.
+        Takes no lock. Writes under ``dest`` only. An absent store gives ``present=False``
+        and no copies.
+
+        Raises:
+            UnavailableError: a store file is unreadable or damaged (a listed collection with no
+                readable file is damage, never "no points").
+            TryLaterError: a file stays busy, or ``dest``'s disk is full.
+        """
+        ...
+
+    def legacy_files(self) -> dict[str, tuple[str, ...]]:
+        """The live store's files of a legacy point store its library no longer reads.
+
+        By collection, paths relative to ``location``; {} when there is none (embedded Qdrant:
+        ``storage.dbm*`` of qdrant-client < 1.1.7 beside the ``storage.sqlite`` that
+        qdrant-client 1.20 reads instead). Their points are invisible to mem0, not lost:
+        nothing may be deleted or recorded as lost while they are there. Reads only.
+        """
+        ...
+
+    def read_live_entities(self) -> tuple[EntityLink, ...]:
+        """Read mem0's entity links from the live store, sorted by entity id (as ``read_entities``).
+
+        Only for a writer holding the store (inside ``mem0.open_memory``), after its own
+        deletes: nobody else can be writing then. Empty when the entity collection is absent.
+        Reads only.
+
+        Raises:
+            UnavailableError: the entity collection is unreadable or a point does not decode.
+        """
+        ...
 
     def compact(self) -> str:
         """Rewrite the live store so no free page keeps deleted content (erase, after deletes).
@@ -446,21 +501,6 @@ class VectorStore(Protocol):
             TryLaterError: a file stays busy; UnavailableError: a file cannot be rewritten.
         """
         ...
-
-    def erase_points(self, root: Path, point_ids: Sequence[str]) -> int:
-        """Remove points from a copy at ``root`` (a pre-restore copy, a snapshot being rewritten).
-
-        Every collection of the copy loses the points, every stored copy of them (embedded
-        Qdrant: each UUID spelling and key pickle protocol), and its files are rewritten so no
-        free page keeps them. Never for the live store (that changes through mem0). Returns the
-        stored rows removed (0 when none was there). Idempotent.
-
-        Raises:
-            TryLaterError, UnavailableError: a file is busy or cannot be written.
-        """
-        ...
-
-    # --- after a migration ---------------------------------------------------------------------
 
     def remove_store(self, *, dry_run: bool = False) -> int:
         """Remove the whole live store: the old store a migration left (``migrate --cleanup``).
@@ -483,8 +523,6 @@ class VectorStore(Protocol):
             UnavailableError: the store cannot be read or removed (permissions, server).
         """
         ...
-
-    # --- what only some backends do: doctor's probes, set-aside copies, refusals ---------------
 
     def probe_server(self, expected_dims: tuple[tuple[str, int], ...]) -> list[DoctorResult]:
         """Doctor's results about the store's server (pgvector: ``pg-*``); [] for files.
@@ -546,46 +584,16 @@ class VectorStore(Protocol):
         """
         ...
 
-    def captured_versions(self, capture: VectorCapture) -> dict[str, str | None]:
-        """Versions a capture recorded for a snapshot's manifest (``versions``); {} if none."""
-        ...
 
-    # --- snapshot and restore -----------------------------------------------------------------
+@runtime_checkable
+class VectorStore(LiveStore, CaptureReader, Protocol):
+    """What capture, inventory, snapshot, restore, reconcile and doctor need from a vector store.
 
-    def files(self, root: Path) -> list[str]:
-        """The store's files under ``root`` (live location or a capture), relative to it, sorted.
+    A backend provides both halves: ``LiveStore`` (the live store) and ``CaptureReader``
+    (reading its captures). ``memsync.stores.backends.backend_for`` builds one.
 
-        Restore puts exactly these back; snapshot lists them in its manifest (under
-        ``capture_dir``). Embedded Qdrant: ``meta.json`` and each existing
-        ``collection/<name>/storage.sqlite``. Reads only.
-
-        Raises:
-            UnavailableError: the metadata is unreadable or not valid.
-        """
-        ...
-
-    def check_copy(
-        self,
-        capture: VectorCapture,
-        quick: bool = False,
-        *,
-        integrity: bool = True,
-        decode: bool = True,
-    ) -> dict[str, str]:
-        """Check a captured copy's integrity and that every point decodes.
-
-        Returns one verdict per copied collection file (``capture.copies``; keys relative to
-        ``capture.root``, as ``files``): ``"ok"``, or the problem (``PRAGMA integrity_check``'s
-        text, or the undecodable point's message). A file that fails its integrity check is not
-        decoded; a file that cannot be opened at all gets the reason as its verdict. Never
-        raises for a damaged copy. Reads only. To check only some files, pass a capture whose
-        ``copies`` hold only those (``dataclasses.replace``).
-
-        Args:
-            capture: a capture of this store.
-            quick: a quick check (``quick_check``) instead of a full one.
-            integrity: run the integrity check (False: only decode, for files already checked).
-            decode: decode every point (False: only the integrity check, as doctor and
-                ``snapshot create`` want; the points are read afterwards anyway).
-        """
-        ...
+    An instance is bound to one deployment's live store and its two collections. Methods that
+    read a capture never touch the live store, take no lock, and accept any captured layout
+    this backend wrote (a fresh capture, or a snapshot's plaintext files). Every error is a
+    ``memsync.errors`` one: library and SQLite exceptions never leave an implementation.
+    """
