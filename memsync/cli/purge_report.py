@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memsync.purge import Purged
+from memsync.snapshot.purge_memory import Purged
 
 
 def document(done: Purged, *, dry_run: bool, scope: dict[str, str]) -> dict[str, Any]:
