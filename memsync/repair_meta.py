@@ -1,4 +1,4 @@
-"""``repair-meta``: make an embedded store's ``meta.json`` loadable by the app's qdrant-client again.
+"""``repair-meta``: make the store's metadata file loadable by the app's own client again.
 
 A qdrant-client newer than the app's (memsync 0.1's own writes, or another tool) rewrites
 ``<path>/meta.json`` with keys the app's qdrant-client refuses, and the app no longer starts
@@ -6,7 +6,8 @@ A qdrant-client newer than the app's (memsync 0.1's own writes, or another tool)
 app's own qdrant-client, in the app's interpreter (``stores.mem0.app_meta``), which keys it
 refuses; when every such key is null (unset), it takes a snapshot, then rewrites the file
 without them and keeps the old one beside it (``meta.json.memsync-<unix time>``). A refused key
-with a value is never dropped: the command stops (exit 11) and names it.
+with a value is never dropped: the command stops (exit 11) and names it. The judgement is the
+backend's (``LiveStore.meta_file``: embedded Qdrant's ``meta.json``; pgvector refuses, exit 10).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import structlog
 
 from memsync import snapshot
 from memsync.config import Config
-from memsync.errors import ConfigError, UnavailableError
 from memsync.stores import app_process, interpreter, mem0
 from memsync.stores.backends import vector_store_for
 from memsync.stores.interpreter import AppInterpreter
@@ -73,32 +73,20 @@ def repair_meta(
     """Rewrite ``meta.json`` for the app's qdrant-client when it refuses it; see the module.
 
     Raises:
-        ConfigError: (exit 10) the store is not embedded Qdrant, or the app's interpreter is
-            unknown (nothing is touched).
+        ConfigError: (exit 10) the store has no such file (``LiveStore.meta_file``: pgvector),
+            or the app's interpreter is unknown (nothing is touched).
         LockedError: (exit 12) a process holds the store (the app: stop it first).
         UnavailableError: (exit 11) a refused key has a value (named), or the file is unreadable.
     """
-    store = vector_store_for(config)
-    if store.location is None:
-        raise ConfigError(
-            config.source, ["mem0.vector_store: repair-meta is for embedded Qdrant (a path)"]
-        )
+    meta = vector_store_for(config).meta_file(config.source)  # pgvector: ConfigError
     app = interpreter.require(config)
     found = app_process.app_meta(config, app)
-    refused = {name: list(c["refused"]) for name, c in found["collections"].items()}
+    refused = meta.refused(found)
     done = MetaRepaired(path=found["path"], app=app, loads=found["loads"], refused=refused)
     if dry_run or found["loads"]:
         done.dry_run = dry_run
         return done
-    stuck = {name: c["problems"] for name, c in found["collections"].items() if not c["repairable"]}
-    if stuck:
-        raise UnavailableError(
-            f"{found['path']} does not load with the app's qdrant-client {app.qdrant_client}, "
-            "and not only for unset keys: "
-            + "; ".join(f"collection {n}: {', '.join(p)}" for n, p in stuck.items()),
-            "restore a snapshot taken before the store was opened by another qdrant-client "
-            "(memsync snapshot list), or run the app with the qdrant-client that wrote it",
-        )
+    meta.require_repairable(found, app.qdrant_client)
     mem0.require_store_free(config, "repairing meta.json")
     if take_snapshot and config.snapshot.directory is not None:
         done.snapshot_id = snapshot.create_snapshot(config, now, by="repair-meta").id

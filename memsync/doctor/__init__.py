@@ -4,9 +4,9 @@
 ``run_doctor`` runs them all plus ``check`` on one capture. Doctor never writes to the
 deployment, never imports mem0 and never takes Qdrant's lock. The probes live in
 ``doctor.paths``, ``doctor.stores``, ``doctor.size``, ``doctor.versions``, ``doctor.state``,
-``doctor.copies`` and, for a server store, the backend's own ``probe_server`` (pgvector:
-``memsync.stores.pgvector.doctor``; the probes of store files, locks and the telemetry store
-then say nothing). Result codes:
+``doctor.copies``; what only a backend knows it says itself, through the port
+(``LiveStore.probe_server``, ``probe_capture``, ``probe_app_view``, ``sqlite_verdicts``,
+``local_dirs``, ``telemetry``: ``memsync.stores.<backend>.doctor``). Result codes:
 docs/reference/commands/doctor.md.
 """
 
@@ -22,10 +22,9 @@ from memsync.doctor.copies import probe_copies
 from memsync.doctor.paths import probe_locks, probe_paths
 from memsync.doctor.pending import probe_pending, probe_route
 from memsync.doctor.s3 import S3_RESULT_CODES, probe_backups
-from memsync.doctor.size import probe_store_size
 from memsync.doctor.state import probe_daemon, probe_last_snapshot, probe_restores
 from memsync.doctor.status import ERROR, OK, WARNING
-from memsync.doctor.stores import check_results, probe_collections, probe_sqlite
+from memsync.doctor.stores import check_results, probe_sqlite
 from memsync.doctor.versions import judge_mem0_version, probe_versions
 from memsync.doctor.wal import probe_wal
 from memsync.errors import MemsyncError
@@ -96,14 +95,13 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
             config,
             now,
             inspect=lambda captured: [
-                *probe_collections(config, captured),
+                *captured.store.probe_capture(captured.vectors, config.expected_dims),
                 *probe_sqlite(config, captured),
                 *probe_wal(config, captured),
-                *probe_store_size(captured),
             ],
         )
         results += probed or []
-        results += check_results(report, server_store=store.location is None)
+        results += check_results(report, blocks_writers=store.capture_blocks_writers)
     except MemsyncError as error:  # the stores could not be checked: never "healthy"
         results.append(
             DoctorResult(code="check", status=ERROR, message=error.message, fix=error.hint)

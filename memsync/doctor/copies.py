@@ -1,7 +1,7 @@
 """Doctor's probe of copies memsync knows of that still hold memories, with their age.
 
 Pre-restore copies (``<store>.pre-restore-<id>``, moved aside by ``restore``) and the stores left
-at mem0's default places after a move (``/tmp/qdrant`` moved off /tmp, ``$MEM0_DIR/history.db``
+at mem0's default places after a move (the store's ``LocalDir.mem0_default``, ``/tmp/qdrant`` moved off /tmp, ``$MEM0_DIR/history.db``
 moved elsewhere): each holds the same personal texts as the deployment. Reads only (``stat``
 and the vector store's index file).
 """
@@ -19,15 +19,12 @@ from memsync.model import DoctorResult
 from memsync.stores.backends import vector_store_for
 from memsync.stores.vector_store import VectorStore
 
-# mem0ai 2.2.1's default embedded Qdrant path (vector_store.config.path when none is given).
-MEM0_DEFAULT_QDRANT = Path("/tmp/qdrant")  # noqa: S108 - looked at, never written
-
 
 def probe_copies(config: Config, now: datetime) -> list[DoctorResult]:
     """``pre-restore-copy`` (ok) and ``old-store-copy`` (warning) results, each with its age."""
     store = vector_store_for(config)
     results = []
-    live_paths = [path for path in (store.location, config.history_db_path) if path is not None]
+    live_paths = [*(own.path for own in store.local_dirs()), config.history_db_path]
     for copy in state.pre_restore_copies(live_paths):
         facts = _facts(store, copy, now)
         results.append(
@@ -41,9 +38,10 @@ def probe_copies(config: Config, now: datetime) -> list[DoctorResult]:
             )
         )
     results += store.probe_set_aside()  # a server backend's copies (pgvector: tables)
-    pairs: list[tuple[Path, Path]] = [_default_history(config)]
-    if store.location is not None:  # a server backend leaves no store files behind
-        pairs.insert(0, (MEM0_DEFAULT_QDRANT, store.location))
+    pairs: list[tuple[Path, Path]] = [  # a server backend leaves no store files behind
+        *((own.mem0_default, own.path) for own in store.local_dirs() if own.mem0_default),
+        _default_history(config),
+    ]
     for old, live in pairs:
         facts = None if _same(old, live) else _facts(store, old, now)
         if facts is None:

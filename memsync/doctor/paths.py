@@ -14,40 +14,44 @@ from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
 from memsync.stores import locks
-from memsync.stores.backends import telemetry_store_for, vector_store_for
+from memsync.stores.backends import vector_store_for
+from memsync.stores.vector_store import LocalDir
 
 VOLATILE_FS = frozenset({"tmpfs", "ramfs"})
 # A container's writable layer: removing the container (a redeploy, a pod rescheduled) loses
 # the file; mem0ai/mem0 #3717 lost history.db that way (mem0's REST server on Kubernetes).
 CONTAINER_LAYER_FS = frozenset({"overlay", "aufs"})
 MIN_FREE_BYTES = 256 * 1024 * 1024
-# Paths a deployment always has (mem0 creates both at its first start): absent means lost or,
-# more likely, a wrong path in the config.
-REQUIRED = frozenset({"Qdrant directory", "history.db"})
 
 
 def probe_paths(config: Config) -> list[DoctorResult]:
-    """Mount, filesystem type, /tmp placement, free space and permissions of every path."""
-    store = vector_store_for(config).location  # None: a server backend (pgvector), no files
-    telemetry = _telemetry_location(config)
-    data_paths: list[tuple[str, Path, bool]] = [
-        *([("Qdrant directory", store, True)] if store is not None else []),
-        ("history.db", config.history_db_path, True),
-        ("MEM0_DIR", config.mem0_dir, False),
-        *([("mem0 telemetry Qdrant", telemetry, False)] if telemetry is not None else []),
-        ("memsync state directory", config.state_dir, False),
-        ("memsync work directory", config.work_dir, False),
+    """Mount, filesystem type, /tmp placement, free space and permissions of every path.
+
+    The store's own directories (``LiveStore.local_dirs``) and history.db must exist (mem0
+    creates both at its first start): absent means lost or, more likely, a wrong path.
+    """
+    store = vector_store_for(config)
+    # (label, path, precious, required, the store whose files it holds)
+    data_paths: list[tuple[str, Path, bool, bool, LocalDir | None]] = [
+        *((own.label, own.path, True, True, own) for own in store.local_dirs()),
+        ("history.db", config.history_db_path, True, True, None),
+        ("MEM0_DIR", config.mem0_dir, False, False, None),
+        *(
+            (telemetry.label, telemetry.path, False, False, None)
+            for telemetry in store.telemetry(config.migrations_qdrant_path)
+            if _exists(telemetry.path)  # optional (telemetry off): an absent one is no news
+        ),
+        ("memsync state directory", config.state_dir, False, False, None),
+        ("memsync work directory", config.work_dir, False, False, None),
     ]
     if config.snapshot.directory is not None:
-        data_paths.append(("snapshot directory", config.snapshot.directory, True))
+        data_paths.append(("snapshot directory", config.snapshot.directory, True, False, None))
     results: list[DoctorResult] = []
-    for label, path, precious in data_paths:
-        if label == "mem0 telemetry Qdrant" and not _exists(path):
-            continue  # optional (telemetry off): an absent one is no news
+    for label, path, precious, required, own in data_paths:
         try:
-            results += _probe_one_path(label, path, precious, label in REQUIRED)
-            if label == "Qdrant directory":
-                results += _probe_store_files(config)
+            results += _probe_one_path(label, path, precious, required)
+            if own is not None:
+                results += _probe_store_files(own)
         except OSError as error:
             results.append(
                 DoctorResult(
@@ -59,13 +63,6 @@ def probe_paths(config: Config) -> list[DoctorResult]:
                 )
             )
     return results
-
-
-def _telemetry_location(config: Config) -> Path | None:
-    """mem0's embedded telemetry Qdrant; None for a server store (mem0 keeps it in a table there)."""
-    if vector_store_for(config).location is None:
-        return None
-    return telemetry_store_for(config).location
 
 
 def _probe_mount(label: str, path: Path, precious: bool) -> DoctorResult:
@@ -136,20 +133,16 @@ def _exists(path: Path) -> bool:
         return True
 
 
-def _probe_store_files(config: Config) -> list[DoctorResult]:
-    """Owner and mode of every file of the vector store.
+def _probe_store_files(own: LocalDir) -> list[DoctorResult]:
+    """Owner and mode of every file of the store in ``own``.
 
-    Its collections' ``storage.sqlite`` hold the same personal texts as history.db.
+    They hold the same personal texts as history.db.
     """
-    store = vector_store_for(config)
-    directory = store.location
-    if directory is None:
-        return []
     try:
-        names = store.files(directory) if store.present() else []
+        names = own.store.files(own.path) if own.store.present() else []
     except MemsyncError:  # an unreadable index is check's and collection-params' to report
         return []
-    return [_probe_permissions(f"Qdrant {name}", directory / name) for name in names]
+    return [_probe_permissions(f"{own.files_label} {name}", own.path / name) for name in names]
 
 
 def _under_tmp(path: Path) -> bool:
@@ -204,16 +197,17 @@ def _probe_permissions(label: str, path: Path) -> DoctorResult:
 
 
 def probe_locks(config: Config) -> list[DoctorResult]:
-    """Which process holds the embedded store's lock, and whether it sees the same files."""
+    """Which process holds each lock of the store's directories, and whether it sees them.
+
+    The directories: ``LiveStore.local_dirs`` and ``telemetry`` (none for a server store).
+    """
     results = []
-    stores = [("Qdrant directory", vector_store_for(config))]
-    if stores[0][1].location is not None:  # a server store: no lock, its telemetry is a table
-        stores.append(("mem0 telemetry Qdrant", telemetry_store_for(config)))
-    for label, store in stores:
-        lock_file, directory = store.lock_path(), store.location
+    live = vector_store_for(config)
+    for own in (*live.local_dirs(), *live.telemetry(config.migrations_qdrant_path)):
+        label, directory, lock_file = own.label, own.path, own.store.lock_path()
         if lock_file is None:
-            continue  # a server backend: nothing to hold
-        holder = store.holder()
+            continue  # nothing to hold
+        holder = own.store.holder()
         if holder is None:
             if lock_file.exists():
                 results.append(

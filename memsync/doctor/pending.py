@@ -70,10 +70,11 @@ def probe_route(config: Config) -> DoctorResult:
     app = " with the app's interpreter (app-interpreter above)"
     if interpreter.shown(config) is None:
         app = ", but only with the app's interpreter, which is unknown: they are refused now"
-    if store.location is not None and not store.location.exists():
+    gone = next((own.path for own in store.local_dirs() if not own.path.exists()), None)
+    if gone is not None:
         return DoctorResult(
             code="write-route", status=WARNING, path=path,
-            message=f"no write route: the store {store.location} is not there",
+            message=f"no write route: the store {gone} is not there",
             fix="check the path first (memsync config show); if it is right, the store is "
             "lost: memsync restore latest",
         )  # fmt: skip

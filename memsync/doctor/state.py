@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 
 from memsync import jobs, repository, state
 from memsync.config import Config
@@ -74,12 +73,8 @@ def _only_remote(config: Config, directory: object, now: datetime) -> DoctorResu
     verified = [e for e in found if e.is_verified]
     newest = max(verified or found, key=lambda entry: entry.created_at)
     age = (now - newest.created_at).total_seconds() / 3600
-    location = vector_store_for(config).location
-    missing = [
-        str(path)
-        for path in (location, config.history_db_path)
-        if path is not None and not Path(path).exists()
-    ]
+    own = [own.path for own in vector_store_for(config).local_dirs()]
+    missing = [str(path) for path in (*own, config.history_db_path) if not path.exists()]
     what = f"{'verified ' if newest.is_verified else ''}snapshot {newest.id}, {age:.1f} hours old"
     if missing:
         return DoctorResult(

@@ -35,7 +35,9 @@ def judge_mem0_version(version: str, on_disk: bool) -> list[tuple[str, str, str]
 
 
 def probe_versions(config: Config) -> list[DoctorResult]:
-    """The app's mem0ai and qdrant-client (its interpreter's) vs known-bad ones; its meta.json.
+    """The app's mem0ai and qdrant-client (its interpreter's) vs known-bad ones; its store view.
+
+    The view: what its client makes of the store's files (``LiveStore.probe_app_view``).
 
     memsync's own environment is not judged: its writes never use its mem0ai
     (docs/reference/compatibility.md).
@@ -93,53 +95,9 @@ def probe_versions(config: Config) -> list[DoctorResult]:
         except MemsyncError as error:
             checked = error
     results.append(probe_app_interpreter(config, app_found, checked))
-    if isinstance(checked, dict) and checked.get("meta") is not None and app_found is not None:
-        results.append(store_meta_result(app_found, checked["meta"]))
-    if isinstance(checked, dict) and checked.get("decode") is not None and app_found is not None:
-        where = vector_store_for(config).where
-        results.append(store_decode_result(app_found, where, checked["decode"]))
+    if isinstance(checked, dict) and app_found is not None:  # the app's view of the store
+        results += vector_store_for(config).probe_app_view(app_found.qdrant_client, checked)
     return results
-
-
-def store_decode_result(app: AppInterpreter, where: str, found: dict[str, Any]) -> DoctorResult:
-    """``store-decode``: whether the app's qdrant-client loads every stored point. Pure.
-
-    ``found``: ``agent.meta.undecodable``'s answer, from the app's interpreter. One row it
-    cannot load stops its whole open of the store: the app does not start, and no write
-    through mem0 can run.
-    """
-    bad = {name: c for name, c in found.items() if c.get("error") or c.get("undecodable")}
-    rows = sum(c.get("rows", 0) for c in found.values())
-    client = f"the app's qdrant-client {app.qdrant_client}"
-    if not bad:
-        return DoctorResult(
-            code="store-decode",
-            status=OK,
-            path=where,
-            message=f"{client} loads every point ({rows} rows in {len(found)} collections)",
-        )
-    parts = []
-    for name, c in sorted(bad.items()):
-        if c.get("error"):
-            parts.append(f"collection {name}: not read ({c['error']})")
-            continue
-        ids = ", ".join(f"{row['id']} (rowid {row['rowid']})" for row in c["named"])
-        more = c["undecodable"] - len(c["named"])
-        parts.append(
-            f"collection {name}: {c['undecodable']} of {c['rows']} rows: {ids}"
-            + (f" and {more} more" if more > 0 else "")
-            + f" ({c['named'][0]['error']})"
-        )
-    return DoctorResult(
-        code="store-decode",
-        status=ERROR,
-        path=where,
-        message=f"{client} cannot load these stored points of {where}: {'; '.join(parts)}: "
-        "written by another qdrant-client or pydantic, they stop its open of the store, so the "
-        "app does not start and memsync cannot write through mem0",
-        fix="run the app with the qdrant-client and pydantic that wrote them, or restore a "
-        "snapshot from before they were written (memsync snapshot list)",
-    )
 
 
 def probe_app_interpreter(
@@ -183,40 +141,4 @@ def probe_app_interpreter(
         code="app-interpreter",
         status=OK,
         message=f"writes run with the app's interpreter {found.describe()}",
-    )
-
-
-def store_meta_result(app: AppInterpreter, found: dict[str, Any]) -> DoctorResult:
-    """``store-meta``: whether the app's qdrant-client loads the store's ``meta.json``. Pure.
-
-    ``found``: ``agent.meta.inspect``'s answer, from the app's interpreter.
-    """
-    if found["loads"]:
-        return DoctorResult(
-            code="store-meta",
-            status=OK,
-            message=f"the app's qdrant-client {app.qdrant_client} loads {found['path']}",
-        )
-    refused = "; ".join(
-        f"collection {name}: {', '.join(c['refused'] + c['problems'])}"
-        for name, c in found["collections"].items()
-    )
-    repairable = all(c["repairable"] for c in found["collections"].values())
-    keys = [key for c in found["collections"].values() for key in c["refused"]]
-    # id_tracker: written by qdrant-client 1.20.0, refused by 1.19.1 (measured)
-    writer = (
-        "qdrant-client 1.20 or later"
-        if any(key.endswith("id_tracker") for key in keys)
-        else f"a qdrant-client newer than {app.qdrant_client}"
-    )
-    return DoctorResult(
-        code="store-meta",
-        status=ERROR,
-        message=f"the app's qdrant-client {app.qdrant_client} cannot load {found['path']} "
-        f"(keys it does not know: {refused}): the app will not start on this store; "
-        f"written by {writer} (memsync 0.1's own writes, or another tool)",
-        fix="stop the app, then memsync repair-meta (a snapshot first; the old file kept)"
-        if repairable
-        else "restore a snapshot from before, or run the app with the qdrant-client that wrote it",
-        path=found["path"],
     )

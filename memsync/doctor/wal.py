@@ -25,8 +25,9 @@ def probe_wal(config: Config, captured: Captured) -> list[DoctorResult]:
         UnavailableError: the vector store's metadata is unreadable (doctor's capture, which
             runs first, reports the same).
     """
-    # a server store's export files are not SQLite: only history.db can block the app
-    copies = [*captured.collection_copies.values()] if captured.store.location else []
+    # a server store's export blocks no writer: only history.db can block the app
+    blocks = captured.store.capture_blocks_writers
+    copies = [*captured.collection_copies.values()] if blocks else []
     if captured.history_copy is not None:
         copies.append(captured.history_copy)
     budget = capture_budget.estimate(config, capture_budget.samples_from_copies(copies))

@@ -73,6 +73,26 @@ class VectorCapture:
     legacy_files: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class LocalDir:
+    """A directory a live store keeps on this machine, as doctor names and probes it.
+
+    Attributes:
+        label: its name in messages (``"Qdrant directory"``).
+        path: the directory.
+        store: the store it holds (doctor reads its ``holder``, ``lock_path`` and ``files``).
+        files_label: each file's name in messages, before the file's (``"Qdrant"``).
+        mem0_default: where mem0 puts it when the config names no path (an old copy may stay
+            there after a move), or None.
+    """
+
+    label: str
+    path: Path
+    store: VectorStore
+    files_label: str = ""
+    mem0_default: Path | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoredPoint:
     """One point as stored, with its vector: what ``put_back`` writes again.
@@ -124,6 +144,25 @@ class StagedRestore(Protocol):
 
     def swapped(self, tables: list[dict[str, Any]]) -> bool:
         """Whether the swap committed. Reads only."""
+        ...
+
+
+class MetaFile(Protocol):
+    """A store's metadata file as the app's own client judges it (``repair-meta``).
+
+    ``found``: ``stores.app_process.app_meta``'s answer, from the app's interpreter.
+    """
+
+    def refused(self, found: Mapping[str, Any]) -> dict[str, list[str]]:
+        """The keys the app's client refuses, by collection. Pure."""
+        ...
+
+    def require_repairable(self, found: Mapping[str, Any], client: str | None) -> None:
+        """Return when every refused key can be dropped (unset); ``client``: its version.
+
+        Raises:
+            UnavailableError: (exit 11) a refused key has a value (named), or another problem.
+        """
         ...
 
 
@@ -581,6 +620,68 @@ class LiveStore(Protocol):
         """Why mem0 could not create this store with ``dims``-dimension vectors, and what to do.
 
         None when it can (pgvector with ``hnsw = true`` takes at most 2,000). Pure.
+        """
+        ...
+
+    # --- doctor: what a backend says about itself (docs/reference/commands/doctor.md) --------
+
+    @property
+    def capture_blocks_writers(self) -> bool:
+        """Whether a capture's read of the live store makes mem0's writers wait (SQLite files).
+
+        False for a server backend: its export runs in a transaction no writer waits for, so
+        only history.db's read counts in ``capture-duration`` and ``wal-recommended``.
+        """
+        ...
+
+    def local_dirs(self) -> tuple[LocalDir, ...]:
+        """The directories the live store keeps on this machine; () for a server backend.
+
+        What doctor probes (mount, space, permissions, lock), what a restore's copies sit
+        beside, what must exist for the app to start. Pure.
+        """
+        ...
+
+    def telemetry(self, path: Path) -> tuple[LocalDir, ...]:
+        """The telemetry store mem0 opens beside this one at ``path``; () when it keeps none here.
+
+        mem0ai 2.2.1 opens an embedded Qdrant at ``$MEM0_DIR/migrations_qdrant`` beside an
+        embedded store; with a server store it keeps its telemetry in a table. Pure.
+        """
+        ...
+
+    def sqlite_verdicts(self, capture: VectorCapture) -> list[tuple[Path, str]]:
+        """Each live SQLite file of the store and the quick_check verdict of its copy.
+
+        For ``sqlite-integrity`` and ``journal-mode``; [] for a server backend. Reads ``capture``.
+        """
+        ...
+
+    def probe_capture(
+        self, capture: VectorCapture, expected_dims: tuple[tuple[str, int], ...]
+    ) -> list[DoctorResult]:
+        """Doctor's results about the store's captured files; reads the capture only.
+
+        Embedded Qdrant: ``legacy-point-store``, ``collection-params``, ``store-size``; [] for a
+        server backend (``probe_server`` reads its tables).
+        """
+        ...
+
+    def probe_app_view(
+        self, qdrant_client: str | None, found: Mapping[str, Any]
+    ) -> list[DoctorResult]:
+        """Doctor's results from the app interpreter's view of the store. Pure.
+
+        ``found``: ``app_process.app_doctor``'s answer. Embedded Qdrant: ``store-meta``,
+        ``store-decode``; [] for a server backend.
+        """
+        ...
+
+    def meta_file(self, source: str) -> MetaFile:
+        """The store's metadata file ``repair-meta`` rewrites for the app's qdrant-client.
+
+        Raises:
+            ConfigError: (exit 10) the backend has none (pgvector); ``source``: the config.
         """
         ...
 

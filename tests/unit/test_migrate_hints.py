@@ -8,9 +8,13 @@ size do not. Doctor's ``store-size`` decision is judged on counts around its thr
 from __future__ import annotations
 
 from memsync import check, findings
-from memsync.doctor.size import SLOW_OPEN_POINTS, STORE_SIZE_WARN_POINTS, judge_store_size
 from memsync.doctor.status import OK, WARNING
 from memsync.model import CollectionInfo, EntityLink
+from memsync.stores.qdrant_embedded.doctor import (
+    SLOW_OPEN_POINTS,
+    STORE_SIZE_WARN_POINTS,
+    judge_store_size,
+)
 from tests.helpers import values
 from tests.helpers.values import T0, event, point
 

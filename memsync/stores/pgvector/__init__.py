@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from memsync.config import PGVectorSettings
-from memsync.errors import UnavailableError
+from memsync.errors import ConfigError, UnavailableError
 from memsync.model import CollectionInfo, DoctorResult, EntityLink, Point
 from memsync.stores.locks import LockHolder
 from memsync.stores.pgvector import ddl, doctor, drop, export, load, rows
 from memsync.stores.pgvector.connect import connect, first_line, locked, where
 from memsync.stores.pgvector.staging import TableStaging
 from memsync.stores.sqlite_files import CopyResult
-from memsync.stores.vector_store import StoredPoint, VectorCapture
+from memsync.stores.vector_store import LocalDir, MetaFile, StoredPoint, VectorCapture
 
 COMPACT_LOCK_TIMEOUT_S = 5
 # pgvector's HNSW index takes vectors of at most 2,000 dimensions (pgvector 0.5 to 0.8, type
@@ -445,6 +445,42 @@ class PgVector:
     def probe_server(self, expected_dims: tuple[tuple[str, int], ...]) -> list[DoctorResult]:
         """Doctor's ``pg-*`` results for the server (``doctor.probe_pgvector``); never raises."""
         return doctor.probe_pgvector(self._settings, expected_dims)
+
+    capture_blocks_writers = False  # its export runs in a transaction no writer waits for
+
+    def local_dirs(self) -> tuple[LocalDir, ...]:
+        """(): the server keeps the tables; no directory of it is on this machine."""
+        return ()
+
+    def telemetry(self, path: Path) -> tuple[LocalDir, ...]:
+        """(): mem0 keeps its telemetry in a table on the server."""
+        del path
+        return ()
+
+    def sqlite_verdicts(self, capture: VectorCapture) -> list[tuple[Path, str]]:
+        """[]: no SQLite file (``probe_server`` reads the tables)."""
+        del capture
+        return []
+
+    def probe_capture(
+        self, capture: VectorCapture, expected_dims: tuple[tuple[str, int], ...]
+    ) -> list[DoctorResult]:
+        """[]: ``probe_server`` reads the tables' sizes and dimensions on the server."""
+        del capture, expected_dims
+        return []
+
+    def probe_app_view(
+        self, qdrant_client: str | None, found: Mapping[str, Any]
+    ) -> list[DoctorResult]:
+        """[]: the app's client reads no file of this store."""
+        del qdrant_client, found
+        return []
+
+    def meta_file(self, source: str) -> MetaFile:
+        """Never: a server store has no meta.json (``repair-meta`` refuses, exit 10)."""
+        raise ConfigError(
+            source, ["mem0.vector_store: repair-meta is for embedded Qdrant (a path)"]
+        )
 
     def probe_set_aside(self) -> list[DoctorResult]:
         """A ``pre-restore-copy`` (ok) per ``<table>_pre_restore_*`` table; [] unreachable."""

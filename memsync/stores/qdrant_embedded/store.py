@@ -15,18 +15,21 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from memsync.config import QdrantSettings
+from memsync.config import MEM0_DEFAULT_QDRANT_PATH, QdrantSettings
 from memsync.errors import LockedError, MemsyncError, UnavailableError
 from memsync.model import CollectionInfo, DoctorResult, EntityLink, Point
 from memsync.stores import locks
+from memsync.stores.qdrant_embedded import doctor
 from memsync.stores.qdrant_embedded.formats import (
     parse_meta,
 )
+from memsync.stores.qdrant_embedded.meta import QdrantMeta
 from memsync.stores.qdrant_embedded.removal import remove_directory
 from memsync.stores.qdrant_embedded.rows import (
     count_rows,
@@ -46,7 +49,12 @@ from memsync.stores.sqlite_files import (
     work_dir_error,
 )
 from memsync.stores.sqlite_files import integrity as sqlite_integrity
-from memsync.stores.vector_store import StoredPoint, VectorCapture
+from memsync.stores.vector_store import (
+    TELEMETRY_COLLECTION,
+    LocalDir,
+    StoredPoint,
+    VectorCapture,
+)
 
 META_FILE = "meta.json"
 STORAGE_FILE = "storage.sqlite"
@@ -396,7 +404,42 @@ class EmbeddedQdrant:
 
     # --- behind the port: what only a server backend does, nothing here ------------------------
 
-    doctor_codes: tuple[str, ...] = ()  # its files are probed by doctor's own file probes
+    doctor_codes: tuple[str, ...] = ()  # its files' results are doctor's own codes
+    capture_blocks_writers = True  # a capture reads SQLite files the app's writer waits for
+
+    def local_dirs(self) -> tuple[LocalDir, ...]:
+        """The store's directory (mem0's default: ``/tmp/qdrant``)."""
+        return (
+            LocalDir(
+                "Qdrant directory", self._path, self, "Qdrant", Path(MEM0_DEFAULT_QDRANT_PATH)
+            ),
+        )
+
+    def telemetry(self, path: Path) -> tuple[LocalDir, ...]:
+        """mem0's telemetry Qdrant at ``path`` (collection ``mem0migrations``)."""
+        store = EmbeddedQdrant(path, TELEMETRY_COLLECTION)
+        return (LocalDir("mem0 telemetry Qdrant", path, store),)
+
+    def sqlite_verdicts(self, capture: VectorCapture) -> list[tuple[Path, str]]:
+        """Each collection's ``storage.sqlite`` and its copy's quick_check verdict."""
+        return doctor.sqlite_verdicts(self, capture)
+
+    def probe_capture(
+        self, capture: VectorCapture, expected_dims: tuple[tuple[str, int], ...]
+    ) -> list[DoctorResult]:
+        """``legacy-point-store``, ``collection-params``, ``store-size`` (``doctor``)."""
+        return doctor.probe_capture(self, capture, expected_dims)
+
+    def probe_app_view(
+        self, qdrant_client: str | None, found: Mapping[str, Any]
+    ) -> list[DoctorResult]:
+        """``store-meta`` and ``store-decode`` (``doctor.probe_app_view``)."""
+        return doctor.probe_app_view(self.where, qdrant_client, found)
+
+    def meta_file(self, source: str) -> QdrantMeta:
+        """``<path>/meta.json``, judged by the app's qdrant-client (``meta.QdrantMeta``)."""
+        del source
+        return QdrantMeta()
 
     def probe_server(self, expected_dims: tuple[tuple[str, int], ...]) -> list[DoctorResult]:
         """[]: no server (doctor probes the files: ``store-meta``, ``sqlite-*``, ``lock``)."""
