@@ -67,7 +67,7 @@ def app_undecodable(config: Config) -> list[Finding]:
         UnavailableError: (exit 11) it cannot read the store.
     """
     store = vector_store_for(config)
-    if store.location is None:
+    if not store.local_dirs():  # nothing on this machine the app's client loads rows from
         return []
     holder = store.holder()
     app = interpreter.require(config, holder.pid if holder is not None else None)

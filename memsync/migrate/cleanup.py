@@ -144,10 +144,10 @@ def find_old_store(config: Config, environ: Mapping[str, str]) -> VectorStore:
             f"{journal.path_of(config.state_dir)} aside",
         )
     store, live = vector_store_for(old), vector_store_for(config)
-    same_directory = (
-        store.location is not None
-        and live.location is not None
-        and store.location.resolve() == live.location.resolve()
+    same_directory = any(
+        old.path.resolve() == own.path.resolve()
+        for old in store.local_dirs()
+        for own in live.local_dirs()
     )
     if same_directory or (store.kind == live.kind and store.where == live.where):
         raise ConfigError(

@@ -34,6 +34,7 @@ class Side:
         source: the config file naming this side (errors about its settings name it).
         unrunnable: why mem0 could not create this store as configured, and what to do
             (``VectorStore.refuse_dims``: pgvector's HNSW index over too many dimensions).
+        container: what holds one store, in messages (``LiveStore.container``).
     """
 
     kind: str
@@ -45,6 +46,7 @@ class Side:
     history: str
     source: str = ""
     unrunnable: tuple[str, str] | None = None
+    container: str = "directory"
 
     @property
     def embedder_provider(self) -> str:
@@ -66,11 +68,11 @@ class Side:
 def side_of(config: Config) -> Side:
     """The ``Side`` a loaded config names. Pure (builds the store object, opens nothing)."""
     store = vector_store_for(config)
-    location = store.location
     return Side(
         kind=store.kind,
         where=store.where,
-        location=str(Path(location).resolve()) if location is not None else None,
+        location=next((str(own.path.resolve()) for own in store.local_dirs()), None),
+        container=store.container,
         collection=store.collection,
         embedder=dict(config.mem0.get("embedder") or {}),
         dims=config.expected_dims[0][1],
@@ -111,10 +113,9 @@ def find_refusal(source: Side, target: Side, *, target_exists: bool) -> tuple[st
             f"{source.history}: a migration keeps memory ids, so both must name the same file",
             f"set [mem0] history_db_path in the new config to {source.history}",
         )
+    # the same kind: both name a directory (compared resolved), or neither does
     same_store = (source.kind == target.kind) and (
-        source.location == target.location
-        if source.location is not None
-        else source.where == target.where
+        (source.location or source.where) == (target.location or target.where)
     )
     if same_store:
         if not re_embeds(source, target) and source.collection == target.collection:
@@ -122,7 +123,7 @@ def find_refusal(source: Side, target: Side, *, target_exists: bool) -> tuple[st
                 "the new config names the same embedder and vector store: nothing to migrate",
                 "change the new config's embedder or vector store, the point of a migration",
             )
-        new = "directory" if target.location is not None else "table"
+        new = target.container
         return (
             f"the target {target.where} is the live store: migrate into a new {new}",
             f"name a new {new} in the new config's [mem0.vector_store]",

@@ -626,6 +626,11 @@ class LiveStore(Protocol):
     # --- doctor: what a backend says about itself (docs/reference/commands/doctor.md) --------
 
     @property
+    def container(self) -> str:
+        """What holds one deployment's store, in messages: ``"directory"``, ``"table"``."""
+        ...
+
+    @property
     def capture_blocks_writers(self) -> bool:
         """Whether a capture's read of the live store makes mem0's writers wait (SQLite files).
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from memsync import log
+from memsync import doctor, log
 from memsync.demo import deployment as build
 from memsync.errors import ConfigError, UnavailableError
 from memsync.stores import backends
@@ -382,3 +382,30 @@ def test_erase_old_deletes_the_points_from_the_store_itself_and_repeats_as_a_no_
     after = store.read_points(store.capture(tmp_path / "after" / store.capture_dir))
     assert after.keys() == before.keys() - set(gone)
     assert store.erase_old(gone) == 0
+
+
+def test_doctor_asks_every_backend_about_its_own_files_and_never_whether_it_has_any(
+    backend, tmp_path
+):
+    store = backend.store
+    captured = store.capture(tmp_path / store.capture_dir)
+    own = store.local_dirs()
+    assert all(d.path.is_dir() and d.store.present() for d in own)  # a store here is on disk
+    if store.location is None:  # a server backend: nothing of it on this machine
+        assert own == () and store.telemetry(backend.config.migrations_qdrant_path) == ()
+    for telemetry in store.telemetry(backend.config.migrations_qdrant_path):
+        assert isinstance(telemetry.store, VectorStore) and telemetry.store.lock_path()
+    verdicts = store.sqlite_verdicts(captured)
+    assert verdicts == [] or all(verdict == "ok" for _path, verdict in verdicts)
+    assert all(any(d.path in path.parents for d in own) for path, _verdict in verdicts)
+    assert store.capture_blocks_writers == bool(own)  # SQLite files the app's writer waits on
+    results = store.probe_capture(captured, backend.config.expected_dims)
+    assert {r.code for r in results} <= set(doctor.RESULT_CODES)
+    assert all(r.status != "error" for r in results) and bool(results) == bool(own)
+    assert store.probe_app_view("1.20.0", {}) == []  # the app's interpreter said nothing
+    try:
+        store.meta_file(str(tmp_path / "memsync.toml"))
+    except ConfigError as refused:  # a store without one: repair-meta's exit 10
+        assert refused.exit_code == 10 and "repair-meta is for embedded Qdrant" in str(refused)
+    else:
+        assert own  # a store of files has its metadata file

@@ -15,7 +15,11 @@ SOURCE = Side(
     embedder={"provider": "memsync_minilm"}, dims=384, history="/srv/mem0/history.db",
 )  # fmt: skip
 PG = replace(
-    SOURCE, kind="pgvector", where="postgresql://app@db:5432/mem0 table mem0", location=None
+    SOURCE,
+    kind="pgvector",
+    where="postgresql://app@db:5432/mem0 table mem0",
+    location=None,
+    container="table",
 )
 
 

@@ -446,6 +446,7 @@ class PgVector:
         """Doctor's ``pg-*`` results for the server (``doctor.probe_pgvector``); never raises."""
         return doctor.probe_pgvector(self._settings, expected_dims)
 
+    container = "table"
     capture_blocks_writers = False  # its export runs in a transaction no writer waits for
 
     def local_dirs(self) -> tuple[LocalDir, ...]:

@@ -405,6 +405,7 @@ class EmbeddedQdrant:
     # --- behind the port: what only a server backend does, nothing here ------------------------
 
     doctor_codes: tuple[str, ...] = ()  # its files' results are doctor's own codes
+    container = "directory"
     capture_blocks_writers = True  # a capture reads SQLite files the app's writer waits for
 
     def local_dirs(self) -> tuple[LocalDir, ...]:
