@@ -3,7 +3,7 @@
 ``probe_*`` functions read (files, mounts, processes, versions) and return ``DoctorResult``s;
 ``run_doctor`` runs them all plus ``check`` on one capture. Doctor never writes to the
 deployment, never imports mem0 and never takes Qdrant's lock. The probes live in
-``doctor.paths``, ``doctor.stores``, ``doctor.size``, ``doctor.versions``, ``doctor.state``,
+``doctor.paths``, ``doctor.stores``, ``doctor.wal``, ``doctor.versions``, ``doctor.state``,
 ``doctor.copies``; what only a backend knows it says itself, through the port
 (``LiveStore.probe_server``, ``probe_capture``, ``probe_app_view``, ``sqlite_verdicts``,
 ``local_dirs``, ``telemetry``: ``memsync.stores.<backend>.doctor``). Result codes:

@@ -1,8 +1,9 @@
 """Doctor's probe of copies memsync knows of that still hold memories, with their age.
 
 Pre-restore copies (``<store>.pre-restore-<id>``, moved aside by ``restore``) and the stores left
-at mem0's default places after a move (the store's ``LocalDir.mem0_default``, ``/tmp/qdrant`` moved off /tmp, ``$MEM0_DIR/history.db``
-moved elsewhere): each holds the same personal texts as the deployment. Reads only (``stat``
+at mem0's default places after a move (the store's ``LocalDir.mem0_default``: ``/tmp/qdrant``
+moved off /tmp; ``$MEM0_DIR/history.db`` moved elsewhere): each holds the same personal texts
+as the deployment. Reads only (``stat``
 and the vector store's index file).
 """
 
