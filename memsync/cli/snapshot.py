@@ -19,6 +19,7 @@ from memsync.config.fields import parse_duration
 from memsync.errors import ExitCode, UsageError
 from memsync.repository import upload_marks
 from memsync.snapshot import pins
+from memsync.snapshot.create import SHOWN_ERRORS, error_findings
 from memsync.state import operation_lock
 from memsync.stores import snapshots
 from memsync.stores.manifest import Manifest
@@ -138,9 +139,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-SHOWN_ERRORS = 20  # error findings a create report lists (the manifest keeps them all)
-
-
 def run_create(args: argparse.Namespace) -> int:
     """Create one snapshot (and upload it with --upload); exit 3 when its pair has errors.
 
@@ -160,29 +158,9 @@ def run_create(args: argparse.Namespace) -> int:
     capture_budget.record_manifest(config.state_dir, created.manifest)  # the next estimate's rate
     upload = snapshot_upload.upload_created(config, created, queue, _now()) if queue else None
     manifest = created.manifest
-    document = {
-        "command": "snapshot create",
-        "id": created.id,
-        "path": str(created.path),
-        "size_bytes": manifest.size_bytes,
-        "files": len(manifest.files),
-        "collections": manifest.collections,
-        "history": manifest.history,
-        "check": {
-            **{k: v for k, v in manifest.check.items() if k != "findings"},
-            "error_findings": _error_findings(manifest.check)[:SHOWN_ERRORS],
-        },
-        "encrypted": manifest.encrypted,
-        "signed": manifest.signature is not None,
-        "upload": upload,
-        "removed_partials": [str(p) for p in created.removed_partials],
-        "quiesced": bool(manifest.quiesced),
-        "route": "agent" if manifest.quiesced is not None else "none",
-        "not_quiesced": manifest.not_quiesced,
-        "capture_budget": budget.to_json(),
-        **(created.tripwire.report() if created.tripwire else {}),  # findings, tripwire
-        "pending_uploads": queue.to_json() if queue else None,
-    }
+    document = created.to_json(
+        budget=budget, upload=upload, pending_uploads=queue.to_json() if queue else None
+    )
     text = _created_text(config, created, upload, budget) + (queue.text() if queue else "")
     code = _emit(args, document, text + (created.tripwire.text() if created.tripwire else ""))
     vanished = created.tripwire is not None and created.tripwire.errors
@@ -238,7 +216,7 @@ def _created_text(
         text += f"; not quiesced: {manifest.not_quiesced}"
     if counts.get("unsettled"):
         text += f"; {len(counts['unsettled'])} writes caught in the capture could not be settled"
-    errors = _error_findings(counts)
+    errors = error_findings(counts)
     for finding in errors[:SHOWN_ERRORS]:
         where = finding.get("memory_id") or finding.get("path") or ""
         text += f"\n  ERROR {finding.get('code')} {where}: {finding.get('message')}"
@@ -247,12 +225,6 @@ def _created_text(
     if errors:
         text += "\n  the snapshot is kept, never as the newest verified one: memsync reconcile"
     return text + "".join(_near_timeout_lines(budget))
-
-
-def _error_findings(check: dict[str, Any]) -> list[dict[str, Any]]:
-    """The error-severity findings of a manifest's ``check`` (as ``Finding.to_json``)."""
-    found = check.get("findings") or []
-    return [f for f in found if isinstance(f, dict) and f.get("severity") == "error"]
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -277,15 +249,6 @@ def run_verify(args: argparse.Namespace) -> int:
             restorable=True,
         )
     errors = sum(1 for f in report.findings if f.severity.value == "error")
-    document = {
-        "command": "snapshot verify",
-        "target": report.target,
-        "id": report.snapshot_id,
-        "ok": report.ok,
-        "findings": [f.to_json() for f in report.findings],
-        "label": report.label,
-        "expected": [f.to_json() for f in report.expected],
-    }
     lines = [
         f"{f.severity.value.upper():<8} {f.code:<20} {f.path or f.memory_id or ''}\n         {f.message}"
         for f in report.findings
@@ -295,7 +258,7 @@ def run_verify(args: argparse.Namespace) -> int:
     lines.append(
         f"verify {report.snapshot_id}: {'ok' if report.ok else 'FAILED'} ({errors} errors)"
     )
-    _emit(args, document, "\n".join(lines))
+    _emit(args, report.to_json(), "\n".join(lines))
     return int(ExitCode.OK if report.ok else ExitCode.PROBLEMS_FOUND)
 
 
@@ -426,7 +389,7 @@ def run_purge(args: argparse.Namespace) -> int:
             config, args.memory_ids, _now(), args.remote, scope=scope or None,
             delete_versions=args.delete_versions, dry_run=args.dry_run, progress=progress,
         )  # fmt: skip
-    document = purge_report.document(done, dry_run=args.dry_run, scope=scope)
+    document = done.to_json(dry_run=args.dry_run, scope=scope)
     _emit(args, document, purge_report.text(done, dry_run=args.dry_run))
     if done.kept:  # object lock refused: the report above names each version kept
         message, hint = purge_report.refusal(done)
