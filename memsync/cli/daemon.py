@@ -14,7 +14,7 @@ from memsync import config as config_module
 from memsync import daemon, jobs
 from memsync.cli import render
 from memsync.cli.common import add_command, load_config
-from memsync.daemon.runner import ChildResult, JobRunner, job_lock
+from memsync.daemon.runner import ChildResult, JobPlan, JobRunner, job_lock
 from memsync.daemon.status import read_status
 
 DAEMON_HELP = (
@@ -66,10 +66,9 @@ def run_job(args: argparse.Namespace) -> int:
     path = config_module.config_path(getattr(args, "config", None), os.environ).absolute()
     job = jobs.job_named(config, args.name)
     if args.dry_run:
-        argv = ["memsync", *job.argv, "--json", "--config", str(path)]
-        document = {"command": "job", "job": job.name, "dry_run": True, "argv": argv}
-        document["state"] = str(jobs.state_path(config))
-        _emit(args, document, f"would run: {' '.join(argv)}; recorded in {document['state']}")
+        argv = ("memsync", *job.argv, "--json", "--config", str(path))
+        plan = JobPlan(job=job.name, argv=argv, state=jobs.state_path(config))
+        _emit(args, plan.to_json(), f"would run: {' '.join(argv)}; recorded in {plan.state}")
         return 0
     options = [
         (flag, getattr(args, name))

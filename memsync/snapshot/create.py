@@ -93,6 +93,29 @@ class Created:
         }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapturePlan:
+    """``snapshot create --dry-run``: where a capture would go, from what, and its budget."""
+
+    directory: Path
+    sources: tuple[str, ...]
+    upload: bool
+    budget: CaptureBudget
+    pending_uploads: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """``snapshot create --dry-run --json``."""
+        return {
+            "command": "snapshot create",
+            "dry_run": True,
+            "directory": str(self.directory),
+            "sources": list(self.sources),
+            "upload": self.upload,
+            "capture_budget": self.budget.to_json(),
+            "pending_uploads": list(self.pending_uploads),
+        }
+
+
 SHOWN_ERRORS = 20  # error findings a create report lists (the manifest keeps them all)
 
 
