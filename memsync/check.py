@@ -1,6 +1,6 @@
 """``check``: prove that vectors and history agree, finding by finding.
 
-``find_problems`` (in ``memsync.problems``, re-exported here) is pure: inventory and ``today`` in,
+``find_problems`` (in ``memsync.judge.rules``, re-exported here) is pure: inventory and ``today`` in,
 sorted findings out. ``run_check`` is the thin I/O half: capture into ``work_dir``, read the
 copies, judge, clean up. Finding codes, severities and fixes live in ``memsync.findings``;
 docs/reference/findings.md explains each.
@@ -16,8 +16,7 @@ from typing import TypeVar
 from memsync import findings, state
 from memsync.config import Config
 from memsync.errors import MemsyncError, UnavailableError
-from memsync.model import CheckReport, Inventory, Severity, count_scopes
-from memsync.problems import (
+from memsync.judge.rules import (
     LIVE_EVENTS,
     NOTHING_AROUND,
     SCOPE_KEYS,
@@ -30,6 +29,7 @@ from memsync.problems import (
     merge_by_id,
     session_scope,
 )
+from memsync.model import CheckReport, Inventory, Severity, count_scopes
 from memsync.stores import deployment
 from memsync.stores.deployment import Captured
 from memsync.stores.vector_store import vector_store_for

@@ -3,7 +3,7 @@
 Every finding memsync reports (``check``, ``snapshot verify``, ``snapshot create``'s tripwire,
 ``forget``, ``doctor``) has one entry here, and everything else reads it: ``check``, ``snapshot
 verify`` and the tripwire build findings through ``make``, the reconcile planner answers exactly
-the codes whose ``repair`` is not ``NONE`` (one rule per code, in ``memsync.reconcile_plan``),
+the codes whose ``repair`` is not ``NONE`` (one rule per code, in ``memsync.reconcile.plan``),
 the renderers take the fix and anchor from here, and
 ``tests/unit/test_findings_registry.py`` proves docs/reference/findings.md agrees with it.
 Adding a code means one entry here, one section in findings.md, and (when reconcile repairs it)

@@ -28,13 +28,15 @@ from typing import Any, NamedTuple
 
 import structlog
 
-from memsync import check, erasures, pending, repository, routes, utc
+from memsync import check, repository, routes, utc
 from memsync.agent.ops import MAX_SEARCH_TEXT as MAX_TEXT  # what put_back_text embeds
 from memsync.config import Config
+from memsync.erase import ledger as erasures
 from memsync.errors import ExitCode
 from memsync.model import CheckReport, HistoryEvent, MemoryHistory, Point
-from memsync.reconcile_actions import event_row, payload_time, text_of
+from memsync.reconcile.actions import event_row, payload_time, text_of
 from memsync.repository import reading
+from memsync.routes import queue as pending
 from memsync.snapshot import choose
 from memsync.state import operation_lock
 from memsync.stores import history

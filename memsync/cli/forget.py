@@ -6,9 +6,10 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from memsync import erase, forget, restore
+from memsync import forget, restore
 from memsync.cli import render
 from memsync.cli.common import add_command, add_scope_arguments, confirm, load_config
+from memsync.erase import apply as erase
 from memsync.errors import ExitCode, UsageError
 from memsync.state import operation_lock
 
@@ -41,7 +42,7 @@ def register(
     prune.add_argument(
         "--dry-run", action="store_true", help="list the expired memories; change nothing"
     )
-    prune.set_defaults(run=run_prune)
+    prune.set_defaults(run=run_expiry_prune)
 
 
 def _text(command: str, done: forget.Forgotten, args: argparse.Namespace) -> str:
@@ -165,7 +166,7 @@ def run_forget(args: argparse.Namespace) -> int:
     if not args.dry_run:
         confirm(args, what + (" and erase their text" if args.erase else ""), shows="the list")
     if not args.dry_run:
-        restore.recover(config)
+        restore.finish_interrupted(config)
     with operation_lock(config.state_dir, "forget"), render.progress("deleting") as progress:
         done = forget.run_forget(
             config,
@@ -182,13 +183,15 @@ def run_forget(args: argparse.Namespace) -> int:
     return _emit(args, "forget", done)
 
 
-def run_prune(args: argparse.Namespace) -> int:
+def run_expiry_prune(args: argparse.Namespace) -> int:
     """Prune expired memories; exit 0, 4 (not proven), 5 (queued: no route now)."""
     config = load_config(args)
     if not args.dry_run:
-        restore.recover(config)
+        restore.finish_interrupted(config)
     with operation_lock(config.state_dir, "prune"), render.progress("deleting") as progress:
-        done = forget.run_prune(config, datetime.now(UTC), dry_run=args.dry_run, progress=progress)
+        done = forget.run_expiry_prune(
+            config, datetime.now(UTC), dry_run=args.dry_run, progress=progress
+        )
     return _emit(args, "prune", done)
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
-from memsync import forget, pending, restore
+from memsync import forget, restore
 from memsync.cli import render
 from memsync.cli.common import add_command, load_config
 from memsync.forget.queued import exit_code
+from memsync.routes import queue as pending
 from memsync.state import operation_lock
 
 HELP = "the forget, erase and prune requests queued while no route could write (list, apply)"
@@ -78,7 +79,7 @@ def run_apply(args: argparse.Namespace) -> int:
     if args.dry_run:
         applied, taken = forget.apply_pending(config, now, dry_run=True)
     else:
-        restore.recover(config)
+        restore.finish_interrupted(config)
         with operation_lock(config.state_dir, "pending apply"):
             applied, taken = forget.apply_pending(config, now, dry_run=False)
     done = forget.QueueRun(

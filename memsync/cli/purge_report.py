@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memsync.purge import Purged
+from memsync.snapshot.purge_memory import Purged
 
 
 def text(done: Purged, *, dry_run: bool) -> str:

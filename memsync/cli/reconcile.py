@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
-from memsync import findings, purge, reconcile, restore
+from memsync import findings, restore
 from memsync.cli import render
 from memsync.cli.common import add_command, load_config
 from memsync.errors import UsageError
+from memsync.reconcile import apply as reconcile
+from memsync.snapshot import purge_memory as purge
 from memsync.state import operation_lock
 
 HELP = "plan and apply the repairs check's findings call for (tombstones win; nothing invented)"
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             create_history=args.create_history,
         )
     else:
-        restore.recover(config)  # a restore that died is finished or rolled back first
+        restore.finish_interrupted(config)  # a restore that died is finished or rolled back first
         with operation_lock(config.state_dir, "reconcile"):
             outcome = reconcile.run_reconcile(
                 config,

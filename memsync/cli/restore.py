@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     before = choose.parse_time(args.before) if args.before is not None else None
     config = load_config(args)
     if args.resume:
-        outcome = restore.recover(config)
+        outcome = restore.finish_interrupted(config)
         text = outcome or "no unfinished restore"
         if args.json:
             render.emit_json(restore.Resumed(recovered=outcome).to_json())

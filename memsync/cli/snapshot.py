@@ -310,8 +310,8 @@ def run_purge(args: argparse.Namespace) -> int:
     Exit 11 also after the report when a version is left (object lock, a failed delete) or the
     bucket's versions could not be listed ("unknown").
     """
-    from memsync import purge
     from memsync.cli import purge_report
+    from memsync.snapshot import purge_memory as purge
 
     scope = {k: v for k in ("user_id", "agent_id", "run_id") if (v := getattr(args, k))}
     if bool(args.memory_ids) == bool(scope):

@@ -15,8 +15,8 @@ from memsync.config import Config
 from memsync.errors import UnavailableError, UsageError
 from memsync.repository import SnapshotRepository
 from memsync.snapshot import pins
-from memsync.snapshot.prune import Pruned, Removed, Sides, Survey, VersionsLeft
 from memsync.snapshot.retention import PruneDecision
+from memsync.snapshot.retention_apply import Pruned, Removed, Sides, Survey, VersionsLeft
 from memsync.state import operation_lock
 from memsync.stores.manifest_schema import ID_PATTERN, valid_id
 from memsync.stores.snapshots import PINNED
@@ -48,7 +48,7 @@ def register(add: Add) -> None:
         help="versioned bucket: also delete the old versions of removed snapshots for good",
     )
     prune.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    prune.set_defaults(run=run_prune)
+    prune.set_defaults(run=run_snapshot_prune)
     pin = add("pin", "keep a snapshot whatever retention says, on every side storing it")
     pin.add_argument("id", metavar="ID")
     pin.add_argument("--reason", default="", help="why (shown by prune and list)")
@@ -62,7 +62,7 @@ def register(add: Add) -> None:
     unpin.set_defaults(run=run_unpin)
 
 
-def run_prune(args: argparse.Namespace) -> int:
+def run_snapshot_prune(args: argparse.Namespace) -> int:
     """Apply retention over both sides (or one); exit 0, 2 (unconfirmed), 10, 11, 12."""
     config = load_config(args)
     sides = snapshot.open_sides(config, local_only=args.local_only, remote_only=args.remote_only)
@@ -82,7 +82,7 @@ def run_prune(args: argparse.Namespace) -> int:
         if confirmed is not None:
             decisions = [_unless_unconfirmed(d, confirmed) for d in decisions]
         with render.progress("removing") as progress:
-            removed = snapshot.apply_prune(sides, decisions, found.uploads, progress)
+            removed = snapshot.apply_retention(sides, decisions, found.uploads, progress)
         left = _versions(sides, (), required=args.purge_versions)
         purged = 0
         if (
@@ -113,7 +113,7 @@ def _versions(sides: Sides, removing: Sequence[str], *, required: bool) -> Left:
 
 def _plan(sides: Sides, config: Config) -> tuple[Survey, list[PruneDecision]]:
     found = snapshot.survey(sides)
-    return found, snapshot.plan_prune(found.candidates, config.snapshot, now=_now())
+    return found, snapshot.plan_retention(found.candidates, config.snapshot, now=_now())
 
 
 def _unless_unconfirmed(decision: PruneDecision, confirmed: set[str]) -> PruneDecision:

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         tuned = tune.apply_tune(config, args.target, dry_run=True)
     else:
-        restore.recover(config)  # never switch files a restore left half swapped
+        restore.finish_interrupted(config)  # never switch files a restore left half swapped
         with operation_lock(config.state_dir, "tune"):
             tuned = tune.apply_tune(config, args.target)
     return render.emit(bool(args.json), tuned.to_json(), text(tuned))

@@ -6,7 +6,7 @@ stopped. The decisions (``memsync.jobs``: ``next_run``, ``plan_catch_up``, ``cla
 ``backoff_s``, ``queue_delay_s``) are pure; the loop around them keeps each job's next run time
 (UTC). A run is recorded by ``memsync.daemon.runner`` exactly as ``memsync job`` records a run
 by hand, in ``<state_dir>/daemon-state.json``; ``daemon.lock`` allows one daemon per state
-directory. While the queue of writes that found no route (``memsync.pending``) holds requests,
+directory. While the queue of writes that found no route (``memsync.routes.queue``) holds requests,
 the daemon runs ``apply-pending`` (``memsync pending apply``), at most once a minute.
 systemd: READY/STATUS/WATCHDOG over ``$NOTIFY_SOCKET``; SIGTERM finishes the current job (up to
 ``stop_timeout_s``) then exits 0, a second SIGTERM stops at once; SIGHUP reloads the config.

@@ -27,11 +27,12 @@ from typing import Any, TextIO, TypeVar
 
 import structlog
 
-from memsync import flock, jobs, pending
+from memsync import flock, jobs
 from memsync.config import Config
 from memsync.daemon import alerts
 from memsync.errors import ExitCode, TryLaterError, UnavailableError
 from memsync.repository import upload_marks
+from memsync.routes import queue as pending
 from memsync.state import window_left_open, write_json_atomic
 from memsync.utc import iso
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
-from memsync import pending
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import TryLaterError, UnavailableError
 from memsync.model import DoctorResult
+from memsync.routes import queue as pending
 from memsync.state import WINDOW_FILE, window_left_open
 from memsync.stores import interpreter
 from memsync.stores.agent_client import (

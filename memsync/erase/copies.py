@@ -20,10 +20,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from memsync import erasures as ledger
 from memsync import repository, state
 from memsync.config import Config
-from memsync.erase import versions
+from memsync.erase import ledger, versions
 from memsync.erase.holding import history_holds, other_backend, points_held, snapshot_holds
 from memsync.errors import UnavailableError
 from memsync.s3 import VersionsUnlistedError

@@ -26,7 +26,7 @@ from pathlib import Path
 from memsync import repository, seal
 from memsync.config import Config
 from memsync.erase.holding import HISTORY, history_holds, points_held, work_directory
-from memsync.erasures import digest
+from memsync.erase.ledger import digest
 from memsync.errors import MemsyncError, UnavailableError
 from memsync.s3 import (
     ObjectLockedError,

@@ -12,12 +12,13 @@ from typing import Any
 
 import structlog
 
-from memsync import check, pending, routes, snapshot
-from memsync import erase as erasure
+from memsync import check, routes, snapshot
 from memsync.config import Config
+from memsync.erase import apply as erasure
 from memsync.errors import TryLaterError
 from memsync.forget.select import Ask, Forgotten, Targets, prove_gone, refuse_bad_mem0
 from memsync.model import HistoryEvent, Inventory
+from memsync.routes import queue as pending
 from memsync.state import write_json_atomic
 from memsync.stores import mem0
 from memsync.stores.agent_client import AgentWriter, not_held_reason, writes_held
@@ -143,7 +144,7 @@ def run_forget(
     )
 
 
-def run_prune(
+def run_expiry_prune(
     config: Config,
     now: datetime,
     *,
@@ -174,7 +175,7 @@ def run_ask(
     ``take_snapshot`` is taken just before, as a live capture), selects again from a fresh
     capture (what the app wrote meanwhile counts), deletes, and closes the route; then erases (no route needed) and proves every
     target gone from a new capture. With no route it records the request in the queue
-    (``memsync.pending``) and returns it with route ``"queued"`` (exit 5).
+    (``memsync.routes.queue``) and returns it with route ``"queued"`` (exit 5).
 
     Raises:
         ConfigError: the installed mem0ai has a known delete bug, or mem0 cannot be built.

@@ -13,11 +13,12 @@ from typing import Any, Literal
 
 import structlog
 
-from memsync import pending, routes
+from memsync import routes
 from memsync.config import Config
 from memsync.errors import ExitCode, MemsyncError
 from memsync.forget.apply import Deleted, Past, delete_with, finish, look
 from memsync.forget.select import Ask, Forgotten
+from memsync.routes import queue as pending
 
 logger = structlog.get_logger(__name__)
 

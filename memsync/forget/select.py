@@ -9,10 +9,11 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from memsync import erase, pending
 from memsync import findings as registry
+from memsync.erase import apply as erase
 from memsync.errors import ConfigError, ExitCode
 from memsync.model import Inventory, is_expired
+from memsync.routes import queue as pending
 from memsync.stores import versions
 
 

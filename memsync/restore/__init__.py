@@ -4,7 +4,7 @@
 refuses while the app holds the store, stages the snapshot's files on each target's own
 filesystem, writes an intent journal, moves the current files aside to
 ``<path>.pre-restore-<id>`` (never deleting them), moves the new ones in with the owner and mode
-of the files they replace, and checks the result. ``recover`` finishes or rolls back a restore
+of the files they replace, and checks the result. ``finish_interrupted`` finishes or rolls back a restore
 that died, so the deployment is always the old one or the new one, never a mix.
 
 Which snapshot (``latest``, ``--before``) and its verification are ``memsync.snapshot.choose``;
@@ -212,7 +212,7 @@ def run_restore(
         UsageError: the deployment has data and neither --force nor --if-empty was given, or
             the snapshot is named twice (2).
     """
-    recovered = recover(config)
+    recovered = finish_interrupted(config)
     seen = state.last_check(config.state_dir)  # before this restore's own check replaces it
     vector_store_for(config).require_free("restore")
     if config.pgvector is not None:
@@ -415,7 +415,7 @@ def _rollback(moves: list[Move]) -> None:
             staged.unlink(missing_ok=True)
 
 
-def recover(config: Config) -> str | None:
+def finish_interrupted(config: Config) -> str | None:
     """Finish or roll back a restore that died; return what was done, or None.
 
     A restore whose every new file was moved in is finished (its journal removed); anything
@@ -433,7 +433,7 @@ def _recover_locked(config: Config, path: Path) -> str | None:
         return None
     document = pg_restore.read_journal(path)
     if document is not None:
-        outcome = pg_restore.recover(config, document)
+        outcome = pg_restore.finish_interrupted(config, document)
         logger.info("restore_recovered", outcome=outcome)
         return outcome
     try:

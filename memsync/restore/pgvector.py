@@ -12,7 +12,7 @@ Steps (each recorded in the intent journal ``restore-journal.json``, ``"backend"
 3. ``tables-in``: history.db (with its ``-journal``, ``-wal``, ``-shm``) moves aside to
    ``<history>.pre-restore-<id>`` and the staged copy in; ``in``: done.
 
-``recover`` rolls back a restore that died before the table swap committed (memsync's own
+``finish_interrupted`` rolls back a restore that died before the table swap committed (memsync's own
 staged tables dropped, the staged history removed) and finishes one that died after it (the
 history swap done, through the app's agent when the app holds history.db again). Nothing of
 the live deployment is ever dropped or deleted.
@@ -280,7 +280,7 @@ def _swapped(config: Config, document: dict[str, Any]) -> bool:
     return False
 
 
-def recover(config: Config, document: dict[str, Any]) -> str:
+def finish_interrupted(config: Config, document: dict[str, Any]) -> str:
     """Finish (the tables were swapped) or roll back (they were not) a pgvector restore that died.
 
     Call under the operation lock. Idempotent. A window the dead restore left open is closed

@@ -14,7 +14,7 @@ For every write (forget, erase, prune, confirm, reconcile), ``open_writer`` trie
    work runs in the one-shot writer, and the app is started again, always
    (``memsync.routes.window``), within ``[app] max_downtime_s``;
 4. none: ``NoRouteError`` (exit 12). forget, erase and prune record the request in the queue
-   instead (``memsync.pending``, exit 5); reconcile and confirm exit 12.
+   instead (``memsync.routes.queue``, exit 5); reconcile and confirm exit 12.
 
 Reads never need a route, nor does history-only or file-level work (blanking history rows,
 ``VACUUM``): SQLite allows it across processes with a busy timeout.

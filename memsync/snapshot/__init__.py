@@ -2,8 +2,8 @@
 
 Split by concern: ``create`` (capture, check, manifest, commit), ``verify`` (one path for a
 directory and a bucket), ``verify_scheduled`` (a scheduled run: manifests, the newest, a slice
-planned by the pure ``verify_schedule``), ``retention`` (``plan_prune``, pure: one decision over
-both sides), ``prune`` (``apply_prune`` deletes on each side) and ``transfer`` (upload,
+planned by the pure ``verify_schedule``), ``retention`` (``plan_retention``, pure: one decision over
+both sides), ``prune`` (``apply_retention`` deletes on each side) and ``transfer`` (upload,
 download). Where snapshots are stored is ``memsync.repository``; the
 manifest is ``memsync.stores.manifest``. Layout and codes: docs/reference/contract.md ("Snapshot layout").
 """
@@ -18,15 +18,15 @@ from memsync.snapshot.create import (
     finish_directory,
     signing_key,
 )
-from memsync.snapshot.prune import (
+from memsync.snapshot.retention import Candidate, PruneDecision, merge, plan_retention
+from memsync.snapshot.retention_apply import (
     Sides,
-    apply_prune,
+    apply_retention,
     open_sides,
     purge_versions,
     survey,
     versions_left,
 )
-from memsync.snapshot.retention import Candidate, PruneDecision, merge, plan_prune
 from memsync.snapshot.transfer import download_snapshot, upload_snapshot
 from memsync.snapshot.verify import (
     VERIFY_CODES,
@@ -44,7 +44,7 @@ __all__ = [
     "PruneDecision",
     "Sides",
     "VerifyReport",
-    "apply_prune",
+    "apply_retention",
     "build_manifest",
     "create_snapshot",
     "download_snapshot",
@@ -53,7 +53,7 @@ __all__ = [
     "object_store",
     "open_sides",
     "parse_s3_target",
-    "plan_prune",
+    "plan_retention",
     "purge_versions",
     "signing_key",
     "snapshot_dir",

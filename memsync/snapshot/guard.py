@@ -22,8 +22,9 @@ from typing import Any
 
 import structlog
 
-from memsync import erasures, findings, repository
+from memsync import findings, repository
 from memsync.config import Config
+from memsync.erase import ledger as erasures
 from memsync.errors import MemsyncError
 from memsync.model import SCOPE_KINDS, TOTAL, Finding, Inventory
 from memsync.repository import Entry, SnapshotRepository, reading

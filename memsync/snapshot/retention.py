@@ -1,10 +1,10 @@
 """Retention: which snapshots to keep, decided once over the local and the remote ones. Pure.
 
-``merge`` joins what each side lists into one ``Candidate`` per snapshot id; ``plan_prune``
+``merge`` joins what each side lists into one ``Candidate`` per snapshot id; ``plan_retention``
 decides as restic does (``keep_last``, ``keep_hourly`` ... ``keep_yearly``, ``keep_within``),
 always keeps the newest verified clean snapshot and every pinned one, and removes incomplete
 remote snapshots older than a day. A snapshot stored on both sides is kept or removed on both.
-Every decision says why. Removing is ``memsync.snapshot.prune``.
+Every decision says why. Removing is ``memsync.snapshot.retention_apply``.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def pin_reason(pin: Mapping[str, Any]) -> str:
     return f"pinned ({by}: {reason})" if reason else f"pinned ({by})"
 
 
-def plan_prune(
+def plan_retention(
     candidates: Iterable[Candidate], policy: SnapshotConfig, *, now: datetime | None = None
 ) -> list[PruneDecision]:
     """Decide, newest first, which snapshots retention keeps, as restic does. Pure.

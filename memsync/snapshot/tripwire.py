@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memsync.erasures import digest
+from memsync.erase.ledger import digest
 from memsync.model import SCOPE_KINDS, TOTAL
 from memsync.repository import Entry
 from memsync.stores.manifest_schema import ID_PATTERN
@@ -120,7 +120,7 @@ def find_drops(
     """The scopes whose memories dropped beyond ``thresholds`` from ``previous`` to ``current``. Pure.
 
     Both are manifest ``scopes`` documents (``count_scopes``). A scope new in ``current`` never
-    trips; one absent from it has 0 memories. ``erased`` (``memsync.erasures.erased_counts``:
+    trips; one absent from it has 0 memories. ``erased`` (``memsync.erase.ledger.erased_counts``:
     memories erased on purpose since ``previous``, in all and per hashed scope) is taken out of
     ``previous`` first, never more than ``previous`` held of each scope, so an erasure is never
     taken for a mass deletion, while a bug deleting more in the same scopes still trips. When

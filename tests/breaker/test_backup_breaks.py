@@ -128,7 +128,7 @@ def test_misshapen_erasure_ledger_is_refused_never_overwritten(
     """An ``erasures.json`` that is JSON but not the ledger's shape is as unreadable as a
     truncated one (exit 11 naming it): recording the next erasure must not replace it (the
     earlier ids were the only record of what to look for in old S3 versions)."""
-    from memsync import erasures as ledger
+    from memsync.erase import ledger
     from memsync.errors import UnavailableError
 
     path = tmp_path / ledger.LEDGER

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from memsync.demo.backups import leave_config_usable
-from memsync.erasures import digest
+from memsync.erase.ledger import digest
 from memsync.snapshot.tripwire import Thresholds, find_drops
 from memsync.stores.snapshots import PINNED
 from tests.conftest import s3_section

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memsync import pending
+from memsync.routes import queue as pending
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUESTED_BY = {"user": "ops", "uid": 0, "pid": 1, "argv": []}
@@ -58,7 +58,7 @@ def test_queued_erasure_killed_between_delete_and_erase_is_dropped_with_text_lef
     now = datetime.now(UTC)
     pending.add(deployment.paths.state, pending.new_request("erase", now, user_id="alice"))
     killed = subprocess.run(
-        [sys.executable, "-m", "tests.breaker.killat", "memsync.erase:erase_texts", "--",
+        [sys.executable, "-m", "tests.breaker.killat", "memsync.erase.apply:erase_texts", "--",
          "pending", "apply", "--json", "--config", str(deployment.config)],
         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -80,7 +80,7 @@ def test_queued_request_of_unknown_kind_is_not_executed_as_a_forget(
 ) -> None:
     """A hand-edited request ``"kind": "nuke"`` for user bob: memsync must refuse it.
 
-    Promise (pending.py): kinds are forget | erase | prune; a file that is not a version-1
+    Promise (routes/queue.py): kinds are forget | erase | prune; a file that is not a version-1
     queue document is exit 11 and never acted on. Today the request is applied as a forget:
     bob's memories are deleted (no safety snapshot) and the request is reported "applied".
     """

@@ -39,7 +39,7 @@ def test_reconcile_killed_between_two_remote_restores_is_finished_by_the_next_ru
     snapshots_before, work_before = tree(snapshots), sorted(os.listdir(work_dir))
 
     killed = subprocess.run(
-        [sys.executable, "-m", "tests.breaker.killat", "memsync.reconcile:apply_action",
+        [sys.executable, "-m", "tests.breaker.killat", "memsync.reconcile.apply:apply_action",
          "--nth", "2", "--", "reconcile", "--no-snapshot", "--config", str(deployment.config)],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip

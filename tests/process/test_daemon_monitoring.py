@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memsync import pending
+from memsync.routes import queue as pending
 from tests.helpers.holders import app_holding
 from tests.process.test_daemon import Notify, start, state, stop, with_daemon
 

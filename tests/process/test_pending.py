@@ -11,7 +11,7 @@ import json
 import sqlite3
 from datetime import UTC, datetime, timedelta
 
-from memsync import pending
+from memsync.routes import queue as pending
 from tests.helpers.holders import app_holding
 
 

@@ -323,7 +323,7 @@ def test_a_resumed_plan_never_undoes_what_the_app_did_meanwhile(deployment, cli)
     deployment.close()
     journal = deployment.paths.state / "reconcile-journal.json"
     from memsync import config as config_module
-    from memsync import reconcile as reconcile_module
+    from memsync.reconcile import apply as reconcile_module
 
     loaded = config_module.load(deployment.config, {"HOME": str(deployment.paths.root)})
     from datetime import UTC, datetime
@@ -444,8 +444,8 @@ def test_a_journal_from_0_1_naming_the_storage_file_still_puts_the_point_back(de
 
     from memsync import check
     from memsync import config as config_module
-    from memsync import reconcile as reconcile_module
     from memsync.model import Recovery
+    from memsync.reconcile import apply as reconcile_module
 
     deployment.close()
     made = cli("snapshot", "create", "--json", config=deployment.config).json()

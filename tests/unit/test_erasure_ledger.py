@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memsync import erasures as ledger
+from memsync.erase import ledger
 from memsync.erase.copies import selector
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

@@ -18,8 +18,8 @@ from memsync.model import (
     Severity,
     payload_hash,
 )
-from memsync.reconcile_actions import KNOWN_KINDS, Action, ActionKind
-from memsync.reconcile_plan import DAMAGE_CODES, POLICY_CODES, RULES, plan_reconcile
+from memsync.reconcile.actions import KNOWN_KINDS, Action, ActionKind
+from memsync.reconcile.plan import DAMAGE_CODES, POLICY_CODES, RULES, plan_reconcile
 from tests.helpers import values
 from tests.helpers.values import T0, event, point
 

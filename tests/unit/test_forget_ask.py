@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memsync import pending
 from memsync.errors import ExitCode
 from memsync.forget import Applied, Ask
 from memsync.forget.queued import exit_code
+from memsync.routes import queue as pending
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 

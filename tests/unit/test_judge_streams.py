@@ -14,9 +14,9 @@ from datetime import timedelta
 
 import pytest
 
-from memsync import problems
-from memsync.model import EntityLink, MessageScope
-from memsync.problems import (
+from memsync.judge import rules as problems
+from memsync.judge.memory_rules import per_memory
+from memsync.judge.rules import (
     LIVE_EVENTS,
     Memories,
     OutOfOrder,
@@ -25,8 +25,8 @@ from memsync.problems import (
     merge_by_id,
     session_scope,
 )
-from memsync.problems_memories import per_memory
-from memsync.problems_warnings import dangling_links, duplicates, expired, orphan_messages
+from memsync.judge.warning_rules import dangling_links, duplicates, expired, orphan_messages
+from memsync.model import EntityLink, MessageScope
 from tests.helpers.values import LONG_AGO, T0, event, inventory, point
 
 TEXTS = ("tea", "coffee", "chess", "rust")

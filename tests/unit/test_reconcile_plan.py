@@ -15,8 +15,8 @@ from memsync.model import (
     Point,
     Recovery,
 )
-from memsync.reconcile_actions import ActionKind
-from memsync.reconcile_plan import plan_reconcile
+from memsync.reconcile.actions import ActionKind
+from memsync.reconcile.plan import plan_reconcile
 from tests.helpers import values
 from tests.helpers.values import T0
 

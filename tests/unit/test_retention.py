@@ -1,4 +1,4 @@
-"""plan_prune: restic's keep rules over snapshots spread across months (time is a value)."""
+"""plan_retention: restic's keep rules over snapshots spread across months (time is a value)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from memsync.config import SnapshotConfig
 from memsync.errors import ConfigError
-from memsync.snapshot import Candidate, plan_prune
+from memsync.snapshot import Candidate, plan_retention
 
 
 def candidate(moment: datetime, complete: bool = True, verified: bool = False) -> Candidate:
@@ -27,30 +27,30 @@ def kept(decisions):
 
 
 def test_keep_last_keeps_the_newest_n():
-    decisions = plan_prune(SERIES, SnapshotConfig(keep_last=3))
+    decisions = plan_retention(SERIES, SnapshotConfig(keep_last=3))
     assert kept(decisions) == [c.id for c in sorted(SERIES, key=lambda c: c.id, reverse=True)[:3]]
 
 
 def test_keep_daily_keeps_the_newest_of_each_of_the_last_n_days():
-    decisions = plan_prune(SERIES, SnapshotConfig(keep_daily=7))
+    decisions = plan_retention(SERIES, SnapshotConfig(keep_daily=7))
     ids = kept(decisions)
     assert len(ids) == 7 and all(i.endswith("T153000Z") for i in ids)
     assert len({i[:8] for i in ids}) == 7
 
 
 def test_keep_weekly_uses_iso_weeks_and_monthly_uses_months():
-    weekly = kept(plan_prune(SERIES, SnapshotConfig(keep_weekly=4)))
+    weekly = kept(plan_retention(SERIES, SnapshotConfig(keep_weekly=4)))
     weeks = {
         datetime.strptime(i, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).isocalendar()[:2] for i in weekly
     }
     assert len(weekly) == len(weeks) == 4
-    monthly = kept(plan_prune(SERIES, SnapshotConfig(keep_monthly=6)))
+    monthly = kept(plan_retention(SERIES, SnapshotConfig(keep_monthly=6)))
     assert [i[:6] for i in monthly] == ["202604", "202603", "202602", "202601"]
     assert monthly[1] == "20260331T153000Z"  # the newest of March
 
 
 def test_rules_add_up_and_every_kept_snapshot_says_why():
-    decisions = plan_prune(SERIES, SnapshotConfig(keep_last=2, keep_daily=3, keep_monthly=2))
+    decisions = plan_retention(SERIES, SnapshotConfig(keep_last=2, keep_daily=3, keep_monthly=2))
     by_id = {d.id: d for d in decisions}
     newest = sorted(by_id)[-1]
     assert set(by_id[newest].reasons) == {
@@ -66,7 +66,7 @@ def test_rules_add_up_and_every_kept_snapshot_says_why():
 def test_the_newest_verified_snapshot_is_never_removed():
     series = list(SERIES)
     series[10] = Candidate(id=series[10].id, time=series[10].time, complete=True, verified=True)
-    decisions = {d.id: d for d in plan_prune(series, SnapshotConfig(keep_last=1))}
+    decisions = {d.id: d for d in plan_retention(series, SnapshotConfig(keep_last=1))}
     assert decisions[series[10].id].keep and decisions[series[10].id].reasons == (
         "newest verified",
     )
@@ -74,7 +74,7 @@ def test_the_newest_verified_snapshot_is_never_removed():
 
 def test_an_incomplete_local_snapshot_is_kept_and_counts_for_no_rule():
     partial = candidate(START + timedelta(days=500), complete=False)
-    decisions = plan_prune([*SERIES, partial], SnapshotConfig(keep_last=1))
+    decisions = plan_retention([*SERIES, partial], SnapshotConfig(keep_last=1))
     first, second = decisions[:2]
     assert (first.id, first.keep, first.reasons) == (
         partial.id,
@@ -86,4 +86,4 @@ def test_an_incomplete_local_snapshot_is_kept_and_counts_for_no_rule():
 
 def test_an_empty_policy_is_refused():
     with pytest.raises(ConfigError, match="keep_"):
-        plan_prune(SERIES, SnapshotConfig())
+        plan_retention(SERIES, SnapshotConfig())

@@ -1,4 +1,4 @@
-"""plan_prune and Manifest.restores_clean: "newest verified" means its pair was clean too."""
+"""plan_retention and Manifest.restores_clean: "newest verified" means its pair was clean too."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from memsync.config import SnapshotConfig
 from memsync.model import CaptureWindow
-from memsync.snapshot import Candidate, plan_prune
+from memsync.snapshot import Candidate, plan_retention
 from memsync.stores.manifest import FileEntry, Manifest
 
 START = datetime(2026, 3, 1, 3, 30, tzinfo=UTC)
@@ -26,7 +26,7 @@ def candidate(hours: int, *, verified: bool, clean: bool) -> Candidate:
 def test_a_newer_verified_snapshot_whose_pair_was_not_clean_is_not_the_newest_verified():
     older = candidate(0, verified=True, clean=True)
     newer = candidate(1, verified=True, clean=False)
-    decisions = {d.id: d for d in plan_prune([older, newer], SnapshotConfig(keep_last=1))}
+    decisions = {d.id: d for d in plan_retention([older, newer], SnapshotConfig(keep_last=1))}
     assert decisions[newer.id].reasons == ("keep-last 1",)
     assert decisions[older.id].keep and decisions[older.id].reasons == ("newest verified",)
 

@@ -10,7 +10,7 @@ from memsync.config import SnapshotConfig
 from memsync.errors import ConfigError
 from memsync.model import CaptureWindow
 from memsync.repository import Entry
-from memsync.snapshot import Candidate, merge, plan_prune
+from memsync.snapshot import Candidate, merge, plan_retention
 from memsync.stores.manifest import FileEntry, Manifest
 
 START = datetime(2024, 6, 1, 0, 10, tzinfo=UTC)
@@ -32,7 +32,7 @@ def by_id(decisions):
 def test_keep_hourly_keeps_the_newest_of_each_of_the_last_n_hours():
     # every 20 minutes for 5 hours
     series = [candidate(START + timedelta(minutes=20 * i)) for i in range(15)]
-    decisions = plan_prune(series, SnapshotConfig(keep_hourly=3))
+    decisions = plan_retention(series, SnapshotConfig(keep_hourly=3))
     kept = [d for d in decisions if d.keep]
     assert [d.id for d in kept] == [sid(START + timedelta(minutes=20 * i)) for i in (14, 11, 8)]
     assert [d.reasons for d in kept] == [
@@ -44,7 +44,7 @@ def test_keep_hourly_keeps_the_newest_of_each_of_the_last_n_hours():
 
 def test_keep_yearly_keeps_the_newest_of_each_year():
     series = [candidate(START + timedelta(days=100 * i)) for i in range(12)]  # 2024 .. 2027
-    decisions = plan_prune(series, SnapshotConfig(keep_yearly=3))
+    decisions = plan_retention(series, SnapshotConfig(keep_yearly=3))
     kept = {d.id: d.reasons for d in decisions if d.keep}
     years = {i[:4] for i in kept}
     assert years == {"2027", "2026", "2025"} and len(kept) == 3
@@ -55,7 +55,7 @@ def test_keep_yearly_keeps_the_newest_of_each_year():
 def test_keep_within_counts_from_the_newest_snapshot_not_from_now():
     series = [candidate(START + timedelta(days=i)) for i in range(30)]
     policy = SnapshotConfig.model_validate({"keep_within": "7d"})
-    decisions = plan_prune(series, policy, now=START + timedelta(days=400))
+    decisions = plan_retention(series, policy, now=START + timedelta(days=400))
     kept = [d for d in decisions if d.keep]
     # younger than 7 days counted from the newest (day 29): days 23..29; day 22 is exactly 7d
     assert [d.id for d in kept] == [sid(START + timedelta(days=i)) for i in range(29, 22, -1)]
@@ -65,15 +65,15 @@ def test_keep_within_counts_from_the_newest_snapshot_not_from_now():
 
 def test_keep_within_alone_is_a_policy_and_nothing_at_all_is_refused():
     with pytest.raises(ConfigError, match="keep_"):
-        plan_prune([candidate(START)], SnapshotConfig())
-    plan_prune([candidate(START)], SnapshotConfig.model_validate({"keep_within": "12h"}))
+        plan_retention([candidate(START)], SnapshotConfig())
+    plan_retention([candidate(START)], SnapshotConfig.model_validate({"keep_within": "12h"}))
 
 
 def test_a_pinned_snapshot_is_kept_whatever_the_policy_says_and_says_by_whom():
     old = candidate(START, pin={"pinned": True, "by": "tripwire", "reason": "mass deletion"})
     plain = candidate(START + timedelta(hours=1), pin={"pinned": True, "by": "operator"})
     newest = candidate(START + timedelta(days=3))
-    decisions = by_id(plan_prune([old, plain, newest], SnapshotConfig(keep_last=1)))
+    decisions = by_id(plan_retention([old, plain, newest], SnapshotConfig(keep_last=1)))
     assert decisions[old.id].keep and decisions[old.id].reasons == (
         "pinned (tripwire: mass deletion)",
     )
@@ -96,7 +96,7 @@ def test_an_incomplete_remote_snapshot_goes_after_a_day_and_only_from_the_bucket
     )
     complete = candidate(now - timedelta(days=1))
     decisions = by_id(
-        plan_prune([old, young, both, pinned, complete], SnapshotConfig(keep_last=1), now=now)
+        plan_retention([old, young, both, pinned, complete], SnapshotConfig(keep_last=1), now=now)
     )
     assert (decisions[old.id].keep, decisions[old.id].reasons) == (
         False,
@@ -154,7 +154,7 @@ def test_merge_makes_one_candidate_per_id_and_newest_verified_is_decided_once():
         (b, ("local", "remote"), ()),
         (c, ("local", "remote"), ("remote",)),
     ]
-    decisions = by_id(plan_prune(candidates, SnapshotConfig(keep_last=1)))
+    decisions = by_id(plan_retention(candidates, SnapshotConfig(keep_last=1)))
     assert decisions[c].reasons == ("keep-last 1",)  # complete locally: the policy decides
     assert decisions[b].reasons == ("newest verified",)
     assert not decisions[a].keep and decisions[a].remove_from == ("local", "remote")
@@ -173,7 +173,7 @@ def test_merge_reads_pins_from_either_side_and_ignores_unpinned_documents():
 def test_a_verified_snapshot_with_errors_on_one_side_is_not_the_newest_verified():
     a, b = sid(START), sid(START + timedelta(hours=1))
     listed = {"local": [entry(a, verified=True), entry(b, verified=True, errors=1)]}
-    decisions = by_id(plan_prune(merge(listed), SnapshotConfig(keep_last=1)))
+    decisions = by_id(plan_retention(merge(listed), SnapshotConfig(keep_last=1)))
     assert decisions[a].reasons == ("newest verified",)
     assert decisions[b].reasons == ("keep-last 1",)
 
@@ -183,9 +183,9 @@ def test_a_local_snapshot_waiting_for_its_upload_is_kept_until_it_is_uploaded():
     listed = {"local": [entry(a), entry(b), entry(c)], "remote": [entry(c)]}
     candidates = merge(listed, upload_pending={a})  # a's upload failed
     assert [x.upload_pending for x in candidates] == [True, False, False]
-    decisions = by_id(plan_prune(candidates, SnapshotConfig(keep_last=1)))
+    decisions = by_id(plan_retention(candidates, SnapshotConfig(keep_last=1)))
     assert decisions[a].keep and decisions[a].reasons == ("upload pending",)
     assert not decisions[b].keep and decisions[b].remove_from == ("local",)
     assert decisions[c].reasons == ("keep-last 1",)
-    uploaded = by_id(plan_prune(merge(listed), SnapshotConfig(keep_last=1)))
+    uploaded = by_id(plan_retention(merge(listed), SnapshotConfig(keep_last=1)))
     assert not uploaded[a].keep  # once uploaded (marker gone) the policy decides again

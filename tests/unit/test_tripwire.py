@@ -259,7 +259,7 @@ def test_a_snapshot_jobs_summary_keeps_the_tripwire_verdict_when_the_report_has_
 
 
 def test_memories_erased_on_purpose_are_taken_out_before_comparing():
-    from memsync.erasures import digest
+    from memsync.erase.ledger import digest
 
     previous = scopes(500, user_id={"bob": 120, "dan": 380}, agent_id={"x": 200})
     current = scopes(380, user_id={"dan": 380}, agent_id={"x": 80})
@@ -274,7 +274,7 @@ def test_memories_erased_on_purpose_are_taken_out_before_comparing():
 
 
 def test_a_bug_deleting_more_than_the_erasure_still_trips():
-    from memsync.erasures import digest
+    from memsync.erase.ledger import digest
 
     previous = scopes(500, user_id={"bob": 120, "dan": 380}, agent_id={"x": 200})
     current = scopes(300, user_id={"dan": 300}, agent_id={"x": 0})  # 80 of dan's went too

@@ -1,6 +1,6 @@
 """The per-memory rules of ``find_problems``: a point against its history, its payload, its size. Pure.
 
-Each rule reads only the memories of the inventory it is given, so ``memsync.problems`` runs
+Each rule reads only the memories of the inventory it is given, so ``memsync.judge.rules`` runs
 them on one chunk of memories at a time (a chunk holds both sides of every id in it).
 """
 
@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from memsync import findings
+from memsync.judge.common import LIVE_EVENTS, finding_or_in_flight, session_scope
 from memsync.model import (
     Finding,
     Inventory,
@@ -18,7 +19,6 @@ from memsync.model import (
     parse_time,
     payload_hash,
 )
-from memsync.problems_common import LIVE_EVENTS, finding_or_in_flight, session_scope
 
 
 def per_memory(inventory: Inventory) -> list[Finding]:

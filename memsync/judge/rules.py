@@ -14,21 +14,21 @@ from datetime import date
 from typing import Any
 
 from memsync import findings
-from memsync.model import Finding, Inventory, MemoryHistory, Point, add_scopes, count_scopes
-from memsync.problems_common import (
+from memsync.judge.common import (
     LIVE_EVENTS,
     SCOPE_KEYS,
     in_window,
     session_scope,
 )
-from memsync.problems_memories import per_memory
-from memsync.problems_warnings import (
+from memsync.judge.memory_rules import per_memory
+from memsync.judge.warning_rules import (
     dangling_links,
     duplicate_key,
     duplicates,
     expired,
     orphan_messages,
 )
+from memsync.model import Finding, Inventory, MemoryHistory, Point, add_scopes, count_scopes
 
 __all__ = [
     "CHUNK_MEMORIES", "LIVE_EVENTS", "NOTHING_AROUND", "SCOPE_KEYS",

@@ -20,10 +20,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memsync import check, erase, repository, snapshot
-from memsync import erasures as ledger
+from memsync import check, repository, snapshot
 from memsync.config import Config
-from memsync.erase import holding, versions
+from memsync.erase import apply as erase
+from memsync.erase import holding, ledger, versions
 from memsync.errors import UnavailableError
 from memsync.model import CaptureWindow, Severity
 from memsync.repository import LocalRepository, S3Repository
@@ -215,7 +215,7 @@ def resolve_ids(
     """The ids given, or the scope's: points of it in any local snapshot and erased ones.
 
     Memories already erased from the live store and from every local snapshot are found in
-    the erasure ledger (``memsync.erasures``). Reads only.
+    the erasure ledger (``memsync.erase.ledger``). Reads only.
     """
     if memory_ids or not scope:
         return sorted(set(memory_ids))

@@ -1,6 +1,6 @@
 """Warning-level findings: dangling entity links, expired memories, duplicates, orphan messages. Pure.
 
-Part of ``memsync.problems``: ``expired`` runs on each chunk of memories; the others on what
+Part of ``memsync.judge.rules``: ``expired`` runs on each chunk of memories; the others on what
 the whole stream gathered (the linked memories, the duplicate candidates, the live scopes).
 """
 
@@ -10,8 +10,8 @@ from collections import defaultdict
 from datetime import date
 
 from memsync import findings
+from memsync.judge.common import SCOPE_KEYS, finding_or_in_flight, session_scope
 from memsync.model import Finding, Inventory, Point, expires_on
-from memsync.problems_common import SCOPE_KEYS, finding_or_in_flight, session_scope
 
 
 def dangling_links(inventory: Inventory) -> list[Finding]:

@@ -1,6 +1,6 @@
 """``reconcile``: make the two stores agree again, action by action, with a journal.
 
-``plan_reconcile`` (in ``memsync.reconcile_plan``, one pure rule per finding code) takes findings,
+``plan_reconcile`` (in ``memsync.reconcile.plan``, one pure rule per finding code) takes findings,
 inventory and the recovery sources found in snapshots, and returns a list of actions.
 ``run_reconcile`` is the I/O half: check, plan, safety snapshot, then on a route
 (``memsync.routes``: the app's agent, directly, or a maintenance window) journal and every action
@@ -19,12 +19,15 @@ from typing import Any
 
 import structlog
 
-from memsync import check, erase, erasures, recovery, repository, routes, snapshot
+from memsync import check, repository, routes, snapshot
 from memsync.config import Config
+from memsync.erase import apply as erase
+from memsync.erase import ledger as erasures
 from memsync.errors import ExitCode, UnavailableError
 from memsync.model import CheckReport, HistoryEvent, Inventory, Recovery, Severity, parse_time
-from memsync.reconcile_actions import KNOWN_KINDS, NEEDS_EMBEDDER, Action
-from memsync.reconcile_plan import plan_reconcile
+from memsync.reconcile import sources as recovery
+from memsync.reconcile.actions import KNOWN_KINDS, NEEDS_EMBEDDER, Action
+from memsync.reconcile.plan import plan_reconcile
 from memsync.repository import reading
 from memsync.state import write_json_atomic
 from memsync.stores import mem0, snapshots
@@ -72,7 +75,7 @@ def find_recoveries(
 ) -> tuple[dict[str, Recovery | None], dict[str, str]]:
     """Find, for each missing memory, the newest snapshot holding it with the expected text.
 
-    The search is ``memsync.recovery.find_recoveries`` (local snapshots read in place, remote
+    The search is ``memsync.reconcile.sources.find_recoveries`` (local snapshots read in place, remote
     ones' files downloaded into ``work``, the run's scratch area); vectors evidently newer than
     history block every recovery. Without ``fetch`` (a dry run) no snapshot is downloaded; the
     second mapping names, per memory left unresolved for that reason, the remote-only snapshot
@@ -105,7 +108,7 @@ def note_deferred(actions: list[Action], deferred: dict[str, str]) -> list[Actio
 
 
 def _plaintext_root(config: Config, info: snapshots.SnapshotInfo, work: Path) -> Path:
-    """A local snapshot's plaintext directory (``memsync.recovery.plaintext_root``)."""
+    """A local snapshot's plaintext directory (``memsync.reconcile.sources.plaintext_root``)."""
     return recovery.plaintext_root(config, info, work) or work / info.id
 
 
@@ -394,7 +397,7 @@ def _erase_again(
     """Erase again the erased memories this run deleted: an older store had brought them back.
 
     mem0's delete writes the point's text into its DELETE history row (mem0ai 2.2.1), so a
-    ``resurrected-point`` of an id in the erasure ledger (``memsync.erasures``) would put the
+    ``resurrected-point`` of an id in the erasure ledger (``memsync.erase.ledger``) would put the
     erased text back into history.db: its rows are blanked and the stores rewritten, as
     ``forget --erase`` does (``erase.erase_texts``). Returns the ids, sorted, and why their
     texts are not proven gone (``erase.unverified``; empty when the byte search found none).

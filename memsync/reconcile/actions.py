@@ -1,6 +1,6 @@
 """What a reconcile plan is made of: action kinds, actions, and the context rules read. Pure.
 
-``memsync.reconcile_plan`` turns findings into these; ``memsync.reconcile`` applies them and keeps
+``memsync.reconcile.plan`` turns findings into these; ``memsync.reconcile.apply`` applies them and keeps
 them in its journal (``Action`` round-trips through JSON: its kind is written as the string).
 History rows an action carries follow docs/reference/contract.md ("The direct writes memsync may
 make"): ``memsync-<uuid4>`` ids, ``actor_id = "memsync"``.

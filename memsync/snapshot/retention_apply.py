@@ -1,7 +1,7 @@
 """``snapshot prune``: retention applied to the local directory and the bucket together.
 
 ``survey`` lists both sides (and the bucket's incomplete multipart uploads) into candidates for
-the pure ``retention.plan_prune``; ``apply_prune`` deletes what it removes, on every side named
+the pure ``retention.plan_retention``; ``apply_retention`` deletes what it removes, on every side named
 (a bucket loses the manifest object first, then the objects, then the snapshot's incomplete
 multipart uploads are aborted); ``versions_left`` and ``purge_versions`` deal with the
 noncurrent versions a versioned bucket keeps of removed snapshots (object lock wins: a locked
@@ -120,13 +120,13 @@ def _uploads_by_id(remote: S3Repository) -> dict[str, list[MultipartUpload]]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Removed:
-    """What ``apply_prune`` deleted: snapshot ids, and the multipart uploads it aborted."""
+    """What ``apply_retention`` deleted: snapshot ids, and the multipart uploads it aborted."""
 
     ids: list[str]
     aborted: list[MultipartUpload]
 
 
-def apply_prune(
+def apply_retention(
     sides: Sides,
     decisions: Sequence[PruneDecision],
     uploads: dict[str, list[MultipartUpload]] | None = None,

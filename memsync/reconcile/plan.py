@@ -16,9 +16,9 @@ from datetime import datetime
 
 from memsync import findings
 from memsync.findings import Repair
+from memsync.judge.rules import LIVE_EVENTS
 from memsync.model import Finding, Inventory, Recovery, Severity, parse_time
-from memsync.problems import LIVE_EVENTS
-from memsync.reconcile_actions import (
+from memsync.reconcile.actions import (
     Action,
     ActionKind,
     Context,
