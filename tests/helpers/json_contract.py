@@ -96,10 +96,11 @@ def _walk(value: Any, parts: list[str]) -> Any:
 
 
 def check_section(
-    documents: list[dict[str, Any]], paths: list[str], *, closed: bool = False
+    documents: list[dict[str, Any]], paths: list[str], *, closed: list[str] | None = None
 ) -> list[str]:
     """What is wrong: a documented path absent from a document, a path no document showed
-    (always null or empty on the way), and with ``closed`` a top-level key nobody documented."""
+    (always null or empty on the way), and with ``closed`` (the section's every path) a
+    top-level key it does not document."""
     problems: list[str] = []
     for path in paths:
         seen = False
@@ -111,8 +112,8 @@ def check_section(
                 seen = True
         if not seen:
             problems.append(f"{path}: no document shows it (null or empty on the way)")
-    if closed:
-        top = {path.split(".")[0].removesuffix("[]") for path in paths}
+    if closed is not None:
+        top = {path.split(".")[0].removesuffix("[]") for path in closed}
         for index, document in enumerate(documents):
             extra = set(document) - top
             if extra:
