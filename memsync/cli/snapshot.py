@@ -23,7 +23,7 @@ from memsync.snapshot.listing import list_snapshots
 from memsync.snapshot.transfer import Downloaded
 from memsync.state import operation_lock
 from memsync.stores import snapshots
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 
 HELP = "capture both stores into one dated, verified snapshot; upload, list, verify, prune"
 
