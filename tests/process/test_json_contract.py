@@ -35,6 +35,11 @@ CLOSED = {
     "`snapshot prune --json`",
     "`tune --json`",
     "`repair-meta --json`",
+    "`review --json`, `export-context --json`",
+    "`audit --json`",
+    "`config validate --json`, `config show --json`",
+    "`snapshot download --json`",
+    "`snapshot create --dry-run --json`",
     "Errors",
 }
 
@@ -48,8 +53,13 @@ ROUTES = "Routes: `forget`, `prune`, `reconcile`, `confirm`, `pending apply`"
 PIN = "`snapshot pin --json`, `snapshot unpin --json`"
 
 # fields the page documents for some of a section's commands only
+REVIEW = "`review --json`, `export-context --json`"
+CONFIG = "`config validate --json`, `config show --json`"
+
 ONLY = {
     ROUTES: {"pending_id": {"forget", "prune"}},
+    REVIEW: {"user_id": {"export-context"}},
+    CONFIG: {"config": {"config show"}, "writable_paths": {"config show"}},
     PIN: {"pin": {"snapshot pin"}, "was_pinned": {"snapshot unpin"}},
 }
 
@@ -82,6 +92,14 @@ def collect(make_deployment: Any, cli: Any, bucket: str, s3_endpoint: str, tmp_p
     run("`snapshot list --json`", "snapshot", "list")
     run(PIN, "snapshot", "unpin", first)
     run("`snapshot verify --scheduled --json`", "snapshot", "verify", "--scheduled")
+    run("`snapshot download --json`", "snapshot", "download", first, str(tmp_path / "down"))
+    run("`snapshot create --dry-run --json`", "snapshot", "create", "--dry-run")
+    run(CONFIG, "config", "validate")
+    run(CONFIG, "config", "show")
+    run(REVIEW, "review", "--older-than", "1s")
+    user = next(iter(docs[REVIEW][0]["memories"]))["source"]["user_id"]
+    run(REVIEW, "export-context", "--user", user)
+    run("`audit --json`", "audit", "--since", "7d")
     run("`doctor --json`", "doctor", codes=(0, 3))
     assert cli("job", "check", config=config).code == 0  # a recorded run for status
     run("`status --json`", "status", codes=(0, 3))
