@@ -30,7 +30,7 @@ from pathlib import Path
 from memsync import config as config_module
 from memsync.demo.bulk import generate
 from memsync.snapshot import create_snapshot, object_store, upload_snapshot
-from memsync.stores import deployment
+from memsync.stores import capture
 
 HERE = Path(__file__).resolve().parent
 
@@ -105,7 +105,7 @@ def main() -> int:
 
         def capture_once() -> float:
             with tempfile.TemporaryDirectory(dir=args.out) as scratch:
-                return timed(lambda: deployment.capture(config, Path(scratch) / "c"))
+                return timed(lambda: capture.capture(config, Path(scratch) / "c"))
 
         def vacuum_once() -> float:
             with tempfile.TemporaryDirectory(dir=args.out) as scratch:

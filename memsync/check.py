@@ -30,8 +30,8 @@ from memsync.judge.rules import (
     session_scope,
 )
 from memsync.model import CheckReport, Inventory, Severity, count_scopes
-from memsync.stores import deployment
-from memsync.stores.deployment import Captured
+from memsync.stores import capture
+from memsync.stores.capture import Captured
 from memsync.stores.vector_store import vector_store_for
 
 __all__ = [
@@ -110,7 +110,7 @@ def settled_report(
     """
 
     def once() -> tuple[None, CheckReport, T | None]:
-        with deployment.temporary_capture(config) as captured:
+        with capture.temporary_capture(config) as captured:
             report = judge_capture(
                 captured, config, now.date(), surroundings(config, captured), progress
             )
@@ -181,8 +181,8 @@ def _capture_and_judge(
     progress: Callable[[int, int], None] | None,
     inspect: Callable[[Captured], T] | None,
 ) -> tuple[Inventory, CheckReport, T | None]:
-    with deployment.temporary_capture(config) as captured:
-        inventory = deployment.read_inventory(captured, config, progress)
+    with capture.temporary_capture(config) as captured:
+        inventory = capture.read_inventory(captured, config, progress)
         inspected = inspect(captured) if inspect is not None else None
         around = surroundings(config, captured)
     return inventory, judge(inventory, today, around), inspected
@@ -206,25 +206,25 @@ def judge_capture(
     Python's), the capture is read whole and judged that way.
 
     Raises:
-        UnavailableError: as ``deployment.read_inventory`` (the live file named).
+        UnavailableError: as ``capture.read_inventory`` (the live file named).
     """
     try:
-        with deployment.naming_live_files(captured):
-            summary, memories = deployment.memory_streams(captured, config, progress)
+        with capture.naming_live_files(captured):
+            summary, memories = capture.memory_streams(captured, config, progress)
             store = vector_store_for(config)
             judged = judge_memories(
                 Memories(
                     summary=summary,
                     pairs=merge_by_id(*memories),
                     points_again=lambda: store.points_in_order(
-                        captured.vectors, deployment.CHECKED_PAYLOAD_KEYS
+                        captured.vectors, capture.CHECKED_PAYLOAD_KEYS
                     ),
                 ),
                 today,
                 around,
             )
     except OutOfOrder:
-        return judge(deployment.read_inventory(captured, config, progress), today, around)
+        return judge(capture.read_inventory(captured, config, progress), today, around)
     return CheckReport(
         findings=tuple(judged.findings),
         points=judged.points,

@@ -17,7 +17,7 @@ from typing import Any
 from memsync import routes
 from memsync.config import Config
 from memsync.model import HistoryEvent, Point, is_expired, parse_time
-from memsync.stores import deployment, history
+from memsync.stores import capture, history
 from memsync.stores.vector_store import vector_store_for
 
 CONFIRMED_AT = "confirmed_at"
@@ -173,7 +173,7 @@ def load_points_and_events(
 
     Reads only (no lock); the copies are removed.
     """
-    with deployment.temporary_capture(config) as captured:
+    with capture.temporary_capture(config) as captured:
         points = vector_store_for(config).read_points(captured.vectors)
         events = (
             list(history.iter_events(captured.history_copy.dest))

@@ -12,7 +12,7 @@ from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import UnavailableError
 from memsync.model import CheckReport, CollectionInfo, DoctorResult, Severity
-from memsync.stores.deployment import Captured
+from memsync.stores.capture import Captured
 from memsync.stores.sqlite_files import (
     SLOW_READ_S,
     SQLITE_VERSION,

@@ -13,7 +13,7 @@ from memsync import capture_budget, findings
 from memsync.config import Config
 from memsync.doctor.status import OK, WARNING
 from memsync.model import DoctorResult
-from memsync.stores.deployment import Captured
+from memsync.stores.capture import Captured
 
 CODE = "wal-recommended"
 

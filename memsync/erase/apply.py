@@ -27,7 +27,7 @@ from memsync.erase.holding import other_backend, snapshots_holding
 from memsync.erase.old_store import erase_old_store
 from memsync.errors import MemsyncError
 from memsync.model import Inventory
-from memsync.stores import deployment, journal_mode, snapshots
+from memsync.stores import capture, journal_mode, snapshots
 from memsync.stores.pgvector import PgVector, load
 from memsync.stores.sqlite_files import translate
 from memsync.stores.vector_store import vector_store_for
@@ -322,7 +322,7 @@ def purge_own_copies(
     """
     done: list[str] = []
     if config.work_dir.is_dir():
-        done += [str(p) for p in deployment.remove_stale_captures(config.work_dir, max_age_s=0)]
+        done += [str(p) for p in capture.remove_stale_captures(config.work_dir, max_age_s=0)]
     if config.snapshot.directory is not None:
         done += [str(p) for p in snapshots.remove_stale_partials(config.snapshot.directory)]
     journal = config.state_dir / "reconcile-journal.json"

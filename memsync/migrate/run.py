@@ -2,7 +2,7 @@
 
 Steps: refuse what ``plan.find_refusal`` refuses (and another migration's journal, or a
 resumed target of another vector size); capture the source with vectors into a scratch
-``capture-*`` directory (``deployment.scratch_directory``: removed by the next memsync
+``capture-*`` directory (``capture.scratch_directory``: removed by the next memsync
 command if this one dies; read-only on the live stores: the app keeps running); plan; with
 ``dry_run`` stop there. Otherwise, under the operation lock: check the journal again, probe
 the new embedder's size (re-embedding), write the journal, open mem0 on the new config (a
@@ -49,7 +49,7 @@ from memsync.migrate.verify import (
 )
 from memsync.model import CheckReport
 from memsync.state import operation_lock
-from memsync.stores import deployment, history, interpreter
+from memsync.stores import capture, history, interpreter
 from memsync.stores.interpreter import AppInterpreter
 from memsync.stores.mem0 import PROBE_TEXT, open_embedder, open_memory
 from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store_for
@@ -149,12 +149,12 @@ def run_migrate(
         raise ConfigError(new_config.source, [refusal[0]], refusal[1])
     if recorded is not None:
         require_target_size(target_store, target, config.state_dir)
-    with deployment.scratch_directory(config) as scratch:
+    with capture.scratch_directory(config) as scratch:
         # mem0 writes a point before its history row: every write the capture may miss has
         # a history row above this one (a superset: not_copied may name a copied memory).
         before = history.last_rowid(config.history_db_path) if not dry_run else 0
-        captured = deployment.capture(config, scratch / "source", vectors=not dry_run)
-        with deployment.naming_live_files(captured):
+        captured = capture.capture(config, scratch / "source", vectors=not dry_run)
+        with capture.naming_live_files(captured):
             plan = _plan(source, target, captured, batch_size)
         if dry_run:
             if plan.re_embed:  # built, never called: a dry run spends no embedder call
@@ -187,7 +187,7 @@ def require_target_size(store: VectorStore, target: Side, state_dir: Path) -> No
     )
 
 
-def _plan(source: Any, target: Any, captured: deployment.Captured, batch_size: int) -> MigratePlan:
+def _plan(source: Any, target: Any, captured: capture.Captured, batch_size: int) -> MigratePlan:
     """Count the capture's points and payload bytes, then ``plan_migrate``."""
     store = captured.store
     counts, payload_bytes = [], 0
@@ -209,7 +209,7 @@ def _migrate(
     to: Path,
     now: datetime,
     plan: MigratePlan,
-    captured: deployment.Captured,
+    captured: capture.Captured,
     scratch: Path,
     last_rowid: int,
     progress: Callable[[int, int], None] | None,
@@ -246,7 +246,7 @@ def _migrate(
             writer, captured.store, captured.vectors, plan, resumed.have, on_batch, progress
         )
         logger.info("migrate_copied", point_count=copied.copied, skipped=copied.skipped)
-        with deployment.naming_live_files(captured):
+        with capture.naming_live_files(captured):
             differences, sampled, index_misses = _verify(
                 captured, target_store, scratch, plan, writer, copied
             )
@@ -269,7 +269,7 @@ def _start_journal(
     to: Path,
     plan: MigratePlan,
     now: datetime,
-    captured: deployment.Captured,
+    captured: capture.Captured,
     last_rowid: int,
 ) -> dict[str, Any]:
     """The journal of this run (the recorded one when resuming), in phase ``copy``; saved."""
@@ -316,7 +316,7 @@ def _summaries(store: VectorStore, capture: VectorCapture, collection: str) -> d
 
 
 def _verify(
-    captured: deployment.Captured,
+    captured: capture.Captured,
     target_store: VectorStore,
     scratch: Path,
     plan: MigratePlan,

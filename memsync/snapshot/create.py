@@ -27,7 +27,7 @@ from memsync.repository import LocalRepository, encryption_key, snapshot_dir
 from memsync.snapshot import guard
 from memsync.snapshot.embedder import embedder_of
 from memsync.state import fsync_dir, write_json_atomic
-from memsync.stores import deployment, interpreter, snapshots
+from memsync.stores import capture, interpreter, snapshots
 from memsync.stores.agent_client import not_held_reason, writes_held
 from memsync.stores.manifest import MANIFEST, SAFETY, FileEntry, Manifest, sign
 from memsync.stores.pgvector.export import pgvector_versions
@@ -89,7 +89,7 @@ def build_manifest(
     )
 
 
-def _with_backend(manifest: Manifest, captured: deployment.Captured) -> Manifest:
+def _with_backend(manifest: Manifest, captured: capture.Captured) -> Manifest:
     """A pgvector snapshot's manifest: ``mode`` ``"pgvector"`` and the server's versions."""
     if captured.store.kind != "pgvector":
         return manifest
@@ -122,7 +122,7 @@ def signing_key(config: Config) -> bytes | None:
     return key
 
 
-def _integrity_verdicts(captured: deployment.Captured, partial: Path) -> dict[str, str]:
+def _integrity_verdicts(captured: capture.Captured, partial: Path) -> dict[str, str]:
     """``PRAGMA integrity_check`` of every captured file, by path relative to ``partial``.
 
     The vector copies first (through ``VectorStore.check_copy``, in capture order), then history.db.
@@ -201,7 +201,7 @@ def create_snapshot(
 
 def _settled_capture(
     config: Config, partial: Path, today: date, progress: Progress | None
-) -> tuple[deployment.Captured, tuple[Inventory, CheckReport], bool | None, str | None]:
+) -> tuple[capture.Captured, tuple[Inventory, CheckReport], bool | None, str | None]:
     """Capture into ``partial``: quiesced through the app's agent, else until settled.
 
     With an agent (``agent_client.find_agent``), app writes are paused for the one capture,
@@ -211,18 +211,18 @@ def _settled_capture(
     is caught in the window (``in-flight``); each new one replaces the files of the last.
     Returns the capture, its inventory and judged report, ``quiesced`` (None: no agent
     answered; False: it did, but the pair kept is not one instant) and why it is not. Raises as
-    ``deployment.capture``; UnavailableError when an agent serves another deployment, refuses
+    ``capture.capture``; UnavailableError when an agent serves another deployment, refuses
     memsync or is not this deployment's app (never an unquiesced capture then).
     """
     quiesced = _quiesced_capture(config, partial)
     agent = None if quiesced is None else False
     why = None if quiesced is None else quiesced[2]
     for attempt in range(1, SETTLE_ATTEMPTS + 1):
-        captured = quiesced[0] if quiesced else deployment.capture(config, partial)
+        captured = quiesced[0] if quiesced else capture.capture(config, partial)
         refuse_legacy_store(
             captured.vectors.legacy_files, "snapshot create"
         )  # its points would be missing
-        inventory = deployment.read_inventory(captured, config, progress)
+        inventory = capture.read_inventory(captured, config, progress)
         report = check.judge(inventory, today)
         exact = quiesced is not None and quiesced[1]
         if exact or not unsettled(report):
@@ -239,7 +239,7 @@ def _settled_capture(
 
 def _quiesced_capture(
     config: Config, partial: Path
-) -> tuple[deployment.Captured, bool, str | None] | None:
+) -> tuple[capture.Captured, bool, str | None] | None:
     """One capture with the app's writes paused by its agent; None when no agent answers.
 
     Returns the capture, whether it was exact (the pause held every app write for the whole
@@ -250,7 +250,7 @@ def _quiesced_capture(
     with writes_held(config) as pause:
         if pause is None:
             return None
-        captured = deployment.capture(config, partial)
+        captured = capture.capture(config, partial)
     why = not_held_reason(pause)
     logger.info(
         "capture_quiesced",
@@ -279,7 +279,7 @@ def _clear_capture(partial: Path) -> None:
 def finish_directory(
     config: Config,
     partial: Path,
-    captured: deployment.Captured,
+    captured: capture.Captured,
     snapshot_id: str,
     created_at: datetime,
     today: date,
@@ -310,7 +310,7 @@ def finish_directory(
     results = _integrity(captured, partial)
     inventory, report = judged or (None, None)
     if inventory is None:
-        inventory = deployment.read_inventory(captured, config, progress)
+        inventory = capture.read_inventory(captured, config, progress)
     collections, wrong_sizes = _collections(config, captured, inventory)
     results["points_decoded"] = True
     results["vector_sizes_ok"] = wrong_sizes == 0
@@ -348,7 +348,7 @@ def finish_directory(
     return manifest
 
 
-def _integrity(captured: deployment.Captured, partial: Path) -> dict[str, Any]:
+def _integrity(captured: capture.Captured, partial: Path) -> dict[str, Any]:
     """``PRAGMA integrity_check`` of every captured SQLite file. Raises UnavailableError when one fails."""
     results: dict[str, Any] = {}
     for relative, verdict in _integrity_verdicts(captured, partial).items():
@@ -362,7 +362,7 @@ def _integrity(captured: deployment.Captured, partial: Path) -> dict[str, Any]:
 
 
 def _collections(
-    config: Config, captured: deployment.Captured, inventory: Inventory
+    config: Config, captured: capture.Captured, inventory: Inventory
 ) -> tuple[dict[str, dict[str, Any]], int]:
     """Per collection: vector size, distance and points; and how many vectors have the wrong size."""
     collections: dict[str, dict[str, Any]] = {}
@@ -383,7 +383,7 @@ def _collections(
     return collections, wrong_sizes
 
 
-def _journal_modes(captured: deployment.Captured, partial: Path) -> dict[str, str]:
+def _journal_modes(captured: capture.Captured, partial: Path) -> dict[str, str]:
     """Each copied SQLite file's live journal mode, by its path in the snapshot."""
     copies = [*captured.collection_copies.values(), captured.history_copy]
     return {

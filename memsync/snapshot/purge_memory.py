@@ -26,7 +26,7 @@ from memsync.erase import holding, ledger, versions
 from memsync.errors import UnavailableError
 from memsync.model import CaptureWindow, Severity
 from memsync.repository import LocalRepository, S3Repository
-from memsync.stores import deployment, snapshots
+from memsync.stores import capture, snapshots
 from memsync.stores.vector_store import VectorStore, vector_store_for
 
 PURGING_SUFFIX = ".purging"
@@ -103,7 +103,7 @@ def purge_snapshot(
         store.erase_points(work / store.capture_dir, memory_ids)
         if (work / "history.db").is_file():
             erase.blank_history(work / "history.db", memory_ids, scopes, now, record=True)
-        captured = deployment.from_directory(work, old.capture, config)
+        captured = capture.from_directory(work, old.capture, config)
         snapshot.finish_directory(
             config,
             work,

@@ -31,7 +31,7 @@ from memsync.repository import (
 )
 from memsync.s3 import TransportError
 from memsync.snapshot.create import signing_key
-from memsync.stores import deployment
+from memsync.stores import capture
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, ManifestTooNew, signature_ok
 from memsync.stores.snapshots import PARTIAL_SUFFIX, VERIFIED
 from memsync.stores.sqlite_files import integrity
@@ -299,8 +299,8 @@ def _verify_contents(
             good.discard(f"{store.capture_dir}/{relative}")
     if good != listed:
         return findings, []
-    captured = deployment.from_directory(root, manifest.capture, config)
-    inventory = deployment.read_inventory(captured, config)
+    captured = capture.from_directory(root, manifest.capture, config)
+    inventory = capture.read_inventory(captured, config)
     pair = list(check.judge(inventory, now.date()).findings)
     recorded = _recorded(manifest)
     expected = [f for f in pair if _recorded_key(f) in recorded]

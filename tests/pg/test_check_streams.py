@@ -18,7 +18,7 @@ from memsync import check
 from memsync.config import load
 from memsync.demo import deployment as build
 from memsync.demo import pg_faults
-from memsync.stores import deployment as stores
+from memsync.stores import capture as stores
 
 
 def both_judgements(deployment, shuffle: bool = False):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from memsync import config as memsync_config
-from memsync.stores import deployment as stores
+from memsync.stores import capture as stores
 from memsync.stores.vector_store import vector_store_for
 from tests.helpers import window_app
 
