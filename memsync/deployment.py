@@ -68,9 +68,9 @@ class Deployment:
     @contextmanager
     def open_writer(self, what: str, taken: Taken | None = None) -> Iterator[Writer]:
         """A writer on the first route that can write now (``routes.open_writer``)."""
-        with routes.open_writer(self.config, what, taken) as writer:
+        with routes.open_writer(self.vector_store, self.config, what, taken) as writer:
             yield writer
 
     def would_take(self) -> Route | None:
         """The route a write would take now, or None (``routes.would_take``). Reads only."""
-        return routes.would_take(self.config)
+        return routes.would_take(self.vector_store, self.config)

@@ -32,6 +32,7 @@ from typing import Any
 import structlog
 
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import ConfigError, LockedError, UnavailableError
 from memsync.restore.pg_agent import agent_for, history_holder, history_released
 from memsync.routes.window import Taken, app_stopped, recover_window
@@ -40,7 +41,6 @@ from memsync.stores import history as history_store
 from memsync.stores.manifest import Manifest
 from memsync.stores.pgvector import PgVector, export, load
 from memsync.stores.sqlite_files import set_wal_mode, work_dir_error
-from memsync.stores.vector_store import vector_store_for
 
 logger = structlog.get_logger(__name__)
 
@@ -48,14 +48,14 @@ BACKEND = "pgvector"
 SIDES = ("-journal", "-wal", "-shm")
 
 
-def store_of(config: Config) -> PgVector:
+def store_of(deployment: Deployment) -> PgVector:
     """The deployment's pgvector store (``config.pgvector`` is set)."""
-    store = vector_store_for(config)
+    store = deployment.vector_store
     assert isinstance(store, PgVector)
     return store
 
 
-def require_free(config: Config) -> None:
+def require_free(deployment: Deployment) -> None:
     """Refuse (exit 12) while the app holds history.db with no agent answering and no window.
 
     First refuses (exit 11) a database without the vector extension (``load``).
@@ -65,12 +65,13 @@ def require_free(config: Config) -> None:
             ``[app] stop_command``/``start_command`` are not both set.
         UnavailableError: (exit 11) an agent answers for another deployment or process.
     """
-    with store_of(config).connect(read_only=True) as connection:
+    config = deployment.config
+    with store_of(deployment).connect(read_only=True) as connection:
         load.require_vector_extension(connection)  # a dry run says it too
     holder = history_holder(config)
     if holder is None or config.app.window:
         return
-    client = agent_for(config, holder)
+    client = agent_for(deployment, holder)
     if client is not None:
         client.close()
         return
@@ -83,21 +84,22 @@ def require_free(config: Config) -> None:
     )
 
 
-def would_route(config: Config) -> str | None:
+def would_route(deployment: Deployment) -> str | None:
     """The route a restore's swap would take now: direct, agent, window; None: refused. Reads only."""
+    config = deployment.config
     holder = history_holder(config)
     if holder is None:
         return "direct"
-    client = agent_for(config, holder)
+    client = agent_for(deployment, holder)
     if client is not None:
         client.close()
         return "agent"
     return "window" if config.app.window else None
 
 
-def plan_tables(config: Config, snapshot_id: str) -> list[dict[str, Any]]:
+def plan_tables(deployment: Deployment, snapshot_id: str) -> list[dict[str, Any]]:
     """The memory and entity tables of a restore: live, staged and aside names. Pure."""
-    store = store_of(config)
+    store = store_of(deployment)
     part = load.tag(snapshot_id)
     return [
         {
@@ -111,10 +113,10 @@ def plan_tables(config: Config, snapshot_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def with_catalog(config: Config, tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_catalog(deployment: Deployment, tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Record which live tables exist and give each aside a name no table has. Reads only."""
     done = []
-    with store_of(config).connect() as connection:
+    with store_of(deployment).connect() as connection:
         for table in tables:
             aside, number = table["aside"], 1
             while load.exists(connection, aside):
@@ -129,7 +131,7 @@ def with_catalog(config: Config, tables: list[dict[str, Any]]) -> list[dict[str,
 
 
 def put_in_place(
-    config: Config,
+    deployment: Deployment,
     manifest: Manifest,
     plain: Path,
     tables: list[dict[str, Any]],
@@ -146,10 +148,11 @@ def put_in_place(
         LockedError: the app holds history.db and no window is configured (exit 12).
         WindowError, UnavailableError, TryLaterError: as ``app_stopped`` and ``load``.
     """
-    schema = export.read_schema(plain / store_of(config).capture_dir) or {"tables": {}}
+    config = deployment.config
+    schema = export.read_schema(plain / store_of(deployment).capture_dir) or {"tables": {}}
     tables = [
         {**t, "staged": t["staged"] if t["live"] in schema["tables"] else None}
-        for t in with_catalog(config, tables)
+        for t in with_catalog(deployment, tables)
     ]
     document: dict[str, Any] = {
         "backend": BACKEND, "snapshot_id": manifest.id, "phase": "loading",
@@ -157,26 +160,26 @@ def put_in_place(
     }  # fmt: skip
     write_json_atomic(journal(config), document)
     try:
-        with store_of(config).connect(read_only=False) as connection:
+        with store_of(deployment).connect(read_only=False) as connection:
             load.require_owner(connection, [t["live"] for t in tables])
             for table in tables:
                 if table["staged"] is not None:
                     shape = schema["tables"][table["live"]]
-                    csv = plain / store_of(config).capture_dir / shape["file"]
+                    csv = plain / store_of(deployment).capture_dir / shape["file"]
                     table["indexes"] = load.load_table(connection, table["staged"], shape, csv)
         _stage_history(manifest, plain, history)
         _phase(config, document, "staged")
     except BaseException:
-        _roll_back(config, document)
+        _roll_back(deployment, document)
         raise
-    with _app_kept_off(config, taken):
+    with _app_kept_off(deployment, taken):
         document["history_rowid"] = history_store.last_rowid(Path(history.live))
         write_json_atomic(journal(config), document)  # rows above it: written after the swap
         try:
-            with store_of(config).connect(read_only=False) as connection:
+            with store_of(deployment).connect(read_only=False) as connection:
                 load.swap(connection, tables)
         except BaseException:
-            _roll_back(config, document)
+            _roll_back(deployment, document)
             raise
         _phase(config, document, "tables-in")
         _swap_history(history)
@@ -198,23 +201,24 @@ def _phase(config: Config, document: dict[str, Any], phase: str) -> None:
 
 
 @contextmanager
-def _app_kept_off(config: Config, taken: Taken) -> Iterator[None]:
+def _app_kept_off(deployment: Deployment, taken: Taken) -> Iterator[None]:
     """Run the block with the app off history.db; ``taken.route`` says how.
 
     Nobody holds it (direct), its agent lets it go (agent, ``restore.pg_agent``), or the
     window stops the app; else refuse (exit 12).
     """
+    config = deployment.config
     holder = history_holder(config)
     if holder is None:
         taken.route = "direct"
         yield
         return
-    client = agent_for(config, holder)
+    client = agent_for(deployment, holder)
     if client is not None:
         with client, history_released(config, client, taken):
             yield
         return
-    require_free(config)
+    require_free(deployment)
     with app_stopped(config, "restore", taken, lambda: history_holder(config)):
         yield
 
@@ -256,22 +260,23 @@ def _swap_history(history: Any) -> None:
     fsync_dir(live.parent)
 
 
-def _roll_back(config: Config, document: dict[str, Any]) -> None:
+def _roll_back(deployment: Deployment, document: dict[str, Any]) -> None:
     """Drop memsync's staged tables, remove the staged history.db, remove the journal."""
+    config = deployment.config
     staged = [t["staged"] for t in document["tables"] if t["staged"] is not None]
-    with store_of(config).connect(read_only=False) as connection:
+    with store_of(deployment).connect(read_only=False) as connection:
         load.drop_tables(connection, staged)
     Path(document["history"]["staged"]).unlink(missing_ok=True)
     journal(config).unlink(missing_ok=True)
 
 
-def _swapped(config: Config, document: dict[str, Any]) -> bool:
+def _swapped(deployment: Deployment, document: dict[str, Any]) -> bool:
     """Whether the table swap committed (the journal may predate it). Reads the catalog."""
     if document["phase"] in ("tables-in", "in"):
         return True
     if document["phase"] != "staged":
         return False  # loading: staged tables may not exist yet, the swap never began
-    with store_of(config).connect() as connection:
+    with store_of(deployment).connect() as connection:
         for table in document["tables"]:
             if table["staged"] is not None:
                 return not load.exists(connection, table["staged"])
@@ -280,7 +285,7 @@ def _swapped(config: Config, document: dict[str, Any]) -> bool:
     return False
 
 
-def finish_interrupted(config: Config, document: dict[str, Any]) -> str:
+def finish_interrupted(deployment: Deployment, document: dict[str, Any]) -> str:
     """Finish (the tables were swapped) or roll back (they were not) a pgvector restore that died.
 
     Call under the operation lock. Idempotent. A window the dead restore left open is closed
@@ -290,39 +295,41 @@ def finish_interrupted(config: Config, document: dict[str, Any]) -> str:
         LockedError: the tables were swapped but the app now holds history.db: stop it first.
         UnavailableError: the journal is not a pgvector restore's, or the server is unreachable.
     """
+    config = deployment.config
     try:
         snapshot_id = str(document["snapshot_id"])
         history = document["history"]
-        swapped = _swapped(config, document)
+        swapped = _swapped(deployment, document)
     except (KeyError, TypeError) as error:
         raise UnavailableError(
             f"restore journal {journal(config)} is not a pgvector restore's ({error})",
             "compare the *_restore_* and *_pre_restore_* tables by hand, then move the journal aside",
         ) from error
     if swapped:
-        _finish_history(config, snapshot_id, history, document.get("history_rowid"))
+        _finish_history(deployment, snapshot_id, history, document.get("history_rowid"))
         outcome = f"finished the restore of {snapshot_id}"
     else:
-        _roll_back(config, document)
+        _roll_back(deployment, document)
         outcome = f"rolled back the unfinished restore of {snapshot_id}"
     recover_window(config)
     return outcome
 
 
 def _finish_history(
-    config: Config, snapshot_id: str, history: dict[str, Any], rowid: int | None
+    deployment: Deployment, snapshot_id: str, history: dict[str, Any], rowid: int | None
 ) -> None:
     """Swap history.db in after the tables (the app's agent lets it go when the app holds it).
 
     History rows the app wrote to the old file after the table swap (rowid above ``rowid``,
     their points are in the new tables) are carried over into the restored file.
     """
+    config = deployment.config
     holder = history_holder(config)
     if holder is None or not Path(history["staged"]).exists():
         _swap_history_and_carry(history, rowid)
         journal(config).unlink(missing_ok=True)
         return
-    client = agent_for(config, holder)
+    client = agent_for(deployment, holder)
     if client is None:
         raise LockedError(
             f"an unfinished restore of {snapshot_id} swapped the tables but not history.db, "

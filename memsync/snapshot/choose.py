@@ -18,6 +18,7 @@ from typing import Literal
 
 from memsync import repository, utc
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import ConfigError, UnavailableError, UsageError
 from memsync.model import Severity
 from memsync.repository import Entry
@@ -224,7 +225,7 @@ def materialize(config: Config, target: str, scratch: Path) -> Path:
     return snapshots.resolve_local(target, config.snapshot.directory)
 
 
-def verify_fit(config: Config, directory: Path, now: datetime) -> Manifest:
+def verify_fit(deployment: Deployment, directory: Path, now: datetime) -> Manifest:
     """Verify a snapshot directory byte for byte, then that it fits the configuration.
 
     Records ``verified.json`` in the directory. Only damaged or missing files refuse it.
@@ -234,10 +235,11 @@ def verify_fit(config: Config, directory: Path, now: datetime) -> Manifest:
         ConfigError: (exit 10) encrypted without a key, another collection or vector size, or
             another embedder than the manifest records (``embedder.find_mismatch``).
     """
+    config = deployment.config
     manifest = snapshots.read_manifest(directory)
     if manifest.encrypted and config.snapshot.encrypt_key_file is None:
         raise ConfigError(config.source, [NO_KEY])
-    report = verify_directory(config, directory, now)
+    report = verify_directory(deployment, directory, now)
     broken = [f for f in report.findings if f.code in VERIFY_CODES and f.severity is Severity.ERROR]
     if broken:
         listed = "; ".join(f"{f.code} {f.path}" for f in broken[:5])

@@ -21,6 +21,7 @@ import structlog
 
 from memsync import __version__, check, seal
 from memsync.config import Config, read_key_file
+from memsync.deployment import Deployment
 from memsync.errors import ConfigError, UnavailableError
 from memsync.model import CaptureWindow, CheckReport, Inventory, count_scopes
 from memsync.repository import LocalRepository, encryption_key, snapshot_dir
@@ -141,7 +142,11 @@ def _integrity_verdicts(captured: capture.Captured, partial: Path) -> dict[str, 
 
 
 def create_snapshot(
-    config: Config, now: datetime, progress: Progress | None = None, *, by: str | None = None
+    deployment: Deployment,
+    now: datetime,
+    progress: Progress | None = None,
+    *,
+    by: str | None = None,
 ) -> Created:
     """Capture both stores into ``<snapshot.directory>/<id>/`` with an integrity-checked manifest.
 
@@ -158,6 +163,7 @@ def create_snapshot(
             (the partial directory is removed).
         TryLaterError: a store is busy or the snapshot disk is full.
     """
+    config = deployment.config
     directory = snapshot_dir(config)
     keys = signing_key(config), encryption_key(config)
     try:
@@ -171,9 +177,11 @@ def create_snapshot(
     removed = snapshots.remove_stale_partials(directory)
     repository = LocalRepository(directory)
     with repository.building(now) as (snapshot_id, partial):
-        captured, judged, quiesced, why = _settled_capture(config, partial, now.date(), progress)
+        captured, judged, quiesced, why = _settled_capture(
+            deployment, partial, now.date(), progress
+        )
         manifest = finish_directory(
-            config,
+            deployment,
             partial,
             captured,
             snapshot_id,
@@ -189,7 +197,7 @@ def create_snapshot(
         )
         final = repository.commit(snapshot_id, partial, None)
     logger.info("snapshot_created", snapshot_id=snapshot_id, size_bytes=manifest.size_bytes)
-    checked = guard.run_tripwire(config, repository, manifest, now, judged[0])  # never fails it
+    checked = guard.run_tripwire(deployment, repository, manifest, now, judged[0])  # never fails it
     return Created(
         id=snapshot_id,
         path=final,
@@ -200,7 +208,7 @@ def create_snapshot(
 
 
 def _settled_capture(
-    config: Config, partial: Path, today: date, progress: Progress | None
+    deployment: Deployment, partial: Path, today: date, progress: Progress | None
 ) -> tuple[capture.Captured, tuple[Inventory, CheckReport], bool | None, str | None]:
     """Capture into ``partial``: quiesced through the app's agent, else until settled.
 
@@ -214,15 +222,18 @@ def _settled_capture(
     ``capture.capture``; UnavailableError when an agent serves another deployment, refuses
     memsync or is not this deployment's app (never an unquiesced capture then).
     """
-    quiesced = _quiesced_capture(config, partial)
+    config = deployment.config
+    quiesced = _quiesced_capture(deployment, partial)
     agent = None if quiesced is None else False
     why = None if quiesced is None else quiesced[2]
     for attempt in range(1, SETTLE_ATTEMPTS + 1):
-        captured = quiesced[0] if quiesced else capture.capture(config, partial)
+        captured = (
+            quiesced[0] if quiesced else capture.capture(deployment.vector_store, config, partial)
+        )
         refuse_legacy_store(
             captured.vectors.legacy_files, "snapshot create"
         )  # its points would be missing
-        inventory = capture.read_inventory(captured, config, progress)
+        inventory = capture.read_inventory(deployment.vector_store, captured, config, progress)
         report = check.judge(inventory, today)
         exact = quiesced is not None and quiesced[1]
         if exact or not unsettled(report):
@@ -238,7 +249,7 @@ def _settled_capture(
 
 
 def _quiesced_capture(
-    config: Config, partial: Path
+    deployment: Deployment, partial: Path
 ) -> tuple[capture.Captured, bool, str | None] | None:
     """One capture with the app's writes paused by its agent; None when no agent answers.
 
@@ -247,10 +258,11 @@ def _quiesced_capture(
     open for writing outside the agent's gate) and, when not, why. Logs ``capture_quiesced``
     with the seconds app writes were held and the pids held; ``capture_not_quiesced`` when not.
     """
-    with writes_held(config) as pause:
+    config = deployment.config
+    with writes_held(deployment.vector_store, config) as pause:
         if pause is None:
             return None
-        captured = capture.capture(config, partial)
+        captured = capture.capture(deployment.vector_store, config, partial)
     why = not_held_reason(pause)
     logger.info(
         "capture_quiesced",
@@ -277,7 +289,7 @@ def _clear_capture(partial: Path) -> None:
 
 
 def finish_directory(
-    config: Config,
+    deployment: Deployment,
     partial: Path,
     captured: capture.Captured,
     snapshot_id: str,
@@ -307,10 +319,11 @@ def finish_directory(
     Raises:
         UnavailableError: a file fails its integrity check or a point does not decode.
     """
+    config = deployment.config
     results = _integrity(captured, partial)
     inventory, report = judged or (None, None)
     if inventory is None:
-        inventory = capture.read_inventory(captured, config, progress)
+        inventory = capture.read_inventory(deployment.vector_store, captured, config, progress)
     collections, wrong_sizes = _collections(config, captured, inventory)
     results["points_decoded"] = True
     results["vector_sizes_ok"] = wrong_sizes == 0

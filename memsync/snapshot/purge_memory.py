@@ -20,14 +20,14 @@ from datetime import datetime
 from pathlib import Path
 
 from memsync import check, repository, snapshot
-from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.erase import apply as erase
 from memsync.erase import holding, ledger, versions
 from memsync.errors import UnavailableError
 from memsync.model import CaptureWindow, Severity
 from memsync.repository import LocalRepository, S3Repository
 from memsync.stores import capture, snapshots
-from memsync.stores.vector_store import VectorStore, vector_store_for
+from memsync.stores.vector_store import VectorStore
 
 PURGING_SUFFIX = ".purging"
 RETIRED_SUFFIX = ".purged-old"  # the old snapshot between the two renames of a rewrite
@@ -81,7 +81,7 @@ def _scopes_left_empty(
 
 
 def purge_snapshot(
-    config: Config, info: snapshots.SnapshotInfo, memory_ids: Sequence[str], now: datetime
+    deployment: Deployment, info: snapshots.SnapshotInfo, memory_ids: Sequence[str], now: datetime
 ) -> None:
     """Rewrite one local snapshot without ``memory_ids``; removes the old one once it verifies.
 
@@ -91,6 +91,7 @@ def purge_snapshot(
         ConfigError: the snapshot is encrypted and no key is configured.
         UnavailableError: the rewritten snapshot fails verification (the old one is kept).
     """
+    config = deployment.config
     assert info.manifest is not None, "only complete snapshots are purged"
     old = info.manifest
     work = info.path.with_name(info.id + PURGING_SUFFIX)
@@ -98,14 +99,14 @@ def purge_snapshot(
     work.mkdir(mode=0o700)
     try:
         repository.plaintext(config, info.path, old, work, copy=True)
-        store = vector_store_for(config)
+        store = deployment.vector_store
         scopes = _scopes_left_empty(store, work, old.capture, memory_ids)
         store.erase_points(work / store.capture_dir, memory_ids)
         if (work / "history.db").is_file():
             erase.blank_history(work / "history.db", memory_ids, scopes, now, record=True)
         captured = capture.from_directory(work, old.capture, config)
         snapshot.finish_directory(
-            config,
+            deployment,
             work,
             captured,
             info.id,
@@ -121,7 +122,7 @@ def purge_snapshot(
             embedder=old.embedder,
             label=old.label,
         )
-        report = snapshot.verify_directory(config, work, now)
+        report = snapshot.verify_directory(deployment, work, now)
         broken = [
             f
             for f in report.findings
@@ -144,15 +145,18 @@ def purge_snapshot(
         raise
 
 
-def purge_from(config: Config, snapshot_id: str, memory_ids: Sequence[str], now: datetime) -> bool:
+def purge_from(
+    deployment: Deployment, snapshot_id: str, memory_ids: Sequence[str], now: datetime
+) -> bool:
     """Rewrite the local snapshot ``snapshot_id`` without ``memory_ids``; False when it is gone.
 
     For a snapshot memsync itself just took that holds erased memories (reconcile's safety
     snapshot, captured while an older store had brought them back). Raises as ``purge_snapshot``.
     """
+    config = deployment.config
     for info in repository.local(config).infos():
         if info.id == snapshot_id and info.complete:
-            purge_snapshot(config, info, memory_ids, now)
+            purge_snapshot(deployment, info, memory_ids, now)
             return True
     return False
 
@@ -177,20 +181,21 @@ def finish_interrupted(directory: Path) -> list[str]:
 
 
 def resolve_ids(
-    config: Config, memory_ids: Sequence[str], scope: Mapping[str, str] | None
+    deployment: Deployment, memory_ids: Sequence[str], scope: Mapping[str, str] | None
 ) -> list[str]:
     """The ids given, or the scope's: points of it in any local snapshot and erased ones.
 
     Memories already erased from the live store and from every local snapshot are found in
     the erasure ledger (``memsync.erase.ledger``). Reads only.
     """
+    config = deployment.config
     if memory_ids or not scope:
         return sorted(set(memory_ids))
-    return sorted(ledger.erased_ids(config.state_dir, scope) | holding.scope_ids(config, scope))
+    return sorted(ledger.erased_ids(config.state_dir, scope) | holding.scope_ids(deployment, scope))
 
 
 def run_purge(
-    config: Config,
+    deployment: Deployment,
     memory_ids: Sequence[str],
     now: datetime,
     remote: bool,
@@ -213,14 +218,15 @@ def run_purge(
         UnavailableError: a rewritten snapshot fails verification; S3 fails with ``remote``
             (a bucket whose versions cannot be listed is ``scan_error``, never an empty scan).
     """
+    config = deployment.config
     bucket = repository.remote(config) if remote else None
     local = repository.local(config)
     if not dry_run:
         finish_interrupted(local.directory)
     remote_ids = {e.id for e in bucket.list() if e.complete} if bucket else set()
     fetched = [] if dry_run else _fetch_remote_only(local, bucket, remote_ids)
-    ids = resolve_ids(config, memory_ids, scope)
-    held = erase.snapshots_holding(config, ids)
+    ids = resolve_ids(deployment, memory_ids, scope)
+    held = erase.snapshots_holding(deployment, ids)
     for snapshot_id in fetched:
         if snapshot_id not in held:
             local.delete(snapshot_id)
@@ -237,7 +243,7 @@ def run_purge(
             if not info.complete:
                 continue
             if info.id in held and info.id not in others:
-                purge_snapshot(config, info, ids, now)
+                purge_snapshot(deployment, info, ids, now)
                 rewritten.append(info.id)
             if bucket is not None and info.id in remote_ids and _differs(local, bucket, info.id):
                 # rewritten now, or purged here earlier without --remote
@@ -248,7 +254,7 @@ def run_purge(
         uploaded=tuple(uploaded), other_backend=others,
     )  # fmt: skip
     return _versions(
-        config, done, ids, delete_versions=delete_versions and not dry_run, progress=progress
+        deployment, done, ids, delete_versions=delete_versions and not dry_run, progress=progress
     )
 
 
@@ -265,7 +271,7 @@ def _fetch_remote_only(
 
 
 def _versions(
-    config: Config,
+    deployment: Deployment,
     done: Purged,
     ids: Sequence[str],
     *,
@@ -273,6 +279,7 @@ def _versions(
     progress: Callable[[int, int], None] | None,
 ) -> Purged:
     """Scan the bucket's noncurrent versions (and delete the holding ones when asked)."""
+    config = deployment.config
     if config.s3 is None:
         if delete_versions:
             repository.object_store(config)  # raises ConfigError: --delete-versions needs [s3]
@@ -284,7 +291,7 @@ def _versions(
         | set(versions.scope_marks(sorted(ledger.erased_scopes(config.state_dir))))
     )
     try:
-        scan = versions.scan(config, store, wanted, progress)
+        scan = versions.scan(deployment, store, wanted, progress)
     except UnavailableError as error:  # the local work is done: the report says what is not known
         return replace(done, scan_error=versions.unknown_why(error), scan_hint=error.hint)
     if not delete_versions or not scan.hits:
