@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from memsync import jobs, repository, state
+from memsync import jobs, state
 from memsync.config import Config
 from memsync.deployment import Deployment
 from memsync.doctor.status import ERROR, OK, WARNING
@@ -68,7 +68,7 @@ def _only_remote(deployment: Deployment, directory: object, now: datetime) -> Do
     if config.s3 is None:
         return None
     try:
-        found = [e for e in repository.remote(config).list() if e.complete and not e.is_safety]
+        found = [e for e in deployment.remote.list() if e.complete and not e.is_safety]
     except Exception:  # noqa: BLE001 - the bucket's own results (s3-*) say what is wrong
         return None
     if not found:

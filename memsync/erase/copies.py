@@ -207,7 +207,7 @@ def _remote(
 ) -> list[dict[str, Any]]:
     """The bucket's snapshots and noncurrent versions; one ``unknown`` entry when unreachable."""
     config = deployment.config
-    bucket = repository.remote(config)
+    bucket = deployment.remote
     local_repo = repository.local_or_none(config)
     command = f"{purge} --remote"
     found: list[dict[str, Any]] = []

@@ -126,7 +126,7 @@ def run_switch(
         _require_verified(journal.load(config.state_dir), to, new_config, config.state_dir)
         created = create_snapshot(deployment, now)  # before anything stops; its errors stop all
         reason = f"the source before memsync migrate --switch to {side_of(new_config).where}"
-        pins.pin(repository.local(config), created.id, reason=reason, by="operator", now=now)
+        pins.pin(deployment.repository, created.id, reason=reason, by="operator", now=now)
         logger.info("switch_snapshot", snapshot_id=created.id)
         source_record.record_source(config_path, environ, config.state_dir)
         context = _Context(
@@ -140,7 +140,7 @@ def run_switch(
             if (journal.load(config.state_dir) or {}).get("phase") != "switched":
                 source_record.path_of(config.state_dir).unlink(missing_ok=True)
                 with contextlib.suppress(MemsyncError):  # never hides why the switch stopped
-                    pins.unpin(repository.local(config), created.id, now=datetime.now(UTC))
+                    pins.unpin(deployment.repository, created.id, now=datetime.now(UTC))
         done.snapshot = created.id
         if done.switched:
             switched_config = config_module.load(config_path, environ)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import structlog
 
-from memsync import check, repository, routes, snapshot
+from memsync import check, routes, snapshot
 from memsync.config import Config
 from memsync.deployment import Deployment
 from memsync.erase import apply as erase
@@ -250,7 +250,7 @@ def _stored_point(action: Action, deployment: Deployment, work: Path) -> StoredP
         root = _plaintext_root(config, info, work)
     elif config.s3 is not None:
         path = f"{store.capture_dir}/{store.collection_file(config.collection, Path()).as_posix()}"
-        remote, again = repository.remote(config), work / "again"
+        remote, again = deployment.remote, work / "again"
         encrypted = remote.read_manifest(snapshot_id).encrypted
         root = again / (f"{snapshot_id}.plain" if encrypted else snapshot_id)
         if not (root / path).is_file():  # fetched once per snapshot, not once per point

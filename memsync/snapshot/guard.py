@@ -278,7 +278,7 @@ def _split(
     assert baseline.manifest is not None and baseline.manifest.scopes is not None
     assert manifest.scopes is not None
     try:
-        repo = local if side == "local" else repository.remote(config)
+        repo = local if side == "local" else deployment.remote
         members = _members(deployment, repo, baseline.id, baseline.manifest)
         try:
             erased = erasures.erased_ids(config.state_dir)

@@ -153,8 +153,7 @@ def purge_from(
     For a snapshot memsync itself just took that holds erased memories (reconcile's safety
     snapshot, captured while an older store had brought them back). Raises as ``purge_snapshot``.
     """
-    config = deployment.config
-    for info in repository.local(config).infos():
+    for info in deployment.repository.infos():
         if info.id == snapshot_id and info.complete:
             purge_snapshot(deployment, info, memory_ids, now)
             return True
@@ -219,8 +218,8 @@ def run_purge(
             (a bucket whose versions cannot be listed is ``scan_error``, never an empty scan).
     """
     config = deployment.config
-    bucket = repository.remote(config) if remote else None
-    local = repository.local(config)
+    bucket = deployment.remote if remote else None
+    local = deployment.repository
     if not dry_run:
         finish_interrupted(local.directory)
     remote_ids = {e.id for e in bucket.list() if e.complete} if bucket else set()
