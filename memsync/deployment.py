@@ -71,6 +71,14 @@ class Deployment:
         with routes.open_writer(self.vector_store, self.config, what, taken) as writer:
             yield writer
 
+    def require_interpreter(self) -> None:
+        """Refuse now when the write's route needs the app's interpreter and none is known."""
+        routes.require_interpreter(self.vector_store, self.config)
+
+    def require_writable(self) -> None:
+        """Every refusal the write's route would meet (``routes.require_writable``). Reads only."""
+        routes.require_writable(self.vector_store, self.config)
+
     def would_take(self) -> Route | None:
         """The route a write would take now, or None (``routes.would_take``). Reads only."""
         return routes.would_take(self.vector_store, self.config)

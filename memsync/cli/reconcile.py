@@ -68,9 +68,8 @@ def run(args: argparse.Namespace) -> int:
             create_history=args.create_history,
         )
     else:
-        restore.finish_interrupted(
-            deployment
-        )  # a restore that died is finished or rolled back first
+        # a restore that died is finished or rolled back first
+        restore.finish_interrupted(deployment)
         with operation_lock(config.state_dir, "reconcile"):
             outcome = reconcile.run_reconcile(
                 deployment,

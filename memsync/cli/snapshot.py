@@ -156,9 +156,8 @@ def run_create(args: argparse.Namespace) -> int:
     deployment = open_deployment(args)
     config = deployment.config
     snapshot_upload.check_flags(args)
-    budget = capture_budget.warn_before_capture(
-        deployment.vector_store, config
-    )  # logs each file near the busy timeout
+    # logs each file near the busy timeout
+    budget = capture_budget.warn_before_capture(deployment.vector_store, config)
     if args.dry_run:
         return _create_plan(args, deployment, budget)
     queue = snapshot_upload.pending_first(args, config, _now()) if args.upload else None

@@ -191,13 +191,9 @@ def run_ask(
         route = (deployment.would_take() or "queued") if dry_run and ask.has_work(targets) else None
         return Forgotten(targets=targets, dry_run=dry_run, route=route)
     snapshot_id = None
-    routes.require_interpreter(
-        deployment.vector_store, config
-    )  # refused before the safety snapshot, not after it
+    deployment.require_interpreter()  # refused before the safety snapshot, not after it
     if take_snapshot and ask.kind == "forget" and targets.all and deployment.would_take():
-        routes.require_writable(
-            deployment.vector_store, config
-        )  # what the writer's start would refuse: no snapshot
+        deployment.require_writable()  # what the writer's start would refuse: no snapshot
         snapshot_id = snapshot.create_snapshot(deployment, now, by=ask.kind).id  # live: no route
     taken = routes.Taken()
     try:
@@ -257,9 +253,8 @@ def look(deployment: Deployment, now: datetime, what: str, *, writing: bool) -> 
     if writing:
         routes.recover_window(config)  # a window a killed memsync left open: start the app
     if writing and routes.store_free(deployment.vector_store):
-        mem0.prepare_for_writing(
-            deployment.vector_store, config
-        )  # hot journals rolled back before the capture
+        # hot journals rolled back before the capture
+        mem0.prepare_for_writing(deployment.vector_store, config)
     before = check.settled_inventory(deployment, now)[0]
     if writing:  # the legacy store's points would be neither deleted nor erased
         refuse_legacy_store(before.legacy_stores, what)

@@ -336,13 +336,9 @@ def _run(
             )
         writes = any(a.kind != "report" for a in actions)
         if writes:
-            routes.require_interpreter(
-                deployment.vector_store, config
-            )  # refused before the safety snapshot
+            deployment.require_interpreter()  # refused before the safety snapshot
         if take_snapshot and writes and deployment.would_take() is not None:
-            routes.require_writable(
-                deployment.vector_store, config
-            )  # what the writer's start would refuse: no snapshot
+            deployment.require_writable()  # what the writer's start would refuse: no snapshot
             snapshot_id = snapshot.create_snapshot(
                 deployment, now, by="reconcile"
             ).id  # live: no route
@@ -441,9 +437,8 @@ def _fresh_plan(
     """
     config = deployment.config
     if not dry_run and routes.store_free(deployment.vector_store):
-        mem0.prepare_for_writing(
-            deployment.vector_store, config
-        )  # hot journals rolled back before the capture
+        # hot journals rolled back before the capture
+        mem0.prepare_for_writing(deployment.vector_store, config)
     inventory, report = check.settled_inventory(deployment, now)
     missing = [f.memory_id for f in report.findings if f.code == "missing-point" and f.memory_id]
     recoveries, deferred = find_recoveries(

@@ -230,9 +230,8 @@ def _settled_capture(
         captured = (
             quiesced[0] if quiesced else capture.capture(deployment.vector_store, config, partial)
         )
-        refuse_legacy_store(
-            captured.vectors.legacy_files, "snapshot create"
-        )  # its points would be missing
+        # its points would be missing
+        refuse_legacy_store(captured.vectors.legacy_files, "snapshot create")
         inventory = capture.read_inventory(deployment.vector_store, captured, config, progress)
         report = check.judge(inventory, today)
         exact = quiesced is not None and quiesced[1]
