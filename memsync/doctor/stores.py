@@ -1,6 +1,6 @@
 """Doctor's probes of the captured stores: SQLite integrity and journal mode, collection sizes.
 
-They read the fresh copies of one capture (``stores.deployment.temporary_capture``).
+They read the fresh copies of one capture (``stores.capture.temporary_capture``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The vector-store port: everything memsync's operations need from a vector store.
 
 capture, inventory, snapshot, restore, reconcile and doctor reach the vector store only
-through ``VectorStore``; ``vector_store_for(config)`` builds the one the config names:
+through ``VectorStore``; ``vector_store_for(config)`` builds the one the config names, once per
+command (``memsync.deployment.Deployment.open``):
 embedded (local-mode) Qdrant (``memsync.stores.local_qdrant.EmbeddedQdrant``, qdrant-client
 1.20 files) or Postgres with pgvector (``memsync.stores.pgvector.PgVector``, whose captures are
 CSV exports read the same way).
