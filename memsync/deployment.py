@@ -1,8 +1,9 @@
 """The deployment a command works on, opened once.
 
-Its config, vector store, history, state, snapshot repositories and routes. The command line builds one ``Deployment`` per command (``memsync.cli.common.open_deployment``;
-a daemon job is a command in a child process, so one per job) and passes it down; operations
-take it instead of a ``Config`` and read their settings from ``deployment.config``. The vector
+Its config, vector store, history, state, snapshot repositories and routes. The command line
+builds one ``Deployment`` per command (``memsync.cli.common.open_deployment``; a daemon job is
+a command in a child process, so one per job) and passes it down; operations take it instead
+of a ``Config`` and read their settings from ``deployment.config``. The vector
 store is built here, once (``vector_store_for``: pure, it opens nothing); the snapshot
 repositories only when asked for (the S3 one imports boto3). Adapters below this layer
 (``stores/``, ``routes/``) take the parts they use: the ``VectorStore``, a path.
