@@ -32,7 +32,7 @@ from memsync.demo.bulk import generate
 from memsync.deployment import Deployment
 from memsync.snapshot import create_snapshot, object_store, upload_snapshot
 from memsync.stores import capture
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 
 HERE = Path(__file__).resolve().parent
 

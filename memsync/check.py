@@ -255,7 +255,7 @@ def surroundings(deployment: Deployment, captured: Captured) -> Surroundings:
         history_file_exists=captured.history_copy is not None,
         store_location=store.where,
         foreign_holder=holder.describe() if foreign and holder is not None else None,
-        store_kind=store.kind,
+        missing_collection=store.describe_missing(captured.qdrant_present),
     )
 
 

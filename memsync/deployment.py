@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from memsync import routes
 from memsync.config import Config
 from memsync.routes import Taken
-from memsync.stores.vector_store import VectorStore, vector_store_for
+from memsync.stores.backends import vector_store_for
+from memsync.stores.vector_store import VectorStore
 
 if TYPE_CHECKING:
     from memsync.repository import LocalRepository, S3Repository

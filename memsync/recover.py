@@ -409,7 +409,7 @@ def run_recover(
         LockedError: (exit 12) another memsync operation runs.
     """
     config = deployment.config
-    target, chosen = choose.resolve(config, source, before)
+    target, chosen = choose.resolve(deployment, source, before)
     # <work_dir>/recover-<pid>-*: the next run removes one a SIGKILL left (the decrypted copy)
     with reading.scratch(config, "recover") as scratch:
         directory = choose.materialize(config, target, scratch)

@@ -9,13 +9,12 @@ import os
 import stat
 from pathlib import Path
 
-from memsync.config import Config
 from memsync.deployment import Deployment
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
 from memsync.stores import locks
-from memsync.stores.vector_store import telemetry_store_for
+from memsync.stores.backends import telemetry_store_for
 
 VOLATILE_FS = frozenset({"tmpfs", "ramfs"})
 # A container's writable layer: removing the container (a redeploy, a pod rescheduled) loses
@@ -31,7 +30,7 @@ def probe_paths(deployment: Deployment) -> list[DoctorResult]:
     """Mount, filesystem type, /tmp placement, free space and permissions of every path."""
     config = deployment.config
     store = deployment.vector_store.location  # None: a server backend (pgvector), no files
-    telemetry = _telemetry_location(config)
+    telemetry = _telemetry_location(deployment)
     data_paths: list[tuple[str, Path, bool]] = [
         *([("Qdrant directory", store, True)] if store is not None else []),
         ("history.db", config.history_db_path, True),
@@ -63,9 +62,12 @@ def probe_paths(deployment: Deployment) -> list[DoctorResult]:
     return results
 
 
-def _telemetry_location(config: Config) -> Path | None:
-    """mem0's embedded telemetry Qdrant; None for pgvector (mem0 keeps it in a table there)."""
-    return None if config.pgvector is not None else telemetry_store_for(config).location
+def _telemetry_location(deployment: Deployment) -> Path | None:
+    """mem0's embedded telemetry Qdrant; None for a server store (mem0 keeps it in a table there)."""
+    config = deployment.config
+    if deployment.vector_store.location is None:
+        return None
+    return telemetry_store_for(config).location
 
 
 def _probe_mount(label: str, path: Path, precious: bool) -> DoctorResult:
@@ -208,7 +210,7 @@ def probe_locks(deployment: Deployment) -> list[DoctorResult]:
     config = deployment.config
     results = []
     stores = [("Qdrant directory", deployment.vector_store)]
-    if config.pgvector is None:  # pgvector: no lock, and mem0's telemetry store is a table
+    if stores[0][1].location is not None:  # a server store: no lock, its telemetry is a table
         stores.append(("mem0 telemetry Qdrant", telemetry_store_for(config)))
     for label, store in stores:
         lock_file, directory = store.lock_path(), store.location

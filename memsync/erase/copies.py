@@ -106,7 +106,7 @@ def _local(
                       f"let it finish, then {purge}", info.id)
             )  # fmt: skip
             continue
-        remove, other = purge, other_backend(config, info)
+        remove, other = purge, other_backend(deployment, info)
         try:
             holds = snapshot_holds(deployment, info, memory_ids)
             why = "its files hold them" if holds else "sealed and no snapshot.encrypt_key_file set"

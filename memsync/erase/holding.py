@@ -20,6 +20,7 @@ from memsync.deployment import Deployment
 from memsync.errors import UnavailableError
 from memsync.repository import reading
 from memsync.stores import snapshots
+from memsync.stores.backends import backend_of_mode
 from memsync.stores.sqlite_files import translate
 from memsync.stores.vector_store import VectorStore
 
@@ -92,7 +93,7 @@ def _plain_root(
     return work
 
 
-def other_backend(config: Config, info: snapshots.SnapshotInfo) -> str | None:
+def other_backend(deployment: Deployment, info: snapshots.SnapshotInfo) -> str | None:
     """The snapshot's backend (``"embedded Qdrant"``, ``"pgvector"``) when not the config's.
 
     A snapshot taken before ``memsync migrate --switch`` moved the deployment to the other
@@ -100,8 +101,8 @@ def other_backend(config: Config, info: snapshots.SnapshotInfo) -> str | None:
     """
     if info.manifest is None:
         return None
-    taken = "pgvector" if info.manifest.mode == "pgvector" else "embedded Qdrant"
-    configured = "pgvector" if config.pgvector is not None else "embedded Qdrant"
+    taken = backend_of_mode(info.manifest.mode).label
+    configured = deployment.vector_store.label
     return None if taken == configured else taken
 
 
@@ -121,7 +122,7 @@ def snapshot_holds(
             return None
         if (root / HISTORY).is_file() and history_holds(root / HISTORY, memory_ids):
             return True
-        if other_backend(config, info) is not None:
+        if other_backend(deployment, info) is not None:
             return None
         return any(
             store.find_point(root / store.capture_dir, store.collection, m) is not None

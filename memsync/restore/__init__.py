@@ -71,18 +71,21 @@ class Restored:
 def plan_restore(deployment: Deployment, snapshot_id: str) -> list[Move]:
     """The moves of a restore of ``snapshot_id``: the vector store, then history.db. Pure.
 
-    On pgvector the vector store's moves name tables (``mem0`` -> ``mem0_pre_restore_<id>``,
-    then the entity table), see ``restore.pgvector``; history.db's move is a file's.
+    On a server store (pgvector) the vector store's moves name tables (``mem0`` ->
+    ``mem0_pre_restore_<id>``, then the entity table), see ``restore.pgvector``; history.db's
+    move is a file's.
     """
     config = deployment.config
     history = _file_move(config.history_db_path, snapshot_id)
-    if config.pgvector is not None:
-        tables = pg_restore.plan_tables(deployment, snapshot_id)
+    store = deployment.vector_store
+    staging = store.staging()
+    if staging is not None:
+        tables = staging.plan(snapshot_id)
         return [
             *(Move(live=t["live"], staged=t["staged"], aside=t["aside"]) for t in tables),
             history,
         ]
-    return [_file_move(deployment.vector_store.location, snapshot_id), history]
+    return [_file_move(store.location, snapshot_id), history]
 
 
 def _file_move(target: Path | None, snapshot_id: str) -> Move:
@@ -115,12 +118,12 @@ def _with_existence(moves: list[Move]) -> list[Move]:
 
 
 def _existing(deployment: Deployment, moves: list[Move]) -> list[Move]:
-    """``_with_existence``; on pgvector the tables are looked up in the catalog. Reads only."""
-    config = deployment.config
-    if config.pgvector is None:
+    """``_with_existence``; on a server store the tables are looked up in its catalog. Reads only."""
+    staging = deployment.vector_store.staging()
+    if staging is None:
         return _with_existence(moves)
     *tables, history = moves
-    found = pg_restore.with_catalog(deployment, [{**asdict(t), "indexes": {}} for t in tables])
+    found = staging.with_catalog([{**asdict(t), "indexes": {}} for t in tables])
     return [*(_table_move(t) for t in found), *_with_existence([history])]
 
 
@@ -172,15 +175,17 @@ def run_restore(
     config = deployment.config
     recovered = finish_interrupted(deployment)
     seen = state.last_check(config.state_dir)  # before this restore's own check replaces it
-    deployment.vector_store.require_free("restore")
-    if config.pgvector is not None:
+    store = deployment.vector_store
+    store.require_free("restore")
+    in_store = store.staging() is not None  # a server store stages and swaps it itself
+    if in_store:
         pg_restore.require_free(deployment)  # the app holds history.db and no window is configured
-    target, chosen = choose.resolve(config, target, before, no_safety=True)
+    target, chosen = choose.resolve(deployment, target, before, no_safety=True)
     # <work_dir>/restore-<pid>-*: the next run removes a download a SIGKILL left
     with reading.scratch(config, "restore") as scratch:
         directory = choose.materialize(config, target, scratch)
         manifest = choose.verify_fit(deployment, directory, now)
-        pg_restore.refuse_other_backend(config, manifest)
+        pg_restore.refuse_other_backend(deployment, manifest)
         snapshot_id = manifest.id
         moves = plan_restore(deployment, snapshot_id)
         planned = Restored(
@@ -197,11 +202,11 @@ def run_restore(
             return replace(planned, skipped=True)
         _require_force(deployment, force or dry_run)
         if dry_run:
-            route = pg_restore.would_route(deployment) if config.pgvector is not None else "direct"
+            route = pg_restore.would_route(deployment) if in_store else "direct"
             return replace(planned, moves=tuple(_existing(deployment, moves)), route=route)
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")
         taken = Taken(route="direct")
-        if config.pgvector is not None:
+        if in_store:
             moves, aside = _put_tables_in_place(deployment, manifest, plain, moves, taken)
         else:
             moves = _put_in_place(deployment, manifest, plain, moves)
@@ -223,7 +228,7 @@ def _require_force(deployment: Deployment, given: bool) -> None:
 def _put_tables_in_place(
     deployment: Deployment, manifest: Manifest, plain: Path, moves: list[Move], taken: Taken
 ) -> tuple[list[Move], tuple[str, ...]]:
-    """pgvector: load and swap the tables, swap history.db (``restore.pgvector``)."""
+    """A server store: load and swap the tables, swap history.db (``restore.pgvector``)."""
     config = deployment.config
     with operation_lock(config.state_dir, "restore"):
         *tables, history = moves

@@ -106,12 +106,12 @@ def run_restore_to(
     """
     cfg = deployment.config
     require_new_directory(deployment, dest)
-    target, chosen = choose.resolve(cfg, target, before, no_safety=True)
+    target, chosen = choose.resolve(deployment, target, before, no_safety=True)
     layout = ScratchLayout(root=dest.absolute())
     with reading.scratch(cfg, "restore-to") as scratch:  # a killed run's: removed by the next
         directory = choose.materialize(cfg, target, scratch)
         manifest = choose.verify_fit(deployment, directory, now)
-        pg_restore.refuse_other_backend(cfg, manifest, pg_restore.OLD_CONFIG_HINT)
+        pg_restore.refuse_other_backend(deployment, manifest, pg_restore.OLD_CONFIG_HINT)
         planned = CopiedTo(snapshot_id=manifest.id, dry_run=dry_run, layout=layout, chosen=chosen)
         if dry_run:
             return planned

@@ -28,6 +28,7 @@ from memsync.snapshot.embedder import hint as embedder_hint
 from memsync.snapshot.transfer import download_snapshot
 from memsync.snapshot.verify import VERIFY_CODES, verify_directory
 from memsync.stores import snapshots
+from memsync.stores.backends import backend_of_mode
 from memsync.stores.manifest import Manifest
 
 LATEST = "latest"
@@ -86,8 +87,8 @@ def parse_time(text: str) -> datetime:
 
 
 def backend_of(manifest: Manifest) -> str:
-    """``"pgvector"`` for a pgvector snapshot (manifest ``mode``), else ``"embedded"``. Pure."""
-    return "pgvector" if manifest.mode == "pgvector" else "embedded"
+    """The backend's manifest ``mode`` of the snapshot (``"embedded"``, ``"pgvector"``). Pure."""
+    return backend_of_mode(manifest.mode).mode
 
 
 def pick(
@@ -128,7 +129,7 @@ def pick(
     return newest, found[newest]
 
 
-def choose(config: Config, before: datetime | None, *, no_safety: bool = False) -> Chosen:
+def choose(deployment: Deployment, before: datetime | None, *, no_safety: bool = False) -> Chosen:
     """Pick ``latest`` (``before`` None) or the newest before ``before``, local or remote.
 
     Reads the local snapshot directory and, with ``[s3]``, lists the bucket. A snapshot whose
@@ -139,10 +140,11 @@ def choose(config: Config, before: datetime | None, *, no_safety: bool = False) 
         UnavailableError: (exit 11) no complete snapshot passed verification (before the time),
             or S3 is unreachable.
     """
+    config = deployment.config
     local_repo = repository.local_or_none(config)
     local = local_repo.list() if local_repo is not None else []
     remote = repository.remote(config).list() if config.s3 is not None else []
-    backend = "pgvector" if config.pgvector is not None else "embedded"
+    backend = deployment.vector_store.mode
     other_embedder = {  # taken before a migration changed the embedder: never chosen
         e.id for e in [*local, *remote] if e.manifest and find_mismatch(e.manifest, config)
     }
@@ -186,7 +188,7 @@ def choose(config: Config, before: datetime | None, *, no_safety: bool = False) 
 
 
 def resolve(
-    config: Config, target: str | None, before: datetime | None, *, no_safety: bool = False
+    deployment: Deployment, target: str | None, before: datetime | None, *, no_safety: bool = False
 ) -> tuple[str, Chosen | None]:
     """The target a restore or recover reads: as given, or chosen by ``latest`` / ``before``.
 
@@ -208,7 +210,7 @@ def resolve(
     if before is None and target != LATEST:
         assert target is not None
         return target, None
-    chosen = choose(config, before, no_safety=no_safety)
+    chosen = choose(deployment, before, no_safety=no_safety)
     return chosen.target, chosen
 
 

@@ -232,7 +232,7 @@ def run_purge(
     others = tuple(  # taken before a migrate --switch: this config cannot rewrite them
         info.id
         for info in local.infos()
-        if info.id in held and info.complete and erase.other_backend(config, info) is not None
+        if info.id in held and info.complete and erase.other_backend(deployment, info) is not None
     )
     rewritten: list[str] = []
     uploaded: list[str] = []

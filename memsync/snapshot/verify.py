@@ -288,7 +288,7 @@ def _verify_contents(
                 _problem(
                     "integrity-failed",
                     f"{store.capture_dir}/{relative}",
-                    verdict if store.kind == "pgvector" else f"PRAGMA integrity_check: {verdict}",
+                    store.integrity_prefix + verdict,
                 )
             )
             good.discard(f"{store.capture_dir}/{relative}")

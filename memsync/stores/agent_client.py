@@ -453,9 +453,10 @@ def require_same_deployment(client: AgentClient, store: VectorStore, config: Con
         "collection": served.get("collection"),
         "history.db": hello.get("history_db_path"),
     }
+    location = store.location
     ours = {
         # a server store (pgvector) has no path: the agent reports None (memsync.agent.ops)
-        "vector store path": None if config.pgvector else str(config.qdrant_path.resolve()),
+        "vector store path": None if location is None else str(location.resolve()),
         "collection": config.collection,
         "history.db": str(config.history_db_path.resolve()),
     }

@@ -25,7 +25,7 @@ from memsync import log
 from memsync.demo import deployment as build
 from memsync.errors import UnavailableError
 from memsync.stores import mem0
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 from tests.conftest import error_findings
 from tests.helpers.app import AppProcess
 

@@ -29,7 +29,7 @@ from memsync.stores.agent_client import (
     find_agent,
     require_same_deployment,
 )
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 from tests.helpers.app import AppProcess
 
 

@@ -22,7 +22,7 @@ import pytest
 from memsync import config as memsync_config
 from memsync.agent.protocol import MAX_BUFFERED_BYTES, MAX_CONNECTIONS_PER_UID
 from memsync.stores.agent_client import AgentClient, AgentError, find_agent
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 from tests.helpers.own_uid_app import OwnUidApp
 
 
