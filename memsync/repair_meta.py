@@ -19,9 +19,8 @@ from typing import Any
 import structlog
 
 from memsync import snapshot
-from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.stores import app_process, interpreter, mem0
-from memsync.stores.backends import vector_store_for
 from memsync.stores.interpreter import AppInterpreter
 
 logger = structlog.get_logger(__name__)
@@ -68,7 +67,7 @@ class MetaRepaired:
 
 
 def repair_meta(
-    config: Config, now: datetime, *, dry_run: bool = False, take_snapshot: bool = True
+    deployment: Deployment, now: datetime, *, dry_run: bool = False, take_snapshot: bool = True
 ) -> MetaRepaired:
     """Rewrite ``meta.json`` for the app's qdrant-client when it refuses it; see the module.
 
@@ -78,19 +77,20 @@ def repair_meta(
         LockedError: (exit 12) a process holds the store (the app: stop it first).
         UnavailableError: (exit 11) a refused key has a value (named), or the file is unreadable.
     """
-    meta = vector_store_for(config).meta_file(config.source)  # pgvector: ConfigError
-    app = interpreter.require(config)
-    found = app_process.app_meta(config, app)
+    config = deployment.config
+    meta = deployment.vector_store.meta_file(config.source)  # pgvector: ConfigError
+    app = interpreter.require(deployment.vector_store, config)
+    found = app_process.app_meta(deployment.vector_store, config, app)
     refused = meta.refused(found)
     done = MetaRepaired(path=found["path"], app=app, loads=found["loads"], refused=refused)
     if dry_run or found["loads"]:
         done.dry_run = dry_run
         return done
     meta.require_repairable(found, app.qdrant_client)
-    mem0.require_store_free(config, "repairing meta.json")
+    mem0.require_store_free(deployment.vector_store, "repairing meta.json")
     if take_snapshot and config.snapshot.directory is not None:
-        done.snapshot_id = snapshot.create_snapshot(config, now, by="repair-meta").id
-    after = app_process.app_meta(config, app, repair=True)
+        done.snapshot_id = snapshot.create_snapshot(deployment, now, by="repair-meta").id
+    after = app_process.app_meta(deployment.vector_store, config, app, repair=True)
     done.loads, done.repaired, done.kept = after["loads"], after["repaired"], after["kept"]
     logger.info("meta_repaired", path=done.path, kept=done.kept, refused=refused)
     return done

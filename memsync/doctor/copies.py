@@ -14,16 +14,17 @@ from pathlib import Path
 
 from memsync import state
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.doctor.status import OK, WARNING
 from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
-from memsync.stores.backends import vector_store_for
 from memsync.stores.vector_store import VectorStore
 
 
-def probe_copies(config: Config, now: datetime) -> list[DoctorResult]:
+def probe_copies(deployment: Deployment, now: datetime) -> list[DoctorResult]:
     """``pre-restore-copy`` (ok) and ``old-store-copy`` (warning) results, each with its age."""
-    store = vector_store_for(config)
+    config = deployment.config
+    store = deployment.vector_store
     results = []
     live_paths = [*(own.path for own in store.local_dirs()), config.history_db_path]
     for copy in state.pre_restore_copies(live_paths):

@@ -9,12 +9,11 @@ import os
 import stat
 from pathlib import Path
 
-from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
 from memsync.stores import locks
-from memsync.stores.backends import vector_store_for
 from memsync.stores.vector_store import LocalDir
 
 VOLATILE_FS = frozenset({"tmpfs", "ramfs"})
@@ -24,13 +23,13 @@ CONTAINER_LAYER_FS = frozenset({"overlay", "aufs"})
 MIN_FREE_BYTES = 256 * 1024 * 1024
 
 
-def probe_paths(config: Config) -> list[DoctorResult]:
+def probe_paths(deployment: Deployment) -> list[DoctorResult]:
     """Mount, filesystem type, /tmp placement, free space and permissions of every path.
 
     The store's own directories (``LiveStore.local_dirs``) and history.db must exist (mem0
     creates both at its first start): absent means lost or, more likely, a wrong path.
     """
-    store = vector_store_for(config)
+    config, store = deployment.config, deployment.vector_store
     # (label, path, precious, required, the store whose files it holds)
     data_paths: list[tuple[str, Path, bool, bool, LocalDir | None]] = [
         *((own.label, own.path, True, True, own) for own in store.local_dirs()),
@@ -196,13 +195,13 @@ def _probe_permissions(label: str, path: Path) -> DoctorResult:
     )
 
 
-def probe_locks(config: Config) -> list[DoctorResult]:
+def probe_locks(deployment: Deployment) -> list[DoctorResult]:
     """Which process holds each lock of the store's directories, and whether it sees them.
 
     The directories: ``LiveStore.local_dirs`` and ``telemetry`` (none for a server store).
     """
+    config, live = deployment.config, deployment.vector_store
     results = []
-    live = vector_store_for(config)
     for own in (*live.local_dirs(), *live.telemetry(config.migrations_qdrant_path)):
         label, directory, lock_file = own.label, own.path, own.store.lock_path()
         if lock_file is None:

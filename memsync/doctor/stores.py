@@ -1,6 +1,6 @@
 """Doctor's probes of the captured stores: SQLite integrity and journal mode, check's summary.
 
-They read the fresh copies of one capture (``stores.deployment.temporary_capture``); the
+They read the fresh copies of one capture (``stores.capture.temporary_capture``); the
 store names its own SQLite files (``LiveStore.sqlite_verdicts``).
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.model import CheckReport, DoctorResult, Severity
-from memsync.stores.deployment import Captured
+from memsync.stores.capture import Captured
 from memsync.stores.sqlite_files import (
     SLOW_READ_S,
     SQLITE_VERSION,

@@ -13,11 +13,11 @@ from packaging.version import InvalidVersion
 
 from memsync.agent import support
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
 from memsync.stores import app_process, interpreter, versions
-from memsync.stores.backends import vector_store_for
 from memsync.stores.interpreter import AppInterpreter
 
 
@@ -34,7 +34,7 @@ def judge_mem0_version(version: str, on_disk: bool) -> list[tuple[str, str, str]
     ]
 
 
-def probe_versions(config: Config) -> list[DoctorResult]:
+def probe_versions(deployment: Deployment) -> list[DoctorResult]:
     """The app's mem0ai and qdrant-client (its interpreter's) vs known-bad ones; its store view.
 
     The view: what its client makes of the store's files (``LiveStore.probe_app_view``).
@@ -42,12 +42,15 @@ def probe_versions(config: Config) -> list[DoctorResult]:
     memsync's own environment is not judged: its writes never use its mem0ai
     (docs/reference/compatibility.md).
     """
+    config = deployment.config
     results = []
     vector_store = config.mem0.get("vector_store") or {}
     store_config = (vector_store.get("config") if isinstance(vector_store, dict) else None) or {}
     on_disk = isinstance(store_config, dict) and store_config.get("on_disk") is True
-    holder = vector_store_for(config).holder()
-    app_found = interpreter.known(config, holder.pid if holder is not None else None)
+    holder = deployment.vector_store.holder()
+    app_found = interpreter.known(
+        deployment.vector_store, config, holder.pid if holder is not None else None
+    )
     app_versions = (
         []
         if app_found is None
@@ -91,12 +94,12 @@ def probe_versions(config: Config) -> list[DoctorResult]:
     checked: dict[str, Any] | MemsyncError | None = None
     if app_found is not None and app_found.mem0ai is not None and app_found.python_version:
         try:  # one run of the app's interpreter: its plugins, and its view of meta.json
-            checked = app_process.app_doctor(config, app_found)
+            checked = app_process.app_doctor(deployment.vector_store, config, app_found)
         except MemsyncError as error:
             checked = error
     results.append(probe_app_interpreter(config, app_found, checked))
     if isinstance(checked, dict) and app_found is not None:  # the app's view of the store
-        results += vector_store_for(config).probe_app_view(app_found.qdrant_client, checked)
+        results += deployment.vector_store.probe_app_view(app_found.qdrant_client, checked)
     return results
 
 
