@@ -179,6 +179,7 @@ def run_create(args: argparse.Namespace) -> int:
         "quiesced": bool(manifest.quiesced),
         "route": "agent" if manifest.quiesced is not None else "none",
         "not_quiesced": manifest.not_quiesced,
+        "writes_held": created.writes_held.to_json() if created.writes_held else None,
         "capture_budget": budget.to_json(),
         **(created.tripwire.report() if created.tripwire else {}),  # findings, tripwire
         "pending_uploads": queue.to_json() if queue else None,
@@ -233,7 +234,9 @@ def _created_text(
     if upload is not None:
         text += f"; uploaded {upload['sent']} files ({upload['skipped']} already there)"
     if manifest.quiesced:
-        text += "; app writes paused by its agent for the capture (quiesced)"
+        text += "; app writes paused by its agent for the capture (quiesced"
+        held = created.writes_held
+        text += f", {held.text()})" if held is not None else ")"
     elif manifest.not_quiesced:
         text += f"; not quiesced: {manifest.not_quiesced}"
     if counts.get("unsettled"):

@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from pathlib import Path
@@ -43,6 +44,31 @@ Progress = Callable[[int, int], None]
 SETTLE_ATTEMPTS = 5
 SETTLE_PAUSE_S = 0.2
 
+# Until what a quiesced capture held the app's writes (``Held.until``): the read snapshots of
+# every file opened (WAL mode), or the whole copy (a rollback-journal file, a server store).
+HELD_FOR_SNAPSHOTS = "read-snapshots"
+HELD_FOR_COPY = "copy"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Held:
+    """How long the app's agent held its writes for a capture (seconds, as the agent measured)."""
+
+    seconds: float | None
+    until: str  # HELD_FOR_SNAPSHOTS or HELD_FOR_COPY
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"s": seconds, "until": ...}`` for the JSON report. Pure."""
+        return {"s": self.seconds, "until": self.until}
+
+    def text(self) -> str:
+        """``held 0.004 s until the read snapshots opened`` (or ``... until the copy ended``)."""
+        seconds = "?" if self.seconds is None else f"{self.seconds:.3f}"
+        until = (
+            "the read snapshots opened" if self.until == HELD_FOR_SNAPSHOTS else "the copy ended"
+        )
+        return f"held {seconds} s until {until}"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Created:
@@ -53,6 +79,7 @@ class Created:
     manifest: Manifest
     removed_partials: tuple[Path, ...] = ()
     tripwire: guard.TripwireResult | None = None
+    writes_held: Held | None = None  # None: no agent paused the app's writes
 
 
 def build_manifest(
@@ -171,7 +198,9 @@ def create_snapshot(
     removed = snapshots.remove_stale_partials(directory)
     repository = LocalRepository(directory)
     with repository.building(now) as (snapshot_id, partial):
-        captured, judged, quiesced, why = _settled_capture(config, partial, now.date(), progress)
+        captured, judged, quiesced, why, held = _settled_capture(
+            config, partial, now.date(), progress
+        )
         manifest = finish_directory(
             config,
             partial,
@@ -196,12 +225,15 @@ def create_snapshot(
         manifest=manifest,
         removed_partials=tuple(removed),
         tripwire=checked,
+        writes_held=held,
     )
 
 
 def _settled_capture(
     config: Config, partial: Path, today: date, progress: Progress | None
-) -> tuple[deployment.Captured, tuple[Inventory, CheckReport], bool | None, str | None]:
+) -> tuple[
+    deployment.Captured, tuple[Inventory, CheckReport], bool | None, str | None, Held | None
+]:
     """Capture into ``partial``: quiesced through the app's agent, else until settled.
 
     With an agent (``agent_client.find_agent``), app writes are paused for the one capture,
@@ -210,13 +242,15 @@ def _settled_capture(
     Without, at most ``SETTLE_ATTEMPTS`` captures, ``SETTLE_PAUSE_S`` apart, until no write
     is caught in the window (``in-flight``); each new one replaces the files of the last.
     Returns the capture, its inventory and judged report, ``quiesced`` (None: no agent
-    answered; False: it did, but the pair kept is not one instant) and why it is not. Raises as
+    answered; False: it did, but the pair kept is not one instant), why it is not, and how long
+    the agent held the app's writes (None: no agent). Raises as
     ``deployment.capture``; UnavailableError when an agent serves another deployment, refuses
     memsync or is not this deployment's app (never an unquiesced capture then).
     """
     quiesced = _quiesced_capture(config, partial)
     agent = None if quiesced is None else False
     why = None if quiesced is None else quiesced[2]
+    held = None if quiesced is None else quiesced[3]
     for attempt in range(1, SETTLE_ATTEMPTS + 1):
         captured = quiesced[0] if quiesced else deployment.capture(config, partial)
         refuse_legacy_store(
@@ -226,7 +260,7 @@ def _settled_capture(
         report = check.judge(inventory, today)
         exact = quiesced is not None and quiesced[1]
         if exact or not unsettled(report):
-            return captured, (inventory, report), exact or agent, None if exact else why
+            return captured, (inventory, report), exact or agent, None if exact else why, held
         quiesced = None
         if attempt == SETTLE_ATTEMPTS:
             break
@@ -234,27 +268,44 @@ def _settled_capture(
         _clear_capture(partial)
         time.sleep(SETTLE_PAUSE_S)
     logger.warning("snapshot_unsettled", unsettled=unsettled(report))
-    return captured, (inventory, report), agent, why
+    return captured, (inventory, report), agent, why, held
 
 
 def _quiesced_capture(
     config: Config, partial: Path
-) -> tuple[deployment.Captured, bool, str | None] | None:
+) -> tuple[deployment.Captured, bool, str | None, Held] | None:
     """One capture with the app's writes paused by its agent; None when no agent answers.
 
-    Returns the capture, whether it was exact (the pause held every app write for the whole
-    copy: the lease, ``[app] pause_lease_s``, did not run out, and no process had history.db
-    open for writing outside the agent's gate) and, when not, why. Logs ``capture_quiesced``
-    with the seconds app writes were held and the pids held; ``capture_not_quiesced`` when not.
+    The pause lasts until the read snapshots of every store file are open, when each file is
+    in WAL mode (``deployment.capture``'s ``on_pinned``): the copies are made from them while
+    the app writes again. Otherwise (a rollback-journal file, or a server vector store) it
+    lasts the whole copy: a reader of a rollback-journal file blocks the app's writer anyway,
+    and only a pause keeps the two copies one instant.
+
+    Returns the capture, whether it was exact (the pause held every app write until the pair
+    was fixed: the lease, ``[app] pause_lease_s``, did not run out, and no process had
+    history.db open for writing outside the agent's gate), when not why, and how long writes
+    were held and until what. Logs ``capture_quiesced`` with the seconds app writes were held
+    and the pids held; ``capture_not_quiesced`` when not.
     """
-    with writes_held(config) as pause:
+    with ExitStack() as holding:
+        pause = holding.enter_context(writes_held(config))
         if pause is None:
             return None
-        captured = deployment.capture(config, partial)
+        until = [HELD_FOR_COPY]
+
+        def resume_when_pinned(every: bool) -> None:
+            if every:
+                until[0] = HELD_FOR_SNAPSHOTS
+                holding.close()  # the agent resumes the app's writes now
+
+        captured = deployment.capture(config, partial, on_pinned=resume_when_pinned)
     why = not_held_reason(pause)
+    held = Held(seconds=pause.get("held_s"), until=until[0])
     logger.info(
         "capture_quiesced",
-        held_s=pause.get("held_s"),
+        held_s=held.seconds,
+        held_until=held.until,
         waited_s=pause.get("waited_s"),
         exact=why is None,
         agent_pid=pause.get("agent_pid"),
@@ -262,7 +313,7 @@ def _quiesced_capture(
     )
     if why is not None:
         logger.warning("capture_not_quiesced", reason=why)
-    return captured, why is None, why
+    return captured, why is None, why, held
 
 
 def _clear_capture(partial: Path) -> None:
