@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memsync.agent.shared import gate_directory
 from tests.helpers.app import AppProcess
 
@@ -70,6 +72,9 @@ def create_held_at(config: Path, target: str, nth: int, flag: Path) -> Iterator[
     finished.update(code=create.returncode, out=out, err=err)
 
 
+@pytest.mark.slow(
+    reason="two snapshot creates, each a fresh memsync process held at a step, beside a real app"
+)
 def test_the_pause_ends_once_the_read_snapshots_are_open_and_the_copy_runs_after(
     deployment: Any, cli: Any, tmp_path: Path
 ) -> None:
