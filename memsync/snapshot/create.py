@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -23,8 +24,8 @@ import structlog
 from memsync import __version__, check, seal
 from memsync.config import Config, read_key_file
 from memsync.errors import ConfigError, UnavailableError
-from memsync.model import CaptureWindow, CheckReport, Inventory, count_scopes
-from memsync.repository import LocalRepository, encryption_key, snapshot_dir
+from memsync.model import CaptureWindow, CheckReport, Inventory
+from memsync.repository import LocalRepository, encryption_key, reading, snapshot_dir
 from memsync.snapshot import guard
 from memsync.snapshot.embedder import embedder_of
 from memsync.state import fsync_dir, write_json_atomic
@@ -68,6 +69,26 @@ class Held:
             "the read snapshots opened" if self.until == HELD_FOR_SNAPSHOTS else "the copy ended"
         )
         return f"held {seconds} s until {until}"
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """A capture's check report and its memory collection's points per vector size."""
+
+    report: CheckReport
+    sizes: Mapping[int | None, int]
+
+
+def judge_copy(
+    captured: deployment.Captured, config: Config, today: date, progress: Progress | None = None
+) -> Judgement:
+    """Judge a capture as a stream (``check.judge_capture``), counting vector sizes on the way.
+
+    Holds a chunk of memories, not the inventory. Raises as ``check.judge_capture``.
+    """
+    sizes: Counter[int | None] = Counter()
+    report = check.judge_capture(captured, config, today, progress=progress, sizes=sizes)
+    return Judgement(report, sizes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -218,7 +239,13 @@ def create_snapshot(
         )
         final = repository.commit(snapshot_id, partial, None)
     logger.info("snapshot_created", snapshot_id=snapshot_id, size_bytes=manifest.size_bytes)
-    checked = guard.run_tripwire(config, repository, manifest, now, judged[0])  # never fails it
+    checked = guard.run_tripwire(  # never fails it; reads the capture again only on a drop
+        config,
+        repository,
+        manifest,
+        now,
+        lambda: _committed_inventory(config, repository, manifest),
+    )
     return Created(
         id=snapshot_id,
         path=final,
@@ -231,9 +258,7 @@ def create_snapshot(
 
 def _settled_capture(
     config: Config, partial: Path, today: date, progress: Progress | None
-) -> tuple[
-    deployment.Captured, tuple[Inventory, CheckReport], bool | None, str | None, Held | None
-]:
+) -> tuple[deployment.Captured, Judgement, bool | None, str | None, Held | None]:
     """Capture into ``partial``: quiesced through the app's agent, else until settled.
 
     With an agent (``agent_client.find_agent``), app writes are paused for the one capture,
@@ -241,7 +266,7 @@ def _settled_capture(
     process wrote history.db outside the agent's gate: ``agent_client.not_held_reason``).
     Without, at most ``SETTLE_ATTEMPTS`` captures, ``SETTLE_PAUSE_S`` apart, until no write
     is caught in the window (``in-flight``); each new one replaces the files of the last.
-    Returns the capture, its inventory and judged report, ``quiesced`` (None: no agent
+    Returns the capture, its judgement (``judge_copy``), ``quiesced`` (None: no agent
     answered; False: it did, but the pair kept is not one instant), why it is not, and how long
     the agent held the app's writes (None: no agent). Raises as
     ``deployment.capture``; UnavailableError when an agent serves another deployment, refuses
@@ -256,11 +281,11 @@ def _settled_capture(
         refuse_legacy_store(
             captured.vectors.legacy_files, "snapshot create"
         )  # its points would be missing
-        inventory = deployment.read_inventory(captured, config, progress)
-        report = check.judge(inventory, today)
+        judged = judge_copy(captured, config, today, progress)
+        report = judged.report
         exact = quiesced is not None and quiesced[1]
         if exact or not unsettled(report):
-            return captured, (inventory, report), exact or agent, None if exact else why, held
+            return captured, judged, exact or agent, None if exact else why, held
         quiesced = None
         if attempt == SETTLE_ATTEMPTS:
             break
@@ -268,7 +293,7 @@ def _settled_capture(
         _clear_capture(partial)
         time.sleep(SETTLE_PAUSE_S)
     logger.warning("snapshot_unsettled", unsettled=unsettled(report))
-    return captured, (inventory, report), agent, why, held
+    return captured, judged, agent, why, held
 
 
 def _quiesced_capture(
@@ -338,7 +363,7 @@ def finish_directory(
     encryption: bytes | None,
     progress: Progress | None = None,
     journal_modes: Mapping[str, str] | None = None,
-    judged: tuple[Inventory, CheckReport] | None = None,
+    judged: Judgement | None = None,
     quiesced: bool | None = None,
     embedder: dict[str, Any] | None = None,
     not_quiesced: str | None = None,
@@ -350,7 +375,7 @@ def finish_directory(
     hashes (and with a key, seals) every file, sets modes 0600/0700, writes the manifest.
     ``journal_modes`` (by path in the snapshot) stands in for the live files' modes when the
     layout is not a fresh capture (a purge rewrites an existing snapshot). ``judged``, when
-    given, is the layout's already read inventory and its report (neither is redone).
+    given, is the layout's judgement (``judge_copy``: not redone).
     ``quiesced`` and ``embedder`` (None: not recorded) go to ``capture.quiesced`` and ``embedder``;
     ``not_quiesced`` (why an agent's pause did not hold every write) to ``capture.not_quiesced``
     when ``quiesced`` is False; ``label`` (a safety snapshot's) to ``label``.
@@ -359,10 +384,9 @@ def finish_directory(
         UnavailableError: a file fails its integrity check or a point does not decode.
     """
     results = _integrity(captured, partial)
-    inventory, report = judged or (None, None)
-    if inventory is None:
-        inventory = deployment.read_inventory(captured, config, progress)
-    collections, wrong_sizes = _collections(config, captured, inventory)
+    judged = judged or judge_copy(captured, config, today, progress)
+    report = judged.report
+    collections, wrong_sizes = _collections(config, captured, judged.sizes)
     results["points_decoded"] = True
     results["vector_sizes_ok"] = wrong_sizes == 0
     manifest = build_manifest(
@@ -374,9 +398,9 @@ def finish_directory(
             partial, encryption, {**(journal_modes or {}), **_journal_modes(captured, partial)}
         ),
         collections=collections,
-        history={"rows": inventory.history_rows, "memories": len(inventory.history)},
+        history={"rows": report.history_rows, "memories": report.history_memories},
         integrity_results=results,
-        report=report or check.judge(inventory, today),
+        report=report,
         versions=_app_versions(config),
         encryption={"algorithm": seal.ALGORITHM} if encryption else None,
     )
@@ -388,9 +412,8 @@ def finish_directory(
         label=label,
     )
     manifest = _with_backend(manifest, captured)
-    manifest = replace(  # the mass-deletion tripwire's counts (memsync.snapshot.tripwire)
-        manifest, scopes=count_scopes(p.payload for p in inventory.points.values())
-    )
+    scopes = dict(report.scopes) if report.scopes is not None else None
+    manifest = replace(manifest, scopes=scopes)  # the tripwire's counts (snapshot.tripwire)
     if signing is not None:
         manifest = replace(manifest, signature=sign(manifest, signing))
     for path in sorted(partial.rglob("*")):
@@ -413,25 +436,45 @@ def _integrity(captured: deployment.Captured, partial: Path) -> dict[str, Any]:
 
 
 def _collections(
-    config: Config, captured: deployment.Captured, inventory: Inventory
+    config: Config, captured: deployment.Captured, memory_sizes: Mapping[int | None, int]
 ) -> tuple[dict[str, dict[str, Any]], int]:
-    """Per collection: vector size, distance and points; and how many vectors have the wrong size."""
+    """Per collection: vector size, distance and points; and how many vectors have the wrong size.
+
+    ``memory_sizes``: the memory collection's points per vector size, as judged; the other
+    collections (mem0's entities) are read here.
+    """
     collections: dict[str, dict[str, Any]] = {}
     wrong_sizes = 0
     for name, info in sorted(captured.collections.items()):
         if name == config.collection:
-            sizes = [p.vector_size for p in inventory.points.values()]
+            sizes = Counter(memory_sizes)
         else:
-            sizes = [p.vector_size for p in captured.store.iter_points(captured.vectors, name)]
-        wrong_sizes += sum(
-            1 for size in sizes if info.vector_size is not None and size != info.vector_size
-        )
+            sizes = Counter(
+                p.vector_size for p in captured.store.iter_points(captured.vectors, name)
+            )
+        if info.vector_size is not None:
+            wrong_sizes += sum(n for size, n in sizes.items() if size != info.vector_size)
         collections[name] = {
             "vector_size": info.vector_size,
             "distance": info.distance,
-            "points": len(sizes),
+            "points": sum(sizes.values()),
         }
     return collections, wrong_sizes
+
+
+def _committed_inventory(
+    config: Config, repository: LocalRepository, manifest: Manifest
+) -> Inventory:
+    """The inventory of a committed snapshot, read from its plaintext (the tripwire's split).
+
+    Raises:
+        UnavailableError, ConfigError: as ``reading.open_files`` and ``read_inventory``.
+    """
+    with reading.scratch(config, "tripwire-new") as area:
+        paths = [entry.path for entry in manifest.files]
+        opened = reading.open_files(config, repository, manifest.id, paths, area)
+        captured = deployment.from_directory(opened.root, manifest.capture, config)
+        return deployment.read_inventory(captured, config)
 
 
 def _journal_modes(captured: deployment.Captured, partial: Path) -> dict[str, str]:
