@@ -13,6 +13,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from datetime import date, datetime
@@ -89,6 +90,43 @@ def judge_copy(
     sizes: Counter[int | None] = Counter()
     report = check.judge_capture(captured, config, today, progress=progress, sizes=sizes)
     return Judgement(report, sizes)
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A captured layout's files read back: integrity verdicts, and (size, sha256) by path."""
+
+    verdicts: dict[str, str]
+    digests: dict[str, tuple[int, str]]
+
+
+def check_files(captured: deployment.Captured, partial: Path) -> Checked:
+    """``PRAGMA integrity_check`` of every captured SQLite file and the sha256 of every file.
+
+    Reads only. SQLite and hashlib let go of the GIL while they work, so ``create_snapshot``
+    runs this in a thread beside the judge's decoding.
+    """
+    verdicts = _integrity_verdicts(captured, partial)
+    digests = {
+        str(path.relative_to(partial)): snapshots.sha256_file(path) for path in _files(partial)
+    }
+    return Checked(verdicts, digests)
+
+
+def _files(partial: Path) -> list[Path]:
+    """Every file of a layout but the ``.creating`` lock, sorted."""
+    return sorted(
+        p for p in partial.rglob("*") if p.is_file() and p.name != snapshots.CREATING_LOCK
+    )
+
+
+def _in_background(captured: deployment.Captured, partial: Path) -> Future[Checked]:
+    """``check_files`` in a thread of its own; its result (or error) when asked."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-files")
+    try:
+        return pool.submit(check_files, captured, partial)
+    finally:
+        pool.shutdown(wait=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -219,7 +257,7 @@ def create_snapshot(
     removed = snapshots.remove_stale_partials(directory)
     repository = LocalRepository(directory)
     with repository.building(now) as (snapshot_id, partial):
-        captured, judged, quiesced, why, held = _settled_capture(
+        captured, judged, checked, quiesced, why, held = _settled_capture(
             config, partial, now.date(), progress
         )
         manifest = finish_directory(
@@ -232,6 +270,7 @@ def create_snapshot(
             *keys,
             progress=progress,
             judged=judged,
+            checked=checked,
             quiesced=quiesced,
             not_quiesced=why,
             embedder=embedder_of(config),
@@ -239,7 +278,7 @@ def create_snapshot(
         )
         final = repository.commit(snapshot_id, partial, None)
     logger.info("snapshot_created", snapshot_id=snapshot_id, size_bytes=manifest.size_bytes)
-    checked = guard.run_tripwire(  # never fails it; reads the capture again only on a drop
+    tripwire = guard.run_tripwire(  # never fails it; reads the capture again only on a drop
         config,
         repository,
         manifest,
@@ -251,14 +290,14 @@ def create_snapshot(
         path=final,
         manifest=manifest,
         removed_partials=tuple(removed),
-        tripwire=checked,
+        tripwire=tripwire,
         writes_held=held,
     )
 
 
 def _settled_capture(
     config: Config, partial: Path, today: date, progress: Progress | None
-) -> tuple[deployment.Captured, Judgement, bool | None, str | None, Held | None]:
+) -> tuple[deployment.Captured, Judgement, Future[Checked], bool | None, str | None, Held | None]:
     """Capture into ``partial``: quiesced through the app's agent, else until settled.
 
     With an agent (``agent_client.find_agent``), app writes are paused for the one capture,
@@ -266,7 +305,8 @@ def _settled_capture(
     process wrote history.db outside the agent's gate: ``agent_client.not_held_reason``).
     Without, at most ``SETTLE_ATTEMPTS`` captures, ``SETTLE_PAUSE_S`` apart, until no write
     is caught in the window (``in-flight``); each new one replaces the files of the last.
-    Returns the capture, its judgement (``judge_copy``), ``quiesced`` (None: no agent
+    Returns the capture, its judgement (``judge_copy``), its files' ``check_files`` (run in a
+    thread beside the judge), ``quiesced`` (None: no agent
     answered; False: it did, but the pair kept is not one instant), why it is not, and how long
     the agent held the app's writes (None: no agent). Raises as
     ``deployment.capture``; UnavailableError when an agent serves another deployment, refuses
@@ -281,19 +321,25 @@ def _settled_capture(
         refuse_legacy_store(
             captured.vectors.legacy_files, "snapshot create"
         )  # its points would be missing
-        judged = judge_copy(captured, config, today, progress)
+        checked = _in_background(captured, partial)
+        try:
+            judged = judge_copy(captured, config, today, progress)
+        except BaseException:
+            wait([checked])  # it reads the files the caller is about to remove
+            raise
         report = judged.report
         exact = quiesced is not None and quiesced[1]
         if exact or not unsettled(report):
-            return captured, judged, exact or agent, None if exact else why, held
+            return captured, judged, checked, exact or agent, None if exact else why, held
         quiesced = None
         if attempt == SETTLE_ATTEMPTS:
             break
         logger.info("snapshot_recapture", attempt=attempt, unsettled=len(unsettled(report)))
+        wait([checked])
         _clear_capture(partial)
         time.sleep(SETTLE_PAUSE_S)
     logger.warning("snapshot_unsettled", unsettled=unsettled(report))
-    return captured, judged, agent, why, held
+    return captured, judged, checked, agent, why, held
 
 
 def _quiesced_capture(
@@ -364,6 +410,7 @@ def finish_directory(
     progress: Progress | None = None,
     journal_modes: Mapping[str, str] | None = None,
     judged: Judgement | None = None,
+    checked: Future[Checked] | None = None,
     quiesced: bool | None = None,
     embedder: dict[str, Any] | None = None,
     not_quiesced: str | None = None,
@@ -375,7 +422,8 @@ def finish_directory(
     hashes (and with a key, seals) every file, sets modes 0600/0700, writes the manifest.
     ``journal_modes`` (by path in the snapshot) stands in for the live files' modes when the
     layout is not a fresh capture (a purge rewrites an existing snapshot). ``judged``, when
-    given, is the layout's judgement (``judge_copy``: not redone).
+    given, is the layout's judgement (``judge_copy``: not redone), and ``checked`` its
+    files' ``check_files`` under way.
     ``quiesced`` and ``embedder`` (None: not recorded) go to ``capture.quiesced`` and ``embedder``;
     ``not_quiesced`` (why an agent's pause did not hold every write) to ``capture.not_quiesced``
     when ``quiesced`` is False; ``label`` (a safety snapshot's) to ``label``.
@@ -383,7 +431,8 @@ def finish_directory(
     Raises:
         UnavailableError: a file fails its integrity check or a point does not decode.
     """
-    results = _integrity(captured, partial)
+    files = checked.result() if checked is not None else check_files(captured, partial)
+    results = _integrity(files.verdicts)
     judged = judged or judge_copy(captured, config, today, progress)
     report = judged.report
     collections, wrong_sizes = _collections(config, captured, judged.sizes)
@@ -395,7 +444,10 @@ def finish_directory(
         collection=config.collection,
         window=captured.window,
         files=_file_entries(
-            partial, encryption, {**(journal_modes or {}), **_journal_modes(captured, partial)}
+            partial,
+            encryption,
+            {**(journal_modes or {}), **_journal_modes(captured, partial)},
+            files.digests,
         ),
         collections=collections,
         history={"rows": report.history_rows, "memories": report.history_memories},
@@ -422,10 +474,10 @@ def finish_directory(
     return manifest
 
 
-def _integrity(captured: deployment.Captured, partial: Path) -> dict[str, Any]:
-    """``PRAGMA integrity_check`` of every captured SQLite file. Raises UnavailableError when one fails."""
+def _integrity(verdicts: Mapping[str, str]) -> dict[str, Any]:
+    """The ``PRAGMA integrity_check`` verdicts. Raises UnavailableError when one is not ``ok``."""
     results: dict[str, Any] = {}
-    for relative, verdict in _integrity_verdicts(captured, partial).items():
+    for relative, verdict in verdicts.items():
         results[relative] = verdict
         if verdict != "ok":
             raise UnavailableError(
@@ -487,13 +539,17 @@ def _journal_modes(captured: deployment.Captured, partial: Path) -> dict[str, st
     }
 
 
-def _file_entries(partial: Path, key: bytes | None, modes: dict[str, str]) -> list[FileEntry]:
+def _file_entries(
+    partial: Path,
+    key: bytes | None,
+    modes: dict[str, str],
+    digests: Mapping[str, tuple[int, str]],
+) -> list[FileEntry]:
+    """Each file's entry (``digests``: its size and sha256, else read here), sealed when keyed."""
     entries = []
-    for path in sorted(
-        p for p in partial.rglob("*") if p.is_file() and p.name != snapshots.CREATING_LOCK
-    ):
+    for path in _files(partial):
         relative = str(path.relative_to(partial))
-        size, digest = snapshots.sha256_file(path)
+        size, digest = digests.get(relative) or snapshots.sha256_file(path)
         if key is not None:
             sealed = path.with_name(path.name + ".sealing")
             seal.seal_file(path, sealed, key, relative)
