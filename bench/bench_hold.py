@@ -35,6 +35,15 @@ from bench_app import WARM_S, appctl, idle, memsync, records, snapshot_create, w
 TARGET_HELD_S = 0.050
 
 
+def held_of(run: dict[str, Any]) -> dict[str, Any] | None:
+    """The create's ``writes_held``; from its ``capture_quiesced`` log line for a memsync without it."""
+    held = (run["doc"] or {}).get("writes_held")
+    if held is None:
+        logged = [e for e in run["logs"] if e.get("event") == "capture_quiesced"]
+        held = {"s": logged[-1].get("held_s"), "until": "copy (logged)"} if logged else None
+    return held
+
+
 def scenario(mode: str, template: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The app with its agent on a fresh copy in ``mode`` ("wal" or "rollback"), snapshots taken."""
     root = app_deployment.fresh_copy(template, out / f"hold-{mode}")
@@ -56,7 +65,7 @@ def scenario(mode: str, template: Path, out: Path, args: argparse.Namespace) -> 
     return {
         "codes": [r["code"] for r in creates],
         "quiesced": [(r["doc"] or {}).get("quiesced") for r in creates],
-        "held": [(r["doc"] or {}).get("writes_held") for r in creates],
+        "held": [held_of(r) for r in creates],
         "create_s": [round(r["t1"] - r["t0"], 2) for r in creates],
         "baseline": window_stats(writes, idle_spans),
         "during": window_stats(writes, create_spans),
