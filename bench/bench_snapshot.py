@@ -37,8 +37,10 @@ from pathlib import Path
 
 from memsync import config as config_module
 from memsync.demo.bulk import generate
+from memsync.deployment import Deployment
 from memsync.snapshot import create_snapshot, object_store, upload_snapshot
-from memsync.stores import deployment
+from memsync.stores import capture
+from memsync.stores.backends import vector_store_for
 
 HERE = Path(__file__).resolve().parent
 TARGET_CPU_RATIO = 2.0  # issue 26: snapshot create within 2x of bare VACUUM INTO + fsync
@@ -86,7 +88,8 @@ def create_pairs(config, sources: list[Path], out: Path, pairs: int) -> dict:
         with tempfile.TemporaryDirectory(dir=out) as scratch:
             floor = measured(lambda: bare_vacuum(sources, Path(scratch), fsync=True))
         made = []
-        create = measured(lambda: made.append(create_snapshot(config, datetime.now(UTC))))
+        deployment = Deployment.open(config)
+        create = measured(lambda: made.append(create_snapshot(deployment, datetime.now(UTC))))
         shutil.rmtree(made[0].path)
         rows.append({"floor": floor, "create": create})
     return {
@@ -199,7 +202,9 @@ def main() -> int:
 
         def capture_once() -> float:
             with tempfile.TemporaryDirectory(dir=args.out) as scratch:
-                return timed(lambda: deployment.capture(config, Path(scratch) / "c"))
+                return timed(
+                    lambda: capture.capture(vector_store_for(config), config, Path(scratch) / "c")
+                )
 
         def vacuum_once() -> float:
             with tempfile.TemporaryDirectory(dir=args.out) as scratch:
@@ -220,7 +225,7 @@ def main() -> int:
 
         def create_once() -> None:
             nonlocal created
-            created = create_snapshot(config, datetime.now(UTC))
+            created = create_snapshot(Deployment.open(config), datetime.now(UTC))
 
         create_s = timed(create_once)
         assert created is not None

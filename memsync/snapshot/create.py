@@ -25,13 +25,14 @@ import structlog
 from memsync import __version__, check, seal
 from memsync.capture_budget import CaptureBudget
 from memsync.config import Config, read_key_file
+from memsync.deployment import Deployment
 from memsync.errors import ConfigError, UnavailableError
 from memsync.model import CaptureWindow, CheckReport, Inventory
 from memsync.repository import LocalRepository, encryption_key, reading, snapshot_dir
 from memsync.snapshot import guard
 from memsync.snapshot.embedder import embedder_of
 from memsync.state import fsync_dir, write_json_atomic
-from memsync.stores import deployment, interpreter, snapshots
+from memsync.stores import capture, interpreter, snapshots
 from memsync.stores.agent_client import not_held_reason, writes_held
 from memsync.stores.manifest import MANIFEST, SAFETY, FileEntry, Manifest, sign
 from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
@@ -81,14 +82,17 @@ class Judgement:
 
 
 def judge_copy(
-    captured: deployment.Captured, config: Config, today: date, progress: Progress | None = None
+    captured: capture.Captured,
+    deployment: Deployment,
+    today: date,
+    progress: Progress | None = None,
 ) -> Judgement:
     """Judge a capture as a stream (``check.judge_capture``), counting vector sizes on the way.
 
     Holds a chunk of memories, not the inventory. Raises as ``check.judge_capture``.
     """
     sizes: Counter[int | None] = Counter()
-    report = check.judge_capture(captured, config, today, progress=progress, sizes=sizes)
+    report = check.judge_capture(captured, deployment, today, progress=progress, sizes=sizes)
     return Judgement(report, sizes)
 
 
@@ -100,7 +104,7 @@ class Checked:
     digests: dict[str, tuple[int, str]]
 
 
-def check_files(captured: deployment.Captured, partial: Path) -> Checked:
+def check_files(captured: capture.Captured, partial: Path) -> Checked:
     """``PRAGMA integrity_check`` of every captured SQLite file and the sha256 of every file.
 
     Reads only. SQLite and hashlib let go of the GIL while they work, so ``create_snapshot``
@@ -120,7 +124,7 @@ def _files(partial: Path) -> list[Path]:
     )
 
 
-def _in_background(captured: deployment.Captured, partial: Path) -> Future[Checked]:
+def _in_background(captured: capture.Captured, partial: Path) -> Future[Checked]:
     """``check_files`` in a thread of its own; its result (or error) when asked."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-files")
     try:
@@ -245,7 +249,7 @@ def build_manifest(
     )
 
 
-def _with_backend(manifest: Manifest, captured: deployment.Captured) -> Manifest:
+def _with_backend(manifest: Manifest, captured: capture.Captured) -> Manifest:
     """The manifest with the backend's ``mode`` and the versions its capture recorded.
 
     pgvector: ``"pgvector"`` and the server's versions; embedded Qdrant: ``"embedded"``, none.
@@ -280,7 +284,7 @@ def signing_key(config: Config) -> bytes | None:
     return key
 
 
-def _integrity_verdicts(captured: deployment.Captured, partial: Path) -> dict[str, str]:
+def _integrity_verdicts(captured: capture.Captured, partial: Path) -> dict[str, str]:
     """``PRAGMA integrity_check`` of every captured file, by path relative to ``partial``.
 
     The vector copies first (through ``VectorStore.check_copy``, in capture order), then history.db.
@@ -299,7 +303,11 @@ def _integrity_verdicts(captured: deployment.Captured, partial: Path) -> dict[st
 
 
 def create_snapshot(
-    config: Config, now: datetime, progress: Progress | None = None, *, by: str | None = None
+    deployment: Deployment,
+    now: datetime,
+    progress: Progress | None = None,
+    *,
+    by: str | None = None,
 ) -> Created:
     """Capture both stores into ``<snapshot.directory>/<id>/`` with an integrity-checked manifest.
 
@@ -316,6 +324,7 @@ def create_snapshot(
             (the partial directory is removed).
         TryLaterError: a store is busy or the snapshot disk is full.
     """
+    config = deployment.config
     directory = snapshot_dir(config)
     keys = signing_key(config), encryption_key(config)
     try:
@@ -330,10 +339,10 @@ def create_snapshot(
     repository = LocalRepository(directory)
     with repository.building(now) as (snapshot_id, partial):
         captured, judged, checked, quiesced, why, held = _settled_capture(
-            config, partial, now.date(), progress
+            deployment, partial, now.date(), progress
         )
         manifest = finish_directory(
-            config,
+            deployment,
             partial,
             captured,
             snapshot_id,
@@ -351,11 +360,11 @@ def create_snapshot(
         final = repository.commit(snapshot_id, partial, None)
     logger.info("snapshot_created", snapshot_id=snapshot_id, size_bytes=manifest.size_bytes)
     tripwire = guard.run_tripwire(  # never fails it; reads the capture again only on a drop
-        config,
+        deployment,
         repository,
         manifest,
         now,
-        lambda: _committed_inventory(config, repository, manifest),
+        lambda: _committed_inventory(deployment, repository, manifest),
     )
     return Created(
         id=snapshot_id,
@@ -368,8 +377,8 @@ def create_snapshot(
 
 
 def _settled_capture(
-    config: Config, partial: Path, today: date, progress: Progress | None
-) -> tuple[deployment.Captured, Judgement, Future[Checked], bool | None, str | None, Held | None]:
+    deployment: Deployment, partial: Path, today: date, progress: Progress | None
+) -> tuple[capture.Captured, Judgement, Future[Checked], bool | None, str | None, Held | None]:
     """Capture into ``partial``: quiesced through the app's agent, else until settled.
 
     With an agent (``agent_client.find_agent``), app writes are paused for the one capture,
@@ -381,21 +390,23 @@ def _settled_capture(
     thread beside the judge), ``quiesced`` (None: no agent
     answered; False: it did, but the pair kept is not one instant), why it is not, and how long
     the agent held the app's writes (None: no agent). Raises as
-    ``deployment.capture``; UnavailableError when an agent serves another deployment, refuses
+    ``capture.capture``; UnavailableError when an agent serves another deployment, refuses
     memsync or is not this deployment's app (never an unquiesced capture then).
     """
-    quiesced = _quiesced_capture(config, partial)
+    config = deployment.config
+    quiesced = _quiesced_capture(deployment, partial)
     agent = None if quiesced is None else False
     why = None if quiesced is None else quiesced[2]
     held = None if quiesced is None else quiesced[3]
     for attempt in range(1, SETTLE_ATTEMPTS + 1):
-        captured = quiesced[0] if quiesced else deployment.capture(config, partial)
-        refuse_legacy_store(
-            captured.vectors.legacy_files, "snapshot create"
-        )  # its points would be missing
+        captured = (
+            quiesced[0] if quiesced else capture.capture(deployment.vector_store, config, partial)
+        )
+        # its points would be missing
+        refuse_legacy_store(captured.vectors.legacy_files, "snapshot create")
         checked = _in_background(captured, partial)
         try:
-            judged = judge_copy(captured, config, today, progress)
+            judged = judge_copy(captured, deployment, today, progress)
         except BaseException:
             wait([checked])  # it reads the files the caller is about to remove
             raise
@@ -415,12 +426,12 @@ def _settled_capture(
 
 
 def _quiesced_capture(
-    config: Config, partial: Path
-) -> tuple[deployment.Captured, bool, str | None, Held] | None:
+    deployment: Deployment, partial: Path
+) -> tuple[capture.Captured, bool, str | None, Held] | None:
     """One capture with the app's writes paused by its agent; None when no agent answers.
 
     The pause lasts until the read snapshots of every store file are open, when each file is
-    in WAL mode (``deployment.capture``'s ``on_pinned``): the copies are made from them while
+    in WAL mode (``capture.capture``'s ``on_pinned``): the copies are made from them while
     the app writes again. Otherwise (a rollback-journal file, or a server vector store) it
     lasts the whole copy: a reader of a rollback-journal file blocks the app's writer anyway,
     and only a pause keeps the two copies one instant.
@@ -431,8 +442,9 @@ def _quiesced_capture(
     were held and until what. Logs ``capture_quiesced`` with the seconds app writes were held
     and the pids held; ``capture_not_quiesced`` when not.
     """
+    config = deployment.config
     with ExitStack() as holding:
-        pause = holding.enter_context(writes_held(config))
+        pause = holding.enter_context(writes_held(deployment.vector_store, config))
         if pause is None:
             return None
         until = [HELD_FOR_COPY]
@@ -442,7 +454,9 @@ def _quiesced_capture(
                 until[0] = HELD_FOR_SNAPSHOTS
                 holding.close()  # the agent resumes the app's writes now
 
-        captured = deployment.capture(config, partial, on_pinned=resume_when_pinned)
+        captured = capture.capture(
+            deployment.vector_store, config, partial, on_pinned=resume_when_pinned
+        )
     why = not_held_reason(pause)
     held = Held(seconds=pause.get("held_s"), until=until[0])
     logger.info(
@@ -471,9 +485,9 @@ def _clear_capture(partial: Path) -> None:
 
 
 def finish_directory(
-    config: Config,
+    deployment: Deployment,
     partial: Path,
-    captured: deployment.Captured,
+    captured: capture.Captured,
     snapshot_id: str,
     created_at: datetime,
     today: date,
@@ -503,9 +517,10 @@ def finish_directory(
     Raises:
         UnavailableError: a file fails its integrity check or a point does not decode.
     """
+    config = deployment.config
     files = checked.result() if checked is not None else check_files(captured, partial)
     results = _integrity(files.verdicts)
-    judged = judged or judge_copy(captured, config, today, progress)
+    judged = judged or judge_copy(captured, deployment, today, progress)
     report = judged.report
     collections, wrong_sizes = _collections(config, captured, judged.sizes)
     results["points_decoded"] = True
@@ -560,7 +575,7 @@ def _integrity(verdicts: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _collections(
-    config: Config, captured: deployment.Captured, memory_sizes: Mapping[int | None, int]
+    config: Config, captured: capture.Captured, memory_sizes: Mapping[int | None, int]
 ) -> tuple[dict[str, dict[str, Any]], int]:
     """Per collection: vector size, distance and points; and how many vectors have the wrong size.
 
@@ -587,21 +602,22 @@ def _collections(
 
 
 def _committed_inventory(
-    config: Config, repository: LocalRepository, manifest: Manifest
+    deployment: Deployment, repository: LocalRepository, manifest: Manifest
 ) -> Inventory:
     """The inventory of a committed snapshot, read from its plaintext (the tripwire's split).
 
     Raises:
         UnavailableError, ConfigError: as ``reading.open_files`` and ``read_inventory``.
     """
+    config = deployment.config
     with reading.scratch(config, "tripwire-new") as area:
         paths = [entry.path for entry in manifest.files]
         opened = reading.open_files(config, repository, manifest.id, paths, area)
-        captured = deployment.from_directory(opened.root, manifest.capture, config)
-        return deployment.read_inventory(captured, config)
+        captured = capture.from_directory(opened.root, manifest.capture, config)
+        return capture.read_inventory(deployment.vector_store, captured, config)
 
 
-def _journal_modes(captured: deployment.Captured, partial: Path) -> dict[str, str]:
+def _journal_modes(captured: capture.Captured, partial: Path) -> dict[str, str]:
     """Each copied SQLite file's live journal mode, by its path in the snapshot."""
     copies = [*captured.collection_copies.values(), captured.history_copy]
     return {
