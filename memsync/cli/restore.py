@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         "moves": [_move_json(m, done) for m in done.moves],
         "moved_aside": None if done.dry_run or done.skipped else list(done.moved_aside),
         "check_after": done.check.counts() if done.check else None,
+        "verification": done.verification,
         "since_snapshot": None if done.skipped else done.since_snapshot,
     }
     if args.json:
@@ -208,6 +209,17 @@ def _text(done: restore.Restored) -> str:
             f"restored {done.snapshot_id}; {kept}"
             + f"; check: {counts.get('errors', 0)} errors, {counts.get('warnings', 0)} warnings"
         )
+        if done.verification is not None and done.verification["snapshot"] == "hashed":
+            text += (
+                " (the files' sha256 matched the manifest while they were copied: the"
+                " verification its create recorded stands"
+                + (
+                    ", and so does its check"
+                    if done.verification["check_after"] == "recorded"
+                    else ""
+                )
+                + ")"
+            )
         if counts.get("errors"):
             text += " (memsync reconcile settles them)"
     return text

@@ -7,6 +7,7 @@ manifest's plaintext size and sha256.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
@@ -15,7 +16,7 @@ from memsync import seal
 from memsync.config import Config
 from memsync.errors import ConfigError, UnavailableError
 from memsync.stores.manifest import FileEntry, Manifest
-from memsync.stores.snapshots import sha256_file
+from memsync.stores.snapshots import CHUNK_BYTES, sha256_file
 
 NO_KEY = "snapshot.encrypt_key_file: the snapshot is encrypted; set the key it was made with"
 
@@ -85,3 +86,35 @@ def plaintext(
             f"snapshot {manifest.id}: {why}", "use another snapshot, or the key it was made with"
         )
     return target
+
+
+def copy_checked(directory: Path, entry: FileEntry, key: bytes | None, target: Path) -> bool:
+    """Copy one snapshot file's plaintext to ``target`` in one pass, hashing it on the way.
+
+    Sealed files (``key`` given) are decrypted while they are copied. Returns whether what was
+    written has the manifest's plaintext size and sha256 (a file that fails authentication
+    does not: nothing of it is left at ``target``). Reads ``directory``; writes ``target``
+    only (created or replaced; a plain file keeps the source's mode and times, as
+    ``shutil.copy2``).
+
+    Raises:
+        OSError: the file cannot be read or ``target`` written.
+    """
+    digest = hashlib.sha256()
+    source = directory / entry.path
+    target.unlink(missing_ok=True)
+    if key is not None:
+        try:
+            seal.open_file(source, target, key, entry.path, digest)
+        except seal.SealError:
+            return False
+        size = target.stat().st_size
+    else:
+        size = 0
+        with source.open("rb") as reader, target.open("xb") as writer:
+            while chunk := reader.read(CHUNK_BYTES):
+                digest.update(chunk)
+                writer.write(chunk)
+                size += len(chunk)
+        shutil.copystat(source, target)
+    return (size, digest.hexdigest()) == (entry.size, entry.sha256)
