@@ -100,6 +100,9 @@ def run(args: argparse.Namespace) -> int:
         "moved_aside": None if done.dry_run or done.skipped else list(done.moved_aside),
         "check_after": done.check.counts() if done.check else None,
         "verification": done.verification,
+        "pre_restore_removed": None
+        if done.dry_run or done.skipped
+        else list(done.pre_restore_removed),
         "since_snapshot": None if done.skipped else done.since_snapshot,
     }
     if args.json:
@@ -222,6 +225,10 @@ def _text(done: restore.Restored) -> str:
             )
         if counts.get("errors"):
             text += " (memsync reconcile settles them)"
+        if done.pre_restore_removed:
+            text += "\nremoved older pre-restore copies ([restore] keep_pre_restore): " + ", ".join(
+                done.pre_restore_removed
+            )
     return text
 
 

@@ -29,7 +29,7 @@ from memsync.errors import ConfigError, MemsyncError, UnavailableError, UsageErr
 from memsync.model import CaptureWindow, CheckReport, Finding, Severity
 from memsync.repository import copy_checked, encryption_key, reading
 from memsync.repository.plaintext import NO_KEY
-from memsync.restore import loss
+from memsync.restore import loss, pre_restore
 from memsync.restore import pgvector as pg_restore
 from memsync.routes.window import Taken
 from memsync.snapshot import choose
@@ -71,6 +71,7 @@ class Restored:
     since_snapshot: dict[str, Any] | None = None  # what the last check saw after it (loss.py)
     # {"snapshot": "hashed"|"full", "check_after": "recorded"|"full"}: the paths a swap took
     verification: dict[str, str] | None = None
+    pre_restore_removed: tuple[str, ...] = ()  # older copies [restore] keep_pre_restore removed
 
 
 def plan_restore(config: Config, snapshot_id: str) -> list[Move]:
@@ -238,6 +239,8 @@ def run_restore(
         verified="hashed" if recorded is not None else "full",
         checked="recorded" if checked_in_place else "full",
     )
+    targets = [path for path in (vector_store_for(config).location, config.history_db_path) if path]
+    removed = pre_restore.apply_retention(targets, config.settings.restore.keep_pre_restore)
     verification = {
         "snapshot": "hashed" if recorded is not None else "full",
         "check_after": "recorded" if checked_in_place else "full",
@@ -249,6 +252,7 @@ def run_restore(
         moved_aside=aside,
         route=taken.route,
         verification=verification,
+        pre_restore_removed=removed,
     )
 
 
