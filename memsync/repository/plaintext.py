@@ -16,7 +16,7 @@ from memsync import seal
 from memsync.config import Config
 from memsync.errors import ConfigError, UnavailableError
 from memsync.stores.manifest import FileEntry, Manifest
-from memsync.stores.snapshots import CHUNK_BYTES, sha256_file
+from memsync.stores.snapshots import sha256_file
 
 NO_KEY = "snapshot.encrypt_key_file: the snapshot is encrypted; set the key it was made with"
 
@@ -89,32 +89,26 @@ def plaintext(
 
 
 def copy_checked(directory: Path, entry: FileEntry, key: bytes | None, target: Path) -> bool:
-    """Copy one snapshot file's plaintext to ``target`` in one pass, hashing it on the way.
+    """Copy one snapshot file's plaintext to ``target`` and hash what was written, in one pass.
 
-    Sealed files (``key`` given) are decrypted while they are copied. Returns whether what was
-    written has the manifest's plaintext size and sha256 (a file that fails authentication
-    does not: nothing of it is left at ``target``). Reads ``directory``; writes ``target``
-    only (created or replaced; a plain file keeps the source's mode and times, as
-    ``shutil.copy2``).
+    A plain file is copied by the kernel (``shutil.copy2``: ``sendfile``, as ``cp`` copies),
+    then the copy is hashed from the page cache; a sealed one (``key`` given) is decrypted
+    into ``target`` and hashed as it is written. Returns whether ``target`` holds the
+    manifest's plaintext size and sha256 (a file that fails authentication does not: nothing
+    of it is left at ``target``). Reads ``directory``; writes ``target`` only (created or
+    replaced; a plain file keeps the source's mode and times).
 
     Raises:
         OSError: the file cannot be read or ``target`` written.
     """
-    digest = hashlib.sha256()
     source = directory / entry.path
     target.unlink(missing_ok=True)
-    if key is not None:
-        try:
-            seal.open_file(source, target, key, entry.path, digest)
-        except seal.SealError:
-            return False
-        size = target.stat().st_size
-    else:
-        size = 0
-        with source.open("rb") as reader, target.open("xb") as writer:
-            while chunk := reader.read(CHUNK_BYTES):
-                digest.update(chunk)
-                writer.write(chunk)
-                size += len(chunk)
-        shutil.copystat(source, target)
-    return (size, digest.hexdigest()) == (entry.size, entry.sha256)
+    if key is None:
+        shutil.copy2(source, target)
+        return sha256_file(target) == (entry.size, entry.sha256)
+    digest = hashlib.sha256()
+    try:
+        seal.open_file(source, target, key, entry.path, digest)
+    except seal.SealError:
+        return False
+    return (target.stat().st_size, digest.hexdigest()) == (entry.size, entry.sha256)

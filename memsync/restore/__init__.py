@@ -279,7 +279,7 @@ def _pg_plaintext(
     """
     if fast:
         key = encryption_key(config)
-        plain = scratch / "plain" if key is not None else scratch / "hashed"
+        plain = scratch / "plain"  # a sealed snapshot's files decrypt there; else not written
         if all(
             _hash_matches(directory, entry, key, plain / entry.path) for entry in manifest.files
         ):
