@@ -211,6 +211,9 @@ def run_restore(
         taken = Taken(route="direct")
         if config.pgvector is not None:
             plain = _pg_plaintext(config, directory, manifest, scratch, now, recorded is not None)
+            if plain is None:  # a file differed, yet the full verification passed: read again
+                recorded = None
+                plain = repository.plaintext(config, directory, manifest, scratch / "plain")
             moves, aside = _put_tables_in_place(config, manifest, plain, moves, taken)
             identities: dict[str, tuple[int, int, int]] = {}
         else:
@@ -271,11 +274,12 @@ def _fits_after(config: Config, manifest: Manifest) -> None:
 
 def _pg_plaintext(
     config: Config, directory: Path, manifest: Manifest, scratch: Path, now: datetime, fast: bool
-) -> Path:
+) -> Path | None:
     """The snapshot's files as plaintext on pgvector, their bytes checked against the manifest.
 
     On the fast path each file's sha256 is compared (a sealed one's while it is decrypted);
-    any difference runs the full verification, which reports it as a restore always has.
+    any difference runs the full verification, which reports it as a restore always has
+    (None when it passes after all: the caller reads the files the full way).
     """
     if fast:
         key = encryption_key(config)
@@ -286,6 +290,7 @@ def _pg_plaintext(
             _fits_after(config, manifest)
             return directory if key is None else plain
         _verified(config, directory, now)  # raises: a file differs
+        return None
     return repository.plaintext(config, directory, manifest, scratch / "plain")
 
 
