@@ -27,8 +27,8 @@ from memsync.config import Config
 from memsync.errors import LockedError, MemsyncError, UnavailableError
 from memsync.stores import journal_mode
 from memsync.stores.agent_client import AgentClient, find_agent
+from memsync.stores.backends import vector_store_for
 from memsync.stores.journal_mode import ROLLBACK, WAL, LiveFile
-from memsync.stores.vector_store import vector_store_for
 
 logger = structlog.get_logger(__name__)
 
@@ -95,6 +95,21 @@ class Tuned:
     blocked: str | None = None
     paused_s: float | None = None
     lease_ran_out: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``tune --json`` (docs/reference/json-output.md)."""
+        return {
+            "command": "tune",
+            "dry_run": self.dry_run,
+            "target": self.target,
+            "route": self.route,
+            "holder": self.holder,
+            "blocked": self.blocked,
+            "files": [entry.to_json() for entry in self.files],
+            "changed": len(self.changed),
+            "paused_s": self.paused_s,
+            "lease_ran_out": self.lease_ran_out,
+        }
 
     @property
     def changed(self) -> tuple[TunedFile, ...]:

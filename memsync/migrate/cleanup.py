@@ -26,7 +26,8 @@ from memsync.config import Config
 from memsync.errors import ConfigError
 from memsync.migrate import journal, source_record
 from memsync.state import operation_lock
-from memsync.stores.vector_store import VectorStore, vector_store_for
+from memsync.stores.backends import vector_store_for
+from memsync.stores.vector_store import VectorStore
 
 logger = structlog.get_logger(__name__)
 WHAT = "migrate --cleanup"
@@ -57,6 +58,10 @@ class Cleaned:
     switched_at: str | None = None
     cleaned_at: str | None = None
     backup_kept: str | None = None
+
+    def document(self) -> dict[str, Any]:
+        """``migrate --cleanup --json``: ``{"command": "migrate", "cleanup": ...}``."""
+        return {"command": "migrate", "cleanup": self.to_json()}
 
     def to_json(self) -> dict[str, Any]:
         """The ``cleanup`` object of the JSON document (docs/reference/commands/migrate.md)."""

@@ -50,9 +50,10 @@ from memsync.migrate.verify import (
 from memsync.model import CheckReport
 from memsync.state import operation_lock
 from memsync.stores import deployment, history, interpreter
+from memsync.stores.backends import vector_store_for
 from memsync.stores.interpreter import AppInterpreter
 from memsync.stores.mem0 import PROBE_TEXT, open_embedder, open_memory
-from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store_for
+from memsync.stores.vector_store import VectorCapture, VectorStore
 
 logger = structlog.get_logger(__name__)
 
@@ -79,8 +80,9 @@ class Migrated:
         return ExitCode.PROBLEMS_FOUND if self.differences else ExitCode.OK
 
     def to_json(self) -> dict[str, Any]:
-        """The command's JSON document minus ``command`` (docs/reference/commands/migrate.md)."""
+        """``migrate --json`` (docs/reference/json-output.md, commands/migrate.md)."""
         return {
+            "command": "migrate",
             "plan": self.plan.to_json(),
             "dry_run": self.dry_run,
             "resumed": self.resumed,

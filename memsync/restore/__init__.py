@@ -35,10 +35,11 @@ from memsync.routes.window import Taken
 from memsync.snapshot import choose
 from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
 from memsync.stores import history
+from memsync.stores.backends import vector_store_for
 from memsync.stores.manifest import FileEntry, Manifest
+from memsync.stores.manifest_schema import id_time
 from memsync.stores.snapshots import sha256_file
 from memsync.stores.sqlite_files import set_wal_mode, work_dir_error
-from memsync.stores.vector_store import vector_store_for
 
 logger = structlog.get_logger(__name__)
 
@@ -73,21 +74,71 @@ class Restored:
     verification: dict[str, str] | None = None
     pre_restore_removed: tuple[str, ...] = ()  # older copies [restore] keep_pre_restore removed
 
+    def age_s(self, now: datetime) -> float | None:
+        """Seconds from the snapshot (its id's UTC time) to ``now``; None for an odd id."""
+        try:
+            return round((now - id_time(self.snapshot_id)).total_seconds(), 1)
+        except ValueError:
+            return None
+
+    def move_json(self, move: Move) -> dict[str, Any]:
+        """One target of the report; ``aside`` is null when nothing was (or would be) moved."""
+        if self.dry_run or self.skipped:
+            aside = move.aside if move.had_live else None
+        else:
+            aside = move.aside if move.aside in self.moved_aside else None
+        return {"live": move.live, "aside": aside}
+
+    def to_json(self, now: datetime) -> dict[str, Any]:
+        """``restore --json`` at ``now`` (docs/reference/json-output.md)."""
+        return {
+            "command": "restore",
+            "snapshot_id": self.snapshot_id,
+            "snapshot_age_s": self.age_s(now),
+            "chosen": self.chosen.to_json() if self.chosen else None,
+            "dry_run": self.dry_run,
+            "skipped": self.skipped,
+            "recovered": self.recovered,
+            "route": self.route,
+            "moves": [self.move_json(m) for m in self.moves],
+            "moved_aside": None if self.dry_run or self.skipped else list(self.moved_aside),
+            "check_after": self.check.counts() if self.check else None,
+            "verification": self.verification,
+            "pre_restore_removed": None
+            if self.dry_run or self.skipped
+            else list(self.pre_restore_removed),
+            "since_snapshot": None if self.skipped else self.since_snapshot,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resumed:
+    """``restore --resume``: what finishing an unfinished restore did (None: there was none)."""
+
+    recovered: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """``restore --resume --json``."""
+        return {"command": "restore", "resume": True, "recovered": self.recovered}
+
 
 def plan_restore(config: Config, snapshot_id: str) -> list[Move]:
     """The moves of a restore of ``snapshot_id``: the vector store, then history.db. Pure.
 
-    On pgvector the vector store's moves name tables (``mem0`` -> ``mem0_pre_restore_<id>``,
-    then the entity table), see ``restore.pgvector``; history.db's move is a file's.
+    On a server store (pgvector) the vector store's moves name tables (``mem0`` ->
+    ``mem0_pre_restore_<id>``, then the entity table), see ``restore.pgvector``; history.db's
+    move is a file's.
     """
     history = _file_move(config.history_db_path, snapshot_id)
-    if config.pgvector is not None:
-        tables = pg_restore.plan_tables(config, snapshot_id)
+    store = vector_store_for(config)
+    staging = store.staging()
+    if staging is not None:
+        tables = staging.plan(snapshot_id)
         return [
             *(Move(live=t["live"], staged=t["staged"], aside=t["aside"]) for t in tables),
             history,
         ]
-    return [_file_move(vector_store_for(config).location, snapshot_id), history]
+    return [_file_move(store.location, snapshot_id), history]
 
 
 def _file_move(target: Path | None, snapshot_id: str) -> Move:
@@ -120,11 +171,12 @@ def _with_existence(moves: list[Move]) -> list[Move]:
 
 
 def _existing(config: Config, moves: list[Move]) -> list[Move]:
-    """``_with_existence``; on pgvector the tables are looked up in the catalog. Reads only."""
-    if config.pgvector is None:
+    """``_with_existence``; on a server store the tables are looked up in its catalog. Reads only."""
+    staging = vector_store_for(config).staging()
+    if staging is None:
         return _with_existence(moves)
     *tables, history = moves
-    found = pg_restore.with_catalog(config, [{**asdict(t), "indexes": {}} for t in tables])
+    found = staging.with_catalog([{**asdict(t), "indexes": {}} for t in tables])
     return [*(_table_move(t) for t in found), *_with_existence([history])]
 
 
@@ -176,8 +228,10 @@ def run_restore(
     """
     recovered = finish_interrupted(config)
     seen = state.last_check(config.state_dir)  # before this restore's own check replaces it
-    vector_store_for(config).require_free("restore")
-    if config.pgvector is not None:
+    store = vector_store_for(config)
+    store.require_free("restore")
+    in_store = store.staging() is not None  # a server store stages and swaps it itself
+    if in_store:
         pg_restore.require_free(config)  # the app holds history.db and no window is configured
     target, chosen = choose.resolve(config, target, before, no_safety=True)
     # <work_dir>/restore-<pid>-*: the next run removes a download a SIGKILL left
@@ -206,10 +260,10 @@ def run_restore(
             return replace(planned, skipped=True)
         _require_force(config, force or dry_run)
         if dry_run:
-            route = pg_restore.would_route(config) if config.pgvector is not None else "direct"
+            route = pg_restore.would_route(config) if in_store else "direct"
             return replace(planned, moves=tuple(_existing(config, moves)), route=route)
         taken = Taken(route="direct")
-        if config.pgvector is not None:
+        if in_store:
             plain = _pg_plaintext(config, directory, manifest, scratch, now, recorded is not None)
             if plain is None:  # a file differed, yet the full verification passed: read again
                 recorded = None
@@ -230,7 +284,7 @@ def run_restore(
             moves, identities = placed
             aside = moved_aside(moves)
     report = None
-    if recorded is not None and config.pgvector is None:
+    if recorded is not None and not in_store:
         report = _in_place(config, manifest, identities, now)
     checked_in_place = report is not None
     if report is None:
@@ -242,7 +296,7 @@ def run_restore(
         verified="hashed" if recorded is not None else "full",
         checked="recorded" if checked_in_place else "full",
     )
-    targets = [path for path in (vector_store_for(config).location, config.history_db_path) if path]
+    targets = [path for path in (store.location, config.history_db_path) if path]
     removed = pre_restore.apply_retention(targets, config.settings.restore.keep_pre_restore)
     verification = {
         "snapshot": "hashed" if recorded is not None else "full",
@@ -314,7 +368,7 @@ def _require_force(config: Config, given: bool) -> None:
 def _put_tables_in_place(
     config: Config, manifest: Manifest, plain: Path, moves: list[Move], taken: Taken
 ) -> tuple[list[Move], tuple[str, ...]]:
-    """pgvector: load and swap the tables, swap history.db (``restore.pgvector``)."""
+    """A server store: load and swap the tables, swap history.db (``restore.pgvector``)."""
     with operation_lock(config.state_dir, "restore"):
         *tables, history = moves
         history = _unique_asides(_with_existence([history]))[0]

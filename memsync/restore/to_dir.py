@@ -26,7 +26,7 @@ from memsync.restore import Move, stage
 from memsync.restore import pgvector as pg_restore
 from memsync.snapshot import choose
 from memsync.state import fsync_dir, write_json_atomic
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 
 logger = structlog.get_logger(__name__)
 
@@ -49,6 +49,23 @@ class CopiedTo:
     chosen: choose.Chosen | None
     mem0: dict[str, Any] | None = None
     check: CheckReport | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``restore --to DIR --json`` (docs/reference/json-output.md)."""
+        layout = self.layout
+        return {
+            "command": "restore",
+            "to": str(layout.root),
+            "snapshot_id": self.snapshot_id,
+            "chosen": self.chosen.to_json() if self.chosen else None,
+            "dry_run": self.dry_run,
+            "vector_store": str(layout.vectors),
+            "history_db": str(layout.history_db),
+            "config": str(layout.config),
+            "mem0_config": str(layout.mem0_config),
+            "mem0": self.mem0,
+            "check_after": self.check.counts() if self.check else None,
+        }
 
 
 def require_new_directory(cfg: config.Config, dest: Path) -> None:

@@ -32,10 +32,11 @@ from memsync.repository import (
 from memsync.s3 import TransportError
 from memsync.snapshot.create import signing_key
 from memsync.stores import deployment
+from memsync.stores.backends import vector_store_for
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, ManifestTooNew, signature_ok
 from memsync.stores.snapshots import PARTIAL_SUFFIX, VERIFIED
 from memsync.stores.sqlite_files import integrity
-from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store_for
+from memsync.stores.vector_store import VectorCapture, VectorStore
 
 VERIFY_CODES = registry.codes(registry.Source.VERIFY)
 HISTORY_FILE = "history.db"
@@ -60,6 +61,18 @@ class VerifyReport:
     def ok(self) -> bool:
         """True when no finding is an error."""
         return not any(f.severity is Severity.ERROR for f in self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        """``snapshot verify --json`` (docs/reference/json-output.md)."""
+        return {
+            "command": "snapshot verify",
+            "target": self.target,
+            "id": self.snapshot_id,
+            "ok": self.ok,
+            "findings": [f.to_json() for f in self.findings],
+            "label": self.label,
+            "expected": [f.to_json() for f in self.expected],
+        }
 
 
 def _problem(code: str, path: str | None, message: str, fix: str | None = None) -> Finding:
@@ -284,7 +297,7 @@ def _verify_contents(
                 _problem(
                     "integrity-failed",
                     f"{store.capture_dir}/{relative}",
-                    verdict if store.kind == "pgvector" else f"PRAGMA integrity_check: {verdict}",
+                    store.integrity_prefix + verdict,
                 )
             )
             good.discard(f"{store.capture_dir}/{relative}")
