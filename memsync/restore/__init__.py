@@ -269,7 +269,7 @@ def run_restore(
                 recorded = None
                 plain = repository.plaintext(config, directory, manifest, scratch / "plain")
             moves, aside = _put_tables_in_place(config, manifest, plain, moves, taken)
-            identities: dict[str, tuple[int, int, int]] = {}
+            identities: dict[str, tuple[int, int, int, int]] = {}
         else:
             placed = None
             if recorded is not None:
@@ -388,7 +388,7 @@ def moved_aside(moves: list[Move]) -> tuple[str, ...]:
 
 def _put_in_place(
     config: Config, manifest: Manifest, plain: Path, moves: list[Move], *, fast: bool = False
-) -> tuple[list[Move], dict[str, tuple[int, int, int]]] | None:
+) -> tuple[list[Move], dict[str, tuple[int, int, int, int]]] | None:
     """Stage the snapshot's files, then swap both stores together under the operation lock.
 
     The intent journal says ``staged`` before the swap; a failed swap is rolled back. Returns
@@ -441,7 +441,7 @@ def stage(
     wal: set[str],
     *,
     checked: tuple[Manifest, bytes | None] | None = None,
-) -> dict[str, tuple[int, int, int]] | None:
+) -> dict[str, tuple[int, int, int, int]] | None:
     """Copy the snapshot's listed files (and nothing else) beside each target.
 
     Files under ``vectors_dir`` (``VectorStore.capture_dir``) go to the vector store's staged
@@ -451,7 +451,7 @@ def stage(
     directory: each file is decrypted when sealed and hashed as it is copied; when one differs
     from the manifest every staged file is removed and None returned.
     Returns, for each file staged, the path it will have once moved in and its identity
-    (``st_dev``, ``st_ino``, ``st_size``) after its last write.
+    (``st_dev``, ``st_ino``, ``st_size``, ``st_mtime_ns``) after its last write.
     """
     prefix = f"{vectors_dir}/"
     vectors_move, history_move = moves
@@ -490,7 +490,7 @@ def stage(
     identities = {}
     for target, live in staged_files.items():
         found = target.stat()
-        identities[str(live)] = (found.st_dev, found.st_ino, found.st_size)
+        identities[str(live)] = (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
     return identities
 
 
@@ -505,15 +505,18 @@ def _remove_staged(moves: list[Move]) -> None:
 
 
 def _in_place(
-    config: Config, manifest: Manifest, identities: dict[str, tuple[int, int, int]], now: datetime
+    config: Config,
+    manifest: Manifest,
+    identities: dict[str, tuple[int, int, int, int]],
+    now: datetime,
 ) -> CheckReport | None:
     """The check after a fast-path swap: what the hash cannot prove, at the cost of a stat and two counts.
 
     The hash proved the staged bytes are the ones ``snapshot create`` verified and judged. What
     it cannot prove is what happened to them after: each live file must still be the file staged
-    (same inode and size: nothing replaced or wrote it since), history.db and each collection
-    must open as SQLite with their rows there (``history.rows`` exactly, at least the points the
-    manifest counts). Then the report is the manifest's judgement of these bytes (its findings
+    (same inode, size and modification time: nothing replaced or wrote it since), history.db
+    and each collection must open as SQLite with their rows there (``history.rows`` exactly,
+    at least the points the manifest counts). Then the report is the manifest's judgement of these bytes (its findings
     and counts; ``last-check.json`` records it). None when anything differs, when create's
     judgement was not clean (errors, or writes it caught in flight, which a restore turns into
     the errors they stand for) or when the manifest lacks its counts: the caller runs the full
@@ -529,7 +532,7 @@ def _in_place(
         findings = tuple(_recorded_finding(found) for found in recorded.get("findings") or [])
         for live, identity in identities.items():
             found = Path(live).stat()
-            if (found.st_dev, found.st_ino, found.st_size) != identity:
+            if (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns) != identity:
                 return None
         store = vector_store_for(config)
         assert store.location is not None  # embedded: the caller's branch
