@@ -25,6 +25,7 @@ import structlog
 
 from memsync import check, repository, state
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import ConfigError, MemsyncError, UnavailableError, UsageError
 from memsync.model import CaptureWindow, CheckReport, Finding, Severity
 from memsync.repository import copy_checked, encryption_key, reading
@@ -35,7 +36,6 @@ from memsync.routes.window import Taken
 from memsync.snapshot import choose
 from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
 from memsync.stores import history
-from memsync.stores.backends import vector_store_for
 from memsync.stores.manifest import FileEntry, Manifest
 from memsync.stores.manifest_schema import id_time
 from memsync.stores.snapshots import sha256_file
@@ -122,15 +122,16 @@ class Resumed:
         return {"command": "restore", "resume": True, "recovered": self.recovered}
 
 
-def plan_restore(config: Config, snapshot_id: str) -> list[Move]:
+def plan_restore(deployment: Deployment, snapshot_id: str) -> list[Move]:
     """The moves of a restore of ``snapshot_id``: the vector store, then history.db. Pure.
 
     On a server store (pgvector) the vector store's moves name tables (``mem0`` ->
     ``mem0_pre_restore_<id>``, then the entity table), see ``restore.pgvector``; history.db's
     move is a file's.
     """
+    config = deployment.config
     history = _file_move(config.history_db_path, snapshot_id)
-    store = vector_store_for(config)
+    store = deployment.vector_store
     staging = store.staging()
     if staging is not None:
         tables = staging.plan(snapshot_id)
@@ -170,9 +171,9 @@ def _with_existence(moves: list[Move]) -> list[Move]:
     return [replace(m, had_live=Path(m.live).exists() or Path(m.live).is_symlink()) for m in moves]
 
 
-def _existing(config: Config, moves: list[Move]) -> list[Move]:
+def _existing(deployment: Deployment, moves: list[Move]) -> list[Move]:
     """``_with_existence``; on a server store the tables are looked up in its catalog. Reads only."""
-    staging = vector_store_for(config).staging()
+    staging = deployment.vector_store.staging()
     if staging is None:
         return _with_existence(moves)
     *tables, history = moves
@@ -195,16 +196,15 @@ def journal_path(config: Config) -> Path:
     return config.state_dir / RESTORE_JOURNAL
 
 
-def has_data(config: Config) -> bool:
+def has_data(deployment: Deployment) -> bool:
     """Whether the deployment holds anything a restore would replace (a vector store, or history)."""
+    config = deployment.config
     history = config.history_db_path
-    return vector_store_for(config).holds_data() or (
-        history.exists() and history.stat().st_size > 0
-    )
+    return deployment.vector_store.holds_data() or (history.exists() and history.stat().st_size > 0)
 
 
 def run_restore(
-    config: Config,
+    deployment: Deployment,
     target: str | None,
     now: datetime,
     *,
@@ -226,26 +226,27 @@ def run_restore(
         UsageError: the deployment has data and neither --force nor --if-empty was given, or
             the snapshot is named twice (2).
     """
-    recovered = finish_interrupted(config)
+    config = deployment.config
+    recovered = finish_interrupted(deployment)
     seen = state.last_check(config.state_dir)  # before this restore's own check replaces it
-    store = vector_store_for(config)
+    store = deployment.vector_store
     store.require_free("restore")
     in_store = store.staging() is not None  # a server store stages and swaps it itself
     if in_store:
-        pg_restore.require_free(config)  # the app holds history.db and no window is configured
-    target, chosen = choose.resolve(config, target, before, no_safety=True)
+        pg_restore.require_free(deployment)  # the app holds history.db and no window is configured
+    target, chosen = choose.resolve(deployment, target, before, no_safety=True)
     # <work_dir>/restore-<pid>-*: the next run removes a download a SIGKILL left
     with reading.scratch(config, "restore") as scratch:
         directory = choose.materialize(config, target, scratch)
-        data = has_data(config)
+        data = has_data(deployment)
         swaps = not dry_run and not (data and (if_empty or not force))
         # the fast path: create verified these files; the copy below hashes them (_fits_after)
-        recorded = choose.recorded_clean(config, directory) if swaps else None
-        manifest = recorded or _verified(config, directory, now)
+        recorded = choose.recorded_clean(deployment, directory) if swaps else None
+        manifest = recorded or _verified(deployment, directory, now)
         if recorded is not None and recorded.encrypted and not config.snapshot.encrypt_key_file:
             raise ConfigError(config.source, [NO_KEY])
         snapshot_id = manifest.id
-        moves = plan_restore(config, snapshot_id)
+        moves = plan_restore(deployment, snapshot_id)
         planned = Restored(
             snapshot_id=snapshot_id,
             dry_run=dry_run,
@@ -258,37 +259,39 @@ def run_restore(
         )
         if data and if_empty:
             return replace(planned, skipped=True)
-        _require_force(config, force or dry_run)
+        _require_force(deployment, force or dry_run)
         if dry_run:
-            route = pg_restore.would_route(config) if in_store else "direct"
-            return replace(planned, moves=tuple(_existing(config, moves)), route=route)
+            route = pg_restore.would_route(deployment) if in_store else "direct"
+            return replace(planned, moves=tuple(_existing(deployment, moves)), route=route)
         taken = Taken(route="direct")
         if in_store:
-            plain = _pg_plaintext(config, directory, manifest, scratch, now, recorded is not None)
+            plain = _pg_plaintext(
+                deployment, directory, manifest, scratch, now, recorded is not None
+            )
             if plain is None:  # a file differed, yet the full verification passed: read again
                 recorded = None
                 plain = repository.plaintext(config, directory, manifest, scratch / "plain")
-            moves, aside = _put_tables_in_place(config, manifest, plain, moves, taken)
+            moves, aside = _put_tables_in_place(deployment, manifest, plain, moves, taken)
             identities: dict[str, tuple[int, int, int, int]] = {}
         else:
             placed = None
             if recorded is not None:
-                placed = _put_in_place(config, manifest, directory, moves, fast=True)
+                placed = _put_in_place(deployment, manifest, directory, moves, fast=True)
                 if placed is None:  # a file differs: the full verification reports it (exit 11)
                     recorded = None
-                    manifest = _verified(config, directory, now)
+                    manifest = _verified(deployment, directory, now)
             if placed is None:
                 plain = repository.plaintext(config, directory, manifest, scratch / "plain")
-                placed = _put_in_place(config, manifest, plain, moves)
+                placed = _put_in_place(deployment, manifest, plain, moves)
             assert placed is not None  # the full path stages or raises
             moves, identities = placed
             aside = moved_aside(moves)
     report = None
     if recorded is not None and not in_store:
-        report = _in_place(config, manifest, identities, now)
+        report = _in_place(deployment, manifest, identities, now)
     checked_in_place = report is not None
     if report is None:
-        report = check.run_check(config, now)
+        report = check.run_check(deployment, now)
     logger.info(
         "restore_finished",
         snapshot_id=snapshot_id,
@@ -313,21 +316,26 @@ def run_restore(
     )
 
 
-def _verified(config: Config, directory: Path, now: datetime) -> Manifest:
+def _verified(deployment: Deployment, directory: Path, now: datetime) -> Manifest:
     """The full verification (``choose.verify_fit``) and the backend's fit. Raises as they do."""
-    manifest = choose.verify_fit(config, directory, now)
-    pg_restore.refuse_other_backend(config, manifest)
+    manifest = choose.verify_fit(deployment, directory, now)
+    pg_restore.refuse_other_backend(deployment, manifest)
     return manifest
 
 
-def _fits_after(config: Config, manifest: Manifest) -> None:
+def _fits_after(deployment: Deployment, manifest: Manifest) -> None:
     """The fast path's fit, once the bytes matched: a damaged snapshot refuses first (exit 11)."""
-    choose.require_fit(config, manifest)
-    pg_restore.refuse_other_backend(config, manifest)
+    choose.require_fit(deployment.config, manifest)
+    pg_restore.refuse_other_backend(deployment, manifest)
 
 
 def _pg_plaintext(
-    config: Config, directory: Path, manifest: Manifest, scratch: Path, now: datetime, fast: bool
+    deployment: Deployment,
+    directory: Path,
+    manifest: Manifest,
+    scratch: Path,
+    now: datetime,
+    fast: bool,
 ) -> Path | None:
     """The snapshot's files as plaintext on pgvector, their bytes checked against the manifest.
 
@@ -335,15 +343,16 @@ def _pg_plaintext(
     any difference runs the full verification, which reports it as a restore always has
     (None when it passes after all: the caller reads the files the full way).
     """
+    config = deployment.config
     if fast:
         key = encryption_key(config)
         plain = scratch / "plain"  # a sealed snapshot's files decrypt there; else not written
         if all(
             _hash_matches(directory, entry, key, plain / entry.path) for entry in manifest.files
         ):
-            _fits_after(config, manifest)
+            _fits_after(deployment, manifest)
             return directory if key is None else plain
-        _verified(config, directory, now)  # raises: a file differs
+        _verified(deployment, directory, now)  # raises: a file differs
         return None
     return repository.plaintext(config, directory, manifest, scratch / "plain")
 
@@ -356,9 +365,9 @@ def _hash_matches(directory: Path, entry: FileEntry, key: bytes | None, target: 
     return sha256_file(directory / entry.path) == (entry.size, entry.sha256)
 
 
-def _require_force(config: Config, given: bool) -> None:
+def _require_force(deployment: Deployment, given: bool) -> None:
     """Raise UsageError (exit 2) when the deployment has data and --force was not given."""
-    if not given and has_data(config):
+    if not given and has_data(deployment):
         raise UsageError(
             "the deployment has data: a restore would replace it",
             "pass --force (the current files are moved aside, never deleted)",
@@ -366,14 +375,15 @@ def _require_force(config: Config, given: bool) -> None:
 
 
 def _put_tables_in_place(
-    config: Config, manifest: Manifest, plain: Path, moves: list[Move], taken: Taken
+    deployment: Deployment, manifest: Manifest, plain: Path, moves: list[Move], taken: Taken
 ) -> tuple[list[Move], tuple[str, ...]]:
     """A server store: load and swap the tables, swap history.db (``restore.pgvector``)."""
+    config = deployment.config
     with operation_lock(config.state_dir, "restore"):
         *tables, history = moves
         history = _unique_asides(_with_existence([history]))[0]
         planned = [{**asdict(t), "indexes": {}} for t in tables]
-        done, aside = pg_restore.put_in_place(config, manifest, plain, planned, history, taken)
+        done, aside = pg_restore.put_in_place(deployment, manifest, plain, planned, history, taken)
     return [*(_table_move(t) for t in done), history], tuple(aside)
 
 
@@ -387,7 +397,12 @@ def moved_aside(moves: list[Move]) -> tuple[str, ...]:
 
 
 def _put_in_place(
-    config: Config, manifest: Manifest, plain: Path, moves: list[Move], *, fast: bool = False
+    deployment: Deployment,
+    manifest: Manifest,
+    plain: Path,
+    moves: list[Move],
+    *,
+    fast: bool = False,
 ) -> tuple[list[Move], dict[str, tuple[int, int, int, int]]] | None:
     """Stage the snapshot's files, then swap both stores together under the operation lock.
 
@@ -397,8 +412,9 @@ def _put_in_place(
     each file is hashed (and decrypted) while it is staged, and when one differs from the
     manifest nothing is swapped, the staged files are removed and None is returned.
     """
+    config = deployment.config
     with operation_lock(config.state_dir, "restore"):
-        store = vector_store_for(config)
+        store = deployment.vector_store
         store.require_free("restore")
         moves = _unique_asides(_with_existence(moves))
         wal = {entry.path for entry in manifest.files if entry.journal_mode == "wal"}
@@ -415,7 +431,7 @@ def _put_in_place(
             return None
         if fast:
             try:
-                _fits_after(config, manifest)
+                _fits_after(deployment, manifest)
             except MemsyncError:
                 _remove_staged(moves)
                 raise
@@ -505,7 +521,7 @@ def _remove_staged(moves: list[Move]) -> None:
 
 
 def _in_place(
-    config: Config,
+    deployment: Deployment,
     manifest: Manifest,
     identities: dict[str, tuple[int, int, int, int]],
     now: datetime,
@@ -534,11 +550,11 @@ def _in_place(
             found = Path(live).stat()
             if (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns) != identity:
                 return None
-        store = vector_store_for(config)
+        store = deployment.vector_store
         assert store.location is not None  # embedded: the caller's branch
         captured = store.open_capture(store.location, now, now)
         rows = store.count_rows(captured)
-        summary = history.read_summary(config.history_db_path)
+        summary = history.read_summary(deployment.history)
     except (OSError, MemsyncError, KeyError, TypeError, ValueError):
         return None
     for name, info in manifest.collections.items():
@@ -560,7 +576,7 @@ def _in_place(
         ),
         scopes=manifest.scopes,
     )
-    state.record_check(config.state_dir, report)
+    state.record_check(deployment.config.state_dir, report)
     return report
 
 
@@ -635,25 +651,26 @@ def _rollback(moves: list[Move]) -> None:
     _remove_staged(moves)
 
 
-def finish_interrupted(config: Config) -> str | None:
+def finish_interrupted(deployment: Deployment) -> str | None:
     """Finish or roll back a restore that died; return what was done, or None.
 
     A restore whose every new file was moved in is finished (its journal removed); anything
     earlier is rolled back to the old files. Idempotent.
     """
+    config = deployment.config
     path = journal_path(config)
     if not path.is_file():
         return None
     with operation_lock(config.state_dir, "finishing an unfinished restore"):
-        return _recover_locked(config, path)
+        return _recover_locked(deployment, path)
 
 
-def _recover_locked(config: Config, path: Path) -> str | None:
+def _recover_locked(deployment: Deployment, path: Path) -> str | None:
     if not path.is_file():  # another process finished it while we waited for nothing
         return None
     document = pg_restore.read_journal(path)
     if document is not None:
-        outcome = pg_restore.finish_interrupted(config, document)
+        outcome = pg_restore.finish_interrupted(deployment, document)
         logger.info("restore_recovered", outcome=outcome)
         return outcome
     try:

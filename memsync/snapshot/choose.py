@@ -18,6 +18,7 @@ from typing import Literal
 
 from memsync import repository, utc
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import ConfigError, UnavailableError, UsageError
 from memsync.model import Severity
 from memsync.repository import Entry
@@ -28,7 +29,7 @@ from memsync.snapshot.embedder import hint as embedder_hint
 from memsync.snapshot.transfer import download_snapshot
 from memsync.snapshot.verify import VERIFY_CODES, verify_directory
 from memsync.stores import snapshots
-from memsync.stores.backends import backend_of_mode, vector_store_for
+from memsync.stores.backends import backend_of_mode
 from memsync.stores.manifest import MANIFEST, Manifest, signature_ok
 from memsync.stores.snapshots import SIDECARS, VERIFIED
 
@@ -130,7 +131,7 @@ def pick(
     return newest, found[newest]
 
 
-def choose(config: Config, before: datetime | None, *, no_safety: bool = False) -> Chosen:
+def choose(deployment: Deployment, before: datetime | None, *, no_safety: bool = False) -> Chosen:
     """Pick ``latest`` (``before`` None) or the newest before ``before``, local or remote.
 
     Reads the local snapshot directory and, with ``[s3]``, lists the bucket. A snapshot whose
@@ -141,10 +142,11 @@ def choose(config: Config, before: datetime | None, *, no_safety: bool = False) 
         UnavailableError: (exit 11) no complete snapshot passed verification (before the time),
             or S3 is unreachable.
     """
+    config = deployment.config
     local_repo = repository.local_or_none(config)
     local = local_repo.list() if local_repo is not None else []
     remote = repository.remote(config).list() if config.s3 is not None else []
-    backend = vector_store_for(config).mode
+    backend = deployment.vector_store.mode
     other_embedder = {  # taken before a migration changed the embedder: never chosen
         e.id for e in [*local, *remote] if e.manifest and find_mismatch(e.manifest, config)
     }
@@ -188,7 +190,7 @@ def choose(config: Config, before: datetime | None, *, no_safety: bool = False) 
 
 
 def resolve(
-    config: Config, target: str | None, before: datetime | None, *, no_safety: bool = False
+    deployment: Deployment, target: str | None, before: datetime | None, *, no_safety: bool = False
 ) -> tuple[str, Chosen | None]:
     """The target a restore or recover reads: as given, or chosen by ``latest`` / ``before``.
 
@@ -210,7 +212,7 @@ def resolve(
     if before is None and target != LATEST:
         assert target is not None
         return target, None
-    chosen = choose(config, before, no_safety=no_safety)
+    chosen = choose(deployment, before, no_safety=no_safety)
     return chosen.target, chosen
 
 
@@ -227,7 +229,7 @@ def materialize(config: Config, target: str, scratch: Path) -> Path:
     return snapshots.resolve_local(target, config.snapshot.directory)
 
 
-def verify_fit(config: Config, directory: Path, now: datetime) -> Manifest:
+def verify_fit(deployment: Deployment, directory: Path, now: datetime) -> Manifest:
     """Verify a snapshot directory byte for byte, then that it fits the configuration.
 
     Records ``verified.json`` in the directory. Only damaged or missing files refuse it.
@@ -237,10 +239,11 @@ def verify_fit(config: Config, directory: Path, now: datetime) -> Manifest:
         ConfigError: (exit 10) encrypted without a key, another collection or vector size, or
             another embedder than the manifest records (``embedder.find_mismatch``).
     """
+    config = deployment.config
     manifest = snapshots.read_manifest(directory)
     if manifest.encrypted and config.snapshot.encrypt_key_file is None:
         raise ConfigError(config.source, [NO_KEY])
-    report = verify_directory(config, directory, now)
+    report = verify_directory(deployment, directory, now)
     broken = [f for f in report.findings if f.code in VERIFY_CODES and f.severity is Severity.ERROR]
     if broken:
         listed = "; ".join(f"{f.code} {f.path}" for f in broken[:5])
@@ -278,7 +281,7 @@ def require_fit(config: Config, manifest: Manifest) -> None:
         raise ConfigError(config.source, problems, "use a snapshot made with this configuration")
 
 
-def recorded_clean(config: Config, directory: Path) -> Manifest | None:
+def recorded_clean(deployment: Deployment, directory: Path) -> Manifest | None:
     """The manifest, when its create recorded a clean verification of these files; else None.
 
     Clean: the manifest's ``integrity`` says ``ok`` for every listed file but the store's index
@@ -292,12 +295,12 @@ def recorded_clean(config: Config, directory: Path) -> Manifest | None:
     """
     try:
         manifest = snapshots.read_manifest(directory)
-        key = signing_key(config)
+        key = signing_key(deployment.config)
     except (UnavailableError, ConfigError):
         return None
     if key is not None and not signature_ok(manifest, key):
         return None
-    store = vector_store_for(config)
+    store = deployment.vector_store
     index = f"{store.capture_dir}/{store.index_file}"
     recorded = manifest.integrity
     if recorded.get("points_decoded") is not True or recorded.get("vector_sizes_ok") is not True:
