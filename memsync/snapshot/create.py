@@ -27,10 +27,10 @@ from memsync.errors import ConfigError, UnavailableError
 from memsync.model import CaptureWindow, CheckReport, Inventory, count_scopes
 from memsync.repository import LocalRepository, encryption_key, snapshot_dir
 from memsync.snapshot import guard
-from memsync.snapshot.embedder import embedder_of
 from memsync.state import fsync_dir, write_json_atomic
 from memsync.stores import capture, interpreter, snapshots
 from memsync.stores.agent_client import not_held_reason, writes_held
+from memsync.stores.embedder import embedder_of
 from memsync.stores.manifest import MANIFEST, SAFETY, FileEntry, Manifest, sign
 from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
 from memsync.stores.vector_store import refuse_legacy_store
