@@ -17,6 +17,7 @@ import base64
 import binascii
 import os
 from pathlib import Path
+from typing import Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -29,6 +30,13 @@ PREFIX_BYTES = 7
 CHUNK_BYTES = 1024 * 1024
 TAG_BYTES = 16
 ALGORITHM = "AES-256-GCM STREAM, 1 MiB chunks"
+
+
+class Hasher(Protocol):
+    """What ``open_file`` feeds the plaintext to (a ``hashlib`` object)."""
+
+    def update(self, data: bytes, /) -> None:
+        """Add ``data`` to the digest."""
 
 
 class SealError(Exception):
@@ -90,8 +98,12 @@ def seal_file(source: Path, dest: Path, key: bytes, name: str) -> None:
         os.fsync(writer.fileno())
 
 
-def open_file(source: Path, dest: Path, key: bytes, name: str) -> None:
+def open_file(
+    source: Path, dest: Path, key: bytes, name: str, digest: Hasher | None = None
+) -> None:
     """Decrypt the sealed ``source`` into ``dest`` (created; 0600).
+
+    ``digest`` (a ``hashlib`` object), when given, is updated with the plaintext as it is written.
 
     Raises:
         SealError: authentication failed anywhere (``dest`` is removed).
@@ -111,12 +123,15 @@ def open_file(source: Path, dest: Path, key: bytes, name: str) -> None:
                 following = reader.read(CHUNK_BYTES + TAG_BYTES)
                 last = not following
                 try:
-                    writer.write(cipher.decrypt(_nonce(prefix, counter, last), block, associated))
+                    plain = cipher.decrypt(_nonce(prefix, counter, last), block, associated)
                 except InvalidTag:
                     raise SealError(
                         f"{source} failed authentication at chunk {counter} "
                         "(wrong key, tampered, truncated or renamed)"
                     ) from None
+                writer.write(plain)
+                if digest is not None:
+                    digest.update(plain)
                 if last:
                     break
                 block, counter = following, counter + 1

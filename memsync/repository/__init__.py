@@ -11,7 +11,7 @@ from pathlib import Path
 from memsync.config import Config
 from memsync.errors import ConfigError, UsageError
 from memsync.repository.local import LocalRepository
-from memsync.repository.plaintext import decrypt, encryption_key, plaintext
+from memsync.repository.plaintext import copy_checked, decrypt, encryption_key, plaintext
 from memsync.repository.port import Entry, FileCheck, FileProblem, SnapshotRepository, Transfer
 from memsync.repository.remote import S3Repository
 from memsync.s3 import ObjectStore
@@ -25,6 +25,7 @@ __all__ = [
     "S3Repository",
     "SnapshotRepository",
     "Transfer",
+    "copy_checked",
     "decrypt",
     "encryption_key",
     "local",
