@@ -11,6 +11,7 @@ writes and nothing else. ``memsync.stores.local_qdrant.EmbeddedQdrant`` is the p
 
 from __future__ import annotations
 
+import pickle
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -28,6 +29,11 @@ from memsync.stores.qdrant_formats import (
 from memsync.stores.sqlite_files import connect_readonly, translate
 
 T = TypeVar("T")
+
+# Above this many rows ``points_in_order`` sorts through a temporary SQLite database instead of
+# holding every point (a module constant: the tests lower it to cover that path on small stores).
+SPILL_ROWS = 50_000
+_SPILL_BATCH = 1_000
 
 
 def iter_points(storage: Path) -> Iterator[Point]:
@@ -141,6 +147,78 @@ def read_points(
     finally:
         connection.close()
     return points
+
+
+def points_in_order(
+    storage: Path,
+    keys: frozenset[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[Point]:
+    """Yield ``read_points``' points by ascending id; memory stays flat at any size.
+
+    qdrant-client's row keys are pickles of the id as spelt, so the file has no order by
+    normalised id. Up to ``SPILL_ROWS`` rows the points are read whole and sorted; above, each
+    row is decoded once, in rowid order, and its point (payload cut to ``keys``, no vector)
+    written to a private temporary SQLite database (``sqlite3.connect("")``: SQLite removes its
+    file as soon as it is open, so nothing outlives the process), whose sorter spills to disk;
+    the newest row of each id (``max(row)``) is read back in id order. The same points as
+    ``read_points``, in the same order. Reads only; errors are raised while iterating.
+
+    Raises:
+        UnavailableError: as ``read_points``.
+    """
+    connection = connect_readonly(storage)
+    try:
+        total = int(connection.execute("SELECT count(*) FROM points").fetchone()[0])
+        if total > SPILL_ROWS:
+            yield from _spilled_in_order(connection, storage, total, keys, progress)
+            return
+    except sqlite3.Error as error:
+        raise translate(error, storage, "read its points") from error
+    finally:
+        connection.close()
+    points = read_points(storage, keys, progress)
+    for point_id in sorted(points):
+        yield points[point_id]
+
+
+def _spilled_in_order(
+    connection: sqlite3.Connection,
+    storage: Path,
+    total: int,
+    keys: frozenset[str] | None,
+    progress: Callable[[int, int], None] | None,
+) -> Iterator[Point]:
+    """``points_in_order`` through a temporary database (see there). Raises sqlite3.Error."""
+    spill = sqlite3.connect("")
+    try:
+        spill.execute("CREATE TABLE spilled (id TEXT NOT NULL, row INTEGER NOT NULL, point BLOB)")
+        batch: list[tuple[str, int, bytes]] = []
+        read = 0
+        for rowid, blob in connection.execute("SELECT rowid, point FROM points ORDER BY rowid"):
+            try:
+                point = decode_point(blob, keys)
+            except PointDecodeError as error:
+                raise _undecodable(storage, rowid, error) from error
+            # Pickled here and unpickled below by this process only, in a file no one else sees.
+            held = pickle.dumps((point.payload, point.vector_size), pickle.HIGHEST_PROTOCOL)
+            batch.append((point.id, rowid, held))
+            read += 1
+            if len(batch) == _SPILL_BATCH:
+                spill.executemany("INSERT INTO spilled VALUES (?, ?, ?)", batch)
+                batch.clear()
+                if progress is not None:
+                    progress(read, total)
+        spill.executemany("INSERT INTO spilled VALUES (?, ?, ?)", batch)
+        if progress is not None:
+            progress(read, total)
+        # SQLite takes a bare column of an aggregate query from the row max() chose.
+        query = "SELECT id, max(row), point FROM spilled GROUP BY id ORDER BY id"
+        for point_id, _row, held in spill.execute(query):
+            payload, vector_size = pickle.loads(held)  # noqa: S301 - written above, by us
+            yield Point(id=point_id, payload=payload, vector_size=vector_size)
+    finally:
+        spill.close()
 
 
 def _undecodable(storage: Path, rowid: int, error: PointDecodeError) -> UnavailableError:
