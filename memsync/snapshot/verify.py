@@ -300,8 +300,7 @@ def _verify_contents(
     if good != listed:
         return findings, []
     captured = deployment.from_directory(root, manifest.capture, config)
-    inventory = deployment.read_inventory(captured, config)
-    pair = list(check.judge(inventory, now.date()).findings)
+    pair = list(check.judge_capture(captured, config, now.date()).findings)  # streamed
     recorded = _recorded(manifest)
     expected = [f for f in pair if _recorded_key(f) in recorded]
     pair = [f for f in pair if _recorded_key(f) not in recorded]

@@ -11,7 +11,6 @@ writes and nothing else. ``memsync.stores.local_qdrant.EmbeddedQdrant`` is the p
 
 from __future__ import annotations
 
-import pickle
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -26,14 +25,13 @@ from memsync.stores.qdrant_formats import (
     decode_stored,
     normalize_point_id,
 )
-from memsync.stores.sqlite_files import connect_readonly, translate
+from memsync.stores.sqlite_files import connect_readonly, in_id_order, translate
 
 T = TypeVar("T")
 
 # Above this many rows ``points_in_order`` sorts through a temporary SQLite database instead of
 # holding every point (a module constant: the tests lower it to cover that path on small stores).
 SPILL_ROWS = 50_000
-_SPILL_BATCH = 1_000
 
 
 def iter_points(storage: Path) -> Iterator[Point]:
@@ -159,13 +157,13 @@ def points_in_order(
     qdrant-client's row keys are pickles of the id as spelt, so the file has no order by
     normalised id. Up to ``SPILL_ROWS`` rows the points are read whole and sorted; above, each
     row is decoded once, in rowid order, and its point (payload cut to ``keys``, no vector)
-    written to a private temporary SQLite database (``sqlite3.connect("")``: SQLite removes its
-    file as soon as it is open, so nothing outlives the process), whose sorter spills to disk;
-    the newest row of each id (``max(row)``) is read back in id order. The same points as
-    ``read_points``, in the same order. Reads only; errors are raised while iterating.
+    sorted through a temporary SQLite database (``sqlite_files.in_id_order``), the newest row
+    of each id winning. The same points as ``read_points``, in the same order. Reads only;
+    errors are raised while iterating.
 
     Raises:
         UnavailableError: as ``read_points``.
+        TryLaterError: the temporary directory is full (``in_id_order``).
     """
     connection = connect_readonly(storage)
     try:
@@ -189,36 +187,26 @@ def _spilled_in_order(
     keys: frozenset[str] | None,
     progress: Callable[[int, int], None] | None,
 ) -> Iterator[Point]:
-    """``points_in_order`` through a temporary database (see there). Raises sqlite3.Error."""
-    spill = sqlite3.connect("")
-    try:
-        spill.execute("CREATE TABLE spilled (id TEXT NOT NULL, row INTEGER NOT NULL, point BLOB)")
-        batch: list[tuple[str, int, bytes]] = []
+    """``points_in_order`` through a temporary database (see there)."""
+
+    def decoded() -> Iterator[tuple[Point, int]]:
         read = 0
-        for rowid, blob in connection.execute("SELECT rowid, point FROM points ORDER BY rowid"):
-            try:
-                point = decode_point(blob, keys)
-            except PointDecodeError as error:
-                raise _undecodable(storage, rowid, error) from error
-            # Pickled here and unpickled below by this process only, in a file no one else sees.
-            held = pickle.dumps((point.payload, point.vector_size), pickle.HIGHEST_PROTOCOL)
-            batch.append((point.id, rowid, held))
-            read += 1
-            if len(batch) == _SPILL_BATCH:
-                spill.executemany("INSERT INTO spilled VALUES (?, ?, ?)", batch)
-                batch.clear()
-                if progress is not None:
+        try:
+            for rowid, blob in connection.execute("SELECT rowid, point FROM points ORDER BY rowid"):
+                try:
+                    point = decode_point(blob, keys)
+                except PointDecodeError as error:
+                    raise _undecodable(storage, rowid, error) from error
+                yield point, rowid
+                read += 1
+                if progress is not None and read % 1000 == 0:
                     progress(read, total)
-        spill.executemany("INSERT INTO spilled VALUES (?, ?, ?)", batch)
+        except sqlite3.Error as error:  # the copy's, never the temporary database's
+            raise translate(error, storage, "read its points") from error
         if progress is not None:
             progress(read, total)
-        # SQLite takes a bare column of an aggregate query from the row max() chose.
-        query = "SELECT id, max(row), point FROM spilled GROUP BY id ORDER BY id"
-        for point_id, _row, held in spill.execute(query):
-            payload, vector_size = pickle.loads(held)  # noqa: S301 - written above, by us
-            yield Point(id=point_id, payload=payload, vector_size=vector_size)
-    finally:
-        spill.close()
+
+    yield from in_id_order(decoded())
 
 
 def _undecodable(storage: Path, rowid: int, error: PointDecodeError) -> UnavailableError:
