@@ -9,7 +9,7 @@ docs/reference/findings.md explains each.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime
 from typing import TypeVar
 
@@ -29,7 +29,7 @@ from memsync.judge.rules import (
     merge_by_id,
     session_scope,
 )
-from memsync.model import CheckReport, Inventory, Severity, count_scopes
+from memsync.model import CheckReport, Inventory, Point, Severity, count_scopes
 from memsync.stores import deployment
 from memsync.stores.deployment import Captured
 from memsync.stores.vector_store import vector_store_for
@@ -47,6 +47,7 @@ __all__ = [
     "session_scope",
     "settled_capture",
     "settled_inventory",
+    "settled_named",
     "settled_report",
     "surroundings",
 ]
@@ -153,6 +154,38 @@ def settled_capture(
     return _settled(
         config, settle, lambda: _capture_and_judge(config, now.date(), progress, inspect)
     )
+
+
+def settled_named(
+    config: Config,
+    now: datetime,
+    whole: Callable[[CheckReport], bool],
+    *,
+    also: Iterable[str] = (),
+    keep_point: Callable[[Point], bool] | None = None,
+    settle: bool = True,
+) -> tuple[Inventory, CheckReport]:
+    """``settled_inventory`` holding only what its findings name (``deployment.read_named``).
+
+    The report is judged as a stream (``judge_capture``), then the copies are read again for
+    the memory ids its findings name and ``also``, and the points ``keep_point`` accepts, so
+    memory grows with those, not with the store; when ``whole(report)``, the whole inventory
+    is read instead. Raises as ``settled_inventory``.
+    """
+    wanted = frozenset(also)
+
+    def once() -> tuple[Inventory, CheckReport, None]:
+        with deployment.temporary_capture(config) as captured:
+            report = judge_capture(captured, config, now.date(), surroundings(config, captured))
+            if whole(report):
+                inventory = deployment.read_inventory(captured, config)
+            else:
+                named = wanted | {f.memory_id for f in report.findings if f.memory_id}
+                inventory = deployment.read_named(captured, config, named, keep_point)
+        return inventory, report, None
+
+    inventory, report, _ = _settled(config, settle, once)
+    return inventory, report
 
 
 def _settled(
