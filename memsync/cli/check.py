@@ -13,7 +13,7 @@ from memsync.config import Config
 from memsync.errors import UnavailableError
 from memsync.model import Finding
 from memsync.stores import app_process, interpreter
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 
 HELP = "prove that vectors and history agree (reads only; exit 3 on error findings)"
 

@@ -36,9 +36,9 @@ from memsync.s3 import (
     VersionsUnlistedError,
 )
 from memsync.state import write_json_atomic
+from memsync.stores.backends import vector_store_for
 from memsync.stores.manifest import MANIFEST
 from memsync.stores.manifest_schema import ID_PATTERN
-from memsync.stores.vector_store import vector_store_for
 
 CACHE = "erasure-scan.json"
 SCOPE_MARK = "scope:"  # a held "id" that is an erased scope named in a manifest, not a memory

@@ -1,7 +1,7 @@
 """Embedded Qdrant's points in memory-id order, through a temporary database when the store is large.
 
 qdrant-client's row keys are pickles of the id as spelt, so ``storage.sqlite`` has no id order;
-above ``qdrant_rows.SPILL_ROWS`` rows check sorts the points through a temporary SQLite
+above ``qdrant_embedded.rows.SPILL_ROWS`` rows check sorts the points through a temporary SQLite
 database instead of holding them all. The tests lower that threshold on a store of thousands
 of points, damaged as the field damages it, and compare with the in-memory order.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 from memsync import config as config_module
 from memsync.demo import deployment as build
 from memsync.stores import deployment as capture_module
-from memsync.stores import qdrant_rows
 from memsync.stores.deployment import CHECKED_PAYLOAD_KEYS
+from memsync.stores.qdrant_embedded import rows as qdrant_rows
 from tests.conftest import error_findings, findings_of
 
 POINTS = 3000
