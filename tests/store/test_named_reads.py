@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from memsync import check
 from memsync import config as config_module
 from memsync.demo import deployment as build
+from memsync.deployment import Deployment
 from memsync.forget import apply as forget
 from memsync.forget.select import Ask
 from memsync.reconcile.apply import vectors_newer_than_history
@@ -48,7 +49,7 @@ def test_the_plan_from_the_named_memories_is_the_plan_from_the_whole_inventory(
     memory = deployment.reopen()
     memory.vector_store.client.set_payload("mem0", payload={"updated_at": later}, points=[live[9]])
     deployment.close()
-    config = config_module.load(deployment.config, os.environ)
+    config = Deployment.open(config_module.load(deployment.config, os.environ))
     now = datetime.now(UTC)
 
     whole, report = check.settled_inventory(config, now)
@@ -78,7 +79,7 @@ def test_forget_selects_from_its_ids_and_scope_the_targets_the_whole_inventory_g
 ):
     deployment = make_deployment(count=120)
     deployment.close()
-    config = config_module.load(deployment.config, os.environ)
+    config = Deployment.open(config_module.load(deployment.config, os.environ))
     now = datetime.now(UTC)
     whole = check.settled_inventory(config, now)[0]
     live, deleted = deployment.seeded.live, deployment.seeded.deleted

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from memsync import config as config_module
 from memsync.demo import deployment as build
-from memsync.stores import deployment as capture_module
-from memsync.stores.deployment import CHECKED_PAYLOAD_KEYS
+from memsync.deployment import Deployment
+from memsync.stores import capture as capture_module
+from memsync.stores.capture import CHECKED_PAYLOAD_KEYS
 from memsync.stores.qdrant_embedded import rows as qdrant_rows
 from tests.conftest import error_findings, findings_of
 
@@ -123,8 +124,10 @@ def test_the_spilled_order_holds_a_batch_of_points_not_the_collection(
     deployment = make_deployment()
     deployment.close()
     add_in_bulk(deployment.paths, POINTS)
-    config = config_module.load(deployment.config, os.environ)
-    captured = capture_module.capture(config, tmp_path / "capture", vectors=False)
+    opened = Deployment.open(config_module.load(deployment.config, os.environ))
+    captured = capture_module.capture(
+        opened.vector_store, opened.config, tmp_path / "capture", vectors=False
+    )
     monkeypatch.setattr(qdrant_rows, "SPILL_ROWS", 100, raising=False)
 
     tracemalloc.start()
