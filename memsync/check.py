@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, date, datetime
 from typing import TypeVar
 
@@ -47,6 +47,7 @@ __all__ = [
     "session_scope",
     "settled_capture",
     "settled_inventory",
+    "settled_named",
     "settled_report",
     "surroundings",
 ]
@@ -155,6 +156,40 @@ def settled_capture(
     )
 
 
+def settled_named(
+    deployment: Deployment,
+    now: datetime,
+    whole: Callable[[CheckReport], bool],
+    *,
+    also: Iterable[str] = (),
+    keep_point: Callable[[Point], bool] | None = None,
+    settle: bool = True,
+) -> tuple[Inventory, CheckReport]:
+    """``settled_inventory`` holding only what its findings name (``capture.read_named``).
+
+    The report is judged as a stream (``judge_capture``), then the copies are read again for
+    the memory ids its findings name and ``also``, and the points ``keep_point`` accepts, so
+    memory grows with those, not with the store; when ``whole(report)``, the whole inventory
+    is read instead. Raises as ``settled_inventory``.
+    """
+    wanted = frozenset(also)
+    store, config = deployment.vector_store, deployment.config
+
+    def once() -> tuple[Inventory, CheckReport, None]:
+        with capture.temporary_capture(store, config) as captured:
+            around = surroundings(deployment, captured)
+            report = judge_capture(captured, deployment, now.date(), around)
+            if whole(report):
+                inventory = capture.read_inventory(store, captured, config)
+            else:
+                named = wanted | {f.memory_id for f in report.findings if f.memory_id}
+                inventory = capture.read_named(store, captured, config, named, keep_point)
+        return inventory, report, None
+
+    inventory, report, _ = _settled(deployment, settle, once)
+    return inventory, report
+
+
 def _settled(
     deployment: Deployment, settle: bool, once: Callable[[], tuple[Held, CheckReport, T | None]]
 ) -> tuple[Held, CheckReport, T | None]:
@@ -204,9 +239,9 @@ def judge_capture(
 
     Points (``VectorStore.points_in_order``) and history's memories (``history.iter_memories``)
     are merged by id and judged ``CHUNK_MEMORIES`` at a time (``problems.judge_memories``), so
-    what is held is a chunk plus a few bytes per point where the vector copy streams in id
-    order (pgvector's inventory export); embedded Qdrant's points are read whole first, as
-    ``read_inventory`` reads them. The same report as ``judge(read_inventory(...))``: when a
+    what is held is a chunk, whatever the number of memories (embedded Qdrant's points are
+    sorted through a temporary SQLite database: ``qdrant_embedded.rows.points_in_order``).
+    The same report as ``judge(read_inventory(...))``: when a
     stream turns out not to be in order (an id the server's ``lower()`` sorts otherwise than
     Python's), the capture is read whole and judged that way.
 
