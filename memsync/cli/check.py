@@ -12,7 +12,6 @@ from memsync.cli.common import add_command, load_config
 from memsync.config import Config
 from memsync.errors import UnavailableError
 from memsync.model import Finding
-from memsync.stores import app_process, interpreter
 from memsync.stores.vector_store import vector_store_for
 
 HELP = "prove that vectors and history agree (reads only; exit 3 on error findings)"
@@ -66,6 +65,8 @@ def app_undecodable(config: Config) -> list[Finding]:
         ConfigError: (exit 10) the app's interpreter is unknown, or does not start there.
         UnavailableError: (exit 11) it cannot read the store.
     """
+    from memsync.stores import app_process, interpreter  # only for --app: the agent's modules
+
     store = vector_store_for(config)
     if store.location is None:
         return []
