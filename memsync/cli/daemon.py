@@ -12,7 +12,7 @@ import structlog
 
 from memsync import config as config_module
 from memsync import daemon, jobs
-from memsync.cli import render
+from memsync.cli import main, render
 from memsync.cli.common import add_command, load_config
 from memsync.daemon.runner import ChildResult, JobRunner, job_lock, read_queue
 from memsync.errors import ExitCode
@@ -56,7 +56,7 @@ def register(
 def run_daemon(args: argparse.Namespace) -> int:
     """Run the daemon until SIGTERM (exit 0); 10 bad config, 12 another daemon runs."""
     path = config_module.config_path(getattr(args, "config", None), os.environ)
-    return daemon.run_daemon(path.absolute(), os.environ)
+    return daemon.run_daemon(path.absolute(), os.environ, entry=main)
 
 
 def run_job(args: argparse.Namespace) -> int:
@@ -85,6 +85,7 @@ def run_job(args: argparse.Namespace) -> int:
         environ=os.environ,
         daemon=False,
         child_options=tuple(part for option in options for part in option),
+        entry=main,
     )
     with (
         structlog.contextvars.bound_contextvars(job=job.name),
