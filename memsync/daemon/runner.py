@@ -364,9 +364,8 @@ def run_child(
     except KeyboardInterrupt:
         interrupted = True
         _end(process)
-    process.wait()
+    code = process.wait()
     reader.join()
-    code = process.returncode
     if interrupted or code < 0:
         code = int(ExitCode.INTERRUPTED)
     kind = "fork" if isinstance(process, _Forked) else "interpreter"
@@ -494,7 +493,7 @@ def _child(
     env: Mapping[str, str],
     new_session: bool,
     pipes: tuple[int, int],
-    mask: set[signal.Signals],
+    mask: set[int | signal.Signals],
 ) -> NoReturn:
     """The forked child: become the job's own process, run ``entry(command)``, exit with it."""
     code = 1
@@ -510,8 +509,8 @@ def _child(
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.environ.clear()
         os.environ.update(env)
-        sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)  # noqa: SIM115
-        sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - as a new interpreter's
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         structlog.contextvars.clear_contextvars()  # the parent's job=..., run_id=...
         code = entry(command)
     except KeyboardInterrupt:
