@@ -66,17 +66,19 @@ def unneeded(modules: set[str], packages: tuple[str, ...]) -> list[str]:
     return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in packages))
 
 
+# and cryptography only where a snapshot is encrypted
 S3_LIBRARIES = ("boto3", "botocore", "s3transfer", "memsync.s3.store", "memsync.s3.bucket")
+UNENCRYPTED = (*S3_LIBRARIES, "cryptography")
 
 
-def test_snapshot_create_and_doctor_without_s3_load_no_boto3(deployment, tmp_path):
+def test_snapshot_create_and_doctor_without_s3_or_encryption_load_neither(deployment, tmp_path):
     deployment.close()
     config = str(deployment.config)
     code, modules = loaded_after(
         "snapshot", "create", "--json", "--config", config, tmp_path=tmp_path
     )
     assert code == 0 and "memsync.snapshot.create" in modules
-    assert unneeded(modules, S3_LIBRARIES) == []
+    assert unneeded(modules, UNENCRYPTED) == []
     code, modules = loaded_after("doctor", "--json", "--config", config, tmp_path=tmp_path)
     assert code in (0, 3) and "memsync.doctor.s3" in modules
-    assert unneeded(modules, S3_LIBRARIES) == []
+    assert unneeded(modules, UNENCRYPTED) == []
