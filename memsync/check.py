@@ -31,8 +31,8 @@ from memsync.judge.rules import (
 )
 from memsync.model import CheckReport, Inventory, Severity, count_scopes
 from memsync.stores import deployment
+from memsync.stores.backends import vector_store_for
 from memsync.stores.deployment import Captured
-from memsync.stores.vector_store import vector_store_for
 
 __all__ = [
     "FINDING_CODES",
@@ -251,7 +251,7 @@ def surroundings(config: Config, captured: Captured) -> Surroundings:
         history_file_exists=captured.history_copy is not None,
         store_location=store.where,
         foreign_holder=holder.describe() if foreign and holder is not None else None,
-        store_kind=store.kind,
+        missing_collection=store.describe_missing(captured.qdrant_present),
     )
 
 

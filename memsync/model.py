@@ -320,6 +320,9 @@ class CheckReport:
         }
 
 
+OK, WARNING, ERROR = "ok", "warning", "error"  # the three statuses of a doctor result
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DoctorResult:
     """One doctor probe result: ``status`` is ``ok``, ``warning`` or ``error``."""

@@ -40,8 +40,8 @@ from memsync.routes import queue as pending
 from memsync.snapshot import choose
 from memsync.state import operation_lock
 from memsync.stores import history
+from memsync.stores.backends import vector_store_for
 from memsync.stores.intent import load_forgetting
-from memsync.stores.vector_store import vector_store_for
 from memsync.stores.writer import Writer
 
 logger = structlog.get_logger(__name__)

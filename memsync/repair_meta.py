@@ -21,8 +21,8 @@ from memsync import snapshot
 from memsync.config import Config
 from memsync.errors import ConfigError, UnavailableError
 from memsync.stores import app_process, interpreter, mem0
+from memsync.stores.backends import vector_store_for
 from memsync.stores.interpreter import AppInterpreter
-from memsync.stores.vector_store import vector_store_for
 
 logger = structlog.get_logger(__name__)
 

@@ -18,7 +18,7 @@ from memsync import routes
 from memsync.config import Config
 from memsync.model import HistoryEvent, Point, is_expired, parse_time
 from memsync.stores import deployment, history
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 
 CONFIRMED_AT = "confirmed_at"
 SOURCE_KEYS = (

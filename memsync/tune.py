@@ -27,8 +27,8 @@ from memsync.config import Config
 from memsync.errors import LockedError, MemsyncError, UnavailableError
 from memsync.stores import journal_mode
 from memsync.stores.agent_client import AgentClient, find_agent
+from memsync.stores.backends import vector_store_for
 from memsync.stores.journal_mode import ROLLBACK, WAL, LiveFile
-from memsync.stores.vector_store import vector_store_for
 
 logger = structlog.get_logger(__name__)
 

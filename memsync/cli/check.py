@@ -12,7 +12,7 @@ from memsync.cli.common import add_command, load_config
 from memsync.config import Config
 from memsync.errors import UnavailableError
 from memsync.model import Finding
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 
 HELP = "prove that vectors and history agree (reads only; exit 3 on error findings)"
 

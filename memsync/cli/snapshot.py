@@ -21,8 +21,8 @@ from memsync.repository import upload_marks
 from memsync.snapshot import pins
 from memsync.state import operation_lock
 from memsync.stores import snapshots
+from memsync.stores.backends import vector_store_for
 from memsync.stores.manifest import Manifest
-from memsync.stores.vector_store import vector_store_for
 
 HELP = "capture both stores into one dated, verified snapshot; upload, list, verify, prune"
 

@@ -40,13 +40,14 @@ from memsync.config.schema import (
     QdrantSettings,
     S3Config,
     SnapshotConfig,
+    VectorStoreConfig,
     find_cross_field_problems,
 )
 from memsync.errors import ConfigError
 
 __all__ = [
     "AppConfig", "DEFAULT_CONFIG_PATH", "MEM0_DEFAULT_COLLECTION", "MEM0_DEFAULT_DIMS", "MEM0_DEFAULT_QDRANT_PATH",
-    "CheckConfig", "Config", "PGVectorSettings", "DaemonConfig", "JobSchedule", "MigrateConfig", "S3Config", "Secret", "SnapshotConfig", "config_path",
+    "CheckConfig", "Config", "PGVectorSettings", "QdrantSettings", "VectorStoreConfig", "DaemonConfig", "JobSchedule", "MigrateConfig", "S3Config", "Secret", "SnapshotConfig", "config_path",
     "load", "parse", "parse_duration", "read_document", "read_key_file", "resolve_secrets",
 ]  # fmt: skip
 
@@ -62,9 +63,9 @@ class Config:
         source: where it was read from (a path), for messages.
         mem0: the dict the app passes to ``mem0.Memory.from_config``, with ``Secret``
             objects where the file had ``{env=...}``/``{file=...}``.
-        qdrant_path: the embedded Qdrant directory (mem0's default when the store is pgvector).
-        pgvector: the Postgres settings when ``[mem0.vector_store] provider = "pgvector"``
-            (secrets still references), else None.
+        vector_store: ``[mem0.vector_store.config]`` as its provider's model (``provider``
+            tells which: ``QdrantSettings`` or ``PGVectorSettings``, secrets still references);
+            ``memsync.stores.backends.backend_for`` builds the store from it.
         collection: the memory collection's name.
         expected_dims: ``(key, size)`` pairs every collection's vector size must match.
         history_db_path: mem0's history.db.
@@ -78,8 +79,7 @@ class Config:
     state_dir: Path
     work_dir: Path
     app_python: Path | None
-    qdrant_path: Path
-    pgvector: PGVectorSettings | None
+    vector_store: VectorStoreConfig
     collection: str
     expected_dims: tuple[tuple[str, int], ...]
     history_db_path: Path
@@ -90,6 +90,12 @@ class Config:
     migrate: MigrateConfig
     check: CheckConfig
     settings: ConfigFile = field(repr=False, compare=False)
+
+    @property
+    def qdrant_path(self) -> Path:
+        """The embedded Qdrant directory (mem0's default one when the store is another)."""
+        store = self.vector_store
+        return store.path if isinstance(store, QdrantSettings) else Path(MEM0_DEFAULT_QDRANT_PATH)
 
     @property
     def migrations_qdrant_path(self) -> Path:
@@ -207,7 +213,6 @@ def _resolve(
     mem0_dir = settings.mem0_dir or Path(environ.get("MEM0_DIR") or home / ".mem0")
     state_dir = settings.state_dir or Path(state_default)
     store = settings.mem0.vector_store.config
-    pgvector = settings.mem0.vector_store.pgvector
     dims = [("mem0.vector_store.config.embedding_model_dims", store.embedding_model_dims)]
     embedder_dims = settings.mem0.embedder.config.embedding_dims
     if embedder_dims is not None:
@@ -220,10 +225,7 @@ def _resolve(
         state_dir=state_dir,
         work_dir=settings.work_dir or state_dir / "tmp",
         app_python=settings.app.python or settings.app_python,
-        qdrant_path=store.path
-        if isinstance(store, QdrantSettings)
-        else Path(MEM0_DEFAULT_QDRANT_PATH),
-        pgvector=pgvector,
+        vector_store=store,
         collection=store.collection_name,
         expected_dims=tuple(dims),
         history_db_path=settings.mem0.history_db_path or mem0_dir / "history.db",

@@ -30,6 +30,8 @@ class _Mem0Section(BaseModel):
 class QdrantSettings(_Mem0Section):
     """``[mem0.vector_store.config]``: mem0's QdrantConfig (embedded mode only)."""
 
+    provider: ClassVar[Literal["qdrant"]] = "qdrant"
+
     path: Mem0Path = key(
         Path(MEM0_DEFAULT_QDRANT_PATH),
         "absolute path of the embedded Qdrant (doctor flags /tmp and tmpfs)",
@@ -53,6 +55,7 @@ class PGVectorSettings(_Mem0Section):
     the separate keys; mem0 needs ``user``/``password`` and ``host``/``port`` without it.
     """
 
+    provider: ClassVar[Literal["pgvector"]] = "pgvector"
     provider_label: ClassVar[str] = 'provider = "pgvector"'
 
     dbname: str = key("postgres", "the database")
@@ -82,6 +85,14 @@ class PGVectorSettings(_Mem0Section):
     )
 
 
+# The vector store's settings, one model per ``provider`` (``config.vector_store``).
+VectorStoreConfig = QdrantSettings | PGVectorSettings
+_BY_PROVIDER: dict[str, type[VectorStoreConfig]] = {
+    "qdrant": QdrantSettings,
+    "pgvector": PGVectorSettings,
+}
+
+
 class VectorStoreSettings(_Mem0Section):
     """``[mem0.vector_store]``: which vector store mem0 uses."""
 
@@ -103,13 +114,8 @@ class VectorStoreSettings(_Mem0Section):
         """
         if not isinstance(value, Mapping):
             return value  # the field's own check reports it
-        model = PGVectorSettings if info.data.get("provider") == "pgvector" else QdrantSettings
+        model = _BY_PROVIDER.get(info.data.get("provider", ""), QdrantSettings)
         return model.model_validate(value, context=info.context)
-
-    @property
-    def pgvector(self) -> PGVectorSettings | None:
-        """The pgvector settings, or None for embedded Qdrant."""
-        return self.config if isinstance(self.config, PGVectorSettings) else None
 
 
 class EmbedderConfigSettings(_Mem0Section):

@@ -49,6 +49,7 @@ from memsync.config.mem0_settings import (
     Mem0Settings,
     PGVectorSettings,
     QdrantSettings,
+    VectorStoreConfig,
     VectorStoreSettings,
     pgvector_problems,
 )
@@ -56,7 +57,7 @@ from memsync.config.mem0_settings import (
 __all__ = [
     "MEM0_DEFAULT_COLLECTION", "MEM0_DEFAULT_DIMS", "MEM0_DEFAULT_QDRANT_PATH", "AppConfig",
     "CheckConfig", "ConfigFile", "DaemonConfig", "EmbedderConfigSettings", "EmbedderSettings", "JobSchedule",
-    "Mem0Settings", "MigrateConfig", "PGVectorSettings", "QdrantSettings", "S3Config", "SnapshotConfig",
+    "Mem0Settings", "MigrateConfig", "PGVectorSettings", "QdrantSettings", "S3Config", "VectorStoreConfig", "SnapshotConfig",
     "VectorStoreSettings", "find_cross_field_problems",
 ]  # fmt: skip
 

@@ -26,7 +26,7 @@ from memsync import jobs, notify
 from memsync.config import Config
 from memsync.config.redact import REDACTED, scrub_url
 from memsync.notify import Kind, Notice
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 from memsync.utc import iso
 
 logger = structlog.get_logger(__name__)

@@ -4,8 +4,9 @@
 ``run_doctor`` runs them all plus ``check`` on one capture. Doctor never writes to the
 deployment, never imports mem0 and never takes Qdrant's lock. The probes live in
 ``doctor.paths``, ``doctor.stores``, ``doctor.size``, ``doctor.versions``, ``doctor.state``,
-``doctor.copies`` and, for a pgvector deployment, ``doctor.pgvector`` (its server; the
-embedded-only probes of Qdrant files, locks and the telemetry store then say nothing). Result codes:
+``doctor.copies`` and, for a server store, the backend's own ``probe_server`` (pgvector:
+``memsync.stores.pgvector.doctor``; the probes of store files, locks and the telemetry store
+then say nothing). Result codes:
 docs/reference/commands/doctor.md.
 """
 
@@ -20,8 +21,6 @@ from memsync.config import Config
 from memsync.doctor.copies import probe_copies
 from memsync.doctor.paths import probe_locks, probe_paths
 from memsync.doctor.pending import probe_pending, probe_route
-from memsync.doctor.pgvector import RESULT_CODES as PG_RESULT_CODES
-from memsync.doctor.pgvector import probe_pgvector
 from memsync.doctor.s3 import S3_RESULT_CODES, probe_backups
 from memsync.doctor.size import probe_store_size
 from memsync.doctor.state import probe_daemon, probe_last_snapshot, probe_restores
@@ -31,6 +30,7 @@ from memsync.doctor.versions import judge_mem0_version, probe_versions
 from memsync.doctor.wal import probe_wal
 from memsync.errors import MemsyncError
 from memsync.model import CheckReport, DoctorResult
+from memsync.stores.backends import doctor_codes, vector_store_for
 
 __all__ = [
     "ERROR", "OK", "RESULT_CODES", "WARNING", "DoctorReport", "judge_mem0_version", "probe_daemon",
@@ -46,7 +46,7 @@ RESULT_CODES = (
     "app-interpreter", "store-meta", "store-decode", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
     "daemon-job", "old-store-copy", "legacy-point-store", "wal-recommended", "pending-requests",
     "pending-erasure-overdue", "window-left-open", "write-route", "agent-refused",
-    "store-size", *PG_RESULT_CODES,
+    "store-size", *doctor_codes(),
     *S3_RESULT_CODES,
 )  # fmt: skip
 
@@ -88,7 +88,8 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
                 fix="run memsync as the app's user, or give its group access (UMask=0007)",
             )
         )
-    results += probe_pgvector(config)  # [] for embedded Qdrant
+    store = vector_store_for(config)
+    results += store.probe_server(config.expected_dims)  # a server backend's (pgvector: pg-*)
     report: CheckReport | None = None
     try:  # check's own path: a write in flight is waited out and captured again, as check does
         report, probed = check.settled_report(
@@ -102,7 +103,7 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
             ],
         )
         results += probed or []
-        results += check_results(report, server_store=config.pgvector is not None)
+        results += check_results(report, server_store=store.location is None)
     except MemsyncError as error:  # the stores could not be checked: never "healthy"
         results.append(
             DoctorResult(code="check", status=ERROR, message=error.message, fix=error.hint)

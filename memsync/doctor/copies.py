@@ -16,8 +16,8 @@ from memsync.config import Config
 from memsync.doctor.status import OK, WARNING
 from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
-from memsync.stores.pgvector import PgVector, load
-from memsync.stores.vector_store import VectorStore, vector_store_for
+from memsync.stores.backends import vector_store_for
+from memsync.stores.vector_store import VectorStore
 
 # mem0ai 2.2.1's default embedded Qdrant path (vector_store.config.path when none is given).
 MEM0_DEFAULT_QDRANT = Path("/tmp/qdrant")  # noqa: S108 - looked at, never written
@@ -40,7 +40,7 @@ def probe_copies(config: Config, now: datetime) -> list[DoctorResult]:
                 fix=f"remove it once the restored deployment is trusted: rm -r {copy}",
             )
         )
-    results += _pre_restore_tables(store)
+    results += store.probe_set_aside()  # a server backend's copies (pgvector: tables)
     pairs: list[tuple[Path, Path]] = [_default_history(config)]
     if store.location is not None:  # a server backend leaves no store files behind
         pairs.insert(0, (MEM0_DEFAULT_QDRANT, store.location))
@@ -94,26 +94,3 @@ def _facts(store: VectorStore, copy: Path, now: datetime) -> str | None:
 def _age(seconds: float) -> str:
     hours = seconds / 3600
     return f"{hours:.1f} hours" if hours < 48 else f"{hours / 24:.1f} days"
-
-
-def _pre_restore_tables(store: VectorStore) -> list[DoctorResult]:
-    """pgvector: a ``pre-restore-copy`` (ok) per ``<table>_pre_restore_*`` table; [] unreachable."""
-    if not isinstance(store, PgVector):
-        return []
-    try:
-        with store.connect() as connection:
-            found = load.pre_restore_tables(
-                connection, [store.collection, store.entities_collection]
-            )
-    except MemsyncError:
-        return []  # the server's own results say why it cannot be reached
-    return [
-        DoctorResult(
-            code="pre-restore-copy",
-            status=OK,
-            path=f"table {table}",
-            message=f"a table a restore moved aside on {store.where} (kept, never dropped by memsync)",
-            fix=f"drop it once the restored deployment is trusted: DROP TABLE {table}",
-        )
-        for table in found
-    ]

@@ -14,7 +14,7 @@ from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
 from memsync.stores import locks
-from memsync.stores.vector_store import telemetry_store_for, vector_store_for
+from memsync.stores.backends import telemetry_store_for, vector_store_for
 
 VOLATILE_FS = frozenset({"tmpfs", "ramfs"})
 # A container's writable layer: removing the container (a redeploy, a pod rescheduled) loses
@@ -62,8 +62,10 @@ def probe_paths(config: Config) -> list[DoctorResult]:
 
 
 def _telemetry_location(config: Config) -> Path | None:
-    """mem0's embedded telemetry Qdrant; None for pgvector (mem0 keeps it in a table there)."""
-    return None if config.pgvector is not None else telemetry_store_for(config).location
+    """mem0's embedded telemetry Qdrant; None for a server store (mem0 keeps it in a table there)."""
+    if vector_store_for(config).location is None:
+        return None
+    return telemetry_store_for(config).location
 
 
 def _probe_mount(label: str, path: Path, precious: bool) -> DoctorResult:
@@ -205,7 +207,7 @@ def probe_locks(config: Config) -> list[DoctorResult]:
     """Which process holds the embedded store's lock, and whether it sees the same files."""
     results = []
     stores = [("Qdrant directory", vector_store_for(config))]
-    if config.pgvector is None:  # pgvector: no lock, and mem0's telemetry store is a table
+    if stores[0][1].location is not None:  # a server store: no lock, its telemetry is a table
         stores.append(("mem0 telemetry Qdrant", telemetry_store_for(config)))
     for label, store in stores:
         lock_file, directory = store.lock_path(), store.location

@@ -19,7 +19,7 @@ from memsync.stores.agent_client import (
     sockets_hidden,
     why_no_agent,
 )
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 
 APPLY_FIX = (
     "memsync pending apply once a route exists (the app's memsync agent, [app] stop_command and "

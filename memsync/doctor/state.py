@@ -10,7 +10,7 @@ from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.model import DoctorResult
 from memsync.stores import snapshots
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 
 SNAPSHOT_MAX_AGE_S = 36 * 3600
 

@@ -1,5 +1,7 @@
-"""The three statuses of a doctor result."""
+"""The three statuses of a doctor result (``memsync.model``'s, where backends read them too)."""
 
 from __future__ import annotations
 
-OK, WARNING, ERROR = "ok", "warning", "error"
+from memsync.model import ERROR, OK, WARNING
+
+__all__ = ["ERROR", "OK", "WARNING"]

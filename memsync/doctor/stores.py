@@ -29,7 +29,7 @@ def probe_sqlite(config: Config, captured: Captured) -> list[DoctorResult]:
     files: list[tuple[Path, str]] = []
     if captured.history_copy is not None:
         files.append((config.history_db_path, integrity(captured.history_copy.dest, quick=True)))
-    if store.location is None:  # a server store (pgvector): no SQLite files, doctor.pgvector
+    if store.location is None:  # a server store (pgvector): no SQLite files, its probe_server
         history = captured.history_copy  # its export blocks no writer: history.db's read only
         return _sqlite_results(files, history.duration_s if history is not None else 0.0)
     verdicts = store.check_copy(vectors, quick=True, decode=False)
@@ -94,7 +94,7 @@ def _journal_result(live: Path, mode: str, longest_read_s: float) -> DoctorResul
 def probe_collections(config: Config, captured: Captured) -> list[DoctorResult]:
     """Each collection's vector size and distance against the config.
 
-    [] for a server store (pgvector): ``doctor.pgvector`` reads its tables on the server.
+    [] for a server store (pgvector): its ``probe_server`` reads its tables on the server.
     """
     if captured.store.location is None:
         return []

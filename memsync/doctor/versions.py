@@ -17,8 +17,8 @@ from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
 from memsync.stores import app_process, interpreter, versions
+from memsync.stores.backends import vector_store_for
 from memsync.stores.interpreter import AppInterpreter
-from memsync.stores.vector_store import vector_store_for
 
 
 def judge_mem0_version(version: str, on_disk: bool) -> list[tuple[str, str, str]]:

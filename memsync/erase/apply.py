@@ -28,9 +28,8 @@ from memsync.erase.old_store import erase_old_store
 from memsync.errors import MemsyncError
 from memsync.model import Inventory
 from memsync.stores import deployment, journal_mode, snapshots
-from memsync.stores.pgvector import PgVector, load
+from memsync.stores.backends import vector_store_for
 from memsync.stores.sqlite_files import translate
-from memsync.stores.vector_store import vector_store_for
 
 __all__ = [
     "other_backend",
@@ -330,9 +329,7 @@ def purge_own_copies(
         journal.unlink()
         done.append(str(journal))
     store = vector_store_for(config)
-    if isinstance(store, PgVector):  # a restore's tables moved aside: rows deleted, VACUUM FULL
-        tables = [store.collection, store.entities_collection]
-        done += load.erase_pre_restore(store.connect, tables, memory_ids)
+    done += store.erase_set_aside(memory_ids)  # a server store's copies (pgvector: tables)
     store_dir = store.location  # None: pgvector (tables, not files)
     live = [path for path in (store_dir, config.history_db_path) if path is not None]
     for copy in state.pre_restore_copies(live):

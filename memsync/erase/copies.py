@@ -27,7 +27,7 @@ from memsync.erase.holding import history_holds, other_backend, points_held, sna
 from memsync.errors import UnavailableError
 from memsync.s3 import VersionsUnlistedError
 from memsync.stores import snapshots
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 
 RECONCILE_JOURNAL = "reconcile-journal.json"
 MIGRATE_JOURNAL = "migrate.json"  # memsync.migrate.journal.JOURNAL (another layer)

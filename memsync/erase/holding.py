@@ -19,8 +19,9 @@ from memsync.config import Config
 from memsync.errors import UnavailableError
 from memsync.repository import reading
 from memsync.stores import snapshots
+from memsync.stores.backends import backend_of_mode, vector_store_for
 from memsync.stores.sqlite_files import translate
-from memsync.stores.vector_store import VectorStore, vector_store_for
+from memsync.stores.vector_store import VectorStore
 
 HISTORY = "history.db"
 
@@ -98,8 +99,8 @@ def other_backend(config: Config, info: snapshots.SnapshotInfo) -> str | None:
     """
     if info.manifest is None:
         return None
-    taken = "pgvector" if info.manifest.mode == "pgvector" else "embedded Qdrant"
-    configured = "pgvector" if config.pgvector is not None else "embedded Qdrant"
+    taken = backend_of_mode(info.manifest.mode).label
+    configured = vector_store_for(config).label
     return None if taken == configured else taken
 
 

@@ -21,8 +21,8 @@ from typing import Any
 from memsync.config import Config, parse
 from memsync.config.accepted import read_accepted
 from memsync.errors import MemsyncError
-from memsync.stores.pgvector import PgVector, load
-from memsync.stores.vector_store import VectorStore, vector_store_for
+from memsync.stores.backends import vector_store_for
+from memsync.stores.vector_store import VectorStore
 
 MIGRATE_JOURNAL = "migrate.json"  # memsync.migrate.journal.JOURNAL
 SOURCE_RECORD = "migrate-source.json"  # memsync.migrate.source_record.SOURCE_RECORD
@@ -91,20 +91,7 @@ def erase_old_store(config: Config, memory_ids: Sequence[str]) -> dict[str, Any]
 
 def _erase(store: VectorStore, memory_ids: Sequence[str]) -> int:
     """Delete the points (rows) from the old store's collections; the rows removed."""
-    if isinstance(store, PgVector):
-        with store.connect(read_only=False) as connection:
-            return sum(
-                load.erase_rows(connection, table, memory_ids)
-                for table in (store.collection, store.entities_collection)
-                if load.exists(connection, table)
-            )
-    if store.location is None or not store.present():
-        raise MemsyncError(
-            f"the old store {store.where} is not there (moved or removed by hand?): "
-            "if it was moved, it still holds them"
-        )
-    store.prepare_for_writing()  # a hot journal a killed writer left
-    return store.erase_points(store.location, memory_ids)
+    return store.erase_old(memory_ids)
 
 
 def _not_erased(where: str, holds: str, why: str, remove: str) -> dict[str, Any]:

@@ -31,12 +31,12 @@ from memsync.erase.ledger import digest
 from memsync.errors import MemsyncError, UnavailableError
 from memsync.s3 import ObjectLockedError, ObjectVersion, TransportError, VersionsUnlistedError
 from memsync.state import write_json_atomic
+from memsync.stores.backends import vector_store_for
 from memsync.stores.manifest import MANIFEST
 from memsync.stores.manifest_schema import ID_PATTERN
 
 if TYPE_CHECKING:  # boto3 loads only where a bucket is opened
     from memsync.s3 import ObjectStore
-from memsync.stores.vector_store import vector_store_for
 
 CACHE = "erasure-scan.json"
 SCOPE_MARK = "scope:"  # a held "id" that is an erased scope named in a manifest, not a memory

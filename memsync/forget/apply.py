@@ -22,8 +22,9 @@ from memsync.routes import queue as pending
 from memsync.state import write_json_atomic
 from memsync.stores import mem0
 from memsync.stores.agent_client import AgentWriter, not_held_reason, writes_held
+from memsync.stores.backends import vector_store_for
 from memsync.stores.intent import ERASE_JOURNAL, FORGET_JOURNAL, load_erasing, load_forgetting
-from memsync.stores.vector_store import refuse_legacy_store, vector_store_for
+from memsync.stores.vector_store import refuse_legacy_store
 from memsync.stores.writer import Writer
 
 logger = structlog.get_logger(__name__)

@@ -50,15 +50,16 @@ class Surroundings:
         foreign_holder: the process holding the vector store in another mount namespace
             (``pid 12 (python app.py)``), whose files are not the ones captured; None when
             no such process holds it.
-        store_kind: the vector store's kind (``VectorStore.kind``: ``"local_qdrant"``,
-            ``"pgvector"``, ...), worded into ``collection-missing``; None when not known.
+        missing_collection: what ``collection-missing`` says of the live store, in its
+            backend's words (``VectorStore.describe_missing``: what is missing, its likely
+            causes, the path to name); None when not known (a snapshot's copies).
     """
 
     history_path: str | None = None
     history_file_exists: bool | None = None
     store_location: str | None = None
     foreign_holder: str | None = None
-    store_kind: str | None = None
+    missing_collection: tuple[str, str, str | None] | None = None
 
 
 NOTHING_AROUND = Surroundings()
@@ -343,28 +344,19 @@ def _dimension_mismatch(name: str, old: int, key: str, size: int, stored: int) -
 
 
 def _collection_missing(inventory: Inventory, around: Surroundings, live: int) -> Finding:
-    if around.store_kind == "pgvector":  # mem0's table: a DROP, a restore elsewhere, a wrong db
-        return findings.make(
-            "collection-missing",
-            f"table {inventory.collection!r} does not exist on {around.store_location} while "
-            f"history has {live} live memories (dropped, restored into another database, or a "
-            "wrong dbname/collection_name)",
-            collection=inventory.collection,
-            path=around.store_location,
-        )
-    if around.store_kind is None:  # a snapshot's copies: no live store to blame
+    if around.missing_collection is None:  # a snapshot's copies: no live store to blame
         return findings.make(
             "collection-missing",
             f"collection {inventory.collection!r} is not in the copy while its history has {live} "
             "live memories",
             collection=inventory.collection,
         )
-    where = "" if inventory.qdrant_present else " (the embedded Qdrant directory itself is gone)"
+    what, causes, path = around.missing_collection
     return findings.make(
         "collection-missing",
-        f"collection {inventory.collection!r} does not exist{where} while history has {live} live "
-        "memories (a wiped /tmp, a deleted directory, a wrong path)",
+        f"{what} while history has {live} live memories ({causes})",
         collection=inventory.collection,
+        path=path,
     )
 
 

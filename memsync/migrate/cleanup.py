@@ -26,7 +26,8 @@ from memsync.config import Config
 from memsync.errors import ConfigError
 from memsync.migrate import journal, source_record
 from memsync.state import operation_lock
-from memsync.stores.vector_store import VectorStore, vector_store_for
+from memsync.stores.backends import vector_store_for
+from memsync.stores.vector_store import VectorStore
 
 logger = structlog.get_logger(__name__)
 WHAT = "migrate --cleanup"

@@ -13,16 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from memsync.config import Config
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import backend_of_kind, vector_store_for
 
-# Bytes each vector dimension takes in the target, by backend (estimates): embedded Qdrant
-# pickles each float as a Python float (9 bytes, qdrant-client 1.20 local mode); pgvector
-# keeps 4 bytes in the row and about as much again in its HNSW index.
-BYTES_PER_DIMENSION = {"embedded-qdrant": 9, "pgvector": 8}
 DEFAULT_BATCH_SIZE = 64
-# pgvector's HNSW index takes vectors of at most 2,000 dimensions (pgvector 0.5 to 0.8, type
-# vector); mem0 creates it at start (hnsw = true, its default) and fails when it cannot.
-PG_HNSW_MAX_DIMS = 2000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,7 +32,8 @@ class Side:
         dims: the vector size the config expects (``embedding_model_dims``).
         history: history.db's path.
         source: the config file naming this side (errors about its settings name it).
-        pg_hnsw: pgvector with ``hnsw = true``: mem0 creates an HNSW index at start.
+        unrunnable: why mem0 could not create this store as configured, and what to do
+            (``VectorStore.refuse_dims``: pgvector's HNSW index over too many dimensions).
     """
 
     kind: str
@@ -50,7 +44,7 @@ class Side:
     dims: int
     history: str
     source: str = ""
-    pg_hnsw: bool = False
+    unrunnable: tuple[str, str] | None = None
 
     @property
     def embedder_provider(self) -> str:
@@ -82,27 +76,18 @@ def side_of(config: Config) -> Side:
         dims=config.expected_dims[0][1],
         history=str(Path(config.history_db_path).resolve()),
         source=config.source,
-        pg_hnsw=config.pgvector is not None and config.pgvector.hnsw,
+        unrunnable=store.refuse_dims(config.expected_dims[0][1]),
     )
 
 
 def find_target_refusal(target: Side) -> tuple[str, str] | None:
     """Why no app could run on the target as configured; None when it can. Pure.
 
-    Checked before anything else (the journal, the target's server): a pgvector table with an
-    HNSW index over vectors of more than ``PG_HNSW_MAX_DIMS`` dimensions, which mem0 fails to
-    create at every start.
+    Checked before anything else (the journal, the target's server): the store's own refusal
+    (``Side.unrunnable``), e.g. a pgvector table with an HNSW index over vectors of more than
+    2,000 dimensions, which mem0 fails to create at every start.
     """
-    if target.pg_hnsw and target.dims > PG_HNSW_MAX_DIMS:
-        return (
-            f"the new config's pgvector table takes {target.dims}-dimension vectors with an "
-            f"HNSW index (hnsw = true), and pgvector's HNSW index takes at most "
-            f"{PG_HNSW_MAX_DIMS}: mem0 would fail to create it at every start of the app",
-            f"use an embedder of at most {PG_HNSW_MAX_DIMS} dimensions (many models can "
-            "shorten theirs, e.g. OpenAI's text-embedding-3 `dimensions`), or set hnsw = false "
-            "in [mem0.vector_store.config] (every search then scans the table)",
-        )
-    return None
+    return target.unrunnable
 
 
 def re_embeds(source: Side, target: Side) -> bool:
@@ -212,7 +197,7 @@ def plan_migrate(
     """
     re_embed = re_embeds(source, target)
     points = memories + entities
-    per_dimension = BYTES_PER_DIMENSION.get(target.kind, 9)
+    per_dimension = backend_of_kind(target.kind).bytes_per_dimension
     return MigratePlan(
         source=source,
         target=target,

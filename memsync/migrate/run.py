@@ -50,9 +50,10 @@ from memsync.migrate.verify import (
 from memsync.model import CheckReport
 from memsync.state import operation_lock
 from memsync.stores import deployment, history, interpreter
+from memsync.stores.backends import vector_store_for
 from memsync.stores.interpreter import AppInterpreter
 from memsync.stores.mem0 import PROBE_TEXT, open_embedder, open_memory
-from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store_for
+from memsync.stores.vector_store import VectorCapture, VectorStore
 
 logger = structlog.get_logger(__name__)
 

@@ -43,7 +43,7 @@ from memsync.routes import WINDOW_FILE, NoRouteError, Taken
 from memsync.routes.window import app_stopped, bounded, run_command, signals_deferred
 from memsync.snapshot import create_snapshot, pins
 from memsync.state import operation_lock
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 
 logger = structlog.get_logger(__name__)
 

@@ -30,8 +30,9 @@ from memsync.reconcile.plan import plan_reconcile
 from memsync.repository import reading
 from memsync.state import write_json_atomic
 from memsync.stores import mem0, snapshots
+from memsync.stores.backends import vector_store_for
 from memsync.stores.intent import load_forgetting
-from memsync.stores.vector_store import StoredPoint, vector_store_for
+from memsync.stores.vector_store import StoredPoint
 from memsync.stores.writer import Writer
 
 logger = structlog.get_logger(__name__)

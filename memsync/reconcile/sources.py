@@ -27,9 +27,10 @@ from memsync.errors import ConfigError, UnavailableError
 from memsync.model import Inventory, MemoryHistory, Recovery
 from memsync.repository import SnapshotRepository, reading
 from memsync.stores import history
+from memsync.stores.backends import vector_store_for
 from memsync.stores.manifest import Manifest
 from memsync.stores.snapshots import SnapshotInfo
-from memsync.stores.vector_store import VectorStore, vector_store_for
+from memsync.stores.vector_store import VectorStore
 
 logger = structlog.get_logger(__name__)
 

@@ -33,9 +33,9 @@ from memsync.restore import pgvector as pg_restore
 from memsync.routes.window import Taken
 from memsync.snapshot import choose
 from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
+from memsync.stores.backends import vector_store_for
 from memsync.stores.manifest import Manifest
 from memsync.stores.sqlite_files import set_wal_mode, work_dir_error
-from memsync.stores.vector_store import vector_store_for
 
 logger = structlog.get_logger(__name__)
 
@@ -71,17 +71,20 @@ class Restored:
 def plan_restore(config: Config, snapshot_id: str) -> list[Move]:
     """The moves of a restore of ``snapshot_id``: the vector store, then history.db. Pure.
 
-    On pgvector the vector store's moves name tables (``mem0`` -> ``mem0_pre_restore_<id>``,
-    then the entity table), see ``restore.pgvector``; history.db's move is a file's.
+    On a server store (pgvector) the vector store's moves name tables (``mem0`` ->
+    ``mem0_pre_restore_<id>``, then the entity table), see ``restore.pgvector``; history.db's
+    move is a file's.
     """
     history = _file_move(config.history_db_path, snapshot_id)
-    if config.pgvector is not None:
-        tables = pg_restore.plan_tables(config, snapshot_id)
+    store = vector_store_for(config)
+    staging = store.staging()
+    if staging is not None:
+        tables = staging.plan(snapshot_id)
         return [
             *(Move(live=t["live"], staged=t["staged"], aside=t["aside"]) for t in tables),
             history,
         ]
-    return [_file_move(vector_store_for(config).location, snapshot_id), history]
+    return [_file_move(store.location, snapshot_id), history]
 
 
 def _file_move(target: Path | None, snapshot_id: str) -> Move:
@@ -114,11 +117,12 @@ def _with_existence(moves: list[Move]) -> list[Move]:
 
 
 def _existing(config: Config, moves: list[Move]) -> list[Move]:
-    """``_with_existence``; on pgvector the tables are looked up in the catalog. Reads only."""
-    if config.pgvector is None:
+    """``_with_existence``; on a server store the tables are looked up in its catalog. Reads only."""
+    staging = vector_store_for(config).staging()
+    if staging is None:
         return _with_existence(moves)
     *tables, history = moves
-    found = pg_restore.with_catalog(config, [{**asdict(t), "indexes": {}} for t in tables])
+    found = staging.with_catalog([{**asdict(t), "indexes": {}} for t in tables])
     return [*(_table_move(t) for t in found), *_with_existence([history])]
 
 
@@ -170,8 +174,10 @@ def run_restore(
     """
     recovered = finish_interrupted(config)
     seen = state.last_check(config.state_dir)  # before this restore's own check replaces it
-    vector_store_for(config).require_free("restore")
-    if config.pgvector is not None:
+    store = vector_store_for(config)
+    store.require_free("restore")
+    in_store = store.staging() is not None  # a server store stages and swaps it itself
+    if in_store:
         pg_restore.require_free(config)  # the app holds history.db and no window is configured
     target, chosen = choose.resolve(config, target, before, no_safety=True)
     # <work_dir>/restore-<pid>-*: the next run removes a download a SIGKILL left
@@ -195,11 +201,11 @@ def run_restore(
             return replace(planned, skipped=True)
         _require_force(config, force or dry_run)
         if dry_run:
-            route = pg_restore.would_route(config) if config.pgvector is not None else "direct"
+            route = pg_restore.would_route(config) if in_store else "direct"
             return replace(planned, moves=tuple(_existing(config, moves)), route=route)
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")
         taken = Taken(route="direct")
-        if config.pgvector is not None:
+        if in_store:
             moves, aside = _put_tables_in_place(config, manifest, plain, moves, taken)
         else:
             moves = _put_in_place(config, manifest, plain, moves)
@@ -221,7 +227,7 @@ def _require_force(config: Config, given: bool) -> None:
 def _put_tables_in_place(
     config: Config, manifest: Manifest, plain: Path, moves: list[Move], taken: Taken
 ) -> tuple[list[Move], tuple[str, ...]]:
-    """pgvector: load and swap the tables, swap history.db (``restore.pgvector``)."""
+    """A server store: load and swap the tables, swap history.db (``restore.pgvector``)."""
     with operation_lock(config.state_dir, "restore"):
         *tables, history = moves
         history = _unique_asides(_with_existence([history]))[0]

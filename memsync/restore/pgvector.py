@@ -1,9 +1,9 @@
-"""``restore`` on pgvector: the snapshot's tables loaded beside the live ones, swapped in by renames.
+"""``restore`` on a server store (pgvector): the snapshot's tables loaded beside the live ones, swapped in by renames.
 
 Steps (each recorded in the intent journal ``restore-journal.json``, ``"backend": "pgvector"``):
 
 1. ``loading``: each table of the snapshot (``pgvector/<table>.csv``) is loaded into a new
-   table ``<table>_restore_<id>`` with its indexes (``memsync.stores.pgvector.load``); the
+   table ``<table>_restore_<id>`` with its indexes (the store's ``staging()``); the
    snapshot's history.db is staged beside the live one (``<history>.restore-<id>``).
 2. ``staged``: then, with the app kept off history.db (nobody holds it; or the app's memsync
    agent pauses its writes and closes mem0's history connection, ``restore.pg_agent``; or
@@ -37,22 +37,21 @@ from memsync.restore.pg_agent import agent_for, history_holder, history_released
 from memsync.routes.window import Taken, app_stopped, recover_window
 from memsync.state import RESTORE_JOURNAL, fsync_dir, write_json_atomic
 from memsync.stores import history as history_store
+from memsync.stores.backends import backend_of_mode, vector_store_for
 from memsync.stores.manifest import Manifest
-from memsync.stores.pgvector import PgVector, export, load
 from memsync.stores.sqlite_files import set_wal_mode, work_dir_error
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.vector_store import StagedRestore
 
 logger = structlog.get_logger(__name__)
 
-BACKEND = "pgvector"
 SIDES = ("-journal", "-wal", "-shm")
 
 
-def store_of(config: Config) -> PgVector:
-    """The deployment's pgvector store (``config.pgvector`` is set)."""
-    store = vector_store_for(config)
-    assert isinstance(store, PgVector)
-    return store
+def staging_of(config: Config) -> StagedRestore:
+    """The deployment's server store's staging (its store's ``staging()`` is not None)."""
+    staging = vector_store_for(config).staging()
+    assert staging is not None
+    return staging
 
 
 def require_free(config: Config) -> None:
@@ -65,8 +64,7 @@ def require_free(config: Config) -> None:
             ``[app] stop_command``/``start_command`` are not both set.
         UnavailableError: (exit 11) an agent answers for another deployment or process.
     """
-    with store_of(config).connect(read_only=True) as connection:
-        load.require_vector_extension(connection)  # a dry run says it too
+    staging_of(config).require_ready()  # a dry run says it too
     holder = history_holder(config)
     if holder is None or config.app.window:
         return
@@ -97,35 +95,12 @@ def would_route(config: Config) -> str | None:
 
 def plan_tables(config: Config, snapshot_id: str) -> list[dict[str, Any]]:
     """The memory and entity tables of a restore: live, staged and aside names. Pure."""
-    store = store_of(config)
-    part = load.tag(snapshot_id)
-    return [
-        {
-            "live": table,
-            "staged": load.name(table, f"restore_{part}"),
-            "aside": load.name(table, f"pre_restore_{part}"),
-            "had_live": True,
-            "indexes": {},
-        }
-        for table in (store.collection, store.entities_collection)
-    ]
+    return staging_of(config).plan(snapshot_id)
 
 
 def with_catalog(config: Config, tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Record which live tables exist and give each aside a name no table has. Reads only."""
-    done = []
-    with store_of(config).connect() as connection:
-        for table in tables:
-            aside, number = table["aside"], 1
-            while load.exists(connection, aside):
-                # the number goes inside the suffix: a cut name keeps its _pre_restore_ mark
-                suffix = "pre_restore_" + table["aside"].rsplit("_pre_restore_", 1)[-1]
-                aside = load.name(table["live"], f"{suffix}_{number}")
-                number += 1
-            done.append(
-                {**table, "aside": aside, "had_live": load.exists(connection, table["live"])}
-            )
-    return done
+    return staging_of(config).with_catalog(tables)
 
 
 def put_in_place(
@@ -146,25 +121,21 @@ def put_in_place(
         LockedError: the app holds history.db and no window is configured (exit 12).
         WindowError, UnavailableError, TryLaterError: as ``app_stopped`` and ``load``.
     """
-    schema = export.read_schema(plain / store_of(config).capture_dir) or {"tables": {}}
+    store = vector_store_for(config)
+    staging, root = staging_of(config), plain / store.capture_dir
+    captured = staging.captured_tables(root)
     tables = [
-        {**t, "staged": t["staged"] if t["live"] in schema["tables"] else None}
-        for t in with_catalog(config, tables)
+        {**t, "staged": t["staged"] if t["live"] in captured else None}
+        for t in staging.with_catalog(tables)
     ]
     document: dict[str, Any] = {
-        "backend": BACKEND, "snapshot_id": manifest.id, "phase": "loading",
+        "backend": store.mode, "snapshot_id": manifest.id, "phase": "loading",
         "tables": tables, "history": asdict(history),
     }  # fmt: skip
     write_json_atomic(journal(config), document)
     try:
-        with store_of(config).connect(read_only=False) as connection:
-            load.require_owner(connection, [t["live"] for t in tables])
-            for table in tables:
-                if table["staged"] is not None:
-                    shape = schema["tables"][table["live"]]
-                    csv = plain / store_of(config).capture_dir / shape["file"]
-                    table["indexes"] = load.load_table(connection, table["staged"], shape, csv)
-        _stage_history(manifest, plain, history)
+        staging.load(root, tables)
+        _stage_history(manifest, plain, history, store.capture_dir)
         _phase(config, document, "staged")
     except BaseException:
         _roll_back(config, document)
@@ -173,8 +144,7 @@ def put_in_place(
         document["history_rowid"] = history_store.last_rowid(Path(history.live))
         write_json_atomic(journal(config), document)  # rows above it: written after the swap
         try:
-            with store_of(config).connect(read_only=False) as connection:
-                load.swap(connection, tables)
+            staging.swap(tables)
         except BaseException:
             _roll_back(config, document)
             raise
@@ -219,11 +189,11 @@ def _app_kept_off(config: Config, taken: Taken) -> Iterator[None]:
         yield
 
 
-def _stage_history(manifest: Manifest, plain: Path, history: Any) -> None:
+def _stage_history(manifest: Manifest, plain: Path, history: Any, capture_dir: str) -> None:
     """Copy the snapshot's history.db to ``history.staged`` (WAL mode back if so), owner matched."""
     from memsync.restore import match_owner
 
-    entries = [e for e in manifest.files if not e.path.startswith(f"{BACKEND}/")]
+    entries = [e for e in manifest.files if not e.path.startswith(f"{capture_dir}/")]
     staged = Path(history.staged)
     staged.unlink(missing_ok=True)
     if not entries:
@@ -259,8 +229,7 @@ def _swap_history(history: Any) -> None:
 def _roll_back(config: Config, document: dict[str, Any]) -> None:
     """Drop memsync's staged tables, remove the staged history.db, remove the journal."""
     staged = [t["staged"] for t in document["tables"] if t["staged"] is not None]
-    with store_of(config).connect(read_only=False) as connection:
-        load.drop_tables(connection, staged)
+    staging_of(config).drop_staged(staged)
     Path(document["history"]["staged"]).unlink(missing_ok=True)
     journal(config).unlink(missing_ok=True)
 
@@ -271,13 +240,7 @@ def _swapped(config: Config, document: dict[str, Any]) -> bool:
         return True
     if document["phase"] != "staged":
         return False  # loading: staged tables may not exist yet, the swap never began
-    with store_of(config).connect() as connection:
-        for table in document["tables"]:
-            if table["staged"] is not None:
-                return not load.exists(connection, table["staged"])
-            if table["had_live"]:
-                return load.exists(connection, table["aside"])
-    return False
+    return staging_of(config).swapped(document["tables"])
 
 
 def finish_interrupted(config: Config, document: dict[str, Any]) -> str:
@@ -351,12 +314,16 @@ class _HistoryMove:
 
 
 def read_journal(path: Path) -> dict[str, Any] | None:
-    """The journal's document when it is a pgvector restore's, else None. Reads only."""
+    """The journal's document when it is a server store's restore (``backend``), else None. Reads only."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return document if isinstance(document, dict) and document.get("backend") == BACKEND else None
+    return (
+        document
+        if isinstance(document, dict) and isinstance(document.get("backend"), str)
+        else None
+    )
 
 
 OTHER_BACKEND_HINT = (
@@ -375,20 +342,19 @@ OLD_CONFIG_HINT = (
 def refuse_other_backend(
     config: Config, manifest: Manifest, hint: str = OTHER_BACKEND_HINT
 ) -> None:
-    """Refuse a snapshot of the other backend (exit 10): pgvector vs embedded Qdrant.
+    """Refuse a snapshot of another backend (exit 10): pgvector vs embedded Qdrant.
 
     Raises:
         ConfigError: the manifest's mode and the config's vector store differ.
     """
-    configured = BACKEND if config.pgvector is not None else "embedded"
-    taken = BACKEND if manifest.mode == BACKEND else "embedded"
-    if configured != taken:
+    configured, taken = vector_store_for(config), backend_of_mode(manifest.mode)
+    if configured.mode != taken.mode:
+        article = "an" if taken.label[0] in "aeiou" else "a"
         raise ConfigError(
             config.source,
             [
                 f"mem0.vector_store.provider: snapshot {manifest.id} is of "
-                f"{'a pgvector' if taken == BACKEND else 'an embedded Qdrant'} deployment, this one "
-                f"uses {'pgvector' if configured == BACKEND else 'embedded Qdrant'}"
+                f"{article} {taken.label} deployment, this one uses {configured.label}"
             ],
             hint,
         )

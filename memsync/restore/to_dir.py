@@ -26,7 +26,7 @@ from memsync.restore import Move, stage
 from memsync.restore import pgvector as pg_restore
 from memsync.snapshot import choose
 from memsync.state import fsync_dir, write_json_atomic
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 
 logger = structlog.get_logger(__name__)
 

@@ -41,8 +41,8 @@ from memsync.routes.window import (
 )
 from memsync.stores import app_process, interpreter, mem0
 from memsync.stores.agent_client import AgentWriter, find_agent
+from memsync.stores.backends import vector_store_for
 from memsync.stores.locks import LockHolder
-from memsync.stores.vector_store import vector_store_for
 from memsync.stores.writer import Route, Writer
 
 __all__ = [

@@ -33,8 +33,8 @@ from memsync.errors import LockedError, TryLaterError, UnavailableError
 from memsync.model import HistoryEvent
 from memsync.state import WINDOW_FILE, window_left_open, write_json_atomic
 from memsync.stores import interpreter, mem0
+from memsync.stores.backends import vector_store_for
 from memsync.stores.locks import LockHolder
-from memsync.stores.vector_store import vector_store_for
 from memsync.stores.writer import Route, Writer
 from memsync.utc import iso
 

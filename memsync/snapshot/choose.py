@@ -27,6 +27,7 @@ from memsync.snapshot.embedder import hint as embedder_hint
 from memsync.snapshot.transfer import download_snapshot
 from memsync.snapshot.verify import VERIFY_CODES, verify_directory
 from memsync.stores import snapshots
+from memsync.stores.backends import backend_of_mode, vector_store_for
 from memsync.stores.manifest import Manifest
 
 LATEST = "latest"
@@ -85,8 +86,8 @@ def parse_time(text: str) -> datetime:
 
 
 def backend_of(manifest: Manifest) -> str:
-    """``"pgvector"`` for a pgvector snapshot (manifest ``mode``), else ``"embedded"``. Pure."""
-    return "pgvector" if manifest.mode == "pgvector" else "embedded"
+    """The backend's manifest ``mode`` of the snapshot (``"embedded"``, ``"pgvector"``). Pure."""
+    return backend_of_mode(manifest.mode).mode
 
 
 def pick(
@@ -141,7 +142,7 @@ def choose(config: Config, before: datetime | None, *, no_safety: bool = False) 
     local_repo = repository.local_or_none(config)
     local = local_repo.list() if local_repo is not None else []
     remote = repository.remote(config).list() if config.s3 is not None else []
-    backend = "pgvector" if config.pgvector is not None else "embedded"
+    backend = vector_store_for(config).mode
     other_embedder = {  # taken before a migration changed the embedder: never chosen
         e.id for e in [*local, *remote] if e.manifest and find_mismatch(e.manifest, config)
     }

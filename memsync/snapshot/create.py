@@ -30,7 +30,6 @@ from memsync.state import fsync_dir, write_json_atomic
 from memsync.stores import deployment, interpreter, snapshots
 from memsync.stores.agent_client import not_held_reason, writes_held
 from memsync.stores.manifest import MANIFEST, SAFETY, FileEntry, Manifest, sign
-from memsync.stores.pgvector.export import pgvector_versions
 from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
 from memsync.stores.vector_store import refuse_legacy_store
 
@@ -90,11 +89,13 @@ def build_manifest(
 
 
 def _with_backend(manifest: Manifest, captured: deployment.Captured) -> Manifest:
-    """A pgvector snapshot's manifest: ``mode`` ``"pgvector"`` and the server's versions."""
-    if captured.store.kind != "pgvector":
-        return manifest
-    server = pgvector_versions(captured.vectors.root)
-    return replace(manifest, mode="pgvector", versions={**manifest.versions, **server})
+    """The manifest with the backend's ``mode`` and the versions its capture recorded.
+
+    pgvector: ``"pgvector"`` and the server's versions; embedded Qdrant: ``"embedded"``, none.
+    """
+    store = captured.store
+    server = store.captured_versions(captured.vectors)
+    return replace(manifest, mode=store.mode, versions={**manifest.versions, **server})
 
 
 def unsettled(report: CheckReport) -> list[str]:

@@ -37,8 +37,8 @@ from memsync.snapshot.tripwire import (
     find_drops,
     split_drops,
 )
+from memsync.stores.backends import vector_store_for
 from memsync.stores.manifest import Manifest
-from memsync.stores.vector_store import vector_store_for
 
 logger = structlog.get_logger(__name__)
 

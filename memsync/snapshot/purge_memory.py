@@ -27,7 +27,8 @@ from memsync.errors import UnavailableError
 from memsync.model import CaptureWindow, Severity
 from memsync.repository import LocalRepository, S3Repository
 from memsync.stores import deployment, snapshots
-from memsync.stores.vector_store import VectorStore, vector_store_for
+from memsync.stores.backends import vector_store_for
+from memsync.stores.vector_store import VectorStore
 
 PURGING_SUFFIX = ".purging"
 RETIRED_SUFFIX = ".purged-old"  # the old snapshot between the two renames of a rewrite

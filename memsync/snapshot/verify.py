@@ -32,10 +32,11 @@ from memsync.repository import (
 from memsync.s3 import TransportError
 from memsync.snapshot.create import signing_key
 from memsync.stores import deployment
+from memsync.stores.backends import vector_store_for
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, ManifestTooNew, signature_ok
 from memsync.stores.snapshots import PARTIAL_SUFFIX, VERIFIED
 from memsync.stores.sqlite_files import integrity
-from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store_for
+from memsync.stores.vector_store import VectorCapture, VectorStore
 
 VERIFY_CODES = registry.codes(registry.Source.VERIFY)
 HISTORY_FILE = "history.db"
@@ -284,7 +285,7 @@ def _verify_contents(
                 _problem(
                     "integrity-failed",
                     f"{store.capture_dir}/{relative}",
-                    verdict if store.kind == "pgvector" else f"PRAGMA integrity_check: {verdict}",
+                    store.integrity_prefix + verdict,
                 )
             )
             good.discard(f"{store.capture_dir}/{relative}")

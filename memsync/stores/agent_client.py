@@ -36,7 +36,7 @@ from memsync.config import Config
 from memsync.errors import TryLaterError, UnavailableError
 from memsync.model import HistoryEvent
 from memsync.stores import history, locks
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 from memsync.stores.writer import Route
 
 logger = structlog.get_logger(__name__)
@@ -450,9 +450,10 @@ def require_same_deployment(client: AgentClient, config: Config) -> None:
         "collection": store.get("collection"),
         "history.db": hello.get("history_db_path"),
     }
+    location = vector_store_for(config).location
     ours = {
         # a server store (pgvector) has no path: the agent reports None (memsync.agent.ops)
-        "vector store path": None if config.pgvector else str(config.qdrant_path.resolve()),
+        "vector store path": None if location is None else str(location.resolve()),
         "collection": config.collection,
         "history.db": str(config.history_db_path.resolve()),
     }

@@ -28,8 +28,8 @@ from memsync.config import Config, resolve_secrets
 from memsync.errors import ConfigError, LockedError, UnavailableError
 from memsync.stores import interpreter
 from memsync.stores.agent_client import AgentClient
+from memsync.stores.backends import vector_store_for
 from memsync.stores.interpreter import AppInterpreter
-from memsync.stores.vector_store import vector_store_for
 
 logger = structlog.get_logger(__name__)
 

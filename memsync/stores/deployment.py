@@ -19,7 +19,7 @@ from pathlib import Path
 import structlog
 
 from memsync import flock
-from memsync.config import MEM0_DEFAULT_COLLECTION, Config
+from memsync.config import Config
 from memsync.errors import UnavailableError
 from memsync.model import (
     CaptureWindow,
@@ -30,8 +30,9 @@ from memsync.model import (
     Point,
 )
 from memsync.stores import history, journal_mode
+from memsync.stores.backends import layout_store, vector_store_for
 from memsync.stores.sqlite_files import CopyResult, pinned_snapshots, present, work_dir_error
-from memsync.stores.vector_store import VectorCapture, VectorStore, vector_store_for
+from memsync.stores.vector_store import VectorCapture, VectorStore
 
 logger = structlog.get_logger(__name__)
 CAPTURING_LOCK = ".capturing"
@@ -168,22 +169,6 @@ def from_directory(
     return Captured(
         root=root, store=store, vectors=vectors, history_copy=history_copy, window=window
     )
-
-
-def layout_store(root: Path) -> VectorStore:
-    """The vector store whose layout a snapshot's plaintext at ``root`` holds. Reads one stat.
-
-    ``pgvector/`` (a pgvector export, since issue 13), else ``qdrant/`` (embedded Qdrant), with
-    mem0's default collection names (``read_inventory`` reads it with the config's names).
-    """
-    if (root / "pgvector").is_dir():
-        from memsync.config import PGVectorSettings
-        from memsync.stores.pgvector import PgVector
-
-        return PgVector(PGVectorSettings(collection_name=MEM0_DEFAULT_COLLECTION))
-    from memsync.stores.local_qdrant import EmbeddedQdrant
-
-    return EmbeddedQdrant(root / "qdrant", MEM0_DEFAULT_COLLECTION)
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from memsync.model import HistoryEvent, MemoryHistory, MessageScope, parse_time
-from memsync.stores.qdrant_formats import normalize_point_id
+from memsync.stores.point_ids import normalize_point_id
 from memsync.stores.sqlite_files import (
     CopyResult,
     connect_readonly,

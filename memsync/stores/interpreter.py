@@ -32,7 +32,7 @@ import structlog
 
 from memsync.config import Config
 from memsync.errors import ConfigError
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 from memsync.utc import iso
 
 logger = structlog.get_logger(__name__)

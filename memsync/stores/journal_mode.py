@@ -22,13 +22,13 @@ from pathlib import Path
 
 from memsync.config import Config
 from memsync.errors import UnavailableError
+from memsync.stores.backends import vector_store_for
 from memsync.stores.sqlite_files import (
     header_journal_mode,
     present,
     require_regular_file,
     translate,
 )
-from memsync.stores.vector_store import vector_store_for
 
 WAL = "wal"
 ROLLBACK = "rollback"

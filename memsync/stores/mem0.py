@@ -20,9 +20,9 @@ from memsync.config import Config
 from memsync.errors import ConfigError, UnavailableError
 from memsync.stores import app_process, interpreter
 from memsync.stores.agent_client import AgentWriter
+from memsync.stores.backends import vector_store_for
 from memsync.stores.interpreter import AppInterpreter
 from memsync.stores.sqlite_files import roll_back_hot_journal
-from memsync.stores.vector_store import vector_store_for
 from memsync.stores.writer import Route
 
 PROBE_TEXT = "memsync embedder probe"

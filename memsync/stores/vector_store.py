@@ -1,10 +1,9 @@
 """The vector-store port: everything memsync's operations need from a vector store.
 
 capture, inventory, snapshot, restore, reconcile and doctor reach the vector store only
-through ``VectorStore``; ``vector_store_for(config)`` builds the one the config names:
-embedded (local-mode) Qdrant (``memsync.stores.local_qdrant.EmbeddedQdrant``, qdrant-client
-1.20 files) or Postgres with pgvector (``memsync.stores.pgvector.PgVector``, whose captures are
-CSV exports read the same way).
+through ``VectorStore``; ``memsync.stores.backends.backend_for`` builds the one the config
+names (embedded Qdrant's qdrant-client 1.20 files, or Postgres with pgvector, whose captures
+are CSV exports read the same way). This module imports no backend.
 
 Vocabulary:
     live store: the files (or server) the app writes through mem0; ``location`` names it.
@@ -23,9 +22,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from memsync.config import Config
 from memsync.errors import UnavailableError
-from memsync.model import CollectionInfo, EntityLink, Point
+from memsync.model import CollectionInfo, DoctorResult, EntityLink, Point
 from memsync.stores.locks import LockHolder
 from memsync.stores.sqlite_files import CopyResult
 
@@ -88,14 +86,54 @@ class StoredPoint:
     vector: list[float] | None
 
 
-@runtime_checkable
-class VectorStore(Protocol):
-    """What capture, inventory, snapshot, restore, reconcile and doctor need from a vector store.
+class StagedRestore(Protocol):
+    """A restore a server store stages and swaps itself (pgvector: tables beside the live ones).
 
-    An instance is bound to one deployment's live store and its two collections. Methods that
-    read a capture never touch the live store, take no lock, and accept any captured layout
-    this backend wrote (a fresh capture, or a snapshot's plaintext files). Every error is a
-    ``memsync.errors`` one: library and SQLite exceptions never leave an implementation.
+    Tables (or whatever the server keeps a collection in) are described by dicts, as the
+    restore journal records them: ``live``, ``staged`` (None: the snapshot has none),
+    ``aside``, ``had_live``, ``indexes``. ``memsync.restore.pgvector`` runs the steps.
+    """
+
+    def require_ready(self) -> None:
+        """Refuse (exit 11) a server that cannot take the restore (no vector extension)."""
+        ...
+
+    def plan(self, snapshot_id: str) -> list[dict[str, Any]]:
+        """The collections of a restore with their live, staged and aside names. Pure."""
+        ...
+
+    def with_catalog(self, tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Which live ones exist, and aside names nothing has. Reads only."""
+        ...
+
+    def captured_tables(self, root: Path) -> dict[str, Any]:
+        """The collections a capture at ``root`` holds, by live name. Reads only."""
+        ...
+
+    def load(self, root: Path, tables: list[dict[str, Any]]) -> None:
+        """Load each staged one from the capture at ``root`` (sets ``indexes``)."""
+        ...
+
+    def swap(self, tables: list[dict[str, Any]]) -> None:
+        """In one transaction: each live one aside, each staged one into place."""
+        ...
+
+    def drop_staged(self, staged: list[str]) -> None:
+        """Drop memsync's own staged ones (a rollback). Idempotent."""
+        ...
+
+    def swapped(self, tables: list[dict[str, Any]]) -> bool:
+        """Whether the swap committed. Reads only."""
+        ...
+
+
+@runtime_checkable
+class CaptureReader(Protocol):
+    """What reading a capture of a vector store needs: a capture's (or a snapshot's) files.
+
+    Methods here never touch the live store, take no lock, and accept any captured layout the
+    backend wrote (a fresh capture, or a snapshot's plaintext files); ``erase_points`` rewrites
+    such a copy. Every error is a ``memsync.errors`` one.
     """
 
     @property
@@ -104,17 +142,13 @@ class VectorStore(Protocol):
         ...
 
     @property
-    def location(self) -> Path | None:
-        """The live store's directory (embedded Qdrant: ``vector_store.config.path``).
-
-        None for a server backend (pgvector): it has no files memsync reaches; code that moves,
-        probes or copies the live store's files applies to embedded stores only.
-        """
+    def label(self) -> str:
+        """The backend's name in messages (``"embedded Qdrant"``, ``"pgvector"``)."""
         ...
 
     @property
-    def where(self) -> str:
-        """Where the live store is, for messages: a directory, or a server and table (no secret)."""
+    def integrity_prefix(self) -> str:
+        """What a ``check_copy`` verdict is prefixed with in a finding (``"PRAGMA integrity_check: "``)."""
         ...
 
     @property
@@ -141,96 +175,10 @@ class VectorStore(Protocol):
         """mem0's entity collection (``<collection>_entities``, mem0ai 2.2.1)."""
         ...
 
-    # --- doctor and writers: the live store ------------------------------------------------
-
-    def present(self) -> bool:
-        """Tell whether the live store exists (embedded Qdrant: ``meta.json`` is there).
-
-        A dangling link counts as present (and then fails to read). Reads only.
-
-        Raises:
-            UnavailableError: the location is unreachable (permissions).
-        """
-        ...
-
-    def holds_data(self) -> bool:
-        """Tell whether the live location holds anything a restore would replace.
-
-        Embedded Qdrant: any entry in its directory but the ``.lock`` (a store without its
-        ``meta.json`` counts: restore moves it aside rather than over it). Reads only.
-        """
-        ...
-
-    def holder(self) -> LockHolder | None:
-        """Return the process holding the live store (the app, through mem0), or None.
-
-        Embedded Qdrant allows one process at a time (its ``.lock``); a server backend holds
-        nothing and returns None. Reads /proc; never takes the lock, not even to probe.
-        """
-        ...
-
-    def lock_path(self) -> Path | None:
-        """The lock file a writer holds (embedded Qdrant: ``<location>/.lock``); None if none."""
-        ...
-
-    def require_free(self, what: str) -> None:
-        """Return when a direct write (through mem0 or memsync) is possible now.
-
-        Args:
-            what: the operation, for the message (``"forget"``).
-
-        Raises:
-            LockedError: (exit 12) another process holds the store; the message names it.
-        """
-        ...
-
-    def prepare_for_writing(self) -> None:
-        """Undo what a crashed writer left half-done before memsync writes (hot journals).
-
-        Only writing commands call it (read-only copies cannot roll a journal back).
-        Writes the live store (rollback only). Idempotent.
-
-        Raises:
-            TryLaterError: a file is busy; UnavailableError: a file is unreadable.
-        """
-        ...
-
     def collection_file(self, collection: str, root: Path | None = None) -> Path:
         """The file holding ``collection`` under ``root`` (default: the live ``location``). Pure.
 
         For messages (doctor names live files) and for reading a captured layout.
-        """
-        ...
-
-    # --- capture ----------------------------------------------------------------------------
-
-    def read_collections(self) -> dict[str, CollectionInfo] | None:
-        """Read the live store's collections and their vector parameters; None when absent.
-
-        Reads only (no lock).
-
-        Raises:
-            UnavailableError: the metadata exists but is unreadable or not valid.
-        """
-        ...
-
-    def capture(self, dest: Path, *, vectors: bool = True) -> VectorCapture:
-        """Copy the live store into ``dest`` consistently, while the app may be writing.
-
-        ``vectors=False``: the copy is read as an inventory only (points, payloads, vector
-        sizes), so a store may leave the vector values out where that is cheaper (pgvector
-        exports each row's ``vector_dims``; embedded Qdrant copies its files whole anyway).
-
-        Each collection is copied in one short read (embedded Qdrant: one ``VACUUM INTO`` per
-        ``storage.sqlite``, the memory collection first); each copy's ``CopyResult`` holds its
-        UTC start and end and its duration in seconds, so the capture window can be stated.
-        Takes no lock. Writes under ``dest`` only. An absent store gives ``present=False``
-        and no copies.
-
-        Raises:
-            UnavailableError: a store file is unreadable or damaged (a listed collection with no
-                readable file is damage, never "no points").
-            TryLaterError: a file stays busy, or ``dest``'s disk is full.
         """
         ...
 
@@ -245,18 +193,6 @@ class VectorStore(Protocol):
             UnavailableError: the metadata is unreadable or not valid.
         """
         ...
-
-    def legacy_files(self) -> dict[str, tuple[str, ...]]:
-        """The live store's files of a legacy point store its library no longer reads.
-
-        By collection, paths relative to ``location``; {} when there is none (embedded Qdrant:
-        ``storage.dbm*`` of qdrant-client < 1.1.7 beside the ``storage.sqlite`` that
-        qdrant-client 1.20 reads instead). Their points are invisible to mem0, not lost:
-        nothing may be deleted or recorded as lost while they are there. Reads only.
-        """
-        ...
-
-    # --- inventory ----------------------------------------------------------------------------
 
     def iter_points(self, capture: VectorCapture, collection: str) -> Iterator[Point]:
         """Yield every current point of a captured collection (none when it has no copy).
@@ -331,18 +267,6 @@ class VectorStore(Protocol):
         """
         ...
 
-    def read_live_entities(self) -> tuple[EntityLink, ...]:
-        """Read mem0's entity links from the live store, sorted by entity id (as ``read_entities``).
-
-        Only for a writer holding the store (inside ``mem0.open_memory``), after its own
-        deletes: nobody else can be writing then. Empty when the entity collection is absent.
-        Reads only.
-
-        Raises:
-            UnavailableError: the entity collection is unreadable or a point does not decode.
-        """
-        ...
-
     def iter_stored(
         self, capture: VectorCapture, collection: str
     ) -> Iterator[tuple[str, StoredPoint]]:
@@ -370,24 +294,6 @@ class VectorStore(Protocol):
         """
         ...
 
-    # --- erasure ---------------------------------------------------------------------------
-
-    def compact(self) -> str:
-        """Rewrite the live store so no free page keeps deleted content (erase, after deletes).
-
-        Returns what was done, for the erasure's report (pgvector: ``"VACUUM FULL"``, or a
-        plain VACUUM of a table locked too long, said so).
-
-        Embedded Qdrant: ``VACUUM`` of each ``storage.sqlite``: SQLite allows it while the app
-        holds the store (one exclusive transaction, 5 s busy timeout; qdrant-client keeps its
-        points in memory and never reads the rows again), so it needs no route; memsync's own
-        ``Memory`` must be closed. Writes the live store. Idempotent.
-
-        Raises:
-            TryLaterError: a file stays busy; UnavailableError: a file cannot be rewritten.
-        """
-        ...
-
     def erase_points(self, root: Path, point_ids: Sequence[str]) -> int:
         """Remove points from a copy at ``root`` (a pre-restore copy, a snapshot being rewritten).
 
@@ -401,31 +307,9 @@ class VectorStore(Protocol):
         """
         ...
 
-    # --- after a migration ---------------------------------------------------------------------
-
-    def remove_store(self, *, dry_run: bool = False) -> int:
-        """Remove the whole live store: the old store a migration left (``migrate --cleanup``).
-
-        Embedded Qdrant: the directory, only when every entry is one qdrant-client writes
-        (``meta.json``, ``.lock``, ``collection/<name>/storage.sqlite`` and its SQLite
-        journals); pgvector: ``DROP TABLE`` of the memory and entity tables in one
-        transaction. The caller makes sure nobody holds the store (``require_free``) and that
-        it is not a live deployment's. An absent store removes nothing (0). Idempotent.
-
-        Args:
-            dry_run: measure only; nothing is removed.
-
-        Returns:
-            the bytes the store takes (took): files' sizes, or ``pg_total_relation_size``.
-
-        Raises:
-            ConfigError: (exit 10) the directory holds something qdrant-client never writes
-                (it is not only a store: nothing is removed; the message names the entry).
-            UnavailableError: the store cannot be read or removed (permissions, server).
-        """
+    def captured_versions(self, capture: VectorCapture) -> dict[str, str | None]:
+        """Versions a capture recorded for a snapshot's manifest (``versions``); {} if none."""
         ...
-
-    # --- snapshot and restore -----------------------------------------------------------------
 
     def files(self, root: Path) -> list[str]:
         """The store's files under ``root`` (live location or a capture), relative to it, sorted.
@@ -466,28 +350,250 @@ class VectorStore(Protocol):
         ...
 
 
-def vector_store_for(config: Config) -> VectorStore:
-    """Build the vector store the config names. Pure (opens nothing).
+@runtime_checkable
+class LiveStore(Protocol):
+    """What a live vector store does: presence, its holder, capture, erasure, restore, probes.
 
-    ``provider = "qdrant"`` with ``path``: embedded Qdrant; ``provider = "pgvector"``: Postgres
-    (``memsync.stores.pgvector.PgVector``); the config loader refuses every other provider.
+    Bound to one deployment's live store and its two collections. Every error is a
+    ``memsync.errors`` one: library and SQLite exceptions never leave an implementation.
     """
-    if config.pgvector is not None:
-        from memsync.stores.pgvector import PgVector
 
-        return PgVector(config.pgvector)
-    from memsync.stores.local_qdrant import EmbeddedQdrant
+    @property
+    def mode(self) -> str:
+        """A snapshot manifest's ``mode`` for this backend (``"embedded"``, ``"pgvector"``)."""
+        ...
 
-    return EmbeddedQdrant(config.qdrant_path, config.collection)
+    @property
+    def bytes_per_dimension(self) -> int:
+        """What one vector dimension takes in this store, in bytes (an estimate, for plans)."""
+        ...
+
+    @property
+    def location(self) -> Path | None:
+        """The live store's directory (embedded Qdrant: ``vector_store.config.path``).
+
+        None for a server backend (pgvector): it has no files memsync reaches; code that moves,
+        probes or copies the live store's files applies to embedded stores only.
+        """
+        ...
+
+    @property
+    def where(self) -> str:
+        """Where the live store is, for messages: a directory, or a server and table (no secret)."""
+        ...
+
+    def present(self) -> bool:
+        """Tell whether the live store exists (embedded Qdrant: ``meta.json`` is there).
+
+        A dangling link counts as present (and then fails to read). Reads only.
+
+        Raises:
+            UnavailableError: the location is unreachable (permissions).
+        """
+        ...
+
+    def holds_data(self) -> bool:
+        """Tell whether the live location holds anything a restore would replace.
+
+        Embedded Qdrant: any entry in its directory but the ``.lock`` (a store without its
+        ``meta.json`` counts: restore moves it aside rather than over it). Reads only.
+        """
+        ...
+
+    def holder(self) -> LockHolder | None:
+        """Return the process holding the live store (the app, through mem0), or None.
+
+        Embedded Qdrant allows one process at a time (its ``.lock``); a server backend holds
+        nothing and returns None. Reads /proc; never takes the lock, not even to probe.
+        """
+        ...
+
+    def lock_path(self) -> Path | None:
+        """The lock file a writer holds (embedded Qdrant: ``<location>/.lock``); None if none."""
+        ...
+
+    def require_free(self, what: str) -> None:
+        """Return when a direct write (through mem0 or memsync) is possible now.
+
+        Args:
+            what: the operation, for the message (``"forget"``).
+
+        Raises:
+            LockedError: (exit 12) another process holds the store; the message names it.
+        """
+        ...
+
+    def prepare_for_writing(self) -> None:
+        """Undo what a crashed writer left half-done before memsync writes (hot journals).
+
+        Only writing commands call it (read-only copies cannot roll a journal back).
+        Writes the live store (rollback only). Idempotent.
+
+        Raises:
+            TryLaterError: a file is busy; UnavailableError: a file is unreadable.
+        """
+        ...
+
+    def read_collections(self) -> dict[str, CollectionInfo] | None:
+        """Read the live store's collections and their vector parameters; None when absent.
+
+        Reads only (no lock).
+
+        Raises:
+            UnavailableError: the metadata exists but is unreadable or not valid.
+        """
+        ...
+
+    def capture(self, dest: Path, *, vectors: bool = True) -> VectorCapture:
+        """Copy the live store into ``dest`` consistently, while the app may be writing.
+
+        ``vectors=False``: the copy is read as an inventory only (points, payloads, vector
+        sizes), so a store may leave the vector values out where that is cheaper (pgvector
+        exports each row's ``vector_dims``; embedded Qdrant copies its files whole anyway).
+
+        Each collection is copied in one short read (embedded Qdrant: one ``VACUUM INTO`` per
+        ``storage.sqlite``, the memory collection first); each copy's ``CopyResult`` holds its
+        UTC start and end and its duration in seconds, so the capture window can be stated.
+        Takes no lock. Writes under ``dest`` only. An absent store gives ``present=False``
+        and no copies.
+
+        Raises:
+            UnavailableError: a store file is unreadable or damaged (a listed collection with no
+                readable file is damage, never "no points").
+            TryLaterError: a file stays busy, or ``dest``'s disk is full.
+        """
+        ...
+
+    def legacy_files(self) -> dict[str, tuple[str, ...]]:
+        """The live store's files of a legacy point store its library no longer reads.
+
+        By collection, paths relative to ``location``; {} when there is none (embedded Qdrant:
+        ``storage.dbm*`` of qdrant-client < 1.1.7 beside the ``storage.sqlite`` that
+        qdrant-client 1.20 reads instead). Their points are invisible to mem0, not lost:
+        nothing may be deleted or recorded as lost while they are there. Reads only.
+        """
+        ...
+
+    def read_live_entities(self) -> tuple[EntityLink, ...]:
+        """Read mem0's entity links from the live store, sorted by entity id (as ``read_entities``).
+
+        Only for a writer holding the store (inside ``mem0.open_memory``), after its own
+        deletes: nobody else can be writing then. Empty when the entity collection is absent.
+        Reads only.
+
+        Raises:
+            UnavailableError: the entity collection is unreadable or a point does not decode.
+        """
+        ...
+
+    def compact(self) -> str:
+        """Rewrite the live store so no free page keeps deleted content (erase, after deletes).
+
+        Returns what was done, for the erasure's report (pgvector: ``"VACUUM FULL"``, or a
+        plain VACUUM of a table locked too long, said so).
+
+        Embedded Qdrant: ``VACUUM`` of each ``storage.sqlite``: SQLite allows it while the app
+        holds the store (one exclusive transaction, 5 s busy timeout; qdrant-client keeps its
+        points in memory and never reads the rows again), so it needs no route; memsync's own
+        ``Memory`` must be closed. Writes the live store. Idempotent.
+
+        Raises:
+            TryLaterError: a file stays busy; UnavailableError: a file cannot be rewritten.
+        """
+        ...
+
+    def remove_store(self, *, dry_run: bool = False) -> int:
+        """Remove the whole live store: the old store a migration left (``migrate --cleanup``).
+
+        Embedded Qdrant: the directory, only when every entry is one qdrant-client writes
+        (``meta.json``, ``.lock``, ``collection/<name>/storage.sqlite`` and its SQLite
+        journals); pgvector: ``DROP TABLE`` of the memory and entity tables in one
+        transaction. The caller makes sure nobody holds the store (``require_free``) and that
+        it is not a live deployment's. An absent store removes nothing (0). Idempotent.
+
+        Args:
+            dry_run: measure only; nothing is removed.
+
+        Returns:
+            the bytes the store takes (took): files' sizes, or ``pg_total_relation_size``.
+
+        Raises:
+            ConfigError: (exit 10) the directory holds something qdrant-client never writes
+                (it is not only a store: nothing is removed; the message names the entry).
+            UnavailableError: the store cannot be read or removed (permissions, server).
+        """
+        ...
+
+    def probe_server(self, expected_dims: tuple[tuple[str, int], ...]) -> list[DoctorResult]:
+        """Doctor's results about the store's server (pgvector: ``pg-*``); [] for files.
+
+        ``expected_dims``: ``config.expected_dims``. Never raises (an unreachable server is an
+        error result). Reads only.
+        """
+        ...
+
+    def probe_set_aside(self) -> list[DoctorResult]:
+        """A ``pre-restore-copy`` (ok) per copy a restore moved aside inside the store itself.
+
+        pgvector: the ``<table>_pre_restore_*`` tables ([] when the server is unreachable);
+        embedded Qdrant: [] (its copies are directories beside it, doctor lists those). Reads only.
+        """
+        ...
+
+    def erase_set_aside(self, point_ids: Sequence[str]) -> list[str]:
+        """Erase the points from the copies a restore moved aside inside the store itself.
+
+        Returns the copies rewritten, for the erasure's report (pgvector: each
+        ``<table>_pre_restore_*`` table, rows deleted and VACUUM FULL); [] for embedded Qdrant
+        (its copies are directories the caller passes to ``erase_points``). Idempotent.
+
+        Raises:
+            UnavailableError: the server refuses a statement.
+        """
+        ...
+
+    def erase_old(self, point_ids: Sequence[str]) -> int:
+        """Delete the points from this store, the old store a migration left (never the live one).
+
+        Returns the rows removed. Embedded Qdrant rolls back a hot journal first.
+
+        Raises:
+            MemsyncError: the store is not there, or cannot be written.
+        """
+        ...
+
+    def describe_missing(self, present: bool) -> tuple[str, str, str | None]:
+        """What ``collection-missing`` says when the memory collection is missing. Pure.
+
+        Returns (what is missing, its likely causes, the path to name or None); ``present``:
+        the store itself was there when captured (``VectorCapture.present``).
+        """
+        ...
+
+    def staging(self) -> StagedRestore | None:
+        """How the server stages and swaps a restore in itself; None for a store of files.
+
+        None (embedded Qdrant): a restore moves the snapshot's files in place of ``location``.
+        """
+        ...
+
+    def refuse_dims(self, dims: int) -> tuple[str, str] | None:
+        """Why mem0 could not create this store with ``dims``-dimension vectors, and what to do.
+
+        None when it can (pgvector with ``hnsw = true`` takes at most 2,000). Pure.
+        """
+        ...
 
 
-def telemetry_store_for(config: Config) -> VectorStore:
-    """The second vector store mem0 opens when its telemetry is on. Pure (opens nothing).
+@runtime_checkable
+class VectorStore(LiveStore, CaptureReader, Protocol):
+    """What capture, inventory, snapshot, restore, reconcile and doctor need from a vector store.
 
-    mem0ai 2.2.1 opens an embedded Qdrant at ``$MEM0_DIR/migrations_qdrant``
-    (``config.migrations_qdrant_path``) with the collection ``mem0migrations``; doctor names
-    the process holding it. memsync itself never opens it.
+    A backend provides both halves: ``LiveStore`` (the live store) and ``CaptureReader``
+    (reading its captures). ``memsync.stores.backends.backend_for`` builds one.
+
+    An instance is bound to one deployment's live store and its two collections. Methods that
+    read a capture never touch the live store, take no lock, and accept any captured layout
+    this backend wrote (a fresh capture, or a snapshot's plaintext files). Every error is a
+    ``memsync.errors`` one: library and SQLite exceptions never leave an implementation.
     """
-    from memsync.stores.local_qdrant import EmbeddedQdrant
-
-    return EmbeddedQdrant(config.migrations_qdrant_path, TELEMETRY_COLLECTION)

@@ -17,7 +17,7 @@ from typing import Any
 
 from memsync import config as memsync_config
 from memsync.demo import deployment as build
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 from tests.helpers import window_app
 
 ROOT = Path(__file__).resolve().parents[2]

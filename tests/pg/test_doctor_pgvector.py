@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from memsync.doctor.pgvector import IDLE_IN_TRANSACTION_S, RESULT_CODES
+from memsync.stores.pgvector.doctor import IDLE_IN_TRANSACTION_S, RESULT_CODES
 
 # Results only an embedded Qdrant deployment can have (its files, its lock, its telemetry store)
 EMBEDDED_ONLY = {"store-lock", "private-tmp-mismatch", "collection-params", "legacy-point-store"}
@@ -359,7 +359,7 @@ def test_a_server_on_another_host_without_ssl_is_a_warning(pg_deployment, cli, r
 
 
 def test_a_transaction_open_five_minutes_is_a_warning_even_when_active():
-    from memsync.doctor.pgvector import LONG_TRANSACTION_S, judge_sessions
+    from memsync.stores.pgvector.doctor import LONG_TRANSACTION_S, judge_sessions
     from memsync.stores.pgvector.health import Session
 
     sessions = (

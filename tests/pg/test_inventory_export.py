@@ -10,8 +10,8 @@ import pytest
 
 from memsync.config import load
 from memsync.errors import UnavailableError
+from memsync.stores.backends import vector_store_for
 from memsync.stores.pgvector import export, rows
-from memsync.stores.vector_store import vector_store_for
 
 
 def test_an_inventory_export_reads_as_the_full_export_without_the_vectors(pg_deployment, tmp_path):

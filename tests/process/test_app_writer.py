@@ -11,7 +11,7 @@ from memsync import config as config_module
 from memsync import log
 from memsync.model import HistoryEvent
 from memsync.stores import mem0
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 
 ENTITY = "00000000-0000-4000-8000-000000000001"
 

@@ -32,7 +32,7 @@ from qdrant_client.local.utils import normalize_point_id
 from memsync import config as config_module
 from memsync import log
 from memsync.demo import deployment as build
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 from tests.conftest import error_findings
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from memsync import config as memsync_config
 from memsync.stores import deployment as stores
-from memsync.stores.vector_store import vector_store_for
+from memsync.stores.backends import vector_store_for
 from tests.helpers import window_app
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -58,13 +58,78 @@ def test_each_library_is_imported_only_where_the_architecture_says():
             assert any(p.startswith(home) and library in n for p, n in imports.items()), home
 
 
-def test_the_list_of_modules_branching_on_the_backend_is_exact():
-    paragraph = DOC[DOC.index("For the vector store that is not yet true") :].split("\n\n")[0]
-    listed = set(re.findall(r"`([a-z_]+/[a-z_]+\.py)`", paragraph))
-    branching = re.compile(r"config\.pgvector|stores\.pgvector|stores import [^\n]*\bpgvector\b")
-    found = {
-        path
-        for path, source in modules().items()
-        if not path.startswith(("stores/pgvector/", "config/")) and branching.search(source)
+# Backend branching: the config's attribute of one backend, isinstance on a backend's class or
+# settings, a kind/mode/provider compared with a backend's name, an import of a backend package.
+BACKEND_NAMES = r"""['"](?:pgvector|embedded-qdrant|embedded|qdrant)['"]"""
+BRANCHING = re.compile(
+    rf"""config\.pgvector\b|\.qdrant_path\b
+    |isinstance\([^)]*\b(?:PgVector|EmbeddedQdrant|PGVectorSettings|QdrantSettings)\b
+    |(?:kind|mode|provider)\s*[!=]=\s*{BACKEND_NAMES}|{BACKEND_NAMES}\s*[!=]=\s*\S*\b(?:kind|mode|provider)\b
+    |^\s*(?:from|import)\s+memsync\.stores\.(?:pgvector|qdrant_embedded)\b
+    |^\s*from\s+memsync\.stores\s+import\s[^\n]*\b(?:pgvector|qdrant_embedded)\b""",
+    re.VERBOSE | re.MULTILINE,
+)
+# Where branching on the backend belongs: each backend's package, the registry, the config's
+# union; and the in-app agent, which runs in the app's interpreter on the standard library
+# alone and reads mem0's own dict (mem0 wipes an embedded Qdrant without on_disk).
+BACKEND_HOMES = (
+    "stores/pgvector/",
+    "stores/qdrant_embedded/",
+    "stores/backends.py",
+    "config/",
+    "agent/",
+)
+
+
+def backend_branching(sources: dict[str, str]) -> list[str]:
+    """``path:line: text`` of every backend branching outside its homes."""
+    return [
+        f"{path}:{source.count(chr(10), 0, hit.start()) + 1}: {hit.group(0).strip()}"
+        for path, source in sources.items()
+        if not path.startswith(BACKEND_HOMES)
+        for hit in BRANCHING.finditer(source)
+    ]
+
+
+def test_nothing_outside_the_backends_their_registry_and_the_config_branches_on_the_backend():
+    assert backend_branching(modules()) == []
+
+
+def test_the_backend_grep_sees_each_kind_of_branching():
+    planted = {
+        "doctor/a.py": "if config.pgvector is not None:\n",
+        "erase/b.py": "if isinstance(store, PgVector):\n",
+        "snapshot/c.py": 'x = "pgvector" if manifest.mode == "pgvector" else "embedded"\n',
+        "problems.py": 'if around.store_kind == "pgvector":\n',
+        "restore/d.py": "from memsync.stores.pgvector import PgVector, load\n",
+        "doctor/e.py": "from memsync.stores import qdrant_embedded\n",
+        "stores/backends.py": "from memsync.stores.pgvector import PgVector\n",  # allowed
     }
-    assert listed == found
+    assert [hit.split(":")[0] for hit in backend_branching(planted)] == [
+        "doctor/a.py", "erase/b.py", "snapshot/c.py", "problems.py", "restore/d.py", "doctor/e.py",
+    ]  # fmt: skip
+
+
+def test_the_port_imports_no_backend_and_only_the_registry_builds_one():
+    port = (PACKAGE / "stores" / "vector_store.py").read_text(encoding="utf-8")
+    assert not {"pgvector", "qdrant_embedded"} & {
+        name.split(".")[-1] for name in imported_modules(port)
+    }
+    builders = re.compile(r"\b(?:PgVector|EmbeddedQdrant)\(")
+    built = {p for p, source in modules().items() if builders.search(source)}
+    assert built <= {
+        "stores/pgvector/__init__.py",
+        "stores/qdrant_embedded/store.py",
+        "stores/pgvector/staging.py",
+    }
+
+
+def imported_modules(source: str) -> set[str]:
+    """The full dotted names of every module a source imports (absolute imports only)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return names

@@ -15,7 +15,7 @@ from memsync.model import (
     MessageScope,
     Point,
 )
-from memsync.stores.qdrant_formats import PointDecodeError, decode_point
+from memsync.stores.qdrant_embedded.formats import PointDecodeError, decode_point
 from tests.helpers.values import LONG_AGO, T0, event, inventory, point
 
 

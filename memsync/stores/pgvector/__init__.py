@@ -19,26 +19,35 @@ from typing import Any
 
 from memsync.config import PGVectorSettings
 from memsync.errors import UnavailableError
-from memsync.model import CollectionInfo, EntityLink, Point
+from memsync.model import CollectionInfo, DoctorResult, EntityLink, Point
 from memsync.stores.locks import LockHolder
-from memsync.stores.pgvector import ddl, drop, export, rows
+from memsync.stores.pgvector import ddl, doctor, drop, export, load, rows
 from memsync.stores.pgvector.connect import connect, first_line, locked, where
+from memsync.stores.pgvector.staging import TableStaging
 from memsync.stores.sqlite_files import CopyResult
 from memsync.stores.vector_store import StoredPoint, VectorCapture
 
 COMPACT_LOCK_TIMEOUT_S = 5
+# pgvector's HNSW index takes vectors of at most 2,000 dimensions (pgvector 0.5 to 0.8, type
+# vector); mem0 creates it at start (hnsw = true, its default) and fails when it cannot.
+HNSW_MAX_DIMS = 2000
 
 
 class PgVector:
     """The ``VectorStore`` port over mem0's pgvector tables (PostgreSQL 16, pgvector 0.6 tested).
 
-    Built by ``memsync.stores.vector_store.vector_store_for``. Live reads use a read-only
+    Built by ``memsync.stores.backends.backend_for``. Live reads use a read-only
     session; nothing here writes the live tables but ``compact`` (VACUUM FULL). Contracts, shapes and
     errors: see ``VectorStore``.
     """
 
     kind = "pgvector"
+    label = "pgvector"
+    mode = "pgvector"
     capture_dir = "pgvector"
+    doctor_codes = doctor.RESULT_CODES
+    integrity_prefix = ""  # check_copy's verdicts say what failed themselves
+    bytes_per_dimension = 8  # 4 bytes in the row and about as much again in its HNSW index
     index_file = export.SCHEMA_FILE
 
     def __init__(
@@ -46,6 +55,17 @@ class PgVector:
     ) -> None:
         self._settings = settings
         self._environ = os.environ if environ is None else environ
+
+    @classmethod
+    def from_settings(cls, settings: PGVectorSettings) -> PgVector:
+        """The tables ``[mem0.vector_store.config]`` names (secrets resolved when connecting)."""
+        return cls(settings)
+
+    @classmethod
+    def for_layout(cls, root: Path, collection: str) -> PgVector:
+        """A store reading a captured export (``<snapshot>/pgvector/``) of ``collection``."""
+        del root  # an export's files are named by the store's capture_dir, under any root
+        return cls(PGVectorSettings(collection_name=collection))
 
     @property
     def settings(self) -> PGVectorSettings:
@@ -420,6 +440,68 @@ class PgVector:
             verdicts[export.file_of(name)] = verdict
         return verdicts
 
+    # --- behind the port: what only this backend does --------------------------------------
+
+    def probe_server(self, expected_dims: tuple[tuple[str, int], ...]) -> list[DoctorResult]:
+        """Doctor's ``pg-*`` results for the server (``doctor.probe_pgvector``); never raises."""
+        return doctor.probe_pgvector(self._settings, expected_dims)
+
+    def probe_set_aside(self) -> list[DoctorResult]:
+        """A ``pre-restore-copy`` (ok) per ``<table>_pre_restore_*`` table; [] unreachable."""
+        tables = [self.collection, self.entities_collection]
+        return doctor.probe_pre_restore_tables(self.connect, tables, self.where)
+
+    def erase_set_aside(self, point_ids: Sequence[str]) -> list[str]:
+        """Erase the points from the tables a restore moved aside (rows deleted, VACUUM FULL).
+
+        Returns the tables rewritten (``load.erase_pre_restore``).
+        """
+        tables = [self.collection, self.entities_collection]
+        return load.erase_pre_restore(self.connect, tables, point_ids)
+
+    def erase_old(self, point_ids: Sequence[str]) -> int:
+        """Delete the points from this (old, not live) store's tables; the rows removed."""
+        with self.connect(read_only=False) as connection:
+            return sum(
+                load.erase_rows(connection, table, point_ids)
+                for table in (self.collection, self.entities_collection)
+                if load.exists(connection, table)
+            )
+
+    def describe_missing(self, present: bool) -> tuple[str, str, str | None]:
+        """mem0's table is gone: a DROP, a restore elsewhere, a wrong database."""
+        del present
+        return (
+            f"table {self.collection!r} does not exist on {self.where}",
+            "dropped, restored into another database, or a wrong dbname/collection_name",
+            self.where,
+        )
+
+    def staging(self) -> TableStaging:
+        """The restore staged beside the live tables and swapped by renames (``staging``)."""
+        return TableStaging(self)
+
+    def refuse_dims(self, dims: int) -> tuple[str, str] | None:
+        """Why mem0 could not create this table with ``dims``-dimension vectors; None if it can.
+
+        An HNSW index (``hnsw = true``) takes at most ``HNSW_MAX_DIMS`` dimensions: mem0
+        would fail to create it at every start of the app.
+        """
+        if not self._settings.hnsw or dims <= HNSW_MAX_DIMS:
+            return None
+        return (
+            f"the new config's pgvector table takes {dims}-dimension vectors with an "
+            f"HNSW index (hnsw = true), and pgvector's HNSW index takes at most "
+            f"{HNSW_MAX_DIMS}: mem0 would fail to create it at every start of the app",
+            f"use an embedder of at most {HNSW_MAX_DIMS} dimensions (many models can "
+            "shorten theirs, e.g. OpenAI's text-embedding-3 `dimensions`), or set hnsw = false "
+            "in [mem0.vector_store.config] (every search then scans the table)",
+        )
+
+    def captured_versions(self, capture: VectorCapture) -> dict[str, str | None]:
+        """The server's versions the export recorded (a manifest's ``versions``: ``postgresql``, ``pgvector``)."""
+        return export.pgvector_versions(capture.root)
+
 
 def _exported_rows(root: Path, table: str) -> int:
     try:
@@ -428,3 +510,6 @@ def _exported_rows(root: Path, table: str) -> int:
         return 0
     rows_ = document["tables"].get(table, {}).get("rows")
     return rows_ if isinstance(rows_, int) else 0
+
+
+BACKEND = PgVector

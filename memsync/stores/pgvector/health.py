@@ -2,7 +2,7 @@
 
 Every statement here reads the catalog or the statistics views (``pg_class``, ``pg_index``,
 ``pg_stat_activity``, ``pg_stat_ssl``) in one read-only session; nothing reads a table's rows
-and nothing takes a lock the app's writes wait for. ``memsync.doctor.pgvector`` judges the
+and nothing takes a lock the app's writes wait for. ``memsync.stores.pgvector.doctor`` judges the
 result. A role without ``pg_read_all_stats`` (or ``pg_monitor``) sees other roles' sessions
 without their transaction times, so their transactions go unreported.
 """

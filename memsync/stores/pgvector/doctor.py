@@ -1,5 +1,7 @@
 """Doctor's probes of a pgvector deployment's server (mem0's REST server layout).
 
+Reached through the port (``PgVector.probe_server``); ``memsync.doctor`` never imports it.
+
 ``probe_pgvector`` reads the server once (``memsync.stores.pgvector.health``) and judges it:
 ``pg-server`` (reachable, version), ``pg-extension`` (``vector`` installed), ``pg-table`` (size
 and row estimate), ``pg-index`` (the HNSW/DiskANN index mem0 creates), ``pg-dimension`` (the
@@ -11,12 +13,13 @@ written in the config). Codes: docs/reference/commands/doctor.md. Reads only.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
-from memsync.config import Config, PGVectorSettings
-from memsync.doctor.status import ERROR, OK, WARNING
+from memsync.config import PGVectorSettings
 from memsync.errors import MemsyncError
-from memsync.model import DoctorResult
-from memsync.stores.pgvector import health
+from memsync.model import ERROR, OK, WARNING, DoctorResult
+from memsync.stores.pgvector import health, load
 from memsync.stores.pgvector.connect import where
 
 RESULT_CODES = (
@@ -30,15 +33,14 @@ DISKANN_MAX_DIMS = 2000  # mem0ai 2.2.1 creates a DiskANN index only under 2000 
 _DIMENSION = re.compile(r"^vector\((\d+)\)$")
 
 
-def probe_pgvector(config: Config) -> list[DoctorResult]:
-    """Every ``pg-*`` result for ``config``'s server; [] for an embedded Qdrant deployment.
+def probe_pgvector(
+    settings: PGVectorSettings, expected_dims: tuple[tuple[str, int], ...]
+) -> list[DoctorResult]:
+    """Every ``pg-*`` result for the server ``settings`` name.
 
     Never raises for a server problem: an unreachable server is one ``pg-server`` error (the
     table, index and session results then say nothing) beside ``pg-password-inline``.
     """
-    settings = config.pgvector
-    if settings is None:
-        return []
     results = [judge_password(settings)]
     try:
         found = health.read_health(settings)
@@ -53,7 +55,7 @@ def probe_pgvector(config: Config) -> list[DoctorResult]:
             ),
             *results,
         ]
-    return [*judge_health(found, settings, config.expected_dims), *results]
+    return [*judge_health(found, settings, expected_dims), *results]
 
 
 def judge_health(
@@ -317,3 +319,27 @@ def judge_password(settings: PGVectorSettings) -> DoctorResult:
         if key == "password"
         else 'connection_string = {file = "/path/readable/by/memsync"} (or {env = "NAME"})',
     )
+
+
+def probe_pre_restore_tables(
+    connect: Callable[..., Any], tables: list[str], where_: str
+) -> list[DoctorResult]:
+    """A ``pre-restore-copy`` (ok) per ``<table>_pre_restore_*`` table of ``tables``; [] unreachable.
+
+    ``connect``: ``PgVector.connect``; ``where_``: the store, for the message. Reads only.
+    """
+    try:
+        with connect() as connection:
+            found = load.pre_restore_tables(connection, tables)
+    except MemsyncError:
+        return []  # the server's own results say why it cannot be reached
+    return [
+        DoctorResult(
+            code="pre-restore-copy",
+            status=OK,
+            path=f"table {table}",
+            message=f"a table a restore moved aside on {where_} (kept, never dropped by memsync)",
+            fix=f"drop it once the restored deployment is trusted: DROP TABLE {table}",
+        )
+        for table in found
+    ]

@@ -20,20 +20,15 @@ import io
 import json
 import pickle
 import re
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from memsync.errors import UnavailableError
 from memsync.model import CollectionInfo, Point
+from memsync.stores.point_ids import normalize_point_id
 
 _QDRANT_MODELS = "qdrant_client.http.models.models"
-# The spellings of a UUID qdrant-client 1.20.0 accepts as a point id (local/utils.py).
-_UUID_HYPHENATED = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-_UUID_SPELLING = re.compile(
-    rf"(?:[0-9a-fA-F]{{32}}|{_UUID_HYPHENATED}|\{{{_UUID_HYPHENATED}\}}|urn:uuid:{_UUID_HYPHENATED})"
-)
 # Payload keys memsync never needs (a copy of ``data`` prepared for BM25, mem0ai 2.2.1).
 _DROPPED_PAYLOAD_KEYS = frozenset({"text_lemmatized"})
 
@@ -90,20 +85,6 @@ class PointUnpickler(pickle.Unpickler):
         if stand_in is None:
             raise PointDecodeError(f"refused class {module}.{name} in a stored point")
         return stand_in
-
-
-def normalize_point_id(point_id: str | int) -> str:
-    """The point id as qdrant-client 1.20.0 identifies it, as a string. Pure.
-
-    A UUID in any spelling qdrant-client accepts becomes its canonical spelling (lower case,
-    hyphenated); any other string is kept as is; an integer id becomes its decimal string.
-    Mirrors ``qdrant_client/local/utils.py: normalize_point_id`` (qdrant-client 1.20.0).
-    """
-    if isinstance(point_id, int):
-        return str(point_id)
-    if _UUID_SPELLING.fullmatch(point_id) is None:
-        return point_id
-    return str(uuid.UUID(point_id))
 
 
 class _KeyUnpickler(pickle.Unpickler):

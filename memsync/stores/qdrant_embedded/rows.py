@@ -4,9 +4,9 @@ qdrant-client 1.20.0 local mode keeps a collection in ``points(id TEXT PRIMARY K
 ``id`` is base64 of a pickled point id, ``point`` a pickled ``PointStruct``. Older files can hold
 several rows for one point (other UUID spellings, another key pickle protocol): every reader here
 takes the highest rowid among them, as qdrant-client's own ``load`` does
-(``qdrant_formats.normalize_point_id``), and a delete removes every row of the point. Points are
-decoded only through ``qdrant_formats.PointUnpickler``, which admits the classes qdrant-client
-writes and nothing else. ``memsync.stores.local_qdrant.EmbeddedQdrant`` is the port over these.
+(``point_ids.normalize_point_id``), and a delete removes every row of the point. Points are
+decoded only through ``formats.PointUnpickler``, which admits the classes qdrant-client
+writes and nothing else. ``memsync.stores.qdrant_embedded.store.EmbeddedQdrant`` is the port over these.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from typing import Any, TypeVar
 
 from memsync.errors import UnavailableError
 from memsync.model import EntityLink, Point
-from memsync.stores.qdrant_formats import (
+from memsync.stores.point_ids import normalize_point_id
+from memsync.stores.qdrant_embedded.formats import (
     PointDecodeError,
     decode_key,
     decode_point,
     decode_stored,
-    normalize_point_id,
 )
 from memsync.stores.sqlite_files import connect_readonly, translate
 

@@ -3,11 +3,11 @@
 Layout written by qdrant-client 1.20.0 local mode: ``<path>/meta.json`` (collections and their
 vector parameters), ``<path>/collection/<name>/storage.sqlite`` with one table
 ``points(id TEXT PRIMARY KEY, point BLOB)``; ``point`` is a pickled ``PointStruct``. The rows
-themselves are read, found and deleted by ``memsync.stores.qdrant_rows`` (several rows of one
+themselves are read, found and deleted by ``memsync.stores.qdrant_embedded.rows`` (several rows of one
 point under other UUID spellings: the highest rowid wins, as qdrant-client's ``load`` does).
 
 Nothing here takes Qdrant's ``.lock`` or builds a ``QdrantClient``; points are decoded through
-``PointUnpickler`` (``memsync.stores.qdrant_formats``), which admits only the classes
+``PointUnpickler`` (``memsync.stores.qdrant_embedded.formats``), which admits only the classes
 qdrant-client writes. ``EmbeddedQdrant`` is the ``VectorStore`` port over these files.
 """
 
@@ -20,14 +20,15 @@ from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memsync.errors import LockedError, UnavailableError
-from memsync.model import CollectionInfo, EntityLink, Point
+from memsync.config import QdrantSettings
+from memsync.errors import LockedError, MemsyncError, UnavailableError
+from memsync.model import CollectionInfo, DoctorResult, EntityLink, Point
 from memsync.stores import locks
-from memsync.stores.qdrant_formats import (
+from memsync.stores.qdrant_embedded.formats import (
     parse_meta,
 )
-from memsync.stores.qdrant_removal import remove_directory
-from memsync.stores.qdrant_rows import (
+from memsync.stores.qdrant_embedded.removal import remove_directory
+from memsync.stores.qdrant_embedded.rows import (
     count_rows,
     delete_points,
     find_point,
@@ -135,18 +136,32 @@ def _capture_beside_legacy(source: Path, dest: Path) -> CopyResult:
 class EmbeddedQdrant:
     """The ``VectorStore`` port over embedded (local-mode) Qdrant files (qdrant-client 1.20.0).
 
-    Built by ``memsync.stores.vector_store.vector_store_for``. Reads the files directly: never
+    Built by ``memsync.stores.backends.backend_for``. Reads the files directly: never
     builds a ``QdrantClient`` and never takes Qdrant's ``.lock`` (the app may hold it).
     Contracts, shapes and errors: see ``VectorStore``.
     """
 
     kind = "embedded-qdrant"
+    label = "embedded Qdrant"
+    integrity_prefix = "PRAGMA integrity_check: "  # what a verdict of check_copy comes from
+    bytes_per_dimension = 9  # each float pickled as a Python float (qdrant-client 1.20)
+    mode = "embedded"
     capture_dir = "qdrant"
     index_file = META_FILE
 
     def __init__(self, path: Path, collection: str) -> None:
         self._path = path
         self._collection = collection
+
+    @classmethod
+    def from_settings(cls, settings: QdrantSettings) -> EmbeddedQdrant:
+        """The store at ``path`` with ``collection_name`` (``[mem0.vector_store.config]``)."""
+        return cls(settings.path, settings.collection_name)
+
+    @classmethod
+    def for_layout(cls, root: Path, collection: str) -> EmbeddedQdrant:
+        """A store reading the files at ``root`` (a capture's or a snapshot's ``qdrant/``)."""
+        return cls(root, collection)
 
     @property
     def location(self) -> Path:
@@ -284,7 +299,7 @@ class EmbeddedQdrant:
     ) -> Iterator[Point]:
         """The captured memory collection's points by ascending id: ``read_points`` sorted.
 
-        qdrant-client's row keys are pickles of the id as spelt (``qdrant_formats.decode_key``),
+        qdrant-client's row keys are pickles of the id as spelt (``formats.decode_key``),
         so the file has no order by normalised id: the points are read whole, as ``read_points``.
         """
         points = self.read_points(capture, keys, progress)
@@ -378,3 +393,58 @@ class EmbeddedQdrant:
                 verdict = error.message
             verdicts[str(storage_path(capture.root, name).relative_to(capture.root))] = verdict
         return verdicts
+
+    # --- behind the port: what only a server backend does, nothing here ------------------------
+
+    doctor_codes: tuple[str, ...] = ()  # its files are probed by doctor's own file probes
+
+    def probe_server(self, expected_dims: tuple[tuple[str, int], ...]) -> list[DoctorResult]:
+        """[]: no server (doctor probes the files: ``store-meta``, ``sqlite-*``, ``lock``)."""
+        del expected_dims
+        return []
+
+    def probe_set_aside(self) -> list[DoctorResult]:
+        """[]: a restore's copies are directories beside the store, which doctor lists itself."""
+        return []
+
+    def erase_set_aside(self, point_ids: Sequence[str]) -> list[str]:
+        """[]: a restore's copies are directories beside the store (``erase_points`` on each)."""
+        del point_ids
+        return []
+
+    def erase_old(self, point_ids: Sequence[str]) -> int:
+        """Delete the points from this (old, not live) store's files; the rows removed.
+
+        Raises:
+            MemsyncError: the store is not there (moved or removed by hand).
+        """
+        if not self.present():
+            raise MemsyncError(
+                f"the old store {self.where} is not there (moved or removed by hand?): "
+                "if it was moved, it still holds them"
+            )
+        self.prepare_for_writing()  # a hot journal a killed writer left
+        return self.erase_points(self._path, point_ids)
+
+    def describe_missing(self, present: bool) -> tuple[str, str, str | None]:
+        """The collection (or the whole directory) is gone: a wiped /tmp, a wrong path."""
+        where = "" if present else " (the embedded Qdrant directory itself is gone)"
+        return (
+            f"collection {self._collection!r} does not exist{where}",
+            "a wiped /tmp, a deleted directory, a wrong path",
+            None,
+        )
+
+    def staging(self) -> None:
+        """None: a restore moves the snapshot's files in place of the directory."""
+        return None
+
+    def refuse_dims(self, dims: int) -> tuple[str, str] | None:
+        """None: embedded Qdrant takes vectors of any size."""
+        del dims
+        return None
+
+    def captured_versions(self, capture: VectorCapture) -> dict[str, str | None]:
+        """{}: the client's version is the app's (``manifest.versions`` has it already)."""
+        del capture
+        return {}
