@@ -57,7 +57,7 @@ def test_check_on_an_embedded_store_loads_no_s3_pgvector_agent_or_doctor_module(
         "check", "--json", "--config", str(deployment.config), tmp_path=tmp_path
     )
     assert code == 0
-    assert "memsync.check" in modules and "memsync.stores.local_qdrant" in modules
+    assert "memsync.check" in modules and "memsync.stores.qdrant_embedded" in modules
     assert unneeded(modules, NOT_FOR_CHECK) == []
 
 
