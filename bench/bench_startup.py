@@ -62,9 +62,15 @@ def main() -> int:
     parser.add_argument(
         "--no-job", action="store_true", help="the commands only (e.g. on code before the forks)"
     )
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the interpreter of the commands, e.g. build/wheel-venv/bin/python (the installed "
+        "wheel, no extras: no rich, which structlog imports when it is present)",
+    )
     args = parser.parse_args()
     config = deployment()
-    python = sys.executable
+    python = args.python
     memsync = [python, "-m", "memsync"]
     baseline = command(python, "-c", "pass")
     cases = {
