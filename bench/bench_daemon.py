@@ -51,7 +51,7 @@ def job_cpu(config: Path, runs: int) -> tuple[str, float, float, float, float | 
     """The check job's CPU in a fork of a process that loaded what the daemon loads, and in a
     new interpreter (the baseline), interleaved."""
     import memsync.cli.daemon  # noqa: F401 - what the daemon has loaded when it runs a job
-    from memsync.cli import main as entry
+    from memsync.cli.daemon import FORKED as entry
     from memsync.daemon.runner import run_child
 
     job = ["check", "--json", "--config", str(config)]

@@ -94,7 +94,7 @@ class Daemon:
     queue_check_at: float = 0.0  # monotonic: when to look at the queue next
     apply_pending_at: float = 0.0  # monotonic: apply-pending runs no earlier than this
     current: str | None = None
-    entry: Entry | None = None  # the CLI's main: each job runs in a fork of the daemon
+    entry: Entry | None = None  # the CLI's: each job runs in a fork of the daemon
     _lock_handle: TextIO | None = None
 
     def __post_init__(self) -> None:
@@ -334,7 +334,8 @@ class Daemon:
 def run_daemon(config_path: Path, environ: Mapping[str, str], entry: Entry | None = None) -> int:
     """Load the config and run the daemon. Raises ConfigError, LockedError, TryLaterError.
 
-    ``entry`` (the CLI's ``main``) runs each job in a fork of the daemon (``daemon.runner``).
+    ``entry`` (the CLI's ``main`` and ``build_parser``) runs each job in a fork of the daemon
+    (``daemon.runner``).
     """
     document, loaded = load_self_contained(config_path, environ)
     if not loaded.daemon.jobs:

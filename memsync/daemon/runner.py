@@ -10,7 +10,8 @@ daemon's run of the same job to end, and the daemon skips a slot while a run by 
 progress (event ``job_busy``).
 
 With an ``entry`` (the CLI's ``main``), the child is a fork of this process rather than a new
-interpreter, so a job does not import again what its parent already loaded: its own process
+interpreter, so a job does not import again what its parent already loaded (the parent loads a
+command's modules once, before its first fork, with ``Entry.load``): its own process
 (a new session for the daemon's jobs), its own stdout and stderr, the parent's descriptors
 (and so its locks) let go, the default signal handlers, the job's environment, and the same
 exit status. A fork is taken only while no other thread could hold a lock the child needs
@@ -52,7 +53,18 @@ ACCEPTED_CONFIG = "daemon-config.json"  # the validated document, mem0_config_fi
 ACCEPTED_COPY_ENV = "MEMSYNC_ACCEPTED_CONFIG"  # read by memsync.cli.common
 WATCHDOG_THREAD = "watchdog"  # the daemon's sd_notify pinger: holds no lock a forked job needs
 T = TypeVar("T")
-Entry = Callable[[Sequence[str]], int]  # the CLI's main: a job's command in a forked child
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """How a job's command runs in a fork: ``load`` it in the parent, ``run`` it in the child.
+
+    ``load`` is the CLI's ``build_parser`` (it imports the command's modules, once), ``run`` its
+    ``main``.
+    """
+
+    run: Callable[[Sequence[str]], int]
+    load: Callable[[Sequence[str]], object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,7 +357,8 @@ def run_child(
     """
     process: _Child
     if entry is not None and fork_safe():
-        process = _Forked(entry, command, env, new_session=new_session)
+        entry.load(command)  # once per command: later forks find its modules loaded
+        process = _Forked(entry.run, command, env, new_session=new_session)
     else:
         process = subprocess.Popen(  # noqa: S603 - memsync itself, its arguments from the caller
             [sys.executable, "-m", "memsync", *command],
@@ -430,7 +443,12 @@ class _Forked:
     """A job's command in a fork of this process, seen as ``run_child`` sees a ``Popen``."""
 
     def __init__(
-        self, entry: Entry, command: list[str], env: Mapping[str, str], *, new_session: bool
+        self,
+        run: Callable[[Sequence[str]], int],
+        command: list[str],
+        env: Mapping[str, str],
+        *,
+        new_session: bool,
     ) -> None:
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
@@ -439,7 +457,7 @@ class _Forked:
         try:
             pid = os.fork()
             if pid == 0:
-                _child(entry, command, env, new_session, (out_write, err_write), mask)
+                _child(run, command, env, new_session, (out_write, err_write), mask)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.close(out_write)
@@ -488,14 +506,14 @@ FORK_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 
 
 def _child(
-    entry: Entry,
+    run: Callable[[Sequence[str]], int],
     command: list[str],
     env: Mapping[str, str],
     new_session: bool,
     pipes: tuple[int, int],
     mask: set[int | signal.Signals],
 ) -> NoReturn:
-    """The forked child: become the job's own process, run ``entry(command)``, exit with it."""
+    """The forked child: become the job's own process, ``run(command)``, exit with its status."""
     code = 1
     try:
         if new_session:
@@ -512,7 +530,7 @@ def _child(
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - as a new interpreter's
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         structlog.contextvars.clear_contextvars()  # the parent's job=..., run_id=...
-        code = entry(command)
+        code = run(command)
     except KeyboardInterrupt:
         code = int(ExitCode.INTERRUPTED)
     except BaseException:  # noqa: BLE001 - as an interpreter would: the traceback, exit 1

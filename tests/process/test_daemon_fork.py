@@ -11,11 +11,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from memsync import flock
-from memsync.daemon.runner import Stop, run_child
+from memsync.daemon.runner import Entry, Stop, run_child
 from tests.process.test_daemon import Notify, events, start, stop, wait_state, with_daemon
 
 
-def report(argv: Sequence[str]) -> int:
+def nothing_to_load(argv: Sequence[str]) -> None:
+    pass
+
+
+def report_run(argv: Sequence[str]) -> int:
     """An entry that says where it runs, then exits with the status its first argument names."""
     fds = {}
     for name in os.listdir("/proc/self/fd"):
@@ -39,13 +43,18 @@ def report(argv: Sequence[str]) -> int:
     return int(argv[0])
 
 
-def crash(argv: Sequence[str]) -> int:
+def crash_run(argv: Sequence[str]) -> int:
     raise RuntimeError("boom in the job")
 
 
-def wait_forever(argv: Sequence[str]) -> int:
+def wait_forever_run(argv: Sequence[str]) -> int:
     threading.Event().wait(120)
     return 0
+
+
+report = Entry(run=report_run, load=nothing_to_load)
+crash = Entry(run=crash_run, load=nothing_to_load)
+wait_forever = Entry(run=wait_forever_run, load=nothing_to_load)
 
 
 def test_a_forked_job_is_its_own_process_with_the_parents_modules_and_none_of_its_locks(
