@@ -7,6 +7,8 @@ Any exit status not listed here means failure (scripts must treat it so).
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
+from typing import Any
 
 
 class ExitCode(enum.IntEnum):
@@ -38,6 +40,19 @@ EXIT_CODE_TABLE: tuple[tuple[int, str], ...] = (
     (75, "temporary condition (low disk, SQLite busy, the app's agent busy): try later"),
     (130, "interrupted"),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ExitError:
+    """The one stderr line of a failed command (exit 1 or >= 10), as ``--json`` writes it."""
+
+    code: int
+    message: str
+    hint: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"type": "exit_error", "code", "message", "hint"}`` (docs/reference/json-output.md)."""
+        return {"type": "exit_error", "code": self.code, "message": self.message, "hint": self.hint}
 
 
 class MemsyncError(Exception):

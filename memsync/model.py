@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from memsync.errors import ExitCode
+from memsync.utc import iso
 
 
 def parse_time(value: object) -> datetime | None:
@@ -317,6 +318,24 @@ class CheckReport:
             "errors": self.count(Severity.ERROR),
             "warnings": self.count(Severity.WARNING),
             "infos": self.count(Severity.INFO),
+        }
+
+    def to_json(self, backend: str = "embedded-qdrant") -> dict[str, Any]:
+        """The contract's ``check --json`` document (``backend``: ``VectorStore.kind``)."""
+        window = self.window
+        return {
+            "command": "check",
+            "ok": self.ok,
+            "backend": backend,
+            "counts": {**self.counts(), "history_rows": self.history_rows},
+            "capture": {
+                "vectors_at": iso(window.vectors_at),
+                "history_at": iso(window.history_at),
+                "vectors_finished_at": iso(window.vectors_finished_at),
+                "history_finished_at": iso(window.history_finished_at),
+                "longest_read_s": round(window.longest_read_s, 4),
+            },
+            "findings": [finding.to_json() for finding in self.findings],
         }
 
 

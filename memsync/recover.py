@@ -383,6 +383,21 @@ class Recovered:
         """4 (PARTIAL) when a memory failed to come back, else 0."""
         return ExitCode.PARTIAL if self.count(Status.FAILED) else ExitCode.OK
 
+    def to_json(self) -> dict[str, Any]:
+        """``recover --json`` (docs/reference/json-output.md)."""
+        return {
+            "command": "recover",
+            "snapshot_id": self.snapshot_id,
+            "chosen": self.chosen.to_json() if self.chosen else None,
+            "scope": self.scope.to_json(),
+            "dry_run": self.dry_run,
+            "route": self.route,
+            "counts": {status.value: self.count(status) for status in Status},
+            "memories": [d.to_json() for d in self.decisions],
+            "deleted_not_in_snapshot": list(self.unattributed),
+            "check_after": self.after.counts() if self.after else None,
+        }
+
 
 def run_recover(
     config: Config,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from memsync import routes
+from memsync import routes, utc
 from memsync.config import Config
 from memsync.model import HistoryEvent, Point, is_expired, parse_time
 from memsync.stores import deployment, history
@@ -42,6 +42,31 @@ class Reviewed:
     confirmed_at: datetime | None
     confirmed_by: str
     source: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """One row of ``review --json`` and ``export-context --json``."""
+        return {
+            "memory_id": self.memory_id,
+            "text": self.text,
+            "confirmed_at": utc.iso_or_none(self.confirmed_at),
+            "confirmed_by": self.confirmed_by,
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Listed:
+    """``review`` (``user_id`` None) or ``export-context`` (one user's live memories)."""
+
+    memories: tuple[Reviewed, ...]
+    user_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``review --json`` or ``export-context --json``."""
+        rows = [r.to_json() for r in self.memories]
+        if self.user_id is None:
+            return {"command": "review", "memories": rows}
+        return {"command": "export-context", "user_id": self.user_id, "memories": rows}
 
 
 def last_confirmed(point: Point) -> tuple[datetime | None, str]:
@@ -93,6 +118,63 @@ class Audited:
     text: str | None
     source: str | None
     flagged: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """One row of ``audit --json``'s ``changes``."""
+        return {
+            "memory_id": self.memory_id,
+            "kind": self.kind,
+            "at": utc.iso_or_none(self.at),
+            "actor_id": self.actor_id,
+            "role": self.role,
+            "source": self.source,
+            "text": self.text,
+            "flagged": self.flagged,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Audit:
+    """``audit``: the changes since ``since``."""
+
+    since: datetime
+    changes: tuple[Audited, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """``audit --json``."""
+        return {
+            "command": "audit",
+            "since": utc.iso_or_none(self.since),
+            "changes": [a.to_json() for a in self.changes],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Confirmed:
+    """``confirm``: the memories stamped (or, dry, to stamp), those not found, and the route."""
+
+    memory_ids: tuple[str, ...]
+    at: datetime
+    taken: routes.Taken
+    not_found: tuple[str, ...] = ()
+    dry_run: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """``confirm --json`` (a dry run: ``memory_ids`` and the ``route`` it would take)."""
+        if self.dry_run:
+            return {
+                "command": "confirm",
+                "dry_run": True,
+                "memory_ids": list(self.memory_ids),
+                "route": self.taken.route,
+            }
+        return {
+            "command": "confirm",
+            "confirmed": list(self.memory_ids),
+            "not_found": list(self.not_found),
+            "confirmed_at": utc.iso_or_none(self.at),
+            **self.taken.as_json(),
+        }
 
 
 def find_audit(

@@ -96,6 +96,21 @@ class Tuned:
     paused_s: float | None = None
     lease_ran_out: bool | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """``tune --json`` (docs/reference/json-output.md)."""
+        return {
+            "command": "tune",
+            "dry_run": self.dry_run,
+            "target": self.target,
+            "route": self.route,
+            "holder": self.holder,
+            "blocked": self.blocked,
+            "files": [entry.to_json() for entry in self.files],
+            "changed": len(self.changed),
+            "paused_s": self.paused_s,
+            "lease_ran_out": self.lease_ran_out,
+        }
+
     @property
     def changed(self) -> tuple[TunedFile, ...]:
         """The files that needed (or would need) switching."""

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         found = app_undecodable(config)
         report = replace(report, findings=(*found, *report.findings))
     if args.json:
-        render.emit_json(render.check_json(report, vector_store_for(config).kind))
+        render.emit_json(report.to_json(vector_store_for(config).kind))
     else:
         render.emit_text(render.check_text(report, limit=max(args.limit, 0)))
     return int(report.exit_code)

@@ -9,7 +9,13 @@ import os
 from memsync import config
 from memsync.cli import render
 from memsync.cli.common import add_command
-from memsync.config.effective import effective_document, flatten, writable_paths
+from memsync.config.effective import (
+    effective_document,
+    flatten,
+    shown_json,
+    validated_json,
+    writable_paths,
+)
 from memsync.errors import ExitCode
 
 HELP = "validate the configuration (every problem at once, exit 10) or show the effective one"
@@ -45,7 +51,7 @@ def run_validate(args: argparse.Namespace) -> int:
     """Exit 0 when the file is valid; a ConfigError (exit 10) lists every problem otherwise."""
     loaded = _load(args)
     if args.json:
-        render.emit_json({"command": "config validate", "ok": True, "source": loaded.source})
+        render.emit_json(validated_json(loaded))
     else:
         render.emit_text(f"{loaded.source}: valid")
     return int(ExitCode.OK)
@@ -54,18 +60,10 @@ def run_validate(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     """Print every key with its effective value; secrets are never printed. Exit 0 or 10."""
     loaded = _load(args)
-    document = effective_document(loaded)
     if args.json:
-        render.emit_json(
-            {
-                "command": "config show",
-                "ok": True,
-                "source": loaded.source,
-                "config": document,
-                "writable_paths": [str(path) for path in writable_paths(loaded)],
-            }
-        )
+        render.emit_json(shown_json(loaded))
     else:
+        document = effective_document(loaded)
         lines = [f"# {loaded.source} (effective: defaults filled in, secrets redacted)"]
         lines += [f"{key} = {json.dumps(value)}" for key, value in flatten(document)]
         lines.append(

@@ -14,11 +14,8 @@ from memsync import config as config_module
 from memsync import daemon, jobs
 from memsync.cli import build_parser, main, render
 from memsync.cli.common import add_command, load_config
-from memsync.daemon.runner import ChildResult, Entry, JobRunner, job_lock, read_queue
-from memsync.errors import ExitCode
-from memsync.repository import upload_marks
-from memsync.state import window_left_open
-from memsync.stores import interpreter
+from memsync.daemon.runner import ChildResult, Entry, JobPlan, JobRunner, job_lock
+from memsync.daemon.status import read_status
 
 DAEMON_HELP = (
     "run check, prune, snapshot, retention and verify on the [daemon] schedule (a systemd service)"
@@ -70,10 +67,9 @@ def run_job(args: argparse.Namespace) -> int:
     path = config_module.config_path(getattr(args, "config", None), os.environ).absolute()
     job = jobs.job_named(config, args.name)
     if args.dry_run:
-        argv = ["memsync", *job.argv, "--json", "--config", str(path)]
-        document = {"command": "job", "job": job.name, "dry_run": True, "argv": argv}
-        document["state"] = str(jobs.state_path(config))
-        _emit(args, document, f"would run: {' '.join(argv)}; recorded in {document['state']}")
+        argv = ("memsync", *job.argv, "--json", "--config", str(path))
+        plan = JobPlan(job=job.name, argv=argv, state=jobs.state_path(config))
+        _emit(args, plan.to_json(), f"would run: {' '.join(argv)}; recorded in {plan.state}")
         return 0
     options = [
         (flag, getattr(args, name))
@@ -132,29 +128,10 @@ def run_status(args: argparse.Namespace) -> int:
     """Print the daemon's state and the queue; exit 3 when a job is overdue or failing."""
     config = load_config(args)
     now = datetime.now(UTC)
-    state = jobs.load_state(config)
-    pid = jobs.daemon_pid(config)
-    verdict = jobs.judge_jobs(config, state, now)
-    queue, _ids = read_queue(config, now)
-    window = window_left_open(config.state_dir)  # a killed memsync's window: the app may be down
-    document: dict[str, Any] = {
-        "command": "status",
-        "ok": not verdict.problems and window is None,
-        "daemon": {
-            "running": pid is not None,
-            "pid": pid,
-            "current_job": state.get("current_job") if pid else None,
-            "started_at": state.get("started_at"),
-            "stopped_at": state.get("stopped_at"),
-        },
-        "jobs": list(verdict.rows),
-        "queue": queue.as_json(),
-        "window_left_open": window,
-        "snapshots": {"pending_upload": upload_marks.count(config)},
-        "app_interpreter": interpreter.shown(config),
-    }
+    done = read_status(config, now)
+    document = done.to_json()
     _emit(args, document, _status_text(document))
-    return int(ExitCode.PROBLEMS_FOUND) if window is not None else verdict.exit_code
+    return done.exit_code
 
 
 def _status_text(document: dict[str, Any]) -> str:

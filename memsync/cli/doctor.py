@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     report = doctor.run_doctor(config, datetime.now(UTC))
     if args.json:
-        render.emit_json(render.doctor_json(report))
+        render.emit_json(report.to_json())
     else:
         render.emit_text(render.doctor_text(report))
     return int(ExitCode.OK if report.ok else ExitCode.PROBLEMS_FOUND)

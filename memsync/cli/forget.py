@@ -6,7 +6,6 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from memsync import findings as registry
 from memsync import forget, restore
 from memsync.cli import render
 from memsync.cli.common import add_command, add_scope_arguments, confirm, load_config
@@ -44,33 +43,6 @@ def register(
         "--dry-run", action="store_true", help="list the expired memories; change nothing"
     )
     prune.set_defaults(run=run_expiry_prune)
-
-
-def _document(command: str, done: forget.Forgotten) -> dict[str, Any]:
-    targets = done.targets
-    findings = [
-        registry.make(
-            "memory-not-found",
-            "no point and no history row has this id: nothing was touched",
-            memory_id=m,
-        ).to_json()
-        for m in targets.not_found
-    ]
-    return {
-        "command": command,
-        "dry_run": done.dry_run,
-        "targets": list(targets.all),
-        "already_deleted": list(targets.already_deleted),
-        "deleted": list(done.deleted),
-        "recorded": list(done.recorded),
-        "unproven": list(done.unproven),
-        "safety_snapshot": done.snapshot_id,
-        "erased": done.erased or None,
-        "findings": findings,
-        "route": done.route,
-        "downtime_s": done.downtime_s,
-        "pending_id": done.pending_id,
-    }
 
 
 def _text(command: str, done: forget.Forgotten, args: argparse.Namespace) -> str:
@@ -225,7 +197,7 @@ def run_expiry_prune(args: argparse.Namespace) -> int:
 
 def _emit(args: argparse.Namespace, command: str, done: forget.Forgotten) -> int:
     if args.json:
-        render.emit_json(_document(command, done))
+        render.emit_json(done.to_json(command))
     else:
         render.emit_text(_text(command, done, args))
     if done.exit_code is ExitCode.OK and _bucket_unknown(done.erased):

@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             progress=progress,
         )
-    render.emit(args.json, {"command": "migrate", **done.to_json()}, _text(done))
+    render.emit(args.json, done.to_json(), _text(done))
     return int(done.exit_code)
 
 
@@ -105,7 +105,7 @@ def _switch(
             dry_run=args.dry_run, batch_size=args.batch_size, progress=progress,
         )  # fmt: skip
     text = "\n".join([_text(done.migrated, switching=True), *switch_report.text_lines(done)])
-    render.emit(args.json, {"command": "migrate", **done.to_json()}, text)
+    render.emit(args.json, done.to_json(), text)
     return int(done.exit_code)
 
 

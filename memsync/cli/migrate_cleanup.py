@@ -24,8 +24,7 @@ def run(args: argparse.Namespace) -> int:
         )
 
     done = run_cleanup(config, os.environ, datetime.now(UTC), dry_run=args.dry_run, confirm=ask)
-    document = {"command": "migrate", "cleanup": done.to_json()}
-    return render.emit(args.json, document, _text(done))
+    return render.emit(args.json, done.document(), _text(done))
 
 
 def _text(done: Cleaned) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
-from typing import Any
 
 from memsync import forget, restore
 from memsync.cli import render
@@ -46,10 +45,6 @@ def register(
     apply.set_defaults(run=run_apply)
 
 
-def _request(request: pending.PendingRequest, now: datetime) -> dict[str, Any]:
-    return {**request.as_json(), "age_s": round(request.age_s(now), 3)}
-
-
 def _selection(request: pending.PendingRequest) -> str:
     if request.kind == "prune":
         return "every expired memory"
@@ -73,12 +68,8 @@ def run_list(args: argparse.Namespace) -> int:
         f"pending: {len(requests)} queued"
         + (f", oldest {oldest / 3600:.1f} h" if oldest is not None else "")
     )
-    document = {
-        "command": "pending list",
-        "requests": [_request(r, now) for r in requests],
-        "oldest_age_s": None if oldest is None else round(oldest, 3),
-    }
-    return render.emit(bool(args.json), document, "\n".join(lines))
+    listing = pending.Listing(requests=tuple(requests), now=now)
+    return render.emit(bool(args.json), listing.to_json(), "\n".join(lines))
 
 
 def run_apply(args: argparse.Namespace) -> int:
@@ -91,25 +82,14 @@ def run_apply(args: argparse.Namespace) -> int:
         restore.finish_interrupted(config)
         with operation_lock(config.state_dir, "pending apply"):
             applied, taken = forget.apply_pending(config, now, dry_run=False)
-    rows = [
-        {
-            **_request(item.request, now),
-            "status": item.status,
-            "targets": list(item.done.targets.all) if item.done else None,
-            "deleted": list(item.done.deleted) if item.done else [],
-            "unproven": list(item.done.unproven) if item.done else [],
-            "error": item.error,
-        }
-        for item in applied
-    ]
-    left = len(pending.load(config.state_dir))
-    document = {
-        "command": "pending apply",
-        "dry_run": bool(args.dry_run),
-        **taken.as_json(),
-        "requests": rows,
-        "left": left,
-    }
+    done = forget.QueueRun(
+        dry_run=bool(args.dry_run),
+        applied=tuple(applied),
+        taken=taken,
+        left=len(pending.load(config.state_dir)),
+        now=now,
+    )
+    left = done.left
     lines = [
         f"{item.status.upper():<12} {item.request.id} {item.request.kind:<6} "
         f"{_selection(item.request)}" + (f": {item.error}" if item.error else "")
@@ -122,5 +102,5 @@ def run_apply(args: argparse.Namespace) -> int:
         + (f", app down {taken.downtime_s:.1f} s" if taken.downtime_s is not None else "")
         + (")" if taken.route else "")
     )
-    render.emit(bool(args.json), document, "\n".join(lines))
+    render.emit(bool(args.json), done.to_json(), "\n".join(lines))
     return 0 if args.dry_run else int(exit_code(applied))

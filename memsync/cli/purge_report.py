@@ -2,42 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from memsync.snapshot.purge_memory import Purged
-
-
-def document(done: Purged, *, dry_run: bool, scope: dict[str, str]) -> dict[str, Any]:
-    """The ``--json`` document (docs/reference/json-output.md, "snapshot purge-memory")."""
-    scan = done.scan
-    hits = [h.to_json() for h in scan.hits] if scan else []
-    return {
-        "command": "snapshot purge-memory",
-        "dry_run": dry_run,
-        "scope": scope or None,
-        "memory_ids": list(done.memory_ids),
-        "holding": list(done.holding),
-        "rewritten": list(done.rewritten),
-        "other_backend": list(done.other_backend),
-        "uploaded": list(done.uploaded),
-        "old_versions": [h["version"] for h in hits if h["version"] not in done.deleted],
-        "versions": {
-            "status": "unknown" if done.scan_error else ("checked" if scan else "no-s3"),
-            "why": done.scan_error,
-            "hint": done.scan_hint if done.scan_error else None,
-            "holding": hits,
-            "unreadable": [
-                {"version": label, "why": why} for label, why in sorted(scan.unreadable.items())
-            ]
-            if scan
-            else [],
-            "downloaded": scan.downloaded if scan else 0,
-            "cached": scan.cached if scan else 0,
-            "deleted": list(done.deleted),
-            "kept": [k.to_json() for k in done.kept],
-            "failed": [{"version": label, "why": why} for label, why in done.failed.items()],
-        },
-    }
 
 
 def text(done: Purged, *, dry_run: bool) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
-from typing import Any
 
 from memsync import findings, restore
 from memsync.cli import render
@@ -83,11 +82,10 @@ def run(args: argparse.Namespace) -> int:
                 purge.purge_from(
                     config, outcome.snapshot_id, outcome.erased_again, datetime.now(UTC)
                 )
-    document = _document(outcome)
     if args.json:
-        render.emit_json(document)
+        render.emit_json(outcome.to_json())
     else:
-        render.emit_text(_text(outcome, document["counts"]))
+        render.emit_text(_text(outcome, outcome.counts()))
     return int(outcome.exit_code)
 
 
@@ -106,38 +104,6 @@ def _parse_only(value: str | None) -> frozenset[str] | None:
             f"--only: unknown finding codes {unknown}", "see docs/reference/findings.md"
         )
     return only
-
-
-def _document(outcome: reconcile.Outcome) -> dict[str, Any]:
-    return {
-        "command": "reconcile",
-        "dry_run": outcome.dry_run,
-        "resumed": outcome.resumed,
-        "plan_id": outcome.plan_id,
-        "safety_snapshot": outcome.snapshot_id,
-        "counts": {
-            status: sum(1 for a in outcome.actions if a.status == status)
-            for status in ("pending", "done", "failed", "unrecoverable")
-        },
-        "actions": [
-            {
-                "kind": str(a.kind),
-                "code": a.code,
-                "memory_id": a.memory_id,
-                "why": a.why,
-                "status": a.status,
-                "error": a.error,
-            }
-            for a in outcome.actions
-        ],
-        "check_after": outcome.after.counts() if outcome.after else None,
-        "route": outcome.route,
-        "downtime_s": outcome.downtime_s,
-        "erased_again": list(outcome.erased_again),
-        "erased_unverified": list(outcome.erased_unverified),
-        "read": [item.to_json() for item in outcome.read],
-        "fetched_bytes": outcome.fetched_bytes,
-    }
 
 
 def _text(outcome: reconcile.Outcome, counts: dict[str, int]) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import uuid
 from datetime import UTC, datetime
-from typing import Any
 
 from memsync import recover
 from memsync.cli import render
@@ -90,19 +89,7 @@ def run(args: argparse.Namespace) -> int:
             before=before,
             progress=progress,
         )
-    document: dict[str, Any] = {
-        "command": "recover",
-        "snapshot_id": done.snapshot_id,
-        "chosen": done.chosen.to_json() if done.chosen else None,
-        "scope": done.scope.to_json(),
-        "dry_run": done.dry_run,
-        "route": done.route,
-        "counts": {status.value: done.count(status) for status in recover.Status},
-        "memories": [d.to_json() for d in done.decisions],
-        "deleted_not_in_snapshot": list(done.unattributed),
-        "check_after": done.after.counts() if done.after else None,
-    }
-    render.emit(args.json, document, _text(done))
+    render.emit(args.json, done.to_json(), _text(done))
     return int(done.exit_code)
 
 

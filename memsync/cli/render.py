@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from memsync import findings
+from memsync.errors import ExitError
 from memsync.model import CheckReport, Finding
 from memsync.utc import iso as _iso
 
@@ -80,30 +81,11 @@ def emit_text(text: str) -> None:
 def exit_error(code: int, message: str, hint: str | None, *, as_json: bool) -> None:
     """Write the one stderr line of a failed command (contract: ``exit_error``)."""
     if as_json:
-        line = json.dumps({"type": "exit_error", "code": code, "message": message, "hint": hint})
+        line = json.dumps(ExitError(code, message, hint).to_json())
     else:
         line = f"memsync: error: {message}" + (f" (hint: {hint})" if hint else "")
     sys.stderr.write(line.replace("\n", " ") + "\n")
     sys.stderr.flush()
-
-
-def check_json(report: CheckReport, backend: str = "embedded-qdrant") -> dict[str, Any]:
-    """The contract's ``check --json`` document (``backend``: ``VectorStore.kind``)."""
-    window = report.window
-    return {
-        "command": "check",
-        "ok": report.ok,
-        "backend": backend,
-        "counts": {**report.counts(), "history_rows": report.history_rows},
-        "capture": {
-            "vectors_at": _iso(window.vectors_at),
-            "history_at": _iso(window.history_at),
-            "vectors_finished_at": _iso(window.vectors_finished_at),
-            "history_finished_at": _iso(window.history_finished_at),
-            "longest_read_s": round(window.longest_read_s, 4),
-        },
-        "findings": [finding.to_json() for finding in report.findings],
-    }
 
 
 def finding_lines(finding: Finding) -> list[str]:
@@ -141,19 +123,6 @@ def check_text(report: CheckReport, limit: int | None = None) -> str:
         f"history at {_iso(report.window.history_at)})"
     )
     return "\n".join(lines)
-
-
-def doctor_json(report: DoctorReport) -> dict[str, Any]:
-    """The contract's ``doctor --json`` document."""
-    from memsync.doctor import summarize
-
-    return {
-        "command": "doctor",
-        "ok": report.ok,
-        "counts": summarize(report.results),
-        "results": [result.to_json() for result in report.results],
-        "check": report.check.counts() if report.check else None,
-    }
 
 
 def doctor_text(report: DoctorReport) -> str:

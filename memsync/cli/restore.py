@@ -14,7 +14,6 @@ from memsync.config import Config
 from memsync.errors import ExitCode, UsageError
 from memsync.restore import to_dir
 from memsync.snapshot import choose
-from memsync.stores.manifest_schema import id_time
 
 HELP = "verify a snapshot, then replace both stores with it (old files moved aside, never deleted)"
 
@@ -71,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         outcome = restore.finish_interrupted(config)
         text = outcome or "no unfinished restore"
         if args.json:
-            render.emit_json({"command": "restore", "resume": True, "recovered": outcome})
+            render.emit_json(restore.Resumed(recovered=outcome).to_json())
         else:
             render.emit_text(text)
         return int(ExitCode.OK)
@@ -86,37 +85,16 @@ def run(args: argparse.Namespace) -> int:
         if_empty=args.if_empty,
         before=before,
     )
-    age_s = _age_s(done.snapshot_id)
-    document: dict[str, Any] = {
-        "command": "restore",
-        "snapshot_id": done.snapshot_id,
-        "snapshot_age_s": age_s,
-        "chosen": done.chosen.to_json() if done.chosen else None,
-        "dry_run": done.dry_run,
-        "skipped": done.skipped,
-        "recovered": done.recovered,
-        "route": done.route,
-        "moves": [_move_json(m, done) for m in done.moves],
-        "moved_aside": None if done.dry_run or done.skipped else list(done.moved_aside),
-        "check_after": done.check.counts() if done.check else None,
-        "since_snapshot": None if done.skipped else done.since_snapshot,
-    }
+    now = datetime.now(UTC)
+    age_s = done.age_s(now)
     if args.json:
-        render.emit_json(document)
+        render.emit_json(done.to_json(now))
     else:
         lost = ""
         if done.since_snapshot is not None and not done.skipped:
             lost = "\n" + _lost_text(done.since_snapshot, str(config.state_dir), done.dry_run)
         render.emit_text(_chosen_line(done.chosen) + _text(done) + _age_line(age_s, done) + lost)
     return int(ExitCode.OK)
-
-
-def _age_s(snapshot_id: str) -> float | None:
-    """Seconds since the snapshot was taken (by its id's UTC time); None for an odd id."""
-    try:
-        return round((datetime.now(UTC) - id_time(snapshot_id)).total_seconds(), 1)
-    except ValueError:
-        return None
 
 
 def _age_line(age_s: float | None, done: restore.Restored) -> str:
@@ -138,21 +116,8 @@ def _run_to(args: argparse.Namespace, config: Config, before: datetime | None) -
         config, args.target, datetime.now(UTC), Path(args.to), dry_run=args.dry_run, before=before
     )
     layout = done.layout
-    document: dict[str, Any] = {
-        "command": "restore",
-        "to": str(layout.root),
-        "snapshot_id": done.snapshot_id,
-        "chosen": done.chosen.to_json() if done.chosen else None,
-        "dry_run": done.dry_run,
-        "vector_store": str(layout.vectors),
-        "history_db": str(layout.history_db),
-        "config": str(layout.config),
-        "mem0_config": str(layout.mem0_config),
-        "mem0": done.mem0,
-        "check_after": done.check.counts() if done.check else None,
-    }
     if args.json:
-        render.emit_json(document)
+        render.emit_json(done.to_json())
         return int(ExitCode.OK)
     if done.dry_run:
         text = (
@@ -211,15 +176,6 @@ def _text(done: restore.Restored) -> str:
         if counts.get("errors"):
             text += " (memsync reconcile settles them)"
     return text
-
-
-def _move_json(move: restore.Move, done: restore.Restored) -> dict[str, Any]:
-    """One target of the JSON report; ``aside`` is null when nothing was (or would be) moved."""
-    if done.dry_run or done.skipped:
-        aside = move.aside if move.had_live else None
-    else:
-        aside = move.aside if move.aside in done.moved_aside else None
-    return {"live": move.live, "aside": aside}
 
 
 def _lost_text(lost: dict[str, Any], state_dir: str, dry_run: bool) -> str:

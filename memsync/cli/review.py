@@ -57,16 +57,6 @@ def register(
     parser.set_defaults(run=run_export)
 
 
-def _row(item: review.Reviewed) -> dict[str, Any]:
-    return {
-        "memory_id": item.memory_id,
-        "text": item.text,
-        "confirmed_at": utc.iso_or_none(item.confirmed_at),
-        "confirmed_by": item.confirmed_by,
-        "source": item.source,
-    }
-
-
 def run_review(args: argparse.Namespace) -> int:
     """Print the memories due for review."""
     config = load_config(args)
@@ -82,7 +72,7 @@ def run_review(args: argparse.Namespace) -> int:
         f"review: {len(rows)} memories not confirmed for {args.older_than.days} days "
         "(memsync confirm MEMORY_ID... once checked)"
     )
-    return _emit(args, {"command": "review", "memories": [_row(r) for r in rows]}, "\n".join(lines))
+    return _emit(args, review.Listed(memories=tuple(rows)).to_json(), "\n".join(lines))
 
 
 def run_confirm(args: argparse.Namespace) -> int:
@@ -93,23 +83,24 @@ def run_confirm(args: argparse.Namespace) -> int:
         route = routes.would_take(config)
         return _emit(
             args,
-            {"command": "confirm", "dry_run": True, "memory_ids": args.memory_ids, "route": route},
+            review.Confirmed(
+                memory_ids=tuple(args.memory_ids),
+                at=now,
+                taken=routes.Taken(route=route),
+                dry_run=True,
+            ).to_json(),
             f"would stamp confirmed_at={utc.iso_or_none(now)} on {len(args.memory_ids)} memories "
             f"(route: {route or 'none: exit 12'})",
         )
     taken = routes.Taken()
     with operation_lock(config.state_dir, "confirm"):
         done, missing = review.confirm(config, args.memory_ids, now, taken)
-    document = {
-        "command": "confirm",
-        "confirmed": done,
-        "not_found": missing,
-        "confirmed_at": utc.iso_or_none(now),
-        **taken.as_json(),
-    }
+    confirmed = review.Confirmed(
+        memory_ids=tuple(done), at=now, taken=taken, not_found=tuple(missing)
+    )
     _emit(
         args,
-        document,
+        confirmed.to_json(),
         "\n".join(
             [f"memory-not-found {m}" for m in missing]
             + [f"confirmed {len(done)} memories at {utc.iso_or_none(now)} (route: {taken.route})"]
@@ -133,24 +124,8 @@ def run_audit(args: argparse.Namespace) -> int:
         f"audit: {len(found)} changes since {utc.iso_or_none(now - args.since)}, "
         f"{sum(a.flagged for a in found)} flagged (not from the user)"
     )
-    rows = [
-        {
-            "memory_id": a.memory_id,
-            "kind": a.kind,
-            "at": utc.iso_or_none(a.at),
-            "actor_id": a.actor_id,
-            "role": a.role,
-            "source": a.source,
-            "text": a.text,
-            "flagged": a.flagged,
-        }
-        for a in found
-    ]
-    return _emit(
-        args,
-        {"command": "audit", "since": utc.iso_or_none(now - args.since), "changes": rows},
-        "\n".join(lines),
-    )
+    audit = review.Audit(since=now - args.since, changes=tuple(found))
+    return _emit(args, audit.to_json(), "\n".join(lines))
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -166,7 +141,7 @@ def run_export(args: argparse.Namespace) -> int:
     ]
     return _emit(
         args,
-        {"command": "export-context", "user_id": args.user_id, "memories": [_row(r) for r in rows]},
+        review.Listed(memories=tuple(rows), user_id=args.user_id).to_json(),
         "\n".join(lines) if lines else f"(no live memories for {args.user_id})",
     )
 

@@ -11,18 +11,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memsync import capture_budget, repository, snapshot, utc
+from memsync import capture_budget, repository, snapshot
 from memsync.cli import render, snapshot_retention, snapshot_upload, snapshot_verify
 from memsync.cli.common import add_command, add_scope_arguments, confirm, load_config
 from memsync.config import Config
 from memsync.config.fields import parse_duration
 from memsync.errors import ExitCode, UsageError
 from memsync.repository import upload_marks
-from memsync.snapshot import pins
+from memsync.snapshot.create import SHOWN_ERRORS, CapturePlan, error_findings
+from memsync.snapshot.listing import list_snapshots
+from memsync.snapshot.transfer import Downloaded
 from memsync.state import operation_lock
 from memsync.stores import snapshots
 from memsync.stores.backends import vector_store_for
-from memsync.stores.manifest import Manifest
 
 HELP = "capture both stores into one dated, verified snapshot; upload, list, verify, prune"
 
@@ -138,9 +139,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-SHOWN_ERRORS = 20  # error findings a create report lists (the manifest keeps them all)
-
-
 def run_create(args: argparse.Namespace) -> int:
     """Create one snapshot (and upload it with --upload); exit 3 when its pair has errors.
 
@@ -160,29 +158,9 @@ def run_create(args: argparse.Namespace) -> int:
     capture_budget.record_manifest(config.state_dir, created.manifest)  # the next estimate's rate
     upload = snapshot_upload.upload_created(config, created, queue, _now()) if queue else None
     manifest = created.manifest
-    document = {
-        "command": "snapshot create",
-        "id": created.id,
-        "path": str(created.path),
-        "size_bytes": manifest.size_bytes,
-        "files": len(manifest.files),
-        "collections": manifest.collections,
-        "history": manifest.history,
-        "check": {
-            **{k: v for k, v in manifest.check.items() if k != "findings"},
-            "error_findings": _error_findings(manifest.check)[:SHOWN_ERRORS],
-        },
-        "encrypted": manifest.encrypted,
-        "signed": manifest.signature is not None,
-        "upload": upload,
-        "removed_partials": [str(p) for p in created.removed_partials],
-        "quiesced": bool(manifest.quiesced),
-        "route": "agent" if manifest.quiesced is not None else "none",
-        "not_quiesced": manifest.not_quiesced,
-        "capture_budget": budget.to_json(),
-        **(created.tripwire.report() if created.tripwire else {}),  # findings, tripwire
-        "pending_uploads": queue.to_json() if queue else None,
-    }
+    document = created.to_json(
+        budget=budget, upload=upload, pending_uploads=queue.to_json() if queue else None
+    )
     text = _created_text(config, created, upload, budget) + (queue.text() if queue else "")
     code = _emit(args, document, text + (created.tripwire.text() if created.tripwire else ""))
     vanished = created.tripwire is not None and created.tripwire.errors
@@ -195,20 +173,18 @@ def _create_plan(
     """``snapshot create --dry-run``: what would be captured, where, and the capture budget."""
     directory = snapshot.snapshot_dir(config)
     vectors = vector_store_for(config).where
-    plan = {
-        "command": "snapshot create",
-        "dry_run": True,
-        "directory": str(directory),
-        "sources": [str(vectors), str(config.history_db_path)],
-        "upload": args.upload,
-        "capture_budget": budget.to_json(),
-        "pending_uploads": [i.id for i in upload_marks.pending(config.snapshot.directory)],
-    }
+    plan = CapturePlan(
+        directory=directory,
+        sources=(str(vectors), str(config.history_db_path)),
+        upload=args.upload,
+        budget=budget,
+        pending_uploads=tuple(i.id for i in upload_marks.pending(config.snapshot.directory)),
+    )
     if args.upload:
         repository.object_store(config)
     return _emit(
         args,
-        plan,
+        plan.to_json(),
         f"would capture {vectors} and {config.history_db_path} "
         f"into {directory}/<id>/"
         + (" and upload it" if args.upload else "")
@@ -238,7 +214,7 @@ def _created_text(
         text += f"; not quiesced: {manifest.not_quiesced}"
     if counts.get("unsettled"):
         text += f"; {len(counts['unsettled'])} writes caught in the capture could not be settled"
-    errors = _error_findings(counts)
+    errors = error_findings(counts)
     for finding in errors[:SHOWN_ERRORS]:
         where = finding.get("memory_id") or finding.get("path") or ""
         text += f"\n  ERROR {finding.get('code')} {where}: {finding.get('message')}"
@@ -247,12 +223,6 @@ def _created_text(
     if errors:
         text += "\n  the snapshot is kept, never as the newest verified one: memsync reconcile"
     return text + "".join(_near_timeout_lines(budget))
-
-
-def _error_findings(check: dict[str, Any]) -> list[dict[str, Any]]:
-    """The error-severity findings of a manifest's ``check`` (as ``Finding.to_json``)."""
-    found = check.get("findings") or []
-    return [f for f in found if isinstance(f, dict) and f.get("severity") == "error"]
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -277,15 +247,6 @@ def run_verify(args: argparse.Namespace) -> int:
             restorable=True,
         )
     errors = sum(1 for f in report.findings if f.severity.value == "error")
-    document = {
-        "command": "snapshot verify",
-        "target": report.target,
-        "id": report.snapshot_id,
-        "ok": report.ok,
-        "findings": [f.to_json() for f in report.findings],
-        "label": report.label,
-        "expected": [f.to_json() for f in report.expected],
-    }
     lines = [
         f"{f.severity.value.upper():<8} {f.code:<20} {f.path or f.memory_id or ''}\n         {f.message}"
         for f in report.findings
@@ -295,40 +256,15 @@ def run_verify(args: argparse.Namespace) -> int:
     lines.append(
         f"verify {report.snapshot_id}: {'ok' if report.ok else 'FAILED'} ({errors} errors)"
     )
-    _emit(args, document, "\n".join(lines))
+    _emit(args, report.to_json(), "\n".join(lines))
     return int(ExitCode.OK if report.ok else ExitCode.PROBLEMS_FOUND)
 
 
 def run_list(args: argparse.Namespace) -> int:
     """List snapshots, local and (with --remote) in S3."""
     config = load_config(args)
-    rows: dict[str, dict[str, Any]] = {}
-    if config.snapshot.directory is not None:
-        for info in snapshots.iter_local(config.snapshot.directory):
-            rows[info.id] = _row(
-                info.id, info.manifest, info.complete, info.is_verified, info.size_bytes, "local"
-            )
-            rows[info.id]["pin"] = pins.pin_of(info)
-            rows[info.id]["local"]["verified_at"] = _verified_at(info.verified)
-            rows[info.id]["upload_pending"] = upload_marks.read(info.path) is not None
-    if args.remote:
-        for remote in repository.remote(config).list():
-            row = rows.get(remote.id)
-            if row is None:
-                rows[remote.id] = _row(
-                    remote.id,
-                    remote.manifest,
-                    remote.complete,
-                    remote.is_verified,
-                    remote.size_bytes,
-                    "remote",
-                )
-                rows[remote.id]["pin"] = pins.pin_of(remote)
-            else:
-                row["remote"] = {"complete": remote.complete, "verified": remote.is_verified}
-                row["pin"] = row["pin"] or pins.pin_of(remote)
-            rows[remote.id]["remote"]["verified_at"] = _verified_at(remote.verified)
-    ordered = [rows[key] for key in sorted(rows)]
+    listing = list_snapshots(config, remote=bool(args.remote))
+    ordered = list(listing.snapshots)
     lines = [
         f"{'id':<20} {'complete':<8} {'verified':<12} {'verified at':<20} {'size':>12} "
         f"{'points':>8} {'memories':>8} where"
@@ -347,44 +283,10 @@ def run_list(args: argparse.Namespace) -> int:
             + (" pinned" if row["pin"] else "")
             + (f" safety ({row['label'].get('by') or '?'})" if row["label"] else "")
         )
-    pending = sum(1 for row in ordered if row.get("upload_pending"))
+    pending = listing.pending_upload
     if pending:
         lines.append(f"{pending} snapshot(s) wait for upload (snapshot create --upload sends them)")
-    document = {"command": "snapshot list", "snapshots": ordered, "pending_upload": pending}
-    return _emit(args, document, "\n".join(lines))
-
-
-def _verified_at(document: dict[str, Any] | None) -> str | None:
-    """When a snapshot was last read back and matched; None when its verification failed.
-
-    The later of ``verified_at`` (a full verification) and ``files_read_at`` (a scheduled slice).
-    """
-    if not document or document.get("ok") is not True:
-        return None
-    times = [document.get(k) for k in ("verified_at", "files_read_at")]
-    return max((t for t in times if isinstance(t, str)), default=None)
-
-
-def _row(
-    snapshot_id: str,
-    manifest: Manifest | None,
-    complete: bool,
-    verified: bool,
-    size: int,
-    where: str,
-) -> dict[str, Any]:
-    return {
-        "id": snapshot_id,
-        "created_at": utc.iso(snapshots.id_time(snapshot_id)),
-        "complete": complete,
-        "verified": verified,
-        "size_bytes": size,
-        "points": manifest.points if manifest else None,
-        "memories": manifest.history.get("memories") if manifest else None,
-        "label": manifest.label if manifest else None,
-        "local": {"complete": complete, "verified": verified} if where == "local" else None,
-        "remote": {"complete": complete, "verified": verified} if where == "remote" else None,
-    }
+    return _emit(args, listing.to_json(), "\n".join(lines))
 
 
 def run_download(args: argparse.Namespace) -> int:
@@ -397,7 +299,7 @@ def run_download(args: argparse.Namespace) -> int:
         path = snapshot.download_snapshot(remote, snapshot_id, args.dest, received)
     return _emit(
         args,
-        {"command": "snapshot download", "id": snapshot_id, "path": str(path)},
+        Downloaded(id=snapshot_id, path=path).to_json(),
         f"downloaded {snapshot_id} into {path}; every file matches its manifest",
     )
 
@@ -426,7 +328,7 @@ def run_purge(args: argparse.Namespace) -> int:
             config, args.memory_ids, _now(), args.remote, scope=scope or None,
             delete_versions=args.delete_versions, dry_run=args.dry_run, progress=progress,
         )  # fmt: skip
-    document = purge_report.document(done, dry_run=args.dry_run, scope=scope)
+    document = done.to_json(dry_run=args.dry_run, scope=scope)
     _emit(args, document, purge_report.text(done, dry_run=args.dry_run))
     if done.kept:  # object lock refused: the report above names each version kept
         message, hint = purge_report.refusal(done)

@@ -16,7 +16,7 @@ from memsync.errors import UnavailableError, UsageError
 from memsync.repository import SnapshotRepository
 from memsync.snapshot import pins
 from memsync.snapshot.retention import PruneDecision
-from memsync.snapshot.retention_apply import Removed, Sides, Survey, VersionsLeft
+from memsync.snapshot.retention_apply import Pruned, Removed, Sides, Survey, VersionsLeft
 from memsync.state import operation_lock
 from memsync.stores.manifest_schema import ID_PATTERN, valid_id
 from memsync.stores.snapshots import PINNED
@@ -132,44 +132,17 @@ def _report(
     left: Left,
     purged: int,
 ) -> int:
-    removing = {d.id for d in decisions if not d.keep}
-    document = {
-        "command": "snapshot prune",
-        "dry_run": args.dry_run,
-        "sides": list(sides.named()),
-        "decisions": [
-            {
-                "id": d.id,
-                "sides": list(d.sides),
-                "keep": d.keep,
-                "action": "keep" if d.keep else "remove",
-                "reasons": list(d.reasons),
-                "remove_from": list(d.remove_from),
-            }
-            for d in decisions
-        ],
-        "skipped_incomplete": [
-            c.id for c in found.candidates if not c.complete and c.id not in removing
-        ],
-        "removed": removed.ids,
-        "aborted_uploads": [{"key": u.key, "upload_id": u.upload_id} for u in removed.aborted],
-        "versions": _versions_json(left, purged),
-    }
+    pruned = Pruned(
+        dry_run=args.dry_run,
+        sides=sides,
+        found=found,
+        decisions=tuple(decisions),
+        removed=removed,
+        left=left,
+        purged=purged,
+    )
+    document = pruned.to_json()
     return render.emit(bool(args.json), document, _prune_text(args, sides, document, left, purged))
-
-
-def _versions_json(left: Left, purged: int) -> dict[str, Any] | None:
-    if left is None:
-        return None
-    if isinstance(left, str):
-        return {"error": left}
-    return {
-        "versioning": left.versioning,
-        "snapshots": list(left.snapshot_ids),
-        "left": 0 if purged else left.count,
-        "left_bytes": 0 if purged else left.size_bytes,
-        "purged": purged,
-    }
 
 
 def _prune_text(
@@ -212,22 +185,15 @@ def run_pin(args: argparse.Namespace) -> int:
     """Pin a snapshot on every side storing it; exit 0, 2 (stored nowhere), 11, 12."""
     config = load_config(args)
     where, failed = _stored_on(config, args.id)
-    document: dict[str, Any] = {
-        "command": "snapshot pin",
-        "id": args.id,
-        "dry_run": args.dry_run,
-        "sides": list(where),
-        "pin": None,
-    }
+    pin = None
     if not args.dry_run:
         with operation_lock(config.state_dir, "snapshot pin"):  # not while a prune decides
             for repo in where.values():
-                document["pin"] = pins.pin(
-                    repo, args.id, reason=args.reason, by="operator", now=_now()
-                )
+                pin = pins.pin(repo, args.id, reason=args.reason, by="operator", now=_now())
+    done = pins.Pinned(id=args.id, dry_run=args.dry_run, sides=tuple(where), pin=pin)
     _unfinished("would pin" if args.dry_run else "pinned", args.id, failed)
     text = f"{'would pin' if args.dry_run else 'pinned'} {args.id} on {' and '.join(where)}"
-    return render.emit(bool(args.json), document, text)
+    return render.emit(bool(args.json), done.to_json(), text)
 
 
 def run_unpin(args: argparse.Namespace) -> int:
@@ -240,17 +206,11 @@ def run_unpin(args: argparse.Namespace) -> int:
             for repo in where.values():
                 pins.unpin(repo, args.id, now=_now())
     _unfinished("would unpin" if args.dry_run else "unpinned", args.id, failed)
-    document = {
-        "command": "snapshot unpin",
-        "id": args.id,
-        "dry_run": args.dry_run,
-        "sides": list(where),
-        "was_pinned": was,
-    }
+    done = pins.Unpinned(id=args.id, dry_run=args.dry_run, was_pinned=was)
     state = "it was pinned" if any(was.values()) else "it was not pinned"
     verb = "would unpin" if args.dry_run else "unpinned"
     return render.emit(
-        bool(args.json), document, f"{verb} {args.id} on {' and '.join(where)} ({state})"
+        bool(args.json), done.to_json(), f"{verb} {args.id} on {' and '.join(where)} ({state})"
     )
 
 

@@ -7,7 +7,6 @@ decisions are ``memsync.snapshot.uploads``; this module renders progress and rep
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,31 +15,10 @@ from memsync.cli import render
 from memsync.cli.common import load_config
 from memsync.config import Config
 from memsync.errors import UnavailableError, UsageError
-from memsync.repository import S3Repository
 from memsync.snapshot import uploads
+from memsync.snapshot.transfer import Uploaded
+from memsync.snapshot.uploads import Queue
 from memsync.stores import snapshots
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Queue:
-    """The pending uploads done before a capture, and whether to capture."""
-
-    run: uploads.PendingRun
-    target: S3Repository
-    capture: bool
-    reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        """``pending_uploads`` of the create document (docs/reference/json-output.md)."""
-        return {**self.run.to_json(), "count": len(self.run.still_pending), "capture": self.reason}
-
-    def text(self) -> str:
-        """One sentence on the pending snapshots uploaded first (empty when there were none)."""
-        if not self.run.uploaded:
-            return ""
-        return f"; uploaded {len(self.run.uploaded)} pending snapshot(s) first: " + ", ".join(
-            self.run.uploaded
-        )
 
 
 def _progress(total: int) -> Any:
@@ -79,15 +57,8 @@ def pending_first(args: argparse.Namespace, config: Config, now: datetime) -> Qu
 
 def skipped(args: argparse.Namespace, queue: Queue) -> int:
     """Report a run that uploaded the pending snapshots and captured nothing (exit 0)."""
-    document = {
-        "command": "snapshot create",
-        "id": None,
-        "captured": False,
-        "upload": None,
-        "pending_uploads": queue.to_json(),
-    }
     text = f"no new snapshot ({queue.reason})" + (queue.text() or "; nothing was pending")
-    return render.emit(bool(args.json), document, text)
+    return render.emit(bool(args.json), queue.skipped_json(), text)
 
 
 def upload_created(
@@ -125,13 +96,7 @@ def run_upload(args: argparse.Namespace) -> int:
     if args.dry_run:
         return render.emit(
             bool(args.json),
-            {
-                "command": "snapshot upload",
-                "dry_run": True,
-                "id": directory.name,
-                "files": [f.path for f in manifest.files],
-                "to": remote.where,
-            },
+            Uploaded(id=directory.name, to=remote.where, files=manifest.files).to_json(),
             f"would upload {len(manifest.files)} files and the manifest of {directory.name} to {remote.where}",
         )
     with render.byte_progress("uploading", manifest.stored_bytes) as sent:
@@ -150,6 +115,6 @@ def run_upload(args: argparse.Namespace) -> int:
         )
     return render.emit(
         bool(args.json),
-        {"command": "snapshot upload", "id": directory.name, **result, "to": remote.where},
+        Uploaded(id=directory.name, to=remote.where, result=result).to_json(),
         text,
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from memsync import restore, tune
 from memsync.cli import render
@@ -51,23 +50,7 @@ def run(args: argparse.Namespace) -> int:
         restore.finish_interrupted(config)  # never switch files a restore left half swapped
         with operation_lock(config.state_dir, "tune"):
             tuned = tune.apply_tune(config, args.target)
-    return render.emit(bool(args.json), document(tuned), text(tuned))
-
-
-def document(tuned: tune.Tuned) -> dict[str, Any]:
-    """``tune --json`` (docs/reference/json-output.md)."""
-    return {
-        "command": "tune",
-        "dry_run": tuned.dry_run,
-        "target": tuned.target,
-        "route": tuned.route,
-        "holder": tuned.holder,
-        "blocked": tuned.blocked,
-        "files": [entry.to_json() for entry in tuned.files],
-        "changed": len(tuned.changed),
-        "paused_s": tuned.paused_s,
-        "lease_ran_out": tuned.lease_ran_out,
-    }
+    return render.emit(bool(args.json), tuned.to_json(), text(tuned))
 
 
 def text(tuned: tune.Tuned) -> str:

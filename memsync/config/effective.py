@@ -41,6 +41,22 @@ def effective_document(config: Config) -> dict[str, Any]:
     return document
 
 
+def validated_json(config: Config) -> dict[str, Any]:
+    """``config validate --json``: the file named and valid (an invalid one is exit 10)."""
+    return {"command": "config validate", "ok": True, "source": config.source}
+
+
+def shown_json(config: Config) -> dict[str, Any]:
+    """``config show --json``: every key's effective value, secrets redacted."""
+    return {
+        "command": "config show",
+        "ok": True,
+        "source": config.source,
+        "config": effective_document(config),
+        "writable_paths": [str(path) for path in writable_paths(config)],
+    }
+
+
 def writable_paths(config: Config) -> list[Path]:
     """Directories memsync may write, for a service's ``ReadWritePaths=``; sorted, none inside another. Pure.
 

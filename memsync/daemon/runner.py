@@ -76,6 +76,25 @@ class Stop:
     timeout_s: float
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobPlan:
+    """``job NAME --dry-run``: the command a job would run, and the state file recording it."""
+
+    job: str
+    argv: tuple[str, ...]
+    state: Path
+
+    def to_json(self) -> dict[str, Any]:
+        """``job --dry-run --json`` (docs/reference/json-output.md)."""
+        return {
+            "command": "job",
+            "job": self.job,
+            "dry_run": True,
+            "argv": list(self.argv),
+            "state": str(self.state),
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class ChildResult:
     """A finished child: exit status (130 when stopped by a signal), stdout, stderr, and how it ran.

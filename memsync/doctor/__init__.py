@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from memsync import check
 from memsync.config import Config
@@ -66,6 +67,16 @@ class DoctorReport:
     def ok(self) -> bool:
         """True when no result is an error."""
         return self.count(ERROR) == 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's ``doctor --json`` document."""
+        return {
+            "command": "doctor",
+            "ok": self.ok,
+            "counts": summarize(self.results),
+            "results": [result.to_json() for result in self.results],
+            "check": self.check.counts() if self.check else None,
+        }
 
 
 def run_doctor(config: Config, now: datetime) -> DoctorReport:

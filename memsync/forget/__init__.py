@@ -29,7 +29,7 @@ from memsync.forget.apply import (
     save_intent,
     unlink_entities,
 )
-from memsync.forget.queued import Applied, apply_pending
+from memsync.forget.queued import Applied, QueueRun, apply_pending
 from memsync.forget.select import (
     Ask,
     Forgotten,
@@ -41,7 +41,7 @@ from memsync.forget.select import (
 )
 
 __all__ = [
-    "INTENT", "Applied", "Ask", "Deleted", "Forgotten", "Targets", "apply_pending", "clear_intent",
+    "INTENT", "Applied", "QueueRun", "Ask", "Deleted", "Forgotten", "Targets", "apply_pending", "clear_intent",
     "delete_through", "delete_with", "finish", "load_intent", "look", "prove_gone", "queue",
     "refuse_bad_mem0", "reread", "run_ask", "run_forget", "run_expiry_prune", "save_intent",
     "select_expired", "select_targets", "unlink_entities",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 import structlog
 
@@ -39,6 +39,38 @@ class Applied:
     status: Status
     done: Forgotten | None = None
     error: str | None = None
+
+    def to_json(self, now: datetime) -> dict[str, Any]:
+        """The request (as ``pending list`` shows it) and its fate."""
+        return {
+            **self.request.to_json(now),
+            "status": self.status,
+            "targets": list(self.done.targets.all) if self.done else None,
+            "deleted": list(self.done.deleted) if self.done else [],
+            "unproven": list(self.done.unproven) if self.done else [],
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueRun:
+    """``pending apply``: each request's fate, the route taken, and the requests left after."""
+
+    dry_run: bool
+    applied: tuple[Applied, ...]
+    taken: routes.Taken
+    left: int
+    now: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        """``pending apply --json`` (docs/reference/json-output.md)."""
+        return {
+            "command": "pending apply",
+            "dry_run": self.dry_run,
+            **self.taken.as_json(),
+            "requests": [item.to_json(self.now) for item in self.applied],
+            "left": self.left,
+        }
 
 
 def exit_code(applied: list[Applied]) -> ExitCode:

@@ -9,6 +9,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from memsync import findings as registry
 from memsync.erase import apply as erase
 from memsync.errors import ConfigError, ExitCode
 from memsync.model import Inventory, is_expired
@@ -64,6 +65,33 @@ class Forgotten:
     def unverified(self) -> list[str]:
         """Why the erasure's bytes are not proven gone (``erase.unverified``); empty: proven."""
         return erase.unverified(self.erased) if self.erased else []
+
+    def to_json(self, command: str) -> dict[str, Any]:
+        """``forget --json`` or ``prune --json`` (``command``): docs/reference/json-output.md."""
+        targets = self.targets
+        findings = [
+            registry.make(
+                "memory-not-found",
+                "no point and no history row has this id: nothing was touched",
+                memory_id=m,
+            ).to_json()
+            for m in targets.not_found
+        ]
+        return {
+            "command": command,
+            "dry_run": self.dry_run,
+            "targets": list(targets.all),
+            "already_deleted": list(targets.already_deleted),
+            "deleted": list(self.deleted),
+            "recorded": list(self.recorded),
+            "unproven": list(self.unproven),
+            "safety_snapshot": self.snapshot_id,
+            "erased": self.erased or None,
+            "findings": findings,
+            "route": self.route,
+            "downtime_s": self.downtime_s,
+            "pending_id": self.pending_id,
+        }
 
 
 def select_targets(

@@ -59,6 +59,10 @@ class Cleaned:
     cleaned_at: str | None = None
     backup_kept: str | None = None
 
+    def document(self) -> dict[str, Any]:
+        """``migrate --cleanup --json``: ``{"command": "migrate", "cleanup": ...}``."""
+        return {"command": "migrate", "cleanup": self.to_json()}
+
     def to_json(self) -> dict[str, Any]:
         """The ``cleanup`` object of the JSON document (docs/reference/commands/migrate.md)."""
         return {

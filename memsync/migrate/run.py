@@ -80,8 +80,9 @@ class Migrated:
         return ExitCode.PROBLEMS_FOUND if self.differences else ExitCode.OK
 
     def to_json(self) -> dict[str, Any]:
-        """The command's JSON document minus ``command`` (docs/reference/commands/migrate.md)."""
+        """``migrate --json`` (docs/reference/json-output.md, commands/migrate.md)."""
         return {
+            "command": "migrate",
             "plan": self.plan.to_json(),
             "dry_run": self.dry_run,
             "resumed": self.resumed,

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -138,6 +139,42 @@ class Outcome:
     def fetched_bytes(self) -> int:
         """Bytes downloaded from the bucket (into the scratch area, removed since)."""
         return sum(item.fetched_bytes for item in self.read)
+
+    def counts(self) -> dict[str, int]:
+        """Actions by status: ``pending``, ``done``, ``failed``, ``unrecoverable``."""
+        return {
+            status: sum(1 for a in self.actions if a.status == status)
+            for status in ("pending", "done", "failed", "unrecoverable")
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """``reconcile --json`` (docs/reference/json-output.md)."""
+        return {
+            "command": "reconcile",
+            "dry_run": self.dry_run,
+            "resumed": self.resumed,
+            "plan_id": self.plan_id,
+            "safety_snapshot": self.snapshot_id,
+            "counts": self.counts(),
+            "actions": [
+                {
+                    "kind": str(a.kind),
+                    "code": a.code,
+                    "memory_id": a.memory_id,
+                    "why": a.why,
+                    "status": a.status,
+                    "error": a.error,
+                }
+                for a in self.actions
+            ],
+            "check_after": self.after.counts() if self.after else None,
+            "route": self.route,
+            "downtime_s": self.downtime_s,
+            "erased_again": list(self.erased_again),
+            "erased_unverified": list(self.erased_unverified),
+            "read": [item.to_json() for item in self.read],
+            "fetched_bytes": self.fetched_bytes,
+        }
 
     @property
     def exit_code(self) -> ExitCode:

@@ -35,6 +35,7 @@ from memsync.snapshot import choose
 from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
 from memsync.stores.backends import vector_store_for
 from memsync.stores.manifest import Manifest
+from memsync.stores.manifest_schema import id_time
 from memsync.stores.sqlite_files import set_wal_mode, work_dir_error
 
 logger = structlog.get_logger(__name__)
@@ -66,6 +67,49 @@ class Restored:
     chosen: choose.Chosen | None = None  # how ``latest`` or ``--before`` picked it
     route: str | None = None  # how the swap reached a running app: direct, agent, window
     since_snapshot: dict[str, Any] | None = None  # what the last check saw after it (loss.py)
+
+    def age_s(self, now: datetime) -> float | None:
+        """Seconds from the snapshot (its id's UTC time) to ``now``; None for an odd id."""
+        try:
+            return round((now - id_time(self.snapshot_id)).total_seconds(), 1)
+        except ValueError:
+            return None
+
+    def move_json(self, move: Move) -> dict[str, Any]:
+        """One target of the report; ``aside`` is null when nothing was (or would be) moved."""
+        if self.dry_run or self.skipped:
+            aside = move.aside if move.had_live else None
+        else:
+            aside = move.aside if move.aside in self.moved_aside else None
+        return {"live": move.live, "aside": aside}
+
+    def to_json(self, now: datetime) -> dict[str, Any]:
+        """``restore --json`` at ``now`` (docs/reference/json-output.md)."""
+        return {
+            "command": "restore",
+            "snapshot_id": self.snapshot_id,
+            "snapshot_age_s": self.age_s(now),
+            "chosen": self.chosen.to_json() if self.chosen else None,
+            "dry_run": self.dry_run,
+            "skipped": self.skipped,
+            "recovered": self.recovered,
+            "route": self.route,
+            "moves": [self.move_json(m) for m in self.moves],
+            "moved_aside": None if self.dry_run or self.skipped else list(self.moved_aside),
+            "check_after": self.check.counts() if self.check else None,
+            "since_snapshot": None if self.skipped else self.since_snapshot,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resumed:
+    """``restore --resume``: what finishing an unfinished restore did (None: there was none)."""
+
+    recovered: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """``restore --resume --json``."""
+        return {"command": "restore", "resume": True, "recovered": self.recovered}
 
 
 def plan_restore(config: Config, snapshot_id: str) -> list[Move]:

@@ -50,6 +50,23 @@ class CopiedTo:
     mem0: dict[str, Any] | None = None
     check: CheckReport | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """``restore --to DIR --json`` (docs/reference/json-output.md)."""
+        layout = self.layout
+        return {
+            "command": "restore",
+            "to": str(layout.root),
+            "snapshot_id": self.snapshot_id,
+            "chosen": self.chosen.to_json() if self.chosen else None,
+            "dry_run": self.dry_run,
+            "vector_store": str(layout.vectors),
+            "history_db": str(layout.history_db),
+            "config": str(layout.config),
+            "mem0_config": str(layout.mem0_config),
+            "mem0": self.mem0,
+            "check_after": self.check.counts() if self.check else None,
+        }
+
 
 def require_new_directory(cfg: config.Config, dest: Path) -> None:
     """Refuse a ``--to`` directory that is not new or empty, or lies in the live deployment.

@@ -65,6 +65,27 @@ class PendingRequest:
         document["memory_ids"] = list(self.memory_ids)
         return document
 
+    def to_json(self, now: datetime) -> dict[str, Any]:
+        """The request as ``pending list --json`` shows it at ``now``: ``as_json`` and ``age_s``."""
+        return {**self.as_json(), "age_s": round(self.age_s(now), 3)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Listing:
+    """``pending list``: the queue, oldest first, as read at ``now``."""
+
+    requests: tuple[PendingRequest, ...]
+    now: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        """``pending list --json`` (docs/reference/json-output.md)."""
+        oldest = oldest_age_s(self.requests, self.now)
+        return {
+            "command": "pending list",
+            "requests": [r.to_json(self.now) for r in self.requests],
+            "oldest_age_s": None if oldest is None else round(oldest, 3),
+        }
+
 
 def new_request(
     kind: Kind,

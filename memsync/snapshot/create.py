@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 
 from memsync import __version__, check, seal
+from memsync.capture_budget import CaptureBudget
 from memsync.config import Config, read_key_file
 from memsync.errors import ConfigError, UnavailableError
 from memsync.model import CaptureWindow, CheckReport, Inventory, count_scopes
@@ -52,6 +53,75 @@ class Created:
     manifest: Manifest
     removed_partials: tuple[Path, ...] = ()
     tripwire: guard.TripwireResult | None = None
+
+    def to_json(
+        self,
+        *,
+        budget: CaptureBudget,
+        upload: dict[str, Any] | None,
+        pending_uploads: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """``snapshot create --json`` (docs/reference/json-output.md).
+
+        ``budget``: the estimate made before the capture; ``upload``: the new snapshot's
+        (``--upload``); ``pending_uploads``: the run's pending uploads (None without it).
+        """
+        manifest = self.manifest
+        return {
+            "command": "snapshot create",
+            "id": self.id,
+            "path": str(self.path),
+            "size_bytes": manifest.size_bytes,
+            "files": len(manifest.files),
+            "collections": manifest.collections,
+            "history": manifest.history,
+            "check": {
+                **{k: v for k, v in manifest.check.items() if k != "findings"},
+                "error_findings": error_findings(manifest.check)[:SHOWN_ERRORS],
+            },
+            "encrypted": manifest.encrypted,
+            "signed": manifest.signature is not None,
+            "upload": upload,
+            "removed_partials": [str(p) for p in self.removed_partials],
+            "quiesced": bool(manifest.quiesced),
+            "route": "agent" if manifest.quiesced is not None else "none",
+            "not_quiesced": manifest.not_quiesced,
+            "capture_budget": budget.to_json(),
+            **(self.tripwire.report() if self.tripwire else {}),  # findings, tripwire
+            "pending_uploads": pending_uploads,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapturePlan:
+    """``snapshot create --dry-run``: where a capture would go, from what, and its budget."""
+
+    directory: Path
+    sources: tuple[str, ...]
+    upload: bool
+    budget: CaptureBudget
+    pending_uploads: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """``snapshot create --dry-run --json``."""
+        return {
+            "command": "snapshot create",
+            "dry_run": True,
+            "directory": str(self.directory),
+            "sources": list(self.sources),
+            "upload": self.upload,
+            "capture_budget": self.budget.to_json(),
+            "pending_uploads": list(self.pending_uploads),
+        }
+
+
+SHOWN_ERRORS = 20  # error findings a create report lists (the manifest keeps them all)
+
+
+def error_findings(check: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The error-severity findings of a manifest's ``check`` (as ``Finding.to_json``)."""
+    found = check.get("findings") or []
+    return [f for f in found if isinstance(f, dict) and f.get("severity") == "error"]
 
 
 def build_manifest(

@@ -9,6 +9,7 @@ and when stays beside the snapshot.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -93,3 +94,42 @@ def _require(repository: SnapshotRepository, snapshot_id: str) -> None:
 
 def _iso(now: datetime) -> str:
     return now.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pinned:
+    """``snapshot pin``: the sides storing the snapshot and the pin written (None: a dry run)."""
+
+    id: str
+    dry_run: bool
+    sides: tuple[str, ...]
+    pin: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``snapshot pin --json`` (docs/reference/json-output.md)."""
+        return {
+            "command": "snapshot pin",
+            "id": self.id,
+            "dry_run": self.dry_run,
+            "sides": list(self.sides),
+            "pin": self.pin,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unpinned:
+    """``snapshot unpin``: the sides storing the snapshot, and per side whether it was pinned."""
+
+    id: str
+    dry_run: bool
+    was_pinned: dict[str, bool]
+
+    def to_json(self) -> dict[str, Any]:
+        """``snapshot unpin --json`` (docs/reference/json-output.md)."""
+        return {
+            "command": "snapshot unpin",
+            "id": self.id,
+            "dry_run": self.dry_run,
+            "sides": list(self.was_pinned),
+            "was_pinned": self.was_pinned,
+        }

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from memsync import check, repository, snapshot
 from memsync.config import Config
@@ -65,6 +66,38 @@ class Purged:
     kept: tuple[versions.Kept, ...] = field(default_factory=tuple)
     scan_hint: str | None = None
     failed: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self, *, dry_run: bool, scope: dict[str, str]) -> dict[str, Any]:
+        """``snapshot purge-memory --json`` (docs/reference/json-output.md)."""
+        scan = self.scan
+        hits = [h.to_json() for h in scan.hits] if scan else []
+        return {
+            "command": "snapshot purge-memory",
+            "dry_run": dry_run,
+            "scope": scope or None,
+            "memory_ids": list(self.memory_ids),
+            "holding": list(self.holding),
+            "rewritten": list(self.rewritten),
+            "other_backend": list(self.other_backend),
+            "uploaded": list(self.uploaded),
+            "old_versions": [h["version"] for h in hits if h["version"] not in self.deleted],
+            "versions": {
+                "status": "unknown" if self.scan_error else ("checked" if scan else "no-s3"),
+                "why": self.scan_error,
+                "hint": self.scan_hint if self.scan_error else None,
+                "holding": hits,
+                "unreadable": [
+                    {"version": label, "why": why} for label, why in sorted(scan.unreadable.items())
+                ]
+                if scan
+                else [],
+                "downloaded": scan.downloaded if scan else 0,
+                "cached": scan.cached if scan else 0,
+                "deleted": list(self.deleted),
+                "kept": [k.to_json() for k in self.kept],
+                "failed": [{"version": label, "why": why} for label, why in self.failed.items()],
+            },
+        }
 
 
 def _scopes_left_empty(

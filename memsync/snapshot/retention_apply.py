@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 
@@ -233,3 +234,63 @@ def purge_versions(remote: S3Repository, left: VersionsLeft, removed: int) -> in
         ) from error
     logger.info("snapshot_versions_deleted", versions=left.count, bytes=left.size_bytes)
     return left.count
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pruned:
+    """What ``snapshot prune`` decided and did.
+
+    ``left``: the versions a versioned bucket keeps of removed snapshots (a ``VersionsLeft``),
+    why they could not be listed (a string), or None (no ``[s3]``, or never versioned);
+    ``purged``: versions ``--purge-versions`` deleted.
+    """
+
+    dry_run: bool
+    sides: Sides
+    found: Survey
+    decisions: tuple[PruneDecision, ...]
+    removed: Removed
+    left: VersionsLeft | str | None
+    purged: int
+
+    def to_json(self) -> dict[str, Any]:
+        """``snapshot prune --json`` (docs/reference/json-output.md)."""
+        removing = {d.id for d in self.decisions if not d.keep}
+        return {
+            "command": "snapshot prune",
+            "dry_run": self.dry_run,
+            "sides": list(self.sides.named()),
+            "decisions": [
+                {
+                    "id": d.id,
+                    "sides": list(d.sides),
+                    "keep": d.keep,
+                    "action": "keep" if d.keep else "remove",
+                    "reasons": list(d.reasons),
+                    "remove_from": list(d.remove_from),
+                }
+                for d in self.decisions
+            ],
+            "skipped_incomplete": [
+                c.id for c in self.found.candidates if not c.complete and c.id not in removing
+            ],
+            "removed": self.removed.ids,
+            "aborted_uploads": [
+                {"key": u.key, "upload_id": u.upload_id} for u in self.removed.aborted
+            ],
+            "versions": self._versions_json(),
+        }
+
+    def _versions_json(self) -> dict[str, Any] | None:
+        left = self.left
+        if left is None:
+            return None
+        if isinstance(left, str):
+            return {"error": left}
+        return {
+            "versioning": left.versioning,
+            "snapshots": list(left.snapshot_ids),
+            "left": 0 if self.purged else left.count,
+            "left_bytes": 0 if self.purged else left.size_bytes,
+            "purged": self.purged,
+        }

@@ -11,6 +11,7 @@ prefix are aborted before it resumes. ``repair`` reads the stored objects back
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,13 +25,50 @@ from memsync.repository.port import BytesProgress
 from memsync.s3 import TransportError
 from memsync.stores import manifest as manifests
 from memsync.stores import snapshots
-from memsync.stores.manifest import Manifest
+from memsync.stores.manifest import FileEntry, Manifest
 from memsync.stores.snapshots import PINNED, sha256_file
 
 if TYPE_CHECKING:  # boto3 loads only where a bucket is opened
     from memsync.s3 import ObjectStore
 
 logger = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Downloaded:
+    """``snapshot download``: the snapshot and the directory it was verified into."""
+
+    id: str
+    path: Path
+
+    def to_json(self) -> dict[str, Any]:
+        """``snapshot download --json``."""
+        return {"command": "snapshot download", "id": self.id, "path": str(self.path)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Uploaded:
+    """``snapshot upload``: what ``upload_snapshot`` reported, or (a dry run) what it would send.
+
+    ``result``: ``upload_snapshot``'s report (None on a dry run); ``files``: a dry run's files.
+    """
+
+    id: str
+    to: str
+    result: dict[str, Any] | None = None
+    files: tuple[FileEntry, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """``snapshot upload --json`` (docs/reference/json-output.md)."""
+        if self.result is None:
+            return {
+                "command": "snapshot upload",
+                "dry_run": True,
+                "id": self.id,
+                "files": [f.path for f in self.files],
+                "to": self.to,
+            }
+        return {"command": "snapshot upload", "id": self.id, **self.result, "to": self.to}
 
 
 def upload_snapshot(

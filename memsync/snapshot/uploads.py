@@ -140,3 +140,35 @@ def mark_unattempted(directory: Path, now: datetime, where: str, error: MemsyncE
     """Mark a new snapshot pending without an attempt (S3 failed moments ago in this run)."""
     upload_marks.begin(directory, now, where)
     upload_marks.failed(directory, f"not attempted at {utc.iso(now)}: {error.message}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Queue:
+    """The pending uploads done before a capture, and whether to capture."""
+
+    run: PendingRun
+    target: S3Repository
+    capture: bool
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        """``pending_uploads`` of the create document (docs/reference/json-output.md)."""
+        return {**self.run.to_json(), "count": len(self.run.still_pending), "capture": self.reason}
+
+    def skipped_json(self) -> dict[str, Any]:
+        """``snapshot create --json`` of a run that captured nothing (only pending uploads)."""
+        return {
+            "command": "snapshot create",
+            "id": None,
+            "captured": False,
+            "upload": None,
+            "pending_uploads": self.to_json(),
+        }
+
+    def text(self) -> str:
+        """One sentence on the pending snapshots uploaded first (empty when there were none)."""
+        if not self.run.uploaded:
+            return ""
+        return f"; uploaded {len(self.run.uploaded)} pending snapshot(s) first: " + ", ".join(
+            self.run.uploaded
+        )

@@ -62,6 +62,18 @@ class VerifyReport:
         """True when no finding is an error."""
         return not any(f.severity is Severity.ERROR for f in self.findings)
 
+    def to_json(self) -> dict[str, Any]:
+        """``snapshot verify --json`` (docs/reference/json-output.md)."""
+        return {
+            "command": "snapshot verify",
+            "target": self.target,
+            "id": self.snapshot_id,
+            "ok": self.ok,
+            "findings": [f.to_json() for f in self.findings],
+            "label": self.label,
+            "expected": [f.to_json() for f in self.expected],
+        }
+
 
 def _problem(code: str, path: str | None, message: str, fix: str | None = None) -> Finding:
     return registry.make(code, message, path=path, fix=fix)

@@ -133,3 +133,22 @@ def imported_modules(source: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
     return names
+
+
+def documents_built_in_cli() -> list[str]:
+    """Dict literals in memsync/cli/ that build a command's JSON document: those with a
+    ``"command"`` key, and the error document (``"type"``), as ``path:line``."""
+    found = []
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Dict) and any(
+                isinstance(key, ast.Constant) and key.value in ("command", "type")
+                for key in node.keys
+            ):
+                found.append(f"{path.relative_to(PACKAGE).as_posix()}:{node.lineno}")
+    return found
+
+
+def test_the_command_line_renders_typed_results_and_assembles_no_json_document():
+    assert "the CLI renders, never assembles" in DOC
+    assert documents_built_in_cli() == []

@@ -132,3 +132,14 @@ def test_every_page_the_code_points_to_exists_in_the_repository():
             if name in text
         ]
     assert dangling == []
+
+
+def test_every_json_output_section_lists_its_fields_as_key_paths():
+    from tests.helpers import json_contract
+
+    documented = json_contract.sections()
+    assert "`check --json`" in documented and "Errors" in documented
+    bare = [heading for heading, paths in documented.items() if not paths]
+    assert not bare, f"sections of json-output.md without a field table or fields block: {bare}"
+    for heading, paths in documented.items():
+        assert all(" " not in path for path in paths), (heading, paths)

@@ -1,0 +1,82 @@
+"""``status``: the daemon, its jobs, the queue and what else may need a hand, read once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memsync import jobs
+from memsync.config import Config
+from memsync.daemon.runner import read_queue
+from memsync.errors import ExitCode
+from memsync.jobs.health import JobsVerdict
+from memsync.repository import upload_marks
+from memsync.state import window_left_open
+from memsync.stores import interpreter
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Status:
+    """What ``status`` read.
+
+    ``state``: the jobs' record; ``pid``: the daemon's (None: not running); ``verdict``: each
+    job judged; ``queue``: the queue's summary; ``window_left_open``: the marker of a window
+    whose memsync died; ``pending_upload``: local snapshots waiting for their upload.
+    """
+
+    state: dict[str, Any]
+    pid: int | None
+    verdict: JobsVerdict
+    queue: dict[str, Any]
+    window_left_open: dict[str, Any] | None
+    pending_upload: int
+    app_interpreter: dict[str, Any] | None
+
+    @property
+    def ok(self) -> bool:
+        """No job overdue or failing, and no window left open."""
+        return not self.verdict.problems and self.window_left_open is None
+
+    @property
+    def exit_code(self) -> int:
+        """3 when a window was left open or a job is overdue or failing, else 0."""
+        if self.window_left_open is not None:
+            return int(ExitCode.PROBLEMS_FOUND)
+        return self.verdict.exit_code
+
+    def to_json(self) -> dict[str, Any]:
+        """``status --json`` (docs/reference/json-output.md)."""
+        return {
+            "command": "status",
+            "ok": self.ok,
+            "daemon": {
+                "running": self.pid is not None,
+                "pid": self.pid,
+                "current_job": self.state.get("current_job") if self.pid else None,
+                "started_at": self.state.get("started_at"),
+                "stopped_at": self.state.get("stopped_at"),
+            },
+            "jobs": list(self.verdict.rows),
+            "queue": self.queue,
+            "window_left_open": self.window_left_open,
+            "snapshots": {"pending_upload": self.pending_upload},
+            "app_interpreter": self.app_interpreter,
+        }
+
+
+def read_status(config: Config, now: datetime) -> Status:
+    """Read the daemon's state, the queue and the markers ``status`` reports. Reads only."""
+    state = jobs.load_state(config)
+    pid = jobs.daemon_pid(config)
+    verdict = jobs.judge_jobs(config, state, now)
+    queue, _ids = read_queue(config, now)
+    return Status(
+        state=state,
+        pid=pid,
+        verdict=verdict,
+        queue=queue.as_json(),
+        window_left_open=window_left_open(config.state_dir),  # the app may be down
+        pending_upload=upload_marks.count(config),
+        app_interpreter=interpreter.shown(config),
+    )
