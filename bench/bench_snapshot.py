@@ -29,8 +29,10 @@ from pathlib import Path
 
 from memsync import config as config_module
 from memsync.demo.bulk import generate
+from memsync.deployment import Deployment
 from memsync.snapshot import create_snapshot, object_store, upload_snapshot
-from memsync.stores import deployment
+from memsync.stores import capture
+from memsync.stores.backends import vector_store_for
 
 HERE = Path(__file__).resolve().parent
 
@@ -105,7 +107,9 @@ def main() -> int:
 
         def capture_once() -> float:
             with tempfile.TemporaryDirectory(dir=args.out) as scratch:
-                return timed(lambda: deployment.capture(config, Path(scratch) / "c"))
+                return timed(
+                    lambda: capture.capture(vector_store_for(config), config, Path(scratch) / "c")
+                )
 
         def vacuum_once() -> float:
             with tempfile.TemporaryDirectory(dir=args.out) as scratch:
@@ -126,7 +130,7 @@ def main() -> int:
 
         def create_once() -> None:
             nonlocal created
-            created = create_snapshot(config, datetime.now(UTC))
+            created = create_snapshot(Deployment.open(config), datetime.now(UTC))
 
         create_s = timed(create_once)
         assert created is not None

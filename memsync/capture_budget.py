@@ -48,6 +48,7 @@ from memsync.stores.agent_client import find_agent
 from memsync.stores.journal_mode import WAL, LiveFile, live_files
 from memsync.stores.manifest import Manifest
 from memsync.stores.sqlite_files import CopyResult
+from memsync.stores.vector_store import VectorStore
 from memsync.utc import iso, parse
 
 logger = structlog.get_logger(__name__)
@@ -311,7 +312,7 @@ def record_manifest(state_dir: Path, manifest: Manifest) -> None:
     record_samples(state_dir, samples_from_manifest(manifest))
 
 
-def estimate(config: Config, extra: Sequence[CopyRate] = ()) -> CaptureBudget:
+def estimate(store: VectorStore, config: Config, extra: Sequence[CopyRate] = ()) -> CaptureBudget:
     """The capture budget of the deployment's live files now. Reads headers, sizes, the state file.
 
     ``extra``: rates measured by the caller's own capture (doctor), counted with the recorded
@@ -320,10 +321,13 @@ def estimate(config: Config, extra: Sequence[CopyRate] = ()) -> CaptureBudget:
     Raises:
         UnavailableError: the vector store's metadata is unreadable or invalid.
     """
-    return build_budget(live_files(config), pick_rate([*load_samples(config.state_dir), *extra]))
+    return build_budget(
+        live_files(store, config.history_db_path),
+        pick_rate([*load_samples(config.state_dir), *extra]),
+    )
 
 
-def warn_before_capture(config: Config) -> CaptureBudget:
+def warn_before_capture(store: VectorStore, config: Config) -> CaptureBudget:
     """Estimate the budget and log ``capture_near_busy_timeout`` for each file near it.
 
     Called before ``snapshot create``'s capture (also the daemon's snapshot job, which runs
@@ -333,7 +337,7 @@ def warn_before_capture(config: Config) -> CaptureBudget:
     gives an empty budget.
     """
     try:
-        budget = replace(estimate(config), agent=_agent_answers(config))
+        budget = replace(estimate(store, config), agent=_agent_answers(store, config))
     except MemsyncError:
         return CaptureBudget(files=(), rate=pick_rate(load_samples(config.state_dir)))
     for near in budget.near_timeout:
@@ -351,10 +355,10 @@ def warn_before_capture(config: Config) -> CaptureBudget:
     return budget
 
 
-def _agent_answers(config: Config) -> bool:
+def _agent_answers(store: VectorStore, config: Config) -> bool:
     """Whether the app's memsync agent answers for this deployment (``find_agent``)."""
     try:
-        client = find_agent(config, timeout_s=AGENT_TIMEOUT_S)
+        client = find_agent(store, config, timeout_s=AGENT_TIMEOUT_S)
     except MemsyncError:  # an agent of another deployment: the capture refuses it anyway
         return False
     if client is None:

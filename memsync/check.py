@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime
 from typing import TypeVar
 
 from memsync import findings, state
-from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import MemsyncError, UnavailableError
 from memsync.judge.rules import (
     LIVE_EVENTS,
@@ -30,9 +30,8 @@ from memsync.judge.rules import (
     session_scope,
 )
 from memsync.model import CheckReport, Inventory, Severity, count_scopes
-from memsync.stores import deployment
-from memsync.stores.backends import vector_store_for
-from memsync.stores.deployment import Captured
+from memsync.stores import capture
+from memsync.stores.capture import Captured
 
 __all__ = [
     "FINDING_CODES",
@@ -62,7 +61,7 @@ Held = TypeVar("Held")
 
 
 def run_check(
-    config: Config,
+    deployment: Deployment,
     now: datetime,
     settle: bool = True,
     progress: Callable[[int, int], None] | None = None,
@@ -77,7 +76,7 @@ def run_check(
     flat in the number of memories where the vector store's capture is in id order (pgvector).
 
     Args:
-        config: the validated configuration.
+        deployment: the deployment (``memsync.deployment``).
         now: the current time (aware UTC); ``today`` for expiry is its date.
         settle: allow the one re-capture.
         progress: called as ``progress(points_read, points_total)`` while decoding.
@@ -90,13 +89,13 @@ def run_check(
     restore after a lost disk can say what the snapshot lacks; a state directory it cannot
     write is passed over (the check itself still answers).
     """
-    report = settled_report(config, now, settle, progress)[0]
-    state.record_check(config.state_dir, report)
+    report = settled_report(deployment, now, settle, progress)[0]
+    state.record_check(deployment.state, report)
     return report
 
 
 def settled_report(
-    config: Config,
+    deployment: Deployment,
     now: datetime,
     settle: bool = True,
     progress: Callable[[int, int], None] | None = None,
@@ -110,18 +109,18 @@ def settled_report(
     """
 
     def once() -> tuple[None, CheckReport, T | None]:
-        with deployment.temporary_capture(config) as captured:
+        with capture.temporary_capture(deployment.vector_store, deployment.config) as captured:
             report = judge_capture(
-                captured, config, now.date(), surroundings(config, captured), progress
+                captured, deployment, now.date(), surroundings(deployment, captured), progress
             )
             return None, report, inspect(captured) if inspect is not None else None
 
-    _, report, inspected = _settled(config, settle, once)
+    _, report, inspected = _settled(deployment, settle, once)
     return report, inspected
 
 
 def settled_inventory(
-    config: Config,
+    deployment: Deployment,
     now: datetime,
     settle: bool = True,
     progress: Callable[[int, int], None] | None = None,
@@ -131,12 +130,12 @@ def settled_inventory(
     Returns the inventory and its report; the copies are removed. Raises as ``run_check``, and
     UnavailableError while a restore that died is unfinished (the stores may be a mix).
     """
-    inventory, report, _ = settled_capture(config, now, settle, progress)
+    inventory, report, _ = settled_capture(deployment, now, settle, progress)
     return inventory, report
 
 
 def settled_capture(
-    config: Config,
+    deployment: Deployment,
     now: datetime,
     settle: bool = True,
     progress: Callable[[int, int], None] | None = None,
@@ -151,15 +150,15 @@ def settled_capture(
     was one.
     """
     return _settled(
-        config, settle, lambda: _capture_and_judge(config, now.date(), progress, inspect)
+        deployment, settle, lambda: _capture_and_judge(deployment, now.date(), progress, inspect)
     )
 
 
 def _settled(
-    config: Config, settle: bool, once: Callable[[], tuple[Held, CheckReport, T | None]]
+    deployment: Deployment, settle: bool, once: Callable[[], tuple[Held, CheckReport, T | None]]
 ) -> tuple[Held, CheckReport, T | None]:
     """Run ``once`` (a capture and its judgement), and again when a write was in flight."""
-    pending = state.unfinished_restore(config.state_dir)
+    pending = state.unfinished_restore(deployment.state)
     if pending is not None:
         raise UnavailableError(
             f"a restore of snapshot {pending} did not finish: the stores may be a mix",
@@ -176,21 +175,22 @@ def _settled(
 
 
 def _capture_and_judge(
-    config: Config,
+    deployment: Deployment,
     today: date,
     progress: Callable[[int, int], None] | None,
     inspect: Callable[[Captured], T] | None,
 ) -> tuple[Inventory, CheckReport, T | None]:
-    with deployment.temporary_capture(config) as captured:
-        inventory = deployment.read_inventory(captured, config, progress)
+    store, config = deployment.vector_store, deployment.config
+    with capture.temporary_capture(store, config) as captured:
+        inventory = capture.read_inventory(store, captured, config, progress)
         inspected = inspect(captured) if inspect is not None else None
-        around = surroundings(config, captured)
+        around = surroundings(deployment, captured)
     return inventory, judge(inventory, today, around), inspected
 
 
 def judge_capture(
     captured: Captured,
-    config: Config,
+    deployment: Deployment,
     today: date,
     around: Surroundings = NOTHING_AROUND,
     progress: Callable[[int, int], None] | None = None,
@@ -206,25 +206,29 @@ def judge_capture(
     Python's), the capture is read whole and judged that way.
 
     Raises:
-        UnavailableError: as ``deployment.read_inventory`` (the live file named).
+        UnavailableError: as ``capture.read_inventory`` (the live file named).
     """
+    store, config = deployment.vector_store, deployment.config
     try:
-        with deployment.naming_live_files(captured):
-            summary, memories = deployment.memory_streams(captured, config, progress)
-            store = vector_store_for(config)
+        with capture.naming_live_files(captured):
+            summary, memories = capture.memory_streams(store, captured, config, progress)
             judged = judge_memories(
                 Memories(
                     summary=summary,
                     pairs=merge_by_id(*memories),
                     points_again=lambda: store.points_in_order(
-                        captured.vectors, deployment.CHECKED_PAYLOAD_KEYS
+                        captured.vectors, capture.CHECKED_PAYLOAD_KEYS
                     ),
                 ),
                 today,
                 around,
             )
     except OutOfOrder:
-        return judge(deployment.read_inventory(captured, config, progress), today, around)
+        return judge(
+            capture.read_inventory(store, captured, config, progress),
+            today,
+            around,
+        )
     return CheckReport(
         findings=tuple(judged.findings),
         points=judged.points,
@@ -235,7 +239,7 @@ def judge_capture(
     )
 
 
-def surroundings(config: Config, captured: Captured) -> Surroundings:
+def surroundings(deployment: Deployment, captured: Captured) -> Surroundings:
     """What the judge needs beyond the copies: does history.db exist, who holds the store.
 
     Reads /proc (``VectorStore.holder``); never takes a lock.
@@ -247,7 +251,7 @@ def surroundings(config: Config, captured: Captured) -> Surroundings:
         holder = None
     foreign = holder is not None and holder.sees_same_file is False
     return Surroundings(
-        history_path=str(config.history_db_path),
+        history_path=str(deployment.history),
         history_file_exists=captured.history_copy is not None,
         store_location=store.where,
         foreign_holder=holder.describe() if foreign and holder is not None else None,

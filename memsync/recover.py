@@ -30,7 +30,7 @@ import structlog
 
 from memsync import check, repository, routes, utc
 from memsync.agent.ops import MAX_SEARCH_TEXT as MAX_TEXT  # what put_back_text embeds
-from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.erase import ledger as erasures
 from memsync.errors import ExitCode
 from memsync.model import CheckReport, HistoryEvent, MemoryHistory, Point
@@ -40,7 +40,6 @@ from memsync.routes import queue as pending
 from memsync.snapshot import choose
 from memsync.state import operation_lock
 from memsync.stores import history
-from memsync.stores.backends import vector_store_for
 from memsync.stores.intent import load_forgetting
 from memsync.stores.writer import Writer
 
@@ -400,7 +399,7 @@ class Recovered:
 
 
 def run_recover(
-    config: Config,
+    deployment: Deployment,
     source: str | None,
     now: datetime,
     scope: Scope,
@@ -424,35 +423,37 @@ def run_recover(
             (a recover is never queued).
         LockedError: (exit 12) another memsync operation runs.
     """
-    target, chosen = choose.resolve(config, source, before)
+    config = deployment.config
+    target, chosen = choose.resolve(deployment, source, before)
     # <work_dir>/recover-<pid>-*: the next run removes one a SIGKILL left (the decrypted copy)
     with reading.scratch(config, "recover") as scratch:
         directory = choose.materialize(config, target, scratch)
-        manifest = choose.verify_fit(config, directory, now)
+        manifest = choose.verify_fit(deployment, directory, now)
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")
-        decisions, unattributed = _plan(config, plain, manifest.id, now, scope)
+        decisions, unattributed = _plan(deployment, plain, manifest.id, now, scope)
         result = Recovered(
             snapshot_id=manifest.id, chosen=chosen, scope=scope, dry_run=dry_run,
             decisions=tuple(decisions), route=None, after=None, unattributed=unattributed,
         )  # fmt: skip
         if dry_run:  # the route is named even with nothing to write (what a run would take)
-            return replace(result, route=routes.would_take(config))
+            return replace(result, route=deployment.would_take())
         if not any(d.status is Status.RECOVER for d in decisions):
             return result
         taken = routes.Taken()
-        decisions = _apply(config, plain, manifest.id, now, decisions, taken, progress)
-    after = check.run_check(config, now)
+        decisions = _apply(deployment, plain, manifest.id, now, decisions, taken, progress)
+    after = check.run_check(deployment, now)
     return replace(result, decisions=tuple(decisions), route=taken.route, after=after)
 
 
 def _plan(
-    config: Config, plain: Path, snapshot_id: str, now: datetime, scope: Scope
+    deployment: Deployment, plain: Path, snapshot_id: str, now: datetime, scope: Scope
 ) -> tuple[list[Decision], tuple[str, ...]]:
     """Read the snapshot's points and history and a live capture, then ``plan_recover``.
 
     Also ``deleted_unattributed`` (none for a scope of ids: each id has its decision).
     """
-    store = vector_store_for(config)
+    config = deployment.config
+    store = deployment.vector_store
     copy = store.open_capture(plain / store.capture_dir, now, now)
     every_point = store.read_points(copy)
     snapshot_points = {
@@ -467,7 +468,7 @@ def _plan(
     )
     wanted = set(snapshot_points) | set(scope.memory_ids)
     inventory, _, live_past = check.settled_capture(
-        config, now, inspect=lambda captured: _pasts(captured.history_path, wanted)
+        deployment, now, inspect=lambda captured: _pasts(captured.history_path, wanted)
     )
     queued = [
         (
@@ -500,7 +501,7 @@ def _pasts(copy: Path, wanted: Iterable[str]) -> dict[str, Past]:
 
 
 def _apply(
-    config: Config,
+    deployment: Deployment,
     plain: Path,
     snapshot_id: str,
     now: datetime,
@@ -509,17 +510,18 @@ def _apply(
     progress: Callable[[int, int], None] | None,
 ) -> list[Decision]:
     """Write every planned memory back on a route, under the operation lock."""
+    config = deployment.config
     planned = sum(1 for d in decisions if d.status is Status.RECOVER)
     done: list[Decision] = []
     written = 0
     with operation_lock(config.state_dir, "recover"):
         try:
-            with routes.open_writer(config, "recover", taken) as writer:
+            with deployment.open_writer("recover", taken) as writer:
                 if any(d.status is Status.RECOVER and d.text is not None for d in decisions):
                     writer.probe_embedder()  # exit 10 before any write when it cannot embed
                 for decision in decisions:
                     if decision.status is Status.RECOVER:
-                        decision = _put_back(config, plain, snapshot_id, now, decision, writer)
+                        decision = _put_back(deployment, plain, snapshot_id, now, decision, writer)
                         written += 1
                         if progress is not None:
                             progress(written, planned)
@@ -530,14 +532,20 @@ def _apply(
 
 
 def _put_back(
-    config: Config, plain: Path, snapshot_id: str, now: datetime, decision: Decision, writer: Writer
+    deployment: Deployment,
+    plain: Path,
+    snapshot_id: str,
+    now: datetime,
+    decision: Decision,
+    writer: Writer,
 ) -> Decision:
     """The recover event first, then the point (idempotent; a failure is recorded, not raised).
 
     The point: the snapshot's vector and payload, or, with ``decision.text``, that text
     embedded by the app's embedder (``Writer.put_back_text``) in the snapshot's payload.
     """
-    store = vector_store_for(config)
+    config = deployment.config
+    store = deployment.vector_store
     memory_id = decision.memory_id
     try:
         stored = store.find_point(plain / store.capture_dir, config.collection, memory_id)

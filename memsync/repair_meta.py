@@ -18,10 +18,9 @@ from typing import Any
 import structlog
 
 from memsync import snapshot
-from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import ConfigError, UnavailableError
 from memsync.stores import app_process, interpreter, mem0
-from memsync.stores.backends import vector_store_for
 from memsync.stores.interpreter import AppInterpreter
 
 logger = structlog.get_logger(__name__)
@@ -68,7 +67,7 @@ class MetaRepaired:
 
 
 def repair_meta(
-    config: Config, now: datetime, *, dry_run: bool = False, take_snapshot: bool = True
+    deployment: Deployment, now: datetime, *, dry_run: bool = False, take_snapshot: bool = True
 ) -> MetaRepaired:
     """Rewrite ``meta.json`` for the app's qdrant-client when it refuses it; see the module.
 
@@ -78,13 +77,14 @@ def repair_meta(
         LockedError: (exit 12) a process holds the store (the app: stop it first).
         UnavailableError: (exit 11) a refused key has a value (named), or the file is unreadable.
     """
-    store = vector_store_for(config)
+    config = deployment.config
+    store = deployment.vector_store
     if store.location is None:
         raise ConfigError(
             config.source, ["mem0.vector_store: repair-meta is for embedded Qdrant (a path)"]
         )
-    app = interpreter.require(config)
-    found = app_process.app_meta(config, app)
+    app = interpreter.require(deployment.vector_store, config)
+    found = app_process.app_meta(deployment.vector_store, config, app)
     refused = {name: list(c["refused"]) for name, c in found["collections"].items()}
     done = MetaRepaired(path=found["path"], app=app, loads=found["loads"], refused=refused)
     if dry_run or found["loads"]:
@@ -99,10 +99,10 @@ def repair_meta(
             "restore a snapshot taken before the store was opened by another qdrant-client "
             "(memsync snapshot list), or run the app with the qdrant-client that wrote it",
         )
-    mem0.require_store_free(config, "repairing meta.json")
+    mem0.require_store_free(deployment.vector_store, "repairing meta.json")
     if take_snapshot and config.snapshot.directory is not None:
-        done.snapshot_id = snapshot.create_snapshot(config, now, by="repair-meta").id
-    after = app_process.app_meta(config, app, repair=True)
+        done.snapshot_id = snapshot.create_snapshot(deployment, now, by="repair-meta").id
+    after = app_process.app_meta(deployment.vector_store, config, app, repair=True)
     done.loads, done.repaired, done.kept = after["loads"], after["repaired"], after["kept"]
     logger.info("meta_repaired", path=done.path, kept=done.kept, refused=refused)
     return done

@@ -15,10 +15,9 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from memsync import routes, utc
-from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.model import HistoryEvent, Point, is_expired, parse_time
-from memsync.stores import deployment, history
-from memsync.stores.backends import vector_store_for
+from memsync.stores import capture, history
 
 CONFIRMED_AT = "confirmed_at"
 SOURCE_KEYS = (
@@ -249,14 +248,15 @@ def build_context(points: Iterable[Point], user_id: str, today: date) -> list[Re
 
 
 def load_points_and_events(
-    config: Config, with_events: bool
+    deployment: Deployment, with_events: bool
 ) -> tuple[dict[str, Point], list[HistoryEvent]]:
     """Capture the stores; return every point (full payload) and, optionally, every history event.
 
     Reads only (no lock); the copies are removed.
     """
-    with deployment.temporary_capture(config) as captured:
-        points = vector_store_for(config).read_points(captured.vectors)
+    config = deployment.config
+    with capture.temporary_capture(deployment.vector_store, config) as captured:
+        points = deployment.vector_store.read_points(captured.vectors)
         events = (
             list(history.iter_events(captured.history_copy.dest))
             if with_events and captured.history_copy
@@ -266,7 +266,10 @@ def load_points_and_events(
 
 
 def confirm(
-    config: Config, memory_ids: Sequence[str], now: datetime, taken: routes.Taken | None = None
+    deployment: Deployment,
+    memory_ids: Sequence[str],
+    now: datetime,
+    taken: routes.Taken | None = None,
 ) -> tuple[list[str], list[str]]:
     """Stamp ``confirmed_at`` on each memory through a route; return (confirmed, not found).
 
@@ -278,7 +281,7 @@ def confirm(
     """
     done: list[str] = []
     missing: list[str] = []
-    with routes.open_writer(config, "confirm", taken) as writer:
+    with deployment.open_writer("confirm", taken) as writer:
         for memory_id in memory_ids:
             stamped = writer.update_metadata(memory_id, {CONFIRMED_AT: now.isoformat()})
             (done if stamped else missing).append(memory_id)

@@ -24,10 +24,10 @@ from typing import Any
 import structlog
 
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import LockedError, MemsyncError, UnavailableError
 from memsync.stores import journal_mode
 from memsync.stores.agent_client import AgentClient, find_agent
-from memsync.stores.backends import vector_store_for
 from memsync.stores.journal_mode import ROLLBACK, WAL, LiveFile
 
 logger = structlog.get_logger(__name__)
@@ -131,7 +131,7 @@ def plan_tune(files: Sequence[LiveFile], target: str) -> tuple[TunedFile, ...]:
     )
 
 
-def apply_tune(config: Config, target: str, *, dry_run: bool = False) -> Tuned:
+def apply_tune(deployment: Deployment, target: str, *, dry_run: bool = False) -> Tuned:
     """Switch every live SQLite file of the deployment to ``target`` mode; prove it after.
 
     Idempotent: files already in ``target`` mode are left as they are (and read back). On a
@@ -144,13 +144,14 @@ def apply_tune(config: Config, target: str, *, dry_run: bool = False) -> Tuned:
         LockedError: (exit 12) the app holds the store and no route is open (see module doc).
         TryLaterError: a file stayed busy.
     """
+    config = deployment.config
     if target not in TARGETS:
         raise ValueError(f"unknown journal mode {target!r}")
-    files = journal_mode.live_files(config)
+    files = journal_mode.live_files(deployment.vector_store, config.history_db_path)
     if not files:
         raise UnavailableError(
             f"no SQLite file of the deployment exists (history.db {config.history_db_path}, "
-            f"the collections under {vector_store_for(config).where})",
+            f"the collections under {deployment.vector_store.where})",
             "check the [mem0] paths and mem0_dir in the memsync config",
         )
     if not any(f.path == config.history_db_path for f in files):
@@ -159,14 +160,14 @@ def apply_tune(config: Config, target: str, *, dry_run: bool = False) -> Tuned:
             "check [mem0] history_db_path and mem0_dir; memsync check names a likely wrong path",
         )
     planned = plan_tune(files, target)
-    holder = vector_store_for(config).holder()
+    holder = deployment.vector_store.holder()
     held = holder is not None and holder.pid != os.getpid()
     described = holder.describe() if held and holder is not None else None
     tuned = Tuned(target=target, dry_run=dry_run, route=None, files=planned, holder=described)
     if not tuned.changed:
         return tuned if dry_run else replace(tuned, files=_read_back(planned))
     try:
-        agent = _route(config, target, described)
+        agent = _route(deployment, target, described)
     except LockedError as error:
         if dry_run:
             return replace(tuned, blocked=error.message)
@@ -187,13 +188,14 @@ def apply_tune(config: Config, target: str, *, dry_run: bool = False) -> Tuned:
     return result
 
 
-def _route(config: Config, target: str, holder: str | None) -> AgentClient | None:
+def _route(deployment: Deployment, target: str, holder: str | None) -> AgentClient | None:
     """The agent to switch through (None: direct, the store is free).
 
     Raises:
         LockedError: the app holds the store and no route is open (no agent, or leaving WAL).
         UnavailableError: the agent that answers serves another deployment.
     """
+    config = deployment.config
     if holder is None:
         return None
     if target == ROLLBACK:
@@ -202,7 +204,7 @@ def _route(config: Config, target: str, holder: str | None) -> AgentClient | Non
             "every connection to the files closed",
             "stop the app, then run memsync tune --rollback-journal again",
         )
-    agent = find_agent(config)
+    agent = find_agent(deployment.vector_store, config)
     if agent is None:
         raise LockedError(
             f"tune --wal: the store is held by {holder} and no memsync agent answers for it",

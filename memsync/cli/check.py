@@ -8,11 +8,10 @@ from datetime import UTC, datetime
 
 from memsync import check, findings
 from memsync.cli import render
-from memsync.cli.common import add_command, load_config
-from memsync.config import Config
+from memsync.cli.common import add_command, open_deployment
+from memsync.deployment import Deployment
 from memsync.errors import UnavailableError
 from memsync.model import Finding
-from memsync.stores.backends import vector_store_for
 
 HELP = "prove that vectors and history agree (reads only; exit 3 on error findings)"
 
@@ -42,20 +41,20 @@ def register(
 
 def run(args: argparse.Namespace) -> int:
     """Capture both stores, judge them, print the report; return 0 or 3."""
-    config = load_config(args)
+    deployment = open_deployment(args)
     with render.progress("reading points") as progress:
-        report = check.run_check(config, datetime.now(UTC), progress=progress)
+        report = check.run_check(deployment, datetime.now(UTC), progress=progress)
     if args.app:
-        found = app_undecodable(config)
+        found = app_undecodable(deployment)
         report = replace(report, findings=(*found, *report.findings))
     if args.json:
-        render.emit_json(report.to_json(vector_store_for(config).kind))
+        render.emit_json(report.to_json(deployment.vector_store.kind))
     else:
         render.emit_text(render.check_text(report, limit=max(args.limit, 0)))
     return int(report.exit_code)
 
 
-def app_undecodable(config: Config) -> list[Finding]:
+def app_undecodable(deployment: Deployment) -> list[Finding]:
     """``app-undecodable``: each stored point the app's qdrant-client cannot load.
 
     One run of the app's interpreter (``app_process.app_doctor``, as doctor's). [] for a server
@@ -67,12 +66,14 @@ def app_undecodable(config: Config) -> list[Finding]:
     """
     from memsync.stores import app_process, interpreter  # only for --app: the agent's modules
 
-    store = vector_store_for(config)
+    store, config = deployment.vector_store, deployment.config
     if store.location is None:
         return []
     holder = store.holder()
-    app = interpreter.require(config, holder.pid if holder is not None else None)
-    decoded = app_process.app_doctor(config, app).get("decode") or {}
+    app = interpreter.require(
+        deployment.vector_store, config, holder.pid if holder is not None else None
+    )
+    decoded = app_process.app_doctor(deployment.vector_store, config, app).get("decode") or {}
     found = []
     for name, collection in sorted(decoded.items()):
         if collection.get("error"):

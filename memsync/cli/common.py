@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from memsync import config
+from memsync.deployment import Deployment
 from memsync.errors import UsageError
 
 
@@ -16,6 +17,11 @@ def load_config(args: argparse.Namespace) -> config.Config:
     path = config.config_path(getattr(args, "config", None), os.environ)
     accepted = os.environ.get(ACCEPTED_COPY_ENV)  # set by the daemon for its jobs
     return config.load(path, os.environ, Path(accepted) if accepted else None)
+
+
+def open_deployment(args: argparse.Namespace) -> Deployment:
+    """The deployment the command line's config names, opened once. Raises as ``load_config``."""
+    return Deployment.open(load_config(args))
 
 
 # The daemon runs its jobs with the configuration it accepted last (a SIGHUP with a broken file

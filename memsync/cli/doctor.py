@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from memsync import doctor
 from memsync.cli import render
-from memsync.cli.common import add_command, load_config
+from memsync.cli.common import add_command, open_deployment
 from memsync.errors import ExitCode
 
 HELP = "health check of paths, mounts, locks, SQLite files, versions and a check summary"
@@ -25,8 +25,8 @@ def register(
 
 def run(args: argparse.Namespace) -> int:
     """Run every probe; print the results; return 0, or 3 when a result is an error."""
-    config = load_config(args)
-    report = doctor.run_doctor(config, datetime.now(UTC))
+    deployment = open_deployment(args)
+    report = doctor.run_doctor(deployment, datetime.now(UTC))
     if args.json:
         render.emit_json(report.to_json())
     else:

@@ -8,7 +8,12 @@ from typing import Any
 
 from memsync import forget, restore
 from memsync.cli import render
-from memsync.cli.common import add_command, add_scope_arguments, confirm, load_config
+from memsync.cli.common import (
+    add_command,
+    add_scope_arguments,
+    confirm,
+    open_deployment,
+)
 from memsync.erase import apply as erase
 from memsync.errors import ExitCode, UsageError
 from memsync.state import operation_lock
@@ -157,7 +162,8 @@ def run_forget(args: argparse.Namespace) -> int:
         raise UsageError("forget needs MEMORY_ID... or one of --user/--agent/--run")
     if args.memory_ids and (args.user_id or args.agent_id or args.run_id):
         raise UsageError("give memory ids or a scope, not both")
-    config = load_config(args)
+    deployment = open_deployment(args)
+    config = deployment.config
     what = (
         f"forget {len(args.memory_ids)} memories"
         if args.memory_ids
@@ -166,10 +172,10 @@ def run_forget(args: argparse.Namespace) -> int:
     if not args.dry_run:
         confirm(args, what + (" and erase their text" if args.erase else ""), shows="the list")
     if not args.dry_run:
-        restore.finish_interrupted(config)
+        restore.finish_interrupted(deployment)
     with operation_lock(config.state_dir, "forget"), render.progress("deleting") as progress:
         done = forget.run_forget(
-            config,
+            deployment,
             datetime.now(UTC),
             memory_ids=args.memory_ids,
             user_id=args.user_id,
@@ -185,12 +191,13 @@ def run_forget(args: argparse.Namespace) -> int:
 
 def run_expiry_prune(args: argparse.Namespace) -> int:
     """Prune expired memories; exit 0, 4 (not proven), 5 (queued: no route now)."""
-    config = load_config(args)
+    deployment = open_deployment(args)
+    config = deployment.config
     if not args.dry_run:
-        restore.finish_interrupted(config)
+        restore.finish_interrupted(deployment)
     with operation_lock(config.state_dir, "prune"), render.progress("deleting") as progress:
         done = forget.run_expiry_prune(
-            config, datetime.now(UTC), dry_run=args.dry_run, progress=progress
+            deployment, datetime.now(UTC), dry_run=args.dry_run, progress=progress
         )
     return _emit(args, "prune", done)
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from memsync import config as config_module
 from memsync.cli import migrate_cleanup, render
-from memsync.cli.common import add_command, load_config
+from memsync.cli.common import add_command, open_deployment
+from memsync.deployment import Deployment
 from memsync.errors import UsageError
 from memsync.migrate import switch_report
 from memsync.migrate.plan import DEFAULT_BATCH_SIZE, MigratePlan
@@ -72,14 +73,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("the following argument is required: --to")
     if args.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1 (got {args.batch_size})")
-    config = load_config(args)
+    deployment = open_deployment(args)
     to = Path(args.to)
     new_config = config_module.load(to, os.environ)
     if args.switch:
-        return _switch(args, config, new_config, to)
+        return _switch(args, deployment, new_config, to)
     with render.progress("migrating") as progress:
         done = run_migrate(
-            config,
+            deployment,
             new_config,
             to,
             datetime.now(UTC),
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _switch(
     args: argparse.Namespace,
-    config: config_module.Config,
+    deployment: Deployment,
     new_config: config_module.Config,
     to: Path,
 ) -> int:
@@ -101,7 +102,7 @@ def _switch(
     path = config_module.config_path(getattr(args, "config", None), os.environ)
     with render.progress("catching up") as progress:
         done = run_switch(
-            config, path, new_config, to, os.environ,
+            deployment, path, new_config, to, os.environ,
             dry_run=args.dry_run, batch_size=args.batch_size, progress=progress,
         )  # fmt: skip
     text = "\n".join([_text(done.migrated, switching=True), *switch_report.text_lines(done)])

@@ -7,14 +7,14 @@ import os
 from datetime import UTC, datetime
 
 from memsync.cli import render
-from memsync.cli.common import confirm, load_config
+from memsync.cli.common import confirm, open_deployment
 from memsync.migrate.cleanup import Cleaned, run_cleanup
 from memsync.stores.vector_store import VectorStore
 
 
 def run(args: argparse.Namespace) -> int:
     """Remove the old store of a switched migration; exit 0, 10 (refused), 11, 12."""
-    config = load_config(args)
+    deployment = open_deployment(args)
 
     def ask(store: VectorStore, size_bytes: int) -> None:
         confirm(
@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
             "what would be removed",
         )
 
-    done = run_cleanup(config, os.environ, datetime.now(UTC), dry_run=args.dry_run, confirm=ask)
+    done = run_cleanup(deployment, os.environ, datetime.now(UTC), dry_run=args.dry_run, confirm=ask)
     return render.emit(args.json, done.document(), _text(done))
 
 

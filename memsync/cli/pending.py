@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from memsync import forget, restore
 from memsync.cli import render
-from memsync.cli.common import add_command, load_config
+from memsync.cli.common import add_command, load_config, open_deployment
 from memsync.forget.queued import exit_code
 from memsync.routes import queue as pending
 from memsync.state import operation_lock
@@ -74,14 +74,15 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_apply(args: argparse.Namespace) -> int:
     """Apply the queue; exit 0 (empty after), 4 (some failed), 5 (some stay queued)."""
-    config = load_config(args)
+    deployment = open_deployment(args)
+    config = deployment.config
     now = datetime.now(UTC)
     if args.dry_run:
-        applied, taken = forget.apply_pending(config, now, dry_run=True)
+        applied, taken = forget.apply_pending(deployment, now, dry_run=True)
     else:
-        restore.finish_interrupted(config)
+        restore.finish_interrupted(deployment)
         with operation_lock(config.state_dir, "pending apply"):
-            applied, taken = forget.apply_pending(config, now, dry_run=False)
+            applied, taken = forget.apply_pending(deployment, now, dry_run=False)
     done = forget.QueueRun(
         dry_run=bool(args.dry_run),
         applied=tuple(applied),

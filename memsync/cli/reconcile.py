@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from memsync import findings, restore
 from memsync.cli import render
-from memsync.cli.common import add_command, load_config
+from memsync.cli.common import add_command, open_deployment
 from memsync.errors import UsageError
 from memsync.reconcile import apply as reconcile
 from memsync.snapshot import purge_memory as purge
@@ -53,11 +53,12 @@ def register(
 
 def run(args: argparse.Namespace) -> int:
     """Plan, apply, check again; exit 0, 3 (dry run with work), 4 (some failed or unrecoverable)."""
-    config = load_config(args)
+    deployment = open_deployment(args)
+    config = deployment.config
     only = _parse_only(args.only)
     if args.dry_run:
         outcome = reconcile.run_reconcile(
-            config,
+            deployment,
             datetime.now(UTC),
             dry_run=True,
             only=only,
@@ -66,10 +67,11 @@ def run(args: argparse.Namespace) -> int:
             create_history=args.create_history,
         )
     else:
-        restore.finish_interrupted(config)  # a restore that died is finished or rolled back first
+        # a restore that died is finished or rolled back first
+        restore.finish_interrupted(deployment)
         with operation_lock(config.state_dir, "reconcile"):
             outcome = reconcile.run_reconcile(
-                config,
+                deployment,
                 datetime.now(UTC),
                 dry_run=False,
                 only=only,
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             if outcome.erased_again and outcome.snapshot_id is not None:
                 # the safety snapshot captured them live: it must not keep what was erased
                 purge.purge_from(
-                    config, outcome.snapshot_id, outcome.erased_again, datetime.now(UTC)
+                    deployment, outcome.snapshot_id, outcome.erased_again, datetime.now(UTC)
                 )
     if args.json:
         render.emit_json(outcome.to_json())

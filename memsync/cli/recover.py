@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from memsync import recover
 from memsync.cli import render
-from memsync.cli.common import add_command, add_scope_arguments, load_config
+from memsync.cli.common import add_command, add_scope_arguments, open_deployment
 from memsync.errors import UsageError
 from memsync.snapshot import choose
 
@@ -78,10 +78,10 @@ def run(args: argparse.Namespace) -> int:
     scope = _scope(args)
     before = choose.parse_time(args.before) if args.before is not None else None
     source = args.source if args.source is not None or before is not None else choose.LATEST
-    config = load_config(args)
+    deployment = open_deployment(args)
     with render.progress("recovering") as progress:
         done = recover.run_recover(
-            config,
+            deployment,
             source,
             datetime.now(UTC),
             scope,

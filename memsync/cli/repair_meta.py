@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from memsync import repair_meta
 from memsync.cli import render
-from memsync.cli.common import add_command, load_config
+from memsync.cli.common import add_command, open_deployment
 from memsync.state import operation_lock
 
 HELP = (
@@ -39,13 +39,14 @@ def run(args: argparse.Namespace) -> int:
 
     Exit 3 when it still refuses it (a dry run), 10, 11 or 12 as ``repair_meta`` raises.
     """
-    config = load_config(args)
+    deployment = open_deployment(args)
+    config = deployment.config
     now = datetime.now(UTC)
     if args.dry_run:
-        done = repair_meta.repair_meta(config, now, dry_run=True)
+        done = repair_meta.repair_meta(deployment, now, dry_run=True)
     else:
         with operation_lock(config.state_dir, "repair-meta"):
-            done = repair_meta.repair_meta(config, now, take_snapshot=not args.no_snapshot)
+            done = repair_meta.repair_meta(deployment, now, take_snapshot=not args.no_snapshot)
     code = render.emit(bool(args.json), done.to_json(), text(done))
     return code if done.loads else 3
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from memsync import restore
 from memsync.cli import render
-from memsync.cli.common import add_command, load_config
-from memsync.config import Config
+from memsync.cli.common import add_command, open_deployment
+from memsync.deployment import Deployment
 from memsync.errors import ExitCode, UsageError
 from memsync.restore import to_dir
 from memsync.snapshot import choose
@@ -65,9 +65,10 @@ def run(args: argparse.Namespace) -> int:
             "--to makes a copy in a new directory: --force, --if-empty and --resume do not apply"
         )
     before = choose.parse_time(args.before) if args.before is not None else None
-    config = load_config(args)
+    deployment = open_deployment(args)
+    config = deployment.config
     if args.resume:
-        outcome = restore.finish_interrupted(config)
+        outcome = restore.finish_interrupted(deployment)
         text = outcome or "no unfinished restore"
         if args.json:
             render.emit_json(restore.Resumed(recovered=outcome).to_json())
@@ -75,9 +76,9 @@ def run(args: argparse.Namespace) -> int:
             render.emit_text(text)
         return int(ExitCode.OK)
     if args.to is not None:
-        return _run_to(args, config, before)
+        return _run_to(args, deployment, before)
     done = restore.run_restore(
-        config,
+        deployment,
         args.target,
         datetime.now(UTC),
         dry_run=args.dry_run,
@@ -110,10 +111,15 @@ def _age_line(age_s: float | None, done: restore.Restored) -> str:
     )
 
 
-def _run_to(args: argparse.Namespace, config: Config, before: datetime | None) -> int:
+def _run_to(args: argparse.Namespace, deployment: Deployment, before: datetime | None) -> int:
     """``restore --to DIR``: a copy for inspection; exit 0, 2, 10, 11."""
     done = to_dir.run_restore_to(
-        config, args.target, datetime.now(UTC), Path(args.to), dry_run=args.dry_run, before=before
+        deployment,
+        args.target,
+        datetime.now(UTC),
+        Path(args.to),
+        dry_run=args.dry_run,
+        before=before,
     )
     layout = done.layout
     if args.json:

@@ -8,7 +8,7 @@ from typing import Any
 
 from memsync import review, routes, utc
 from memsync.cli import render
-from memsync.cli.common import add_command, load_config
+from memsync.cli.common import add_command, open_deployment
 from memsync.config import parse_duration
 from memsync.errors import ExitCode, UsageError
 from memsync.state import operation_lock
@@ -59,9 +59,9 @@ def register(
 
 def run_review(args: argparse.Namespace) -> int:
     """Print the memories due for review."""
-    config = load_config(args)
+    deployment = open_deployment(args)
     now = datetime.now(UTC)
-    points, _ = review.load_points_and_events(config, with_events=False)
+    points, _ = review.load_points_and_events(deployment, with_events=False)
     rows = review.plan_review(points.values(), now, args.older_than, max(args.limit, 0))
     lines = [
         f"{utc.iso_or_none(r.confirmed_at) or 'never':<28} {r.memory_id}  {r.text!r}  "
@@ -77,10 +77,11 @@ def run_review(args: argparse.Namespace) -> int:
 
 def run_confirm(args: argparse.Namespace) -> int:
     """Stamp confirmed_at; exit 3 when an id does not exist (the others are stamped)."""
-    config = load_config(args)
+    deployment = open_deployment(args)
+    config = deployment.config
     now = datetime.now(UTC)
     if args.dry_run:
-        route = routes.would_take(config)
+        route = deployment.would_take()
         return _emit(
             args,
             review.Confirmed(
@@ -94,7 +95,7 @@ def run_confirm(args: argparse.Namespace) -> int:
         )
     taken = routes.Taken()
     with operation_lock(config.state_dir, "confirm"):
-        done, missing = review.confirm(config, args.memory_ids, now, taken)
+        done, missing = review.confirm(deployment, args.memory_ids, now, taken)
     confirmed = review.Confirmed(
         memory_ids=tuple(done), at=now, taken=taken, not_found=tuple(missing)
     )
@@ -111,9 +112,9 @@ def run_confirm(args: argparse.Namespace) -> int:
 
 def run_audit(args: argparse.Namespace) -> int:
     """Print recent changes; flagged ones came from a role other than the user's."""
-    config = load_config(args)
+    deployment = open_deployment(args)
     now = datetime.now(UTC)
-    points, events = review.load_points_and_events(config, with_events=True)
+    points, events = review.load_points_and_events(deployment, with_events=True)
     found = review.find_audit(events, points, now - args.since)
     lines = [
         f"{'FLAG' if a.flagged else '    '} {utc.iso_or_none(a.at)} {a.kind:<8} {a.memory_id} role={a.role or '-'} "
@@ -132,9 +133,9 @@ def run_export(args: argparse.Namespace) -> int:
     """Print the user's live memories for a prompt."""
     if not args.user_id:
         raise UsageError("export-context needs --user ID")
-    config = load_config(args)
+    deployment = open_deployment(args)
     now = datetime.now(UTC)
-    points, _ = review.load_points_and_events(config, with_events=False)
+    points, _ = review.load_points_and_events(deployment, with_events=False)
     rows = review.build_context(points.values(), args.user_id, now.date())
     lines = [
         f"- {r.text} (confirmed {(utc.iso_or_none(r.confirmed_at) or 'never')[:10]})" for r in rows

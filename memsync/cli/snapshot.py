@@ -13,9 +13,16 @@ from typing import Any
 
 from memsync import capture_budget, repository, snapshot
 from memsync.cli import render, snapshot_retention, snapshot_upload, snapshot_verify
-from memsync.cli.common import add_command, add_scope_arguments, confirm, load_config
+from memsync.cli.common import (
+    add_command,
+    add_scope_arguments,
+    confirm,
+    load_config,
+    open_deployment,
+)
 from memsync.config import Config
 from memsync.config.fields import parse_duration
+from memsync.deployment import Deployment
 from memsync.errors import ExitCode, UsageError
 from memsync.repository import upload_marks
 from memsync.snapshot.create import SHOWN_ERRORS, CapturePlan, error_findings
@@ -23,7 +30,6 @@ from memsync.snapshot.listing import list_snapshots
 from memsync.snapshot.transfer import Downloaded
 from memsync.state import operation_lock
 from memsync.stores import snapshots
-from memsync.stores.backends import vector_store_for
 
 HELP = "capture both stores into one dated, verified snapshot; upload, list, verify, prune"
 
@@ -145,16 +151,18 @@ def run_create(args: argparse.Namespace) -> int:
     The snapshot is kept either way (``snapshot list`` shows it; retention never protects it
     as the newest verified one).
     """
-    config = load_config(args)
+    deployment = open_deployment(args)
+    config = deployment.config
     snapshot_upload.check_flags(args)
-    budget = capture_budget.warn_before_capture(config)  # logs each file near the busy timeout
+    # logs each file near the busy timeout
+    budget = capture_budget.warn_before_capture(deployment.vector_store, config)
     if args.dry_run:
-        return _create_plan(args, config, budget)
+        return _create_plan(args, deployment, budget)
     queue = snapshot_upload.pending_first(args, config, _now()) if args.upload else None
     if queue is not None and not queue.capture:
         return snapshot_upload.skipped(args, queue)
     with render.progress("reading points") as progress:
-        created = snapshot.create_snapshot(config, _now(), progress)
+        created = snapshot.create_snapshot(deployment, _now(), progress)
     capture_budget.record_manifest(config.state_dir, created.manifest)  # the next estimate's rate
     upload = snapshot_upload.upload_created(config, created, queue, _now()) if queue else None
     manifest = created.manifest
@@ -168,11 +176,12 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def _create_plan(
-    args: argparse.Namespace, config: Config, budget: capture_budget.CaptureBudget
+    args: argparse.Namespace, deployment: Deployment, budget: capture_budget.CaptureBudget
 ) -> int:
     """``snapshot create --dry-run``: what would be captured, where, and the capture budget."""
+    config = deployment.config
     directory = snapshot.snapshot_dir(config)
-    vectors = vector_store_for(config).where
+    vectors = deployment.vector_store.where
     plan = CapturePlan(
         directory=directory,
         sources=(str(vectors), str(config.history_db_path)),
@@ -236,12 +245,13 @@ def run_verify(args: argparse.Namespace) -> int:
         return snapshot_verify.run_scheduled(args)
     if args.target is None:
         raise UsageError("name the snapshot to verify, or pass --scheduled")
-    config = load_config(args)
+    deployment = open_deployment(args)
+    config = deployment.config
     if args.target.startswith("s3://"):
-        report = snapshot.verify_remote(config, args.target, _now(), restorable=True)
+        report = snapshot.verify_remote(deployment, args.target, _now(), restorable=True)
     else:
         report = snapshot.verify_directory(
-            config,
+            deployment,
             snapshots.resolve_local(args.target, config.snapshot.directory),
             _now(),
             restorable=True,
@@ -316,7 +326,8 @@ def run_purge(args: argparse.Namespace) -> int:
     scope = {k: v for k in ("user_id", "agent_id", "run_id") if (v := getattr(args, k))}
     if bool(args.memory_ids) == bool(scope):
         raise UsageError("purge-memory needs MEMORY_ID... or one of --user/--agent/--run")
-    config = load_config(args)
+    deployment = open_deployment(args)
+    config = deployment.config
     if not args.dry_run:
         confirm(args, "rewrite the snapshots holding these memories"
                  + (" and delete the S3 versions holding erased ones" if args.delete_versions else ""))  # fmt: skip
@@ -325,7 +336,7 @@ def run_purge(args: argparse.Namespace) -> int:
         render.progress("reading S3 versions") as progress,
     ):
         done = purge.run_purge(
-            config, args.memory_ids, _now(), args.remote, scope=scope or None,
+            deployment, args.memory_ids, _now(), args.remote, scope=scope or None,
             delete_versions=args.delete_versions, dry_run=args.dry_run, progress=progress,
         )  # fmt: skip
     document = done.to_json(dry_run=args.dry_run, scope=scope)

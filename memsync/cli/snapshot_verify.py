@@ -7,7 +7,7 @@ from collections import Counter
 from datetime import UTC, datetime
 
 from memsync.cli import render
-from memsync.cli.common import load_config
+from memsync.cli.common import open_deployment
 from memsync.errors import ExitCode
 from memsync.snapshot import verify_scheduled
 from memsync.snapshot.verify import VerifyReport
@@ -19,13 +19,13 @@ def run_scheduled(args: argparse.Namespace) -> int:
 
     ``--dry-run`` prints the plan (reads the listings and manifests only).
     """
-    config = load_config(args)
+    deployment = open_deployment(args)
     now = datetime.now(UTC)
     if args.dry_run:
-        report = verify_scheduled.run_scheduled(config, now, dry_run=True)
+        report = verify_scheduled.run_scheduled(deployment, now, dry_run=True)
     else:
         with render.byte_progress("verifying", None) as progress:
-            report = verify_scheduled.run_scheduled(config, now, progress=progress)
+            report = verify_scheduled.run_scheduled(deployment, now, progress=progress)
     render.emit(bool(args.json), report.to_json(), _text(report))
     return int(ExitCode.OK if report.ok else ExitCode.PROBLEMS_FOUND)
 

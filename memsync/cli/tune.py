@@ -6,7 +6,7 @@ import argparse
 
 from memsync import restore, tune
 from memsync.cli import render
-from memsync.cli.common import add_command, load_config
+from memsync.cli.common import add_command, open_deployment
 from memsync.state import operation_lock
 
 HELP = "switch history.db and every storage.sqlite to WAL mode (or back), through a safe route"
@@ -43,13 +43,14 @@ def register(
 
 def run(args: argparse.Namespace) -> int:
     """Switch the files (or show the plan); exit 0, 11 (unreadable), 12 (no route), 75 (busy)."""
-    config = load_config(args)
+    deployment = open_deployment(args)
+    config = deployment.config
     if args.dry_run:
-        tuned = tune.apply_tune(config, args.target, dry_run=True)
+        tuned = tune.apply_tune(deployment, args.target, dry_run=True)
     else:
-        restore.finish_interrupted(config)  # never switch files a restore left half swapped
+        restore.finish_interrupted(deployment)  # never switch files a restore left half swapped
         with operation_lock(config.state_dir, "tune"):
-            tuned = tune.apply_tune(config, args.target)
+            tuned = tune.apply_tune(deployment, args.target)
     return render.emit(bool(args.json), tuned.to_json(), text(tuned))
 
 

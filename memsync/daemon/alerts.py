@@ -25,8 +25,8 @@ import structlog
 from memsync import jobs, notify
 from memsync.config import Config
 from memsync.config.redact import REDACTED, scrub_url
+from memsync.deployment import Deployment
 from memsync.notify import Kind, Notice
-from memsync.stores.backends import vector_store_for
 from memsync.utc import iso
 
 logger = structlog.get_logger(__name__)
@@ -52,11 +52,12 @@ class Place:
     deployment: str
 
 
-def place_of(config: Config) -> Place:
+def place_of(deployment: Deployment) -> Place:
     """This host's name and the deployment's config file, store and collection. Reads only."""
+    config = deployment.config
     return Place(
         host=socket.gethostname(),
-        deployment=f"{config.source} (store {vector_store_for(config).where}, collection {config.collection})",
+        deployment=f"{config.source} (store {deployment.vector_store.where}, collection {config.collection})",
     )
 
 

@@ -40,6 +40,7 @@ import structlog
 from memsync import flock, jobs
 from memsync.config import Config
 from memsync.daemon import alerts
+from memsync.deployment import Deployment
 from memsync.errors import ExitCode, TryLaterError, UnavailableError
 from memsync.repository import upload_marks
 from memsync.routes import queue as pending
@@ -340,7 +341,9 @@ class JobRunner:
         """Tell ``[daemon] notify`` about the run when it calls for it, in the background."""
         if not self.config.daemon.notify:
             return
-        notice = alerts.plan_notice(run, before, record, alerts.place_of(self.config))
+        notice = alerts.plan_notice(
+            run, before, record, alerts.place_of(Deployment.open(self.config))
+        )
         if notice is not None:
             self._pings += alerts.send(self.config, run.name, notice)
 

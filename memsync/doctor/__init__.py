@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from memsync import check
-from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.doctor.copies import probe_copies
 from memsync.doctor.paths import probe_locks, probe_paths
 from memsync.doctor.pending import probe_pending, probe_route
@@ -31,7 +31,7 @@ from memsync.doctor.versions import judge_mem0_version, probe_versions
 from memsync.doctor.wal import probe_wal
 from memsync.errors import MemsyncError
 from memsync.model import CheckReport, DoctorResult
-from memsync.stores.backends import doctor_codes, vector_store_for
+from memsync.stores.backends import doctor_codes
 
 __all__ = [
     "ERROR", "OK", "RESULT_CODES", "WARNING", "DoctorReport", "judge_mem0_version", "probe_daemon",
@@ -79,16 +79,17 @@ class DoctorReport:
         }
 
 
-def run_doctor(config: Config, now: datetime) -> DoctorReport:
+def run_doctor(deployment: Deployment, now: datetime) -> DoctorReport:
     """Run every probe and ``check`` on one capture. Reads the deployment only.
 
     Never raises for a store problem: an unreadable store becomes an error result. The check
     summary comes from ``check.settled_report``, the path ``check`` takes, so both agree.
     """
+    config = deployment.config
     results: list[DoctorResult] = []
-    results += probe_paths(config)  # catches its own OSErrors, path by path
+    results += probe_paths(deployment)  # catches its own OSErrors, path by path
     try:
-        results += probe_locks(config)
+        results += probe_locks(deployment)
     except OSError as error:  # an unreachable path is a finding, not a crash
         results.append(
             DoctorResult(
@@ -99,17 +100,17 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
                 fix="run memsync as the app's user, or give its group access (UMask=0007)",
             )
         )
-    store = vector_store_for(config)
+    store = deployment.vector_store
     results += store.probe_server(config.expected_dims)  # a server backend's (pgvector: pg-*)
     report: CheckReport | None = None
     try:  # check's own path: a write in flight is waited out and captured again, as check does
         report, probed = check.settled_report(
-            config,
+            deployment,
             now,
             inspect=lambda captured: [
                 *probe_collections(config, captured),
                 *probe_sqlite(config, captured),
-                *probe_wal(config, captured),
+                *probe_wal(deployment, captured),
                 *probe_store_size(captured),
             ],
         )
@@ -119,12 +120,12 @@ def run_doctor(config: Config, now: datetime) -> DoctorReport:
         results.append(
             DoctorResult(code="check", status=ERROR, message=error.message, fix=error.hint)
         )
-    results += probe_versions(config)
-    results.append(probe_last_snapshot(config, now))
+    results += probe_versions(deployment)
+    results.append(probe_last_snapshot(deployment, now))
     results += probe_restores(config)
-    results += probe_copies(config, now)
+    results += probe_copies(deployment, now)
     results += probe_daemon(config, now)
-    results.append(probe_route(config))
+    results.append(probe_route(deployment))
     results += probe_pending(config, now)
     results += probe_backups(config, now)  # snapshot space, pending uploads, the bucket
     return DoctorReport(results=tuple(results), check=report)

@@ -13,19 +13,20 @@ from pathlib import Path
 
 from memsync import state
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.doctor.status import OK, WARNING
 from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
-from memsync.stores.backends import vector_store_for
 from memsync.stores.vector_store import VectorStore
 
 # mem0ai 2.2.1's default embedded Qdrant path (vector_store.config.path when none is given).
 MEM0_DEFAULT_QDRANT = Path("/tmp/qdrant")  # noqa: S108 - looked at, never written
 
 
-def probe_copies(config: Config, now: datetime) -> list[DoctorResult]:
+def probe_copies(deployment: Deployment, now: datetime) -> list[DoctorResult]:
     """``pre-restore-copy`` (ok) and ``old-store-copy`` (warning) results, each with its age."""
-    store = vector_store_for(config)
+    config = deployment.config
+    store = deployment.vector_store
     results = []
     live_paths = [path for path in (store.location, config.history_db_path) if path is not None]
     for copy in state.pre_restore_copies(live_paths):

@@ -9,12 +9,12 @@ import os
 import stat
 from pathlib import Path
 
-from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
 from memsync.stores import locks
-from memsync.stores.backends import telemetry_store_for, vector_store_for
+from memsync.stores.backends import telemetry_store_for
 
 VOLATILE_FS = frozenset({"tmpfs", "ramfs"})
 # A container's writable layer: removing the container (a redeploy, a pod rescheduled) loses
@@ -26,10 +26,11 @@ MIN_FREE_BYTES = 256 * 1024 * 1024
 REQUIRED = frozenset({"Qdrant directory", "history.db"})
 
 
-def probe_paths(config: Config) -> list[DoctorResult]:
+def probe_paths(deployment: Deployment) -> list[DoctorResult]:
     """Mount, filesystem type, /tmp placement, free space and permissions of every path."""
-    store = vector_store_for(config).location  # None: a server backend (pgvector), no files
-    telemetry = _telemetry_location(config)
+    config = deployment.config
+    store = deployment.vector_store.location  # None: a server backend (pgvector), no files
+    telemetry = _telemetry_location(deployment)
     data_paths: list[tuple[str, Path, bool]] = [
         *([("Qdrant directory", store, True)] if store is not None else []),
         ("history.db", config.history_db_path, True),
@@ -47,7 +48,7 @@ def probe_paths(config: Config) -> list[DoctorResult]:
         try:
             results += _probe_one_path(label, path, precious, label in REQUIRED)
             if label == "Qdrant directory":
-                results += _probe_store_files(config)
+                results += _probe_store_files(deployment)
         except OSError as error:
             results.append(
                 DoctorResult(
@@ -61,9 +62,10 @@ def probe_paths(config: Config) -> list[DoctorResult]:
     return results
 
 
-def _telemetry_location(config: Config) -> Path | None:
+def _telemetry_location(deployment: Deployment) -> Path | None:
     """mem0's embedded telemetry Qdrant; None for a server store (mem0 keeps it in a table there)."""
-    if vector_store_for(config).location is None:
+    config = deployment.config
+    if deployment.vector_store.location is None:
         return None
     return telemetry_store_for(config).location
 
@@ -136,12 +138,12 @@ def _exists(path: Path) -> bool:
         return True
 
 
-def _probe_store_files(config: Config) -> list[DoctorResult]:
+def _probe_store_files(deployment: Deployment) -> list[DoctorResult]:
     """Owner and mode of every file of the vector store.
 
     Its collections' ``storage.sqlite`` hold the same personal texts as history.db.
     """
-    store = vector_store_for(config)
+    store = deployment.vector_store
     directory = store.location
     if directory is None:
         return []
@@ -203,10 +205,11 @@ def _probe_permissions(label: str, path: Path) -> DoctorResult:
     )
 
 
-def probe_locks(config: Config) -> list[DoctorResult]:
+def probe_locks(deployment: Deployment) -> list[DoctorResult]:
     """Which process holds the embedded store's lock, and whether it sees the same files."""
+    config = deployment.config
     results = []
-    stores = [("Qdrant directory", vector_store_for(config))]
+    stores = [("Qdrant directory", deployment.vector_store)]
     if stores[0][1].location is not None:  # a server store: no lock, its telemetry is a table
         stores.append(("mem0 telemetry Qdrant", telemetry_store_for(config)))
     for label, store in stores:

@@ -6,6 +6,7 @@ import os
 from datetime import datetime
 
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import TryLaterError, UnavailableError
 from memsync.model import DoctorResult
@@ -19,7 +20,6 @@ from memsync.stores.agent_client import (
     sockets_hidden,
     why_no_agent,
 )
-from memsync.stores.backends import vector_store_for
 
 APPLY_FIX = (
     "memsync pending apply once a route exists (the app's memsync agent, [app] stop_command and "
@@ -33,7 +33,7 @@ ROUTE_FIX = (
 )
 
 
-def probe_route(config: Config) -> DoctorResult:
+def probe_route(deployment: Deployment) -> DoctorResult:
     """The route a write (forget, prune, reconcile) would take now, as ``routes.open_writer``.
 
     Reads /proc and greets the app's agent (``hello``: a read); never takes a lock. A warning
@@ -43,14 +43,15 @@ def probe_route(config: Config) -> DoctorResult:
     error) when the agent, or its socket's mode, refuses memsync: every write and quiesced
     snapshot would fail (exit 11).
     """
-    store = vector_store_for(config)
+    config = deployment.config
+    store = deployment.vector_store
     holder = store.holder()
     path = store.where
     try:
-        client = find_agent(config)
+        client = find_agent(deployment.vector_store, config)
     except AgentRefusedError as error:
         return DoctorResult(
-            code="agent-refused", status=ERROR, path=str(agent_socket_for(config)),
+            code="agent-refused", status=ERROR, path=str(agent_socket_for(deployment.vector_store, config)),
             message=error.message, fix=error.hint,
         )  # fmt: skip
     except UnavailableError as error:
@@ -80,7 +81,7 @@ def probe_route(config: Config) -> DoctorResult:
     if holder is None or holder.pid == os.getpid():
         message = f"nobody holds the store: writes go to it directly{app}"
         return DoctorResult(code="write-route", status=OK, path=path, message=message)
-    why = why_no_agent(agent_socket_for(config))
+    why = why_no_agent(agent_socket_for(deployment.vector_store, config))
     if why is None and config.app.agent_socket is None and sockets_hidden(holder.pid):
         why = (
             f"memsync (uid {os.getuid()}) cannot see which sockets pid {holder.pid} listens on: "

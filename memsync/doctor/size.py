@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from memsync.doctor.status import OK, WARNING
 from memsync.errors import UnavailableError
 from memsync.model import DoctorResult
-from memsync.stores.deployment import Captured
+from memsync.stores.capture import Captured
 
 SLOW_OPEN_POINTS = 20_000  # qdrant-client's LARGE_DATA_THRESHOLD; measured 3.2 s, +478 MB to open
 STORE_SIZE_WARN_POINTS = 15_000  # warn three quarters of the way there, before the app feels it

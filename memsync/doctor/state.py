@@ -5,21 +5,22 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from memsync import jobs, repository, state
+from memsync import jobs, state
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.model import DoctorResult
 from memsync.stores import snapshots
-from memsync.stores.backends import vector_store_for
 
 SNAPSHOT_MAX_AGE_S = 36 * 3600
 
 
-def probe_last_snapshot(config: Config, now: datetime) -> DoctorResult:
+def probe_last_snapshot(deployment: Deployment, now: datetime) -> DoctorResult:
     """Age of the newest complete snapshot in the snapshot directory (by its id's UTC time).
 
     Safety snapshots do not count: they hold the damage a repair was about to settle.
     """
+    config = deployment.config
     directory = config.snapshot.directory
     if directory is None:
         return DoctorResult(
@@ -39,7 +40,7 @@ def probe_last_snapshot(config: Config, now: datetime) -> DoctorResult:
             fix="run memsync as the app's user, or give its group access (UMask=0007)",
         )
     if not complete:
-        return _only_remote(config, directory, now) or DoctorResult(
+        return _only_remote(deployment, directory, now) or DoctorResult(
             code="last-snapshot",
             status=WARNING,
             path=str(directory),
@@ -57,16 +58,17 @@ def probe_last_snapshot(config: Config, now: datetime) -> DoctorResult:
     )
 
 
-def _only_remote(config: Config, directory: object, now: datetime) -> DoctorResult | None:
+def _only_remote(deployment: Deployment, directory: object, now: datetime) -> DoctorResult | None:
     """``last-snapshot`` when none is local but the bucket holds some (a lost disk); else None.
 
     Lists the bucket (a manifest read per snapshot). The fix is ``restore latest`` when a store
     is missing, else ``snapshot create`` (the bucket's copies stay where they are).
     """
+    config = deployment.config
     if config.s3 is None:
         return None
     try:
-        found = [e for e in repository.remote(config).list() if e.complete and not e.is_safety]
+        found = [e for e in deployment.remote.list() if e.complete and not e.is_safety]
     except Exception:  # noqa: BLE001 - the bucket's own results (s3-*) say what is wrong
         return None
     if not found:
@@ -74,7 +76,7 @@ def _only_remote(config: Config, directory: object, now: datetime) -> DoctorResu
     verified = [e for e in found if e.is_verified]
     newest = max(verified or found, key=lambda entry: entry.created_at)
     age = (now - newest.created_at).total_seconds() / 3600
-    location = vector_store_for(config).location
+    location = deployment.vector_store.location
     missing = [
         str(path)
         for path in (location, config.history_db_path)

@@ -1,6 +1,6 @@
 """Doctor's probes of the captured stores: SQLite integrity and journal mode, collection sizes.
 
-They read the fresh copies of one capture (``stores.deployment.temporary_capture``).
+They read the fresh copies of one capture (``stores.capture.temporary_capture``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from memsync.config import Config
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import UnavailableError
 from memsync.model import CheckReport, CollectionInfo, DoctorResult, Severity
-from memsync.stores.deployment import Captured
+from memsync.stores.capture import Captured
 from memsync.stores.sqlite_files import (
     SLOW_READ_S,
     SQLITE_VERSION,

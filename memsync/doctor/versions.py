@@ -13,11 +13,11 @@ from packaging.version import InvalidVersion
 
 from memsync.agent import support
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
 from memsync.stores import app_process, interpreter, versions
-from memsync.stores.backends import vector_store_for
 from memsync.stores.interpreter import AppInterpreter
 
 
@@ -34,18 +34,21 @@ def judge_mem0_version(version: str, on_disk: bool) -> list[tuple[str, str, str]
     ]
 
 
-def probe_versions(config: Config) -> list[DoctorResult]:
+def probe_versions(deployment: Deployment) -> list[DoctorResult]:
     """The app's mem0ai and qdrant-client (its interpreter's) vs known-bad ones; its meta.json.
 
     memsync's own environment is not judged: its writes never use its mem0ai
     (docs/reference/compatibility.md).
     """
+    config = deployment.config
     results = []
     vector_store = config.mem0.get("vector_store") or {}
     store_config = (vector_store.get("config") if isinstance(vector_store, dict) else None) or {}
     on_disk = isinstance(store_config, dict) and store_config.get("on_disk") is True
-    holder = vector_store_for(config).holder()
-    app_found = interpreter.known(config, holder.pid if holder is not None else None)
+    holder = deployment.vector_store.holder()
+    app_found = interpreter.known(
+        deployment.vector_store, config, holder.pid if holder is not None else None
+    )
     app_versions = (
         []
         if app_found is None
@@ -89,14 +92,14 @@ def probe_versions(config: Config) -> list[DoctorResult]:
     checked: dict[str, Any] | MemsyncError | None = None
     if app_found is not None and app_found.mem0ai is not None and app_found.python_version:
         try:  # one run of the app's interpreter: its plugins, and its view of meta.json
-            checked = app_process.app_doctor(config, app_found)
+            checked = app_process.app_doctor(deployment.vector_store, config, app_found)
         except MemsyncError as error:
             checked = error
     results.append(probe_app_interpreter(config, app_found, checked))
     if isinstance(checked, dict) and checked.get("meta") is not None and app_found is not None:
         results.append(store_meta_result(app_found, checked["meta"]))
     if isinstance(checked, dict) and checked.get("decode") is not None and app_found is not None:
-        where = vector_store_for(config).where
+        where = deployment.vector_store.where
         results.append(store_decode_result(app_found, where, checked["decode"]))
     return results
 

@@ -10,26 +10,29 @@ run's own capture (its copies of the same live files).
 from __future__ import annotations
 
 from memsync import capture_budget, findings
-from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.doctor.status import OK, WARNING
 from memsync.model import DoctorResult
-from memsync.stores.deployment import Captured
+from memsync.stores.capture import Captured
 
 CODE = "wal-recommended"
 
 
-def probe_wal(config: Config, captured: Captured) -> list[DoctorResult]:
+def probe_wal(deployment: Deployment, captured: Captured) -> list[DoctorResult]:
     """``wal-recommended`` results for the deployment's live files. Reads headers and sizes.
 
     Raises:
         UnavailableError: the vector store's metadata is unreadable (doctor's capture, which
             runs first, reports the same).
     """
+    config = deployment.config
     # a server store's export files are not SQLite: only history.db can block the app
     copies = [*captured.collection_copies.values()] if captured.store.location else []
     if captured.history_copy is not None:
         copies.append(captured.history_copy)
-    budget = capture_budget.estimate(config, capture_budget.samples_from_copies(copies))
+    budget = capture_budget.estimate(
+        deployment.vector_store, config, capture_budget.samples_from_copies(copies)
+    )
     return judge_budget(budget)
 
 

@@ -21,14 +21,13 @@ from typing import Any
 import structlog
 
 from memsync import check, state
-from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.erase import copies, holding, ledger, proof
 from memsync.erase.holding import other_backend, snapshots_holding
 from memsync.erase.old_store import erase_old_store
 from memsync.errors import MemsyncError
 from memsync.model import Inventory
-from memsync.stores import deployment, journal_mode, snapshots
-from memsync.stores.backends import vector_store_for
+from memsync.stores import capture, journal_mode, snapshots
 from memsync.stores.sqlite_files import translate
 
 __all__ = [
@@ -60,7 +59,7 @@ MIN_MESSAGE_MATCH = 12
 
 
 def erase_texts(
-    config: Config,
+    deployment: Deployment,
     before: Inventory,
     memory_ids: Sequence[str],
     now: datetime,
@@ -81,6 +80,7 @@ def erase_texts(
     Returns what was done (``verified``: the byte search); ``copies_left`` lists what else
     still holds them.
     """
+    config = deployment.config
     scopes = {
         check.session_scope(before.points[m].payload) for m in memory_ids if m in before.points
     }
@@ -104,10 +104,10 @@ def erase_texts(
         if m in before.points and isinstance(before.points[m].payload.get("data"), str)
     }
     rows = blank_history(config.history_db_path, memory_ids, empty_scopes, now)
-    compaction = vector_store_for(config).compact()
+    compaction = deployment.vector_store.compact()
     if compaction not in ("VACUUM", "VACUUM FULL"):
         logger.warning("erase_compaction_partial", compaction=compaction)
-    files = journal_mode.live_files(config)
+    files = journal_mode.live_files(deployment.vector_store, config.history_db_path)
     checkpointed = proof.checkpoint(files, checkpoint)
     ours = set(memory_ids)
     others = [p.payload.get("data") for p in before.points.values() if p.id not in ours]
@@ -118,8 +118,8 @@ def erase_texts(
     }
     needles = sorted(candidates - texts_held(config.history_db_path, candidates))
     verified = proof.byte_hits(files, needles)
-    purged = purge_own_copies(config, memory_ids, empty_scopes, now)
-    old_store = erase_old_store(config, memory_ids)  # a switched migration's, until cleanup
+    purged = purge_own_copies(deployment, memory_ids, empty_scopes, now)
+    old_store = erase_old_store(deployment, memory_ids)  # a switched migration's, until cleanup
     deleted = [before.points[m].payload for m in memory_ids if m in before.points]
     ledger.record(config.state_dir, memory_ids, scope, now, deleted)
     if checkpointed or verified["hits"]:
@@ -162,7 +162,7 @@ def unverified(erased: Mapping[str, Any]) -> list[str]:
     return why + [f"{path} still holds the text" for path in hits]
 
 
-def scope_past(config: Config, scope: Mapping[str, str]) -> tuple[dict[str, str], set[str]]:
+def scope_past(deployment: Deployment, scope: Mapping[str, str]) -> tuple[dict[str, str], set[str]]:
     """``({id: where found}, every id a record ties to a scope)`` for a scope erasure. Reads only.
 
     The scope's ids come from the erasure ledger (earlier erasures of exactly this scope:
@@ -174,9 +174,10 @@ def scope_past(config: Config, scope: Mapping[str, str]) -> tuple[dict[str, str]
     Raises:
         UnavailableError: the ledger is unreadable.
     """
+    config = deployment.config
     found = {m: "erasure ledger" for m in ledger.erased_ids(config.state_dir, scope)}
     seen = set(ledger.erased_ids(config.state_dir))
-    for snapshot_id, point_id, payload in holding.snapshot_points(config):
+    for snapshot_id, point_id, payload in holding.snapshot_points(deployment):
         seen.add(point_id)
         if all(payload.get(k) == v for k, v in scope.items()):
             found.setdefault(point_id, f"snapshot {snapshot_id}")
@@ -229,15 +230,16 @@ def _read(history_db: Path, query: str, args: Sequence[object]) -> list[tuple[An
 
 
 def copies_left(
-    config: Config, memory_ids: Sequence[str], scope: dict[str, str] | None
+    deployment: Deployment, memory_ids: Sequence[str], scope: dict[str, str] | None
 ) -> dict[str, Any]:
     """``{"copies": [...], "snapshots_holding": [ids]}``: what still holds the erased text.
 
     Run after the route closed (it reads snapshots and the bucket: never inside a window).
     See ``erase.copies.copies_holding``.
     """
+    config = deployment.config
     try:
-        found = copies.copies_holding(config, memory_ids, scope)
+        found = copies.copies_holding(deployment, memory_ids, scope)
     except MemsyncError as error:  # the erasure is done: the listing never undoes its success
         found = [
             {"kind": "copies", "where": str(config.source), "snapshot_id": None,
@@ -312,23 +314,24 @@ def blank_history(
 
 
 def purge_own_copies(
-    config: Config, memory_ids: Sequence[str], scopes: Sequence[str], now: datetime
+    deployment: Deployment, memory_ids: Sequence[str], scopes: Sequence[str], now: datetime
 ) -> list[str]:
     """Purge memsync's own copies of the memories.
 
     Stale captures and partial snapshots are removed, a finished reconcile journal too, and
     pre-restore copies are rewritten without the memories.
     """
+    config = deployment.config
     done: list[str] = []
     if config.work_dir.is_dir():
-        done += [str(p) for p in deployment.remove_stale_captures(config.work_dir, max_age_s=0)]
+        done += [str(p) for p in capture.remove_stale_captures(config.work_dir, max_age_s=0)]
     if config.snapshot.directory is not None:
         done += [str(p) for p in snapshots.remove_stale_partials(config.snapshot.directory)]
     journal = config.state_dir / "reconcile-journal.json"
     if journal.is_file() and '"status": "done"' in journal.read_text(encoding="utf-8"):
         journal.unlink()
         done.append(str(journal))
-    store = vector_store_for(config)
+    store = deployment.vector_store
     done += store.erase_set_aside(memory_ids)  # a server store's copies (pgvector: tables)
     store_dir = store.location  # None: pgvector (tables, not files)
     live = [path for path in (store_dir, config.history_db_path) if path is not None]

@@ -22,12 +22,12 @@ from typing import Any
 
 from memsync import repository, state
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.erase import ledger, versions
 from memsync.erase.holding import history_holds, other_backend, points_held, snapshot_holds
 from memsync.errors import UnavailableError
 from memsync.s3 import VersionsUnlistedError
 from memsync.stores import snapshots
-from memsync.stores.backends import vector_store_for
 
 RECONCILE_JOURNAL = "reconcile-journal.json"
 MIGRATE_JOURNAL = "migrate.json"  # memsync.migrate.journal.JOURNAL (another layer)
@@ -62,7 +62,7 @@ def selector(memory_ids: Sequence[str], scope: Mapping[str, str] | None) -> str:
 
 
 def copies_holding(
-    config: Config, memory_ids: Sequence[str], scope: Mapping[str, str] | None = None
+    deployment: Deployment, memory_ids: Sequence[str], scope: Mapping[str, str] | None = None
 ) -> list[dict[str, Any]]:
     """Every copy that holds, may hold or could not be read for ``memory_ids``.
 
@@ -76,21 +76,23 @@ def copies_holding(
     Raises:
         ConfigError: a key file is unreadable.
     """
+    config = deployment.config
     if not memory_ids:
         return []
     purge = f"memsync snapshot purge-memory {selector(memory_ids, scope)} --yes"
-    local, found = _local(config, memory_ids, purge)
-    found += _pre_restore(config, memory_ids) + _journal(config, memory_ids)
-    found += _migration_target(config)
+    local, found = _local(deployment, memory_ids, purge)
+    found += _pre_restore(deployment, memory_ids) + _journal(config, memory_ids)
+    found += _migration_target(deployment)
     if config.s3 is not None:
-        found += _remote(config, memory_ids, purge, local)
+        found += _remote(deployment, memory_ids, purge, local)
     return found
 
 
 def _local(
-    config: Config, memory_ids: Sequence[str], purge: str
+    deployment: Deployment, memory_ids: Sequence[str], purge: str
 ) -> tuple[dict[str, str], list[dict[str, Any]]]:
     """``({snapshot id: "yes"|"maybe"}, copies)`` of the local snapshot directory."""
+    config = deployment.config
     verdicts: dict[str, str] = {}
     found: list[dict[str, Any]] = []
     directory = config.snapshot.directory
@@ -104,9 +106,9 @@ def _local(
                       f"let it finish, then {purge}", info.id)
             )  # fmt: skip
             continue
-        remove, other = purge, other_backend(config, info)
+        remove, other = purge, other_backend(deployment, info)
         try:
-            holds = snapshot_holds(config, info, memory_ids)
+            holds = snapshot_holds(deployment, info, memory_ids)
             why = "its files hold them" if holds else "sealed and no snapshot.encrypt_key_file set"
         except UnavailableError as error:
             holds, why = None, f"not readable: {error.message}"
@@ -131,8 +133,9 @@ def _local(
     return verdicts, found
 
 
-def _pre_restore(config: Config, memory_ids: Sequence[str]) -> list[dict[str, Any]]:
-    store = vector_store_for(config)
+def _pre_restore(deployment: Deployment, memory_ids: Sequence[str]) -> list[dict[str, Any]]:
+    config = deployment.config
+    store = deployment.vector_store
     found = []
     live = [path for path in (store.location, config.history_db_path) if path is not None]
     for copy in state.pre_restore_copies(live):
@@ -170,13 +173,14 @@ def _journal(config: Config, memory_ids: Sequence[str]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def _migration_target(config: Config) -> list[dict[str, Any]]:
+def _migration_target(deployment: Deployment) -> list[dict[str, Any]]:
     """The target ``memsync migrate`` recorded in its journal: a copy of every memory.
 
     Not read (it may be a server's table, or being written by a migration): ``"maybe"``.
     After the switch it is the live store (erased as such), unless the config names another
     store again (the old config put back by hand): then it is a copy again.
     """
+    config = deployment.config
     path: Path = config.state_dir / MIGRATE_JOURNAL
     if not path.exists():
         return []
@@ -186,7 +190,7 @@ def _migration_target(config: Config) -> list[dict[str, Any]]:
         document = {}
     target = document.get("target") if isinstance(document, dict) else None
     switched = isinstance(document, dict) and document.get("phase") in ("switched", "cleaned")
-    if switched and target == vector_store_for(config).where:
+    if switched and target == deployment.vector_store.where:
         return []  # the target is the live store now: erased as such (the old one: old_store)
     where = str(target) if isinstance(target, str) else f"the target named in {path}"
     return [
@@ -199,10 +203,11 @@ def _migration_target(config: Config) -> list[dict[str, Any]]:
 
 
 def _remote(
-    config: Config, memory_ids: Sequence[str], purge: str, local: Mapping[str, str]
+    deployment: Deployment, memory_ids: Sequence[str], purge: str, local: Mapping[str, str]
 ) -> list[dict[str, Any]]:
     """The bucket's snapshots and noncurrent versions; one ``unknown`` entry when unreachable."""
-    bucket = repository.remote(config)
+    config = deployment.config
+    bucket = deployment.remote
     local_repo = repository.local_or_none(config)
     command = f"{purge} --remote"
     found: list[dict[str, Any]] = []
@@ -231,7 +236,7 @@ def _remote(
             | ledger.erased_ids(config.state_dir)
             | set(versions.scope_marks(sorted(ledger.erased_scopes(config.state_dir))))
         )
-        scan = versions.scan(config, bucket.store, wanted)
+        scan = versions.scan(deployment, bucket.store, wanted)
     except UnavailableError as error:
         return [*found, _unknown(bucket.where, error, purge)]
     ours = set(memory_ids)

@@ -16,10 +16,11 @@ from pathlib import Path
 
 from memsync import repository
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import UnavailableError
 from memsync.repository import reading
 from memsync.stores import snapshots
-from memsync.stores.backends import backend_of_mode, vector_store_for
+from memsync.stores.backends import backend_of_mode
 from memsync.stores.sqlite_files import translate
 from memsync.stores.vector_store import VectorStore
 
@@ -64,13 +65,14 @@ def work_directory(config: Config) -> Iterator[Path]:
 
 
 def _plain_root(
-    config: Config, info: snapshots.SnapshotInfo, work: Path, vectors_only: bool = False
+    deployment: Deployment, info: snapshots.SnapshotInfo, work: Path, vectors_only: bool = False
 ) -> Path | None:
     """The plaintext of a complete snapshot's history and vector files; None: sealed, no key.
 
     Raises:
         UnavailableError: a sealed file fails authentication with the configured key.
     """
+    config = deployment.config
     manifest = info.manifest
     assert manifest is not None, "only complete snapshots"
     if not manifest.encrypted:
@@ -78,7 +80,7 @@ def _plain_root(
     key = repository.encryption_key(config)
     if key is None:
         return None
-    store = vector_store_for(config)
+    store = deployment.vector_store
     wanted = [
         e
         for e in manifest.files
@@ -91,7 +93,7 @@ def _plain_root(
     return work
 
 
-def other_backend(config: Config, info: snapshots.SnapshotInfo) -> str | None:
+def other_backend(deployment: Deployment, info: snapshots.SnapshotInfo) -> str | None:
     """The snapshot's backend (``"embedded Qdrant"``, ``"pgvector"``) when not the config's.
 
     A snapshot taken before ``memsync migrate --switch`` moved the deployment to the other
@@ -100,26 +102,27 @@ def other_backend(config: Config, info: snapshots.SnapshotInfo) -> str | None:
     if info.manifest is None:
         return None
     taken = backend_of_mode(info.manifest.mode).label
-    configured = vector_store_for(config).label
+    configured = deployment.vector_store.label
     return None if taken == configured else taken
 
 
 def snapshot_holds(
-    config: Config, info: snapshots.SnapshotInfo, memory_ids: Sequence[str]
+    deployment: Deployment, info: snapshots.SnapshotInfo, memory_ids: Sequence[str]
 ) -> bool | None:
     """Whether a complete local snapshot holds any of the memories; None when it cannot tell.
 
     None: sealed and no key, or a snapshot of the other backend whose history.db does not
     name them (this config's vector store cannot read its vector files).
     """
-    store = vector_store_for(config)
+    config = deployment.config
+    store = deployment.vector_store
     with work_directory(config) as work:
-        root = _plain_root(config, info, work)
+        root = _plain_root(deployment, info, work)
         if root is None:
             return None
         if (root / HISTORY).is_file() and history_holds(root / HISTORY, memory_ids):
             return True
-        if other_backend(config, info) is not None:
+        if other_backend(deployment, info) is not None:
             return None
         return any(
             store.find_point(root / store.capture_dir, store.collection, m) is not None
@@ -127,30 +130,32 @@ def snapshot_holds(
         )
 
 
-def snapshots_holding(config: Config, memory_ids: Sequence[str]) -> list[str]:
+def snapshots_holding(deployment: Deployment, memory_ids: Sequence[str]) -> list[str]:
     """The complete local snapshots that hold any of the memories, or may (sealed, no key)."""
+    config = deployment.config
     if config.snapshot.directory is None or not memory_ids:
         return []
     return [
         info.id
         for info in snapshots.iter_local(config.snapshot.directory)
-        if info.complete and snapshot_holds(config, info, memory_ids) is not False
+        if info.complete and snapshot_holds(deployment, info, memory_ids) is not False
     ]
 
 
-def snapshot_points(config: Config) -> Iterator[tuple[str, str, Mapping[str, object]]]:
+def snapshot_points(deployment: Deployment) -> Iterator[tuple[str, str, Mapping[str, object]]]:
     """``(snapshot id, point id, payload)`` of every point of every complete local snapshot.
 
     Sealed snapshots are opened with the configured key (skipped without one). Reads only.
     """
+    config = deployment.config
     if config.snapshot.directory is None:
         return
-    store = vector_store_for(config)
+    store = deployment.vector_store
     for info in snapshots.iter_local(config.snapshot.directory):
         if not info.complete or info.manifest is None:
             continue
         with work_directory(config) as work:
-            root = _plain_root(config, info, work, vectors_only=True)
+            root = _plain_root(deployment, info, work, vectors_only=True)
             if root is None:
                 continue
             window = info.manifest.capture
@@ -161,13 +166,13 @@ def snapshot_points(config: Config) -> Iterator[tuple[str, str, Mapping[str, obj
                 yield info.id, point.id, point.payload
 
 
-def scope_ids(config: Config, scope: Mapping[str, str]) -> set[str]:
+def scope_ids(deployment: Deployment, scope: Mapping[str, str]) -> set[str]:
     """Ids of the points whose payload matches ``scope`` in any complete local snapshot.
 
     Sealed snapshots are opened with the configured key (skipped without one). Reads only.
     """
     return {
         point_id
-        for _, point_id, payload in snapshot_points(config)
+        for _, point_id, payload in snapshot_points(deployment)
         if all(payload.get(k) == v for k, v in scope.items())
     }

@@ -20,6 +20,7 @@ from typing import Any
 
 from memsync.config import Config, parse
 from memsync.config.accepted import read_accepted
+from memsync.deployment import Deployment
 from memsync.errors import MemsyncError
 from memsync.stores.backends import vector_store_for
 from memsync.stores.vector_store import VectorStore
@@ -56,7 +57,7 @@ def _old_store(state_dir: Path) -> VectorStore:
     return vector_store_for(old)
 
 
-def erase_old_store(config: Config, memory_ids: Sequence[str]) -> dict[str, Any] | None:
+def erase_old_store(deployment: Deployment, memory_ids: Sequence[str]) -> dict[str, Any] | None:
     """Remove ``memory_ids``' points from a switched migration's old store; None when none.
 
     None too when the old store is the live store again (the old config put back by hand).
@@ -68,6 +69,7 @@ def erase_old_store(config: Config, memory_ids: Sequence[str]) -> dict[str, Any]
     ``remove`` what to do). Never raises for the old store: the erasure of the live
     deployment is done and stays done. Writes the old store. Idempotent.
     """
+    config = deployment.config
     if not memory_ids or not switched(config.state_dir):
         return None
     where = str(config.state_dir / SOURCE_RECORD)
@@ -75,7 +77,7 @@ def erase_old_store(config: Config, memory_ids: Sequence[str]) -> dict[str, Any]
     try:
         store = _old_store(config.state_dir)
         where = store.where
-        if where == vector_store_for(config).where:
+        if where == deployment.vector_store.where:
             return None  # the old config was put back by hand: the live store, erased as such
         holder = store.holder()
         if holder is not None:

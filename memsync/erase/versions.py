@@ -25,13 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memsync import repository, seal
-from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.erase.holding import HISTORY, history_holds, points_held, work_directory
 from memsync.erase.ledger import digest
 from memsync.errors import MemsyncError, UnavailableError
 from memsync.s3 import ObjectLockedError, ObjectVersion, TransportError, VersionsUnlistedError
 from memsync.state import write_json_atomic
-from memsync.stores.backends import vector_store_for
 from memsync.stores.manifest import MANIFEST
 from memsync.stores.manifest_schema import ID_PATTERN
 
@@ -108,16 +107,21 @@ def candidates(store: ObjectStore, capture_dir: str) -> list[tuple[str, str, Obj
 
 
 def _read(
-    config: Config, store: ObjectStore, path: str, version: ObjectVersion, ids: Sequence[str]
+    deployment: Deployment,
+    store: ObjectStore,
+    path: str,
+    version: ObjectVersion,
+    ids: Sequence[str],
 ) -> list[str]:
     """The erased ids (and ``SCOPE_MARK`` scopes) one version holds.
 
     Raises:
         MemsyncError: the version cannot be read (or opened without the key).
     """
+    config = deployment.config
     if path == MANIFEST:
         return _scopes_named(store.get_version_bytes(version), ids)
-    vectors = vector_store_for(config)
+    vectors = deployment.vector_store
     with work_directory(config) as work:
         target = work / "plain" / path
         target.parent.mkdir(parents=True, mode=0o700)
@@ -165,7 +169,7 @@ def scope_marks(scopes: Sequence[str]) -> list[str]:
 
 
 def scan(
-    config: Config,
+    deployment: Deployment,
     store: ObjectStore,
     memory_ids: Sequence[str],
     progress: Callable[[int, int], None] | None = None,
@@ -181,11 +185,12 @@ def scan(
         UnavailableError: the bucket cannot be listed (a version that cannot be read is
             reported in ``unreadable`` instead).
     """
+    config = deployment.config
     if not memory_ids:
         return VersionScan(unreadable={})
     digest = _ids_digest(memory_ids)
     cache = _load_cache(config.state_dir, digest)
-    listed = candidates(store, vector_store_for(config).capture_dir)
+    listed = candidates(store, deployment.vector_store.capture_dir)
     hits, unreadable, downloaded, cached = [], {}, 0, 0
     verdicts: dict[str, list[str]] = {}
     for index, (snapshot_id, path, version) in enumerate(listed):
@@ -193,7 +198,7 @@ def scan(
             held, cached = cache[version.label], cached + 1
         else:
             try:
-                held = _read(config, store, path, version, memory_ids)
+                held = _read(deployment, store, path, version, memory_ids)
             except MemsyncError as error:
                 unreadable[version.label] = error.message
                 continue

@@ -14,6 +14,7 @@ import structlog
 
 from memsync import check, routes, snapshot
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.erase import apply as erasure
 from memsync.errors import TryLaterError
 from memsync.forget.select import Ask, Forgotten, Targets, prove_gone, refuse_bad_mem0
@@ -22,7 +23,6 @@ from memsync.routes import queue as pending
 from memsync.state import write_json_atomic
 from memsync.stores import mem0
 from memsync.stores.agent_client import AgentWriter, not_held_reason, writes_held
-from memsync.stores.backends import vector_store_for
 from memsync.stores.intent import ERASE_JOURNAL, FORGET_JOURNAL, load_erasing, load_forgetting
 from memsync.stores.vector_store import refuse_legacy_store
 from memsync.stores.writer import Writer
@@ -31,7 +31,7 @@ logger = structlog.get_logger(__name__)
 
 
 def delete_through(
-    config: Config,
+    deployment: Deployment,
     writer: Writer,
     targets: Targets,
     now: datetime,
@@ -54,7 +54,7 @@ def delete_through(
         deleted.append(memory_id)
         if progress is not None and (index + 1) % 50 == 0:
             progress(index + 1, len(targets.all))
-    unlink_entities(config, writer, set(targets.all))
+    unlink_entities(deployment, writer, set(targets.all))
     if targets.history_only:
         stamp = now.isoformat()
         writer.record_events(
@@ -81,7 +81,7 @@ def delete_through(
     return deleted, recorded
 
 
-def unlink_entities(config: Config, writer: Writer, gone: set[str]) -> int:
+def unlink_entities(deployment: Deployment, writer: Writer, gone: set[str]) -> int:
     """Drop links to ``gone`` memories that mem0's own cleanup left; delete entities left bare.
 
     mem0ai 2.2.1's cleanup filters by the memory's scope and scans 10,000 entity rows.
@@ -91,7 +91,7 @@ def unlink_entities(config: Config, writer: Writer, gone: set[str]) -> int:
     if not gone:
         return 0
     changed = 0
-    for entity in vector_store_for(config).read_live_entities():
+    for entity in deployment.vector_store.read_live_entities():
         if not gone & set(entity.linked_memory_ids):
             continue
         writer.relink_entity(
@@ -101,9 +101,9 @@ def unlink_entities(config: Config, writer: Writer, gone: set[str]) -> int:
     return changed
 
 
-def reread(config: Config, now: datetime) -> Inventory:
+def reread(deployment: Deployment, now: datetime) -> Inventory:
     """Capture and read the stores again (no settle: our own writes are done)."""
-    return check.settled_inventory(config, now, settle=False)[0]
+    return check.settled_inventory(deployment, now, settle=False)[0]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,7 +120,7 @@ class Deleted:
 
 
 def run_forget(
-    config: Config,
+    deployment: Deployment,
     now: datetime,
     *,
     memory_ids: Sequence[str],
@@ -141,12 +141,12 @@ def run_forget(
         agent_id=agent_id, run_id=run_id,
     )  # fmt: skip
     return run_ask(
-        config, now, ask, dry_run=dry_run, take_snapshot=take_snapshot, progress=progress
+        deployment, now, ask, dry_run=dry_run, take_snapshot=take_snapshot, progress=progress
     )
 
 
 def run_expiry_prune(
-    config: Config,
+    deployment: Deployment,
     now: datetime,
     *,
     dry_run: bool,
@@ -156,11 +156,11 @@ def run_expiry_prune(
 
     See ``run_ask``. Raises as ``run_ask``.
     """
-    return run_ask(config, now, Ask(kind="prune"), dry_run=dry_run, progress=progress)
+    return run_ask(deployment, now, Ask(kind="prune"), dry_run=dry_run, progress=progress)
 
 
 def run_ask(
-    config: Config,
+    deployment: Deployment,
     now: datetime,
     ask: Ask,
     *,
@@ -183,30 +183,31 @@ def run_ask(
         UnavailableError: the vector store keeps a legacy point store (exit 11).
         LockedError, WindowOverrunError, TryLaterError: as ``routes.open_writer``.
     """
-    before = look(config, now, ask.kind, writing=not dry_run)
-    past = Past.of(config, ask)
+    config = deployment.config
+    before = look(deployment, now, ask.kind, writing=not dry_run)
+    past = Past.of(deployment, ask)
     targets = ask.select(before, now.date(), past.found)
     if targets.not_found or dry_run or not ask.has_work(targets):
-        route = (
-            (routes.would_take(config) or "queued") if dry_run and ask.has_work(targets) else None
-        )
+        route = (deployment.would_take() or "queued") if dry_run and ask.has_work(targets) else None
         return Forgotten(targets=targets, dry_run=dry_run, route=route)
     snapshot_id = None
-    routes.require_interpreter(config)  # refused before the safety snapshot, not after it
-    if take_snapshot and ask.kind == "forget" and targets.all and routes.would_take(config):
-        routes.require_writable(config)  # what the writer's start would refuse: no snapshot
-        snapshot_id = snapshot.create_snapshot(config, now, by=ask.kind).id  # live: no route
+    deployment.require_interpreter()  # refused before the safety snapshot, not after it
+    if take_snapshot and ask.kind == "forget" and targets.all and deployment.would_take():
+        deployment.require_writable()  # what the writer's start would refuse: no snapshot
+        snapshot_id = snapshot.create_snapshot(deployment, now, by=ask.kind).id  # live: no route
     taken = routes.Taken()
     try:
-        with routes.open_writer(config, ask.kind, taken) as writer:
+        with deployment.open_writer(ask.kind, taken) as writer:
             # direct: nobody wrote since the look; prune: expired memories the app adds meanwhile
             # wait for the next prune, so no second capture stalls a rollback-mode writer
             known = before if writer.route == "direct" or ask.kind == "prune" else None
-            done = delete_with(config, writer, now, ask, known=known, progress=progress, past=past)
+            done = delete_with(
+                deployment, writer, now, ask, known=known, progress=progress, past=past
+            )
     except routes.NoRouteError as no_route:
         request = queue(config, ask, now, no_route.message)
         return Forgotten(targets=targets, dry_run=False, route="queued", pending_id=request.id)
-    return finish(config, now, ask, replace(done, snapshot_id=snapshot_id), taken)
+    return finish(deployment, now, ask, replace(done, snapshot_id=snapshot_id), taken)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -221,7 +222,7 @@ class Past:
     known: frozenset[str] | None = None
 
     @classmethod
-    def of(cls, config: Config, ask: Ask) -> Past:
+    def of(cls, deployment: Deployment, ask: Ask) -> Past:
         """Read the records for ``ask`` when it erases a scope, else nothing.
 
         Raises:
@@ -229,7 +230,7 @@ class Past:
         """
         if not (ask.erase and ask.scope):
             return cls()
-        found, known = erasure.scope_past(config, ask.scope)
+        found, known = erasure.scope_past(deployment, ask.scope)
         return cls(found=found, known=frozenset(known))
 
     def earlier(self, targets: Targets) -> list[dict[str, str]]:
@@ -238,7 +239,7 @@ class Past:
         return [{"memory_id": m, "found_in": self.found[m]} for m in ids]
 
 
-def look(config: Config, now: datetime, what: str, *, writing: bool) -> Inventory:
+def look(deployment: Deployment, now: datetime, what: str, *, writing: bool) -> Inventory:
     """Capture and read the stores (no route); a writer first rolls back hot journals if free.
 
     A writer also closes a window a killed memsync left open (``routes.recover_window``), so
@@ -248,18 +249,22 @@ def look(config: Config, now: datetime, what: str, *, writing: bool) -> Inventor
         UnavailableError: (when ``writing``) the vector store keeps a legacy point store, or
             the left window's start_command failed.
     """
+    config = deployment.config
     if writing:
         routes.recover_window(config)  # a window a killed memsync left open: start the app
-    if writing and routes.store_free(config):
-        mem0.prepare_for_writing(config)  # hot journals rolled back before the capture
-    before = check.settled_inventory(config, now)[0]
+    if writing and routes.store_free(deployment.vector_store):
+        # hot journals rolled back before the capture
+        mem0.prepare_for_writing(deployment.vector_store, config)
+    before = check.settled_inventory(deployment, now)[0]
     if writing:  # the legacy store's points would be neither deleted nor erased
         refuse_legacy_store(before.legacy_stores, what)
-        finish_erasure(config, now, before)
+        finish_erasure(deployment, now, before)
     return before
 
 
-def finish_erasure(config: Config, now: datetime, before: Inventory) -> dict[str, object] | None:
+def finish_erasure(
+    deployment: Deployment, now: datetime, before: Inventory
+) -> dict[str, object] | None:
     """Erase the texts an erasure killed after its deletes left (``erase-journal.json``).
 
     Returns what ``erase.erase_texts`` did, or None when no erasure was unfinished. Idempotent:
@@ -269,11 +274,12 @@ def finish_erasure(config: Config, now: datetime, before: Inventory) -> dict[str
     Raises:
         TryLaterError, UnavailableError: as ``erase.erase_texts``.
     """
+    config = deployment.config
     unfinished = load_erasing(config.state_dir)
     if unfinished is None:
         return None
     memory_ids, scope = unfinished
-    erased = erasure.erase_texts(config, before, memory_ids, now, scope or None)
+    erased = erasure.erase_texts(deployment, before, memory_ids, now, scope or None)
     unverified = erasure.unverified(erased)
     if not unverified:
         (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
@@ -285,7 +291,7 @@ def finish_erasure(config: Config, now: datetime, before: Inventory) -> dict[str
 
 
 def delete_with(
-    config: Config,
+    deployment: Deployment,
     writer: Writer,
     now: datetime,
     ask: Ask,
@@ -304,12 +310,13 @@ def delete_with(
         ConfigError: the app's mem0ai has a known delete bug.
         TryLaterError: as ``_delete_journaled``.
     """
+    config = deployment.config
     app_mem0 = writer.client.hello.get("mem0") if isinstance(writer, AgentWriter) else None
     if ask.kind != "prune" and isinstance(app_mem0, str):  # the app's mem0ai does the deletes
         refuse_bad_mem0(app_mem0, bulk=not ask.memory_ids)
-    before = known if known is not None else check.settled_inventory(config, now)[0]
+    before = known if known is not None else check.settled_inventory(deployment, now)[0]
     refuse_legacy_store(before.legacy_stores, ask.kind)
-    past = past if past is not None else Past.of(config, ask)
+    past = past if past is not None else Past.of(deployment, ask)
     targets = ask.select(before, now.date(), past.found)
     if targets.not_found or not ask.has_work(targets):
         return Deleted(before=before, targets=targets, past=past)
@@ -318,11 +325,13 @@ def delete_with(
         write_json_atomic(
             config.state_dir / ERASE_JOURNAL, {"memory_ids": ids, "scope": dict(ask.scope or {})}
         )
-    deleted, recorded = _delete_journaled(config, writer, targets, now, progress)
+    deleted, recorded = _delete_journaled(deployment, writer, targets, now, progress)
     erased = None
     if ask.erase and writer.route == "window":  # the app is stopped: rewrite the files now
         everything = [*targets.all, *targets.already_deleted]
-        erased = erasure.erase_texts(config, before, everything, now, ask.scope, known=past.known)
+        erased = erasure.erase_texts(
+            deployment, before, everything, now, ask.scope, known=past.known
+        )
     return Deleted(
         before=before, targets=targets, deleted=tuple(deleted), recorded=tuple(recorded),
         erased=erased, past=past,
@@ -330,7 +339,7 @@ def delete_with(
 
 
 def finish(
-    config: Config, now: datetime, ask: Ask, done: Deleted, taken: routes.Taken
+    deployment: Deployment, now: datetime, ask: Ask, done: Deleted, taken: routes.Taken
 ) -> Forgotten:
     """After the route closed: erase (unless the window did), list copies, prove.
 
@@ -343,6 +352,7 @@ def finish(
     Raises:
         TryLaterError, UnavailableError: a store is busy or unreadable.
     """
+    config = deployment.config
     targets = done.targets
     if targets.not_found:
         return Forgotten(
@@ -353,10 +363,14 @@ def finish(
     if to_erase and done.erased is None:
         # VACUUM takes SQLite's exclusive lock for the whole rewrite, longer than mem0 waits
         # (5 s) on a large store: through the agent, app writes wait in its gate instead
-        holding = writes_held(config) if taken.route == "agent" else nullcontext(None)
+        holding = (
+            writes_held(deployment.vector_store, config)
+            if taken.route == "agent"
+            else nullcontext(None)
+        )
         with holding as pause:  # the agent checkpoints the WAL files with no app call in flight
             erased = erasure.erase_texts(
-                config, done.before, to_erase, now, ask.scope,
+                deployment, done.before, to_erase, now, ask.scope,
                 checkpoint=None if pause is None else pause.get("checkpoint"),
                 known=done.past.known if done.past else None,
             )  # fmt: skip
@@ -370,10 +384,10 @@ def finish(
     if not erasure.unverified(erased):  # else the next write erases again (finish_erasure)
         (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
     if to_erase:  # after the route closed: snapshots and the bucket are read
-        erased = {**erased, **erasure.copies_left(config, to_erase, ask.scope)}
+        erased = {**erased, **erasure.copies_left(deployment, to_erase, ask.scope)}
         if done.past is not None and done.past.known is not None:
             erased["deleted_earlier"] = done.past.earlier(targets)
-    unproven = prove_gone(reread(config, now), targets.all)
+    unproven = prove_gone(reread(deployment, now), targets.all)
     if not unproven:
         clear_intent(config)
     logger.info(
@@ -408,7 +422,7 @@ def queue(config: Config, ask: Ask, now: datetime, reason: str) -> pending.Pendi
 
 
 def _delete_journaled(
-    config: Config,
+    deployment: Deployment,
     writer: Writer,
     targets: Targets,
     now: datetime,
@@ -420,11 +434,12 @@ def _delete_journaled(
         TryLaterError: history.db was busy; the journal lets the next forget or reconcile close
             what was deleted without its DELETE event.
     """
+    config = deployment.config
     if not targets.all:
         return [], []
     save_intent(config, targets.all)
     try:
-        return delete_through(config, writer, targets, now, progress)
+        return delete_through(deployment, writer, targets, now, progress)
     except sqlite3.OperationalError as error:
         raise TryLaterError(
             f"history.db {config.history_db_path} is busy ({error}): some deletes may lack their "

@@ -15,6 +15,7 @@ import structlog
 
 from memsync import routes
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import ExitCode, MemsyncError
 from memsync.forget.apply import Deleted, Past, delete_with, finish, look
 from memsync.forget.select import Ask, Forgotten
@@ -82,7 +83,7 @@ def exit_code(applied: list[Applied]) -> ExitCode:
 
 
 def apply_pending(
-    config: Config, now: datetime, *, dry_run: bool
+    deployment: Deployment, now: datetime, *, dry_run: bool
 ) -> tuple[list[Applied], routes.Taken]:
     """Apply every queued request through the route available now; return each one's fate.
 
@@ -97,18 +98,19 @@ def apply_pending(
         UnavailableError: the queue file or a store is unreadable (exit 11).
         WindowError, UnavailableError: as ``routes.open_writer`` (the window or the app).
     """
+    config = deployment.config
     taken = routes.Taken()
     if not dry_run:
         routes.recover_window(config)  # a window a killed memsync left open: start the app
     requests = pending.load(config.state_dir)
     if not requests:
         return [], taken
-    before = look(config, now, "pending apply", writing=not dry_run)
+    before = look(deployment, now, "pending apply", writing=not dry_run)
     results: dict[str, Applied] = {}
     work: list[tuple[pending.PendingRequest, Ask]] = []
     for request in requests:
         ask = Ask.of(request)
-        targets = ask.select(before, now.date(), Past.of(config, ask).found)
+        targets = ask.select(before, now.date(), Past.of(deployment, ask).found)
         done = Forgotten(targets=targets, dry_run=dry_run)
         if targets.not_found:
             missing = ", ".join(targets.not_found)
@@ -124,26 +126,27 @@ def apply_pending(
             results[request.id] = _applied(config, request, done, taken, now)
     if dry_run:
         if any(item.status == "would-apply" for item in results.values()):
-            taken.route = routes.would_take(config)
+            taken.route = deployment.would_take()
     elif work:
-        _apply(config, now, work, results, taken)
+        _apply(deployment, now, work, results, taken)
     return [results[request.id] for request in requests], taken
 
 
 def _apply(
-    config: Config,
+    deployment: Deployment,
     now: datetime,
     work: list[tuple[pending.PendingRequest, Ask]],
     results: dict[str, Applied],
     taken: routes.Taken,
 ) -> None:
     """Delete every request's targets on one route, then erase and prove each (``results``)."""
+    config = deployment.config
     deleted: dict[str, Deleted] = {}
     try:
-        with routes.open_writer(config, "pending apply", taken) as writer:
+        with deployment.open_writer("pending apply", taken) as writer:
             for request, ask in work:
                 try:
-                    deleted[request.id] = delete_with(config, writer, now, ask)
+                    deleted[request.id] = delete_with(deployment, writer, now, ask)
                 except MemsyncError as error:
                     results[request.id] = Applied(
                         request=request, status="failed", error=error.message
@@ -162,7 +165,7 @@ def _apply(
         if request.id not in deleted:
             continue
         try:
-            done = finish(config, now, ask, deleted[request.id], taken)
+            done = finish(deployment, now, ask, deleted[request.id], taken)
         except MemsyncError as error:
             results[request.id] = Applied(request=request, status="failed", error=error.message)
             continue

@@ -23,6 +23,7 @@ import structlog
 
 from memsync import utc
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import ConfigError
 from memsync.migrate import journal, source_record
 from memsync.state import operation_lock
@@ -131,13 +132,14 @@ def require_switched(
     return document, switched_at
 
 
-def find_old_store(config: Config, environ: Mapping[str, str]) -> VectorStore:
+def find_old_store(deployment: Deployment, environ: Mapping[str, str]) -> VectorStore:
     """The old deployment's vector store, from ``migrate-source.json``. Reads only.
 
     Raises:
         ConfigError: (exit 10) the record is missing or damaged, or it names the current
             config's live store (nothing of the app's may be removed).
     """
+    config = deployment.config
     old = source_record.load_source(config.state_dir, environ)
     record = source_record.path_of(config.state_dir)
     if old is None:
@@ -147,7 +149,7 @@ def find_old_store(config: Config, environ: Mapping[str, str]) -> VectorStore:
             "remove the old store by hand (the journal's source names it), then move "
             f"{journal.path_of(config.state_dir)} aside",
         )
-    store, live = vector_store_for(old), vector_store_for(config)
+    store, live = vector_store_for(old), deployment.vector_store
     same_directory = (
         store.location is not None
         and live.location is not None
@@ -164,7 +166,7 @@ def find_old_store(config: Config, environ: Mapping[str, str]) -> VectorStore:
 
 
 def run_cleanup(
-    config: Config,
+    deployment: Deployment,
     environ: Mapping[str, str],
     now: datetime,
     *,
@@ -174,7 +176,7 @@ def run_cleanup(
     """Remove the old store of a switched migration (see the module). Idempotent.
 
     Args:
-        config: the current config (the app's new store).
+        deployment: the current deployment (the app's new store).
         environ: the environment, for the source record's secrets.
         now: the current time (aware UTC).
         dry_run: measure and report only; nothing is written.
@@ -188,11 +190,12 @@ def run_cleanup(
             another memsync operation runs.
         UnavailableError: (exit 11) the journal is damaged, or the store cannot be removed.
     """
+    config = deployment.config
     document = journal.load(config.state_dir)
     if document is not None and document.get("phase") == "cleaned":
         return Cleaned(dry_run=dry_run, already=True, cleaned_at=document.get("cleaned_at"))
     document, switched_at = require_switched(document, config, now)
-    store = find_old_store(config, environ)
+    store = find_old_store(deployment, environ)
     store.require_free(WHAT)
     size = store.remove_store(dry_run=True)
     found = Cleaned(dry_run=dry_run, kind=store.kind, where=store.where, size_bytes=size,

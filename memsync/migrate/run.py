@@ -2,7 +2,7 @@
 
 Steps: refuse what ``plan.find_refusal`` refuses (and another migration's journal, or a
 resumed target of another vector size); capture the source with vectors into a scratch
-``capture-*`` directory (``deployment.scratch_directory``: removed by the next memsync
+``capture-*`` directory (``capture.scratch_directory``: removed by the next memsync
 command if this one dies; read-only on the live stores: the app keeps running); plan; with
 ``dry_run`` stop there. Otherwise, under the operation lock: check the journal again, probe
 the new embedder's size (re-embedding), write the journal, open mem0 on the new config (a
@@ -26,6 +26,7 @@ import structlog
 
 from memsync import check, utc
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import ConfigError, ExitCode
 from memsync.migrate import journal
 from memsync.migrate.copy import Copied, copy_points, embed, require_dims
@@ -49,8 +50,7 @@ from memsync.migrate.verify import (
 )
 from memsync.model import CheckReport
 from memsync.state import operation_lock
-from memsync.stores import deployment, history, interpreter
-from memsync.stores.backends import vector_store_for
+from memsync.stores import capture, history, interpreter
 from memsync.stores.interpreter import AppInterpreter
 from memsync.stores.mem0 import PROBE_TEXT, open_embedder, open_memory
 from memsync.stores.vector_store import VectorCapture, VectorStore
@@ -102,7 +102,7 @@ class Migrated:
 
 
 def run_migrate(
-    config: Config,
+    deployment: Deployment,
     new_config: Config,
     to: Path,
     now: datetime,
@@ -115,7 +115,7 @@ def run_migrate(
     """Migrate the deployment of ``config`` to the store and embedder of ``new_config``.
 
     Args:
-        config: the current deployment's config.
+        deployment: the current deployment.
         new_config: the config naming the target (loaded from ``to``).
         to: the new config's path (the journal names it, resolved).
         now: the current time (aware UTC), for the journal and check.
@@ -131,6 +131,8 @@ def run_migrate(
         UnavailableError: (exit 11) a store is unreadable, or the embedder keeps failing.
         LockedError: (exit 12) another memsync operation runs.
     """
+    config = deployment.config
+    new = Deployment.open(new_config)  # the target: a second store, built by the same factory
     source, target = side_of(config), side_of(new_config)
     unrunnable = find_target_refusal(target)
     if unrunnable is not None:  # before the journal or the target's server are touched
@@ -144,27 +146,31 @@ def run_migrate(
         journal.require_same_target(
             recorded, str(to.resolve()), target.where, new_config.source, config.state_dir
         )
-    target_store = vector_store_for(new_config)
+    target_store = new.vector_store
     exists = recorded is None and (target_store.present() or target_store.holds_data())
     refusal = find_refusal(source, target, target_exists=exists)
     if refusal is not None:
         raise ConfigError(new_config.source, [refusal[0]], refusal[1])
     if recorded is not None:
         require_target_size(target_store, target, config.state_dir)
-    with deployment.scratch_directory(config) as scratch:
+    with capture.scratch_directory(config) as scratch:
         # mem0 writes a point before its history row: every write the capture may miss has
         # a history row above this one (a superset: not_copied may name a copied memory).
         before = history.last_rowid(config.history_db_path) if not dry_run else 0
-        captured = deployment.capture(config, scratch / "source", vectors=not dry_run)
-        with deployment.naming_live_files(captured):
+        captured = capture.capture(
+            deployment.vector_store, config, scratch / "source", vectors=not dry_run
+        )
+        with capture.naming_live_files(captured):
             plan = _plan(source, target, captured, batch_size)
         if dry_run:
             if plan.re_embed:  # built, never called: a dry run spends no embedder call
-                with open_embedder(new_config, target_interpreter(config, new_config)):
+                with open_embedder(
+                    new.vector_store, new_config, target_interpreter(deployment, new)
+                ):
                     pass
             return Migrated(plan=plan, dry_run=True, resumed=recorded is not None)
         with operation_lock(config.state_dir, "migrate") if lock else nullcontext():
-            return _migrate(config, new_config, to, now, plan, captured, scratch, before, progress)
+            return _migrate(deployment, new, to, now, plan, captured, scratch, before, progress)
 
 
 def require_target_size(store: VectorStore, target: Side, state_dir: Path) -> None:
@@ -189,7 +195,7 @@ def require_target_size(store: VectorStore, target: Side, state_dir: Path) -> No
     )
 
 
-def _plan(source: Any, target: Any, captured: deployment.Captured, batch_size: int) -> MigratePlan:
+def _plan(source: Any, target: Any, captured: capture.Captured, batch_size: int) -> MigratePlan:
     """Count the capture's points and payload bytes, then ``plan_migrate``."""
     store = captured.store
     counts, payload_bytes = [], 0
@@ -206,12 +212,12 @@ def _plan(source: Any, target: Any, captured: deployment.Captured, batch_size: i
 
 
 def _migrate(
-    config: Config,
-    new_config: Config,
+    deployment: Deployment,
+    new: Deployment,
     to: Path,
     now: datetime,
     plan: MigratePlan,
-    captured: deployment.Captured,
+    captured: capture.Captured,
     scratch: Path,
     last_rowid: int,
     progress: Callable[[int, int], None] | None,
@@ -220,13 +226,14 @@ def _migrate(
 
     ``last_rowid``: history's last row before the capture (``not_copied`` is what came after).
     """
+    config, new_config = deployment.config, new.config
     recorded = journal.load(config.state_dir)
     if recorded is not None:  # another run may have finished since the first look, unlocked
         journal.require_same_target(
             recorded, str(to.resolve()), plan.target.where, new_config.source, config.state_dir
         )
     if plan.re_embed:  # before mem0 creates the target: a wrong size creates nothing
-        _probe_size(new_config, plan, target_interpreter(config, new_config))
+        _probe_size(new, plan, target_interpreter(deployment, new))
     document = _start_journal(config.state_dir, recorded, to, plan, now, captured, last_rowid)
     batches_before = int(document["batches_done"])
     points_before = int(document.get("points_copied", 0))
@@ -236,9 +243,11 @@ def _migrate(
         document["points_copied"] = points_before + done.copied
         journal.save(config.state_dir, document)
 
-    target_store = vector_store_for(new_config)
-    app = target_interpreter(config, new_config)
-    with open_memory(new_config, app=app) as writer:  # rolls back a hot journal a killed write left
+    target_store = new.vector_store
+    app = target_interpreter(deployment, new)
+    with open_memory(
+        target_store, new_config, app=app
+    ) as writer:  # rolls back a hot journal a killed write left
         resumed = Resumed()
         if recorded is not None:
             resumed = catch_up(
@@ -248,12 +257,12 @@ def _migrate(
             writer, captured.store, captured.vectors, plan, resumed.have, on_batch, progress
         )
         logger.info("migrate_copied", point_count=copied.copied, skipped=copied.skipped)
-        with deployment.naming_live_files(captured):
+        with capture.naming_live_files(captured):
             differences, sampled, index_misses = _verify(
                 captured, target_store, scratch, plan, writer, copied
             )
     not_copied = _written_since(config, scratch, last_rowid)
-    report = check.run_check(new_config, now)
+    report = check.run_check(new, now)
     document["phase"] = "differs" if differences else "verified"
     journal.save(config.state_dir, document)
     return Migrated(
@@ -271,7 +280,7 @@ def _start_journal(
     to: Path,
     plan: MigratePlan,
     now: datetime,
-    captured: deployment.Captured,
+    captured: capture.Captured,
     last_rowid: int,
 ) -> dict[str, Any]:
     """The journal of this run (the recorded one when resuming), in phase ``copy``; saved."""
@@ -289,18 +298,18 @@ def _start_journal(
     return document
 
 
-def target_interpreter(config: Config, new_config: Config) -> AppInterpreter:
+def target_interpreter(deployment: Deployment, new: Deployment) -> AppInterpreter:
     """The interpreter that will run the app on the target: NEW.toml's, else the app's now.
 
     Raises:
         ConfigError: (exit 10) neither is known (``interpreter.require``).
     """
-    if new_config.app_python is not None:
-        return interpreter.require(new_config)
-    return interpreter.require(config)
+    if new.config.app_python is not None:
+        return interpreter.require(new.vector_store, new.config)
+    return interpreter.require(deployment.vector_store, deployment.config)
 
 
-def _probe_size(new_config: Config, plan: MigratePlan, app: AppInterpreter) -> None:
+def _probe_size(new: Deployment, plan: MigratePlan, app: AppInterpreter) -> None:
     """Embed one text with the new config's embedder and refuse a size other than the plan's.
 
     Raises:
@@ -308,7 +317,7 @@ def _probe_size(new_config: Config, plan: MigratePlan, app: AppInterpreter) -> N
             cannot be built.
         UnavailableError: (exit 11) the embedder keeps failing (``copy.embed``).
     """
-    with open_embedder(new_config, app) as embed_text:
+    with open_embedder(new.vector_store, new.config, app) as embed_text:
         vector = embed(embed_text, PROBE_TEXT, "(probe)", plan.target.embedder_provider)
     require_dims(plan, len(vector), "a probe text")
 
@@ -318,7 +327,7 @@ def _summaries(store: VectorStore, capture: VectorCapture, collection: str) -> d
 
 
 def _verify(
-    captured: deployment.Captured,
+    captured: capture.Captured,
     target_store: VectorStore,
     scratch: Path,
     plan: MigratePlan,

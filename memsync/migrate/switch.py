@@ -34,6 +34,7 @@ import structlog
 from memsync import check, repository, utc
 from memsync import config as config_module
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import ConfigError, MemsyncError, UnavailableError
 from memsync.migrate import app_config, interrupted, journal, source_record
 from memsync.migrate.plan import side_of
@@ -67,7 +68,7 @@ class _Plan:
 class _Context:
     """One switch's inputs, for the steps inside the window."""
 
-    config: Config
+    deployment: Deployment
     config_path: Path
     new_config: Config
     to: Path
@@ -77,7 +78,7 @@ class _Context:
 
 
 def run_switch(
-    config: Config,
+    deployment: Deployment,
     config_path: Path,
     new_config: Config,
     to: Path,
@@ -90,7 +91,7 @@ def run_switch(
     """Switch the app of ``config`` (memsync's ``--config`` at ``config_path``) to ``to``'s store.
 
     Args:
-        config: memsync's current config (its mem0 dict names the source).
+        deployment: memsync's current deployment (its config's mem0 dict names the source).
         config_path: the file ``config`` was loaded from (kept in ``migrate-source.json``;
             written over with NEW.toml's text when the mem0 dict is in code).
         new_config: NEW.toml, loaded.
@@ -112,23 +113,24 @@ def run_switch(
             unreadable, or the app did not start on the target (its old config is back).
         WindowError, LockedError: (exit 12) the app could not be stopped; another operation runs.
     """
+    config = deployment.config
     if not dry_run:  # a switch killed midway: the journal and the app level first
         with operation_lock(config.state_dir, WHAT):
             interrupted.settle(config, config_path)
-    plan = _refuse(config, config_path, new_config, to, environ)
+    plan = _refuse(deployment, config_path, new_config, to, environ)
     now = datetime.now(UTC)
     if dry_run:
-        migrated = run_migrate(config, new_config, to, now, dry_run=True, batch_size=batch_size)
+        migrated = run_migrate(deployment, new_config, to, now, dry_run=True, batch_size=batch_size)
         return planned(migrated, plan.app_file, plan.route, config_path, new_config)
     with operation_lock(config.state_dir, WHAT):
         _require_verified(journal.load(config.state_dir), to, new_config, config.state_dir)
-        created = create_snapshot(config, now)  # before anything stops; its errors stop all
+        created = create_snapshot(deployment, now)  # before anything stops; its errors stop all
         reason = f"the source before memsync migrate --switch to {side_of(new_config).where}"
-        pins.pin(repository.local(config), created.id, reason=reason, by="operator", now=now)
+        pins.pin(deployment.repository, created.id, reason=reason, by="operator", now=now)
         logger.info("switch_snapshot", snapshot_id=created.id)
         source_record.record_source(config_path, environ, config.state_dir)
         context = _Context(
-            config=config, config_path=config_path, new_config=new_config, to=to,
+            deployment=deployment, config_path=config_path, new_config=new_config, to=to,
             environ=environ, plan=plan, snapshot=created.id,
         )  # fmt: skip
         try:
@@ -138,19 +140,26 @@ def run_switch(
             if (journal.load(config.state_dir) or {}).get("phase") != "switched":
                 source_record.path_of(config.state_dir).unlink(missing_ok=True)
                 with contextlib.suppress(MemsyncError):  # never hides why the switch stopped
-                    pins.unpin(repository.local(config), created.id, now=datetime.now(UTC))
+                    pins.unpin(deployment.repository, created.id, now=datetime.now(UTC))
         done.snapshot = created.id
         if done.switched:
             switched_config = config_module.load(config_path, environ)
-            done.check_after = check.run_check(switched_config, datetime.now(UTC))
+            done.check_after = check.run_check(  # the deployment after the switch: its own
+                Deployment.open(switched_config), datetime.now(UTC)
+            )
             done.daemon_reloaded = interrupted.reload_daemon(config)
     return done
 
 
 def _refuse(
-    config: Config, config_path: Path, new_config: Config, to: Path, environ: Mapping[str, str]
+    deployment: Deployment,
+    config_path: Path,
+    new_config: Config,
+    to: Path,
+    environ: Mapping[str, str],
 ) -> _Plan:
     """Check every refusal before anything is stopped; return where to write and the route."""
+    config = deployment.config
     recorded = journal.load(config.state_dir)
     _require_verified(recorded, to, new_config, config.state_dir)
     assert recorded is not None
@@ -172,9 +181,9 @@ def _refuse(
     else:
         _require_same_meaning(config, config_path, to, new_config, environ)
     app_config.require_backup_free(app_file or config_path, config.source)
-    holder = vector_store_for(config).holder()
+    holder = deployment.vector_store.holder()
     if holder is None:
-        return _Plan(app_file, "window" if _unseen_app(config, app_file) else None)
+        return _Plan(app_file, "window" if _unseen_app(deployment, app_file) else None)
     if app_file is None:
         raise NoRouteError(
             f"{WHAT}: the app ({holder.describe()}) holds the store {source.where} and its mem0 "
@@ -191,9 +200,10 @@ def _refuse(
     return _Plan(app_file, "window")
 
 
-def _unseen_app(config: Config, app_file: Path | None) -> bool:
+def _unseen_app(deployment: Deployment, app_file: Path | None) -> bool:
     """A window configured over a store whose holders cannot be seen (pgvector): stop the app."""
-    return bool(app_file and config.app.window and vector_store_for(config).lock_path() is None)
+    config = deployment.config
+    return bool(app_file and config.app.window and deployment.vector_store.lock_path() is None)
 
 
 def _require_verified(
@@ -256,7 +266,8 @@ def _stop_copy_write(
     context: _Context, batch_size: int, progress: Callable[[int, int], None] | None
 ) -> Switched:
     """Stop the app (window route), catch up and verify, write the new config, start the app."""
-    config, plan = context.config, context.plan
+    deployment, plan = context.deployment, context.plan
+    config = deployment.config
     taken = Taken()
     done: Switched | None = None
     stop_issued = time.monotonic()
@@ -264,17 +275,17 @@ def _stop_copy_write(
     def copy_and_write() -> Switched:
         with _bounded(config, plan.route, stop_issued):
             migrated = run_migrate(
-                config, context.new_config, context.to, datetime.now(UTC), dry_run=False,
+                deployment, context.new_config, context.to, datetime.now(UTC), dry_run=False,
                 batch_size=batch_size, progress=progress, lock=False,
             )  # fmt: skip
         if migrated.differences:
             return Switched(migrated=migrated, route=plan.route)
-        _require_still_free(config)
+        _require_still_free(deployment)
         return _write(context, migrated)
 
     if plan.route is None:
         return copy_and_write()
-    held = vector_store_for(config).holder
+    held = deployment.vector_store.holder
     try:
         with app_stopped(config, WHAT, taken, held):
             done = copy_and_write()
@@ -306,13 +317,14 @@ def _bounded(config: Config, route: str | None, stop_issued: float) -> AbstractC
     return bounded(deadline, WHAT, config.app.max_downtime_s)
 
 
-def _require_still_free(config: Config) -> None:
+def _require_still_free(deployment: Deployment) -> None:
     """Refuse (exit 12) to write the new config while a process holds the source again.
 
     The app was not running, or was stopped: something (a supervisor, the operator) started
     it during the catch-up. Its writes would stay in the old store.
     """
-    holder = vector_store_for(config).holder()
+    config = deployment.config
+    holder = deployment.vector_store.holder()
     if holder is not None and holder.pid != os.getpid():
         raise NoRouteError(
             f"{WHAT}: the app ({holder.describe()}) started on the store {side_of(config).where} "
@@ -350,7 +362,7 @@ def _write_and_record(context: _Context, done: Switched) -> None:
             app_config.replace_backed_up(config_path, context.to.read_bytes())
         )
     logger.info("switch_written", app_config=done.app_config, config=str(config_path))
-    _record_switched(context.config.state_dir, done)
+    _record_switched(context.deployment.state, done)
 
 
 def _roll_back(config: Config, done: Switched, failure: UnavailableError) -> None:

@@ -19,8 +19,9 @@ from typing import Any
 
 import structlog
 
-from memsync import check, repository, routes, snapshot
+from memsync import check, routes, snapshot
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.erase import apply as erase
 from memsync.erase import ledger as erasures
 from memsync.errors import ExitCode, UnavailableError
@@ -31,7 +32,6 @@ from memsync.reconcile.plan import plan_reconcile
 from memsync.repository import reading
 from memsync.state import write_json_atomic
 from memsync.stores import mem0, snapshots
-from memsync.stores.backends import vector_store_for
 from memsync.stores.intent import load_forgetting
 from memsync.stores.vector_store import StoredPoint
 from memsync.stores.writer import Writer
@@ -66,7 +66,7 @@ def vectors_newer_than_history(inventory: Inventory) -> bool:
 
 
 def find_recoveries(
-    config: Config,
+    deployment: Deployment,
     inventory: Inventory,
     missing: Iterable[str],
     work: Path,
@@ -83,7 +83,7 @@ def find_recoveries(
     searched when the plan is applied. ``reads`` gets what was read of each snapshot.
     """
     return recovery.find_recoveries(
-        config,
+        deployment,
         inventory,
         missing,
         work,
@@ -224,7 +224,7 @@ def load_journal(config: Config) -> tuple[str, list[Action]] | None:
 
 
 def apply_action(
-    action: Action, writer: Writer, config: Config, work: Path | None = None
+    action: Action, writer: Writer, deployment: Deployment, work: Path | None = None
 ) -> Action:
     """Apply one action through the writer, idempotently (its effect already present: done).
 
@@ -233,6 +233,7 @@ def apply_action(
     Returns the action with its status (``done``, ``failed`` with an error, ``unrecoverable``).
     mem0 errors propagate (``_apply_all`` records them as ``failed``).
     """
+    config = deployment.config
     kind, memory_id = action.kind, str(action.memory_id)
     if kind not in KNOWN_KINDS:
         return replace(action, status="failed", error=f"unknown action kind {kind!r}")
@@ -244,9 +245,9 @@ def apply_action(
         if not writer.exists(memory_id):
             if work is None:
                 with reading.scratch(config, SCRATCH) as scratch:
-                    stored = _stored_point(action, config, scratch)
+                    stored = _stored_point(action, deployment, scratch)
             else:
-                stored = _stored_point(action, config, work)
+                stored = _stored_point(action, deployment, work)
             if stored is None or stored.vector is None:
                 return replace(
                     action, status="failed", error="the snapshot no longer holds the point"
@@ -265,7 +266,7 @@ def apply_action(
     return replace(action, status="done")
 
 
-def _stored_point(action: Action, config: Config, work: Path) -> StoredPoint | None:
+def _stored_point(action: Action, deployment: Deployment, work: Path) -> StoredPoint | None:
     """The point a ``restore-point`` puts back, read from its snapshot (again if need be).
 
     From ``Recovery.storage`` while it exists; else (a resumed journal: the scratch area it
@@ -273,7 +274,8 @@ def _stored_point(action: Action, config: Config, work: Path) -> StoredPoint | N
     snapshot, decrypted into ``work``, or from the bucket: the memory collection's file only,
     downloaded into ``work`` once per snapshot.
     """
-    store = vector_store_for(config)
+    config = deployment.config
+    store = deployment.vector_store
     memory_id, snapshot_id = str(action.memory_id), action.params["snapshot_id"]
     vectors = Path(action.params["storage"])
     if vectors.is_dir():
@@ -285,7 +287,7 @@ def _stored_point(action: Action, config: Config, work: Path) -> StoredPoint | N
         root = _plaintext_root(config, info, work)
     elif config.s3 is not None:
         path = f"{store.capture_dir}/{store.collection_file(config.collection, Path()).as_posix()}"
-        remote, again = repository.remote(config), work / "again"
+        remote, again = deployment.remote, work / "again"
         encrypted = remote.read_manifest(snapshot_id).encrypted
         root = again / (f"{snapshot_id}.plain" if encrypted else snapshot_id)
         if not (root / path).is_file():  # fetched once per snapshot, not once per point
@@ -302,7 +304,7 @@ def snapshot_path(config: Config, snapshot_id: str) -> Path:
 
 
 def run_reconcile(
-    config: Config,
+    deployment: Deployment,
     now: datetime,
     *,
     dry_run: bool,
@@ -325,17 +327,18 @@ def run_reconcile(
         ConfigError: mem0 cannot be built or its embedder fails the probe.
         UnavailableError, TryLaterError: as ``check``.
     """
+    config = deployment.config
     if not dry_run:
         routes.recover_window(config)  # a window a killed memsync left open: start the app
     with reading.scratch(config, SCRATCH) as work:  # removed on any exit: nothing left behind
         return _run(
-            config, now, work, dry_run=dry_run, only=only, take_snapshot=take_snapshot,
+            deployment, now, work, dry_run=dry_run, only=only, take_snapshot=take_snapshot,
             record_lost=record_lost, create_history=create_history,
         )  # fmt: skip
 
 
 def _run(
-    config: Config,
+    deployment: Deployment,
     now: datetime,
     work: Path,
     *,
@@ -346,6 +349,7 @@ def _run(
     create_history: bool,
 ) -> Outcome:
     """``run_reconcile`` inside its scratch area ``work``."""
+    config = deployment.config
     resumed = load_journal(config) if not dry_run else None
     read: list[recovery.SnapshotRead] = []
     taken = routes.Taken()
@@ -354,29 +358,33 @@ def _run(
     unverified: list[str] = []
     if resumed is not None:
         plan_id, actions = resumed
-        with routes.open_writer(config, "reconcile", taken) as writer:
-            actions = revalidate(actions, check.settled_inventory(config, now)[1])
-            actions = _apply_all(config, plan_id, actions, writer, work)
+        with deployment.open_writer("reconcile", taken) as writer:
+            actions = revalidate(actions, check.settled_inventory(deployment, now)[1])
+            actions = _apply_all(deployment, plan_id, actions, writer, work)
     else:
         plan_id = uuid.uuid4().hex[:12]
         actions, report, before = _fresh_plan(
-            config, now, work, read, only=only, record_lost=record_lost,
+            deployment, now, work, read, only=only, record_lost=record_lost,
             create_history=create_history, dry_run=dry_run,
         )  # fmt: skip
         if dry_run or not actions:
-            return replace(_unapplied(config, plan_id, actions, report, dry_run), read=tuple(read))
+            return replace(
+                _unapplied(deployment, plan_id, actions, report, dry_run), read=tuple(read)
+            )
         writes = any(a.kind != "report" for a in actions)
         if writes:
-            routes.require_interpreter(config)  # refused before the safety snapshot
-        if take_snapshot and writes and routes.would_take(config) is not None:
-            routes.require_writable(config)  # what the writer's start would refuse: no snapshot
-            snapshot_id = snapshot.create_snapshot(config, now, by="reconcile").id  # live: no route
+            deployment.require_interpreter()  # refused before the safety snapshot
+        if take_snapshot and writes and deployment.would_take() is not None:
+            deployment.require_writable()  # what the writer's start would refuse: no snapshot
+            snapshot_id = snapshot.create_snapshot(
+                deployment, now, by="reconcile"
+            ).id  # live: no route
         if writes:
-            actions = _apply_on_route(config, now, plan_id, actions, taken, work)
-            erased_again, unverified = _erase_again(config, before, actions, now)
+            actions = _apply_on_route(deployment, now, plan_id, actions, taken, work)
+            erased_again, unverified = _erase_again(deployment, before, actions, now)
         else:  # only reports: nothing to write, no route (mem0 is not even built)
-            actions = _apply_all(config, plan_id, actions, None, work)
-    after = check.run_check(config, now)
+            actions = _apply_all(deployment, plan_id, actions, None, work)
+    after = check.run_check(deployment, now)
     return Outcome(
         plan_id=plan_id,
         actions=tuple(actions),
@@ -393,7 +401,7 @@ def _run(
 
 
 def _erase_again(
-    config: Config, before: Inventory, actions: list[Action], now: datetime
+    deployment: Deployment, before: Inventory, actions: list[Action], now: datetime
 ) -> tuple[list[str], list[str]]:
     """Erase again the erased memories this run deleted: an older store had brought them back.
 
@@ -403,29 +411,30 @@ def _erase_again(
     ``forget --erase`` does (``erase.erase_texts``). Returns the ids, sorted, and why their
     texts are not proven gone (``erase.unverified``; empty when the byte search found none).
     """
+    config = deployment.config
     deleted = {a.memory_id for a in actions if a.kind == "delete-point" and a.status == "done"}
     again = sorted(m for m in deleted & erasures.erased_ids(config.state_dir) if m)
     if not again:
         return [], []
-    erased = erase.erase_texts(config, before, again, now)
+    erased = erase.erase_texts(deployment, before, again, now)
     logger.warning("erased_memories_deleted_again", memories=len(again))
     return again, erase.unverified(erased)
 
 
 def _unapplied(
-    config: Config, plan_id: str, actions: list[Action], report: CheckReport, dry_run: bool
+    deployment: Deployment, plan_id: str, actions: list[Action], report: CheckReport, dry_run: bool
 ) -> Outcome:
     """The outcome of a dry run (with the route a write would take) or of an empty plan."""
     writes = any(a.kind != "report" for a in actions)
     return Outcome(
         plan_id=plan_id, actions=tuple(actions), dry_run=dry_run, resumed=False,
         snapshot_id=None, after=report if not actions else None,
-        route=routes.would_take(config) if dry_run and writes else None,
+        route=deployment.would_take() if dry_run and writes else None,
     )  # fmt: skip
 
 
 def _apply_on_route(
-    config: Config,
+    deployment: Deployment,
     now: datetime,
     plan_id: str,
     actions: list[Action],
@@ -440,15 +449,16 @@ def _apply_on_route(
     Raises:
         NoRouteError: (exit 12) nothing can write now; no journal is left behind.
     """
-    with routes.open_writer(config, "reconcile", taken) as writer:
+    config = deployment.config
+    with deployment.open_writer("reconcile", taken) as writer:
         if writer.route != "direct":
-            actions = revalidate(actions, check.settled_inventory(config, now)[1])
+            actions = revalidate(actions, check.settled_inventory(deployment, now)[1])
         save_journal(config, plan_id, actions, "running")
-        return _apply_all(config, plan_id, actions, writer, work)
+        return _apply_all(deployment, plan_id, actions, writer, work)
 
 
 def _fresh_plan(
-    config: Config,
+    deployment: Deployment,
     now: datetime,
     work: Path,
     read: list[recovery.SnapshotRead],
@@ -462,12 +472,14 @@ def _fresh_plan(
 
     Snapshots are read into ``work``; ``read`` gets what was read of each.
     """
-    if not dry_run and routes.store_free(config):
-        mem0.prepare_for_writing(config)  # hot journals rolled back before the capture
-    inventory, report = check.settled_inventory(config, now)
+    config = deployment.config
+    if not dry_run and routes.store_free(deployment.vector_store):
+        # hot journals rolled back before the capture
+        mem0.prepare_for_writing(deployment.vector_store, config)
+    inventory, report = check.settled_inventory(deployment, now)
     missing = [f.memory_id for f in report.findings if f.code == "missing-point" and f.memory_id]
     recoveries, deferred = find_recoveries(
-        config, inventory, missing, work, fetch=not dry_run, reads=read
+        deployment, inventory, missing, work, fetch=not dry_run, reads=read
     )
     actions = plan_reconcile(
         report.findings,
@@ -510,9 +522,10 @@ def revalidate(actions: list[Action], report: CheckReport) -> list[Action]:
 
 
 def _apply_all(
-    config: Config, plan_id: str, actions: list[Action], writer: Writer | None, work: Path
+    deployment: Deployment, plan_id: str, actions: list[Action], writer: Writer | None, work: Path
 ) -> list[Action]:
     """Apply every pending action through ``writer``, journaling each; None: reports only."""
+    config = deployment.config
     if writer is None or not any(a.status == "pending" and a.kind != "report" for a in actions):
         actions = [
             replace(a, status="unrecoverable") if a.status == "pending" else a for a in actions
@@ -526,7 +539,7 @@ def _apply_all(
         if action.status != "pending":
             continue
         try:
-            actions[position] = apply_action(action, writer, config, work)
+            actions[position] = apply_action(action, writer, deployment, work)
         except Exception as error:  # noqa: BLE001 - a failed action is recorded, never fatal
             actions[position] = replace(
                 action, status="failed", error=f"{type(error).__name__}: {error}"

@@ -23,11 +23,11 @@ import structlog
 
 from memsync import repository
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import ConfigError, UnavailableError
 from memsync.model import Inventory, MemoryHistory, Recovery
 from memsync.repository import SnapshotRepository, reading
 from memsync.stores import history
-from memsync.stores.backends import vector_store_for
 from memsync.stores.manifest import Manifest
 from memsync.stores.snapshots import SnapshotInfo
 from memsync.stores.vector_store import VectorStore
@@ -68,7 +68,7 @@ class SnapshotRead:
 
 
 def find_recoveries(
-    config: Config,
+    deployment: Deployment,
     inventory: Inventory,
     missing: Iterable[str],
     work: Path,
@@ -97,6 +97,7 @@ def find_recoveries(
     Raises:
         UnavailableError: S3 is unreachable, or a remote-only snapshot's copy is damaged.
     """
+    config = deployment.config
     wanted = {m: inventory.history[m] for m in missing if m in inventory.history}
     found: dict[str, Recovery | None] = dict.fromkeys(wanted)
     deferred: dict[str, str] = {}
@@ -105,7 +106,7 @@ def find_recoveries(
         return found, deferred
     log = reads if reads is not None else []
     blocked: set[str] = set()
-    store = vector_store_for(config)
+    store = deployment.vector_store
     margin = timedelta(seconds=config.check.in_flight_margin_s)
     manifests = {info.id: info.manifest for info in local.infos() if info.complete}
     sides: dict[str, SnapshotRepository] = dict.fromkeys(manifests, local)

@@ -25,6 +25,7 @@ import structlog
 
 from memsync import check, repository, state
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import MemsyncError, UnavailableError, UsageError
 from memsync.model import CheckReport, Severity
 from memsync.repository import reading
@@ -33,7 +34,6 @@ from memsync.restore import pgvector as pg_restore
 from memsync.routes.window import Taken
 from memsync.snapshot import choose
 from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
-from memsync.stores.backends import vector_store_for
 from memsync.stores.manifest import Manifest
 from memsync.stores.manifest_schema import id_time
 from memsync.stores.sqlite_files import set_wal_mode, work_dir_error
@@ -112,15 +112,16 @@ class Resumed:
         return {"command": "restore", "resume": True, "recovered": self.recovered}
 
 
-def plan_restore(config: Config, snapshot_id: str) -> list[Move]:
+def plan_restore(deployment: Deployment, snapshot_id: str) -> list[Move]:
     """The moves of a restore of ``snapshot_id``: the vector store, then history.db. Pure.
 
     On a server store (pgvector) the vector store's moves name tables (``mem0`` ->
     ``mem0_pre_restore_<id>``, then the entity table), see ``restore.pgvector``; history.db's
     move is a file's.
     """
+    config = deployment.config
     history = _file_move(config.history_db_path, snapshot_id)
-    store = vector_store_for(config)
+    store = deployment.vector_store
     staging = store.staging()
     if staging is not None:
         tables = staging.plan(snapshot_id)
@@ -160,9 +161,9 @@ def _with_existence(moves: list[Move]) -> list[Move]:
     return [replace(m, had_live=Path(m.live).exists() or Path(m.live).is_symlink()) for m in moves]
 
 
-def _existing(config: Config, moves: list[Move]) -> list[Move]:
+def _existing(deployment: Deployment, moves: list[Move]) -> list[Move]:
     """``_with_existence``; on a server store the tables are looked up in its catalog. Reads only."""
-    staging = vector_store_for(config).staging()
+    staging = deployment.vector_store.staging()
     if staging is None:
         return _with_existence(moves)
     *tables, history = moves
@@ -185,16 +186,15 @@ def journal_path(config: Config) -> Path:
     return config.state_dir / RESTORE_JOURNAL
 
 
-def has_data(config: Config) -> bool:
+def has_data(deployment: Deployment) -> bool:
     """Whether the deployment holds anything a restore would replace (a vector store, or history)."""
+    config = deployment.config
     history = config.history_db_path
-    return vector_store_for(config).holds_data() or (
-        history.exists() and history.stat().st_size > 0
-    )
+    return deployment.vector_store.holds_data() or (history.exists() and history.stat().st_size > 0)
 
 
 def run_restore(
-    config: Config,
+    deployment: Deployment,
     target: str | None,
     now: datetime,
     *,
@@ -216,21 +216,22 @@ def run_restore(
         UsageError: the deployment has data and neither --force nor --if-empty was given, or
             the snapshot is named twice (2).
     """
-    recovered = finish_interrupted(config)
+    config = deployment.config
+    recovered = finish_interrupted(deployment)
     seen = state.last_check(config.state_dir)  # before this restore's own check replaces it
-    store = vector_store_for(config)
+    store = deployment.vector_store
     store.require_free("restore")
     in_store = store.staging() is not None  # a server store stages and swaps it itself
     if in_store:
-        pg_restore.require_free(config)  # the app holds history.db and no window is configured
-    target, chosen = choose.resolve(config, target, before, no_safety=True)
+        pg_restore.require_free(deployment)  # the app holds history.db and no window is configured
+    target, chosen = choose.resolve(deployment, target, before, no_safety=True)
     # <work_dir>/restore-<pid>-*: the next run removes a download a SIGKILL left
     with reading.scratch(config, "restore") as scratch:
         directory = choose.materialize(config, target, scratch)
-        manifest = choose.verify_fit(config, directory, now)
-        pg_restore.refuse_other_backend(config, manifest)
+        manifest = choose.verify_fit(deployment, directory, now)
+        pg_restore.refuse_other_backend(deployment, manifest)
         snapshot_id = manifest.id
-        moves = plan_restore(config, snapshot_id)
+        moves = plan_restore(deployment, snapshot_id)
         planned = Restored(
             snapshot_id=snapshot_id,
             dry_run=dry_run,
@@ -241,27 +242,27 @@ def run_restore(
             chosen=chosen,
             since_snapshot=loss.since_snapshot(seen, manifest, now),
         )
-        if has_data(config) and if_empty:
+        if has_data(deployment) and if_empty:
             return replace(planned, skipped=True)
-        _require_force(config, force or dry_run)
+        _require_force(deployment, force or dry_run)
         if dry_run:
-            route = pg_restore.would_route(config) if in_store else "direct"
-            return replace(planned, moves=tuple(_existing(config, moves)), route=route)
+            route = pg_restore.would_route(deployment) if in_store else "direct"
+            return replace(planned, moves=tuple(_existing(deployment, moves)), route=route)
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")
         taken = Taken(route="direct")
         if in_store:
-            moves, aside = _put_tables_in_place(config, manifest, plain, moves, taken)
+            moves, aside = _put_tables_in_place(deployment, manifest, plain, moves, taken)
         else:
-            moves = _put_in_place(config, manifest, plain, moves)
+            moves = _put_in_place(deployment, manifest, plain, moves)
             aside = moved_aside(moves)
-    report = check.run_check(config, now)
+    report = check.run_check(deployment, now)
     logger.info("restore_finished", snapshot_id=snapshot_id, errors=report.count(Severity.ERROR))
     return replace(planned, moves=tuple(moves), check=report, moved_aside=aside, route=taken.route)
 
 
-def _require_force(config: Config, given: bool) -> None:
+def _require_force(deployment: Deployment, given: bool) -> None:
     """Raise UsageError (exit 2) when the deployment has data and --force was not given."""
-    if not given and has_data(config):
+    if not given and has_data(deployment):
         raise UsageError(
             "the deployment has data: a restore would replace it",
             "pass --force (the current files are moved aside, never deleted)",
@@ -269,14 +270,15 @@ def _require_force(config: Config, given: bool) -> None:
 
 
 def _put_tables_in_place(
-    config: Config, manifest: Manifest, plain: Path, moves: list[Move], taken: Taken
+    deployment: Deployment, manifest: Manifest, plain: Path, moves: list[Move], taken: Taken
 ) -> tuple[list[Move], tuple[str, ...]]:
     """A server store: load and swap the tables, swap history.db (``restore.pgvector``)."""
+    config = deployment.config
     with operation_lock(config.state_dir, "restore"):
         *tables, history = moves
         history = _unique_asides(_with_existence([history]))[0]
         planned = [{**asdict(t), "indexes": {}} for t in tables]
-        done, aside = pg_restore.put_in_place(config, manifest, plain, planned, history, taken)
+        done, aside = pg_restore.put_in_place(deployment, manifest, plain, planned, history, taken)
     return [*(_table_move(t) for t in done), history], tuple(aside)
 
 
@@ -289,14 +291,17 @@ def moved_aside(moves: list[Move]) -> tuple[str, ...]:
     return tuple(path for path in candidates if Path(path).exists() or Path(path).is_symlink())
 
 
-def _put_in_place(config: Config, manifest: Manifest, plain: Path, moves: list[Move]) -> list[Move]:
+def _put_in_place(
+    deployment: Deployment, manifest: Manifest, plain: Path, moves: list[Move]
+) -> list[Move]:
     """Stage the snapshot's files, then swap both stores together under the operation lock.
 
     The intent journal says ``staged`` before the swap; a failed swap is rolled back. Returns
     the moves as made (aside names made unique, existence recorded).
     """
+    config = deployment.config
     with operation_lock(config.state_dir, "restore"):
-        store = vector_store_for(config)
+        store = deployment.vector_store
         store.require_free("restore")
         moves = _unique_asides(_with_existence(moves))
         wal = {entry.path for entry in manifest.files if entry.journal_mode == "wal"}
@@ -421,25 +426,26 @@ def _rollback(moves: list[Move]) -> None:
             staged.unlink(missing_ok=True)
 
 
-def finish_interrupted(config: Config) -> str | None:
+def finish_interrupted(deployment: Deployment) -> str | None:
     """Finish or roll back a restore that died; return what was done, or None.
 
     A restore whose every new file was moved in is finished (its journal removed); anything
     earlier is rolled back to the old files. Idempotent.
     """
+    config = deployment.config
     path = journal_path(config)
     if not path.is_file():
         return None
     with operation_lock(config.state_dir, "finishing an unfinished restore"):
-        return _recover_locked(config, path)
+        return _recover_locked(deployment, path)
 
 
-def _recover_locked(config: Config, path: Path) -> str | None:
+def _recover_locked(deployment: Deployment, path: Path) -> str | None:
     if not path.is_file():  # another process finished it while we waited for nothing
         return None
     document = pg_restore.read_journal(path)
     if document is not None:
-        outcome = pg_restore.finish_interrupted(config, document)
+        outcome = pg_restore.finish_interrupted(deployment, document)
         logger.info("restore_recovered", outcome=outcome)
         return outcome
     try:

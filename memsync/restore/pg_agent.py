@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import LockedError, UnavailableError
 from memsync.routes.window import Taken
 from memsync.stores.agent_client import AgentClient, AgentError, find_agent
@@ -33,13 +34,14 @@ def history_holder(config: Config) -> LockHolder | None:
     return None if holder is None or holder.pid == os.getpid() else holder
 
 
-def agent_for(config: Config, holder: LockHolder) -> AgentClient | None:
+def agent_for(deployment: Deployment, holder: LockHolder) -> AgentClient | None:
     """The agent of the app holding history.db (``[app] agent_socket``, else the holder's socket).
 
     None when no agent answers. Raises UnavailableError (exit 11) when the agent serves another
     deployment or is not the process holding history.db.
     """
-    client = find_agent(config, holder_pid=holder.pid)
+    config = deployment.config
+    client = find_agent(deployment.vector_store, config, holder_pid=holder.pid)
     if client is not None and client.hello.get("pid") != holder.pid:
         client.close()
         raise UnavailableError(

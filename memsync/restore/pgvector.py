@@ -32,12 +32,13 @@ from typing import Any
 import structlog
 
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import ConfigError, LockedError, UnavailableError
 from memsync.restore.pg_agent import agent_for, history_holder, history_released
 from memsync.routes.window import Taken, app_stopped, recover_window
 from memsync.state import RESTORE_JOURNAL, fsync_dir, write_json_atomic
 from memsync.stores import history as history_store
-from memsync.stores.backends import backend_of_mode, vector_store_for
+from memsync.stores.backends import backend_of_mode
 from memsync.stores.manifest import Manifest
 from memsync.stores.sqlite_files import set_wal_mode, work_dir_error
 from memsync.stores.vector_store import StagedRestore
@@ -47,14 +48,14 @@ logger = structlog.get_logger(__name__)
 SIDES = ("-journal", "-wal", "-shm")
 
 
-def staging_of(config: Config) -> StagedRestore:
+def staging_of(deployment: Deployment) -> StagedRestore:
     """The deployment's server store's staging (its store's ``staging()`` is not None)."""
-    staging = vector_store_for(config).staging()
+    staging = deployment.vector_store.staging()
     assert staging is not None
     return staging
 
 
-def require_free(config: Config) -> None:
+def require_free(deployment: Deployment) -> None:
     """Refuse (exit 12) while the app holds history.db with no agent answering and no window.
 
     First refuses (exit 11) a database without the vector extension (``load``).
@@ -64,11 +65,12 @@ def require_free(config: Config) -> None:
             ``[app] stop_command``/``start_command`` are not both set.
         UnavailableError: (exit 11) an agent answers for another deployment or process.
     """
-    staging_of(config).require_ready()  # a dry run says it too
+    config = deployment.config
+    staging_of(deployment).require_ready()  # a dry run says it too
     holder = history_holder(config)
     if holder is None or config.app.window:
         return
-    client = agent_for(config, holder)
+    client = agent_for(deployment, holder)
     if client is not None:
         client.close()
         return
@@ -81,30 +83,31 @@ def require_free(config: Config) -> None:
     )
 
 
-def would_route(config: Config) -> str | None:
+def would_route(deployment: Deployment) -> str | None:
     """The route a restore's swap would take now: direct, agent, window; None: refused. Reads only."""
+    config = deployment.config
     holder = history_holder(config)
     if holder is None:
         return "direct"
-    client = agent_for(config, holder)
+    client = agent_for(deployment, holder)
     if client is not None:
         client.close()
         return "agent"
     return "window" if config.app.window else None
 
 
-def plan_tables(config: Config, snapshot_id: str) -> list[dict[str, Any]]:
+def plan_tables(deployment: Deployment, snapshot_id: str) -> list[dict[str, Any]]:
     """The memory and entity tables of a restore: live, staged and aside names. Pure."""
-    return staging_of(config).plan(snapshot_id)
+    return staging_of(deployment).plan(snapshot_id)
 
 
-def with_catalog(config: Config, tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_catalog(deployment: Deployment, tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Record which live tables exist and give each aside a name no table has. Reads only."""
-    return staging_of(config).with_catalog(tables)
+    return staging_of(deployment).with_catalog(tables)
 
 
 def put_in_place(
-    config: Config,
+    deployment: Deployment,
     manifest: Manifest,
     plain: Path,
     tables: list[dict[str, Any]],
@@ -121,8 +124,9 @@ def put_in_place(
         LockedError: the app holds history.db and no window is configured (exit 12).
         WindowError, UnavailableError, TryLaterError: as ``app_stopped`` and ``load``.
     """
-    store = vector_store_for(config)
-    staging, root = staging_of(config), plain / store.capture_dir
+    config = deployment.config
+    store = deployment.vector_store
+    staging, root = staging_of(deployment), plain / store.capture_dir
     captured = staging.captured_tables(root)
     tables = [
         {**t, "staged": t["staged"] if t["live"] in captured else None}
@@ -138,15 +142,15 @@ def put_in_place(
         _stage_history(manifest, plain, history, store.capture_dir)
         _phase(config, document, "staged")
     except BaseException:
-        _roll_back(config, document)
+        _roll_back(deployment, document)
         raise
-    with _app_kept_off(config, taken):
+    with _app_kept_off(deployment, taken):
         document["history_rowid"] = history_store.last_rowid(Path(history.live))
         write_json_atomic(journal(config), document)  # rows above it: written after the swap
         try:
             staging.swap(tables)
         except BaseException:
-            _roll_back(config, document)
+            _roll_back(deployment, document)
             raise
         _phase(config, document, "tables-in")
         _swap_history(history)
@@ -168,23 +172,24 @@ def _phase(config: Config, document: dict[str, Any], phase: str) -> None:
 
 
 @contextmanager
-def _app_kept_off(config: Config, taken: Taken) -> Iterator[None]:
+def _app_kept_off(deployment: Deployment, taken: Taken) -> Iterator[None]:
     """Run the block with the app off history.db; ``taken.route`` says how.
 
     Nobody holds it (direct), its agent lets it go (agent, ``restore.pg_agent``), or the
     window stops the app; else refuse (exit 12).
     """
+    config = deployment.config
     holder = history_holder(config)
     if holder is None:
         taken.route = "direct"
         yield
         return
-    client = agent_for(config, holder)
+    client = agent_for(deployment, holder)
     if client is not None:
         with client, history_released(config, client, taken):
             yield
         return
-    require_free(config)
+    require_free(deployment)
     with app_stopped(config, "restore", taken, lambda: history_holder(config)):
         yield
 
@@ -226,24 +231,25 @@ def _swap_history(history: Any) -> None:
     fsync_dir(live.parent)
 
 
-def _roll_back(config: Config, document: dict[str, Any]) -> None:
+def _roll_back(deployment: Deployment, document: dict[str, Any]) -> None:
     """Drop memsync's staged tables, remove the staged history.db, remove the journal."""
+    config = deployment.config
     staged = [t["staged"] for t in document["tables"] if t["staged"] is not None]
-    staging_of(config).drop_staged(staged)
+    staging_of(deployment).drop_staged(staged)
     Path(document["history"]["staged"]).unlink(missing_ok=True)
     journal(config).unlink(missing_ok=True)
 
 
-def _swapped(config: Config, document: dict[str, Any]) -> bool:
+def _swapped(deployment: Deployment, document: dict[str, Any]) -> bool:
     """Whether the table swap committed (the journal may predate it). Reads the catalog."""
     if document["phase"] in ("tables-in", "in"):
         return True
     if document["phase"] != "staged":
         return False  # loading: staged tables may not exist yet, the swap never began
-    return staging_of(config).swapped(document["tables"])
+    return staging_of(deployment).swapped(document["tables"])
 
 
-def finish_interrupted(config: Config, document: dict[str, Any]) -> str:
+def finish_interrupted(deployment: Deployment, document: dict[str, Any]) -> str:
     """Finish (the tables were swapped) or roll back (they were not) a pgvector restore that died.
 
     Call under the operation lock. Idempotent. A window the dead restore left open is closed
@@ -253,39 +259,41 @@ def finish_interrupted(config: Config, document: dict[str, Any]) -> str:
         LockedError: the tables were swapped but the app now holds history.db: stop it first.
         UnavailableError: the journal is not a pgvector restore's, or the server is unreachable.
     """
+    config = deployment.config
     try:
         snapshot_id = str(document["snapshot_id"])
         history = document["history"]
-        swapped = _swapped(config, document)
+        swapped = _swapped(deployment, document)
     except (KeyError, TypeError) as error:
         raise UnavailableError(
             f"restore journal {journal(config)} is not a pgvector restore's ({error})",
             "compare the *_restore_* and *_pre_restore_* tables by hand, then move the journal aside",
         ) from error
     if swapped:
-        _finish_history(config, snapshot_id, history, document.get("history_rowid"))
+        _finish_history(deployment, snapshot_id, history, document.get("history_rowid"))
         outcome = f"finished the restore of {snapshot_id}"
     else:
-        _roll_back(config, document)
+        _roll_back(deployment, document)
         outcome = f"rolled back the unfinished restore of {snapshot_id}"
     recover_window(config)
     return outcome
 
 
 def _finish_history(
-    config: Config, snapshot_id: str, history: dict[str, Any], rowid: int | None
+    deployment: Deployment, snapshot_id: str, history: dict[str, Any], rowid: int | None
 ) -> None:
     """Swap history.db in after the tables (the app's agent lets it go when the app holds it).
 
     History rows the app wrote to the old file after the table swap (rowid above ``rowid``,
     their points are in the new tables) are carried over into the restored file.
     """
+    config = deployment.config
     holder = history_holder(config)
     if holder is None or not Path(history["staged"]).exists():
         _swap_history_and_carry(history, rowid)
         journal(config).unlink(missing_ok=True)
         return
-    client = agent_for(config, holder)
+    client = agent_for(deployment, holder)
     if client is None:
         raise LockedError(
             f"an unfinished restore of {snapshot_id} swapped the tables but not history.db, "
@@ -340,14 +348,15 @@ OLD_CONFIG_HINT = (
 
 
 def refuse_other_backend(
-    config: Config, manifest: Manifest, hint: str = OTHER_BACKEND_HINT
+    deployment: Deployment, manifest: Manifest, hint: str = OTHER_BACKEND_HINT
 ) -> None:
     """Refuse a snapshot of another backend (exit 10): pgvector vs embedded Qdrant.
 
     Raises:
         ConfigError: the manifest's mode and the config's vector store differ.
     """
-    configured, taken = vector_store_for(config), backend_of_mode(manifest.mode)
+    config = deployment.config
+    configured, taken = deployment.vector_store, backend_of_mode(manifest.mode)
     if configured.mode != taken.mode:
         article = "an" if taken.label[0] in "aeiou" else "a"
         raise ConfigError(

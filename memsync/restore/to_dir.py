@@ -19,6 +19,7 @@ import structlog
 from memsync import check, config, repository
 from memsync.config.effective import effective_document
 from memsync.config.scratch import ScratchLayout, scratch_documents
+from memsync.deployment import Deployment
 from memsync.errors import UsageError
 from memsync.model import CheckReport
 from memsync.repository import reading
@@ -26,7 +27,6 @@ from memsync.restore import Move, stage
 from memsync.restore import pgvector as pg_restore
 from memsync.snapshot import choose
 from memsync.state import fsync_dir, write_json_atomic
-from memsync.stores.backends import vector_store_for
 
 logger = structlog.get_logger(__name__)
 
@@ -68,7 +68,7 @@ class CopiedTo:
         }
 
 
-def require_new_directory(cfg: config.Config, dest: Path) -> None:
+def require_new_directory(deployment: Deployment, dest: Path) -> None:
     """Refuse a ``--to`` directory that is not new or empty, or lies in the live deployment.
 
     Raises:
@@ -84,7 +84,8 @@ def require_new_directory(cfg: config.Config, dest: Path) -> None:
             f"--to {dest} is not empty: restore --to makes a new copy and never writes over files",
             "name a new or empty directory",
         )
-    store_dir = vector_store_for(cfg).location  # None: pgvector (a server, no files)
+    cfg = deployment.config
+    store_dir = deployment.vector_store.location  # None: pgvector (a server, no files)
     live = [*([store_dir] if store_dir else []), cfg.history_db_path.parent, cfg.mem0_dir]
     if cfg.snapshot.directory is not None:
         live.append(cfg.snapshot.directory)
@@ -99,7 +100,7 @@ def require_new_directory(cfg: config.Config, dest: Path) -> None:
 
 
 def run_restore_to(
-    cfg: config.Config,
+    deployment: Deployment,
     target: str | None,
     now: datetime,
     dest: Path,
@@ -120,13 +121,14 @@ def run_restore_to(
             qualifies for ``latest``/``before``.
         ConfigError: (exit 10) it does not fit the configuration.
     """
-    require_new_directory(cfg, dest)
-    target, chosen = choose.resolve(cfg, target, before, no_safety=True)
+    cfg = deployment.config
+    require_new_directory(deployment, dest)
+    target, chosen = choose.resolve(deployment, target, before, no_safety=True)
     layout = ScratchLayout(root=dest.absolute())
     with reading.scratch(cfg, "restore-to") as scratch:  # a killed run's: removed by the next
         directory = choose.materialize(cfg, target, scratch)
-        manifest = choose.verify_fit(cfg, directory, now)
-        pg_restore.refuse_other_backend(cfg, manifest, pg_restore.OLD_CONFIG_HINT)
+        manifest = choose.verify_fit(deployment, directory, now)
+        pg_restore.refuse_other_backend(deployment, manifest, pg_restore.OLD_CONFIG_HINT)
         planned = CopiedTo(snapshot_id=manifest.id, dry_run=dry_run, layout=layout, chosen=chosen)
         if dry_run:
             return planned
@@ -139,12 +141,12 @@ def run_restore_to(
         ]
         wal = {entry.path for entry in manifest.files if entry.journal_mode == "wal"}
         listed = [entry.path for entry in manifest.files]
-        stage(plain, moves, listed, vector_store_for(cfg).capture_dir, wal)
+        stage(plain, moves, listed, deployment.vector_store.capture_dir, wal)
     text, mem0 = scratch_documents(cfg, layout, manifest.id)
     write_json_atomic(layout.mem0_config, mem0)
     _write_text(layout.config, text)
     copied = config.load(layout.config, os.environ)
-    report = check.run_check(copied, now)
+    report = check.run_check(Deployment.open(copied), now)  # the copy: a deployment of its own
     logger.info("restore_to_finished", snapshot_id=manifest.id, to=str(layout.root))
     return replace(planned, mem0=effective_document(copied)["mem0"], check=report)
 

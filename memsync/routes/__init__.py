@@ -41,8 +41,8 @@ from memsync.routes.window import (
 )
 from memsync.stores import app_process, interpreter, mem0
 from memsync.stores.agent_client import AgentWriter, find_agent
-from memsync.stores.backends import vector_store_for
 from memsync.stores.locks import LockHolder
+from memsync.stores.vector_store import VectorStore
 from memsync.stores.writer import Route, Writer
 
 __all__ = [
@@ -65,7 +65,7 @@ class NoRouteError(LockedError):
     """No route can write now: the app holds the store, no agent answers, no window (exit 12)."""
 
 
-def _holder(config: Config) -> LockHolder | None:
+def _holder(store: VectorStore) -> LockHolder | None:
     """The process holding the vector store, other than this one (reads /proc only).
 
     A holder with no command line is exiting (its memory is gone, its files not yet closed:
@@ -73,7 +73,7 @@ def _holder(config: Config) -> LockHolder | None:
     """
     deadline = time.monotonic() + EXITING_HOLDER_WAIT_S
     while True:
-        holder = vector_store_for(config).holder()
+        holder = store.holder()
         if holder is None or holder.pid == os.getpid():
             return None
         if holder.cmdline or time.monotonic() >= deadline:
@@ -81,28 +81,28 @@ def _holder(config: Config) -> LockHolder | None:
         time.sleep(0.05)
 
 
-def store_free(config: Config) -> bool:
+def store_free(store: VectorStore) -> bool:
     """Whether no other process holds the vector store (reads /proc only; never locks)."""
-    return _holder(config) is None
+    return _holder(store) is None
 
 
-def would_take(config: Config) -> Route | None:
+def would_take(store: VectorStore, config: Config) -> Route | None:
     """The route a write would take now, or None when none would (dry runs). Reads only.
 
     Raises:
         UnavailableError: the agent that answers holds another deployment, refuses memsync or
             is not this deployment's app (exit 11).
     """
-    client = find_agent(config)
+    client = find_agent(store, config)
     if client is not None:
         client.close()
         return "agent"
-    if _holder(config) is None:
+    if _holder(store) is None:
         return "direct"
     return "window" if config.app.window else None
 
 
-def require_interpreter(config: Config) -> None:
+def require_interpreter(store: VectorStore, config: Config) -> None:
     """Refuse (exit 10) now when the write's route needs the app's interpreter and none is known.
 
     Called before a safety snapshot or anything else is done. Reads only. An answering agent
@@ -113,22 +113,22 @@ def require_interpreter(config: Config) -> None:
         UnavailableError: an agent answers for another deployment, refuses memsync or is not
             this deployment's app.
     """
-    _route_interpreter(config)
+    _route_interpreter(store, config)
 
 
-def _route_interpreter(config: Config) -> interpreter.AppInterpreter | None:
+def _route_interpreter(store: VectorStore, config: Config) -> interpreter.AppInterpreter | None:
     """The app's interpreter the write's route will start (refused when unknown); None: agent."""
-    client = find_agent(config)
+    client = find_agent(store, config)
     if client is not None:
         client.close()
         return None
-    holder = _holder(config)
+    holder = _holder(store)
     if holder is None or config.app.window:
-        return interpreter.require(config, holder.pid if holder is not None else None)
+        return interpreter.require(store, config, holder.pid if holder is not None else None)
     return None  # held, no window: the write queues (or the agent route finds it later)
 
 
-def require_writable(config: Config) -> None:
+def require_writable(store: VectorStore, config: Config) -> None:
     """Every refusal the write's route would meet, checked before a safety snapshot. Reads only.
 
     ``require_interpreter``, then, for the direct and window routes, one run of the app's
@@ -141,13 +141,15 @@ def require_writable(config: Config) -> None:
         UnavailableError: (exit 11) as ``require_interpreter``; the app's qdrant-client
             cannot load the store's ``meta.json`` or a stored point.
     """
-    app = _route_interpreter(config)
+    app = _route_interpreter(store, config)
     if app is not None:
-        app_process.require_loadable(config, app)
+        app_process.require_loadable(store, config, app)
 
 
 @contextmanager
-def open_writer(config: Config, what: str, taken: Taken | None = None) -> Iterator[Writer]:
+def open_writer(
+    store: VectorStore, config: Config, what: str, taken: Taken | None = None
+) -> Iterator[Writer]:
     """Yield a ``Writer`` on the first route that can write now (agent, direct, window).
 
     ``what`` names the work in messages and logs (``"forget"``). A window left open by a
@@ -168,30 +170,30 @@ def open_writer(config: Config, what: str, taken: Taken | None = None) -> Iterat
     """
     taken = taken if taken is not None else Taken()
     recover_window(config)
-    client = find_agent(config)
+    client = find_agent(store, config)
     if client is not None:
         with client:
-            interpreter.learn_from_hello(config, client.hello)
+            interpreter.learn_from_hello(store, config, client.hello)
             taken.route = "agent"
             logger.info("route_taken", route="agent", what=what)
-            yield AgentWriter(client, config)
+            yield AgentWriter(client, store, config)
         return
-    holder = _holder(config)
+    holder = _holder(store)
     if holder is None:
-        app = interpreter.require(config)  # refused before anything is touched
-        mem0.prepare_for_writing(config)
-        with mem0.open_memory(config, app=app) as writer:
+        app = interpreter.require(store, config)  # refused before anything is touched
+        mem0.prepare_for_writing(store, config)
+        with mem0.open_memory(store, config, app=app) as writer:
             taken.route = "direct"
             logger.info("route_taken", route="direct", what=what)
             yield writer
         return
     if config.app.window:
-        with maintenance_window(config, what, taken) as writer:
+        with maintenance_window(store, config, what, taken) as writer:
             yield writer
         return
     raise NoRouteError(
         f"{what}: the app ({holder.describe()}) holds the store "
-        f"{vector_store_for(config).where}, no memsync agent answers and no maintenance "
+        f"{store.where}, no memsync agent answers and no maintenance "
         "window is configured",
         NO_ROUTE_HINT,
     )

@@ -33,8 +33,8 @@ from memsync.errors import LockedError, TryLaterError, UnavailableError
 from memsync.model import HistoryEvent
 from memsync.state import WINDOW_FILE, window_left_open, write_json_atomic
 from memsync.stores import interpreter, mem0
-from memsync.stores.backends import vector_store_for
 from memsync.stores.locks import LockHolder
+from memsync.stores.vector_store import VectorStore
 from memsync.stores.writer import Route, Writer
 from memsync.utc import iso
 
@@ -88,7 +88,9 @@ class Window:
 
 
 @contextmanager
-def maintenance_window(config: Config, what: str, taken: Taken) -> Iterator[Writer]:
+def maintenance_window(
+    store: VectorStore, config: Config, what: str, taken: Taken
+) -> Iterator[Writer]:
     """Stop the app, yield a deadline-checked direct ``Writer`` (route window), start the app.
 
     ``taken`` gets ``route = "window"`` when the writer is yielded and ``downtime_s``
@@ -104,15 +106,15 @@ def maintenance_window(config: Config, what: str, taken: Taken) -> Iterator[Writ
         UnavailableError: start_command failed or timed out: the app may be down (exit 11).
         KeyboardInterrupt: SIGINT/SIGTERM during the window (the app was started first).
     """
-    holder = vector_store_for(config).holder()
-    app = interpreter.require(config, holder.pid if holder is not None else None)
+    holder = store.holder()
+    app = interpreter.require(store, config, holder.pid if holder is not None else None)
     window = _open(config, what)
     try:
         _stop_app(config, window)
-        _wait_until_free(config, window)
+        _wait_until_free(store, window)
         with _Watchdog(window.deadline):
-            mem0.prepare_for_writing(config)
-            with mem0.open_memory(config, route="window", app=app) as writer:
+            mem0.prepare_for_writing(store, config)
+            with mem0.open_memory(store, config, route="window", app=app) as writer:
                 taken.route = "window"
                 yield BoundedWriter(writer, window.deadline)
         window.outcome = "ok"
@@ -230,13 +232,12 @@ def _close(config: Config, window: Window, taken: Taken) -> None:
             (config.state_dir / WINDOW_FILE).unlink(missing_ok=True)
 
 
-def _wait_until_free(config: Config, window: Window) -> None:
+def _wait_until_free(store: VectorStore, window: Window) -> None:
     """Poll the store's holder every 50 ms until nobody holds it, up to the deadline.
 
     Raises:
         WindowError: the store is still held at the deadline.
     """
-    store = vector_store_for(config)
     while True:
         holder = store.holder()
         if holder is None or holder.pid == os.getpid():

@@ -18,6 +18,7 @@ from typing import Literal
 
 from memsync import repository, utc
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import ConfigError, UnavailableError, UsageError
 from memsync.model import Severity
 from memsync.repository import Entry
@@ -27,7 +28,7 @@ from memsync.snapshot.embedder import hint as embedder_hint
 from memsync.snapshot.transfer import download_snapshot
 from memsync.snapshot.verify import VERIFY_CODES, verify_directory
 from memsync.stores import snapshots
-from memsync.stores.backends import backend_of_mode, vector_store_for
+from memsync.stores.backends import backend_of_mode
 from memsync.stores.manifest import Manifest
 
 LATEST = "latest"
@@ -128,7 +129,7 @@ def pick(
     return newest, found[newest]
 
 
-def choose(config: Config, before: datetime | None, *, no_safety: bool = False) -> Chosen:
+def choose(deployment: Deployment, before: datetime | None, *, no_safety: bool = False) -> Chosen:
     """Pick ``latest`` (``before`` None) or the newest before ``before``, local or remote.
 
     Reads the local snapshot directory and, with ``[s3]``, lists the bucket. A snapshot whose
@@ -139,10 +140,11 @@ def choose(config: Config, before: datetime | None, *, no_safety: bool = False) 
         UnavailableError: (exit 11) no complete snapshot passed verification (before the time),
             or S3 is unreachable.
     """
+    config = deployment.config
     local_repo = repository.local_or_none(config)
     local = local_repo.list() if local_repo is not None else []
     remote = repository.remote(config).list() if config.s3 is not None else []
-    backend = vector_store_for(config).mode
+    backend = deployment.vector_store.mode
     other_embedder = {  # taken before a migration changed the embedder: never chosen
         e.id for e in [*local, *remote] if e.manifest and find_mismatch(e.manifest, config)
     }
@@ -186,7 +188,7 @@ def choose(config: Config, before: datetime | None, *, no_safety: bool = False) 
 
 
 def resolve(
-    config: Config, target: str | None, before: datetime | None, *, no_safety: bool = False
+    deployment: Deployment, target: str | None, before: datetime | None, *, no_safety: bool = False
 ) -> tuple[str, Chosen | None]:
     """The target a restore or recover reads: as given, or chosen by ``latest`` / ``before``.
 
@@ -208,7 +210,7 @@ def resolve(
     if before is None and target != LATEST:
         assert target is not None
         return target, None
-    chosen = choose(config, before, no_safety=no_safety)
+    chosen = choose(deployment, before, no_safety=no_safety)
     return chosen.target, chosen
 
 
@@ -225,7 +227,7 @@ def materialize(config: Config, target: str, scratch: Path) -> Path:
     return snapshots.resolve_local(target, config.snapshot.directory)
 
 
-def verify_fit(config: Config, directory: Path, now: datetime) -> Manifest:
+def verify_fit(deployment: Deployment, directory: Path, now: datetime) -> Manifest:
     """Verify a snapshot directory byte for byte, then that it fits the configuration.
 
     Records ``verified.json`` in the directory. Only damaged or missing files refuse it.
@@ -235,10 +237,11 @@ def verify_fit(config: Config, directory: Path, now: datetime) -> Manifest:
         ConfigError: (exit 10) encrypted without a key, another collection or vector size, or
             another embedder than the manifest records (``embedder.find_mismatch``).
     """
+    config = deployment.config
     manifest = snapshots.read_manifest(directory)
     if manifest.encrypted and config.snapshot.encrypt_key_file is None:
         raise ConfigError(config.source, [NO_KEY])
-    report = verify_directory(config, directory, now)
+    report = verify_directory(deployment, directory, now)
     broken = [f for f in report.findings if f.code in VERIFY_CODES and f.severity is Severity.ERROR]
     if broken:
         listed = "; ".join(f"{f.code} {f.path}" for f in broken[:5])

@@ -22,13 +22,14 @@ import structlog
 from memsync import __version__, check, seal
 from memsync.capture_budget import CaptureBudget
 from memsync.config import Config, read_key_file
+from memsync.deployment import Deployment
 from memsync.errors import ConfigError, UnavailableError
 from memsync.model import CaptureWindow, CheckReport, Inventory, count_scopes
 from memsync.repository import LocalRepository, encryption_key, snapshot_dir
 from memsync.snapshot import guard
 from memsync.snapshot.embedder import embedder_of
 from memsync.state import fsync_dir, write_json_atomic
-from memsync.stores import deployment, interpreter, snapshots
+from memsync.stores import capture, interpreter, snapshots
 from memsync.stores.agent_client import not_held_reason, writes_held
 from memsync.stores.manifest import MANIFEST, SAFETY, FileEntry, Manifest, sign
 from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
@@ -158,7 +159,7 @@ def build_manifest(
     )
 
 
-def _with_backend(manifest: Manifest, captured: deployment.Captured) -> Manifest:
+def _with_backend(manifest: Manifest, captured: capture.Captured) -> Manifest:
     """The manifest with the backend's ``mode`` and the versions its capture recorded.
 
     pgvector: ``"pgvector"`` and the server's versions; embedded Qdrant: ``"embedded"``, none.
@@ -193,7 +194,7 @@ def signing_key(config: Config) -> bytes | None:
     return key
 
 
-def _integrity_verdicts(captured: deployment.Captured, partial: Path) -> dict[str, str]:
+def _integrity_verdicts(captured: capture.Captured, partial: Path) -> dict[str, str]:
     """``PRAGMA integrity_check`` of every captured file, by path relative to ``partial``.
 
     The vector copies first (through ``VectorStore.check_copy``, in capture order), then history.db.
@@ -212,7 +213,11 @@ def _integrity_verdicts(captured: deployment.Captured, partial: Path) -> dict[st
 
 
 def create_snapshot(
-    config: Config, now: datetime, progress: Progress | None = None, *, by: str | None = None
+    deployment: Deployment,
+    now: datetime,
+    progress: Progress | None = None,
+    *,
+    by: str | None = None,
 ) -> Created:
     """Capture both stores into ``<snapshot.directory>/<id>/`` with an integrity-checked manifest.
 
@@ -229,6 +234,7 @@ def create_snapshot(
             (the partial directory is removed).
         TryLaterError: a store is busy or the snapshot disk is full.
     """
+    config = deployment.config
     directory = snapshot_dir(config)
     keys = signing_key(config), encryption_key(config)
     try:
@@ -242,9 +248,11 @@ def create_snapshot(
     removed = snapshots.remove_stale_partials(directory)
     repository = LocalRepository(directory)
     with repository.building(now) as (snapshot_id, partial):
-        captured, judged, quiesced, why = _settled_capture(config, partial, now.date(), progress)
+        captured, judged, quiesced, why = _settled_capture(
+            deployment, partial, now.date(), progress
+        )
         manifest = finish_directory(
-            config,
+            deployment,
             partial,
             captured,
             snapshot_id,
@@ -260,7 +268,7 @@ def create_snapshot(
         )
         final = repository.commit(snapshot_id, partial, None)
     logger.info("snapshot_created", snapshot_id=snapshot_id, size_bytes=manifest.size_bytes)
-    checked = guard.run_tripwire(config, repository, manifest, now, judged[0])  # never fails it
+    checked = guard.run_tripwire(deployment, repository, manifest, now, judged[0])  # never fails it
     return Created(
         id=snapshot_id,
         path=final,
@@ -271,8 +279,8 @@ def create_snapshot(
 
 
 def _settled_capture(
-    config: Config, partial: Path, today: date, progress: Progress | None
-) -> tuple[deployment.Captured, tuple[Inventory, CheckReport], bool | None, str | None]:
+    deployment: Deployment, partial: Path, today: date, progress: Progress | None
+) -> tuple[capture.Captured, tuple[Inventory, CheckReport], bool | None, str | None]:
     """Capture into ``partial``: quiesced through the app's agent, else until settled.
 
     With an agent (``agent_client.find_agent``), app writes are paused for the one capture,
@@ -282,18 +290,20 @@ def _settled_capture(
     is caught in the window (``in-flight``); each new one replaces the files of the last.
     Returns the capture, its inventory and judged report, ``quiesced`` (None: no agent
     answered; False: it did, but the pair kept is not one instant) and why it is not. Raises as
-    ``deployment.capture``; UnavailableError when an agent serves another deployment, refuses
+    ``capture.capture``; UnavailableError when an agent serves another deployment, refuses
     memsync or is not this deployment's app (never an unquiesced capture then).
     """
-    quiesced = _quiesced_capture(config, partial)
+    config = deployment.config
+    quiesced = _quiesced_capture(deployment, partial)
     agent = None if quiesced is None else False
     why = None if quiesced is None else quiesced[2]
     for attempt in range(1, SETTLE_ATTEMPTS + 1):
-        captured = quiesced[0] if quiesced else deployment.capture(config, partial)
-        refuse_legacy_store(
-            captured.vectors.legacy_files, "snapshot create"
-        )  # its points would be missing
-        inventory = deployment.read_inventory(captured, config, progress)
+        captured = (
+            quiesced[0] if quiesced else capture.capture(deployment.vector_store, config, partial)
+        )
+        # its points would be missing
+        refuse_legacy_store(captured.vectors.legacy_files, "snapshot create")
+        inventory = capture.read_inventory(deployment.vector_store, captured, config, progress)
         report = check.judge(inventory, today)
         exact = quiesced is not None and quiesced[1]
         if exact or not unsettled(report):
@@ -309,8 +319,8 @@ def _settled_capture(
 
 
 def _quiesced_capture(
-    config: Config, partial: Path
-) -> tuple[deployment.Captured, bool, str | None] | None:
+    deployment: Deployment, partial: Path
+) -> tuple[capture.Captured, bool, str | None] | None:
     """One capture with the app's writes paused by its agent; None when no agent answers.
 
     Returns the capture, whether it was exact (the pause held every app write for the whole
@@ -318,10 +328,11 @@ def _quiesced_capture(
     open for writing outside the agent's gate) and, when not, why. Logs ``capture_quiesced``
     with the seconds app writes were held and the pids held; ``capture_not_quiesced`` when not.
     """
-    with writes_held(config) as pause:
+    config = deployment.config
+    with writes_held(deployment.vector_store, config) as pause:
         if pause is None:
             return None
-        captured = deployment.capture(config, partial)
+        captured = capture.capture(deployment.vector_store, config, partial)
     why = not_held_reason(pause)
     logger.info(
         "capture_quiesced",
@@ -348,9 +359,9 @@ def _clear_capture(partial: Path) -> None:
 
 
 def finish_directory(
-    config: Config,
+    deployment: Deployment,
     partial: Path,
-    captured: deployment.Captured,
+    captured: capture.Captured,
     snapshot_id: str,
     created_at: datetime,
     today: date,
@@ -378,10 +389,11 @@ def finish_directory(
     Raises:
         UnavailableError: a file fails its integrity check or a point does not decode.
     """
+    config = deployment.config
     results = _integrity(captured, partial)
     inventory, report = judged or (None, None)
     if inventory is None:
-        inventory = deployment.read_inventory(captured, config, progress)
+        inventory = capture.read_inventory(deployment.vector_store, captured, config, progress)
     collections, wrong_sizes = _collections(config, captured, inventory)
     results["points_decoded"] = True
     results["vector_sizes_ok"] = wrong_sizes == 0
@@ -419,7 +431,7 @@ def finish_directory(
     return manifest
 
 
-def _integrity(captured: deployment.Captured, partial: Path) -> dict[str, Any]:
+def _integrity(captured: capture.Captured, partial: Path) -> dict[str, Any]:
     """``PRAGMA integrity_check`` of every captured SQLite file. Raises UnavailableError when one fails."""
     results: dict[str, Any] = {}
     for relative, verdict in _integrity_verdicts(captured, partial).items():
@@ -433,7 +445,7 @@ def _integrity(captured: deployment.Captured, partial: Path) -> dict[str, Any]:
 
 
 def _collections(
-    config: Config, captured: deployment.Captured, inventory: Inventory
+    config: Config, captured: capture.Captured, inventory: Inventory
 ) -> tuple[dict[str, dict[str, Any]], int]:
     """Per collection: vector size, distance and points; and how many vectors have the wrong size."""
     collections: dict[str, dict[str, Any]] = {}
@@ -454,7 +466,7 @@ def _collections(
     return collections, wrong_sizes
 
 
-def _journal_modes(captured: deployment.Captured, partial: Path) -> dict[str, str]:
+def _journal_modes(captured: capture.Captured, partial: Path) -> dict[str, str]:
     """Each copied SQLite file's live journal mode, by its path in the snapshot."""
     copies = [*captured.collection_copies.values(), captured.history_copy]
     return {

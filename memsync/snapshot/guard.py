@@ -24,6 +24,7 @@ import structlog
 
 from memsync import findings, repository
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.erase import ledger as erasures
 from memsync.errors import MemsyncError
 from memsync.model import SCOPE_KINDS, TOTAL, Finding, Inventory
@@ -37,7 +38,6 @@ from memsync.snapshot.tripwire import (
     find_drops,
     split_drops,
 )
-from memsync.stores.backends import vector_store_for
 from memsync.stores.manifest import Manifest
 
 logger = structlog.get_logger(__name__)
@@ -192,7 +192,7 @@ class TripwireResult:
 
 
 def run_tripwire(
-    config: Config,
+    deployment: Deployment,
     local: SnapshotRepository,
     manifest: Manifest,
     now: datetime,
@@ -209,6 +209,7 @@ def run_tripwire(
     raises a MemsyncError: an unreadable repository becomes ``no_baseline``, an unreadable
     previous snapshot ``split_unknown``, a refused pin a ``pin_errors`` line.
     """
+    config = deployment.config
     snapshot = config.snapshot
     thresholds = Thresholds(percent=snapshot.tripwire_percent, memories=snapshot.tripwire_memories)
     result = TripwireResult(snapshot_id=manifest.id, thresholds=thresholds)
@@ -230,7 +231,9 @@ def run_tripwire(
     if not drops:
         return result
     if inventory is not None:
-        result, drops = _split(config, local, baseline, side, manifest, inventory, result, drops)
+        result, drops = _split(
+            deployment, local, baseline, side, manifest, inventory, result, drops
+        )
     pinned_on, errors = _pin_everywhere(
         config, local, baseline.id, _reason(drops, manifest.id, result.vanished_memories), now
     )
@@ -261,7 +264,7 @@ def _baseline(
 
 
 def _split(
-    config: Config,
+    deployment: Deployment,
     local: SnapshotRepository,
     baseline: Entry,
     side: str | None,
@@ -271,11 +274,12 @@ def _split(
     drops: tuple[Drop, ...],
 ) -> tuple[TripwireResult, tuple[Drop, ...]]:
     """The drops split into deleted and vanished memories (``result`` says how many in all)."""
+    config = deployment.config
     assert baseline.manifest is not None and baseline.manifest.scopes is not None
     assert manifest.scopes is not None
     try:
-        repo = local if side == "local" else repository.remote(config)
-        members = _members(config, repo, baseline.id, baseline.manifest)
+        repo = local if side == "local" else deployment.remote
+        members = _members(deployment, repo, baseline.id, baseline.manifest)
         try:
             erased = erasures.erased_ids(config.state_dir)
         except MemsyncError:
@@ -296,14 +300,15 @@ def _split(
 
 
 def _members(
-    config: Config, repo: SnapshotRepository, snapshot_id: str, manifest: Manifest
+    deployment: Deployment, repo: SnapshotRepository, snapshot_id: str, manifest: Manifest
 ) -> dict[tuple[str, str | None], set[str]]:
     """The memory ids of a snapshot per scope (``(TOTAL, None)``: all), from its collection.
 
     Reads its vector index and memory collection only: in place, or downloaded into a scratch
     directory under ``work_dir`` that is removed after.
     """
-    store = vector_store_for(config)
+    config = deployment.config
+    store = deployment.vector_store
     collection = store.collection_file(manifest.collection, Path()).as_posix()
     paths = [f"{store.capture_dir}/{store.index_file}", f"{store.capture_dir}/{collection}"]
     members: dict[tuple[str, str | None], set[str]] = {(TOTAL, None): set()}

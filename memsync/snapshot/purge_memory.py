@@ -21,14 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from memsync import check, repository, snapshot
-from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.erase import apply as erase
 from memsync.erase import holding, ledger, versions
 from memsync.errors import UnavailableError
 from memsync.model import CaptureWindow, Severity
 from memsync.repository import LocalRepository, S3Repository
-from memsync.stores import deployment, snapshots
-from memsync.stores.backends import vector_store_for
+from memsync.stores import capture, snapshots
 from memsync.stores.vector_store import VectorStore
 
 PURGING_SUFFIX = ".purging"
@@ -115,7 +114,7 @@ def _scopes_left_empty(
 
 
 def purge_snapshot(
-    config: Config, info: snapshots.SnapshotInfo, memory_ids: Sequence[str], now: datetime
+    deployment: Deployment, info: snapshots.SnapshotInfo, memory_ids: Sequence[str], now: datetime
 ) -> None:
     """Rewrite one local snapshot without ``memory_ids``; removes the old one once it verifies.
 
@@ -125,6 +124,7 @@ def purge_snapshot(
         ConfigError: the snapshot is encrypted and no key is configured.
         UnavailableError: the rewritten snapshot fails verification (the old one is kept).
     """
+    config = deployment.config
     assert info.manifest is not None, "only complete snapshots are purged"
     old = info.manifest
     work = info.path.with_name(info.id + PURGING_SUFFIX)
@@ -132,14 +132,14 @@ def purge_snapshot(
     work.mkdir(mode=0o700)
     try:
         repository.plaintext(config, info.path, old, work, copy=True)
-        store = vector_store_for(config)
+        store = deployment.vector_store
         scopes = _scopes_left_empty(store, work, old.capture, memory_ids)
         store.erase_points(work / store.capture_dir, memory_ids)
         if (work / "history.db").is_file():
             erase.blank_history(work / "history.db", memory_ids, scopes, now, record=True)
-        captured = deployment.from_directory(work, old.capture, config)
+        captured = capture.from_directory(work, old.capture, config)
         snapshot.finish_directory(
-            config,
+            deployment,
             work,
             captured,
             info.id,
@@ -155,7 +155,7 @@ def purge_snapshot(
             embedder=old.embedder,
             label=old.label,
         )
-        report = snapshot.verify_directory(config, work, now)
+        report = snapshot.verify_directory(deployment, work, now)
         broken = [
             f
             for f in report.findings
@@ -178,15 +178,17 @@ def purge_snapshot(
         raise
 
 
-def purge_from(config: Config, snapshot_id: str, memory_ids: Sequence[str], now: datetime) -> bool:
+def purge_from(
+    deployment: Deployment, snapshot_id: str, memory_ids: Sequence[str], now: datetime
+) -> bool:
     """Rewrite the local snapshot ``snapshot_id`` without ``memory_ids``; False when it is gone.
 
     For a snapshot memsync itself just took that holds erased memories (reconcile's safety
     snapshot, captured while an older store had brought them back). Raises as ``purge_snapshot``.
     """
-    for info in repository.local(config).infos():
+    for info in deployment.repository.infos():
         if info.id == snapshot_id and info.complete:
-            purge_snapshot(config, info, memory_ids, now)
+            purge_snapshot(deployment, info, memory_ids, now)
             return True
     return False
 
@@ -211,20 +213,21 @@ def finish_interrupted(directory: Path) -> list[str]:
 
 
 def resolve_ids(
-    config: Config, memory_ids: Sequence[str], scope: Mapping[str, str] | None
+    deployment: Deployment, memory_ids: Sequence[str], scope: Mapping[str, str] | None
 ) -> list[str]:
     """The ids given, or the scope's: points of it in any local snapshot and erased ones.
 
     Memories already erased from the live store and from every local snapshot are found in
     the erasure ledger (``memsync.erase.ledger``). Reads only.
     """
+    config = deployment.config
     if memory_ids or not scope:
         return sorted(set(memory_ids))
-    return sorted(ledger.erased_ids(config.state_dir, scope) | holding.scope_ids(config, scope))
+    return sorted(ledger.erased_ids(config.state_dir, scope) | holding.scope_ids(deployment, scope))
 
 
 def run_purge(
-    config: Config,
+    deployment: Deployment,
     memory_ids: Sequence[str],
     now: datetime,
     remote: bool,
@@ -247,21 +250,22 @@ def run_purge(
         UnavailableError: a rewritten snapshot fails verification; S3 fails with ``remote``
             (a bucket whose versions cannot be listed is ``scan_error``, never an empty scan).
     """
-    bucket = repository.remote(config) if remote else None
-    local = repository.local(config)
+    config = deployment.config
+    bucket = deployment.remote if remote else None
+    local = deployment.repository
     if not dry_run:
         finish_interrupted(local.directory)
     remote_ids = {e.id for e in bucket.list() if e.complete} if bucket else set()
     fetched = [] if dry_run else _fetch_remote_only(local, bucket, remote_ids)
-    ids = resolve_ids(config, memory_ids, scope)
-    held = erase.snapshots_holding(config, ids)
+    ids = resolve_ids(deployment, memory_ids, scope)
+    held = erase.snapshots_holding(deployment, ids)
     for snapshot_id in fetched:
         if snapshot_id not in held:
             local.delete(snapshot_id)
     others = tuple(  # taken before a migrate --switch: this config cannot rewrite them
         info.id
         for info in local.infos()
-        if info.id in held and info.complete and erase.other_backend(config, info) is not None
+        if info.id in held and info.complete and erase.other_backend(deployment, info) is not None
     )
     rewritten: list[str] = []
     uploaded: list[str] = []
@@ -271,7 +275,7 @@ def run_purge(
             if not info.complete:
                 continue
             if info.id in held and info.id not in others:
-                purge_snapshot(config, info, ids, now)
+                purge_snapshot(deployment, info, ids, now)
                 rewritten.append(info.id)
             if bucket is not None and info.id in remote_ids and _differs(local, bucket, info.id):
                 # rewritten now, or purged here earlier without --remote
@@ -282,7 +286,7 @@ def run_purge(
         uploaded=tuple(uploaded), other_backend=others,
     )  # fmt: skip
     return _versions(
-        config, done, ids, delete_versions=delete_versions and not dry_run, progress=progress
+        deployment, done, ids, delete_versions=delete_versions and not dry_run, progress=progress
     )
 
 
@@ -299,7 +303,7 @@ def _fetch_remote_only(
 
 
 def _versions(
-    config: Config,
+    deployment: Deployment,
     done: Purged,
     ids: Sequence[str],
     *,
@@ -307,6 +311,7 @@ def _versions(
     progress: Callable[[int, int], None] | None,
 ) -> Purged:
     """Scan the bucket's noncurrent versions (and delete the holding ones when asked)."""
+    config = deployment.config
     if config.s3 is None:
         if delete_versions:
             repository.object_store(config)  # raises ConfigError: --delete-versions needs [s3]
@@ -318,7 +323,7 @@ def _versions(
         | set(versions.scope_marks(sorted(ledger.erased_scopes(config.state_dir))))
     )
     try:
-        scan = versions.scan(config, store, wanted, progress)
+        scan = versions.scan(deployment, store, wanted, progress)
     except UnavailableError as error:  # the local work is done: the report says what is not known
         return replace(done, scan_error=versions.unknown_why(error), scan_hint=error.hint)
     if not delete_versions or not scan.hits:

@@ -18,6 +18,7 @@ from typing import Any
 from memsync import __version__, check, utc
 from memsync import findings as registry
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import UnavailableError
 from memsync.model import Finding, Severity
 from memsync.repository import (
@@ -31,8 +32,7 @@ from memsync.repository import (
 )
 from memsync.s3 import TransportError
 from memsync.snapshot.create import signing_key
-from memsync.stores import deployment
-from memsync.stores.backends import vector_store_for
+from memsync.stores import capture
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, ManifestTooNew, signature_ok
 from memsync.stores.snapshots import PARTIAL_SUFFIX, VERIFIED
 from memsync.stores.sqlite_files import integrity
@@ -93,7 +93,7 @@ def verified_document(report: VerifyReport) -> dict[str, Any]:
 
 
 def verify_snapshot(
-    config: Config,
+    deployment: Deployment,
     repository: SnapshotRepository,
     snapshot_id: str,
     target: str,
@@ -119,7 +119,7 @@ def verify_snapshot(
             f"snapshot {snapshot_id} not found at {repository.where}",
             "memsync snapshot list (--remote) shows the snapshots there",
         )
-    findings, expected, label = _findings(config, repository, snapshot_id, now, restorable)
+    findings, expected, label = _findings(deployment, repository, snapshot_id, now, restorable)
     report = VerifyReport(
         target=target,
         snapshot_id=snapshot_id,
@@ -133,7 +133,7 @@ def verify_snapshot(
 
 
 def verify_directory(
-    config: Config, directory: Path, now: datetime, *, restorable: bool = False
+    deployment: Deployment, directory: Path, now: datetime, *, restorable: bool = False
 ) -> VerifyReport:
     """Verify a local snapshot directory (any path) and record ``verified.json`` in it.
 
@@ -153,7 +153,7 @@ def verify_directory(
             target=str(directory), snapshot_id=directory.name, findings=(finding,), verified_at=now
         )
     return verify_snapshot(
-        config,
+        deployment,
         LocalRepository(directory.parent),
         directory.name,
         str(directory),
@@ -163,25 +163,27 @@ def verify_directory(
 
 
 def verify_remote(
-    config: Config, target: str, now: datetime, *, restorable: bool = False
+    deployment: Deployment, target: str, now: datetime, *, restorable: bool = False
 ) -> VerifyReport:
     """Verify ``s3://…/<id>``: every object read back into ``work_dir`` and checked there.
 
     Reads the bucket; writes only ``verified.json`` beside the snapshot there. ``restorable``:
     as in ``verify_snapshot``.
     """
+    config = deployment.config
     repository, snapshot_id = parse_s3_target(config, target)
-    return verify_snapshot(config, repository, snapshot_id, target, now, restorable=restorable)
+    return verify_snapshot(deployment, repository, snapshot_id, target, now, restorable=restorable)
 
 
 def _findings(
-    config: Config,
+    deployment: Deployment,
     repository: SnapshotRepository,
     snapshot_id: str,
     now: datetime,
     restorable: bool,
 ) -> tuple[list[Finding], list[Finding], dict[str, Any] | None]:
     """(findings, a safety snapshot's expected findings, the manifest's label)."""
+    config = deployment.config
     where = repository.location(snapshot_id, MANIFEST)
     try:
         manifest = repository.read_manifest(snapshot_id)
@@ -218,7 +220,7 @@ def _findings(
             if plain is not None:
                 listed = {entry.path for entry in manifest.files}
                 found, expected = _verify_contents(
-                    config, plain, manifest, {e.path for e in good}, listed, now, restorable
+                    deployment, plain, manifest, {e.path for e in good}, listed, now, restorable
                 )
                 findings += found
     return findings, expected, manifest.label
@@ -261,7 +263,7 @@ def _plaintext(
 
 
 def _verify_contents(
-    config: Config,
+    deployment: Deployment,
     root: Path,
     manifest: Manifest,
     good: set[str],
@@ -275,6 +277,7 @@ def _verify_contents(
     Returns the findings and, for a safety snapshot, the pair's findings its manifest recorded
     when it was taken (``expected``: the damage it keeps by design, never an error here).
     """
+    config = deployment.config
     findings: list[Finding] = []
     if HISTORY_FILE in good:
         verdict = integrity(root / HISTORY_FILE, quick=False)
@@ -283,7 +286,7 @@ def _verify_contents(
                 _problem("integrity-failed", HISTORY_FILE, f"PRAGMA integrity_check: {verdict}")
             )
             good.discard(HISTORY_FILE)
-    store = vector_store_for(config)  # pure: the layout's names (the collection name is not used)
+    store = deployment.vector_store  # pure: the layout's names (the collection name is not used)
     index_ok = f"{store.capture_dir}/{store.index_file}" in good
     try:  # an index that failed its checksum is still parsed (plain JSON) to find the files
         vectors = _verified_copies(store, root, manifest, good)
@@ -312,8 +315,8 @@ def _verify_contents(
             good.discard(f"{store.capture_dir}/{relative}")
     if good != listed:
         return findings, []
-    captured = deployment.from_directory(root, manifest.capture, config)
-    inventory = deployment.read_inventory(captured, config)
+    captured = capture.from_directory(root, manifest.capture, config)
+    inventory = capture.read_inventory(deployment.vector_store, captured, config)
     pair = list(check.judge(inventory, now.date()).findings)
     recorded = _recorded(manifest)
     expected = [f for f in pair if _recorded_key(f) in recorded]

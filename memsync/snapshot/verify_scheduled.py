@@ -24,6 +24,7 @@ from memsync import __version__, flock, utc
 from memsync import findings as registry
 from memsync import repository as repositories
 from memsync.config import Config
+from memsync.deployment import Deployment
 from memsync.errors import ConfigError, LockedError, UnavailableError
 from memsync.model import Finding, Severity
 from memsync.repository import Entry, SnapshotRepository, reading
@@ -194,7 +195,11 @@ def sides(config: Config) -> list[tuple[str, SnapshotRepository]]:
 
 
 def run_scheduled(
-    config: Config, now: datetime, *, dry_run: bool = False, progress: Progress | None = None
+    deployment: Deployment,
+    now: datetime,
+    *,
+    dry_run: bool = False,
+    progress: Progress | None = None,
 ) -> ScheduledReport:
     """Run one scheduled verification on every side (see the module docstring).
 
@@ -208,6 +213,7 @@ def run_scheduled(
         UnavailableError: a repository is unreachable or stops answering (the sides done
             before are recorded), or a manifest is of a newer format (``ManifestTooNew``).
     """
+    config = deployment.config
     configured = sides(config)
     cycle, interval = config.snapshot.verify_cycle, job_interval(config)
     with _locked(config, dry_run):
@@ -215,7 +221,9 @@ def run_scheduled(
         results = []
         for side, repository in configured:
             last_read = state["sides"].get(repository.where, {})
-            result, reads = _run_side(config, side, repository, last_read, now, dry_run, progress)
+            result, reads = _run_side(
+                deployment, side, repository, last_read, now, dry_run, progress
+            )
             results.append(result)
             if not dry_run:
                 state["sides"][repository.where] = reads
@@ -261,7 +269,7 @@ def _locked(config: Config, dry_run: bool) -> Iterator[None]:
 
 
 def _run_side(
-    config: Config,
+    deployment: Deployment,
     side: str,
     repository: SnapshotRepository,
     last_read: schedule.LastRead,
@@ -270,6 +278,7 @@ def _run_side(
     progress: Progress | None,
 ) -> tuple[SideResult, dict[str, dict[str, datetime]]]:
     """Check the side's manifests, plan, read; return the result and the new read record."""
+    config = deployment.config
     entries = repository.list()
     stored, damaged, incomplete = _manifests(config, side, repository, entries)
     plan = schedule.plan_side(
@@ -279,9 +288,9 @@ def _run_side(
     reads: dict[str, list[str]] = {}
     if not dry_run:
         for snapshot_id in damaged:
-            results += _read(config, repository, _manifest_item(snapshot_id), now, reads)
+            results += _read(deployment, repository, _manifest_item(snapshot_id), now, reads)
         for item in plan.items:
-            results += _read(config, repository, item, now, reads)
+            results += _read(deployment, repository, item, now, reads)
             if progress is not None:
                 progress(item.size_bytes)
     present = [entry.id for entry in entries if entry.complete]
@@ -340,7 +349,7 @@ def _manifest_item(snapshot_id: str) -> schedule.Item:
 
 
 def _read(
-    config: Config,
+    deployment: Deployment,
     repository: SnapshotRepository,
     item: schedule.Item,
     now: datetime,
@@ -351,12 +360,13 @@ def _read(
     Raises:
         UnavailableError: the repository fails (a snapshot removed meanwhile is skipped).
     """
+    config = deployment.config
     try:
         expected: tuple[Finding, ...] = ()
         label = None
         if item.full:
             verified = verify_snapshot(
-                config,
+                deployment,
                 repository,
                 item.snapshot_id,
                 repository.location(item.snapshot_id),

@@ -36,7 +36,7 @@ from memsync.config import Config
 from memsync.errors import TryLaterError, UnavailableError
 from memsync.model import HistoryEvent
 from memsync.stores import history, locks
-from memsync.stores.backends import vector_store_for
+from memsync.stores.vector_store import VectorStore
 from memsync.stores.writer import Route
 
 logger = structlog.get_logger(__name__)
@@ -208,7 +208,9 @@ class ExpectedServer:
         )
 
 
-def expected_server(config: Config, holder_pid: int | None = None) -> ExpectedServer:
+def expected_server(
+    store: VectorStore, config: Config, holder_pid: int | None = None
+) -> ExpectedServer:
     """The uids that may answer for this deployment's app. Reads file owners and /proc only.
 
     The owner of embedded Qdrant's directory and of history.db, and the uid of the process
@@ -218,7 +220,6 @@ def expected_server(config: Config, holder_pid: int | None = None) -> ExpectedSe
     other user can answer then).
     """
     found: dict[int, list[str]] = {}
-    store = vector_store_for(config)
     for path in (store.location, config.history_db_path):
         if path is None:
             continue
@@ -425,7 +426,9 @@ def sockets_hidden(pid: int) -> bool:
     return False
 
 
-def agent_socket_for(config: Config, holder_pid: int | None = None) -> Path | None:
+def agent_socket_for(
+    store: VectorStore, config: Config, holder_pid: int | None = None
+) -> Path | None:
     """The agent socket to try: ``[app] agent_socket``, else the store holder's. Reads only.
 
     ``holder_pid``: the process whose socket to look for when the store has no holder (a
@@ -433,7 +436,7 @@ def agent_socket_for(config: Config, holder_pid: int | None = None) -> Path | No
     """
     if config.app.agent_socket is not None:
         return Path(config.app.agent_socket)
-    holder = vector_store_for(config).holder()
+    holder = store.holder()
     pid = holder.pid if holder is not None else holder_pid
     if pid is None:
         return None
@@ -441,16 +444,16 @@ def agent_socket_for(config: Config, holder_pid: int | None = None) -> Path | No
     return found[0] if found else None
 
 
-def require_same_deployment(client: AgentClient, config: Config) -> None:
+def require_same_deployment(client: AgentClient, store: VectorStore, config: Config) -> None:
     """Raise UnavailableError (exit 11) unless the agent's app holds this deployment's store."""
     hello = client.hello
-    store = hello.get("vector_store") or {}
+    served = hello.get("vector_store") or {}
     theirs = {
-        "vector store path": store.get("path"),
-        "collection": store.get("collection"),
+        "vector store path": served.get("path"),
+        "collection": served.get("collection"),
         "history.db": hello.get("history_db_path"),
     }
-    location = vector_store_for(config).location
+    location = store.location
     ours = {
         # a server store (pgvector) has no path: the agent reports None (memsync.agent.ops)
         "vector store path": None if location is None else str(location.resolve()),
@@ -458,7 +461,7 @@ def require_same_deployment(client: AgentClient, config: Config) -> None:
         "history.db": str(config.history_db_path.resolve()),
     }
     differ = [f"{k} {theirs[k]!r} (memsync: {ours[k]!r})" for k in ours if theirs[k] != ours[k]]
-    holder = vector_store_for(config).holder()
+    holder = store.holder()
     if holder is not None and holder.pid != hello.get("pid"):
         differ.append(f"pid {hello.get('pid')} (the store is held by pid {holder.pid})")
     if hello.get("protocol") != PROTOCOL:
@@ -514,7 +517,7 @@ def why_no_agent(path: Path | None) -> str | None:
 
 
 def find_agent(
-    config: Config, timeout_s: float = 30.0, holder_pid: int | None = None
+    store: VectorStore, config: Config, timeout_s: float = 30.0, holder_pid: int | None = None
 ) -> AgentClient | None:
     """Connect to the agent of the app holding this deployment; None when no agent answers.
 
@@ -529,7 +532,7 @@ def find_agent(
         TryLaterError: (exit 75) the agent answered ``busy`` (its connections taken by other
             peers) for ``BUSY_WAIT_S``.
     """
-    path = agent_socket_for(config, holder_pid)
+    path = agent_socket_for(store, config, holder_pid)
     if path is None:
         return None
     try:
@@ -540,7 +543,9 @@ def find_agent(
     deadline = time.monotonic() + BUSY_WAIT_S
     while True:
         try:
-            client = AgentClient.connect(path, timeout_s, expected_server(config, holder_pid))
+            client = AgentClient.connect(
+                path, timeout_s, expected_server(store, config, holder_pid)
+            )
             break
         except (AgentRefusedError, UntrustedAgentError):
             raise
@@ -559,7 +564,7 @@ def find_agent(
             logger.info("agent_not_answering", socket=str(path), error=error.message)
             return None
     try:
-        require_same_deployment(client, config)
+        require_same_deployment(client, store, config)
     except BaseException:
         client.close()
         raise
@@ -602,7 +607,7 @@ def checkpoint_through(client: AgentClient, paths: Sequence[str]) -> dict[str, A
 
 
 @contextmanager
-def writes_held(config: Config) -> Iterator[dict[str, Any] | None]:
+def writes_held(store: VectorStore, config: Config) -> Iterator[dict[str, Any] | None]:
     """Hold the app's writes through its agent for the block; yields None when none answers.
 
     Yields the pause reply (``lease_s``, ``waited_s``, ``agent_pid``, ``covered``: the app's pids
@@ -617,7 +622,7 @@ def writes_held(config: Config) -> Iterator[dict[str, Any] | None]:
             and UntrustedAgentError as ``find_agent`` (never None for them: no silent
             unquiesced capture).
     """
-    client = find_agent(config)
+    client = find_agent(store, config)
     if client is None:
         yield None
         return
@@ -642,8 +647,11 @@ class AgentWriter:
 
     route: Route = "agent"
 
-    def __init__(self, client: AgentClient, config: Config, route: Route = "agent") -> None:
+    def __init__(
+        self, client: AgentClient, store: VectorStore, config: Config, route: Route = "agent"
+    ) -> None:
         self.client = client
+        self._store = store
         self._config = config
         self.route = route
 
@@ -717,7 +725,7 @@ class AgentWriter:
         never otherwise: touching it would create the collection. An agent of an older
         memsync knows no ``touch_entities``: it touches the store at its first delete.
         """
-        collections = vector_store_for(self._config).read_collections() or {}
+        collections = self._store.read_collections() or {}
         prefix = f"{self._config.collection}_"
         if not any(name.startswith(prefix) and "entit" in name for name in collections):
             return

@@ -28,8 +28,8 @@ from memsync.config import Config, resolve_secrets
 from memsync.errors import ConfigError, LockedError, UnavailableError
 from memsync.stores import interpreter
 from memsync.stores.agent_client import AgentClient
-from memsync.stores.backends import vector_store_for
 from memsync.stores.interpreter import AppInterpreter
+from memsync.stores.vector_store import VectorStore
 
 logger = structlog.get_logger(__name__)
 
@@ -167,14 +167,14 @@ def _writable_by(path: Path, uid: int, gid: int) -> bool:
     return bool(found.st_mode & 0o002)
 
 
-def _require_owner_writes(config: Config, owner: tuple[int, int]) -> None:
+def _require_owner_writes(store: VectorStore, config: Config, owner: tuple[int, int]) -> None:
     """Refuse (exit 10) before anything is written when the store's owner cannot write both.
 
     The writer runs as the owner of the vector store (``interpreter.store_owner``); a
     history.db (or its directory, where SQLite keeps its journal) it cannot write would fail
     the history row after the point was written: a half-done write.
     """
-    location = vector_store_for(config).location
+    location = store.location
     paths = [config.history_db_path, config.history_db_path.parent]
     if location is not None:
         paths += [location, *location.glob("collection/*"), *location.glob("collection/*/*")]
@@ -199,8 +199,7 @@ def _environment(mem0_dir: Path) -> dict[str, str]:
     return environ
 
 
-def _raise_refused(config: Config, app: AppInterpreter, refused: StartRefused) -> None:
-    where = vector_store_for(config).where
+def _raise_refused(where: str, config: Config, app: AppInterpreter, refused: StartRefused) -> None:
     kind, message = refused.kind, str(refused)
     if kind == "locked":
         raise LockedError(
@@ -259,9 +258,11 @@ def _raise_refused(config: Config, app: AppInterpreter, refused: StartRefused) -
 
 @contextmanager
 def writer_process(
-    config: Config, app: AppInterpreter, mode: str, path: Path | None = None
+    store: VectorStore, config: Config, app: AppInterpreter, mode: str, path: Path | None = None
 ) -> Iterator[tuple[WriterClient, dict[str, Any]]]:
-    """Start the writer on ``config`` with ``app``'s interpreter; yield its client and ``hello``.
+    """Start the writer on ``config`` and its ``store`` with ``app``'s interpreter; yield ``hello``.
+
+    Yields the writer's client and its ``hello``.
 
     ``mode``: ``memory`` (the app's ``Memory``), ``embedder`` (its embedder alone),
     ``meta-inspect``/``meta-repair`` (``hello`` is ``agent.meta``'s answer on ``path``).
@@ -273,9 +274,9 @@ def writer_process(
     settings = dict(resolve_secrets(config.mem0, os.environ))
     # mem0's default history path is under MEM0_DIR, which the writer keeps private: explicit.
     settings.setdefault("history_db_path", str(config.history_db_path))
-    owner = interpreter.store_owner(config)
+    owner = interpreter.store_owner(store, config)
     if owner is not None and mode != "meta-inspect":
-        _require_owner_writes(config, owner)
+        _require_owner_writes(store, config, owner)
     with _ops_copy(owner) as scratch, tempfile.TemporaryFile() as stderr:
         # mem0 writes $MEM0_DIR/config.json at import (and 0.1.x a telemetry store there): a
         # private directory, so the writer touches no file of the app's but the two stores.
@@ -308,7 +309,7 @@ def writer_process(
             hello = client.start(document)
         except StartRefused as refused:
             client.close()
-            _raise_refused(config, app, refused)
+            _raise_refused(store.where, config, app, refused)
             raise  # unreachable: _raise_refused always raises
         except BaseException:
             client.abort()  # interrupted while it starts (a window's deadline, SIGTERM)
@@ -327,7 +328,7 @@ def writer_process(
             client.close()
 
 
-def require_loadable(config: Config, app: AppInterpreter) -> None:
+def require_loadable(store: VectorStore, config: Config, app: AppInterpreter) -> None:
     """Refuse now what would stop the writer's start: before a safety snapshot, not after it.
 
     One run of the app's interpreter, as doctor's (``app_doctor``): the mem0ai it refuses, its
@@ -338,8 +339,8 @@ def require_loadable(config: Config, app: AppInterpreter) -> None:
         ConfigError: (exit 10) as ``app_doctor``.
         UnavailableError: (exit 11) its qdrant-client cannot load ``meta.json`` or a point.
     """
-    found = app_doctor(config, app)
-    where = vector_store_for(config).where
+    found = app_doctor(store, config, app)
+    where = store.where
     meta = found.get("meta")
     if meta is not None and not meta["loads"]:
         raise UnavailableError(
@@ -367,7 +368,9 @@ def require_loadable(config: Config, app: AppInterpreter) -> None:
         )
 
 
-def app_meta(config: Config, app: AppInterpreter, *, repair: bool = False) -> dict[str, Any]:
+def app_meta(
+    store: VectorStore, config: Config, app: AppInterpreter, *, repair: bool = False
+) -> dict[str, Any]:
     """What the app's qdrant-client says of the embedded store's ``meta.json`` (``agent.meta``).
 
     ``repair``: rewrite it without the null keys that qdrant-client refuses, the old file kept
@@ -378,15 +381,15 @@ def app_meta(config: Config, app: AppInterpreter, *, repair: bool = False) -> di
             qdrant-client.
         ConfigError: (exit 10) the app's interpreter cannot be started.
     """
-    location = vector_store_for(config).location
+    location = store.location
     if location is None:
         raise ConfigError(config.source, ["mem0.vector_store: a server store has no meta.json"])
     mode = "meta-repair" if repair else "meta-inspect"
-    with writer_process(config, app, mode, location) as (_, found):
+    with writer_process(store, config, app, mode, location) as (_, found):
         return found
 
 
-def app_doctor(config: Config, app: AppInterpreter) -> dict[str, Any]:
+def app_doctor(store: VectorStore, config: Config, app: AppInterpreter) -> dict[str, Any]:
     """Doctor's one run of the app's interpreter: its plugins, and its view of ``meta.json``.
 
     Imports the config's plugins as a write would, and asks the app's qdrant-client about the
@@ -397,7 +400,7 @@ def app_doctor(config: Config, app: AppInterpreter) -> dict[str, Any]:
         ConfigError: (exit 10) a plugin does not import there (named, with the fix).
         UnavailableError: (exit 11) meta.json cannot be read there.
     """
-    location = vector_store_for(config).location
+    location = store.location
     path = location if location is not None and (location / "meta.json").is_file() else None
-    with writer_process(config, app, "plugins", path) as (_, found):
+    with writer_process(store, config, app, "plugins", path) as (_, found):
         return found

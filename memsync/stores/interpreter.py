@@ -32,7 +32,7 @@ import structlog
 
 from memsync.config import Config
 from memsync.errors import ConfigError
-from memsync.stores.backends import vector_store_for
+from memsync.stores.vector_store import VectorStore
 from memsync.utc import iso
 
 logger = structlog.get_logger(__name__)
@@ -86,7 +86,7 @@ class AppInterpreter:
         )
 
 
-def store_owner(config: Config) -> tuple[int, int] | None:
+def store_owner(store: VectorStore, config: Config) -> tuple[int, int] | None:
     """The (uid, gid) the app's interpreter runs as: the store's owner, when memsync is root.
 
     A root memsync never runs the app's code (its mem0, its plugins, a ``.pth`` in its
@@ -96,7 +96,7 @@ def store_owner(config: Config) -> tuple[int, int] | None:
     """
     if os.getuid() != 0:
         return None
-    for path in (vector_store_for(config).location, config.history_db_path):
+    for path in (store.location, config.history_db_path):
         if path is not None and path.exists():
             found = path.stat()
             return None if found.st_uid == 0 else (found.st_uid, found.st_gid)
@@ -221,12 +221,14 @@ def _write_atomic(path: Path, document: dict[str, Any]) -> None:
     os.replace(partial, path)
 
 
-def learn_from_hello(config: Config, hello: dict[str, Any]) -> AppInterpreter | None:
+def learn_from_hello(
+    store: VectorStore, config: Config, hello: dict[str, Any]
+) -> AppInterpreter | None:
     """Record the interpreter an agent's ``hello`` names (``executable``), when it runs here."""
     executable = hello.get("executable")
     if not isinstance(executable, str) or not executable:
         return None
-    return record(config.state_dir, executable, "agent", store_owner(config))
+    return record(config.state_dir, executable, "agent", store_owner(store, config))
 
 
 def holder_candidates(pid: int) -> list[str]:
@@ -257,18 +259,20 @@ def holder_candidates(pid: int) -> list[str]:
     return found
 
 
-def learn_from_holder(config: Config, pid: int) -> AppInterpreter | None:
+def learn_from_holder(store: VectorStore, config: Config, pid: int) -> AppInterpreter | None:
     """Record the interpreter of the process holding the store, when one with mem0ai is found."""
     for python in holder_candidates(pid):
-        found = record(config.state_dir, python, "holder", store_owner(config))
+        found = record(config.state_dir, python, "holder", store_owner(store, config))
         if found is not None:
             return found
     return None
 
 
-def known(config: Config, holder_pid: int | None = None) -> AppInterpreter | None:
+def known(
+    store: VectorStore, config: Config, holder_pid: int | None = None
+) -> AppInterpreter | None:
     """The app's interpreter, measured now, or None when none is known (see the module)."""
-    owner = store_owner(config)
+    owner = store_owner(store, config)
     if config.app_python is not None:
         measured = _measured(str(config.app_python), "config", iso(datetime.now(UTC)), owner)
         if measured is not None and measured.mem0ai is not None:
@@ -285,7 +289,7 @@ def known(config: Config, holder_pid: int | None = None) -> AppInterpreter | Non
             _remember(config.state_dir, found)  # its versions as they are now
             return found
     if holder_pid is not None:
-        return learn_from_holder(config, holder_pid)
+        return learn_from_holder(store, config, holder_pid)
     return None
 
 
@@ -311,13 +315,13 @@ def shown(config: Config) -> dict[str, Any] | None:
     }  # fmt: skip
 
 
-def require(config: Config, holder_pid: int | None = None) -> AppInterpreter:
+def require(store: VectorStore, config: Config, holder_pid: int | None = None) -> AppInterpreter:
     """The app's interpreter for a write; refuse (exit 10) before anything is touched.
 
     Raises:
         ConfigError: no interpreter is known, it cannot run, or it has no mem0ai.
     """
-    found = known(config, holder_pid)
+    found = known(store, config, holder_pid)
     if found is None:
         raise ConfigError(
             config.source,

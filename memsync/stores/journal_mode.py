@@ -20,15 +20,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from memsync.config import Config
 from memsync.errors import UnavailableError
-from memsync.stores.backends import vector_store_for
 from memsync.stores.sqlite_files import (
     header_journal_mode,
     present,
     require_regular_file,
     translate,
 )
+from memsync.stores.vector_store import VectorStore
 
 WAL = "wal"
 ROLLBACK = "rollback"
@@ -140,7 +139,7 @@ class LiveFile:
     size_bytes: int
 
 
-def live_files(config: Config) -> list[LiveFile]:
+def live_files(store: VectorStore, history_db: Path) -> list[LiveFile]:
     """The deployment's live SQLite files: every collection's ``storage.sqlite``, then history.db.
 
     Collections in capture order (the memory collection first, as ``VectorStore.capture``),
@@ -151,13 +150,12 @@ def live_files(config: Config) -> list[LiveFile]:
         UnavailableError: the vector store's metadata exists but is unreadable or invalid, or a
             path above a file denies access.
     """
-    store = vector_store_for(config)
     found: list[tuple[str, Path]] = []
     # a server backend (pgvector) has no live files here: only history.db
     collections = (store.read_collections() or {}) if store.location is not None else {}
     for name in sorted(collections, key=lambda name: (name != store.collection, name)):
         found.append((f"collection {name}", store.collection_file(name)))
-    found.append(("history.db", config.history_db_path))
+    found.append(("history.db", history_db))
     files = []
     for label, path in found:
         if not present(path) or not path.is_file():

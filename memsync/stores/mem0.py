@@ -20,15 +20,15 @@ from memsync.config import Config
 from memsync.errors import ConfigError, UnavailableError
 from memsync.stores import app_process, interpreter
 from memsync.stores.agent_client import AgentWriter
-from memsync.stores.backends import vector_store_for
 from memsync.stores.interpreter import AppInterpreter
 from memsync.stores.sqlite_files import roll_back_hot_journal
+from memsync.stores.vector_store import VectorStore
 from memsync.stores.writer import Route
 
 PROBE_TEXT = "memsync embedder probe"
 
 
-def prepare_for_writing(config: Config) -> None:
+def prepare_for_writing(store: VectorStore, config: Config) -> None:
     """Roll back hot journals a crashed writer (the app or memsync) left, before capturing.
 
     history.db first, then the vector store's (``VectorStore.prepare_for_writing``). Only
@@ -39,24 +39,29 @@ def prepare_for_writing(config: Config) -> None:
     """
     if config.history_db_path.is_file():
         roll_back_hot_journal(config.history_db_path)
-    vector_store_for(config).prepare_for_writing()
+    store.prepare_for_writing()
 
 
-def require_store_free(config: Config, what: str) -> None:
+def require_store_free(store: VectorStore, what: str) -> None:
     """Raise LockedError (exit 12) when another process holds the vector store.
 
     Reads /proc/locks and open files; never takes the lock itself (``VectorStore.require_free``).
     """
-    vector_store_for(config).require_free(what)
+    store.require_free(what)
 
 
 class AppWriter(AgentWriter):
     """The ``Writer`` of the direct and window routes: the one-shot writer does each write."""
 
     def __init__(
-        self, client: app_process.WriterClient, config: Config, route: Route, app: AppInterpreter
+        self,
+        client: app_process.WriterClient,
+        store: VectorStore,
+        config: Config,
+        route: Route,
+        app: AppInterpreter,
     ):
-        super().__init__(client, config, route)
+        super().__init__(client, store, config, route)
         self.app = app
 
     def probe_embedder(self) -> None:
@@ -86,9 +91,11 @@ class AppWriter(AgentWriter):
 
 @contextmanager
 def open_memory(
-    config: Config, route: Route = "direct", app: AppInterpreter | None = None
+    store: VectorStore, config: Config, route: Route = "direct", app: AppInterpreter | None = None
 ) -> Iterator[AppWriter]:
     """Start the one-shot writer on the deployment with the app's interpreter; yield its writer.
+
+    ``config`` and ``store``: the deployment's (a migration: its target's).
 
     ``app``: the interpreter to write with (default: ``interpreter.require(config)``; a
     migration passes the one that will run the app on its target). A pgvector store is reached
@@ -102,18 +109,17 @@ def open_memory(
         UnavailableError: the app's qdrant-client cannot open the store, or PostgreSQL cannot
             be reached.
     """
-    require_store_free(config, "writing through mem0")
-    app = app or interpreter.require(config)
-    store = vector_store_for(config)
+    require_store_free(store, "writing through mem0")
+    app = app or interpreter.require(store, config)
     if store.location is None:  # a server: reachable before mem0's pool waits on it
         store.read_collections()
-    with app_process.writer_process(config, app, "memory") as (client, _):
-        yield AppWriter(client, config, route, app)
+    with app_process.writer_process(store, config, app, "memory") as (client, _):
+        yield AppWriter(client, store, config, route, app)
 
 
 @contextmanager
 def open_embedder(
-    config: Config, app: AppInterpreter | None = None
+    store: VectorStore, config: Config, app: AppInterpreter | None = None
 ) -> Iterator[Callable[[str], list[float]]]:
     """The config's embedder alone, as ``embed(text) -> vector``, opening no store.
 
@@ -124,7 +130,7 @@ def open_embedder(
     Raises:
         ConfigError: as ``open_memory``, or mem0 cannot build the embedder.
     """
-    app = app or interpreter.require(config)
-    with app_process.writer_process(config, app, "embedder") as (client, _):
-        writer = AppWriter(client, config, "direct", app)
+    app = app or interpreter.require(store, config)
+    with app_process.writer_process(store, config, app, "embedder") as (client, _):
+        writer = AppWriter(client, store, config, "direct", app)
         yield writer.embed

@@ -3,7 +3,8 @@
 capture, inventory, snapshot, restore, reconcile and doctor reach the vector store only
 through ``VectorStore``; ``memsync.stores.backends.backend_for`` builds the one the config
 names (embedded Qdrant's qdrant-client 1.20 files, or Postgres with pgvector, whose captures
-are CSV exports read the same way). This module imports no backend.
+are CSV exports read the same way), once per command (``memsync.deployment.Deployment.open``).
+This module imports no backend.
 
 Vocabulary:
     live store: the files (or server) the app writes through mem0; ``location`` names it.

@@ -19,6 +19,7 @@ import pytest
 
 from memsync import config as memsync_config
 from memsync import snapshot
+from memsync.deployment import Deployment
 from memsync.stores.snapshots import PINNED
 from tests.process.test_snapshot_retention import make, remote_deployment
 
@@ -189,9 +190,9 @@ def test_prune_killed_while_removing_a_local_snapshot_leaves_nothing_for_good(
     forever; the next create and prune leave nothing of it."""
     deployment.close()
     config = memsync_config.load(deployment.config, os.environ)
-    old = str(snapshot.create_snapshot(config, NOW - timedelta(days=30)).id)
+    old = str(snapshot.create_snapshot(Deployment.open(config), NOW - timedelta(days=30)).id)
     for days in (3, 2, 1):
-        snapshot.create_snapshot(config, NOW - timedelta(days=days))
+        snapshot.create_snapshot(Deployment.open(config), NOW - timedelta(days=days))
     directory = deployment.paths.root / "snapshots"
     killed = _killed(deployment.config, "shutil:rmtree", 1,
                      "snapshot", "prune", "--yes", "--local-only")  # fmt: skip

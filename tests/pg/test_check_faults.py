@@ -15,6 +15,7 @@ from memsync import check
 from memsync.config import load
 from memsync.demo import deployment as build
 from memsync.demo import pg_faults
+from memsync.deployment import Deployment
 from memsync.model import CheckReport
 
 
@@ -133,7 +134,9 @@ def delete_while_the_export_waits(deployment, victim: str) -> CheckReport:
 
     def run() -> None:
         try:
-            reports.append(check.run_check(config, datetime.now(UTC), settle=False))
+            reports.append(
+                check.run_check(Deployment.open(config), datetime.now(UTC), settle=False)
+            )
         except Exception as error:  # noqa: BLE001 - shown by the assertion below
             reports.append(error)
 

@@ -18,7 +18,8 @@ from memsync import check
 from memsync.config import load
 from memsync.demo import deployment as build
 from memsync.demo import pg_faults
-from memsync.stores import deployment as stores
+from memsync.deployment import Deployment
+from memsync.stores import capture as stores
 
 
 def both_judgements(deployment, shuffle: bool = False):
@@ -29,14 +30,17 @@ def both_judgements(deployment, shuffle: bool = False):
     """
     config = load(deployment.config, os.environ)
     today = datetime.now(UTC).date()
-    with stores.temporary_capture(config) as captured:
+    opened = Deployment.open(config)
+    with stores.temporary_capture(opened.vector_store, config) as captured:
         if shuffle:
             export = captured.vectors.root / "mem0.csv"
             header, *rows = export.read_text(encoding="utf-8").splitlines(keepends=True)
             export.write_text(header + "".join(reversed(rows)), encoding="utf-8")
-        around = check.surroundings(config, captured)
-        streamed = check.judge_capture(captured, config, today, around)
-        whole = check.judge(stores.read_inventory(captured, config), today, around)
+        around = check.surroundings(opened, captured)
+        streamed = check.judge_capture(captured, opened, today, around)
+        whole = check.judge(
+            stores.read_inventory(opened.vector_store, captured, config), today, around
+        )
         exported = captured.vectors.root / "schema.json"  # pgvector only
         schema = json.loads(exported.read_text()) if exported.is_file() else None
     return streamed, whole, schema

@@ -25,6 +25,7 @@ from memsync import log
 from memsync.demo import deployment as build
 from memsync.errors import UnavailableError
 from memsync.stores import mem0
+from memsync.stores.backends import vector_store_for
 from tests.conftest import error_findings
 from tests.helpers.app import AppProcess
 
@@ -265,7 +266,10 @@ def test_an_unreachable_server_fails_open_memory_at_once_naming_it(
     )
     settings = config_module.load(deployment.config, os.environ)
     started = time.monotonic()
-    with pytest.raises(UnavailableError) as raised, mem0.open_memory(settings):
+    with (
+        pytest.raises(UnavailableError) as raised,
+        mem0.open_memory(vector_store_for(settings), settings),
+    ):
         pass
     assert time.monotonic() - started < 15  # memsync's connect timeout, not mem0's 30 s pool
     message = raised.value.message

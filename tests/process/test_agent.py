@@ -29,6 +29,7 @@ from memsync.stores.agent_client import (
     find_agent,
     require_same_deployment,
 )
+from memsync.stores.backends import vector_store_for
 from tests.helpers.app import AppProcess
 
 
@@ -93,8 +94,10 @@ def test_deletes_through_the_app_reach_its_own_search_at_once(app_with_agent: An
     app = app_with_agent
     target = _live(app)[0]
     assert target in app.view()
-    with find_agent(app.config) as client:  # discovered from the holder's listening socket
-        writer = AgentWriter(client, app.config)
+    with find_agent(
+        vector_store_for(app.config), app.config
+    ) as client:  # discovered from the holder's listening socket
+        writer = AgentWriter(client, vector_store_for(app.config), app.config)
         assert writer.delete(target) is True
         assert writer.delete(target) is False  # idempotent
         assert target not in app.view()  # the app's in-memory store, not only the files
@@ -113,8 +116,9 @@ def test_hello_names_the_deployment_and_another_deployment_is_refused(
         assert client.hello["vector_store"]["path"] == str(app.config.qdrant_path.resolve())
         other = make_deployment(count=0, name="other")
         other.close()
+        theirs = memsync_config.load(other.config, os.environ)
         with pytest.raises(UnavailableError, match="serves another deployment"):
-            require_same_deployment(client, memsync_config.load(other.config, os.environ))
+            require_same_deployment(client, vector_store_for(theirs), theirs)
     assert stat.S_IMODE(os.stat(app.socket).st_mode) == 0o600
     app.stop()
     assert not app.socket.exists()  # removed at exit
@@ -239,7 +243,9 @@ def test_an_app_killed_mid_request_leaves_nothing_half_done(app_with_agent: Any)
     with AppProcess(app.deployment.paths.root, agent=app.socket) as again:  # stale socket replaced
         assert target in again.view()
         with AgentClient.connect(app.socket) as retry:
-            assert AgentWriter(retry, app.config).delete(target) is True
+            assert (
+                AgentWriter(retry, vector_store_for(app.config), app.config).delete(target) is True
+            )
         assert target not in again.view()
         assert again.stop()["failures"] == 0
 

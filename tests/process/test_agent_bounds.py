@@ -22,6 +22,7 @@ import pytest
 from memsync import config as memsync_config
 from memsync.agent.protocol import MAX_BUFFERED_BYTES, MAX_CONNECTIONS_PER_UID
 from memsync.stores.agent_client import AgentClient, AgentError, find_agent
+from memsync.stores.backends import vector_store_for
 from tests.helpers.own_uid_app import OwnUidApp
 
 
@@ -67,7 +68,8 @@ def test_a_flood_of_connections_fails_no_app_write_and_memsync_still_gets_in() -
             # memsync is root too: every slot of its uid is taken. It asks again while the
             # agent answers busy, and gets in once the flood goes (1 s from now).
             threading.Timer(1.0, lambda: [c.close() for c in flood]).start()
-            client = find_agent(memsync_config.load(app.app.config, os.environ))
+            loaded = memsync_config.load(app.app.config, os.environ)
+            client = find_agent(vector_store_for(loaded), loaded)
             assert client is not None
             with client:
                 assert client.hello["pid"] == app.pid

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from memsync.demo import deployment as build
+from memsync.deployment import Deployment
 from tests.conftest import error_findings
 from tests.helpers.app import AppProcess
 from tests.helpers.holders import app_holding
@@ -89,7 +90,9 @@ def _texts_of(deployment: Any, user: str) -> dict[str, str]:
     from memsync import check, config
 
     settings = config.load(deployment.config, os.environ)
-    inventory = check.settled_inventory(settings, datetime.now(UTC), settle=False)[0]
+    inventory = check.settled_inventory(Deployment.open(settings), datetime.now(UTC), settle=False)[
+        0
+    ]
     return {
         point.id: str(point.payload.get("data"))
         for point in inventory.points.values()

@@ -44,7 +44,7 @@ def test_writes_land_once_and_repeat_as_no_ops(deployment, tmp_path):
     store = vector_store_for(config)
     stored = store.find_point(store.location, config.collection, live[3])
     assert stored is not None and stored.vector is not None
-    with mem0.open_memory(config) as writer:
+    with mem0.open_memory(vector_store_for(config), config) as writer:
         writer.touch_entity_store()
         assert writer.delete(live[0]) is True and writer.delete(live[0]) is False
         assert writer.exists(live[0]) is False and writer.payload(live[0]) is None
@@ -81,7 +81,7 @@ def test_writes_land_once_and_repeat_as_no_ops(deployment, tmp_path):
             writer.relink_entity(ENTITY, []) is True and writer.relink_entity(ENTITY, []) is False
         )
         assert store.read_live_entities() == ()
-    with mem0.open_memory(config) as writer:
+    with mem0.open_memory(vector_store_for(config), config) as writer:
         assert writer.payload(live[0]) == {**stored.payload, "data": "back again"}
         assert writer.payload(live[1])["data"] == "now prefers green tea"
         assert writer.payload(live[2])["confirmed_at"] == "2026-12-01T00:00:00+00:00"

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from memsync.stores.deployment import CAPTURING_LOCK, remove_stale_captures
+from memsync.stores.capture import CAPTURING_LOCK, remove_stale_captures
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from memsync.demo import deployment as build
+from memsync.deployment import Deployment
 from tests.conftest import error_findings, findings_of
 from tests.helpers.holders import app_holding
 
@@ -330,7 +331,7 @@ def test_a_resumed_plan_never_undoes_what_the_app_did_meanwhile(deployment, cli)
 
     from memsync import check
 
-    inventory, report = check.settled_inventory(loaded, datetime.now(UTC))
+    inventory, report = check.settled_inventory(Deployment.open(loaded), datetime.now(UTC))
     actions = reconcile_module.plan_reconcile(
         report.findings,
         inventory,
@@ -455,7 +456,7 @@ def test_a_journal_from_0_1_naming_the_storage_file_still_puts_the_point_back(de
     build.delete_with_failing_history(memory, deployment.paths, victim)
     deployment.close()
     loaded = config_module.load(deployment.config, {"HOME": str(deployment.paths.root)})
-    inventory, report = check.settled_inventory(loaded, datetime.now(UTC))
+    inventory, report = check.settled_inventory(Deployment.open(loaded), datetime.now(UTC))
     old_storage = Path(made["path"]) / "qdrant/collection/mem0/storage.sqlite"  # what 0.1 journaled
     actions = reconcile_module.plan_reconcile(
         report.findings,

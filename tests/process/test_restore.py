@@ -216,10 +216,11 @@ def test_rollback_brings_history_wal_files_back(deployment, cli):
     # a restore that dies after moving everything aside, before moving anything in
     from memsync import config as config_module
     from memsync import restore
+    from memsync.deployment import Deployment
 
     loaded = config_module.load(deployment.config, {"HOME": str(deployment.paths.root)})
     moves = restore._unique_asides(
-        restore._with_existence(restore.plan_restore(loaded, snapshot_id))
+        restore._with_existence(restore.plan_restore(Deployment.open(loaded), snapshot_id))
     )
     import shutil as _shutil
 

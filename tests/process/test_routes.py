@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from memsync import config as memsync_config
-from memsync.stores import deployment as stores
+from memsync.stores import capture as stores
 from memsync.stores.backends import vector_store_for
 from tests.helpers import window_app
 
@@ -80,7 +80,7 @@ def with_gate(deployment, extra: str = "") -> None:
 def live_ids(deployment) -> set[str]:
     """The live memory ids, but for the app's own traffic (it adds and deletes its own)."""
     loaded = memsync_config.load(deployment.config, os.environ)
-    with stores.temporary_capture(loaded) as captured:
+    with stores.temporary_capture(vector_store_for(loaded), loaded) as captured:
         points = vector_store_for(loaded).read_points(captured.vectors)
     return {i for i, p in points.items() if p.payload.get("user_id") != window_app.TRAFFIC_USER}
 

@@ -8,6 +8,7 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 
 from memsync.demo import deployment as build
+from memsync.deployment import Deployment
 from tests.conftest import HASH, error_findings, findings_of
 
 
@@ -264,7 +265,7 @@ def test_the_default_in_flight_margin_is_two_seconds_and_the_setting_moves_it(ma
         pass  # the failures are now one second old (a busy wait: the clock is the subject)
     loaded = memsync_config.load(default.config, os.environ)
     assert loaded.check.in_flight_margin_s == 2.0
-    first = run_check(loaded, datetime.now(UTC), settle=False)
+    first = run_check(Deployment.open(loaded), datetime.now(UTC), settle=False)
     assert {(f.code, f.memory_id) for f in first.findings if f.severity.value != "warning"} == {
         ("in-flight", orphans["default"])
     }
@@ -273,7 +274,9 @@ def test_the_default_in_flight_margin_is_two_seconds_and_the_setting_moves_it(ma
         "orphan-point": {orphans["default"]}
     }
     quick = run_check(
-        memsync_config.load(short.config, os.environ), datetime.now(UTC), settle=False
+        Deployment.open(memsync_config.load(short.config, os.environ)),
+        datetime.now(UTC),
+        settle=False,
     )
     assert {(f.code, f.memory_id) for f in quick.findings if f.severity.value != "warning"} == {
         ("orphan-point", orphans["short"])

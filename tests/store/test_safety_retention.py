@@ -12,13 +12,16 @@ from datetime import UTC, datetime, timedelta
 
 from memsync import config as memsync_config
 from memsync import snapshot
+from memsync.deployment import Deployment
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 
 
 def made(deployment, days_ago: float, by: str | None = None) -> str:
     loaded = memsync_config.load(deployment.config, os.environ)
-    return snapshot.create_snapshot(loaded, NOW - timedelta(days=days_ago), by=by).id
+    return snapshot.create_snapshot(
+        Deployment.open(loaded), NOW - timedelta(days=days_ago), by=by
+    ).id
 
 
 def decisions(cli, deployment, *extra: str) -> dict[str, dict]:

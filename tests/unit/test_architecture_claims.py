@@ -152,3 +152,62 @@ def documents_built_in_cli() -> list[str]:
 def test_the_command_line_renders_typed_results_and_assembles_no_json_document():
     assert "the CLI renders, never assembles" in DOC
     assert documents_built_in_cli() == []
+
+
+def calls(source: str, name: str) -> int:
+    """How many times a source calls ``name`` (a plain or an attribute call)."""
+    return sum(
+        1
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "id", None) == name or getattr(node.func, "attr", None) == name)
+    )
+
+
+def test_the_vector_store_is_built_only_where_the_architecture_says():
+    paragraph = DOC[DOC.index("Every command works on one **deployment**") :].split("\n\n")[0]
+    listed = set(re.findall(r"`([a-z_]+(?:/[a-z_]+)?\.py)`", paragraph.split("keeps this list")[1]))
+    building = {
+        path
+        for path, source in modules().items()
+        if calls(source, "vector_store_for") and path != "stores/vector_store.py"
+    }
+    assert building == listed
+    assert calls(modules()["deployment.py"], "vector_store_for") == 1  # Deployment.open
+
+
+def module_imports(name: str) -> set[str]:
+    """The modules ``name`` imports when it is imported: module level, outside TYPE_CHECKING."""
+    path = PACKAGE.parent / (name.replace(".", "/") + ".py")
+    if not path.is_file():
+        path = PACKAGE.parent / name.replace(".", "/") / "__init__.py"
+    found: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            for alias in node.names:  # ``from memsync.stores import capture``: a module
+                candidate = f"{node.module}.{alias.name}"
+                base = PACKAGE.parent / candidate.replace(".", "/")
+                if base.with_suffix(".py").is_file() or (base / "__init__.py").is_file():
+                    found.add(candidate)
+    return found
+
+
+def test_opening_a_deployment_imports_neither_boto3_nor_psycopg():
+    """``check`` on an embedded store imports no S3 or Postgres library for its Deployment."""
+    seen: set[str] = set()
+    todo = ["memsync.deployment"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for parent in [name.rsplit(".", n)[0] for n in range(1, name.count(".") + 1)]:
+            todo.append(parent)  # importing a.b.c imports a.b's __init__ first
+        todo += [m for m in module_imports(name) if m.startswith("memsync")]
+        seen |= {m for m in module_imports(name) if not m.startswith("memsync")}
+    libraries = {name.split(".")[0] for name in seen}
+    assert not libraries & {"boto3", "botocore", "psycopg"}
+    assert "memsync.repository" not in seen and "memsync.stores.pgvector" not in seen

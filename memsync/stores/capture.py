@@ -2,7 +2,7 @@
 
 This is the pipeline's first two stages (docs/architecture.md): ``capture`` copies every store file in one
 short job, ``read_inventory`` turns the copies into an ``Inventory`` for ``check``. The vector
-store is reached only through the ``VectorStore`` port (``vector_store_for(config)``).
+store is reached only through the ``VectorStore`` port (the deployment's, ``memsync.deployment``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from memsync.model import (
     Point,
 )
 from memsync.stores import history, journal_mode
-from memsync.stores.backends import layout_store, vector_store_for
+from memsync.stores.backends import layout_store
 from memsync.stores.sqlite_files import CopyResult, pinned_snapshots, present, work_dir_error
 from memsync.stores.vector_store import VectorCapture, VectorStore
 
@@ -87,7 +87,7 @@ class Captured:
         return self.root / "history.db"
 
 
-def capture(config: Config, dest: Path, *, vectors: bool = True) -> Captured:
+def capture(store: VectorStore, config: Config, dest: Path, *, vectors: bool = True) -> Captured:
     """Copy the deployment's stores into ``dest``: every collection first, then history.db.
 
     ``vectors=False``: an inventory-only copy (``VectorStore.capture``), never a snapshot's.
@@ -101,7 +101,6 @@ def capture(config: Config, dest: Path, *, vectors: bool = True) -> Captured:
         UnavailableError: neither store exists, or a store file is unreadable or damaged.
         TryLaterError: a store is busy, or ``dest``'s disk is full.
     """
-    store = vector_store_for(config)
     vectors_present = store.present()
     history_present = present(config.history_db_path)
     if not vectors_present and not history_present:
@@ -111,7 +110,9 @@ def capture(config: Config, dest: Path, *, vectors: bool = True) -> Captured:
             "check the [mem0] paths and mem0_dir in the memsync config",
         )
     clock_start = datetime.now(UTC)
-    live = [entry.path for entry in journal_mode.live_files(config)]  # vectors first, then history
+    live = [
+        entry.path for entry in journal_mode.live_files(store, config.history_db_path)
+    ]  # vectors first, then history
     with pinned_snapshots(live):  # WAL files: every read snapshot opened at one instant
         copied = store.capture(dest / store.capture_dir, vectors=vectors)
         copies = copied.copies
@@ -200,7 +201,7 @@ def scratch_directory(config: Config) -> Iterator[Path]:
 
 
 @contextmanager
-def temporary_capture(config: Config) -> Iterator[Captured]:
+def temporary_capture(store: VectorStore, config: Config) -> Iterator[Captured]:
     """Capture into a fresh directory under ``work_dir`` (``scratch_directory``), removed on exit.
 
     An inventory-only capture (``capture(vectors=False)``): its readers (check, doctor, review,
@@ -211,7 +212,7 @@ def temporary_capture(config: Config) -> Iterator[Captured]:
         UnavailableError: as ``capture``.
     """
     with scratch_directory(config) as dest:
-        yield capture(config, dest, vectors=False)
+        yield capture(store, config, dest, vectors=False)
 
 
 def remove_stale_captures(work_dir: Path, max_age_s: float = 60) -> list[Path]:
@@ -242,14 +243,19 @@ def remove_stale_captures(work_dir: Path, max_age_s: float = 60) -> list[Path]:
 
 
 def read_inventory(
-    captured: Captured, config: Config, progress: Callable[[int, int], None] | None = None
+    store: VectorStore,
+    captured: Captured,
+    config: Config,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Inventory:
     """Read a capture into an ``Inventory`` (see ``_read_inventory``).
+
+    ``store``: the deployment's; it names the collections (a snapshot's copy may use others).
 
     Errors name the live file the copy was made from, not the temporary copy.
     """
     with naming_live_files(captured):
-        return _read_inventory(captured, config, progress)
+        return _read_inventory(store, captured, config, progress)
 
 
 @contextmanager
@@ -266,7 +272,10 @@ def naming_live_files(captured: Captured) -> Iterator[None]:
 
 
 def memory_streams(
-    captured: Captured, config: Config, progress: Callable[[int, int], None] | None = None
+    store: VectorStore,
+    captured: Captured,
+    config: Config,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Inventory, tuple[Iterator[Point], Iterator[MemoryHistory]]]:
     """``read_inventory`` as streams: the inventory without points or history, and both in id order.
 
@@ -278,7 +287,6 @@ def memory_streams(
     Raises:
         UnavailableError: the entity copy or history.db's summary is unreadable.
     """
-    store = vector_store_for(config)
     entities = store.read_entities(captured.vectors)
     memories: Iterator[MemoryHistory] = iter(())
     if captured.history_copy is not None:
@@ -292,7 +300,10 @@ def memory_streams(
 
 
 def _read_inventory(
-    captured: Captured, config: Config, progress: Callable[[int, int], None] | None = None
+    store: VectorStore,
+    captured: Captured,
+    config: Config,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Inventory:
     """Read a capture into an ``Inventory``. Reads the copies only.
 
@@ -301,7 +312,6 @@ def _read_inventory(
     Raises:
         UnavailableError: a copied file is damaged or a point undecodable.
     """
-    store = vector_store_for(config)  # the config names the collections (a snapshot's may differ)
     points = store.read_points(captured.vectors, CHECKED_PAYLOAD_KEYS, progress)
     entities = store.read_entities(captured.vectors)
     if captured.history_copy is not None:
