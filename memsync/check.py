@@ -9,7 +9,8 @@ docs/reference/findings.md explains each.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime
 from typing import TypeVar
 
@@ -29,7 +30,7 @@ from memsync.judge.rules import (
     merge_by_id,
     session_scope,
 )
-from memsync.model import CheckReport, Inventory, Severity, count_scopes
+from memsync.model import CheckReport, Inventory, Point, Severity, count_scopes
 from memsync.stores import capture
 from memsync.stores.capture import Captured
 
@@ -194,8 +195,12 @@ def judge_capture(
     today: date,
     around: Surroundings = NOTHING_AROUND,
     progress: Callable[[int, int], None] | None = None,
+    sizes: Counter[int | None] | None = None,
 ) -> CheckReport:
     """``judge(read_inventory(captured))`` without holding the inventory. Reads the copies only.
+
+    ``sizes``, when given, is filled with the memory collection's points per vector size (None:
+    a point without a dense vector), counted on the same read.
 
     Points (``VectorStore.points_in_order``) and history's memories (``history.iter_memories``)
     are merged by id and judged ``CHUNK_MEMORIES`` at a time (``problems.judge_memories``), so
@@ -211,11 +216,11 @@ def judge_capture(
     store, config = deployment.vector_store, deployment.config
     try:
         with capture.naming_live_files(captured):
-            summary, memories = capture.memory_streams(store, captured, config, progress)
+            summary, (points, memories) = capture.memory_streams(store, captured, config, progress)
             judged = judge_memories(
                 Memories(
                     summary=summary,
-                    pairs=merge_by_id(*memories),
+                    pairs=merge_by_id(points if sizes is None else _sized(points, sizes), memories),
                     points_again=lambda: store.points_in_order(
                         captured.vectors, capture.CHECKED_PAYLOAD_KEYS
                     ),
@@ -224,11 +229,11 @@ def judge_capture(
                 around,
             )
     except OutOfOrder:
-        return judge(
-            capture.read_inventory(store, captured, config, progress),
-            today,
-            around,
-        )
+        inventory = capture.read_inventory(store, captured, config, progress)
+        if sizes is not None:
+            sizes.clear()
+            sizes.update(point.vector_size for point in inventory.points.values())
+        return judge(inventory, today, around)
     return CheckReport(
         findings=tuple(judged.findings),
         points=judged.points,
@@ -237,6 +242,13 @@ def judge_capture(
         window=summary.window,
         scopes=judged.scopes,
     )
+
+
+def _sized(points: Iterator[Point], sizes: Counter[int | None]) -> Iterator[Point]:
+    """``points``, each counted in ``sizes`` by its vector size as it passes."""
+    for point in points:
+        sizes[point.vector_size] += 1
+        yield point
 
 
 def surroundings(deployment: Deployment, captured: Captured) -> Surroundings:

@@ -23,12 +23,12 @@ from memsync.errors import ConfigError, UnavailableError, UsageError
 from memsync.model import Severity
 from memsync.repository import Entry
 from memsync.repository.plaintext import NO_KEY
-from memsync.snapshot.embedder import find_mismatch
-from memsync.snapshot.embedder import hint as embedder_hint
 from memsync.snapshot.transfer import download_snapshot
 from memsync.snapshot.verify import VERIFY_CODES, verify_directory
 from memsync.stores import snapshots
 from memsync.stores.backends import backend_of_mode
+from memsync.stores.embedder import find_mismatch
+from memsync.stores.embedder import hint as embedder_hint
 from memsync.stores.manifest import Manifest
 
 LATEST = "latest"
@@ -175,8 +175,12 @@ def choose(deployment: Deployment, before: datetime | None, *, no_safety: bool =
             f"no complete snapshot{when} of this {backend} deployment has passed verification "
             f"({complete} complete snapshot(s) listed"
             f"{', local and remote' if config.s3 is not None else ''}{others})",
-            "memsync snapshot verify ID (--remote) records a verdict; or name a snapshot by id "
-            "(memsync snapshot list)",
+            "memsync snapshot create takes a snapshot of this deployment; the others were taken "
+            "before a migration (restore one with its own config: --config OLD.toml restore ID "
+            "--to DIR)"
+            if other_embedder or other
+            else "memsync snapshot verify ID (--remote) records a verdict; or name a snapshot by "
+            "id (memsync snapshot list)",
         )
     snapshot_id, where = picked
     return Chosen(

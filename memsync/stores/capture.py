@@ -87,10 +87,21 @@ class Captured:
         return self.root / "history.db"
 
 
-def capture(store: VectorStore, config: Config, dest: Path, *, vectors: bool = True) -> Captured:
+def capture(
+    store: VectorStore,
+    config: Config,
+    dest: Path,
+    *,
+    vectors: bool = True,
+    on_pinned: Callable[[bool], None] | None = None,
+) -> Captured:
     """Copy the deployment's stores into ``dest``: every collection first, then history.db.
 
     ``vectors=False``: an inventory-only copy (``VectorStore.capture``), never a snapshot's.
+    ``on_pinned(every)``: called before any copy starts, ``every`` True when the read snapshots
+    of every store file are open (each file in WAL mode with a live writer, and a vector store
+    of files: a server store's export opens its snapshot only when it starts), so nothing
+    written after the call is in the copies (``snapshot create`` lets the app write again).
 
     Takes no lock; each live file is read in one short transaction (``VACUUM INTO``); when every
     file is in WAL mode, all read snapshots are opened first, back to back
@@ -113,7 +124,9 @@ def capture(store: VectorStore, config: Config, dest: Path, *, vectors: bool = T
     live = [
         entry.path for entry in journal_mode.live_files(store, config.history_db_path)
     ]  # vectors first, then history
-    with pinned_snapshots(live):  # WAL files: every read snapshot opened at one instant
+    with pinned_snapshots(live) as pinned:  # WAL files: every read snapshot opened at one instant
+        if on_pinned is not None:
+            on_pinned(pinned and store.location is not None)
         copied = store.capture(dest / store.capture_dir, vectors=vectors)
         copies = copied.copies
         vectors_end = datetime.now(UTC)

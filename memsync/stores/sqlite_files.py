@@ -286,21 +286,30 @@ def pinned_snapshots(paths: Sequence[Path]) -> Iterator[bool]:
     token = _PINS.set(pins)
     try:
         for path in paths:
-            connection = connect_readonly(path)
-            connection.isolation_level = None
-            started, clock = datetime.now(UTC), time.monotonic()
-            try:
-                connection.execute("BEGIN")
-                connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            except sqlite3.Error as error:
-                connection.close()
-                raise translate(error, path, "open a read snapshot of it") from error
-            pins[path] = (connection, started, clock)
+            pins[path] = _open_read_snapshot(path)
         yield True
     finally:
         _PINS.reset(token)
         for connection, _started, _clock in pins.values():
             connection.close()
+
+
+def _open_read_snapshot(path: Path) -> tuple[sqlite3.Connection, datetime, float]:
+    """A read-only connection to ``path`` holding a read snapshot (BEGIN and one read), its instants.
+
+    Raises:
+        UnavailableError, TryLaterError: as ``translate``.
+    """
+    connection = connect_readonly(path)
+    connection.isolation_level = None
+    started, clock = datetime.now(UTC), time.monotonic()
+    try:
+        connection.execute("BEGIN")
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as error:
+        connection.close()
+        raise translate(error, path, "open a read snapshot of it") from error
+    return connection, started, clock
 
 
 def _copy_snapshot(connection: sqlite3.Connection, dest: Path) -> None:
