@@ -19,9 +19,6 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from memsync.config import read_key_file
 from memsync.errors import ConfigError
 
@@ -79,6 +76,8 @@ def _nonce(prefix: bytes, counter: int, last: bool) -> bytes:
 
 def seal_file(source: Path, dest: Path, key: bytes, name: str) -> None:
     """Encrypt ``source`` into ``dest`` (created; 0600). Streams 1 MiB at a time."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # only when encrypting
+
     cipher = AESGCM(key)
     prefix = os.urandom(PREFIX_BYTES)
     associated = MAGIC + prefix + name.encode("utf-8")
@@ -108,6 +107,9 @@ def open_file(
     Raises:
         SealError: authentication failed anywhere (``dest`` is removed).
     """
+    from cryptography.exceptions import InvalidTag  # only where a snapshot is encrypted
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     cipher = AESGCM(key)
     try:
         with source.open("rb") as reader, dest.open("xb") as writer:
