@@ -9,7 +9,7 @@ WHEEL_VENV := build/wheel-venv
 WHEEL_STAMP := $(WHEEL_VENV)/.memsync-installed
 SOURCES := $(shell find memsync -name '*.py' -o -name py.typed)
 
-.PHONY: demo check test lint bench clean venv wheel app-envs tools
+.PHONY: demo check test lint bench bench-targets clean venv wheel app-envs tools
 
 venv: $(STAMP)
 
@@ -69,6 +69,10 @@ test: lint wheel app-envs tools
 
 bench: $(STAMP)
 	$(PY) bench/bench_check.py
+
+# Every issue-26 target (bench/README.md): by hand on an idle machine, never in CI; exit 1 on a miss.
+bench-targets: $(STAMP)
+	$(PY) bench/targets.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache .import_linter_cache demo-run bench/out

@@ -213,7 +213,8 @@ def write_config(root: Path, path: Path, qdrant: Path, pg_url: str | None, embed
         f'mem0_dir = "{root / "mem0"}"\nstate_dir = "{root / "state"}"\n'
         f'plugins = ["memsync.demo.providers"]\n\n[mem0]\n'
         f'history_db_path = "{root / "mem0" / "history.db"}"\n\n{store}\n\n'
-        f'[mem0.embedder]\nprovider = "{embedder}"\n\n[mem0.llm]\nprovider = "memsync_echo"\n',
+        f'[mem0.embedder]\nprovider = "{embedder}"\n\n[mem0.llm]\nprovider = "memsync_echo"\n'
+        f'\n[app]\npython = "{sys.executable}"\n',  # the writes run in an app's interpreter
         encoding="utf-8",
     )
     return path

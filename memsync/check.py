@@ -9,7 +9,8 @@ docs/reference/findings.md explains each.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, date, datetime
 from typing import TypeVar
 
@@ -29,7 +30,7 @@ from memsync.judge.rules import (
     merge_by_id,
     session_scope,
 )
-from memsync.model import CheckReport, Inventory, Severity, count_scopes
+from memsync.model import CheckReport, Inventory, Point, Severity, count_scopes
 from memsync.stores import capture
 from memsync.stores.capture import Captured
 
@@ -46,6 +47,7 @@ __all__ = [
     "session_scope",
     "settled_capture",
     "settled_inventory",
+    "settled_named",
     "settled_report",
     "surroundings",
 ]
@@ -154,6 +156,40 @@ def settled_capture(
     )
 
 
+def settled_named(
+    deployment: Deployment,
+    now: datetime,
+    whole: Callable[[CheckReport], bool],
+    *,
+    also: Iterable[str] = (),
+    keep_point: Callable[[Point], bool] | None = None,
+    settle: bool = True,
+) -> tuple[Inventory, CheckReport]:
+    """``settled_inventory`` holding only what its findings name (``capture.read_named``).
+
+    The report is judged as a stream (``judge_capture``), then the copies are read again for
+    the memory ids its findings name and ``also``, and the points ``keep_point`` accepts, so
+    memory grows with those, not with the store; when ``whole(report)``, the whole inventory
+    is read instead. Raises as ``settled_inventory``.
+    """
+    wanted = frozenset(also)
+    store, config = deployment.vector_store, deployment.config
+
+    def once() -> tuple[Inventory, CheckReport, None]:
+        with capture.temporary_capture(store, config) as captured:
+            around = surroundings(deployment, captured)
+            report = judge_capture(captured, deployment, now.date(), around)
+            if whole(report):
+                inventory = capture.read_inventory(store, captured, config)
+            else:
+                named = wanted | {f.memory_id for f in report.findings if f.memory_id}
+                inventory = capture.read_named(store, captured, config, named, keep_point)
+        return inventory, report, None
+
+    inventory, report, _ = _settled(deployment, settle, once)
+    return inventory, report
+
+
 def _settled(
     deployment: Deployment, settle: bool, once: Callable[[], tuple[Held, CheckReport, T | None]]
 ) -> tuple[Held, CheckReport, T | None]:
@@ -194,14 +230,18 @@ def judge_capture(
     today: date,
     around: Surroundings = NOTHING_AROUND,
     progress: Callable[[int, int], None] | None = None,
+    sizes: Counter[int | None] | None = None,
 ) -> CheckReport:
     """``judge(read_inventory(captured))`` without holding the inventory. Reads the copies only.
 
+    ``sizes``, when given, is filled with the memory collection's points per vector size (None:
+    a point without a dense vector), counted on the same read.
+
     Points (``VectorStore.points_in_order``) and history's memories (``history.iter_memories``)
     are merged by id and judged ``CHUNK_MEMORIES`` at a time (``problems.judge_memories``), so
-    what is held is a chunk plus a few bytes per point where the vector copy streams in id
-    order (pgvector's inventory export); embedded Qdrant's points are read whole first, as
-    ``read_inventory`` reads them. The same report as ``judge(read_inventory(...))``: when a
+    what is held is a chunk, whatever the number of memories (embedded Qdrant's points are
+    sorted through a temporary SQLite database: ``qdrant_embedded.rows.points_in_order``).
+    The same report as ``judge(read_inventory(...))``: when a
     stream turns out not to be in order (an id the server's ``lower()`` sorts otherwise than
     Python's), the capture is read whole and judged that way.
 
@@ -211,11 +251,11 @@ def judge_capture(
     store, config = deployment.vector_store, deployment.config
     try:
         with capture.naming_live_files(captured):
-            summary, memories = capture.memory_streams(store, captured, config, progress)
+            summary, (points, memories) = capture.memory_streams(store, captured, config, progress)
             judged = judge_memories(
                 Memories(
                     summary=summary,
-                    pairs=merge_by_id(*memories),
+                    pairs=merge_by_id(points if sizes is None else _sized(points, sizes), memories),
                     points_again=lambda: store.points_in_order(
                         captured.vectors, capture.CHECKED_PAYLOAD_KEYS
                     ),
@@ -224,11 +264,11 @@ def judge_capture(
                 around,
             )
     except OutOfOrder:
-        return judge(
-            capture.read_inventory(store, captured, config, progress),
-            today,
-            around,
-        )
+        inventory = capture.read_inventory(store, captured, config, progress)
+        if sizes is not None:
+            sizes.clear()
+            sizes.update(point.vector_size for point in inventory.points.values())
+        return judge(inventory, today, around)
     return CheckReport(
         findings=tuple(judged.findings),
         points=judged.points,
@@ -237,6 +277,13 @@ def judge_capture(
         window=summary.window,
         scopes=judged.scopes,
     )
+
+
+def _sized(points: Iterator[Point], sizes: Counter[int | None]) -> Iterator[Point]:
+    """``points``, each counted in ``sizes`` by its vector size as it passes."""
+    for point in points:
+        sizes[point.vector_size] += 1
+        yield point
 
 
 def surroundings(deployment: Deployment, captured: Captured) -> Surroundings:

@@ -18,14 +18,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memsync import routes
 from memsync.config import Config
-from memsync.routes import Taken
 from memsync.stores.backends import vector_store_for
 from memsync.stores.vector_store import VectorStore
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the routes (the agent's client, the writer) load only for a write
     from memsync.repository import LocalRepository, S3Repository
+    from memsync.routes import Taken
     from memsync.stores.writer import Route, Writer
 
 __all__ = ["Deployment"]
@@ -70,17 +69,25 @@ class Deployment:
     @contextmanager
     def open_writer(self, what: str, taken: Taken | None = None) -> Iterator[Writer]:
         """A writer on the first route that can write now (``routes.open_writer``)."""
+        from memsync import routes
+
         with routes.open_writer(self.vector_store, self.config, what, taken) as writer:
             yield writer
 
     def require_interpreter(self) -> None:
         """Refuse now when the write's route needs the app's interpreter and none is known."""
+        from memsync import routes
+
         routes.require_interpreter(self.vector_store, self.config)
 
     def require_writable(self) -> None:
         """Every refusal the write's route would meet (``routes.require_writable``). Reads only."""
+        from memsync import routes
+
         routes.require_writable(self.vector_store, self.config)
 
     def would_take(self) -> Route | None:
         """The route a write would take now, or None (``routes.would_take``). Reads only."""
+        from memsync import routes
+
         return routes.would_take(self.vector_store, self.config)

@@ -127,7 +127,7 @@ _SPECS = (
          fix="memsync tune --wal (with the app stopped, or through its memsync agent)"),
     # forget: a target id names nothing.
     Spec(code="memory-not-found", severity=_E, source=Source.FORGET,
-         fix="check the id (memsync check --json lists memory ids)"),
+         fix="check the id (memsync export-context --user ID lists a user's memory ids)"),
 )  # fmt: skip
 
 

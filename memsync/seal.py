@@ -17,9 +17,7 @@ import base64
 import binascii
 import os
 from pathlib import Path
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from typing import Protocol
 
 from memsync.config import read_key_file
 from memsync.errors import ConfigError
@@ -29,6 +27,13 @@ PREFIX_BYTES = 7
 CHUNK_BYTES = 1024 * 1024
 TAG_BYTES = 16
 ALGORITHM = "AES-256-GCM STREAM, 1 MiB chunks"
+
+
+class Hasher(Protocol):
+    """What ``open_file`` feeds the plaintext to (a ``hashlib`` object)."""
+
+    def update(self, data: bytes, /) -> None:
+        """Add ``data`` to the digest."""
 
 
 class SealError(Exception):
@@ -71,6 +76,8 @@ def _nonce(prefix: bytes, counter: int, last: bool) -> bytes:
 
 def seal_file(source: Path, dest: Path, key: bytes, name: str) -> None:
     """Encrypt ``source`` into ``dest`` (created; 0600). Streams 1 MiB at a time."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # only when encrypting
+
     cipher = AESGCM(key)
     prefix = os.urandom(PREFIX_BYTES)
     associated = MAGIC + prefix + name.encode("utf-8")
@@ -90,12 +97,19 @@ def seal_file(source: Path, dest: Path, key: bytes, name: str) -> None:
         os.fsync(writer.fileno())
 
 
-def open_file(source: Path, dest: Path, key: bytes, name: str) -> None:
+def open_file(
+    source: Path, dest: Path, key: bytes, name: str, digest: Hasher | None = None
+) -> None:
     """Decrypt the sealed ``source`` into ``dest`` (created; 0600).
+
+    ``digest`` (a ``hashlib`` object), when given, is updated with the plaintext as it is written.
 
     Raises:
         SealError: authentication failed anywhere (``dest`` is removed).
     """
+    from cryptography.exceptions import InvalidTag  # only where a snapshot is encrypted
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     cipher = AESGCM(key)
     try:
         with source.open("rb") as reader, dest.open("xb") as writer:
@@ -111,12 +125,15 @@ def open_file(source: Path, dest: Path, key: bytes, name: str) -> None:
                 following = reader.read(CHUNK_BYTES + TAG_BYTES)
                 last = not following
                 try:
-                    writer.write(cipher.decrypt(_nonce(prefix, counter, last), block, associated))
+                    plain = cipher.decrypt(_nonce(prefix, counter, last), block, associated)
                 except InvalidTag:
                     raise SealError(
                         f"{source} failed authentication at chunk {counter} "
                         "(wrong key, tampered, truncated or renamed)"
                     ) from None
+                writer.write(plain)
+                if digest is not None:
+                    digest.update(plain)
                 if last:
                     break
                 block, counter = following, counter + 1

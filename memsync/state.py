@@ -11,6 +11,7 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,49 @@ def pre_restore_copies(targets: list[Path]) -> list[Path]:
         if target.parent.is_dir():
             found += sorted(target.parent.glob(f"{target.name}.pre-restore-*"))
     return found
+
+
+PRE_RESTORE_SIDES = ("-journal", "-wal", "-shm")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreRestoreCopy:
+    """One pre-restore copy of a store: its path, bytes (with its side files), when moved aside."""
+
+    path: Path
+    size_bytes: int
+    moved_at: float  # st_ctime: the rename that moved it aside
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        """The copy and each of its side files that exists."""
+        sides = [Path(f"{self.path}{suffix}") for suffix in PRE_RESTORE_SIDES]
+        return (self.path, *(side for side in sides if side.exists()))
+
+
+def pre_restore_sets(target: Path) -> list[PreRestoreCopy]:
+    """The pre-restore copies of one store (``target``: its live path), newest first. Reads only."""
+    found = []
+    for path in pre_restore_copies([target]):
+        if path.name.endswith(PRE_RESTORE_SIDES) or path.is_symlink():
+            continue  # a side file goes with its copy; a symlink is nothing a restore made
+        try:
+            moved_at = path.stat().st_ctime
+            size = _tree_size(path) + sum(
+                _tree_size(Path(f"{path}{suffix}"))
+                for suffix in PRE_RESTORE_SIDES
+                if Path(f"{path}{suffix}").exists()
+            )
+        except OSError:
+            continue  # removed meanwhile
+        found.append(PreRestoreCopy(path=path, size_bytes=size, moved_at=moved_at))
+    return sorted(found, key=lambda copy: (copy.moved_at, str(copy.path)), reverse=True)
+
+
+def _tree_size(path: Path) -> int:
+    if path.is_dir() and not path.is_symlink():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return path.stat().st_size
 
 
 LAST_CHECK = "last-check.json"

@@ -12,7 +12,6 @@ from memsync.cli.common import add_command, open_deployment
 from memsync.deployment import Deployment
 from memsync.errors import UnavailableError
 from memsync.model import Finding
-from memsync.stores import app_process, interpreter
 
 HELP = "prove that vectors and history agree (reads only; exit 3 on error findings)"
 
@@ -65,6 +64,8 @@ def app_undecodable(deployment: Deployment) -> list[Finding]:
         ConfigError: (exit 10) the app's interpreter is unknown, or does not start there.
         UnavailableError: (exit 11) it cannot read the store.
     """
+    from memsync.stores import app_process, interpreter  # only for --app: the agent's modules
+
     store, config = deployment.vector_store, deployment.config
     if not store.local_dirs():  # nothing on this machine the app's client loads rows from
         return []

@@ -12,9 +12,9 @@ import structlog
 
 from memsync import config as config_module
 from memsync import daemon, jobs
-from memsync.cli import render
+from memsync.cli import build_parser, main, render
 from memsync.cli.common import add_command, load_config
-from memsync.daemon.runner import ChildResult, JobPlan, JobRunner, job_lock
+from memsync.daemon.runner import ChildResult, Entry, JobPlan, JobRunner, job_lock
 from memsync.daemon.status import read_status
 
 DAEMON_HELP = (
@@ -24,6 +24,7 @@ JOB_HELP = (
     "run one daemon job now and record it as the daemon would (check, prune, snapshot, "
     "retention, verify, apply-pending)"
 )
+FORKED = Entry(run=main, load=build_parser)  # jobs run in a fork of this process (daemon.runner)
 STATUS_HELP = (
     "the daemon's jobs and the queue: last success, outcome, reason, next run; "
     "exit 3 when a job is overdue or failing"
@@ -53,7 +54,7 @@ def register(
 def run_daemon(args: argparse.Namespace) -> int:
     """Run the daemon until SIGTERM (exit 0); 10 bad config, 12 another daemon runs."""
     path = config_module.config_path(getattr(args, "config", None), os.environ)
-    return daemon.run_daemon(path.absolute(), os.environ)
+    return daemon.run_daemon(path.absolute(), os.environ, entry=FORKED)
 
 
 def run_job(args: argparse.Namespace) -> int:
@@ -81,6 +82,7 @@ def run_job(args: argparse.Namespace) -> int:
         environ=os.environ,
         daemon=False,
         child_options=tuple(part for option in options for part in option),
+        entry=FORKED,
     )
     with (
         structlog.contextvars.bound_contextvars(job=job.name),

@@ -6,13 +6,15 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memsync import findings
-from memsync.doctor import DoctorReport, summarize
 from memsync.errors import ExitError
 from memsync.model import CheckReport, Finding
 from memsync.utc import iso as _iso
+
+if TYPE_CHECKING:  # doctor's modules (S3, routes) load only for the doctor command
+    from memsync.doctor import DoctorReport
 
 
 @contextmanager
@@ -125,6 +127,8 @@ def check_text(report: CheckReport, limit: int | None = None) -> str:
 
 def doctor_text(report: DoctorReport) -> str:
     """A readable doctor report: one line per result, fixes indented, then a summary."""
+    from memsync.doctor import summarize
+
     lines = []
     for result in report.results:
         where = f" [{result.path}]" if result.path else ""

@@ -179,8 +179,23 @@ def _text(done: restore.Restored) -> str:
             f"restored {done.snapshot_id}; {kept}"
             + f"; check: {counts.get('errors', 0)} errors, {counts.get('warnings', 0)} warnings"
         )
+        if done.verification is not None and done.verification["snapshot"] == "hashed":
+            text += (
+                " (the files' sha256 matched the manifest while they were copied: the"
+                " verification its create recorded stands"
+                + (
+                    ", and so does its check"
+                    if done.verification["check_after"] == "recorded"
+                    else ""
+                )
+                + ")"
+            )
         if counts.get("errors"):
             text += " (memsync reconcile settles them)"
+        if done.pre_restore_removed:
+            text += "\nremoved older pre-restore copies ([restore] keep_pre_restore): " + ", ".join(
+                done.pre_restore_removed
+            )
     return text
 
 

@@ -218,7 +218,9 @@ def _created_text(
     if upload is not None:
         text += f"; uploaded {upload['sent']} files ({upload['skipped']} already there)"
     if manifest.quiesced:
-        text += "; app writes paused by its agent for the capture (quiesced)"
+        text += "; app writes paused by its agent for the capture (quiesced"
+        held = created.writes_held
+        text += f", {held.text()})" if held is not None else ")"
     elif manifest.not_quiesced:
         text += f"; not quiesced: {manifest.not_quiesced}"
     if counts.get("unsettled"):

@@ -38,7 +38,7 @@ def pending_first(args: argparse.Namespace, config: Config, now: datetime) -> Qu
     decision, reason = uploads.plan_capture(
         pending_only=args.pending_only,
         if_due=args.if_due,
-        newest=uploads.newest_complete(config.snapshot.directory),
+        newest=uploads.newest_complete(config),
         now=now,
         pending=len(run.still_pending),
         limit=limit,

@@ -38,6 +38,8 @@ def effective_document(config: Config) -> dict[str, Any]:
     document["s3"] = _model(settings.s3) if settings.s3 is not None else None
     document["daemon"] = _model(settings.daemon)
     document["app"] = _model(settings.app)
+    if config.app_python is not None:  # the older top-level app_python is [app] python's value
+        document["app"]["python"] = str(config.app_python)
     return document
 
 

@@ -336,6 +336,19 @@ class MigrateConfig(_Section):
     )
 
 
+class RestoreConfig(_Section):
+    """``[restore]``: what ``memsync restore`` keeps of the stores it replaced."""
+
+    keep_pre_restore: int | None = key(
+        None,
+        "pre-restore copies (`<path>.pre-restore-<id>`, the files each restore moved aside) "
+        "kept per store, newest first by when they were moved aside; a restore removes older "
+        "ones after its swap. Unset: every one is kept",
+        ge=1,
+        shown="unset: all kept",
+    )
+
+
 class ConfigFile(_Section):
     """The whole TOML document, validated but not yet resolved (see ``memsync.config.Config``)."""
 
@@ -377,6 +390,9 @@ class ConfigFile(_Section):
     )
     migrate: MigrateConfig = Field(
         default_factory=MigrateConfig, description="after a migration's switch"
+    )
+    restore: RestoreConfig = Field(
+        default_factory=RestoreConfig, description="what a restore keeps aside"
     )
 
 

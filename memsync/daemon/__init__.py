@@ -35,6 +35,8 @@ from memsync.config.accepted import jsonable, load_self_contained
 from memsync.daemon.runner import (
     ACCEPTED_CONFIG,
     ACCEPTED_COPY_ENV,
+    WATCHDOG_THREAD,
+    Entry,
     JobRunner,
     Stop,
     commit,
@@ -92,6 +94,7 @@ class Daemon:
     queue_check_at: float = 0.0  # monotonic: when to look at the queue next
     apply_pending_at: float = 0.0  # monotonic: apply-pending runs no earlier than this
     current: str | None = None
+    entry: Entry | None = None  # the CLI's: each job runs in a fork of the daemon
     _lock_handle: TextIO | None = None
 
     def __post_init__(self) -> None:
@@ -134,6 +137,7 @@ class Daemon:
             daemon=True,
             stop=Stop(self.stopping, self.stop_now, self.config.daemon.stop_timeout_s),
             on_start=lambda name: self.notifier.send(f"STATUS=running {name}"),
+            entry=self.entry,
         )
 
     def run_due(self) -> None:
@@ -178,7 +182,7 @@ class Daemon:
             while not self.stop_now.wait(interval):
                 self.notifier.send("WATCHDOG=1")
 
-        threading.Thread(target=ping, name="watchdog", daemon=True).start()
+        threading.Thread(target=ping, name=WATCHDOG_THREAD, daemon=True).start()
 
     # --- loop -------------------------------------------------------------------------------
 
@@ -327,8 +331,12 @@ class Daemon:
                 self.notifier.send("STATUS=idle")
 
 
-def run_daemon(config_path: Path, environ: Mapping[str, str]) -> int:
-    """Load the config and run the daemon. Raises ConfigError, LockedError, TryLaterError."""
+def run_daemon(config_path: Path, environ: Mapping[str, str], entry: Entry | None = None) -> int:
+    """Load the config and run the daemon. Raises ConfigError, LockedError, TryLaterError.
+
+    ``entry`` (the CLI's ``main`` and ``build_parser``) runs each job in a fork of the daemon
+    (``daemon.runner``).
+    """
     document, loaded = load_self_contained(config_path, environ)
     if not loaded.daemon.jobs:
         raise ConfigError(
@@ -336,7 +344,11 @@ def run_daemon(config_path: Path, environ: Mapping[str, str]) -> int:
         )
     try:
         return Daemon(
-            config_path=config_path, config=loaded, document=document, environ=environ
+            config_path=config_path,
+            config=loaded,
+            document=document,
+            environ=environ,
+            entry=entry,
         ).run()
     except OSError as error:
         raise TryLaterError(

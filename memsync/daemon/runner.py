@@ -8,22 +8,32 @@ rewritten in the same critical section, from the state just written, so it is ne
 than the state. ``job-<name>.lock`` is held for the whole run: a run by hand waits for the
 daemon's run of the same job to end, and the daemon skips a slot while a run by hand is in
 progress (event ``job_busy``).
+
+With an ``entry`` (the CLI's ``main``), the child is a fork of this process rather than a new
+interpreter, so a job does not import again what its parent already loaded (the parent loads a
+command's modules once, before its first fork, with ``Entry.load``): its own process
+(a new session for the daemon's jobs), its own stdout and stderr, the parent's descriptors
+(and so its locks) let go, the default signal handlers, the job's environment, and the same
+exit status. A fork is taken only while no other thread could hold a lock the child needs
+(the watchdog's alone may run); otherwise the job starts a new interpreter as before.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, NoReturn, TextIO, TypeVar
 
 import structlog
 
@@ -42,7 +52,20 @@ logger = structlog.get_logger(__name__)
 PING_TIMEOUT_S = 5.0
 ACCEPTED_CONFIG = "daemon-config.json"  # the validated document, mem0_config_file inlined
 ACCEPTED_COPY_ENV = "MEMSYNC_ACCEPTED_CONFIG"  # read by memsync.cli.common
+WATCHDOG_THREAD = "watchdog"  # the daemon's sd_notify pinger: holds no lock a forked job needs
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """How a job's command runs in a fork: ``load`` it in the parent, ``run`` it in the child.
+
+    ``load`` is the CLI's ``build_parser`` (it imports the command's modules, once), ``run`` its
+    ``main``.
+    """
+
+    run: Callable[[Sequence[str]], int]
+    load: Callable[[Sequence[str]], object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +98,15 @@ class JobPlan:
 
 @dataclass(frozen=True, slots=True)
 class ChildResult:
-    """A finished child: exit status (130 when stopped by a signal), stdout, stderr."""
+    """A finished child: exit status (130 when stopped by a signal), stdout, stderr, and how it ran.
+
+    ``child``: ``"fork"`` of this process, or a new ``"interpreter"``.
+    """
 
     exit_code: int
     stdout: str
     stderr: str
+    child: str = "interpreter"
 
 
 def read_queue(config: Config, now: datetime) -> tuple[jobs.QueueFigures, set[str] | None]:
@@ -191,6 +218,7 @@ class JobRunner:
     stop: Stop | None = None
     child_options: tuple[str, ...] = ()  # e.g. ("--log-level", "info") for a run by hand
     on_start: Callable[[str], None] | None = None
+    entry: Entry | None = None  # set: run each job in a fork of this process (see the module)
     _pings: list[threading.Thread] = field(default_factory=list)
 
     def run(self, job: jobs.Job, trigger: str) -> tuple[jobs.Run, dict[str, Any], ChildResult]:
@@ -211,10 +239,9 @@ class JobRunner:
         commit(self.config, mark)
         if self.on_start is not None:
             self.on_start(job.name)
-        self.ping(job.name, "/start")
         clock = time.monotonic()
         try:
-            child = self.child(job)
+            child = self.child(job, started=lambda: self.ping(job.name, "/start"))
         except OSError as error:  # the interpreter cannot be started: a failed run, recorded
             line = {"type": "exit_error", "code": 1, "message": f"cannot start {job.name}: {error}"}
             child = ChildResult(int(ExitCode.FAILURE), "", json.dumps(line) + "\n")
@@ -245,10 +272,12 @@ class JobRunner:
         record = commit(self.config, finish) or {}
         self.ping(job.name, "" if run.outcome == "ok" else "/fail")
         self.alert(run, before, record)
-        self.log_finished(run, record)
+        self.log_finished(run, record, child.child)
         return run, record, child
 
-    def log_finished(self, run: jobs.Run, record: Mapping[str, Any]) -> None:
+    def log_finished(
+        self, run: jobs.Run, record: Mapping[str, Any], child: str = "interpreter"
+    ) -> None:
         """The canonical line of a run: ``job_finished`` (warning unless ok or interrupted)."""
         quiet = run.outcome in ("ok", "problems", "interrupted", "queued")
         if not quiet and run.stderr.strip() and jobs.parse_exit_error(run.stderr) is None:
@@ -265,16 +294,14 @@ class JobRunner:
             exit_code=run.exit_code,
             duration_s=round(run.duration_s, 3),
             trigger=run.trigger,
+            child=child,
             **{k: record[k] for k in ("reason", "next_step", "pending_id") if record.get(k)},
             **figures,
         )
 
-    def child(self, job: jobs.Job) -> ChildResult:
+    def child(self, job: jobs.Job, started: Callable[[], None] | None = None) -> ChildResult:
         """Run the job's command with ``--json`` and the config; see ``run_child``."""
-        argv = [
-            sys.executable,
-            "-m",
-            "memsync",
+        command = [
             *job.argv,
             "--json",
             "--config",
@@ -284,7 +311,14 @@ class JobRunner:
         env = dict(self.environ)
         if self.daemon:  # the jobs read the configuration the daemon accepted last
             env[ACCEPTED_COPY_ENV] = str(self.config.state_dir / ACCEPTED_CONFIG)
-        return run_child(argv, env, stop=self.stop, new_session=self.daemon)
+        return run_child(
+            command,
+            env,
+            stop=self.stop,
+            new_session=self.daemon,
+            entry=self.entry,
+            started=started,
+        )
 
     def ping(self, name: str, suffix: str) -> None:
         """healthchecks.io-style ping (``/start``, success, ``/fail``) in the background."""
@@ -326,38 +360,54 @@ class JobRunner:
 
 
 def run_child(
-    argv: list[str], env: Mapping[str, str], *, stop: Stop | None, new_session: bool
+    command: list[str],
+    env: Mapping[str, str],
+    *,
+    stop: Stop | None,
+    new_session: bool,
+    entry: Entry | None = None,
+    started: Callable[[], None] | None = None,
 ) -> ChildResult:
-    """Run ``argv`` to its end, collecting stdout and stderr; honour the daemon's stop requests.
+    """Run ``memsync *command`` to its end, collecting stdout and stderr; honour stop requests.
 
-    ``stop.stopping``: the child may finish within ``stop.timeout_s``, then gets SIGTERM (and
-    SIGKILL 10 s later); ``stop.stop_now``: SIGKILL. A KeyboardInterrupt (SIGINT, or SIGTERM in
-    ``memsync job``) sends the child SIGTERM, waits for it, and returns 130.
+    In a fork of this process calling ``entry`` when one is given and no other thread but the
+    watchdog runs (``fork_safe``), else in a new interpreter (``python -m memsync``).
+    ``started`` is called once the child runs. ``stop.stopping``: the child may finish within
+    ``stop.timeout_s``, then gets SIGTERM (and SIGKILL 10 s later); ``stop.stop_now``: SIGKILL.
+    A KeyboardInterrupt (SIGINT, or SIGTERM in ``memsync job``) sends the child SIGTERM, waits
+    for it, and returns 130.
     """
-    process = subprocess.Popen(  # noqa: S603 - argv is memsync itself, built by the caller
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=new_session,
-        env=dict(env),
-    )
+    process: _Child
+    if entry is not None and fork_safe():
+        entry.load(command)  # once per command: later forks find its modules loaded
+        process = _Forked(entry.run, command, env, new_session=new_session)
+    else:
+        process = subprocess.Popen(  # noqa: S603 - memsync itself, its arguments from the caller
+            [sys.executable, "-m", "memsync", *command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=new_session,
+            env=dict(env),
+        )
     reader = _Collector(process)
+    if started is not None:
+        started()
     interrupted = False
     try:
         _wait(process, stop)
     except KeyboardInterrupt:
         interrupted = True
         _end(process)
-    process.wait()
+    code = process.wait()
     reader.join()
-    code = process.returncode
     if interrupted or code < 0:
         code = int(ExitCode.INTERRUPTED)
-    return ChildResult(exit_code=code, stdout=reader.stdout, stderr=reader.stderr)
+    kind = "fork" if isinstance(process, _Forked) else "interpreter"
+    return ChildResult(exit_code=code, stdout=reader.stdout, stderr=reader.stderr, child=kind)
 
 
-def _wait(process: subprocess.Popen[str], stop: Stop | None) -> None:
+def _wait(process: _Child, stop: Stop | None) -> None:
     deadline: float | None = None
     while process.poll() is None:
         if stop is not None and stop.stop_now.is_set():
@@ -372,7 +422,7 @@ def _wait(process: subprocess.Popen[str], stop: Stop | None) -> None:
         time.sleep(0.05)
 
 
-def _end(process: subprocess.Popen[str]) -> None:
+def _end(process: _Child) -> None:
     process.terminate()
     try:
         process.wait(10)
@@ -383,7 +433,7 @@ def _end(process: subprocess.Popen[str]) -> None:
 class _Collector:
     """Drain a child's stdout and stderr in threads (no pipe deadlock on large output)."""
 
-    def __init__(self, process: subprocess.Popen[str]) -> None:
+    def __init__(self, process: _Child) -> None:
         self.stdout = ""
         self.stderr = ""
         self._threads = [
@@ -399,3 +449,139 @@ class _Collector:
     def join(self) -> None:
         for thread in self._threads:
             thread.join(timeout=30)
+
+
+def fork_safe() -> bool:
+    """Whether this process may fork a job: no thread but this one and the watchdog runs.
+
+    Any other thread (a ping, a notification, a reader) could hold a lock the child would wait
+    for forever, such as a module's import lock.
+    """
+    me = threading.current_thread()
+    return all(t is me or t.name == WATCHDOG_THREAD for t in threading.enumerate())
+
+
+class _Forked:
+    """A job's command in a fork of this process, seen as ``run_child`` sees a ``Popen``."""
+
+    def __init__(
+        self,
+        run: Callable[[Sequence[str]], int],
+        command: list[str],
+        env: Mapping[str, str],
+        *,
+        new_session: bool,
+    ) -> None:
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        # Held back until the child has its own handlers; each side restores the mask it had.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORK_SIGNALS)
+        try:
+            pid = os.fork()
+            if pid == 0:
+                _child(run, command, env, new_session, (out_write, err_write), mask)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.close(out_write)
+        os.close(err_write)
+        self.pid = pid
+        self.args = command
+        self.returncode: int | None = None
+        self.stdout: TextIO | None = open(out_read)  # noqa: SIM115 - read to its end by _Collector
+        self.stderr: TextIO | None = open(err_read)  # noqa: SIM115
+
+    def poll(self) -> int | None:
+        """The exit status (negative: the signal that ended it), or None while it runs."""
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the child's end (``subprocess.TimeoutExpired`` after ``timeout`` s)."""
+        if timeout is None:
+            while self.returncode is None:
+                _pid, status = os.waitpid(self.pid, 0)
+                self.returncode = os.waitstatus_to_exitcode(status)
+            return self.returncode
+        deadline = time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            time.sleep(0.05)
+        return code
+
+    def terminate(self) -> None:
+        """SIGTERM, unless it has ended (its pid is never signalled once reaped)."""
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL, unless it has ended."""
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+_Child = subprocess.Popen[str] | _Forked
+FORK_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+
+
+def _child(
+    run: Callable[[Sequence[str]], int],
+    command: list[str],
+    env: Mapping[str, str],
+    new_session: bool,
+    pipes: tuple[int, int],
+    mask: set[int | signal.Signals],
+) -> NoReturn:
+    """The forked child: become the job's own process, ``run(command)``, exit with its status."""
+    code = 1
+    try:
+        if new_session:
+            os.setsid()
+        for target, fd in zip((1, 2), pipes, strict=True):
+            os.dup2(fd, target)
+        _let_go_of_descriptors()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.environ.clear()
+        os.environ.update(env)
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - as a new interpreter's
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+        structlog.contextvars.clear_contextvars()  # the parent's job=..., run_id=...
+        code = run(command)
+    except KeyboardInterrupt:
+        code = int(ExitCode.INTERRUPTED)
+    except BaseException:  # noqa: BLE001 - as an interpreter would: the traceback, exit 1
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+
+
+def _let_go_of_descriptors() -> None:
+    """Point every inherited descriptor above 2 at /dev/null (as ``close_fds`` would close them).
+
+    The parent's locks (``daemon.lock``, ``job-<name>.lock``) are ``flock``s of open file
+    descriptions this fork shares: letting go of them keeps them the parent's alone. /dev/null
+    takes each number rather than a close, so no stale object of the parent's can close a file
+    the job opens later under the same number.
+    """
+    null = os.open(os.devnull, os.O_RDWR)
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd != null:
+            try:
+                os.dup2(null, fd)
+            except OSError:  # the listing's own descriptor, closed since
+                pass
+    os.close(null)

@@ -98,6 +98,11 @@ def switch_to(config: Path, new: Path, memsync: Run, say: Say, fail: Fail) -> di
         raise fail(f"migrate --cleanup right after the switch exited {cleanup.returncode}")
     say("   migrate --cleanup: refused (exit 10), the old store is kept until "
         "[migrate] keep_source_days (7) have passed")  # fmt: skip
+    made = memsync(config, "snapshot", "create", "--json")
+    if made.returncode != 0:
+        raise fail(f"snapshot create after the switch exited {made.returncode}: {made.stderr}")
+    say(f"   snapshot create -> {json.loads(made.stdout)['id']}: the first backup of the switched "
+        "deployment (the older snapshots hold the old embedder's vectors; doctor would say so)")  # fmt: skip
     return switch
 
 

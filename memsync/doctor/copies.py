@@ -27,16 +27,22 @@ def probe_copies(deployment: Deployment, now: datetime) -> list[DoctorResult]:
     store = deployment.vector_store
     results = []
     live_paths = [*(own.path for own in store.local_dirs()), config.history_db_path]
-    for copy in state.pre_restore_copies(live_paths):
-        facts = _facts(store, copy, now)
+    keep = config.settings.restore.keep_pre_restore
+    kept = (
+        f"the newest {keep} per store kept ([restore] keep_pre_restore)"
+        if keep is not None
+        else "kept, never deleted by memsync: [restore] keep_pre_restore sets a retention"
+    )
+    for copy in [found for path in live_paths for found in state.pre_restore_sets(path)]:
+        facts = _facts(store, copy.path, now)
         results.append(
             DoctorResult(
                 code="pre-restore-copy",
                 status=OK,
-                path=str(copy),
-                message="files a restore moved aside (kept, never deleted by memsync): "
+                path=str(copy.path),
+                message=f"files a restore moved aside, {_megabytes(copy.size_bytes)} ({kept}): "
                 + (facts or "no memories in them"),
-                fix=f"remove it once the restored deployment is trusted: rm -r {copy}",
+                fix=f"remove it once the restored deployment is trusted: rm -r {copy.path}",
             )
         )
     results += store.probe_set_aside()  # a server backend's copies (pgvector: tables)
@@ -89,6 +95,10 @@ def _facts(store: VectorStore, copy: Path, now: datetime) -> str | None:
         return None
     age = max(now.timestamp() - max(mtime for _size, mtime in sizes), 0.0)
     return f"{_age(age)} old, still holding memories ({held} bytes)"
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:,.1f} MB"
 
 
 def _age(seconds: float) -> str:

@@ -19,7 +19,7 @@ from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
 from memsync.repository import upload_marks
-from memsync.s3 import BucketSettings, MultipartUpload, ObjectStore
+from memsync.s3 import BucketSettings, MultipartUpload
 from memsync.stores import locks, snapshots
 from memsync.stores.manifest_schema import ID_PATTERN, valid_id
 
@@ -58,6 +58,8 @@ def probe_backups(config: Config, now: datetime) -> list[DoctorResult]:
     results = [*probe_snapshot_space(config), *probe_uploads_pending(config)]
     if config.s3 is None:
         return results
+    from memsync.s3 import ObjectStore  # boto3: only with [s3]
+
     store = ObjectStore(config.s3, connect_timeout_s=CONNECT_TIMEOUT_S)
     access = store.check_access()
     if access.status == "unreachable":

@@ -10,6 +10,7 @@ from memsync.deployment import Deployment
 from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.model import DoctorResult
 from memsync.stores import snapshots
+from memsync.stores.embedder import restorable_here
 
 SNAPSHOT_MAX_AGE_S = 36 * 3600
 
@@ -17,7 +18,9 @@ SNAPSHOT_MAX_AGE_S = 36 * 3600
 def probe_last_snapshot(deployment: Deployment, now: datetime) -> DoctorResult:
     """Age of the newest complete snapshot in the snapshot directory (by its id's UTC time).
 
-    Safety snapshots do not count: they hold the damage a repair was about to settle.
+    Safety snapshots do not count: they hold the damage a repair was about to settle. Nor do
+    snapshots this deployment cannot restore (``restorable_here``: another embedder's vectors,
+    taken before a migration, or the other backend's): ``restore latest`` never chooses them.
     """
     config = deployment.config
     directory = config.snapshot.directory
@@ -30,6 +33,9 @@ def probe_last_snapshot(deployment: Deployment, now: datetime) -> DoctorResult:
         )
     try:  # the catalogue's own reading: a damaged, foreign or symlinked entry is not complete
         complete = [e for e in snapshots.iter_local(directory) if e.complete and not e.is_safety]
+        mode = deployment.vector_store.mode
+        foreign = [e for e in complete if not restorable_here(e.manifest, config, mode)]
+        complete = [e for e in complete if e not in foreign]
     except OSError as error:
         return DoctorResult(
             code="last-snapshot",
@@ -43,7 +49,13 @@ def probe_last_snapshot(deployment: Deployment, now: datetime) -> DoctorResult:
             code="last-snapshot",
             status=WARNING,
             path=str(directory),
-            message="no complete snapshot found",
+            message="no complete snapshot of this deployment found"
+            + (
+                f": the {len(foreign)} complete snapshot(s) hold another embedder's vectors or the "
+                "other backend's (taken before a migration), which restore latest never chooses"
+                if foreign
+                else ""
+            ),
             fix="memsync snapshot create",
         )
     newest = max(complete, key=lambda entry: entry.created_at)
@@ -67,7 +79,12 @@ def _only_remote(deployment: Deployment, directory: object, now: datetime) -> Do
     if config.s3 is None:
         return None
     try:
-        found = [e for e in deployment.remote.list() if e.complete and not e.is_safety]
+        mode = deployment.vector_store.mode
+        found = [
+            e
+            for e in deployment.remote.list()
+            if e.complete and not e.is_safety and restorable_here(e.manifest, config, mode)
+        ]
     except Exception:  # noqa: BLE001 - the bucket's own results (s3-*) say what is wrong
         return None
     if not found:

@@ -22,22 +22,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memsync import repository, seal
 from memsync.deployment import Deployment
 from memsync.erase.holding import HISTORY, history_holds, points_held, work_directory
 from memsync.erase.ledger import digest
 from memsync.errors import MemsyncError, UnavailableError
-from memsync.s3 import (
-    ObjectLockedError,
-    ObjectStore,
-    ObjectVersion,
-    TransportError,
-    VersionsUnlistedError,
-)
+from memsync.s3 import ObjectLockedError, ObjectVersion, TransportError, VersionsUnlistedError
 from memsync.state import write_json_atomic
 from memsync.stores.manifest import MANIFEST
 from memsync.stores.manifest_schema import ID_PATTERN
+
+if TYPE_CHECKING:  # boto3 loads only where a bucket is opened
+    from memsync.s3 import ObjectStore
 
 CACHE = "erasure-scan.json"
 SCOPE_MARK = "scope:"  # a held "id" that is an erased scope named in a manifest, not a memory

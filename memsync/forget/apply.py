@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -18,7 +18,7 @@ from memsync.deployment import Deployment
 from memsync.erase import apply as erasure
 from memsync.errors import TryLaterError
 from memsync.forget.select import Ask, Forgotten, Targets, prove_gone, refuse_bad_mem0
-from memsync.model import HistoryEvent, Inventory
+from memsync.model import CheckReport, HistoryEvent, Inventory
 from memsync.routes import queue as pending
 from memsync.state import write_json_atomic
 from memsync.stores import mem0
@@ -101,9 +101,37 @@ def unlink_entities(deployment: Deployment, writer: Writer, gone: set[str]) -> i
     return changed
 
 
-def reread(deployment: Deployment, now: datetime) -> Inventory:
-    """Capture and read the stores again (no settle: our own writes are done)."""
-    return check.settled_inventory(deployment, now, settle=False)[0]
+def reread(
+    deployment: Deployment, now: datetime, memory_ids: Iterable[str] | None = None
+) -> Inventory:
+    """Capture and read the stores again (no settle: our own writes are done).
+
+    With ``memory_ids``, only their points and history are held (``check.settled_named``).
+    """
+    if memory_ids is None:
+        return check.settled_inventory(deployment, now, settle=False)[0]
+    return check.settled_named(deployment, now, _never, also=memory_ids, settle=False)[0]
+
+
+def selecting(deployment: Deployment, now: datetime, ask: Ask | None) -> Inventory:
+    """Capture and read what ``ask`` selects from: its ids' and its scope's memories only.
+
+    A forget needs no other memory (``Ask.select``, ``prove_gone``), so the rest of the store
+    is not held (``check.settled_named``); an erasure (every other memory's scope and text
+    counts), a prune, a queued batch (``ask`` None) and a run that finds an erasure unfinished
+    read the whole inventory.
+    """
+    if ask is None or ask.kind != "forget" or load_erasing(deployment.state) is not None:
+        return check.settled_inventory(deployment, now)[0]
+    scope = ask.scope
+    keep = (
+        (lambda point: all(point.payload.get(k) == v for k, v in scope.items())) if scope else None
+    )
+    return check.settled_named(deployment, now, _never, also=ask.memory_ids, keep_point=keep)[0]
+
+
+def _never(report: CheckReport) -> bool:
+    return False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,7 +212,7 @@ def run_ask(
         LockedError, WindowOverrunError, TryLaterError: as ``routes.open_writer``.
     """
     config = deployment.config
-    before = look(deployment, now, ask.kind, writing=not dry_run)
+    before = look(deployment, now, ask.kind, writing=not dry_run, ask=ask)
     past = Past.of(deployment, ask)
     targets = ask.select(before, now.date(), past.found)
     if targets.not_found or dry_run or not ask.has_work(targets):
@@ -239,7 +267,9 @@ class Past:
         return [{"memory_id": m, "found_in": self.found[m]} for m in ids]
 
 
-def look(deployment: Deployment, now: datetime, what: str, *, writing: bool) -> Inventory:
+def look(
+    deployment: Deployment, now: datetime, what: str, *, writing: bool, ask: Ask | None = None
+) -> Inventory:
     """Capture and read the stores (no route); a writer first rolls back hot journals if free.
 
     A writer also closes a window a killed memsync left open (``routes.recover_window``), so
@@ -255,7 +285,7 @@ def look(deployment: Deployment, now: datetime, what: str, *, writing: bool) -> 
     if writing and routes.store_free(deployment.vector_store):
         # hot journals rolled back before the capture
         mem0.prepare_for_writing(deployment.vector_store, config)
-    before = check.settled_inventory(deployment, now)[0]
+    before = selecting(deployment, now, ask)
     if writing:  # the legacy store's points would be neither deleted nor erased
         refuse_legacy_store(before.legacy_stores, what)
         finish_erasure(deployment, now, before)
@@ -314,7 +344,7 @@ def delete_with(
     app_mem0 = writer.client.hello.get("mem0") if isinstance(writer, AgentWriter) else None
     if ask.kind != "prune" and isinstance(app_mem0, str):  # the app's mem0ai does the deletes
         refuse_bad_mem0(app_mem0, bulk=not ask.memory_ids)
-    before = known if known is not None else check.settled_inventory(deployment, now)[0]
+    before = known if known is not None else selecting(deployment, now, ask)
     refuse_legacy_store(before.legacy_stores, ask.kind)
     past = past if past is not None else Past.of(deployment, ask)
     targets = ask.select(before, now.date(), past.found)
@@ -387,7 +417,7 @@ def finish(
         erased = {**erased, **erasure.copies_left(deployment, to_erase, ask.scope)}
         if done.past is not None and done.past.known is not None:
             erased["deleted_earlier"] = done.past.earlier(targets)
-    unproven = prove_gone(reread(deployment, now), targets.all)
+    unproven = prove_gone(reread(deployment, now, targets.all), targets.all)
     if not unproven:
         clear_intent(config)
     logger.info(

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -359,7 +360,7 @@ def _run(
     if resumed is not None:
         plan_id, actions = resumed
         with deployment.open_writer("reconcile", taken) as writer:
-            actions = revalidate(actions, check.settled_inventory(deployment, now)[1])
+            actions = revalidate(actions, check.settled_report(deployment, now)[0])
             actions = _apply_all(deployment, plan_id, actions, writer, work)
     else:
         plan_id = uuid.uuid4().hex[:12]
@@ -452,7 +453,7 @@ def _apply_on_route(
     config = deployment.config
     with deployment.open_writer("reconcile", taken) as writer:
         if writer.route != "direct":
-            actions = revalidate(actions, check.settled_inventory(deployment, now)[1])
+            actions = revalidate(actions, check.settled_report(deployment, now)[0])
         save_journal(config, plan_id, actions, "running")
         return _apply_all(deployment, plan_id, actions, writer, work)
 
@@ -476,7 +477,8 @@ def _fresh_plan(
     if not dry_run and routes.store_free(deployment.vector_store):
         # hot journals rolled back before the capture
         mem0.prepare_for_writing(deployment.vector_store, config)
-    inventory, report = check.settled_inventory(deployment, now)
+    whole = partial(_needs_every_point, deployment)
+    inventory, report = check.settled_named(deployment, now, whole)
     missing = [f.memory_id for f in report.findings if f.code == "missing-point" and f.memory_id]
     recoveries, deferred = find_recoveries(
         deployment, inventory, missing, work, fetch=not dry_run, reads=read
@@ -493,6 +495,20 @@ def _fresh_plan(
         history_writable=create_history or config.history_db_path.exists(),
     )
     return note_deferred(actions, deferred), report, inventory
+
+
+def _needs_every_point(deployment: Deployment, report: CheckReport) -> bool:
+    """Whether planning ``report`` reads points its findings do not name.
+
+    ``history-missing`` records an ADD for every point; a ``resurrected-point`` of an erased
+    memory is erased again (``_erase_again``), which looks at every other memory's scope and
+    text. Reads the erasure ledger.
+    """
+    codes = {f.code for f in report.findings}
+    if "history-missing" in codes:
+        return True
+    resurrected = {f.memory_id for f in report.findings if f.code == "resurrected-point"}
+    return bool(resurrected & set(erasures.erased_ids(deployment.state)))
 
 
 def revalidate(actions: list[Action], report: CheckReport) -> list[Action]:

@@ -7,15 +7,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memsync.config import Config
 from memsync.errors import ConfigError, UsageError
 from memsync.repository.local import LocalRepository
-from memsync.repository.plaintext import decrypt, encryption_key, plaintext
+from memsync.repository.plaintext import copy_checked, decrypt, encryption_key, plaintext
 from memsync.repository.port import Entry, FileCheck, FileProblem, SnapshotRepository, Transfer
 from memsync.repository.remote import S3Repository
-from memsync.s3 import ObjectStore
 from memsync.stores.manifest_schema import ID_PATTERN, valid_id
+
+if TYPE_CHECKING:  # boto3 loads only when a command opens the bucket (object_store)
+    from memsync.s3 import ObjectStore
 
 __all__ = [
     "Entry",
@@ -25,6 +28,7 @@ __all__ = [
     "S3Repository",
     "SnapshotRepository",
     "Transfer",
+    "copy_checked",
     "decrypt",
     "encryption_key",
     "local",
@@ -62,6 +66,8 @@ def object_store(config: Config) -> ObjectStore:
     """The configured object store. Raises ConfigError without an ``[s3]`` section."""
     if config.s3 is None:
         raise ConfigError(config.source, ["s3: an [s3] section is required for remote snapshots"])
+    from memsync.s3 import ObjectStore
+
     return ObjectStore(config.s3)
 
 

@@ -7,6 +7,7 @@ manifest's plaintext size and sha256.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
@@ -85,3 +86,29 @@ def plaintext(
             f"snapshot {manifest.id}: {why}", "use another snapshot, or the key it was made with"
         )
     return target
+
+
+def copy_checked(directory: Path, entry: FileEntry, key: bytes | None, target: Path) -> bool:
+    """Copy one snapshot file's plaintext to ``target`` and hash what was written, in one pass.
+
+    A plain file is copied by the kernel (``shutil.copy2``: ``sendfile``, as ``cp`` copies),
+    then the copy is hashed from the page cache; a sealed one (``key`` given) is decrypted
+    into ``target`` and hashed as it is written. Returns whether ``target`` holds the
+    manifest's plaintext size and sha256 (a file that fails authentication does not: nothing
+    of it is left at ``target``). Reads ``directory``; writes ``target`` only (created or
+    replaced; a plain file keeps the source's mode and times).
+
+    Raises:
+        OSError: the file cannot be read or ``target`` written.
+    """
+    source = directory / entry.path
+    target.unlink(missing_ok=True)
+    if key is None:
+        shutil.copy2(source, target)
+        return sha256_file(target) == (entry.size, entry.sha256)
+    digest = hashlib.sha256()
+    try:
+        seal.open_file(source, target, key, entry.path, digest)
+    except seal.SealError:
+        return False
+    return (target.stat().st_size, digest.hexdigest()) == (entry.size, entry.sha256)

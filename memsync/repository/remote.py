@@ -11,19 +11,21 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from memsync.errors import UnavailableError
 from memsync.repository.base import BaseRepository
 from memsync.repository.port import BytesProgress, Entry, Transfer
-from memsync.s3 import ObjectStore
 from memsync.stores import manifest as manifests
 from memsync.stores import snapshots
 from memsync.stores.manifest import MANIFEST, Manifest
 from memsync.stores.manifest_schema import ID_PATTERN
 from memsync.stores.snapshots import PINNED, VERIFIED, sha256_file
+
+if TYPE_CHECKING:  # boto3 loads with the store itself (``repository.object_store``)
+    from memsync.s3 import ObjectStore
 
 logger = structlog.get_logger(__name__)
 

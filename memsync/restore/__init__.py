@@ -26,16 +26,19 @@ import structlog
 from memsync import check, repository, state
 from memsync.config import Config
 from memsync.deployment import Deployment
-from memsync.errors import MemsyncError, UnavailableError, UsageError
-from memsync.model import CheckReport, Severity
-from memsync.repository import reading
-from memsync.restore import loss
+from memsync.errors import ConfigError, MemsyncError, UnavailableError, UsageError
+from memsync.model import CaptureWindow, CheckReport, Finding, Severity
+from memsync.repository import copy_checked, encryption_key, reading
+from memsync.repository.plaintext import NO_KEY
+from memsync.restore import loss, pre_restore
 from memsync.restore import pgvector as pg_restore
 from memsync.routes.window import Taken
 from memsync.snapshot import choose
 from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
-from memsync.stores.manifest import Manifest
+from memsync.stores import history
+from memsync.stores.manifest import FileEntry, Manifest
 from memsync.stores.manifest_schema import id_time
+from memsync.stores.snapshots import sha256_file
 from memsync.stores.sqlite_files import set_wal_mode, work_dir_error
 
 logger = structlog.get_logger(__name__)
@@ -67,6 +70,9 @@ class Restored:
     chosen: choose.Chosen | None = None  # how ``latest`` or ``--before`` picked it
     route: str | None = None  # how the swap reached a running app: direct, agent, window
     since_snapshot: dict[str, Any] | None = None  # what the last check saw after it (loss.py)
+    # {"snapshot": "hashed"|"full", "check_after": "recorded"|"full"}: the paths a swap took
+    verification: dict[str, str] | None = None
+    pre_restore_removed: tuple[str, ...] = ()  # older copies [restore] keep_pre_restore removed
 
     def age_s(self, now: datetime) -> float | None:
         """Seconds from the snapshot (its id's UTC time) to ``now``; None for an odd id."""
@@ -97,6 +103,10 @@ class Restored:
             "moves": [self.move_json(m) for m in self.moves],
             "moved_aside": None if self.dry_run or self.skipped else list(self.moved_aside),
             "check_after": self.check.counts() if self.check else None,
+            "verification": self.verification,
+            "pre_restore_removed": None
+            if self.dry_run or self.skipped
+            else list(self.pre_restore_removed),
             "since_snapshot": None if self.skipped else self.since_snapshot,
         }
 
@@ -228,8 +238,13 @@ def run_restore(
     # <work_dir>/restore-<pid>-*: the next run removes a download a SIGKILL left
     with reading.scratch(config, "restore") as scratch:
         directory = choose.materialize(config, target, scratch)
-        manifest = choose.verify_fit(deployment, directory, now)
-        pg_restore.refuse_other_backend(deployment, manifest)
+        data = has_data(deployment)
+        swaps = not dry_run and not (data and (if_empty or not force))
+        # the fast path: create verified these files; the copy below hashes them (_fits_after)
+        recorded = choose.recorded_clean(deployment, directory) if swaps else None
+        manifest = recorded or _verified(deployment, directory, now)
+        if recorded is not None and recorded.encrypted and not config.snapshot.encrypt_key_file:
+            raise ConfigError(config.source, [NO_KEY])
         snapshot_id = manifest.id
         moves = plan_restore(deployment, snapshot_id)
         planned = Restored(
@@ -242,22 +257,112 @@ def run_restore(
             chosen=chosen,
             since_snapshot=loss.since_snapshot(seen, manifest, now),
         )
-        if has_data(deployment) and if_empty:
+        if data and if_empty:
             return replace(planned, skipped=True)
         _require_force(deployment, force or dry_run)
         if dry_run:
             route = pg_restore.would_route(deployment) if in_store else "direct"
             return replace(planned, moves=tuple(_existing(deployment, moves)), route=route)
-        plain = repository.plaintext(config, directory, manifest, scratch / "plain")
         taken = Taken(route="direct")
         if in_store:
+            plain = _pg_plaintext(
+                deployment, directory, manifest, scratch, now, recorded is not None
+            )
+            if plain is None:  # a file differed, yet the full verification passed: read again
+                recorded = None
+                plain = repository.plaintext(config, directory, manifest, scratch / "plain")
             moves, aside = _put_tables_in_place(deployment, manifest, plain, moves, taken)
+            identities: dict[str, tuple[int, int, int, int]] = {}
         else:
-            moves = _put_in_place(deployment, manifest, plain, moves)
+            placed = None
+            if recorded is not None:
+                placed = _put_in_place(deployment, manifest, directory, moves, fast=True)
+                if placed is None:  # a file differs: the full verification reports it (exit 11)
+                    recorded = None
+                    manifest = _verified(deployment, directory, now)
+            if placed is None:
+                plain = repository.plaintext(config, directory, manifest, scratch / "plain")
+                placed = _put_in_place(deployment, manifest, plain, moves)
+            assert placed is not None  # the full path stages or raises
+            moves, identities = placed
             aside = moved_aside(moves)
-    report = check.run_check(deployment, now)
-    logger.info("restore_finished", snapshot_id=snapshot_id, errors=report.count(Severity.ERROR))
-    return replace(planned, moves=tuple(moves), check=report, moved_aside=aside, route=taken.route)
+    report = None
+    if recorded is not None and not in_store:
+        report = _in_place(deployment, manifest, identities, now)
+    checked_in_place = report is not None
+    if report is None:
+        report = check.run_check(deployment, now)
+    logger.info(
+        "restore_finished",
+        snapshot_id=snapshot_id,
+        errors=report.count(Severity.ERROR),
+        verified="hashed" if recorded is not None else "full",
+        checked="recorded" if checked_in_place else "full",
+    )
+    targets = [path for path in (store.location, config.history_db_path) if path]
+    removed = pre_restore.apply_retention(targets, config.settings.restore.keep_pre_restore)
+    verification = {
+        "snapshot": "hashed" if recorded is not None else "full",
+        "check_after": "recorded" if checked_in_place else "full",
+    }
+    return replace(
+        planned,
+        moves=tuple(moves),
+        check=report,
+        moved_aside=aside,
+        route=taken.route,
+        verification=verification,
+        pre_restore_removed=removed,
+    )
+
+
+def _verified(deployment: Deployment, directory: Path, now: datetime) -> Manifest:
+    """The full verification (``choose.verify_fit``) and the backend's fit. Raises as they do."""
+    manifest = choose.verify_fit(deployment, directory, now)
+    pg_restore.refuse_other_backend(deployment, manifest)
+    return manifest
+
+
+def _fits_after(deployment: Deployment, manifest: Manifest) -> None:
+    """The fast path's fit, once the bytes matched: a damaged snapshot refuses first (exit 11)."""
+    choose.require_fit(deployment.config, manifest)
+    pg_restore.refuse_other_backend(deployment, manifest)
+
+
+def _pg_plaintext(
+    deployment: Deployment,
+    directory: Path,
+    manifest: Manifest,
+    scratch: Path,
+    now: datetime,
+    fast: bool,
+) -> Path | None:
+    """The snapshot's files as plaintext on pgvector, their bytes checked against the manifest.
+
+    On the fast path each file's sha256 is compared (a sealed one's while it is decrypted);
+    any difference runs the full verification, which reports it as a restore always has
+    (None when it passes after all: the caller reads the files the full way).
+    """
+    config = deployment.config
+    if fast:
+        key = encryption_key(config)
+        plain = scratch / "plain"  # a sealed snapshot's files decrypt there; else not written
+        if all(
+            _hash_matches(directory, entry, key, plain / entry.path) for entry in manifest.files
+        ):
+            _fits_after(deployment, manifest)
+            return directory if key is None else plain
+        _verified(deployment, directory, now)  # raises: a file differs
+        return None
+    return repository.plaintext(config, directory, manifest, scratch / "plain")
+
+
+def _hash_matches(directory: Path, entry: FileEntry, key: bytes | None, target: Path) -> bool:
+    """Whether a snapshot file's plaintext has the manifest's sha256 (decrypted into ``target``)."""
+    if key is not None:
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return repository.copy_checked(directory, entry, key, target)
+    return sha256_file(directory / entry.path) == (entry.size, entry.sha256)
 
 
 def _require_force(deployment: Deployment, given: bool) -> None:
@@ -292,12 +397,20 @@ def moved_aside(moves: list[Move]) -> tuple[str, ...]:
 
 
 def _put_in_place(
-    deployment: Deployment, manifest: Manifest, plain: Path, moves: list[Move]
-) -> list[Move]:
+    deployment: Deployment,
+    manifest: Manifest,
+    plain: Path,
+    moves: list[Move],
+    *,
+    fast: bool = False,
+) -> tuple[list[Move], dict[str, tuple[int, int, int, int]]] | None:
     """Stage the snapshot's files, then swap both stores together under the operation lock.
 
     The intent journal says ``staged`` before the swap; a failed swap is rolled back. Returns
-    the moves as made (aside names made unique, existence recorded).
+    the moves as made (aside names made unique, existence recorded) and each file moved in
+    with its identity (``stage``). With ``fast``, ``plain`` is the snapshot directory itself:
+    each file is hashed (and decrypted) while it is staged, and when one differs from the
+    manifest nothing is swapped, the staged files are removed and None is returned.
     """
     config = deployment.config
     with operation_lock(config.state_dir, "restore"):
@@ -305,7 +418,23 @@ def _put_in_place(
         store.require_free("restore")
         moves = _unique_asides(_with_existence(moves))
         wal = {entry.path for entry in manifest.files if entry.journal_mode == "wal"}
-        stage(plain, moves, [entry.path for entry in manifest.files], store.capture_dir, wal)
+        listed = [entry.path for entry in manifest.files]
+        identities = stage(
+            plain,
+            moves,
+            listed,
+            store.capture_dir,
+            wal,
+            checked=(manifest, encryption_key(config)) if fast else None,
+        )
+        if identities is None:
+            return None
+        if fast:
+            try:
+                _fits_after(deployment, manifest)
+            except MemsyncError:
+                _remove_staged(moves)
+                raise
         write_json_atomic(
             journal_path(config),
             {"snapshot_id": manifest.id, "phase": "staged", "moves": [asdict(m) for m in moves]},
@@ -317,42 +446,52 @@ def _put_in_place(
             journal_path(config).unlink(missing_ok=True)
             raise
         journal_path(config).unlink(missing_ok=True)
-    return moves
+    return moves, identities
 
 
 def stage(
-    plain: Path, moves: list[Move], listed: list[str], vectors_dir: str, wal: set[str]
-) -> None:
+    plain: Path,
+    moves: list[Move],
+    listed: list[str],
+    vectors_dir: str,
+    wal: set[str],
+    *,
+    checked: tuple[Manifest, bytes | None] | None = None,
+) -> dict[str, tuple[int, int, int, int]] | None:
     """Copy the snapshot's listed files (and nothing else) beside each target.
 
     Files under ``vectors_dir`` (``VectorStore.capture_dir``) go to the vector store's staged
     directory, the rest (history.db) to history's. The files listed in ``wal`` (WAL mode when
     captured; the snapshot holds rollback-mode copies) are switched back to WAL mode.
+    With ``checked`` (the manifest and the snapshot key, or None), ``plain`` is the snapshot
+    directory: each file is decrypted when sealed and hashed as it is copied; when one differs
+    from the manifest every staged file is removed and None returned.
+    Returns, for each file staged, the path it will have once moved in and its identity
+    (``st_dev``, ``st_ino``, ``st_size``, ``st_mtime_ns``) after its last write.
     """
     prefix = f"{vectors_dir}/"
     vectors_move, history_move = moves
-    for move in moves:
-        staged = Path(move.staged)
-        if staged.is_dir():
-            shutil.rmtree(staged)
-        else:
-            staged.unlink(missing_ok=True)
+    _remove_staged(moves)
+    entries = {entry.path: entry for entry in checked[0].files} if checked else {}
+    staged_files: dict[Path, Path] = {}
     try:
         for relative in listed:
             if relative.startswith(prefix):
                 target = Path(vectors_move.staged) / relative.removeprefix(prefix)
+                live = Path(vectors_move.live) / relative.removeprefix(prefix)
             else:
-                target = Path(history_move.staged)
+                target, live = Path(history_move.staged), Path(history_move.live)
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(plain / relative, target)
+            if checked is None:
+                shutil.copy2(plain / relative, target)
+            elif not copy_checked(plain, entries[relative], checked[1], target):
+                _remove_staged(moves)
+                return None
             if relative in wal:
                 set_wal_mode(target)
+            staged_files[target] = live
     except (OSError, MemsyncError) as error:
-        for move in moves:
-            staged = Path(move.staged)
-            shutil.rmtree(staged, ignore_errors=True) if staged.is_dir() else staged.unlink(
-                missing_ok=True
-            )
+        _remove_staged(moves)
         if isinstance(error, MemsyncError):
             raise
         raise work_dir_error(Path(vectors_move.staged).parent, error) from error
@@ -364,6 +503,99 @@ def stage(
                 with path.open("rb+") as handle:
                     os.fsync(handle.fileno())
         fsync_dir(staged.parent)
+    identities = {}
+    for target, live in staged_files.items():
+        found = target.stat()
+        identities[str(live)] = (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
+    return identities
+
+
+def _remove_staged(moves: list[Move]) -> None:
+    """Remove every ``<path>.restore-<id>`` a stage left (files or directories)."""
+    for move in moves:
+        staged = Path(move.staged)
+        if staged.is_dir() and not staged.is_symlink():
+            shutil.rmtree(staged, ignore_errors=True)
+        else:
+            staged.unlink(missing_ok=True)
+
+
+def _in_place(
+    deployment: Deployment,
+    manifest: Manifest,
+    identities: dict[str, tuple[int, int, int, int]],
+    now: datetime,
+) -> CheckReport | None:
+    """The check after a fast-path swap: what the hash cannot prove, at the cost of a stat and two counts.
+
+    The hash proved the staged bytes are the ones ``snapshot create`` verified and judged. What
+    it cannot prove is what happened to them after: each live file must still be the file staged
+    (same inode, size and modification time: nothing replaced or wrote it since), history.db
+    and each collection must open as SQLite with their rows there (``history.rows`` exactly,
+    at least the points the manifest counts). Then the report is the manifest's judgement of these bytes (its findings
+    and counts; ``last-check.json`` records it). None when anything differs, when create's
+    judgement was not clean (errors, or writes it caught in flight, which a restore turns into
+    the errors they stand for) or when the manifest lacks its counts: the caller runs the full
+    check. Reads only.
+    """
+    recorded = manifest.check
+    counts = [recorded.get(key) for key in ("points", "history_memories")]
+    if not manifest.restores_clean or manifest.scopes is None:
+        return None
+    if not all(type(count) is int for count in counts):
+        return None
+    try:
+        findings = tuple(_recorded_finding(found) for found in recorded.get("findings") or [])
+        for live, identity in identities.items():
+            found = Path(live).stat()
+            if (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns) != identity:
+                return None
+        store = deployment.vector_store
+        own = store.local_dirs()  # embedded: the caller's branch
+        if not own:
+            return None
+        captured = store.open_capture(own[0].path, now, now)
+        rows = store.count_rows(captured)
+        summary = history.read_summary(deployment.history)
+    except (OSError, MemsyncError, KeyError, TypeError, ValueError):
+        return None
+    for name, info in manifest.collections.items():
+        if rows.get(name, 0) < int(info.get("points") or 0):
+            return None
+    if not summary.present or summary.rows != manifest.history.get("rows"):
+        return None
+    report = CheckReport(
+        findings=findings,
+        points=int(counts[0] or 0),
+        history_memories=int(counts[1] or 0),
+        history_rows=summary.rows,
+        window=CaptureWindow(
+            vectors_at=now,
+            vectors_finished_at=now,
+            history_at=now,
+            history_finished_at=now,
+            longest_read_s=0.0,
+        ),
+        scopes=manifest.scopes,
+    )
+    state.record_check(deployment.config.state_dir, report)
+    return report
+
+
+def _recorded_finding(found: dict[str, Any]) -> Finding:
+    """A finding as the manifest's ``check.findings`` records it (``Finding.to_json``)."""
+    return Finding(
+        code=found["code"],
+        severity=Severity(found["severity"]),
+        message=found["message"],
+        collection=found.get("collection"),
+        memory_id=found.get("memory_id"),
+        path=found.get("path"),
+        fix=found.get("fix"),
+        scope=found.get("scope"),
+        expected=found.get("expected"),
+        observed=found.get("observed"),
+    )
 
 
 def match_owner(staged: Path, live: Path) -> None:
@@ -418,12 +650,7 @@ def _rollback(moves: list[Move]) -> None:
             if side.exists():
                 os.rename(side, move.live + suffix)
         fsync_dir(live.parent)
-    for move in moves:
-        staged = Path(move.staged)
-        if staged.is_dir():
-            shutil.rmtree(staged, ignore_errors=True)
-        else:
-            staged.unlink(missing_ok=True)
+    _remove_staged(moves)
 
 
 def finish_interrupted(deployment: Deployment) -> str | None:

@@ -10,106 +10,47 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import botocore.exceptions
+import urllib3.exceptions
 
-from memsync.errors import MemsyncError, UnavailableError
-from memsync.s3.common import DENIED, TIMEOUTS, ObjectInfo, TransportError, error_code
+from memsync.errors import MemsyncError
+from memsync.s3.common import (
+    DENIED,
+    Access,
+    BucketSettings,
+    MultipartUpload,
+    ObjectInfo,
+    ObjectLockedError,
+    ObjectVersion,
+    TransportError,
+    VersionsUnlistedError,
+    error_code,
+)
 
+__all__ = [  # the values live in memsync.s3.common (no botocore); imported here as before
+    "TIMEOUTS",
+    "Access",
+    "BucketSettings",
+    "BucketState",
+    "MultipartUpload",
+    "ObjectLockedError",
+    "ObjectVersion",
+    "VersionsUnlistedError",
+]
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ObjectVersion:
-    """One version of an object in a versioned bucket (or the only one in an unversioned one).
-
-    Attributes:
-        key: the object key.
-        version_id: the version's id (``"null"`` in an unversioned bucket).
-        latest: whether it is the current version.
-        delete_marker: whether it is a delete marker (no bytes).
-        size: bytes (0 for a delete marker).
-        last_modified: when it was written (UTC).
-    """
-
-    key: str
-    version_id: str
-    latest: bool
-    delete_marker: bool
-    size: int
-    last_modified: datetime
-
-    @property
-    def label(self) -> str:
-        """``key?versionId=…`` for messages and reports."""
-        return f"{self.key}?versionId={self.version_id}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MultipartUpload:
-    """A multipart upload that was started and never completed or aborted (billed, invisible)."""
-
-    key: str
-    upload_id: str
-    initiated: datetime
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BucketSettings:
-    """What the bucket says of itself.
-
-    Attributes:
-        versioning: ``"Enabled"``, ``"Suspended"`` or ``"Off"`` (never enabled).
-        object_lock: object lock is enabled on the bucket.
-        object_lock_unknown: why the service did not say (it lacks GetObjectLockConfiguration);
-            None when it answered.
-        abort_incomplete_days: days after which an enabled lifecycle rule covering the whole
-            bucket or memsync's prefix aborts incomplete multipart uploads; None without one.
-    """
-
-    versioning: str
-    object_lock: bool
-    abort_incomplete_days: int | None
-    object_lock_unknown: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Access:
-    """What one list call under the prefix found (``ObjectStore.check_access``).
-
-    Attributes:
-        status: ``"ok"``, ``"unreachable"`` (no connection or no answer in time),
-            ``"no-bucket"``, ``"no-credentials"`` (nothing was sent), ``"denied"`` or ``"failed"``.
-        message: one line for the operator (the error's, or what was listed).
-        hint: what to do, or None.
-    """
-
-    status: str
-    message: str
-    hint: str | None = None
-
-
-class ObjectLockedError(UnavailableError):
-    """S3 refused to delete object versions (exit 11): object lock (retention or legal hold).
-
-    Attributes:
-        refused: ``{label: "Code: message"}`` of every version S3 refused to delete.
-    """
-
-    def __init__(
-        self, message: str, hint: str | None = None, refused: dict[str, str] | None = None
-    ):
-        super().__init__(message, hint)
-        self.refused = refused or {}
-
-
-class VersionsUnlistedError(UnavailableError):
-    """The service does not list object versions (ListObjectVersions: NotImplemented), exit 11.
-
-    Noncurrent versions are there (the bucket's versioning is on) and memsync cannot see them:
-    whether they hold anything is unknown.
-    """
+# A read that timed out or broke off: urllib3's and the socket's own when s3transfer re-raises them.
+TIMEOUTS = (
+    botocore.exceptions.ReadTimeoutError,
+    botocore.exceptions.ConnectionClosedError,
+    botocore.exceptions.IncompleteReadError,
+    botocore.exceptions.ResponseStreamingError,
+    urllib3.exceptions.HTTPError,
+    TimeoutError,
+    ConnectionError,
+)
 
 
 NO_CALL = ("NotImplemented", "MethodNotAllowed")  # a service without the call answers so

@@ -24,8 +24,8 @@ from boto3.s3.transfer import TransferConfig
 from memsync.config import S3Config
 from memsync.config.redact import scrub_url
 from memsync.errors import MemsyncError, UnavailableError
-from memsync.s3.bucket import BucketState
-from memsync.s3.common import TIMEOUTS, ObjectInfo, TransportError, error_code
+from memsync.s3.bucket import TIMEOUTS, BucketState
+from memsync.s3.common import ObjectInfo, TransportError, error_code
 
 # boto3's own defaults (8 MiB parts, 10 threads): larger parts were slower against moto here.
 MULTIPART_THRESHOLD = 8 * 1024 * 1024

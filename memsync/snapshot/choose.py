@@ -23,13 +23,15 @@ from memsync.errors import ConfigError, UnavailableError, UsageError
 from memsync.model import Severity
 from memsync.repository import Entry
 from memsync.repository.plaintext import NO_KEY
-from memsync.snapshot.embedder import find_mismatch
-from memsync.snapshot.embedder import hint as embedder_hint
+from memsync.snapshot.create import signing_key
 from memsync.snapshot.transfer import download_snapshot
 from memsync.snapshot.verify import VERIFY_CODES, verify_directory
 from memsync.stores import snapshots
 from memsync.stores.backends import backend_of_mode
-from memsync.stores.manifest import Manifest
+from memsync.stores.embedder import find_mismatch
+from memsync.stores.embedder import hint as embedder_hint
+from memsync.stores.manifest import MANIFEST, Manifest, signature_ok
+from memsync.stores.snapshots import SIDECARS, VERIFIED
 
 LATEST = "latest"
 TIME_HINT = "give a UTC time with Z or an offset, e.g. 2026-11-30T12:00Z or 2026-11-30T13:00+01:00"
@@ -175,8 +177,12 @@ def choose(deployment: Deployment, before: datetime | None, *, no_safety: bool =
             f"no complete snapshot{when} of this {backend} deployment has passed verification "
             f"({complete} complete snapshot(s) listed"
             f"{', local and remote' if config.s3 is not None else ''}{others})",
-            "memsync snapshot verify ID (--remote) records a verdict; or name a snapshot by id "
-            "(memsync snapshot list)",
+            "memsync snapshot create takes a snapshot of this deployment; the others were taken "
+            "before a migration (restore one with its own config: --config OLD.toml restore ID "
+            "--to DIR)"
+            if other_embedder or other
+            else "memsync snapshot verify ID (--remote) records a verdict; or name a snapshot by "
+            "id (memsync snapshot list)",
         )
     snapshot_id, where = picked
     return Chosen(
@@ -250,6 +256,16 @@ def verify_fit(deployment: Deployment, directory: Path, now: datetime) -> Manife
             "use another snapshot (memsync snapshot list)",
         )
     manifest = snapshots.read_manifest(directory)
+    require_fit(config, manifest)
+    return manifest
+
+
+def require_fit(config: Config, manifest: Manifest) -> None:
+    """Refuse a snapshot of another embedder, collection or vector size than the config's.
+
+    Raises:
+        ConfigError: (exit 10) as ``verify_fit``.
+    """
     mismatch = find_mismatch(manifest, config)
     if mismatch is not None:
         raise ConfigError(config.source, [f"mem0.embedder: {mismatch}"], embedder_hint(config))
@@ -267,4 +283,38 @@ def verify_fit(deployment: Deployment, directory: Path, now: datetime) -> Manife
             )
     if problems:
         raise ConfigError(config.source, problems, "use a snapshot made with this configuration")
+
+
+def recorded_clean(deployment: Deployment, directory: Path) -> Manifest | None:
+    """The manifest, when its create recorded a clean verification of these files; else None.
+
+    Clean: the manifest's ``integrity`` says ``ok`` for every listed file but the store's index
+    (``PRAGMA integrity_check``, or the check of pgvector's export), every point decoded and
+    every vector of its collection's size; its signature holds (with a signing key); the
+    directory holds no file the manifest does not list; and no later verification failed
+    (``verified.json``). Then only the bytes can differ from what was verified, and a restore
+    that finds the manifest's sha256 while copying them needs no second decode and judge.
+    Reads the manifest, the directory's listing and ``verified.json``. Never raises for what a
+    full verification would report: None sends the snapshot down that path.
+    """
+    try:
+        manifest = snapshots.read_manifest(directory)
+        key = signing_key(deployment.config)
+    except (UnavailableError, ConfigError):
+        return None
+    if key is not None and not signature_ok(manifest, key):
+        return None
+    store = deployment.vector_store
+    index = f"{store.capture_dir}/{store.index_file}"
+    recorded = manifest.integrity
+    if recorded.get("points_decoded") is not True or recorded.get("vector_sizes_ok") is not True:
+        return None
+    if any(recorded.get(e.path) != "ok" for e in manifest.files if e.path != index):
+        return None
+    stored = {str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file()}
+    if stored - {e.path for e in manifest.files} - {MANIFEST} - SIDECARS:
+        return None
+    verdict = snapshots.read_json(directory / VERIFIED)
+    if (directory / VERIFIED).exists() and (verdict is None or verdict.get("ok") is not True):
+        return None
     return manifest

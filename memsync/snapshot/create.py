@@ -11,7 +11,10 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from pathlib import Path
@@ -24,13 +27,13 @@ from memsync.capture_budget import CaptureBudget
 from memsync.config import Config, read_key_file
 from memsync.deployment import Deployment
 from memsync.errors import ConfigError, UnavailableError
-from memsync.model import CaptureWindow, CheckReport, Inventory, count_scopes
-from memsync.repository import LocalRepository, encryption_key, snapshot_dir
+from memsync.model import CaptureWindow, CheckReport, Inventory
+from memsync.repository import LocalRepository, encryption_key, reading, snapshot_dir
 from memsync.snapshot import guard
-from memsync.snapshot.embedder import embedder_of
 from memsync.state import fsync_dir, write_json_atomic
 from memsync.stores import capture, interpreter, snapshots
 from memsync.stores.agent_client import not_held_reason, writes_held
+from memsync.stores.embedder import embedder_of
 from memsync.stores.manifest import MANIFEST, SAFETY, FileEntry, Manifest, sign
 from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
 from memsync.stores.vector_store import refuse_legacy_store
@@ -44,6 +47,91 @@ Progress = Callable[[int, int], None]
 SETTLE_ATTEMPTS = 5
 SETTLE_PAUSE_S = 0.2
 
+# Until what a quiesced capture held the app's writes (``Held.until``): the read snapshots of
+# every file opened (WAL mode), or the whole copy (a rollback-journal file, a server store).
+HELD_FOR_SNAPSHOTS = "read-snapshots"
+HELD_FOR_COPY = "copy"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Held:
+    """How long the app's agent held its writes for a capture (seconds, as the agent measured)."""
+
+    seconds: float | None
+    until: str  # HELD_FOR_SNAPSHOTS or HELD_FOR_COPY
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"s": seconds, "until": ...}`` for the JSON report. Pure."""
+        return {"s": self.seconds, "until": self.until}
+
+    def text(self) -> str:
+        """``held 0.004 s until the read snapshots opened`` (or ``... until the copy ended``)."""
+        seconds = "?" if self.seconds is None else f"{self.seconds:.3f}"
+        until = (
+            "the read snapshots opened" if self.until == HELD_FOR_SNAPSHOTS else "the copy ended"
+        )
+        return f"held {seconds} s until {until}"
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """A capture's check report and its memory collection's points per vector size."""
+
+    report: CheckReport
+    sizes: Mapping[int | None, int]
+
+
+def judge_copy(
+    captured: capture.Captured,
+    deployment: Deployment,
+    today: date,
+    progress: Progress | None = None,
+) -> Judgement:
+    """Judge a capture as a stream (``check.judge_capture``), counting vector sizes on the way.
+
+    Holds a chunk of memories, not the inventory. Raises as ``check.judge_capture``.
+    """
+    sizes: Counter[int | None] = Counter()
+    report = check.judge_capture(captured, deployment, today, progress=progress, sizes=sizes)
+    return Judgement(report, sizes)
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A captured layout's files read back: integrity verdicts, and (size, sha256) by path."""
+
+    verdicts: dict[str, str]
+    digests: dict[str, tuple[int, str]]
+
+
+def check_files(captured: capture.Captured, partial: Path) -> Checked:
+    """``PRAGMA integrity_check`` of every captured SQLite file and the sha256 of every file.
+
+    Reads only. SQLite and hashlib let go of the GIL while they work, so ``create_snapshot``
+    runs this in a thread beside the judge's decoding.
+    """
+    verdicts = _integrity_verdicts(captured, partial)
+    digests = {
+        str(path.relative_to(partial)): snapshots.sha256_file(path) for path in _files(partial)
+    }
+    return Checked(verdicts, digests)
+
+
+def _files(partial: Path) -> list[Path]:
+    """Every file of a layout but the ``.creating`` lock, sorted."""
+    return sorted(
+        p for p in partial.rglob("*") if p.is_file() and p.name != snapshots.CREATING_LOCK
+    )
+
+
+def _in_background(captured: capture.Captured, partial: Path) -> Future[Checked]:
+    """``check_files`` in a thread of its own; its result (or error) when asked."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-files")
+    try:
+        return pool.submit(check_files, captured, partial)
+    finally:
+        pool.shutdown(wait=False)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Created:
@@ -54,6 +142,7 @@ class Created:
     manifest: Manifest
     removed_partials: tuple[Path, ...] = ()
     tripwire: guard.TripwireResult | None = None
+    writes_held: Held | None = None  # None: no agent paused the app's writes
 
     def to_json(
         self,
@@ -87,6 +176,7 @@ class Created:
             "quiesced": bool(manifest.quiesced),
             "route": "agent" if manifest.quiesced is not None else "none",
             "not_quiesced": manifest.not_quiesced,
+            "writes_held": self.writes_held.to_json() if self.writes_held else None,
             "capture_budget": budget.to_json(),
             **(self.tripwire.report() if self.tripwire else {}),  # findings, tripwire
             "pending_uploads": pending_uploads,
@@ -248,7 +338,7 @@ def create_snapshot(
     removed = snapshots.remove_stale_partials(directory)
     repository = LocalRepository(directory)
     with repository.building(now) as (snapshot_id, partial):
-        captured, judged, quiesced, why = _settled_capture(
+        captured, judged, checked, quiesced, why, held = _settled_capture(
             deployment, partial, now.date(), progress
         )
         manifest = finish_directory(
@@ -261,6 +351,7 @@ def create_snapshot(
             *keys,
             progress=progress,
             judged=judged,
+            checked=checked,
             quiesced=quiesced,
             not_quiesced=why,
             embedder=embedder_of(config),
@@ -268,19 +359,26 @@ def create_snapshot(
         )
         final = repository.commit(snapshot_id, partial, None)
     logger.info("snapshot_created", snapshot_id=snapshot_id, size_bytes=manifest.size_bytes)
-    checked = guard.run_tripwire(deployment, repository, manifest, now, judged[0])  # never fails it
+    tripwire = guard.run_tripwire(  # never fails it; reads the capture again only on a drop
+        deployment,
+        repository,
+        manifest,
+        now,
+        lambda: _committed_inventory(deployment, repository, manifest),
+    )
     return Created(
         id=snapshot_id,
         path=final,
         manifest=manifest,
         removed_partials=tuple(removed),
-        tripwire=checked,
+        tripwire=tripwire,
+        writes_held=held,
     )
 
 
 def _settled_capture(
     deployment: Deployment, partial: Path, today: date, progress: Progress | None
-) -> tuple[capture.Captured, tuple[Inventory, CheckReport], bool | None, str | None]:
+) -> tuple[capture.Captured, Judgement, Future[Checked], bool | None, str | None, Held | None]:
     """Capture into ``partial``: quiesced through the app's agent, else until settled.
 
     With an agent (``agent_client.find_agent``), app writes are paused for the one capture,
@@ -288,8 +386,10 @@ def _settled_capture(
     process wrote history.db outside the agent's gate: ``agent_client.not_held_reason``).
     Without, at most ``SETTLE_ATTEMPTS`` captures, ``SETTLE_PAUSE_S`` apart, until no write
     is caught in the window (``in-flight``); each new one replaces the files of the last.
-    Returns the capture, its inventory and judged report, ``quiesced`` (None: no agent
-    answered; False: it did, but the pair kept is not one instant) and why it is not. Raises as
+    Returns the capture, its judgement (``judge_copy``), its files' ``check_files`` (run in a
+    thread beside the judge), ``quiesced`` (None: no agent
+    answered; False: it did, but the pair kept is not one instant), why it is not, and how long
+    the agent held the app's writes (None: no agent). Raises as
     ``capture.capture``; UnavailableError when an agent serves another deployment, refuses
     memsync or is not this deployment's app (never an unquiesced capture then).
     """
@@ -297,46 +397,72 @@ def _settled_capture(
     quiesced = _quiesced_capture(deployment, partial)
     agent = None if quiesced is None else False
     why = None if quiesced is None else quiesced[2]
+    held = None if quiesced is None else quiesced[3]
     for attempt in range(1, SETTLE_ATTEMPTS + 1):
         captured = (
             quiesced[0] if quiesced else capture.capture(deployment.vector_store, config, partial)
         )
         # its points would be missing
         refuse_legacy_store(captured.vectors.legacy_files, "snapshot create")
-        inventory = capture.read_inventory(deployment.vector_store, captured, config, progress)
-        report = check.judge(inventory, today)
+        checked = _in_background(captured, partial)
+        try:
+            judged = judge_copy(captured, deployment, today, progress)
+        except BaseException:
+            wait([checked])  # it reads the files the caller is about to remove
+            raise
+        report = judged.report
         exact = quiesced is not None and quiesced[1]
         if exact or not unsettled(report):
-            return captured, (inventory, report), exact or agent, None if exact else why
+            return captured, judged, checked, exact or agent, None if exact else why, held
         quiesced = None
         if attempt == SETTLE_ATTEMPTS:
             break
         logger.info("snapshot_recapture", attempt=attempt, unsettled=len(unsettled(report)))
+        wait([checked])
         _clear_capture(partial)
         time.sleep(SETTLE_PAUSE_S)
     logger.warning("snapshot_unsettled", unsettled=unsettled(report))
-    return captured, (inventory, report), agent, why
+    return captured, judged, checked, agent, why, held
 
 
 def _quiesced_capture(
     deployment: Deployment, partial: Path
-) -> tuple[capture.Captured, bool, str | None] | None:
+) -> tuple[capture.Captured, bool, str | None, Held] | None:
     """One capture with the app's writes paused by its agent; None when no agent answers.
 
-    Returns the capture, whether it was exact (the pause held every app write for the whole
-    copy: the lease, ``[app] pause_lease_s``, did not run out, and no process had history.db
-    open for writing outside the agent's gate) and, when not, why. Logs ``capture_quiesced``
-    with the seconds app writes were held and the pids held; ``capture_not_quiesced`` when not.
+    The pause lasts until the read snapshots of every store file are open, when each file is
+    in WAL mode (``capture.capture``'s ``on_pinned``): the copies are made from them while
+    the app writes again. Otherwise (a rollback-journal file, or a server vector store) it
+    lasts the whole copy: a reader of a rollback-journal file blocks the app's writer anyway,
+    and only a pause keeps the two copies one instant.
+
+    Returns the capture, whether it was exact (the pause held every app write until the pair
+    was fixed: the lease, ``[app] pause_lease_s``, did not run out, and no process had
+    history.db open for writing outside the agent's gate), when not why, and how long writes
+    were held and until what. Logs ``capture_quiesced`` with the seconds app writes were held
+    and the pids held; ``capture_not_quiesced`` when not.
     """
     config = deployment.config
-    with writes_held(deployment.vector_store, config) as pause:
+    with ExitStack() as holding:
+        pause = holding.enter_context(writes_held(deployment.vector_store, config))
         if pause is None:
             return None
-        captured = capture.capture(deployment.vector_store, config, partial)
+        until = [HELD_FOR_COPY]
+
+        def resume_when_pinned(every: bool) -> None:
+            if every:
+                until[0] = HELD_FOR_SNAPSHOTS
+                holding.close()  # the agent resumes the app's writes now
+
+        captured = capture.capture(
+            deployment.vector_store, config, partial, on_pinned=resume_when_pinned
+        )
     why = not_held_reason(pause)
+    held = Held(seconds=pause.get("held_s"), until=until[0])
     logger.info(
         "capture_quiesced",
-        held_s=pause.get("held_s"),
+        held_s=held.seconds,
+        held_until=held.until,
         waited_s=pause.get("waited_s"),
         exact=why is None,
         agent_pid=pause.get("agent_pid"),
@@ -344,7 +470,7 @@ def _quiesced_capture(
     )
     if why is not None:
         logger.warning("capture_not_quiesced", reason=why)
-    return captured, why is None, why
+    return captured, why is None, why, held
 
 
 def _clear_capture(partial: Path) -> None:
@@ -369,7 +495,8 @@ def finish_directory(
     encryption: bytes | None,
     progress: Progress | None = None,
     journal_modes: Mapping[str, str] | None = None,
-    judged: tuple[Inventory, CheckReport] | None = None,
+    judged: Judgement | None = None,
+    checked: Future[Checked] | None = None,
     quiesced: bool | None = None,
     embedder: dict[str, Any] | None = None,
     not_quiesced: str | None = None,
@@ -381,7 +508,8 @@ def finish_directory(
     hashes (and with a key, seals) every file, sets modes 0600/0700, writes the manifest.
     ``journal_modes`` (by path in the snapshot) stands in for the live files' modes when the
     layout is not a fresh capture (a purge rewrites an existing snapshot). ``judged``, when
-    given, is the layout's already read inventory and its report (neither is redone).
+    given, is the layout's judgement (``judge_copy``: not redone), and ``checked`` its
+    files' ``check_files`` under way.
     ``quiesced`` and ``embedder`` (None: not recorded) go to ``capture.quiesced`` and ``embedder``;
     ``not_quiesced`` (why an agent's pause did not hold every write) to ``capture.not_quiesced``
     when ``quiesced`` is False; ``label`` (a safety snapshot's) to ``label``.
@@ -390,11 +518,11 @@ def finish_directory(
         UnavailableError: a file fails its integrity check or a point does not decode.
     """
     config = deployment.config
-    results = _integrity(captured, partial)
-    inventory, report = judged or (None, None)
-    if inventory is None:
-        inventory = capture.read_inventory(deployment.vector_store, captured, config, progress)
-    collections, wrong_sizes = _collections(config, captured, inventory)
+    files = checked.result() if checked is not None else check_files(captured, partial)
+    results = _integrity(files.verdicts)
+    judged = judged or judge_copy(captured, deployment, today, progress)
+    report = judged.report
+    collections, wrong_sizes = _collections(config, captured, judged.sizes)
     results["points_decoded"] = True
     results["vector_sizes_ok"] = wrong_sizes == 0
     manifest = build_manifest(
@@ -403,12 +531,15 @@ def finish_directory(
         collection=config.collection,
         window=captured.window,
         files=_file_entries(
-            partial, encryption, {**(journal_modes or {}), **_journal_modes(captured, partial)}
+            partial,
+            encryption,
+            {**(journal_modes or {}), **_journal_modes(captured, partial)},
+            files.digests,
         ),
         collections=collections,
-        history={"rows": inventory.history_rows, "memories": len(inventory.history)},
+        history={"rows": report.history_rows, "memories": report.history_memories},
         integrity_results=results,
-        report=report or check.judge(inventory, today),
+        report=report,
         versions=_app_versions(config),
         encryption={"algorithm": seal.ALGORITHM} if encryption else None,
     )
@@ -420,9 +551,8 @@ def finish_directory(
         label=label,
     )
     manifest = _with_backend(manifest, captured)
-    manifest = replace(  # the mass-deletion tripwire's counts (memsync.snapshot.tripwire)
-        manifest, scopes=count_scopes(p.payload for p in inventory.points.values())
-    )
+    scopes = dict(report.scopes) if report.scopes is not None else None
+    manifest = replace(manifest, scopes=scopes)  # the tripwire's counts (snapshot.tripwire)
     if signing is not None:
         manifest = replace(manifest, signature=sign(manifest, signing))
     for path in sorted(partial.rglob("*")):
@@ -431,10 +561,10 @@ def finish_directory(
     return manifest
 
 
-def _integrity(captured: capture.Captured, partial: Path) -> dict[str, Any]:
-    """``PRAGMA integrity_check`` of every captured SQLite file. Raises UnavailableError when one fails."""
+def _integrity(verdicts: Mapping[str, str]) -> dict[str, Any]:
+    """The ``PRAGMA integrity_check`` verdicts. Raises UnavailableError when one is not ``ok``."""
     results: dict[str, Any] = {}
-    for relative, verdict in _integrity_verdicts(captured, partial).items():
+    for relative, verdict in verdicts.items():
         results[relative] = verdict
         if verdict != "ok":
             raise UnavailableError(
@@ -445,25 +575,46 @@ def _integrity(captured: capture.Captured, partial: Path) -> dict[str, Any]:
 
 
 def _collections(
-    config: Config, captured: capture.Captured, inventory: Inventory
+    config: Config, captured: capture.Captured, memory_sizes: Mapping[int | None, int]
 ) -> tuple[dict[str, dict[str, Any]], int]:
-    """Per collection: vector size, distance and points; and how many vectors have the wrong size."""
+    """Per collection: vector size, distance and points; and how many vectors have the wrong size.
+
+    ``memory_sizes``: the memory collection's points per vector size, as judged; the other
+    collections (mem0's entities) are read here.
+    """
     collections: dict[str, dict[str, Any]] = {}
     wrong_sizes = 0
     for name, info in sorted(captured.collections.items()):
         if name == config.collection:
-            sizes = [p.vector_size for p in inventory.points.values()]
+            sizes = Counter(memory_sizes)
         else:
-            sizes = [p.vector_size for p in captured.store.iter_points(captured.vectors, name)]
-        wrong_sizes += sum(
-            1 for size in sizes if info.vector_size is not None and size != info.vector_size
-        )
+            sizes = Counter(
+                p.vector_size for p in captured.store.iter_points(captured.vectors, name)
+            )
+        if info.vector_size is not None:
+            wrong_sizes += sum(n for size, n in sizes.items() if size != info.vector_size)
         collections[name] = {
             "vector_size": info.vector_size,
             "distance": info.distance,
-            "points": len(sizes),
+            "points": sum(sizes.values()),
         }
     return collections, wrong_sizes
+
+
+def _committed_inventory(
+    deployment: Deployment, repository: LocalRepository, manifest: Manifest
+) -> Inventory:
+    """The inventory of a committed snapshot, read from its plaintext (the tripwire's split).
+
+    Raises:
+        UnavailableError, ConfigError: as ``reading.open_files`` and ``read_inventory``.
+    """
+    config = deployment.config
+    with reading.scratch(config, "tripwire-new") as area:
+        paths = [entry.path for entry in manifest.files]
+        opened = reading.open_files(config, repository, manifest.id, paths, area)
+        captured = capture.from_directory(opened.root, manifest.capture, config)
+        return capture.read_inventory(deployment.vector_store, captured, config)
 
 
 def _journal_modes(captured: capture.Captured, partial: Path) -> dict[str, str]:
@@ -476,13 +627,17 @@ def _journal_modes(captured: capture.Captured, partial: Path) -> dict[str, str]:
     }
 
 
-def _file_entries(partial: Path, key: bytes | None, modes: dict[str, str]) -> list[FileEntry]:
+def _file_entries(
+    partial: Path,
+    key: bytes | None,
+    modes: dict[str, str],
+    digests: Mapping[str, tuple[int, str]],
+) -> list[FileEntry]:
+    """Each file's entry (``digests``: its size and sha256, else read here), sealed when keyed."""
     entries = []
-    for path in sorted(
-        p for p in partial.rglob("*") if p.is_file() and p.name != snapshots.CREATING_LOCK
-    ):
+    for path in _files(partial):
         relative = str(path.relative_to(partial))
-        size, digest = snapshots.sha256_file(path)
+        size, digest = digests.get(relative) or snapshots.sha256_file(path)
         if key is not None:
             sealed = path.with_name(path.name + ".sealing")
             seal.seal_file(path, sealed, key, relative)

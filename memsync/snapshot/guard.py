@@ -15,6 +15,7 @@ refused pin is reported.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -196,13 +197,13 @@ def run_tripwire(
     local: SnapshotRepository,
     manifest: Manifest,
     now: datetime,
-    inventory: Inventory | None = None,
+    inventory: Callable[[], Inventory] | None = None,
 ) -> TripwireResult:
     """Compare ``manifest`` (just committed) with the previous snapshot; pin that one on a drop.
 
     Reads the local repository, and the bucket when ``[s3]`` is set and no earlier local snapshot
     exists; on a drop reads the previous snapshot's memory collection and splits each drop by
-    ``inventory`` (the new capture: its points and history) into memories deleted through mem0
+    ``inventory()`` (the new capture's points and history, read only then) into memories deleted through mem0
     and memories vanished without a DELETE event, then writes ``pinned.json`` beside the
     previous snapshot on every side holding it (atomically; pinning again replaces the reason).
     Logs ``mass_deletion_suspected`` (warning, counts only: no scope ids above debug). Never
@@ -269,7 +270,7 @@ def _split(
     baseline: Entry,
     side: str | None,
     manifest: Manifest,
-    inventory: Inventory,
+    inventory: Callable[[], Inventory],
     result: TripwireResult,
     drops: tuple[Drop, ...],
 ) -> tuple[TripwireResult, tuple[Drop, ...]]:
@@ -280,6 +281,7 @@ def _split(
     try:
         repo = local if side == "local" else deployment.remote
         members = _members(deployment, repo, baseline.id, baseline.manifest)
+        new = inventory()
         try:
             erased = erasures.erased_ids(config.state_dir)
         except MemsyncError:
@@ -288,10 +290,8 @@ def _split(
         why = error.message if isinstance(error, MemsyncError) else str(error)
         logger.info("tripwire_split_unknown", snapshot_id=manifest.id, reason=why)
         return replace(result, split_unknown=f"snapshot {baseline.id} unreadable: {why}"), drops
-    gone = members.get((TOTAL, None), set()) - set(inventory.points) - erased
-    deleted = {
-        m for m in gone if m in inventory.history and inventory.history[m].last.event == "DELETE"
-    }
+    gone = members.get((TOTAL, None), set()) - set(new.points) - erased
+    deleted = {m for m in gone if m in new.history and new.history[m].last.event == "DELETE"}
     vanished = gone - deleted
     split = tuple(
         split_drops(drops, baseline.manifest.scopes, manifest.scopes, members, deleted, vanished)

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -22,11 +22,14 @@ from memsync.config import Config
 from memsync.errors import MemsyncError, UnavailableError
 from memsync.repository import S3Repository, SnapshotRepository, remote, upload_marks
 from memsync.repository.port import BytesProgress
-from memsync.s3 import ObjectStore, TransportError
+from memsync.s3 import TransportError
 from memsync.stores import manifest as manifests
 from memsync.stores import snapshots
 from memsync.stores.manifest import FileEntry, Manifest
 from memsync.stores.snapshots import PINNED, sha256_file
+
+if TYPE_CHECKING:  # boto3 loads only where a bucket is opened
+    from memsync.s3 import ObjectStore
 
 logger = structlog.get_logger(__name__)
 

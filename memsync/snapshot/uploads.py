@@ -26,6 +26,8 @@ from memsync.repository import S3Repository, upload_marks
 from memsync.repository.port import BytesProgress
 from memsync.snapshot.transfer import upload_snapshot
 from memsync.stores import snapshots
+from memsync.stores.backends import backend_class
+from memsync.stores.embedder import restorable_here
 
 # A run is due when the newest snapshot is at least this fraction of ``--if-due`` old: a run
 # that starts a little early (the schedule counts from the end of the last run) still captures.
@@ -78,11 +80,21 @@ def upload_pending(
     return run
 
 
-def newest_complete(directory: Path | None) -> datetime | None:
-    """The time (UTC, from its id) of the newest complete local snapshot, or None. Reads only."""
+def newest_complete(config: Config) -> datetime | None:
+    """The time (UTC, from its id) of the newest complete local snapshot, or None. Reads only.
+
+    Only snapshots this deployment can restore count (``restorable_here``): after a migration
+    changed the embedder or the backend, the older ones are no backup of it, so one is due.
+    """
+    directory = config.snapshot.directory
     if directory is None:
         return None
-    times = [info.created_at for info in snapshots.iter_local(directory) if info.complete]
+    mode = backend_class(config.vector_store.provider).mode
+    times = [
+        info.created_at
+        for info in snapshots.iter_local(directory)
+        if info.complete and restorable_here(info.manifest, config, mode)
+    ]
     return max(times, default=None)
 
 

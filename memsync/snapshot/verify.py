@@ -316,8 +316,7 @@ def _verify_contents(
     if good != listed:
         return findings, []
     captured = capture.from_directory(root, manifest.capture, config)
-    inventory = capture.read_inventory(deployment.vector_store, captured, config)
-    pair = list(check.judge(inventory, now.date()).findings)
+    pair = list(check.judge_capture(captured, deployment, now.date()).findings)  # streamed
     recorded = _recorded(manifest)
     expected = [f for f in pair if _recorded_key(f) in recorded]
     pair = [f for f in pair if _recorded_key(f) not in recorded]

@@ -572,12 +572,11 @@ def find_agent(
     return client
 
 
-def uncovered_writers(config: Config, covered: Sequence[int]) -> dict[int, str]:
-    """Processes with history.db open for writing whose writes the gate does not hold.
+def uncovered_writers(found: Mapping[int, str], covered: Sequence[int]) -> dict[int, str]:
+    """Of ``found`` (``locks.writers_of`` history.db), those whose writes the gate does not hold.
 
-    ``covered``: the pids the agent's pause holds. memsync's own process is left out. Reads /proc.
+    ``covered``: the pids the agent's pause holds. memsync's own process is left out. Pure.
     """
-    found = locks.writers_of(config.history_db_path)
     return {pid: line for pid, line in found.items() if pid not in {*covered, os.getpid()}}
 
 
@@ -613,9 +612,10 @@ def writes_held(store: VectorStore, config: Config) -> Iterator[dict[str, Any] |
     Yields the pause reply (``lease_s``, ``waited_s``, ``agent_pid``, ``covered``: the app's pids
     the pause holds; after the block also ``held_s``, ``lease_ran_out`` and ``uncovered``: pid ->
     command line of each process with history.db open for writing that the pause did not
-    hold, seen at the block's start or end; ``not_held_reason`` tells), and ``checkpoint``:
-    ``checkpoint_through`` on this connection. An agent of an older memsync covers its own pid
-    only. The lease is ``[app] pause_lease_s``.
+    hold, seen just before the pause or just after it; ``not_held_reason`` tells), and
+    ``checkpoint``: ``checkpoint_through`` on this connection. An agent of an older memsync
+    covers its own pid only. The lease is ``[app] pause_lease_s``. The two scans of /proc
+    (tens of milliseconds on a busy host) bracket the pause rather than lengthen it.
 
     Raises:
         UnavailableError: the agent that answers serves another deployment; AgentRefusedError
@@ -626,17 +626,19 @@ def writes_held(store: VectorStore, config: Config) -> Iterator[dict[str, Any] |
     if client is None:
         yield None
         return
-    with client, client.paused(config.app.pause_lease_s) as pause:
-        pause["agent_pid"] = client.hello.get("pid")
-        pause["checkpoint"] = functools.partial(checkpoint_through, client)
-        covered = [int(p) for p in pause.get("covered") or [pause["agent_pid"]]]
-        pause["covered"] = covered
-        uncovered = uncovered_writers(config, covered)
-        try:
-            yield pause
-        finally:
-            uncovered.update(uncovered_writers(config, covered))
-            pause["uncovered"] = uncovered
+    with client:
+        seen = locks.writers_of(config.history_db_path)
+        with client.paused(config.app.pause_lease_s) as pause:
+            pause["agent_pid"] = client.hello.get("pid")
+            pause["checkpoint"] = functools.partial(checkpoint_through, client)
+            covered = [int(p) for p in pause.get("covered") or [pause["agent_pid"]]]
+            pause["covered"] = covered
+            try:
+                yield pause
+            finally:
+                pause["uncovered"] = {}  # until the scan after the pause fills it
+        seen.update(locks.writers_of(config.history_db_path))
+        pause["uncovered"] = uncovered_writers(seen, covered)
 
 
 class AgentWriter:

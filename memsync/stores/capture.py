@@ -28,6 +28,7 @@ from memsync.model import (
     Inventory,
     MemoryHistory,
     Point,
+    parse_time,
 )
 from memsync.stores import history, journal_mode
 from memsync.stores.backends import layout_store
@@ -87,10 +88,21 @@ class Captured:
         return self.root / "history.db"
 
 
-def capture(store: VectorStore, config: Config, dest: Path, *, vectors: bool = True) -> Captured:
+def capture(
+    store: VectorStore,
+    config: Config,
+    dest: Path,
+    *,
+    vectors: bool = True,
+    on_pinned: Callable[[bool], None] | None = None,
+) -> Captured:
     """Copy the deployment's stores into ``dest``: every collection first, then history.db.
 
     ``vectors=False``: an inventory-only copy (``VectorStore.capture``), never a snapshot's.
+    ``on_pinned(every)``: called before any copy starts, ``every`` True when the read snapshots
+    of every store file are open (each file in WAL mode with a live writer, and a vector store
+    of files: a server store's export opens its snapshot only when it starts), so nothing
+    written after the call is in the copies (``snapshot create`` lets the app write again).
 
     Takes no lock; each live file is read in one short transaction (``VACUUM INTO``); when every
     file is in WAL mode, all read snapshots are opened first, back to back
@@ -113,7 +125,9 @@ def capture(store: VectorStore, config: Config, dest: Path, *, vectors: bool = T
     live = [
         entry.path for entry in journal_mode.live_files(store, config.history_db_path)
     ]  # vectors first, then history
-    with pinned_snapshots(live):  # WAL files: every read snapshot opened at one instant
+    with pinned_snapshots(live) as pinned:  # WAL files: every read snapshot opened at one instant
+        if on_pinned is not None:
+            on_pinned(pinned and store.location is not None)
         copied = store.capture(dest / store.capture_dir, vectors=vectors)
         copies = copied.copies
         vectors_end = datetime.now(UTC)
@@ -297,6 +311,57 @@ def memory_streams(
     summary = _inventory(captured, config, {}, entities, contents)
     points = store.points_in_order(captured.vectors, CHECKED_PAYLOAD_KEYS, progress)
     return summary, (points, memories)
+
+
+def read_named(
+    store: VectorStore,
+    captured: Captured,
+    config: Config,
+    memory_ids: frozenset[str],
+    keep_point: Callable[[Point], bool] | None = None,
+) -> Inventory:
+    """``read_inventory`` holding only the points and history memories of ``memory_ids``.
+
+    ``store``: the deployment's (as ``read_inventory``); ``keep_point``: the points it accepts
+    are kept too, with their history.
+
+    Besides them it keeps the point with the newest ``updated_at`` (else ``created_at``) and
+    the memory with the newest last event, so the newest instant of each store is the whole
+    inventory's (what ``reconcile.apply.vectors_newer_than_history`` compares). Points and
+    memories are streamed (``VectorStore.points_in_order``, ``history.iter_memories``):
+    memory grows with ``memory_ids``, not with the store. Every other field is the whole
+    inventory's. Reads the copies only; errors name the live files.
+
+    Raises:
+        UnavailableError: as ``read_inventory``.
+    """
+    with naming_live_files(captured):
+        summary, (stream, memories) = memory_streams(store, captured, config)
+        points: dict[str, Point] = {}
+        newest_point: tuple[datetime, Point] | None = None
+        for point in stream:
+            if point.id in memory_ids or (keep_point is not None and keep_point(point)):
+                points[point.id] = point
+                continue
+            at = parse_time(point.payload.get("updated_at")) or parse_time(
+                point.payload.get("created_at")
+            )
+            if at is not None and (newest_point is None or at > newest_point[0]):
+                newest_point = (at, point)
+        kept: dict[str, MemoryHistory] = {}
+        newest_memory: tuple[datetime, MemoryHistory] | None = None
+        for memory in memories:
+            if memory.memory_id in memory_ids or memory.memory_id in points:
+                kept[memory.memory_id] = memory
+            elif memory.last.at is not None and (
+                newest_memory is None or memory.last.at > newest_memory[0]
+            ):
+                newest_memory = (memory.last.at, memory)
+    if newest_point is not None:
+        points[newest_point[1].id] = newest_point[1]
+    if newest_memory is not None:
+        kept[newest_memory[1].memory_id] = newest_memory[1]
+    return replace(summary, points=points, history=kept)
 
 
 def _read_inventory(

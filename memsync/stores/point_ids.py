@@ -14,6 +14,8 @@ _UUID_HYPHENATED = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}
 _UUID_SPELLING = re.compile(
     rf"(?:[0-9a-fA-F]{{32}}|{_UUID_HYPHENATED}|\{{{_UUID_HYPHENATED}\}}|urn:uuid:{_UUID_HYPHENATED})"
 )
+# A UUID already in its canonical spelling (lower case, hyphenated): its own normalised id.
+_UUID_CANONICAL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def normalize_point_id(point_id: str | int) -> str:
@@ -25,6 +27,8 @@ def normalize_point_id(point_id: str | int) -> str:
     """
     if isinstance(point_id, int):
         return str(point_id)
+    if _UUID_CANONICAL.fullmatch(point_id) is not None:  # mem0's own ids: no UUID to build
+        return point_id
     if _UUID_SPELLING.fullmatch(point_id) is None:
         return point_id
     return str(uuid.UUID(point_id))

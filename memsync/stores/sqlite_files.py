@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import errno
 import os
+import pickle
 import shutil
 import sqlite3
 import stat
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -25,10 +26,12 @@ from pathlib import Path
 import structlog
 
 from memsync.errors import MemsyncError, TryLaterError, UnavailableError
+from memsync.model import Point
 
 logger = structlog.get_logger(__name__)
 
 SLOW_READ_S = 2.0
+_SPILL_BATCH = 1_000
 SQLITE_VERSION = sqlite3.sqlite_version  # the library this Python links
 SQLITE_HEADER = b"SQLite format 3\x00"
 WAL_HEADER_BYTES = 32  # a -wal this size or smaller holds no frame
@@ -286,21 +289,30 @@ def pinned_snapshots(paths: Sequence[Path]) -> Iterator[bool]:
     token = _PINS.set(pins)
     try:
         for path in paths:
-            connection = connect_readonly(path)
-            connection.isolation_level = None
-            started, clock = datetime.now(UTC), time.monotonic()
-            try:
-                connection.execute("BEGIN")
-                connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            except sqlite3.Error as error:
-                connection.close()
-                raise translate(error, path, "open a read snapshot of it") from error
-            pins[path] = (connection, started, clock)
+            pins[path] = _open_read_snapshot(path)
         yield True
     finally:
         _PINS.reset(token)
         for connection, _started, _clock in pins.values():
             connection.close()
+
+
+def _open_read_snapshot(path: Path) -> tuple[sqlite3.Connection, datetime, float]:
+    """A read-only connection to ``path`` holding a read snapshot (BEGIN and one read), its instants.
+
+    Raises:
+        UnavailableError, TryLaterError: as ``translate``.
+    """
+    connection = connect_readonly(path)
+    connection.isolation_level = None
+    started, clock = datetime.now(UTC), time.monotonic()
+    try:
+        connection.execute("BEGIN")
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as error:
+        connection.close()
+        raise translate(error, path, "open a read snapshot of it") from error
+    return connection, started, clock
 
 
 def _copy_snapshot(connection: sqlite3.Connection, dest: Path) -> None:
@@ -500,3 +512,42 @@ def table_names(connection: sqlite3.Connection) -> set[str]:
     """Names of the tables in an open database."""
     rows = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     return {str(row[0]) for row in rows}
+
+
+def in_id_order(rows: Iterable[tuple[Point, int]]) -> Iterator[Point]:
+    """Points by ascending id (Python ``str`` order); of several with one id, the highest ``row``'s.
+
+    Sorted by a private temporary SQLite database (``sqlite3.connect("")``: SQLite removes its
+    file as soon as it is open, so nothing outlives the process), whose sorter spills to disk:
+    what is held is a batch of ``rows``, not all of them. Each point (payload, vector size) is
+    pickled into it and unpickled back by this process only. ``rows`` is read to its end
+    before the first point is yielded; its errors pass through.
+
+    Raises:
+        TryLaterError: the temporary directory (``SQLITE_TMPDIR``, else ``TMPDIR``, else
+            ``/var/tmp`` or ``/tmp``) is full or cannot be written.
+    """
+    spill = sqlite3.connect("")
+    try:
+        spill.execute("CREATE TABLE spilled (id TEXT NOT NULL, row INTEGER NOT NULL, point BLOB)")
+        batch: list[tuple[str, int, bytes]] = []
+        for point, row in rows:
+            held = pickle.dumps((point.payload, point.vector_size), pickle.HIGHEST_PROTOCOL)
+            batch.append((point.id, row, held))
+            if len(batch) == _SPILL_BATCH:
+                spill.executemany("INSERT INTO spilled VALUES (?, ?, ?)", batch)
+                batch.clear()
+        spill.executemany("INSERT INTO spilled VALUES (?, ?, ?)", batch)
+        # SQLite takes a bare column of an aggregate query from the row max() chose; TEXT in
+        # BINARY collation (UTF-8 bytes) sorts as Python sorts str.
+        query = "SELECT id, max(row), point FROM spilled GROUP BY id ORDER BY id"
+        for point_id, _row, held in spill.execute(query):
+            payload, vector_size = pickle.loads(held)  # noqa: S301 - written above, by us
+            yield Point(id=point_id, payload=payload, vector_size=vector_size)
+    except sqlite3.Error as error:
+        raise TryLaterError(
+            f"points could not be sorted in a temporary SQLite database: {error}",
+            "free space in the temporary directory (SQLITE_TMPDIR or TMPDIR), then try again",
+        ) from error
+    finally:
+        spill.close()

@@ -290,7 +290,9 @@ class CaptureReader(Protocol):
 
         The order a streaming check merges with history's (``history.iter_memories``). A backend
         whose capture is already in that order streams it (pgvector's inventory export: one row
-        in memory at a time); another reads ``read_points`` whole and sorts its ids. Reads only.
+        in memory at a time); embedded Qdrant sorts a large collection through a temporary
+        SQLite database (``qdrant_embedded.rows.points_in_order``). Memory stays flat in the number of
+        points. Reads only.
 
         Raises:
             UnavailableError: as ``iter_points``.

@@ -29,7 +29,7 @@ def test_restore_killed_after_its_download_leaves_nothing_once_rerun(
     target = f"s3://{made['id']}"  # in the configured bucket
 
     killed = subprocess.run(
-        [sys.executable, "-m", "tests.breaker.killat", "memsync.snapshot.choose:verify_fit",
+        [sys.executable, "-m", "tests.breaker.killat", "memsync.restore:has_data",
          "--", "restore", target, "--config", str(deployment.config)],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip

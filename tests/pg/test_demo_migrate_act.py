@@ -65,6 +65,7 @@ def test_the_act_migrates_to_hash256_and_to_pgvector_each_verified(minilm, pg_se
     text = "\n".join(said)
     assert text.count("-> exit 0: 0 errors") == 3  # both targets, then the switched deployment
     assert "migrate --cleanup: refused (exit 10)" in text
+    assert "the first backup of the switched deployment" in text  # restore latest has one
     assert f"re-embed {len(source)} points" in text and "copy the vectors as they are" in text
     assert f"{len(source)} re-embedded" in text and "(0 re-embedded)" in text
 

@@ -92,6 +92,8 @@ def test_restore_swaps_the_tables_and_history_and_keeps_the_old_ones_aside(pg_de
     assert result.code == 0, result.err
     report = result.json()
     assert report["check_after"]["errors"] == 0
+    # create verified the export: its sha256 is compared, nothing decoded again; check runs
+    assert report["verification"] == {"snapshot": "hashed", "check_after": "full"}
     aside = f"mem0_pre_restore_{tag}"
     assert {aside, "mem0"} <= tables(url)
     assert ids(url, aside) == before  # the old table, untouched, with the rows added since
@@ -112,6 +114,20 @@ def test_restore_swaps_the_tables_and_history_and_keeps_the_old_ones_aside(pg_de
         "results"
     ]
     assert kept in {hit["id"] for hit in found}
+
+
+def test_a_flipped_byte_in_the_export_refuses_the_restore_as_before(pg_deployment, cli):
+    url = pg_deployment.paths.pg_url
+    snapshot_id = snapshot(cli, pg_deployment)
+    export = pg_deployment.paths.root / "snapshots" / snapshot_id / "pgvector" / "mem0.csv"
+    data = bytearray(export.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    export.write_bytes(bytes(data))
+    before = tables(url)
+    refused = cli("restore", "--force", snapshot_id, config=pg_deployment.config)
+    assert refused.code == 11, refused.err
+    assert f"fails verification: checksum-mismatch {export}" in refused.err
+    assert tables(url) == before
 
 
 def test_restoring_twice_keeps_every_pre_restore_table(pg_deployment, cli):

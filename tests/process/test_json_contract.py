@@ -46,6 +46,8 @@ CLOSED = {
 # documented fields no run here shows, and why (each stays documented and reviewed by hand)
 NOT_SHOWN = {
     "`migrate --json`": {"switch"},  # only with --switch (tests/process/test_migrate_switch*)
+    # only with the app's agent (tests/breaker/test_snapshot_hold_breaks.py)
+    "`snapshot create --json`: `writes_held`": {"writes_held.s", "writes_held.until"},
 }
 
 ROUTES = "Routes: `forget`, `prune`, `reconcile`, `confirm`, `pending apply`"

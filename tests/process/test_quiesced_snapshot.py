@@ -24,6 +24,8 @@ def test_a_quiesced_snapshot_of_a_busy_app_restores_to_a_clean_check(
         assert created.code == 0, created.err
         report = created.json()
         assert report["quiesced"] is True and report["route"] == "agent"
+        # rollback journal (mem0's default): the pause lasts the copy (commands/snapshot.md)
+        assert report["writes_held"]["until"] == "copy" and report["writes_held"]["s"] > 0
         assert report["check"]["errors"] == 0 and report["check"]["unsettled"] == []
         manifest = json.loads((Path(report["path"]) / "manifest.json").read_text())
         assert manifest["capture"]["quiesced"] is True

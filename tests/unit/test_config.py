@@ -266,3 +266,11 @@ def test_app_window_and_relative_socket_resolve():
     ).app
     assert app.window and app.agent_socket == Path("/etc/memsync/run/agent.sock")
     assert app.max_pending.total_seconds() == 7200
+
+
+def test_config_show_gives_the_older_app_python_as_app_python_s_value():
+    from memsync.config.effective import effective_document
+
+    document = effective_document(parse({"app_python": "/srv/app/bin/python"}))
+    assert document["app"]["python"] == "/srv/app/bin/python"
+    assert document["app_python"] == "/srv/app/bin/python"

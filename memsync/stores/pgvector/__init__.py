@@ -24,7 +24,7 @@ from memsync.stores.locks import LockHolder
 from memsync.stores.pgvector import ddl, doctor, drop, export, load, rows
 from memsync.stores.pgvector.connect import connect, first_line, locked, where
 from memsync.stores.pgvector.staging import TableStaging
-from memsync.stores.sqlite_files import CopyResult
+from memsync.stores.sqlite_files import CopyResult, in_id_order
 from memsync.stores.vector_store import LocalDir, MetaFile, StoredPoint, VectorCapture
 
 COMPACT_LOCK_TIMEOUT_S = 5
@@ -228,7 +228,8 @@ class PgVector:
 
         An inventory export is written ``ORDER BY`` the id (``schema.json``'s ``"order": "id"``,
         see ``export``): streamed, one row in memory at a time. Any other export (a snapshot's)
-        is read whole and sorted.
+        is sorted through a temporary SQLite database (``sqlite_files.in_id_order``; of two
+        rows of one id, the later wins, as ``read_points``), so memory stays flat too.
         """
         copy = capture.copies.get(self.collection)
         if copy is None:
@@ -237,8 +238,8 @@ class PgVector:
         if document["tables"].get(self.collection, {}).get("order") == "id":
             yield from self._stream(capture, keys, progress)
             return
-        points = self.read_points(capture, keys, progress)
-        yield from (points[point_id] for point_id in sorted(points))
+        stream = self._stream(capture, keys, progress)
+        yield from in_id_order((point, row) for row, point in enumerate(stream))
 
     def _stream(
         self,

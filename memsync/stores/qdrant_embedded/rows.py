@@ -25,9 +25,13 @@ from memsync.stores.qdrant_embedded.formats import (
     decode_point,
     decode_stored,
 )
-from memsync.stores.sqlite_files import connect_readonly, translate
+from memsync.stores.sqlite_files import connect_readonly, in_id_order, translate
 
 T = TypeVar("T")
+
+# Above this many rows ``points_in_order`` sorts through a temporary SQLite database instead of
+# holding every point (a module constant: the tests lower it to cover that path on small stores).
+SPILL_ROWS = 50_000
 
 
 def iter_points(storage: Path) -> Iterator[Point]:
@@ -141,6 +145,68 @@ def read_points(
     finally:
         connection.close()
     return points
+
+
+def points_in_order(
+    storage: Path,
+    keys: frozenset[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[Point]:
+    """Yield ``read_points``' points by ascending id; memory stays flat at any size.
+
+    qdrant-client's row keys are pickles of the id as spelt, so the file has no order by
+    normalised id. Up to ``SPILL_ROWS`` rows the points are read whole and sorted; above, each
+    row is decoded once, in rowid order, and its point (payload cut to ``keys``, no vector)
+    sorted through a temporary SQLite database (``sqlite_files.in_id_order``), the newest row
+    of each id winning. The same points as ``read_points``, in the same order. Reads only;
+    errors are raised while iterating.
+
+    Raises:
+        UnavailableError: as ``read_points``.
+        TryLaterError: the temporary directory is full (``in_id_order``).
+    """
+    connection = connect_readonly(storage)
+    try:
+        total = int(connection.execute("SELECT count(*) FROM points").fetchone()[0])
+        if total > SPILL_ROWS:
+            yield from _spilled_in_order(connection, storage, total, keys, progress)
+            return
+    except sqlite3.Error as error:
+        raise translate(error, storage, "read its points") from error
+    finally:
+        connection.close()
+    points = read_points(storage, keys, progress)
+    for point_id in sorted(points):
+        yield points[point_id]
+
+
+def _spilled_in_order(
+    connection: sqlite3.Connection,
+    storage: Path,
+    total: int,
+    keys: frozenset[str] | None,
+    progress: Callable[[int, int], None] | None,
+) -> Iterator[Point]:
+    """``points_in_order`` through a temporary database (see there)."""
+
+    def decoded() -> Iterator[tuple[Point, int]]:
+        read = 0
+        try:
+            for rowid, blob in connection.execute("SELECT rowid, point FROM points ORDER BY rowid"):
+                try:
+                    point = decode_point(blob, keys)
+                except PointDecodeError as error:
+                    raise _undecodable(storage, rowid, error) from error
+                yield point, rowid
+                read += 1
+                if progress is not None and read % 1000 == 0:
+                    progress(read, total)
+        except sqlite3.Error as error:  # the copy's, never the temporary database's
+            raise translate(error, storage, "read its points") from error
+        if progress is not None:
+            progress(read, total)
+
+    yield from in_id_order(decoded())
 
 
 def _undecodable(storage: Path, rowid: int, error: PointDecodeError) -> UnavailableError:

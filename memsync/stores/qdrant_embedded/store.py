@@ -37,6 +37,7 @@ from memsync.stores.qdrant_embedded.rows import (
     find_point,
     iter_points,
     iter_stored,
+    points_in_order,
     read_entities,
     read_points,
 )
@@ -305,14 +306,15 @@ class EmbeddedQdrant:
         keys: frozenset[str] | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> Iterator[Point]:
-        """The captured memory collection's points by ascending id: ``read_points`` sorted.
+        """The captured memory collection's points by ascending id. See ``points_in_order``.
 
         qdrant-client's row keys are pickles of the id as spelt (``formats.decode_key``),
-        so the file has no order by normalised id: the points are read whole, as ``read_points``.
+        so the file has no order by normalised id: a large collection is sorted through a
+        temporary SQLite database, so memory stays flat in the number of points.
         """
-        points = self.read_points(capture, keys, progress)
-        for point_id in sorted(points):
-            yield points[point_id]
+        copy = capture.copies.get(self._collection)
+        if copy is not None:
+            yield from points_in_order(copy.dest, keys, progress)
 
     def read_entities(self, capture: VectorCapture) -> tuple[EntityLink, ...]:
         """The captured entity collection's links. See ``read_entities``."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from memsync.config import Config
+from memsync.stores.backends import backend_of_mode
 from memsync.stores.manifest import Manifest
 
 DEFAULT_PROVIDER = "openai"  # mem0ai 2.2.1's default embedder
@@ -68,4 +69,19 @@ def hint(config: Config) -> str:
         "old config into a new directory (memsync --config OLD.toml restore ID --to DIR; "
         "OLD.toml: memsync.toml.bak, or your config with mem0_config_file naming the app's "
         ".bak), or choose a snapshot taken after the switch (memsync snapshot list)"
+    )
+
+
+def restorable_here(manifest: Manifest | None, config: Config, mode: str) -> bool:
+    """Whether a snapshot with this manifest can be restored to this deployment. Pure.
+
+    False for an incomplete snapshot (no manifest), one of the other backend (``mode``: the
+    deployment's manifest mode), or one whose vectors another embedder made (taken before a
+    migration changed it): ``restore latest`` never chooses those, so they are not backups of
+    this deployment.
+    """
+    return (
+        manifest is not None
+        and backend_of_mode(manifest.mode).mode == mode
+        and find_mismatch(manifest, config) is None
     )
