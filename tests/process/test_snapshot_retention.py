@@ -15,6 +15,7 @@ import pytest
 
 from memsync import config as memsync_config
 from memsync import snapshot
+from memsync.deployment import Deployment
 from memsync.repository import LocalRepository
 from tests.conftest import s3_section
 
@@ -45,7 +46,7 @@ def remote(make_deployment, s3_endpoint, bucket):
 
 def make(d, days_ago: float, *, upload: bool = True, local: bool = True) -> str:
     """A real snapshot taken as if ``days_ago`` days before now, on the sides asked for."""
-    created = snapshot.create_snapshot(d.loaded, NOW - timedelta(days=days_ago))
+    created = snapshot.create_snapshot(Deployment.open(d.loaded), NOW - timedelta(days=days_ago))
     if upload:
         snapshot.upload_snapshot(d.loaded, created.path)
     if not local:
