@@ -72,7 +72,10 @@ def test_a_reconcile_safety_snapshot_verifies_with_its_damage_expected_but_a_dam
     # nor does doctor count it as the backup
     doctor = cli("doctor", "--json", config=deployment.config).json()
     (last,) = [r for r in doctor["results"] if r["code"] == "last-snapshot"]
-    assert safety not in last["message"] and last["message"] == "no complete snapshot found"
+    assert (
+        safety not in last["message"]
+        and last["message"] == "no complete snapshot of this deployment found"
+    )
 
     # an ordinary snapshot of the same damage, the newest now: the job fails, status shows it
     resurrect(deployment, tmp_path, "second", first=3)

@@ -16,6 +16,7 @@ import boto3
 import pytest
 
 from memsync import config as config_module
+from memsync.deployment import Deployment
 from memsync.snapshot import verify_scheduled
 from memsync.snapshot.verify_state import STATE_FILE
 from memsync.stores.snapshots import id_time
@@ -58,7 +59,7 @@ def stored_files(deployment) -> dict[str, list[str]]:
 
 
 def run_once(config, now, reads):
-    report = verify_scheduled.run_scheduled(config, now)
+    report = verify_scheduled.run_scheduled(Deployment.open(config), now)
     for side in report.sides:
         for result in side.results:
             if result.ok:
@@ -152,7 +153,9 @@ def test_a_damaged_file_of_an_old_snapshot_is_found_by_the_run_whose_slice_reads
     assert listed[d.ids[0]]["remote"]["verified"] is True
     assert listed[d.ids[1]]["remote"]["verified"] is False
     assert listed[d.ids[1]]["local"]["verified"] is True
-    again = verify_scheduled.run_scheduled(config, now)  # found damage stays reported
+    again = verify_scheduled.run_scheduled(
+        Deployment.open(config), now
+    )  # found damage stays reported
     assert not again.ok
     result = cli("snapshot", "verify", "--scheduled", "--json", config=d.config)
     assert result.code == 3 and result.json()["counts"]["errors"] >= 2
@@ -241,7 +244,7 @@ def test_every_manifest_is_checked_and_an_unfinished_upload_is_only_listed(two_s
     client = boto3.client("s3", endpoint_url=d.endpoint, region_name="us-east-1")
     client.delete_object(Bucket=d.bucket, Key=f"{PREFIX}/{d.ids[2]}/manifest.json")
     now = max(id_time(sid) for sid in d.ids) + timedelta(minutes=1)
-    report = verify_scheduled.run_scheduled(config, now)
+    report = verify_scheduled.run_scheduled(Deployment.open(config), now)
     local, remote = report.sides
     assert local.damaged_manifests == (d.ids[1],) and local.incomplete == ()
     assert local.manifests == 4
