@@ -2,7 +2,8 @@
 
 Usage: ``python -m tests.helpers.live_writer ROOT SECONDS`` (ROOT on pgvector when ``ROOT/pg-url``
 exists). Prints ``ready`` once the Memory
-is built, then writes (add, update, delete) until SECONDS pass, then prints one JSON line:
+is built, then writes (add, update, delete) until SECONDS pass (SECONDS ``stdin``: until its
+stdin is closed, so a test under load decides when the traffic ends), then prints one JSON line:
 ``{"writes": n, "failures": n, "errors": [...]}``. mem0 swallows some history failures and
 only logs them (mem0ai 2.2.1, batch add path), so ERROR records from mem0's loggers count too.
 """
@@ -13,6 +14,7 @@ import json
 import logging
 import random
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,7 +23,13 @@ from memsync.demo.app import ErrorCounter
 
 
 def main() -> int:
-    root, seconds = Path(sys.argv[1]), float(sys.argv[2])
+    root = Path(sys.argv[1])
+    stopped = threading.Event()
+    if sys.argv[2] == "stdin":
+        seconds = float("inf")
+        threading.Thread(target=lambda: (sys.stdin.read(), stopped.set()), daemon=True).start()
+    else:
+        seconds = float(sys.argv[2])
     counter = ErrorCounter()
     logging.getLogger().addHandler(counter)
     memory = build.open_memory(build.Paths.at(root), embedder="memsync_hash")
@@ -32,7 +40,7 @@ def main() -> int:
     errors: list[str] = []
     print("ready", flush=True)
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stopped.is_set():
         action = rng.random()
         try:
             if action < 0.5 or len(live) < 5:

@@ -203,15 +203,15 @@ def test_a_peer_that_never_reads_its_replies_stalls_no_one_and_is_cut_off() -> N
 
 def test_an_expensive_request_is_refused_before_it_costs_the_app() -> None:
     with OwnUidApp() as app:
-        started = time.monotonic()
         with AgentClient.connect(app.socket) as client, pytest.raises(AgentError) as refused:
             conditions = [{"user_id": str(n)} for n in range(15_000)]  # a filter, not a scope
             client.call("search", text="x", filters={"user_id": "carol", "OR": conditions})
         assert refused.value.kind == "bad-request" and "scope" in str(refused.value)
         with AgentClient.connect(app.socket) as client, pytest.raises(AgentError) as bomb:
             client.call("hello", pad=[[] for _ in range(1_000_000)])  # under 4 MiB
+        # only the count taken before parsing answers with this message (agent/protocol.py);
+        # what the app paid is its writers' slowest call, below, not this test's wall clock
         assert "JSON arrays and objects" in str(bomb.value)
-        assert time.monotonic() - started < 5.0  # mostly this process building the bomb
         stats = app.stop()
     assert stats["failures"] == 0, stats["errors"]
     assert stats["slowest_write_s"] < 0.5, stats
