@@ -41,6 +41,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("status", "daemon", "the daemon's jobs and the queue: last success, outcome, reason, next run; exit 3 when a job is overdue or failing"),
     ("config", "config", "validate the configuration (every problem at once, exit 10) or show the effective one"),
     ("tune", "tune", "switch history.db and every storage.sqlite to WAL mode (or back), through a safe route"),
+    ("protect", "protect", "switch the SQLite files to WAL and write the Litestream configuration the daemon runs; --status: each file's replica, lag and bytes shipped"),
     ("repair-meta", "repair_meta", "rewrite an embedded store's meta.json without the unset keys the app's qdrant-client refuses (a snapshot first; the old file kept)"),
 )  # fmt: skip
 # Options of the top level that take a value: the word after them is never the command.

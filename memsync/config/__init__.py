@@ -37,6 +37,7 @@ from memsync.config.schema import (
     JobSchedule,
     MigrateConfig,
     PGVectorSettings,
+    ProtectConfig,
     QdrantSettings,
     S3Config,
     SnapshotConfig,
@@ -47,7 +48,7 @@ from memsync.errors import ConfigError
 
 __all__ = [
     "AppConfig", "DEFAULT_CONFIG_PATH", "MEM0_DEFAULT_COLLECTION", "MEM0_DEFAULT_DIMS", "MEM0_DEFAULT_QDRANT_PATH",
-    "CheckConfig", "Config", "PGVectorSettings", "QdrantSettings", "VectorStoreConfig", "DaemonConfig", "JobSchedule", "MigrateConfig", "S3Config", "Secret", "SnapshotConfig", "config_path",
+    "CheckConfig", "Config", "PGVectorSettings", "QdrantSettings", "VectorStoreConfig", "DaemonConfig", "JobSchedule", "MigrateConfig", "ProtectConfig", "S3Config", "Secret", "SnapshotConfig", "config_path",
     "load", "parse", "parse_duration", "read_document", "read_key_file", "resolve_secrets",
 ]  # fmt: skip
 
@@ -89,6 +90,7 @@ class Config:
     app: AppConfig
     migrate: MigrateConfig
     check: CheckConfig
+    protect: ProtectConfig | None = None
     settings: ConfigFile = field(repr=False, compare=False)
 
     @property
@@ -235,6 +237,7 @@ def _resolve(
         app=settings.app,
         migrate=settings.migrate,
         check=settings.check,
+        protect=settings.protect,
         settings=settings,
     )
 

@@ -57,7 +57,7 @@ from memsync.config.mem0_settings import (
 __all__ = [
     "MEM0_DEFAULT_COLLECTION", "MEM0_DEFAULT_DIMS", "MEM0_DEFAULT_QDRANT_PATH", "AppConfig",
     "CheckConfig", "ConfigFile", "DaemonConfig", "EmbedderConfigSettings", "EmbedderSettings", "JobSchedule",
-    "Mem0Settings", "MigrateConfig", "PGVectorSettings", "QdrantSettings", "S3Config", "VectorStoreConfig", "SnapshotConfig",
+    "Mem0Settings", "MigrateConfig", "PGVectorSettings", "ProtectConfig", "QdrantSettings", "S3Config", "VectorStoreConfig", "SnapshotConfig",
     "VectorStoreSettings", "find_cross_field_problems",
 ]  # fmt: skip
 
@@ -173,6 +173,7 @@ class JobSchedule:
 
 _AT = "string 'HH:MM'"
 _EVERY = "duration '30s'/'15m'/'6h'/'1d'"
+_EVERY_SHORT = "duration '1s'/'15m'/'24h'"
 
 
 class DaemonConfig(_Section):
@@ -349,6 +350,49 @@ class RestoreConfig(_Section):
     )
 
 
+class ProtectConfig(_Section):
+    """``[protect]``: continuous protection of the SQLite files by Litestream, run by the daemon."""
+
+    litestream: str = key(
+        "litestream",
+        "the Litestream 0.3 binary: a path, or a name looked up on PATH",
+    )
+    directory: ConfigPath | None = key(
+        None,
+        "replicate to this directory: one replica per SQLite file under it (not with s3)",
+    )
+    s3: bool = key(
+        False,
+        "replicate to the [s3] bucket, under `<[s3] prefix>/<prefix>/` (not with directory)",
+    )
+    prefix: Annotated[str, BeforeValidator(_strip_slashes)] = key(
+        "litestream", "with s3: the replicas go under this prefix inside [s3] prefix"
+    )
+    sync_interval: Duration = key(
+        timedelta(seconds=1),
+        "how often Litestream ships each file's new WAL frames (its sync-interval)",
+        toml=_EVERY_SHORT,
+        shown='`"1s"`',
+        gt=timedelta(0),
+    )
+    retention: Duration = key(
+        timedelta(hours=24),
+        "how long Litestream keeps older generations and WAL (its retention); restore points "
+        "go back this far",
+        toml=_EVERY_SHORT,
+        shown='`"24h"`',
+        gt=timedelta(0),
+    )
+    max_lag_s: float = key(
+        60.0,
+        "doctor's protection check fails when a file's replica is behind its writes by more "
+        "than this (seconds), or is missing",
+        gt=0,
+        lt=86400,
+        allow_inf_nan=False,
+    )
+
+
 class ConfigFile(_Section):
     """The whole TOML document, validated but not yet resolved (see ``memsync.config.Config``)."""
 
@@ -394,6 +438,9 @@ class ConfigFile(_Section):
     restore: RestoreConfig = Field(
         default_factory=RestoreConfig, description="what a restore keeps aside"
     )
+    protect: ProtectConfig | None = Field(
+        None, description="continuous protection by Litestream (absent: none)"
+    )
 
 
 def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
@@ -434,8 +481,23 @@ def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
     app = app if isinstance(app, Mapping) else {}
     if raw.get("app_python") is not None and app.get("python") is not None:
         problems.append("app_python: give [app] python or app_python, not both")
+    problems += _protect_problems(raw)
     given = [name for name in ("stop_command", "start_command") if app.get(name) is not None]
     if len(given) == 1:
         other = "start_command" if given == ["stop_command"] else "stop_command"
         problems.append(f"app.{other}: required with app.{given[0]} (a window needs both)")
     return problems
+
+
+def _protect_problems(raw: Mapping[str, Any]) -> list[str]:
+    """``[protect]`` needs exactly one replica destination, and s3 needs ``[s3]``. Pure."""
+    protect = raw.get("protect")
+    if not isinstance(protect, Mapping):
+        return []
+    if protect.get("directory") is not None and protect.get("s3") is True:
+        return ["protect.directory: give directory or s3 = true, not both"]
+    if protect.get("directory") is None and protect.get("s3") is not True:
+        return ['protect: name the replica: directory = "PATH", or s3 = true with an [s3] table']
+    if protect.get("s3") is True and not isinstance(raw.get("s3"), Mapping):
+        return ["protect.s3: needs an [s3] table (the bucket the replicas go to)"]
+    return []

@@ -32,6 +32,7 @@ import structlog
 from memsync import flock, jobs
 from memsync.config import Config
 from memsync.config.accepted import jsonable, load_self_contained
+from memsync.daemon.protect import Supervisor
 from memsync.daemon.runner import (
     ACCEPTED_CONFIG,
     ACCEPTED_COPY_ENV,
@@ -95,6 +96,7 @@ class Daemon:
     apply_pending_at: float = 0.0  # monotonic: apply-pending runs no earlier than this
     current: str | None = None
     entry: Entry | None = None  # the CLI's: each job runs in a fork of the daemon
+    supervisor: Supervisor | None = None  # Litestream, when [protect] is set
     _lock_handle: TextIO | None = None
 
     def __post_init__(self) -> None:
@@ -197,6 +199,9 @@ class Daemon:
         self.start_watchdog()
         names = [j.name for j in jobs.build_jobs(self.config)]
         logger.info("daemon_started", pid=os.getpid(), jobs=names)
+        if self.config.protect is not None:
+            self.supervisor = Supervisor(self.config)
+            self.supervisor.start()
         self.catch_up()
         while not self.stopping.is_set():
             if self.reload_requested.is_set():
@@ -206,6 +211,8 @@ class Daemon:
             self.check_queue()
             self.stopping.wait(self.sleep_s())
         self.notifier.send("STOPPING=1")  # again, for a loop that ended without SIGTERM
+        if self.supervisor is not None:
+            self.supervisor.stop()
         commit(self.config, self.stopped)
         logger.info("daemon_stopped", pid=os.getpid())
         return int(ExitCode.OK)
@@ -293,17 +300,29 @@ class Daemon:
                 problems.append(
                     "state_dir cannot change on reload (the daemon's lock lives there): restart it"
                 )
-            if not fresh.daemon.jobs:
-                problems.append("daemon: no job scheduled")
+            if not fresh.daemon.jobs and fresh.protect is None:
+                problems.append("daemon: no job scheduled and no [protect]")
             if problems:
                 raise ConfigError(str(self.config_path), problems)
         except ConfigError as error:
             logger.error("config_reload_failed", error=error.message, kept="previous configuration")
             return
         self.config, self.document = fresh, document
+        self._follow_protect()
         self.accept()
         self.schedule_jobs()
         logger.info("config_reloaded", jobs=[j.name for j in jobs.build_jobs(fresh)])
+
+    def _follow_protect(self) -> None:
+        """After a reload: start, reconfigure or stop the Litestream supervisor."""
+        if self.supervisor is not None and self.config.protect is None:
+            self.supervisor.stop()
+            self.supervisor = None
+        elif self.supervisor is not None:
+            self.supervisor.config = self.config  # its next look rewrites Litestream's config
+        elif self.config.protect is not None:
+            self.supervisor = Supervisor(self.config)
+            self.supervisor.start()
 
     # --- one job ----------------------------------------------------------------------------
 
@@ -338,9 +357,10 @@ def run_daemon(config_path: Path, environ: Mapping[str, str], entry: Entry | Non
     (``daemon.runner``).
     """
     document, loaded = load_self_contained(config_path, environ)
-    if not loaded.daemon.jobs:
+    if not loaded.daemon.jobs and loaded.protect is None:
         raise ConfigError(
-            loaded.source, ["daemon: no job scheduled (set check_every, snapshot_at, ...)"]
+            loaded.source,
+            ["daemon: no job scheduled (set check_every, snapshot_at, ...) and no [protect]"],
         )
     try:
         return Daemon(

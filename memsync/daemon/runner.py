@@ -37,11 +37,11 @@ from typing import Any, NoReturn, TextIO, TypeVar
 
 import structlog
 
-from memsync import flock, jobs
+from memsync import flock, jobs, protection
 from memsync.config import Config
 from memsync.daemon import alerts
 from memsync.deployment import Deployment
-from memsync.errors import ExitCode, TryLaterError, UnavailableError
+from memsync.errors import ExitCode, MemsyncError, TryLaterError, UnavailableError
 from memsync.repository import upload_marks
 from memsync.routes import queue as pending
 from memsync.state import window_left_open, write_json_atomic
@@ -164,10 +164,23 @@ def publish(
     pending = upload_marks.count(config) if config.snapshot.directory is not None else None
     verdict = jobs.judge_jobs(config, state, now)
     text = jobs.render_textfile(verdict, state, queue, window_open, pending_uploads=pending)
+    text += _protection(config, now)
     try:
         jobs.write_textfile(path, text, config.daemon.textfile_permissions)
     except OSError as error:
         logger.warning("textfile_failed", path=str(path), error=error.strerror or str(error))
+
+
+def _protection(config: Config, now: datetime) -> str:
+    """The textfile's ``[protect]`` gauges (empty without it, or when the replicas are unreadable)."""
+    if config.protect is None:
+        return ""
+    try:
+        status = protection.read_status(Deployment.open(config).vector_store, config, now)
+    except MemsyncError as error:
+        logger.warning("protect_status_failed", error=error.message)
+        return ""
+    return jobs.protection_gauges([(f.label, f.lag_s) for f in status.files])
 
 
 @contextmanager

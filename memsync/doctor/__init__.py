@@ -22,6 +22,7 @@ from memsync.deployment import Deployment
 from memsync.doctor.copies import probe_copies
 from memsync.doctor.paths import probe_locks, probe_paths
 from memsync.doctor.pending import probe_pending, probe_route
+from memsync.doctor.protect import probe_protection
 from memsync.doctor.s3 import S3_RESULT_CODES, probe_backups
 from memsync.doctor.state import probe_daemon, probe_last_snapshot, probe_restores
 from memsync.doctor.status import ERROR, OK, WARNING
@@ -46,7 +47,7 @@ RESULT_CODES = (
     "app-interpreter", "store-meta", "store-decode", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
     "daemon-job", "old-store-copy", "legacy-point-store", "wal-recommended", "pending-requests",
     "pending-erasure-overdue", "window-left-open", "write-route", "agent-refused",
-    "store-size", *doctor_codes(),
+    "store-size", "protection", *doctor_codes(),
     *S3_RESULT_CODES,
 )  # fmt: skip
 
@@ -126,6 +127,7 @@ def run_doctor(deployment: Deployment, now: datetime) -> DoctorReport:
     results.append(probe_route(deployment))
     results += probe_pending(config, now)
     results += probe_backups(config, now)  # snapshot space, pending uploads, the bucket
+    results += probe_protection(deployment, now)
     return DoctorReport(results=tuple(results), check=report)
 
 

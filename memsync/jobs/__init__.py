@@ -45,13 +45,13 @@ from memsync.jobs.state import (
     state_lock,
     state_path,
 )
-from memsync.jobs.textfile import render_textfile, write_textfile
+from memsync.jobs.textfile import protection_gauges, render_textfile, write_textfile
 
 __all__ = [
     "APPLY_PENDING", "JOB_NAMES", "LOCK_FILE", "QUEUE_CHECK_S", "SCHEDULED_JOB_NAMES", "STATE_FILE",
     "Job", "JobsVerdict", "QueueFigures", "Run", "backoff_s", "build_jobs", "classify",
     "daemon_pid", "explain", "is_failing", "job_argv", "job_lock_path", "job_named", "judge_jobs",
     "latest_slot", "load_state", "next_run", "parse", "parse_exit_error", "plan_catch_up",
-    "queue_delay_s", "record_run", "render_textfile", "settle_queued", "state_lock",
+    "protection_gauges", "queue_delay_s", "record_run", "render_textfile", "settle_queued", "state_lock",
     "state_path", "summarize", "write_textfile",
 ]  # fmt: skip

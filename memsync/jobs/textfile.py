@@ -200,6 +200,25 @@ def _tripwire(summary: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def protection_gauges(files: list[tuple[str, float | None]]) -> str:
+    """``[protect]``'s gauges: per SQLite file (label), replicated or not and its lag. Pure.
+
+    A file without a replica has ``memsync_protect_replicated 0`` and no lag series.
+    """
+    lines = _gauge(
+        "memsync_protect_replicated",
+        "1 when Litestream's replica holds a generation of the SQLite file ([protect]).",
+        [(f'{{file="{label}"}}', int(lag is not None)) for label, lag in files],
+    )
+    lines += _gauge(
+        "memsync_protect_lag_seconds",
+        "Seconds the SQLite file's last write is newer than its replica's last shipment; "
+        "0 when everything is shipped.",
+        [(f'{{file="{label}"}}', lag) for label, lag in files if lag is not None],
+    )
+    return "\n".join(lines) + "\n"
+
+
 def write_textfile(path: Path, text: str, mode: int) -> None:
     """Replace ``path`` with ``text`` atomically, with permissions ``mode`` whatever the umask.
 

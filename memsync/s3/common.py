@@ -18,11 +18,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ObjectInfo:
-    """An object's key, size in bytes and the sha256 memsync stored in its metadata (or None)."""
+    """An object's key, size in bytes and the sha256 memsync stored in its metadata (or None).
+
+    ``modified``: its last-modified time from a listing (None from ``head``).
+    """
 
     key: str
     size: int
     sha256: str | None
+    modified: datetime | None = None
 
 
 class TransportError(UnavailableError):

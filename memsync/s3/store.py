@@ -174,7 +174,12 @@ class ObjectStore(BucketState):
         try:
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
                 for item in page.get("Contents", []):
-                    yield ObjectInfo(key=item["Key"], size=int(item["Size"]), sha256=None)
+                    yield ObjectInfo(
+                        key=item["Key"],
+                        size=int(item["Size"]),
+                        sha256=None,
+                        modified=item.get("LastModified"),
+                    )
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
             raise self._translate(error, f"list {prefix}") from error
 

@@ -34,6 +34,8 @@ CLOSED = {
     "`pending apply --json`",
     "`snapshot prune --json`",
     "`tune --json`",
+    "`protect --json`",
+    "`protect --status --json`",
     "`repair-meta --json`",
     "`review --json`, `export-context --json`",
     "`audit --json`",
@@ -72,7 +74,8 @@ def _doc(result: Any) -> dict[str, Any]:
 
 def collect(make_deployment: Any, cli: Any, bucket: str, s3_endpoint: str, tmp_path: Path):
     """``{section heading: [document, ...]}`` from real runs of every documented command."""
-    d = make_deployment(extra_config=s3_section(s3_endpoint, bucket))
+    protect = f'\n[protect]\ndirectory = "{tmp_path / "replica"}"\n'
+    d = make_deployment(extra_config=s3_section(s3_endpoint, bucket) + protect)
     d.close()
     config = d.config
     live = d.seeded.live
@@ -108,6 +111,9 @@ def collect(make_deployment: Any, cli: Any, bucket: str, s3_endpoint: str, tmp_p
     run("`job --json`", "job", "check", "--dry-run")
     run("`tune --json`", "tune", "--wal", "--dry-run")
     run("`tune --json`", "tune", "--wal")
+    run("`protect --json`", "protect", "--dry-run")
+    run("`protect --json`", "protect")
+    run("`protect --status --json`", "protect", "--status", codes=(3,))  # no Litestream runs
     routes = ROUTES
     run(routes, "forget", live[0], "--yes", "--no-snapshot")
     run(routes, "confirm", live[1])

@@ -1,0 +1,69 @@
+"""Doctor's ``protection`` probe: Litestream runs, and every SQLite file's replica keeps up."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from memsync import protection
+from memsync.deployment import Deployment
+from memsync.doctor.status import ERROR, OK
+from memsync.errors import MemsyncError
+from memsync.model import DoctorResult
+
+CODE = "protection"
+
+
+def probe_protection(deployment: Deployment, now: datetime) -> list[DoctorResult]:
+    """With ``[protect]``: Litestream's process, then one result per file (lag, or why not).
+
+    An error when Litestream is not running, a file is not replicated, or its replica is more
+    than ``[protect] max_lag_s`` behind its last write. Reads the replicas only.
+    """
+    config = deployment.config
+    if config.protect is None:
+        return []
+    try:
+        status = protection.read_status(deployment.vector_store, config, now)
+    except MemsyncError as error:
+        return [DoctorResult(code=CODE, status=ERROR, message=error.message, fix=error.hint)]
+    results = [
+        DoctorResult(
+            code=CODE,
+            status=OK if status.pid else ERROR,
+            message=f"Litestream runs as pid {status.pid}"
+            if status.pid
+            else "Litestream is not running: writes since its last shipment are not replicated",
+            fix=None
+            if status.pid
+            else "start the daemon (systemctl start memsync); journalctl -u memsync says why "
+            "Litestream stopped",
+        )
+    ]
+    for entry in status.files:
+        late = entry.lag_s is not None and entry.lag_s > status.max_lag_s
+        if entry.problem is not None or late:
+            why = entry.problem or (
+                f"its replica {entry.replica} is {entry.lag_s:.0f} s behind its last write "
+                f"(max_lag_s {status.max_lag_s:g})"
+            )
+            results.append(
+                DoctorResult(
+                    code=CODE,
+                    status=ERROR,
+                    path=str(entry.path),
+                    message=f"{entry.label} is not protected: {why}",
+                    fix="memsync protect (switches it to WAL and writes the configuration); "
+                    "memsync protect --status",
+                )
+            )
+        else:
+            results.append(
+                DoctorResult(
+                    code=CODE,
+                    status=OK,
+                    path=str(entry.path),
+                    message=f"{entry.label} replicated to {entry.replica}, lag {entry.lag_s} s, "
+                    f"{entry.bytes_last_hour} bytes shipped in the last hour",
+                )
+            )
+    return results

@@ -1,0 +1,345 @@
+"""Continuous protection: the Litestream configuration of a deployment, and what its replicas hold.
+
+Litestream (0.3) streams each SQLite file's WAL to a replica; memsync writes its configuration
+and reads its replicas, and leaves the shipping to it. ``litestream_config`` is pure: one
+``dbs`` entry per live SQLite file in WAL mode (every collection's ``storage.sqlite``, then
+history.db), each with one replica, a directory or the ``[s3]`` bucket (JSON, which is YAML).
+``read_status`` reads the replicas' layout (Litestream 0.3's
+``generations/<generation>/{snapshots,wal}/``): per file, the newest WAL segment shipped, when,
+the lag behind the file's last write and the bytes shipped in the last hour. The daemon runs
+Litestream with the file ``config_file`` names and records its process in ``protect-state.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from memsync.config import Config, ProtectConfig
+from memsync.errors import ConfigError
+from memsync.stores import journal_mode
+from memsync.stores.journal_mode import WAL, LiveFile
+from memsync.stores.vector_store import VectorStore
+
+CONFIG_FILE = "litestream.yml"
+STATE_FILE = "protect-state.json"
+HOUR = timedelta(hours=1)
+# Litestream 0.3's replica layout: generations/<16 hex>/wal/<index>_<offset>.wal.lz4 (hex)
+_SEGMENT = re.compile(
+    r"generations/([0-9a-f]{16})/(wal|snapshots)/([0-9a-f]{8})(?:_([0-9a-f]{8}))?"
+)
+
+
+def config_file(config: Config) -> Path:
+    """Where the Litestream configuration of the deployment is written (the state directory)."""
+    return config.state_dir / CONFIG_FILE
+
+
+def replica_name(live: LiveFile) -> str:
+    """The file's replica under the destination: ``history.db``, ``collection/<name>``."""
+    return live.label.replace("collection ", "collection/", 1)
+
+
+def _go_duration(value: timedelta) -> str:
+    return f"{value.total_seconds():g}s"
+
+
+def replica_of(protect: ProtectConfig, config: Config, name: str) -> dict[str, Any]:
+    """One file's Litestream replica entry (sync interval and retention included). Pure."""
+    timing = {
+        "sync-interval": _go_duration(protect.sync_interval),
+        "retention": _go_duration(protect.retention),
+    }
+    if protect.directory is not None:
+        return {"type": "file", "path": str(protect.directory / name), **timing}
+    assert config.s3 is not None  # validated: [protect] s3 needs [s3]
+    s3 = config.s3
+    entry: dict[str, Any] = {
+        "type": "s3",
+        "bucket": s3.bucket,
+        "path": "/".join(p for p in (s3.prefix, protect.prefix, name) if p),
+    }
+    if s3.region is not None:
+        entry["region"] = s3.region
+    if s3.endpoint_url is not None:
+        entry.update({"endpoint": s3.endpoint_url, "force-path-style": True})
+    return {**entry, **timing}
+
+
+def replica_where(protect: ProtectConfig, config: Config, name: str) -> str:
+    """The replica of ``name`` for messages: a directory, or ``s3://bucket/key``. Pure."""
+    entry = replica_of(protect, config, name)
+    if entry["type"] == "file":
+        return str(entry["path"])
+    return f"s3://{entry['bucket']}/{entry['path']}"
+
+
+def litestream_config(
+    protect: ProtectConfig, config: Config, files: Sequence[LiveFile]
+) -> dict[str, Any]:
+    """Litestream's configuration for ``files`` in WAL mode (the others wait for a switch). Pure."""
+    return {
+        "dbs": [
+            {"path": str(live.path), "replicas": [replica_of(protect, config, replica_name(live))]}
+            for live in files
+            if live.mode == WAL
+        ]
+    }
+
+
+def render(document: Mapping[str, Any]) -> str:
+    """The configuration's text (JSON is YAML: Litestream reads it as is)."""
+    return json.dumps(document, indent=2) + "\n"
+
+
+def write_config(path: Path, text: str) -> bool:
+    """Replace ``path`` with ``text`` atomically when it differs; True when it changed."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+    return True
+
+
+def running_pid(config: Config) -> int | None:
+    """The Litestream process the daemon recorded, when it still runs; else None. Reads only."""
+    try:
+        recorded = json.loads((config.state_dir / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    pid = recorded.get("pid") if isinstance(recorded, dict) else None
+    if not isinstance(pid, int):
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            argv = handle.read().split(b"\0")
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            zombie = handle.read().rsplit(b")", 1)[-1].split()[0] == b"Z"
+    except OSError:
+        return None
+    return pid if b"replicate" in argv and not zombie else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaObject:
+    """One object of a replica: its key below the replica, size in bytes, modification time."""
+
+    key: str
+    size: int
+    modified: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileProtection:
+    """One SQLite file's protection.
+
+    Attributes:
+        label: ``history.db`` or ``collection <name>``.
+        path: the live file.
+        replica: where its replica is (a directory or ``s3://bucket/key``).
+        journal_mode: ``wal`` or ``rollback`` (Litestream replicates WAL-mode files only).
+        replicated: the replica holds a generation of it.
+        generation: Litestream's current generation (None: none yet).
+        position: the newest WAL segment shipped, ``<generation>/<index>_<offset>`` (hex).
+        shipped_at: when that segment (or snapshot) reached the replica.
+        lag_s: seconds between the file's last write and the newest shipment when the file
+            changed after it (0: nothing unshipped); None when not replicated.
+        bytes_last_hour: bytes shipped to the replica in the last hour (snapshots and WAL).
+        problem: why the file is not protected, or None.
+    """
+
+    label: str
+    path: Path
+    replica: str
+    journal_mode: str | None
+    replicated: bool
+    generation: str | None
+    position: str | None
+    shipped_at: datetime | None
+    lag_s: float | None
+    bytes_last_hour: int
+    problem: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's entry in ``protect --status --json``'s ``files``."""
+        return {
+            "label": self.label,
+            "path": str(self.path),
+            "replica": self.replica,
+            "journal_mode": self.journal_mode,
+            "replicated": self.replicated,
+            "generation": self.generation,
+            "position": self.position,
+            "shipped_at": self.shipped_at.isoformat() if self.shipped_at else None,
+            "lag_s": self.lag_s,
+            "bytes_last_hour": self.bytes_last_hour,
+            "problem": self.problem,
+        }
+
+
+def judge_file(
+    live: LiveFile,
+    replica: str,
+    objects: Iterable[ReplicaObject],
+    changed_at: datetime,
+    now: datetime,
+) -> FileProtection:
+    """One file's protection from its replica's objects and its last write. Pure."""
+    listed = [(found, o) for o in objects if (found := _SEGMENT.search(o.key))]
+    recent = sum(o.size for _, o in listed if o.modified >= now - HOUR)
+    if live.mode != WAL:
+        problem = f"{live.label} is in {live.mode or 'no'} journal mode: Litestream needs WAL"
+    elif not listed:
+        problem = f"its replica {replica} holds no generation yet"
+    else:
+        problem = None
+    unreplicated = FileProtection(
+        label=live.label,
+        path=live.path,
+        replica=replica,
+        journal_mode=live.mode,
+        replicated=False,
+        generation=None,
+        position=None,
+        shipped_at=None,
+        lag_s=None,
+        bytes_last_hour=recent,
+        problem=problem,
+    )
+    if problem is not None:
+        return unreplicated
+    newest = max(listed, key=lambda pair: pair[1].modified)
+    generation = newest[0].group(1)
+    segments = [
+        m for m, _ in listed if m.group(1) == generation and m.group(2) == "wal" and m.group(4)
+    ]
+    last = max(segments, key=lambda m: (m.group(3), m.group(4)), default=None)
+    shipped_at = max(o.modified for m, o in listed if m.group(1) == generation)
+    return replace(
+        unreplicated,
+        replicated=True,
+        generation=generation,
+        position=f"{generation}/{last.group(3)}_{last.group(4)}" if last else None,
+        shipped_at=shipped_at,
+        lag_s=round(max((changed_at - shipped_at).total_seconds(), 0.0), 3),
+    )
+
+
+def last_write(path: Path) -> datetime:
+    """The file's last change: the newer of its own and its WAL's modification times."""
+    times = [p.stat().st_mtime for p in (path, Path(f"{path}-wal")) if p.exists()]
+    return datetime.fromtimestamp(max(times, default=0.0), UTC)
+
+
+def _directory_objects(root: Path) -> list[ReplicaObject]:
+    found = []
+    for path in sorted((root / "generations").glob("*/*/*")):
+        try:
+            info = path.stat()
+        except FileNotFoundError:  # Litestream's retention removed it meanwhile
+            continue
+        found.append(
+            ReplicaObject(
+                key=str(path.relative_to(root)),
+                size=info.st_size,
+                modified=datetime.fromtimestamp(info.st_mtime, UTC),
+            )
+        )
+    return found
+
+
+def _s3_objects(config: Config, key: str) -> list[ReplicaObject]:
+    from memsync.s3.store import ObjectStore  # boto3 loads only for an S3 replica
+
+    assert config.s3 is not None
+    store = ObjectStore(config.s3.model_copy(update={"prefix": ""}))
+    prefix = f"{key}/generations/"
+    return [
+        ReplicaObject(key=o.key[len(key) + 1 :], size=o.size, modified=o.modified)
+        for o in store.iter_objects(prefix)
+        if o.modified is not None
+    ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProtectionStatus:
+    """``protect --status``: Litestream's process and every file's replica.
+
+    Attributes:
+        config_file: the Litestream configuration memsync wrote (None: not written yet).
+        pid: the Litestream process the daemon runs, when it runs.
+        max_lag_s: ``[protect] max_lag_s``.
+        files: every live SQLite file, in capture order.
+    """
+
+    config_file: Path | None
+    pid: int | None
+    max_lag_s: float
+    files: tuple[FileProtection, ...]
+
+    @property
+    def problems(self) -> list[str]:
+        """What makes the deployment unprotected now, one line each (empty: protected)."""
+        found = [] if self.pid else ["Litestream is not running (the daemon runs it)"]
+        for entry in self.files:
+            if entry.problem is not None:
+                found.append(f"{entry.path}: {entry.problem}")
+            elif entry.lag_s is not None and entry.lag_s > self.max_lag_s:
+                found.append(
+                    f"{entry.path}: its replica is {entry.lag_s:.0f} s behind its last write "
+                    f"(more than max_lag_s {self.max_lag_s:g})"
+                )
+        return found
+
+    def to_json(self) -> dict[str, Any]:
+        """``protect --status --json`` (docs/reference/json-output.md)."""
+        return {
+            "command": "protect",
+            "status": True,
+            "protected": not self.problems,
+            "running": self.pid is not None,
+            "pid": self.pid,
+            "config_file": str(self.config_file) if self.config_file else None,
+            "max_lag_s": self.max_lag_s,
+            "problems": self.problems,
+            "files": [entry.to_json() for entry in self.files],
+        }
+
+
+def read_status(store: VectorStore, config: Config, now: datetime) -> ProtectionStatus:
+    """Each live file's replica, and whether Litestream runs. Reads files and the replicas only.
+
+    Raises:
+        ConfigError: no ``[protect]`` section.
+        UnavailableError: the store's metadata, or the S3 bucket, cannot be read.
+    """
+    protect = config.protect
+    if protect is None:
+        raise ConfigError(config.source, ["protect: no [protect] section: nothing is protected"])
+    files = []
+    for live in journal_mode.live_files(store, config.history_db_path):
+        name = replica_name(live)
+        where = replica_where(protect, config, name)
+        if protect.directory is not None:
+            objects = _directory_objects(protect.directory / name)
+        else:
+            objects = _s3_objects(config, replica_of(protect, config, name)["path"])
+        files.append(judge_file(live, where, objects, last_write(live.path), now))
+    path = config_file(config)
+    return ProtectionStatus(
+        config_file=path if path.exists() else None,
+        pid=running_pid(config),
+        max_lag_s=protect.max_lag_s,
+        files=tuple(files),
+    )

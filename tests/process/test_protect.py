@@ -1,0 +1,191 @@
+"""``memsync protect``: Litestream (the real binary, ``make tools``) run by the daemon.
+
+A real app writing through mem0 with memsync's agent while ``protect`` switches its files to WAL;
+the daemon starting Litestream from the configuration ``protect`` wrote; the replica (a local
+directory) restored by ``litestream restore`` and checked by ``memsync check``; a Litestream
+killed and restarted by the daemon; doctor's ``protection`` check on a stopped one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memsync.demo import deployment as build
+from memsync.stores.sqlite_files import header_journal_mode
+from tests.conftest import HASH, IN_FLIGHT_MARGIN_S
+from tests.helpers import litestream
+from tests.helpers.app import AppProcess
+from tests.process.test_daemon import Notify, start, stop
+
+
+def protected(make_deployment: Any, tmp_path: Path) -> Any:
+    """A seeded deployment whose config has ``[protect]`` with a directory replica."""
+    binary = litestream.ensure()
+    return make_deployment(
+        extra_config=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{tmp_path / "replica"}"\n'
+    )
+
+
+def state_dir(deployment: Any) -> Path:
+    return deployment.paths.root / "memsync-state"
+
+
+def litestream_pid(deployment: Any) -> int | None:
+    path = state_dir(deployment) / "protect-state.json"
+    return json.loads(path.read_text()).get("pid") if path.exists() else None
+
+
+def poll(what: str, probe: Any, timeout_s: float = 60.0) -> Any:
+    """``probe()`` until it returns something true; that value."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"{what} never happened; last: {last}")
+
+
+def status(cli: Any, deployment: Any) -> dict[str, Any]:
+    return dict(cli("protect", "--status", "--json", config=deployment.config).json())
+
+
+def test_protect_dry_run_prints_the_configuration_and_changes_nothing(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment = protected(make_deployment, tmp_path)
+    deployment.close()
+    result = cli("protect", "--dry-run", "--json", config=deployment.config)
+    assert result.code == 0, result.err
+    report = result.json()
+    assert report["dry_run"] is True and report["route"] == "direct"
+    assert len(report["switched"]) == 2
+    paths = [db["path"] for db in report["litestream"]["dbs"]]
+    assert paths == [
+        str(deployment.paths.qdrant / "collection" / "mem0" / "storage.sqlite"),
+        str(deployment.paths.history_db),
+    ]
+    replica = report["litestream"]["dbs"][1]["replicas"][0]
+    assert replica == {
+        "type": "file",
+        "path": str(tmp_path / "replica" / "history.db"),
+        "sync-interval": "1s",
+        "retention": "86400s",
+    }
+    assert header_journal_mode(deployment.paths.history_db) == "rollback"
+    assert not (state_dir(deployment) / "litestream.yml").exists()
+
+
+@pytest.mark.slow(
+    reason="a real app writing, the daemon and Litestream's first shipments, restores"
+)
+def test_protected_writes_reach_the_replica_and_it_restores_a_clean_pair(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment = protected(make_deployment, tmp_path)
+    deployment.close()
+    sock = tmp_path / "run" / "memsync-agent.sock"
+    notify = Notify(tmp_path)
+    with AppProcess(deployment.paths.root, agent=sock, interval=0.02) as app:
+        result = cli("protect", "--json", config=deployment.config)
+        assert result.code == 0, result.err
+        daemon = start(deployment.config, notify)
+        try:
+            daemon.wait_event("litestream_started")
+            poll(
+                "every file replicated within 5 s of its writes",
+                lambda: all(
+                    f["replicated"] and f["lag_s"] <= 5 for f in status(cli, deployment)["files"]
+                ),
+            )
+            stats = app.stop()
+            settled = poll(  # the app stopped: everything it wrote reaches the replica
+                "the replica caught up with the last write",
+                lambda: (
+                    (s := status(cli, deployment))["protected"]
+                    and all(f["lag_s"] == 0 for f in s["files"])
+                    and s
+                ),
+            )
+        finally:
+            code, err = stop(daemon)
+    report = result.json()
+    assert report["route"] == "agent" and len(report["switched"]) == 2
+    assert stats["failures"] == 0, stats["errors"]
+    assert stats["writes"] > 0
+    assert code == 0, err
+    assert litestream_pid(deployment) is None  # SIGTERM stopped Litestream with the daemon
+    for entry in settled["files"]:
+        assert entry["position"].startswith(entry["generation"] + "/")
+        assert entry["bytes_last_hour"] > 0
+    live = cli("check", "--json", config=deployment.config)
+    assert live.code == 0, live.out
+
+    restored = tmp_path / "restored"  # the lost disk: only the replica and meta.json remain
+    shutil.copytree(
+        deployment.paths.qdrant,
+        restored / "qdrant",
+        ignore=shutil.ignore_patterns("storage.sqlite*", ".lock"),
+    )
+    config_file = state_dir(deployment) / "litestream.yml"
+    collection = Path("collection") / "mem0" / "storage.sqlite"
+    pairs = [
+        (deployment.paths.qdrant / collection, restored / "qdrant" / collection),
+        (deployment.paths.history_db, restored / "mem0" / "history.db"),
+    ]
+    for live_file, out in pairs:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [str(litestream.ensure()), "restore", "-config", str(config_file), "-o", str(out)]
+            + [str(live_file)],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+    copy = build.write_memsync_config(
+        build.Paths(restored), embedder=HASH, in_flight_margin_s=IN_FLIGHT_MARGIN_S
+    )
+    checked = cli("check", "--json", config=copy)
+    assert checked.code == 0, checked.out
+    assert checked.json()["counts"] == live.json()["counts"]  # every write, memory by memory
+
+
+@pytest.mark.slow(reason="the daemon, Litestream started twice, and two doctor runs")
+def test_the_daemon_restarts_a_killed_litestream_and_doctor_reports_a_stopped_one(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment = protected(make_deployment, tmp_path)
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    notify = Notify(tmp_path)
+    daemon = start(deployment.config, notify)
+    try:
+        daemon.wait_event("litestream_started")
+        first = poll("Litestream recorded", lambda: litestream_pid(deployment))
+        os.kill(first, signal.SIGKILL)
+        exited = daemon.wait_event("litestream_exited")
+        daemon.wait_event("litestream_started", count=2)
+        second = poll("Litestream recorded again", lambda: litestream_pid(deployment))
+        running = cli("doctor", "--json", config=deployment.config).json()
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    assert exited[0]["exit_code"] == -signal.SIGKILL and exited[0]["restart_in_s"] == 1
+    assert second != first
+    mine = [r for r in running["results"] if r["code"] == "protection"]
+    assert mine[0]["status"] == "ok" and str(second) in mine[0]["message"]
+    doctor = cli("doctor", "--json", config=deployment.config)
+    assert doctor.code == 3
+    stopped = [r for r in doctor.json()["results"] if r["code"] == "protection"]
+    assert stopped[0]["status"] == "error"
+    assert "Litestream is not running" in stopped[0]["message"]
