@@ -21,17 +21,18 @@ import pytest
 
 from memsync.demo import deployment as build
 from memsync.stores.sqlite_files import header_journal_mode
-from tests.conftest import HASH, IN_FLIGHT_MARGIN_S
+from tests.conftest import HASH, IN_FLIGHT_MARGIN_S, s3_section
 from tests.helpers import litestream
 from tests.helpers.app import AppProcess
 from tests.process.test_daemon import Notify, start, stop
 
 
-def protected(make_deployment: Any, tmp_path: Path) -> Any:
+def protected(make_deployment: Any, tmp_path: Path, extra: str = "") -> Any:
     """A seeded deployment whose config has ``[protect]`` with a directory replica."""
     binary = litestream.ensure()
     return make_deployment(
         extra_config=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{tmp_path / "replica"}"\n'
+        + extra
     )
 
 
@@ -164,7 +165,8 @@ def test_protected_writes_reach_the_replica_and_it_restores_a_clean_pair(
 def test_the_daemon_restarts_a_killed_litestream_and_doctor_reports_a_stopped_one(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
-    deployment = protected(make_deployment, tmp_path)
+    textfile = tmp_path / "memsync.prom"
+    deployment = protected(make_deployment, tmp_path, f'\n[daemon]\ntextfile_path = "{textfile}"\n')
     deployment.close()
     assert cli("protect", config=deployment.config).code == 0
     notify = Notify(tmp_path)
@@ -176,7 +178,10 @@ def test_the_daemon_restarts_a_killed_litestream_and_doctor_reports_a_stopped_on
         exited = daemon.wait_event("litestream_exited")
         daemon.wait_event("litestream_started", count=2)
         second = poll("Litestream recorded again", lambda: litestream_pid(deployment))
+        poll("both files replicated", lambda: status(cli, deployment)["protected"])
         running = cli("doctor", "--json", config=deployment.config).json()
+        assert cli("job", "check", config=deployment.config).code == 0  # rewrites the textfile
+        gauges = textfile.read_text()
     finally:
         code, err = stop(daemon)
     assert code == 0, err
@@ -184,8 +189,49 @@ def test_the_daemon_restarts_a_killed_litestream_and_doctor_reports_a_stopped_on
     assert second != first
     mine = [r for r in running["results"] if r["code"] == "protection"]
     assert mine[0]["status"] == "ok" and str(second) in mine[0]["message"]
+    assert [r["status"] for r in mine[1:]] == ["ok", "ok"]
+    for label in ("history.db", "collection mem0"):
+        assert f'memsync_protect_replicated{{file="{label}"}} 1' in gauges
+        assert f'memsync_protect_lag_seconds{{file="{label}"}}' in gauges
     doctor = cli("doctor", "--json", config=deployment.config)
     assert doctor.code == 3
     stopped = [r for r in doctor.json()["results"] if r["code"] == "protection"]
     assert stopped[0]["status"] == "error"
     assert "Litestream is not running" in stopped[0]["message"]
+
+
+@pytest.mark.slow(reason="the daemon and Litestream's first shipments to moto's S3 server")
+def test_an_s3_replica_gets_every_file_and_status_reads_it_from_the_bucket(
+    make_deployment: Any, tmp_path: Path, cli: Any, bucket: str, s3_endpoint: str
+) -> None:
+    binary = litestream.ensure()
+    deployment = make_deployment(
+        extra_config=s3_section(s3_endpoint, bucket)
+        + f'\n[protect]\nlitestream = "{binary}"\ns3 = true\n'
+    )
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    daemon = start(deployment.config, Notify(tmp_path))  # AWS_* from the s3_endpoint fixture
+    try:
+        daemon.wait_event("litestream_started")
+        report = poll(
+            "every file replicated to the bucket",
+            lambda: (s := status(cli, deployment))["protected"] and s,
+        )
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    prefix = f"s3://{bucket}/memsync/test/litestream/"
+    assert [f["replica"] for f in report["files"]] == [
+        prefix + "collection/mem0",
+        prefix + "history.db",
+    ]
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]]
+    for entry in report["files"]:
+        key = entry["replica"].removeprefix(f"s3://{bucket}/")
+        assert entry["position"] is not None
+        generation, segment = entry["position"].split("/")
+        assert f"{key}/generations/{generation}/wal/{segment}.wal.lz4" in keys
