@@ -31,6 +31,7 @@ class Protected:
         config_file: where the Litestream configuration is (or would be) written.
         litestream: the configuration itself.
         changed: the file was (would be) written: it was missing or differed.
+        binary: the Litestream binary the daemon runs, and its version.
         replicas: each file's replica, by live path.
     """
 
@@ -40,6 +41,7 @@ class Protected:
     litestream: dict[str, Any]
     changed: bool
     replicas: dict[str, str]
+    binary: str
 
     def to_json(self) -> dict[str, Any]:
         """``protect --json`` (docs/reference/json-output.md)."""
@@ -50,6 +52,7 @@ class Protected:
             "blocked": self.tuned.blocked,
             "switched": [str(entry.path) for entry in self.tuned.changed],
             "config_file": str(self.config_file),
+            "litestream_binary": self.binary,
             "changed": self.changed,
             "litestream": self.litestream,
             "replicas": self.replicas,
@@ -71,6 +74,7 @@ def apply_protect(deployment: Deployment, *, dry_run: bool = False) -> Protected
         raise ConfigError(
             config.source, ["protect: no [protect] section: name a directory or s3 = true"]
         )
+    litestream = protection.require_litestream(config)  # before any file changes
     tuned = tune.apply_tune(deployment, tune.WAL, dry_run=dry_run)
     files = journal_mode.live_files(deployment.vector_store, config.history_db_path)
     if dry_run:  # the configuration as it will be once the files are switched
@@ -100,4 +104,5 @@ def apply_protect(deployment: Deployment, *, dry_run: bool = False) -> Protected
         litestream=document,
         changed=changed,
         replicas=replicas,
+        binary=litestream,
     )

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -34,6 +36,38 @@ HOUR = timedelta(hours=1)
 _SEGMENT = re.compile(
     r"generations/([0-9a-f]{16})/(wal|snapshots)/([0-9a-f]{8})(?:_([0-9a-f]{8}))?"
 )
+
+
+def require_litestream(config: Config) -> str:
+    """``[protect] litestream``'s path and version (``v0.3.x``); runs ``litestream version``.
+
+    Raises:
+        ConfigError: the binary is not found, does not run, or is not Litestream 0.3 (whose
+            replica layout memsync reads).
+    """
+    protect = config.protect
+    assert protect is not None
+    found = shutil.which(protect.litestream)
+    hint = "install Litestream 0.3 (docs/how-to/continuous-protection.md) or set its path"
+    if found is None:
+        raise ConfigError(
+            config.source,
+            [f"protect.litestream: {protect.litestream!r} is not an executable file or on PATH"],
+            hint,
+        )
+    try:
+        argv = [found, "version"]  # the configured binary, no shell
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)  # noqa: S603
+        answer = done.stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as error:
+        answer = str(error)
+    if not answer.startswith("v0.3."):
+        raise ConfigError(
+            config.source,
+            [f"protect.litestream: {found} is not Litestream 0.3 (`version` said {answer!r})"],
+            hint,
+        )
+    return f"{found} {answer}"
 
 
 def config_file(config: Config) -> Path:

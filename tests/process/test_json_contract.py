@@ -16,7 +16,7 @@ import pytest
 
 from memsync.demo import deployment as build
 from tests.conftest import s3_section
-from tests.helpers import json_contract
+from tests.helpers import json_contract, litestream
 from tests.helpers.holders import app_holding
 from tests.helpers.migrate import target_config
 
@@ -74,7 +74,8 @@ def _doc(result: Any) -> dict[str, Any]:
 
 def collect(make_deployment: Any, cli: Any, bucket: str, s3_endpoint: str, tmp_path: Path):
     """``{section heading: [document, ...]}`` from real runs of every documented command."""
-    protect = f'\n[protect]\ndirectory = "{tmp_path / "replica"}"\n'
+    binary = litestream.ensure()
+    protect = f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{tmp_path / "replica"}"\n'
     d = make_deployment(extra_config=s3_section(s3_endpoint, bucket) + protect)
     d.close()
     config = d.config

@@ -87,6 +87,29 @@ def test_protect_dry_run_prints_the_configuration_and_changes_nothing(
     assert not (state_dir(deployment) / "litestream.yml").exists()
 
 
+def test_protect_refuses_a_missing_or_foreign_binary_before_changing_anything(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    fake = tmp_path / "litestream"  # answers like Litestream 0.5, whose replica layout differs
+    fake.write_text("#!/bin/sh\necho v0.5.2\n")
+    fake.chmod(0o755)
+    deployment = make_deployment(
+        extra_config=f'\n[protect]\nlitestream = "{tmp_path / "nowhere"}"\ndirectory = "{tmp_path}/r"\n'
+    )
+    deployment.close()
+    missing = cli("protect", config=deployment.config)
+    assert missing.code == 10
+    assert missing.err.count("\n") == 1 and "protect.litestream: " in missing.err
+    assert "is not an executable file or on PATH" in missing.err
+    text = deployment.config.read_text().replace(str(tmp_path / "nowhere"), str(fake))
+    deployment.config.write_text(text)
+    foreign = cli("protect", "--dry-run", config=deployment.config)
+    assert foreign.code == 10
+    assert "is not Litestream 0.3 (`version` said 'v0.5.2')" in foreign.err
+    assert header_journal_mode(deployment.paths.history_db) == "rollback"
+    assert not (state_dir(deployment) / "litestream.yml").exists()
+
+
 @pytest.mark.slow(
     reason="a real app writing, the daemon and Litestream's first shipments, restores"
 )

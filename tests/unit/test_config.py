@@ -274,3 +274,29 @@ def test_config_show_gives_the_older_app_python_as_app_python_s_value():
     document = effective_document(parse({"app_python": "/srv/app/bin/python"}))
     assert document["app"]["python"] == "/srv/app/bin/python"
     assert document["app_python"] == "/srv/app/bin/python"
+
+
+@pytest.mark.parametrize(
+    ("protect", "problem"),
+    [
+        ({}, 'protect: name the replica: directory = "PATH", or s3 = true with an [s3] table'),
+        ({"directory": "/r", "s3": True}, "protect.directory: give directory or s3 = true, not both"),
+        ({"s3": True}, "protect.s3: needs an [s3] table (the bucket the replicas go to)"),
+        ({"directory": "/r", "sync_interval": "0s"}, "protect.sync_interval: expected a positive duration like '30s', '15m', '6h', '1d' (got '0s')"),
+    ],
+    ids=["no-replica", "both", "s3-without-bucket", "zero-interval"],
+)  # fmt: skip
+def test_protect_needs_exactly_one_replica_and_says_which_key_in_one_line(protect, problem):
+    with pytest.raises(ConfigError) as raised:
+        parse({"protect": protect})
+    assert raised.value.problems == [problem]
+
+
+def test_protect_defaults_and_an_s3_replica():
+    loaded = parse({"protect": {"s3": True}, "s3": {"bucket": "my-bucket"}})
+    assert loaded.protect is not None
+    assert (loaded.protect.litestream, loaded.protect.prefix) == ("litestream", "litestream")
+    assert loaded.protect.sync_interval.total_seconds() == 1
+    assert loaded.protect.retention.total_seconds() == 86400
+    assert loaded.protect.max_lag_s == 60
+    assert parse({}).protect is None
