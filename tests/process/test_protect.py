@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -258,3 +259,52 @@ def test_an_s3_replica_gets_every_file_and_status_reads_it_from_the_bucket(
         assert entry["position"] is not None
         generation, segment = entry["position"].split("/")
         assert f"{key}/generations/{generation}/wal/{segment}.wal.lz4" in keys
+
+
+NEW_COLLECTION = """
+import sys
+from qdrant_client import QdrantClient, models
+client = QdrantClient(path=sys.argv[1])
+client.create_collection("extra", vectors_config=models.VectorParams(size=4, distance=models.Distance.COSINE))
+client.upsert("extra", [models.PointStruct(id=1, vector=[0.1, 0.2, 0.3, 0.4], payload={})])
+client.close()
+"""
+
+
+@pytest.mark.slow(reason="the daemon, a collection created by qdrant-client, Litestream restarted")
+def test_a_collection_created_later_is_protected_once_protect_runs_again(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment = protected(make_deployment, tmp_path)
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    daemon = start(deployment.config, Notify(tmp_path))
+    try:
+        daemon.wait_event("litestream_started")
+        created = subprocess.run(  # the app's qdrant-client adds a collection, in rollback mode
+            [sys.executable, "-c", NEW_COLLECTION, str(deployment.paths.qdrant)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert created.returncode == 0, created.stderr
+        waiting = daemon.wait_event("protect_files_not_wal")
+        again = cli("protect", "--json", config=deployment.config)
+        daemon.wait_event("litestream_started", count=2)  # its configuration changed
+        report = poll(
+            "the new collection replicated",
+            lambda: (s := status(cli, deployment))["protected"] and len(s["files"]) == 3 and s,
+        )
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    extra = deployment.paths.qdrant / "collection" / "extra" / "storage.sqlite"
+    assert waiting[0]["paths"] == [str(extra)]
+    assert again.code == 0, again.err
+    assert again.json()["switched"] == [str(extra)]
+    assert [f["label"] for f in report["files"]] == [
+        "collection mem0",
+        "collection extra",
+        "history.db",
+    ]
+    assert report["files"][1]["replica"] == str(tmp_path / "replica" / "collection" / "extra")
