@@ -6,7 +6,8 @@
 picked up; a file not in WAL waits for ``memsync protect``), starts Litestream when it is not
 running, restarts it when the configuration changed, and after an exit waits 1, 2, 4 ... 60 s
 (``jobs.backoff_s``'s doubling, capped) before starting it again. Its process is recorded in
-``<state_dir>/protect-state.json`` (doctor and ``protect --status`` read it). ``stop`` sends
+``<state_dir>/protect-state.json`` (doctor and ``protect --status`` read it). It works only
+holding ``runner.FORK_LOCK``, so the daemon's jobs still start as forks. ``stop`` sends
 SIGTERM, waits up to 10 s, then SIGKILL. Litestream's own log lines go to the daemon's stderr.
 """
 
@@ -24,6 +25,7 @@ import structlog
 
 from memsync import protection
 from memsync.config import Config
+from memsync.daemon.runner import FORK_LOCK, QUIET_THREAD
 from memsync.deployment import Deployment
 from memsync.errors import MemsyncError
 from memsync.state import write_json_atomic
@@ -35,7 +37,6 @@ logger = structlog.get_logger(__name__)
 TICK_S = 1.0  # how often the supervisor looks at Litestream and its configuration
 BACKOFF_MAX_S = 60.0
 STOP_TIMEOUT_S = 10.0
-THREAD = "memsync-protect"
 
 
 def restart_delay_s(failures: int) -> float:
@@ -60,7 +61,7 @@ class Supervisor:
 
     def start(self) -> None:
         """Start the supervising thread."""
-        self.thread = threading.Thread(target=self._loop, name=THREAD, daemon=True)
+        self.thread = threading.Thread(target=self._loop, name=QUIET_THREAD, daemon=True)
         self.thread.start()
 
     def stop(self) -> None:
@@ -73,7 +74,8 @@ class Supervisor:
     def _loop(self) -> None:
         while not self.stopping.is_set():
             try:
-                self.tick()
+                with FORK_LOCK:  # a job's fork never sees the supervisor mid-look
+                    self.tick()
             except Exception as error:  # noqa: BLE001 - the supervisor thread is a boundary
                 logger.error("protect_failed", error=f"{type(error).__name__}: {error}")
             self.stopping.wait(TICK_S)

@@ -53,6 +53,8 @@ PING_TIMEOUT_S = 5.0
 ACCEPTED_CONFIG = "daemon-config.json"  # the validated document, mem0_config_file inlined
 ACCEPTED_COPY_ENV = "MEMSYNC_ACCEPTED_CONFIG"  # read by memsync.cli.common
 WATCHDOG_THREAD = "watchdog"  # the daemon's sd_notify pinger: holds no lock a forked job needs
+QUIET_THREAD = "memsync-protect"  # the Litestream supervisor: works only holding FORK_LOCK
+FORK_LOCK = threading.Lock()  # held while a job's child starts: a fork sees the supervisor idle
 T = TypeVar("T")
 
 
@@ -391,18 +393,19 @@ def run_child(
     for it, and returns 130.
     """
     process: _Child
-    if entry is not None and fork_safe():
-        entry.load(command)  # once per command: later forks find its modules loaded
-        process = _Forked(entry.run, command, env, new_session=new_session)
-    else:
-        process = subprocess.Popen(  # noqa: S603 - memsync itself, its arguments from the caller
-            [sys.executable, "-m", "memsync", *command],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=new_session,
-            env=dict(env),
-        )
+    with FORK_LOCK:
+        if entry is not None and fork_safe():
+            entry.load(command)  # once per command: later forks find its modules loaded
+            process = _Forked(entry.run, command, env, new_session=new_session)
+        else:
+            process = subprocess.Popen(  # noqa: S603 - memsync itself, its arguments from the caller
+                [sys.executable, "-m", "memsync", *command],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=new_session,
+                env=dict(env),
+            )
     reader = _Collector(process)
     if started is not None:
         started()
@@ -465,13 +468,17 @@ class _Collector:
 
 
 def fork_safe() -> bool:
-    """Whether this process may fork a job: no thread but this one and the watchdog runs.
+    """Whether this process may fork a job: no thread but this one and quiet ones runs.
+
+    Quiet: the watchdog, and the Litestream supervisor, which works only holding ``FORK_LOCK``
+    (``run_child`` holds it while it starts a child).
 
     Any other thread (a ping, a notification, a reader) could hold a lock the child would wait
     for forever, such as a module's import lock.
     """
     me = threading.current_thread()
-    return all(t is me or t.name == WATCHDOG_THREAD for t in threading.enumerate())
+    quiet = (WATCHDOG_THREAD, QUIET_THREAD)
+    return all(t is me or t.name in quiet for t in threading.enumerate())
 
 
 class _Forked:

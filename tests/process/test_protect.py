@@ -190,13 +190,16 @@ def test_the_daemon_restarts_a_killed_litestream_and_doctor_reports_a_stopped_on
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
     textfile = tmp_path / "memsync.prom"
-    deployment = protected(make_deployment, tmp_path, f'\n[daemon]\ntextfile_path = "{textfile}"\n')
+    deployment = protected(  # check_at: a catch-up check as the daemon starts
+        make_deployment, tmp_path, f'\n[daemon]\ncheck_at = "00:00"\ntextfile_path = "{textfile}"\n'
+    )
     deployment.close()
     assert cli("protect", config=deployment.config).code == 0
     notify = Notify(tmp_path)
     daemon = start(deployment.config, notify)
     try:
         daemon.wait_event("litestream_started")
+        job = daemon.wait_event("job_finished")  # with the supervisor's thread running
         first = poll("Litestream recorded", lambda: litestream_pid(deployment))
         os.kill(first, signal.SIGKILL)
         exited = daemon.wait_event("litestream_exited")
@@ -211,6 +214,7 @@ def test_the_daemon_restarts_a_killed_litestream_and_doctor_reports_a_stopped_on
     assert code == 0, err
     assert exited[0]["exit_code"] == -signal.SIGKILL and exited[0]["restart_in_s"] == 1
     assert second != first
+    assert (job[0]["outcome"], job[0]["child"]) == ("ok", "fork")
     mine = [r for r in running["results"] if r["code"] == "protection"]
     assert mine[0]["status"] == "ok" and str(second) in mine[0]["message"]
     assert [r["status"] for r in mine[1:]] == ["ok", "ok"]
