@@ -4,7 +4,8 @@
 ``litestream replicate -config <state_dir>/litestream.yml`` runs: it writes the configuration
 (``protection.litestream_config`` of the files in WAL mode: collections created since are
 picked up; a file not in WAL waits for ``memsync protect``), starts Litestream when it is not
-running, restarts it when the configuration changed, and after an exit waits 1, 2, 4 ... 60 s
+running, restarts it when the configuration changed or a file was replaced (a restore put a
+new file at its path: Litestream would follow the old one), and after an exit waits 1, 2, 4 ... 60 s
 (``jobs.backoff_s``'s doubling, capped) before starting it again. Its process is recorded in
 ``<state_dir>/protect-state.json`` (doctor and ``protect --status`` read it). It works only
 holding ``runner.FORK_LOCK``, so the daemon's jobs still start as forks. ``stop`` sends
@@ -13,6 +14,8 @@ SIGTERM, waits up to 10 s, then SIGKILL. Litestream's own log lines go to the da
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import threading
@@ -54,6 +57,7 @@ class Supervisor:
     restarts: int = 0
     start_at: float = 0.0  # monotonic: no start before this (backoff)
     running_text: str | None = None  # the configuration the running Litestream read
+    running_files: dict[str, int] = field(default_factory=dict)  # its files' inodes at start
     started: float = 0.0  # monotonic: when the running Litestream started
     waiting: list[str] = field(default_factory=list)  # files not in WAL mode, last logged
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -98,6 +102,9 @@ class Supervisor:
             return
         if self.process is not None and text != self.running_text:
             self._terminate("configuration changed")
+            self.start_at = 0.0
+        elif self.process is not None and _inodes(text) != self.running_files:
+            self._terminate("a file was replaced")  # a restore swapped it: follow the new one
             self.start_at = 0.0
         if self.process is None and time.monotonic() >= self.start_at:
             self._launch(text)
@@ -145,6 +152,7 @@ class Supervisor:
             self._record(None, error=f"{binary}: {error.strerror or error}")
             return
         self.running_text = text
+        self.running_files = _inodes(text)
         self.started = time.monotonic()
         if self.failures:
             self.restarts += 1
@@ -173,3 +181,14 @@ class Supervisor:
             write_json_atomic(self.config.state_dir / protection.STATE_FILE, document)
         except OSError as error:
             logger.warning("protect_state_failed", error=error.strerror or str(error))
+
+
+def _inodes(text: str) -> dict[str, int]:
+    """Each configured file's inode now (a restore or a switch puts a new file at the path)."""
+    found = {}
+    for db in json.loads(text)["dbs"]:
+        try:
+            found[db["path"]] = os.stat(db["path"]).st_ino
+        except OSError:
+            found[db["path"]] = 0
+    return found

@@ -312,3 +312,40 @@ def test_a_collection_created_later_is_protected_once_protect_runs_again(
         "history.db",
     ]
     assert report["files"][1]["replica"] == str(tmp_path / "replica" / "collection" / "extra")
+
+
+@pytest.mark.slow(
+    reason="the daemon and Litestream, a snapshot and a restore, a write through mem0"
+)
+def test_after_a_restore_litestream_follows_the_new_files_and_ships_their_writes(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment = protected(make_deployment, tmp_path)
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    snapshot = cli("snapshot", "create", "--json", config=deployment.config)
+    assert snapshot.code == 0, snapshot.err
+    daemon = start(deployment.config, Notify(tmp_path))
+    try:
+        daemon.wait_event("litestream_started")
+        poll("both files replicated", lambda: status(cli, deployment)["protected"])
+        chosen = snapshot.json()["id"]
+        restored = cli("restore", chosen, "--force", "--json", config=deployment.config)
+        assert restored.code == 0, restored.err
+        if cli("protect", config=deployment.config).code != 0:  # the restored files' mode
+            raise AssertionError("protect after the restore failed")
+        gone = deployment.seeded.live[0]
+        forgotten = cli("forget", gone, "--yes", "--no-snapshot", config=deployment.config)
+        assert forgotten.code == 0, forgotten.err
+        stopped = daemon.wait_event("litestream_stopped")
+        poll(  # the new files' writes (the forget) reach the replica: nothing left unshipped
+            "the restored files replicated with the forget's writes",
+            lambda: (
+                (s := status(cli, deployment))["protected"]
+                and all(f["lag_s"] == 0 for f in s["files"])
+            ),
+        )
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    assert stopped[0]["reason"] in ("a file was replaced", "configuration changed")
