@@ -1,7 +1,7 @@
 """The daemon's Litestream: started as a child when ``[protect]`` is set, restarted with backoff.
 
 ``Supervisor`` runs in a thread of the daemon. Every second it makes sure
-``litestream replicate -config <state_dir>/litestream.yml`` runs: it writes the configuration
+``litestream replicate -no-expand-env -config <state_dir>/litestream.yml`` runs: it writes the configuration
 (``protection.litestream_config`` of the files in WAL mode: collections created since are
 picked up; a file not in WAL waits for ``memsync protect``), starts Litestream when it is not
 running, restarts it when the configuration changed or a file was replaced (a restore put a
@@ -137,7 +137,8 @@ class Supervisor:
         protect = self.config.protect
         assert protect is not None
         binary = shutil.which(protect.litestream) or protect.litestream
-        argv = [binary, "replicate", "-config", str(protection.config_file(self.config))]
+        path = str(protection.config_file(self.config))
+        argv = [binary, "replicate", "-no-expand-env", "-config", path]  # paths are literal
         try:
             self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # noqa: S603
         except OSError as error:
