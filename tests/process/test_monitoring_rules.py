@@ -232,3 +232,28 @@ def test_a_real_prometheus_scraping_the_textfile_raises_the_alerts_with_their_la
     assert alerts["MemsyncJobFailing"]["job"] == "node"  # the scrape's own, never ours
     assert alerts["MemsyncSnapshotOld"]["memsync_job"] == "snapshot"
     assert alerts["MemsyncErrorFindings"]["code"] == "missing-point"
+
+
+def test_a_file_without_replica_or_lagging_fires_protection_lagging_and_a_fresh_one_does_not(
+    tmp_path,
+):
+    from memsync.jobs import protection_gauges
+
+    text = protection_gauges([("history.db", 0.4), ("collection mem0", None)])
+    linted = promtool("check", "metrics", stdin=text)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    vps = {"instance": "vps"}
+    alerts = [
+        {"eval_time": "3m", "alertname": "MemsyncProtectionLagging", "exp_alerts": []},
+        {"eval_time": "10m", "alertname": "MemsyncProtectionLagging", "exp_alerts": [{
+            "exp_labels": {**vps, "file": "collection mem0", "severity": "critical"},
+            "exp_annotations": {
+                "summary": "collection mem0 on vps is not replicated by Litestream, or its "
+                "replica is behind its writes",
+                "description": "A lost disk now would lose the writes since the replica's last "
+                "shipment. `memsync protect --status` names the file and why; `memsync doctor` "
+                "shows protection; journalctl -u memsync says why Litestream stopped.",
+            },
+        }]},
+    ]  # fmt: skip
+    run_unit_test(tmp_path, unit_test(text, alerts))
