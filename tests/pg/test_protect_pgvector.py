@@ -1,0 +1,44 @@
+"""``memsync protect`` on mem0's REST-server layout: the vectors are PostgreSQL's (its own WAL
+archiving protects them), so history.db is the one SQLite file Litestream replicates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import litestream
+from tests.process.test_daemon import Notify, start, stop
+from tests.process.test_protect import poll, status
+
+
+@pytest.mark.slow(reason="PostgreSQL, the daemon and Litestream's first shipment")
+def test_on_pgvector_history_db_alone_is_switched_and_replicated(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    binary = litestream.ensure()
+    deployment = make_deployment(
+        pg=True,
+        extra_config=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{tmp_path / "r"}"\n',
+    )
+    deployment.close()
+    done = cli("protect", "--json", config=deployment.config)
+    assert done.code == 0, done.err
+    assert done.json()["switched"] == [str(deployment.paths.history_db)]
+    assert [db["path"] for db in done.json()["litestream"]["dbs"]] == [
+        str(deployment.paths.history_db)
+    ]
+    daemon = start(deployment.config, Notify(tmp_path))
+    try:
+        daemon.wait_event("litestream_started")
+        report = poll(
+            "history.db replicated", lambda: (s := status(cli, deployment))["protected"] and s
+        )
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    assert [(f["label"], f["replica"]) for f in report["files"]] == [
+        ("history.db", str(tmp_path / "r" / "history.db"))
+    ]
