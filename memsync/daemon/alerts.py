@@ -125,6 +125,27 @@ def plan_notice(
     )
 
 
+def protect_notice(exit_code: int, restart_in_s: float, pid: int, place: Place) -> Notice:
+    """Litestream exited on its own (``[protect]``): the daemon restarts it. Pure.
+
+    Told at the first exit of a run of exits, not at every restart.
+    """
+    lines = [
+        f"Litestream (pid {pid}) exited with status {exit_code}: the SQLite files' writes are "
+        "not replicated until it runs again",
+        f"memsync's daemon starts it again in {restart_in_s:g} s (then 2, 4 ... 60 s while it "
+        "keeps exiting)",
+        "next step: memsync protect --status; journalctl -u memsync (Litestream's own lines)",
+        f"host: {place.host}",
+        f"deployment: {place.deployment}",
+    ]
+    return Notice(
+        title=f"memsync protect on {place.host}: Litestream exited",
+        body="\n".join(line[:_LONGEST_LINE] for line in lines),
+        kind="failure",
+    )
+
+
 def redact(notice: Notice, secrets: Iterable[str]) -> Notice:
     """``notice`` with URL credentials and each of ``secrets`` (verbatim) redacted. Pure."""
 

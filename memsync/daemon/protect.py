@@ -9,7 +9,8 @@ new file at its path: Litestream would follow the old one), and after an exit wa
 (``jobs.backoff_s``'s doubling, capped) before starting it again. Its process is recorded in
 ``<state_dir>/protect-state.json`` (doctor and ``protect --status`` read it). It works only
 holding ``runner.FORK_LOCK``, so the daemon's jobs still start as forks. ``stop`` sends
-SIGTERM, waits up to 10 s, then SIGKILL. Litestream's own log lines go to the daemon's stderr.
+SIGTERM, waits up to 10 s, then SIGKILL. Litestream's own log lines go to the daemon's stderr. ``[daemon] notify`` is told when
+Litestream exits (once per run of exits).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import structlog
 
 from memsync import protection
 from memsync.config import Config
+from memsync.daemon import alerts
 from memsync.daemon.runner import FORK_LOCK, QUIET_THREAD
 from memsync.deployment import Deployment
 from memsync.errors import MemsyncError
@@ -88,15 +90,15 @@ class Supervisor:
         """One look: reap an exited Litestream, follow a changed configuration, start when due."""
         if self.process is not None and (code := self.process.poll()) is not None:
             self.failures += 1
-            self.start_at = time.monotonic() + restart_delay_s(self.failures)
-            logger.warning(
-                "litestream_exited",
-                pid=self.process.pid,
-                exit_code=code,
-                restart_in_s=restart_delay_s(self.failures),
-            )
+            delay = restart_delay_s(self.failures)
+            self.start_at = time.monotonic() + delay
+            pid = self.process.pid
+            logger.warning("litestream_exited", pid=pid, exit_code=code, restart_in_s=delay)
             self.process = None
             self._record(None, exit_code=code)
+            if self.failures == 1 and self.config.daemon.notify:  # once per run of exits
+                place = alerts.place_of(Deployment.open(self.config))
+                alerts.send(self.config, "protect", alerts.protect_notice(code, delay, pid, place))
         text = self._configuration()
         if text is None:
             return

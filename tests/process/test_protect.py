@@ -349,3 +349,32 @@ def test_after_a_restore_litestream_follows_the_new_files_and_ships_their_writes
         code, err = stop(daemon)
     assert code == 0, err
     assert stopped[0]["reason"] in ("a file was replaced", "configuration changed")
+
+
+@pytest.mark.slow(reason="the daemon, Litestream killed once, a notification over HTTP")
+def test_a_litestream_that_exits_is_told_to_notify_once(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    from tests.process.test_notify import TOKEN, Receiver
+
+    receiver = Receiver()
+    deployment = protected(make_deployment, tmp_path, f'\n[daemon]\nnotify = ["{receiver.url}"]\n')
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    daemon = start(deployment.config, Notify(tmp_path))
+    try:
+        daemon.wait_event("litestream_started")
+        pid = poll("Litestream recorded", lambda: litestream_pid(deployment))
+        os.kill(pid, signal.SIGKILL)
+        daemon.wait_event("litestream_started", count=2)
+        daemon.wait_event("notify_sent")
+    finally:
+        code, err = stop(daemon)
+        receiver.server.shutdown()
+    assert code == 0, err
+    [notice] = receiver.received
+    assert notice["type"] == "failure"
+    assert notice["title"].endswith(": Litestream exited")
+    assert f"Litestream (pid {pid}) exited with status -9" in notice["message"]
+    assert "starts it again in 1 s" in notice["message"]
+    assert TOKEN not in err and TOKEN not in json.dumps(notice)
