@@ -175,7 +175,18 @@ def _status_text(document: dict[str, Any]) -> str:
     pending = document["snapshots"]["pending_upload"]
     if pending:
         lines.append(f"snapshots: {pending} wait for upload (memsync snapshot list)")
+    lines += _protection_lines(document["protection"])
     return "\n".join(lines)
+
+
+def _protection_lines(protection: dict[str, Any] | None) -> list[str]:
+    """``[protect]``: each file's lag, or what is wrong (memsync protect --status has it all)."""
+    if protection is None:
+        return []
+    if protection["protected"]:
+        lags = ", ".join(f"{f['label']} {f['lag_s']:.1f} s" for f in protection["files"])
+        return [f"protection: Litestream pid {protection['pid']}; lag {lags}"]
+    return [f"protection: {problem}" for problem in protection["problems"]]
 
 
 _EXPLAINED = (("reason", "reason"), ("next  ", "next_step"))

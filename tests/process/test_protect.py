@@ -209,6 +209,7 @@ def test_the_daemon_restarts_a_killed_litestream_and_doctor_reports_a_stopped_on
         running = cli("doctor", "--json", config=deployment.config).json()
         assert cli("job", "check", config=deployment.config).code == 0  # rewrites the textfile
         gauges = textfile.read_text()
+        shown = cli("status", "--json", config=deployment.config)
     finally:
         code, err = stop(daemon)
     assert code == 0, err
@@ -221,6 +222,14 @@ def test_the_daemon_restarts_a_killed_litestream_and_doctor_reports_a_stopped_on
     for label in ("history.db", "collection mem0"):
         assert f'memsync_protect_replicated{{file="{label}"}} 1' in gauges
         assert f'memsync_protect_lag_seconds{{file="{label}"}}' in gauges
+    assert shown.code == 0, shown.out
+    assert shown.json()["protection"]["protected"] is True
+    assert [f["replicated"] for f in shown.json()["protection"]["files"]] == [True, True]
+    after = cli("status", "--json", config=deployment.config)
+    assert after.code == 3
+    assert (
+        "Litestream is not running (the daemon runs it)" in after.json()["protection"]["problems"]
+    )
     doctor = cli("doctor", "--json", config=deployment.config)
     assert doctor.code == 3
     stopped = [r for r in doctor.json()["results"] if r["code"] == "protection"]
