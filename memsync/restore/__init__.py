@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -300,7 +301,9 @@ def run_restore(
         checked="recorded" if checked_in_place else "full",
     )
     targets = [path for path in (store.location, config.history_db_path) if path]
-    removed = pre_restore.apply_retention(targets, config.settings.restore.keep_pre_restore)
+    removed = pre_restore.apply_retention(
+        targets, config.settings.restore.keep_pre_restore, config.state_dir
+    )
     verification = {
         "snapshot": "hashed" if recorded is not None else "full",
         "check_after": "recorded" if checked_in_place else "full",
@@ -383,6 +386,7 @@ def _put_tables_in_place(
         *tables, history = moves
         history = _unique_asides(_with_existence([history]))[0]
         planned = [{**asdict(t), "indexes": {}} for t in tables]
+        state.record_pre_restore(config.state_dir, [history.aside], time.time())
         done, aside = pg_restore.put_in_place(deployment, manifest, plain, planned, history, taken)
     return [*(_table_move(t) for t in done), history], tuple(aside)
 
@@ -439,6 +443,7 @@ def _put_in_place(
             journal_path(config),
             {"snapshot_id": manifest.id, "phase": "staged", "moves": [asdict(m) for m in moves]},
         )
+        state.record_pre_restore(config.state_dir, [m.aside for m in moves], time.time())
         try:
             _swap(config, manifest.id, moves)
         except BaseException:
