@@ -71,9 +71,10 @@ class Restored:
     chosen: choose.Chosen | None = None  # how ``latest`` or ``--before`` picked it
     route: str | None = None  # how the swap reached a running app: direct, agent, window
     since_snapshot: dict[str, Any] | None = None  # what the last check saw after it (loss.py)
-    # {"snapshot": "hashed"|"full", "check_after": "recorded"|"full"}: the paths a swap took
+    # {"snapshot": "hashed"|"full", "check_after": "recorded"|"full"|"failed"}: the paths taken
     verification: dict[str, str] | None = None
     pre_restore_removed: tuple[str, ...] = ()  # older copies [restore] keep_pre_restore removed
+    check_error: str | None = None  # why the check after the swap could not run (exit 4)
 
     def age_s(self, now: datetime) -> float | None:
         """Seconds from the snapshot (its id's UTC time) to ``now``; None for an odd id."""
@@ -109,6 +110,7 @@ class Restored:
             if self.dry_run or self.skipped
             else list(self.pre_restore_removed),
             "since_snapshot": None if self.skipped else self.since_snapshot,
+            "check_error": self.check_error,
         }
 
 
@@ -291,22 +293,28 @@ def run_restore(
     if recorded is not None and not in_store:
         report = _in_place(deployment, manifest, identities, now)
     checked_in_place = report is not None
+    check_error = None
     if report is None:
-        report = check.run_check(deployment, now)
+        try:
+            report = check.run_check(deployment, now)
+        except MemsyncError as error:  # the swap is done: say so, and what was not checked
+            check_error = error.message + (f" (hint: {error.hint})" if error.hint else "")
     logger.info(
         "restore_finished",
         snapshot_id=snapshot_id,
-        errors=report.count(Severity.ERROR),
+        errors=report.count(Severity.ERROR) if report else None,
         verified="hashed" if recorded is not None else "full",
-        checked="recorded" if checked_in_place else "full",
+        checked="recorded" if checked_in_place else "full" if report else "failed",
     )
     targets = [path for path in (store.location, config.history_db_path) if path]
-    removed = pre_restore.apply_retention(
-        targets, config.settings.restore.keep_pre_restore, config.state_dir
-    )
+    removed: tuple[str, ...] = ()
+    if check_error is None:  # older copies go only once the restored pair is checked
+        removed = pre_restore.apply_retention(
+            targets, config.settings.restore.keep_pre_restore, config.state_dir
+        )
     verification = {
         "snapshot": "hashed" if recorded is not None else "full",
-        "check_after": "recorded" if checked_in_place else "full",
+        "check_after": "recorded" if checked_in_place else "full" if report else "failed",
     }
     return replace(
         planned,
@@ -316,6 +324,7 @@ def run_restore(
         route=taken.route,
         verification=verification,
         pre_restore_removed=removed,
+        check_error=check_error,
     )
 
 
