@@ -448,6 +448,11 @@ def _put_in_place(
             except MemsyncError:
                 _remove_staged(moves)
                 raise
+        try:  # an app may have opened the store while the files were staged: not under it
+            store.require_free("restore")
+        except MemsyncError:
+            _remove_staged(moves)
+            raise
         write_json_atomic(
             journal_path(config),
             {"snapshot_id": manifest.id, "phase": "staged", "moves": [asdict(m) for m in moves]},
