@@ -221,8 +221,7 @@ def _bucket_unknown(erased: dict[str, Any] | None) -> bool:
 
 
 def _memory_id(text: str) -> str:
-    """``text`` as Qdrant spells a point id: a lowercase hyphenated UUID (what mem0 makes), or
-    an unsigned integer (the other id Qdrant takes).
+    """``text`` as Qdrant spells a point id: a lowercase UUID (mem0's) or an unsigned integer.
 
     Raises:
         UsageError: anything else (exit 2), before the deployment is opened.
