@@ -147,7 +147,10 @@ def write_config(path: Path, text: str) -> bool:
 
 
 def running_pid(config: Config) -> int | None:
-    """The Litestream process the daemon recorded, when it still runs; else None. Reads only."""
+    """The Litestream process the daemon recorded, when it still runs; else None. Reads only.
+
+    Its command line must be ``replicate`` with this deployment's configuration file.
+    """
     try:
         recorded = json.loads((config.state_dir / STATE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -162,7 +165,8 @@ def running_pid(config: Config) -> int | None:
             zombie = handle.read().rsplit(b")", 1)[-1].split()[0] == b"Z"
     except OSError:
         return None
-    return pid if b"replicate" in argv and not zombie else None
+    ours = b"replicate" in argv and str(config_file(config)).encode() in argv
+    return pid if ours and not zombie else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -66,7 +67,16 @@ class Supervisor:
     thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Start the supervising thread."""
+        """Stop a Litestream a killed daemon left running, then start the supervising thread."""
+        orphan = protection.running_pid(self.config)
+        if orphan is not None:  # two Litestreams on one file would both checkpoint and ship
+            os.kill(orphan, signal.SIGTERM)
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            while protection.running_pid(self.config) == orphan and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if protection.running_pid(self.config) == orphan:
+                os.kill(orphan, signal.SIGKILL)
+            logger.warning("litestream_orphan_stopped", pid=orphan)
         self.thread = threading.Thread(target=self._loop, name=QUIET_THREAD, daemon=True)
         self.thread.start()
 

@@ -387,3 +387,35 @@ def test_a_litestream_that_exits_is_told_to_notify_once(
     assert f"Litestream (pid {pid}) exited with status -9" in notice["message"]
     assert "starts it again in 1 s" in notice["message"]
     assert TOKEN not in err and TOKEN not in json.dumps(notice)
+
+
+@pytest.mark.slow(reason="the daemon started twice, Litestream outliving the first one")
+def test_a_daemon_started_after_a_killed_one_stops_its_orphan_litestream(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment = protected(make_deployment, tmp_path)
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    first = start(deployment.config, Notify(tmp_path / "a"))
+    try:
+        first.wait_event("litestream_started")
+        orphan = poll("Litestream recorded", lambda: litestream_pid(deployment))
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.process.wait(timeout=60)  # its stderr stays open: the orphan inherited it
+    os.kill(orphan, 0)  # it outlived the daemon (no systemd here to stop its cgroup)
+    second = start(deployment.config, Notify(tmp_path / "b"))
+    try:
+        stopped = second.wait_event("litestream_orphan_stopped")
+        second.wait_event("litestream_started")
+        replacement = poll(
+            "a new Litestream recorded",
+            lambda: (pid := litestream_pid(deployment)) != orphan and pid,
+        )
+    finally:
+        code, err = stop(second)
+    assert code == 0, err
+    assert stopped[0]["pid"] == orphan and replacement != orphan
+    assert not Path(f"/proc/{orphan}").exists() or "Z" in Path(f"/proc/{orphan}/stat").read_text()
