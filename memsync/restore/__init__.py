@@ -271,9 +271,10 @@ def run_restore(
             if plain is None:  # a file differed, yet the full verification passed: read again
                 recorded = None
                 plain = repository.plaintext(config, directory, manifest, scratch / "plain")
-            moves, aside = _put_tables_in_place(deployment, manifest, plain, moves, taken)
+            moves, aside, loaded = _put_tables_in_place(deployment, manifest, plain, moves, taken)
             identities: dict[str, tuple[int, int, int, int]] = {}
         else:
+            loaded = None
             placed = None
             if recorded is not None:
                 placed = _put_in_place(deployment, manifest, directory, moves, fast=True)
@@ -287,8 +288,8 @@ def run_restore(
             moves, identities = placed
             aside = moved_aside(moves)
     report = None
-    if recorded is not None and not in_store:
-        report = _in_place(deployment, manifest, identities, now)
+    if recorded is not None:
+        report = _in_place(deployment, manifest, identities, now, loaded)
     checked_in_place = report is not None
     if report is None:
         report = check.run_check(deployment, now)
@@ -376,15 +377,19 @@ def _require_force(deployment: Deployment, given: bool) -> None:
 
 def _put_tables_in_place(
     deployment: Deployment, manifest: Manifest, plain: Path, moves: list[Move], taken: Taken
-) -> tuple[list[Move], tuple[str, ...]]:
-    """A server store: load and swap the tables, swap history.db (``restore.pgvector``)."""
+) -> tuple[list[Move], tuple[str, ...], dict[str, int]]:
+    """A server store: load and swap the tables, swap history.db (``restore.pgvector``).
+
+    Returns the moves, what was moved aside, and the rows loaded into each table now in place.
+    """
     config = deployment.config
     with operation_lock(config.state_dir, "restore"):
         *tables, history = moves
         history = _unique_asides(_with_existence([history]))[0]
         planned = [{**asdict(t), "indexes": {}} for t in tables]
         done, aside = pg_restore.put_in_place(deployment, manifest, plain, planned, history, taken)
-    return [*(_table_move(t) for t in done), history], tuple(aside)
+    loaded = {t["live"]: int(t["rows"]) for t in done if t["staged"] and "rows" in t}
+    return [*(_table_move(t) for t in done), history], tuple(aside), loaded
 
 
 def moved_aside(moves: list[Move]) -> tuple[str, ...]:
@@ -525,6 +530,7 @@ def _in_place(
     manifest: Manifest,
     identities: dict[str, tuple[int, int, int, int]],
     now: datetime,
+    loaded: dict[str, int] | None = None,
 ) -> CheckReport | None:
     """The check after a fast-path swap: what the hash cannot prove, at the cost of a stat and two counts.
 
@@ -532,7 +538,11 @@ def _in_place(
     it cannot prove is what happened to them after: each live file must still be the file staged
     (same inode, size and modification time: nothing replaced or wrote it since), history.db
     and each collection must open as SQLite with their rows there (``history.rows`` exactly,
-    at least the points the manifest counts). Then the report is the manifest's judgement of these bytes (its findings
+    at least the points the manifest counts). On a server store (``loaded``: the rows each
+    table's load took, by live name) the tables were filled from the hashed export by the
+    restore's own COPY, which took exactly the rows the export recorded, and renamed into
+    place in one transaction: those counts stand for the collections'. Then the report is the
+    manifest's judgement of these bytes (its findings
     and counts; ``last-check.json`` records it). None when anything differs, when create's
     judgement was not clean (errors, or writes it caught in flight, which a restore turns into
     the errors they stand for) or when the manifest lacks its counts: the caller runs the full
@@ -550,12 +560,14 @@ def _in_place(
             found = Path(live).stat()
             if (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns) != identity:
                 return None
-        store = deployment.vector_store
-        own = store.local_dirs()  # embedded: the caller's branch
-        if not own:
-            return None
-        captured = store.open_capture(own[0].path, now, now)
-        rows = store.count_rows(captured)
+        rows = loaded
+        if rows is None:
+            store = deployment.vector_store
+            own = store.local_dirs()
+            if not own:
+                return None
+            captured = store.open_capture(own[0].path, now, now)
+            rows = store.count_rows(captured)
         summary = history.read_summary(deployment.history)
     except (OSError, MemsyncError, KeyError, TypeError, ValueError):
         return None

@@ -92,8 +92,9 @@ def test_restore_swaps_the_tables_and_history_and_keeps_the_old_ones_aside(pg_de
     assert result.code == 0, result.err
     report = result.json()
     assert report["check_after"]["errors"] == 0
-    # create verified the export: its sha256 is compared, nothing decoded again; check runs
-    assert report["verification"] == {"snapshot": "hashed", "check_after": "full"}
+    # create verified and judged the export: its sha256 is compared, nothing decoded again,
+    # and the load took every row it recorded, so the report is create's judgement
+    assert report["verification"] == {"snapshot": "hashed", "check_after": "recorded"}
     aside = f"mem0_pre_restore_{tag}"
     assert {aside, "mem0"} <= tables(url)
     assert ids(url, aside) == before  # the old table, untouched, with the rows added since
@@ -106,6 +107,8 @@ def test_restore_swaps_the_tables_and_history_and_keeps_the_old_ones_aside(pg_de
 
     check = cli("check", "--json", config=pg_deployment.config)
     assert check.code == 0 and check.json()["counts"]["errors"] == 0, error_findings(check.json())
+    counted = check.json()["counts"]
+    assert {key: counted[key] for key in report["check_after"]} == report["check_after"]
     memory = pg_deployment.reopen()
     kept = pg_deployment.seeded.live[0]
     assert memory.get(kept) is not None and memory.get(newer[0]) is None
