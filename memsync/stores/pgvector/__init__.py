@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -160,21 +161,32 @@ class PgVector:
 
     # --- capture ------------------------------------------------------------------------
 
-    def capture(self, dest: Path, *, vectors: bool = True) -> VectorCapture:
+    def capture(
+        self, dest: Path, *, vectors: bool = True, inventory: Path | None = None
+    ) -> VectorCapture:
         """Export the memory table, then the entity table, into ``dest`` in one transaction.
 
-        See ``export.export`` (``vectors=False``: each row's vector size, not its values); an
-        absent memory table gives ``present=False`` (the entity table alone is still exported).
+        See ``export.export`` (``vectors=False``: each row's vector size, not its values;
+        ``inventory``: the memory table exported that way too, in id order, in the same
+        transaction, which ``points_in_order`` then reads); an absent memory table gives
+        ``present=False`` (the entity table alone is still exported).
         """
         with self.connect() as connection:
             document, copies = export.export(
-                connection, [self.collection, self.entities_collection], dest, vectors=vectors
+                connection,
+                [self.collection, self.entities_collection],
+                dest,
+                vectors=vectors,
+                inventory=(inventory, self.collection)
+                if inventory is not None and vectors
+                else None,
             )
         return VectorCapture(
             root=dest,
             present=self.collection in copies,
             collections=export.collections_of(document),
             copies=copies,
+            inventory=inventory if inventory is not None and vectors else None,
         )
 
     def open_capture(
@@ -227,12 +239,26 @@ class PgVector:
         """The exported memory table's points by ascending id.
 
         An inventory export is written ``ORDER BY`` the id (``schema.json``'s ``"order": "id"``,
-        see ``export``): streamed, one row in memory at a time. Any other export (a snapshot's)
+        see ``export``): streamed, one row in memory at a time; so is a snapshot's capture that
+        wrote one beside it (``capture.inventory``), whose rows it reads instead of the full ones. Any other export (a snapshot's)
         is sorted through a temporary SQLite database (``sqlite_files.in_id_order``; of two
         rows of one id, the later wins, as ``read_points``), so memory stays flat too.
         """
         copy = capture.copies.get(self.collection)
         if copy is None:
+            return
+        if capture.inventory is not None:  # the same rows, ordered, without the vectors
+            side = VectorCapture(
+                root=capture.inventory,
+                present=True,
+                collections=capture.collections,
+                copies={
+                    self.collection: replace(
+                        copy, dest=capture.inventory / export.file_of(self.collection)
+                    )
+                },
+            )
+            yield from self._stream(side, keys, progress)
             return
         document = export.read_schema(capture.root) or {"tables": {}}
         if document["tables"].get(self.collection, {}).get("order") == "id":

@@ -231,7 +231,9 @@ class EmbeddedQdrant:
         """The live ``meta.json``'s collections, or None when absent. See ``read_meta``."""
         return read_meta(self._path)
 
-    def capture(self, dest: Path, *, vectors: bool = True) -> VectorCapture:
+    def capture(
+        self, dest: Path, *, vectors: bool = True, inventory: Path | None = None
+    ) -> VectorCapture:
         """Copy ``meta.json`` then each ``storage.sqlite`` (memory collection first) into ``dest``.
 
         One ``VACUUM INTO`` per collection, ``vectors`` or not (a page copy costs the same).
