@@ -19,7 +19,7 @@ Then each command in a fresh interpreter (``nice -n 10``, ``--nice``), its peak 
 history row selected; ``bench_pgvector.py``'s for pgvector: ``COPY mem0 TO STDOUT`` and every
 history row), ``check``, ``doctor``, ``snapshot create`` (needed by the next ones), ``snapshot
 verify``, ``reconcile --dry-run``, ``forget --user --dry-run``, ``recover --user --dry-run``,
-``restore latest``, ``migrate --dry-run``. Prints peak RSS (MB), wall and CPU seconds, and the
+``restore ID --dry-run``, ``migrate --dry-run``; by name only, ``restore-force`` (``restore ID --force``: the load and the swap, which changes the deployment). Prints peak RSS (MB), wall and CPU seconds, and the
 ratio of check to the raw read (CPU for embedded, wall for pgvector). Exits 1 when a target is
 missed (every command under 400 MB; check within 1.5x of the raw read), 0 otherwise.
 """
@@ -112,6 +112,7 @@ def argv_of(command: str) -> list[str]:
         "forget": ["forget", "--user", USER, "--dry-run", "--json"],
         "recover": ["recover", "--user", USER, "--from", "latest", "--dry-run", "--json"],
         "restore": ["restore", "{snapshot}", "--dry-run", "--json"],
+        "restore-force": ["restore", "{snapshot}", "--force", "--json"],  # loads and swaps
         "migrate": ["migrate", "--to", "{root}/migrate-to.toml", "--dry-run", "--json"],
     }[command]
 

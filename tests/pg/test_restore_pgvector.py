@@ -133,6 +133,34 @@ def test_a_flipped_byte_in_the_export_refuses_the_restore_as_before(pg_deploymen
     assert tables(url) == before
 
 
+def test_a_load_that_takes_fewer_rows_than_the_export_recorded_swaps_nothing(pg_deployment, cli):
+    # an export whose schema.json counts a row its CSV lacks, yet whose manifest hashes it
+    # (a tool rewrote both): the bytes match, so only the load's own count can see it
+    import hashlib
+
+    url = pg_deployment.paths.pg_url
+    snapshot_id = snapshot(cli, pg_deployment)
+    directory = pg_deployment.paths.root / "snapshots" / snapshot_id
+    schema_path = directory / "pgvector" / "schema.json"
+    schema = json.loads(schema_path.read_text())
+    recorded = schema["tables"]["mem0"]["rows"]
+    schema["tables"]["mem0"]["rows"] = recorded + 1
+    schema_path.write_bytes(json.dumps(schema, indent=2, sort_keys=True).encode() + b"\n")
+    manifest = json.loads((directory / "manifest.json").read_text())
+    for entry in manifest["files"]:
+        if entry["path"] == "pgvector/schema.json":
+            data = schema_path.read_bytes()
+            entry["size"], entry["sha256"] = len(data), hashlib.sha256(data).hexdigest()
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    before, live = tables(url), ids(url, "mem0")
+
+    refused = cli("restore", "--force", "--json", snapshot_id, config=pg_deployment.config)
+    assert refused.code == 11, refused.out + refused.err
+    assert f"gave {recorded} rows, but its export recorded {recorded + 1}" in refused.err
+    assert tables(url) == before and ids(url, "mem0") == live  # nothing staged is left either
+    assert pg_deployment.reopen().get(pg_deployment.seeded.live[0]) is not None
+
+
 def test_restoring_twice_keeps_every_pre_restore_table(pg_deployment, cli):
     url = pg_deployment.paths.pg_url
     snapshot_id = snapshot(cli, pg_deployment)
