@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -265,13 +267,35 @@ def run_restore(
             return replace(planned, moves=tuple(_existing(deployment, moves)), route=route)
         taken = Taken(route="direct")
         if in_store:
-            plain = _pg_plaintext(
-                deployment, directory, manifest, scratch, now, recorded is not None
-            )
+            hashing = None
+            if recorded is not None and encryption_key(config) is None:
+                hashing = _hashing(deployment, directory, manifest, now)  # beside the load
+                plain: Path | None = directory
+            else:
+                plain = _pg_plaintext(
+                    deployment, directory, manifest, scratch, now, recorded is not None
+                )
+            try:
+                if plain is not None:
+                    moves, aside, loaded = _put_tables_in_place(
+                        deployment, manifest, plain, moves, taken, hashing
+                    )
+            except (_Differs, MemsyncError) as error:
+                if hashing is None:
+                    raise
+                try:  # a load that failed on a damaged file reports the damage, as before
+                    hashing()
+                except _Differs:
+                    _verified(deployment, directory, now)  # raises: a file differs
+                    plain = None
+                if not isinstance(error, _Differs) and plain is not None:
+                    raise
             if plain is None:  # a file differed, yet the full verification passed: read again
                 recorded = None
                 plain = repository.plaintext(config, directory, manifest, scratch / "plain")
-            moves, aside, loaded = _put_tables_in_place(deployment, manifest, plain, moves, taken)
+                moves, aside, loaded = _put_tables_in_place(
+                    deployment, manifest, plain, moves, taken
+                )
             identities: dict[str, tuple[int, int, int, int]] = {}
         else:
             loaded = None
@@ -358,6 +382,42 @@ def _pg_plaintext(
     return repository.plaintext(config, directory, manifest, scratch / "plain")
 
 
+class _Differs(Exception):
+    """A snapshot file's sha256 differs from its manifest's (found while the tables loaded)."""
+
+
+def _hashing(
+    deployment: Deployment, directory: Path, manifest: Manifest, now: datetime
+) -> Callable[[], None]:
+    """The fast path's hashes of an unsealed pgvector snapshot, computed beside the load.
+
+    Starts a thread comparing every file's sha256 with the manifest (hashlib lets go of the
+    GIL, the server parses the rows meanwhile) and checks the snapshot's fit to the config
+    (``_fits_after``: exit 10; a damaged snapshot refuses first, exit 11). Returns what the
+    restore calls once everything is staged and before anything live is touched: it waits
+    for the hashes and raises ``_Differs`` when one differs.
+    """
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="restore-hash")
+    try:
+        done = pool.submit(
+            lambda: all(_hash_matches(directory, e, None, directory) for e in manifest.files)
+        )
+    finally:
+        pool.shutdown(wait=False)
+
+    def matched() -> None:
+        if not done.result():
+            raise _Differs(manifest.id)
+
+    try:
+        _fits_after(deployment, manifest)
+    except MemsyncError:
+        if not done.result():
+            _verified(deployment, directory, now)  # raises: a file differs
+        raise
+    return matched
+
+
 def _hash_matches(directory: Path, entry: FileEntry, key: bytes | None, target: Path) -> bool:
     """Whether a snapshot file's plaintext has the manifest's sha256 (decrypted into ``target``)."""
     if key is not None:
@@ -376,18 +436,26 @@ def _require_force(deployment: Deployment, given: bool) -> None:
 
 
 def _put_tables_in_place(
-    deployment: Deployment, manifest: Manifest, plain: Path, moves: list[Move], taken: Taken
+    deployment: Deployment,
+    manifest: Manifest,
+    plain: Path,
+    moves: list[Move],
+    taken: Taken,
+    before_swap: Callable[[], None] | None = None,
 ) -> tuple[list[Move], tuple[str, ...], dict[str, int]]:
     """A server store: load and swap the tables, swap history.db (``restore.pgvector``).
 
-    Returns the moves, what was moved aside, and the rows loaded into each table now in place.
+    ``before_swap``: run once staged, before the swap (``_hashing``). Returns the moves, what
+    was moved aside, and the rows loaded into each table now in place.
     """
     config = deployment.config
     with operation_lock(config.state_dir, "restore"):
         *tables, history = moves
         history = _unique_asides(_with_existence([history]))[0]
         planned = [{**asdict(t), "indexes": {}} for t in tables]
-        done, aside = pg_restore.put_in_place(deployment, manifest, plain, planned, history, taken)
+        done, aside = pg_restore.put_in_place(
+            deployment, manifest, plain, planned, history, taken, before_swap
+        )
     loaded = {t["live"]: int(t["rows"]) for t in done if t["staged"] and "rows" in t}
     return [*(_table_move(t) for t in done), history], tuple(aside), loaded
 

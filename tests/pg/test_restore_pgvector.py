@@ -161,6 +161,25 @@ def test_a_load_that_takes_fewer_rows_than_the_export_recorded_swaps_nothing(pg_
     assert pg_deployment.reopen().get(pg_deployment.seeded.live[0]) is not None
 
 
+def test_a_changed_digit_that_loads_fine_still_refuses_before_the_swap(pg_deployment, cli):
+    # the hashes are compared while the tables load: a vector digit changed on disk loads as
+    # a valid row, and the restore still refuses before the swap and leaves no staged table
+    url = pg_deployment.paths.pg_url
+    snapshot_id = snapshot(cli, pg_deployment)
+    export = pg_deployment.paths.root / "snapshots" / snapshot_id / "pgvector" / "mem0.csv"
+    data = bytearray(export.read_bytes())
+    at = data.index(b"[", len(data) // 2) + 3  # a digit inside a vector (-0.0x... or 0.0x...)
+    while not chr(data[at]).isdigit():
+        at += 1
+    data[at] = ord("7") if data[at] != ord("7") else ord("3")
+    export.write_bytes(bytes(data))
+    before = tables(url)
+    refused = cli("restore", "--force", snapshot_id, config=pg_deployment.config)
+    assert refused.code == 11, refused.err
+    assert f"fails verification: checksum-mismatch {export}" in refused.err
+    assert tables(url) == before
+
+
 def test_restoring_twice_keeps_every_pre_restore_table(pg_deployment, cli):
     url = pg_deployment.paths.pg_url
     snapshot_id = snapshot(cli, pg_deployment)
