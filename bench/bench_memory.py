@@ -94,7 +94,7 @@ else:
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         code = main([*argv, "--config", root + "/memsync.toml"])
-    extra = {"code": code, "output": buffer.getvalue()[-3000:]}
+    extra = {"code": code, "output": buffer.getvalue()[-200000:]}
 wall, cpu = time.perf_counter() - start, time.process_time() - cpu
 own = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
 print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": own, **extra}))
