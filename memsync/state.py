@@ -106,7 +106,7 @@ class PreRestoreCopy:
 
     path: Path
     size_bytes: int
-    moved_at: float  # st_ctime: the rename that moved it aside
+    moved_at: float  # when a restore moved it aside (pre-restore.json; else its st_ctime)
 
     @property
     def paths(self) -> tuple[Path, ...]:
@@ -115,14 +115,54 @@ class PreRestoreCopy:
         return (self.path, *(side for side in sides if side.exists()))
 
 
-def pre_restore_sets(target: Path) -> list[PreRestoreCopy]:
-    """The pre-restore copies of one store (``target``: its live path), newest first. Reads only."""
+PRE_RESTORE_LEDGER = "pre-restore.json"  # {aside path: when restore moved it aside (epoch s)}
+
+
+def record_pre_restore(state_dir: Path, asides: list[str], moved_at: float) -> None:
+    """Note in ``<state_dir>/pre-restore.json`` when a restore moves ``asides`` aside.
+
+    Written before the move, so a copy that exists is never missing from it (one whose restore
+    rolled back is simply not there). Retention orders copies by it: a copy's change time is not
+    when it was moved aside once ``forget --erase`` has rewritten it. Paths gone are dropped.
+    """
+    ledger = {
+        path: at
+        for path, at in pre_restore_ledger(state_dir).items()
+        if Path(path).exists() or Path(path).is_symlink()
+    }
+    ledger.update(dict.fromkeys(asides, moved_at))
+    write_json_atomic(state_dir / PRE_RESTORE_LEDGER, ledger)
+
+
+def pre_restore_ledger(state_dir: Path) -> dict[str, float]:
+    """``pre-restore.json``'s paths and when each was moved aside; {} when absent. Reads only."""
+    try:
+        document = json.loads((state_dir / PRE_RESTORE_LEDGER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(document, dict):
+        return {}
+    return {
+        str(path): float(at)
+        for path, at in document.items()
+        if isinstance(at, (int, float)) and not isinstance(at, bool)
+    }
+
+
+def pre_restore_sets(target: Path, state_dir: Path | None = None) -> list[PreRestoreCopy]:
+    """The pre-restore copies of one store (``target``: its live path), newest first. Reads only.
+
+    Ordered by when each was moved aside, as ``pre-restore.json`` in ``state_dir`` records it;
+    copies it does not name (moved aside by a memsync before 0.3) come after every one it names,
+    by their change time.
+    """
+    ledger = pre_restore_ledger(state_dir) if state_dir is not None else {}
     found = []
     for path in pre_restore_copies([target]):
         if path.name.endswith(PRE_RESTORE_SIDES) or path.is_symlink():
             continue  # a side file goes with its copy; a symlink is nothing a restore made
         try:
-            moved_at = path.stat().st_ctime
+            moved_at = ledger.get(str(path), path.stat().st_ctime)
             size = _tree_size(path) + sum(
                 _tree_size(Path(f"{path}{suffix}"))
                 for suffix in PRE_RESTORE_SIDES
@@ -131,7 +171,11 @@ def pre_restore_sets(target: Path) -> list[PreRestoreCopy]:
         except OSError:
             continue  # removed meanwhile
         found.append(PreRestoreCopy(path=path, size_bytes=size, moved_at=moved_at))
-    return sorted(found, key=lambda copy: (copy.moved_at, str(copy.path)), reverse=True)
+    return sorted(
+        found,
+        key=lambda copy: (str(copy.path) in ledger, copy.moved_at, str(copy.path)),
+        reverse=True,
+    )
 
 
 def _tree_size(path: Path) -> int:
