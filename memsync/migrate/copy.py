@@ -1,5 +1,8 @@
 """Copy a captured source into the target through mem0's own vector store objects, in batches.
 
+Into a pgvector table each batch is one ``COPY`` in the app's interpreter
+(``agent/ops.py: op_insert_points``). A pgvector target loads without its indexes, which are
+built after the load (``defer_indexes``, ``build_indexes``: mem0's own ``create_col``).
 Points keep their ids and whole payloads; vectors are copied as they are, or computed again
 by the target's embedder (``AppWriter.embed``: the memory's ``data`` text, an entity's
 ``data`` text) when the plan re-embeds. The embedder's transient errors are retried with
@@ -53,6 +56,8 @@ class Copied:
         batches: batches written by this run.
         without_text: ids not written: a re-embedding needs the point's ``data`` text (or a
             copy its vector) and the point has none.
+        indexes_built_after: a pgvector target's indexes dropped while its empty table was
+            loaded and built after the load (mem0's own definitions).
     """
 
     copied: int = 0
@@ -60,6 +65,7 @@ class Copied:
     skipped: int = 0
     batches: int = 0
     without_text: list[str] = field(default_factory=list)
+    indexes_built_after: list[str] = field(default_factory=list)
 
 
 def copy_points(
@@ -90,8 +96,14 @@ def copy_points(
     """
     done = Copied()
     total = plan.memories + plan.entities
-    collections = ((store.collection, False), (store.entities_collection, True))
-    for collection, entities in collections:
+    collections = (
+        (store.collection, False, plan.memories),
+        (store.entities_collection, True, plan.entities),
+    )
+    for collection, entities, count in collections:
+        if count == 0:
+            continue
+        deferred = writer.defer_indexes(entities=entities)
         points = store.iter_stored(capture, collection)
         for batch in _batches(points, plan.batch_size, have, done):
             ids, vectors, payloads = [], [], []
@@ -112,7 +124,27 @@ def copy_points(
             on_batch(done)
             if progress is not None:
                 progress(done.copied + done.skipped + len(done.without_text), total)
+        _build_indexes(writer, plan, entities, deferred)
+        done.indexes_built_after += deferred
     return done
+
+
+def _build_indexes(
+    writer: AppWriter, plan: MigratePlan, entities: bool, deferred: list[str]
+) -> None:
+    """Build the target's indexes after its load (any a killed run left unbuilt too).
+
+    Raises:
+        UnavailableError: (exit 11) an index dropped for the load is not there after.
+    """
+    with target_writes(plan.target.where):
+        present = writer.build_indexes(entities=entities)
+    missing = sorted(set(deferred) - set(present))
+    if missing:
+        raise UnavailableError(
+            f"the target {plan.target.where} lacks the indexes {', '.join(missing)} after its load",
+            "run the same memsync migrate again: it builds the indexes a table lacks",
+        )
 
 
 def _batches(

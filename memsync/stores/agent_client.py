@@ -764,9 +764,10 @@ class AgentWriter:
         *,
         entities: bool = False,
     ) -> None:
-        """Write points with these ids, vectors and payloads in one call (a migration's batch).
+        """Write points with these ids, vectors and payloads in one transaction (a migration's batch).
 
-        ``vector_store.insert`` (``entity_store`` with ``entities``): no history row.
+        pgvector: one ``COPY`` of the rows mem0's ``insert`` writes; else ``vector_store.insert``
+        (``entity_store`` with ``entities``). No history row.
         """
         self.client.call(
             "insert_points",
@@ -775,6 +776,16 @@ class AgentWriter:
             payloads=[dict(p) for p in payloads],
             entities=entities,
         )
+
+    def defer_indexes(self, *, entities: bool = False) -> list[str]:
+        """Drop an empty pgvector target's indexes before its load; their names (else none)."""
+        found = self.client.call("defer_indexes", entities=entities)
+        return [str(name) for name in found["dropped"]]
+
+    def build_indexes(self, *, entities: bool = False) -> list[str]:
+        """Build the indexes a pgvector target lacks (mem0's ``create_col``); all it has after."""
+        found = self.client.call("build_indexes", entities=entities)
+        return [str(name) for name in found["indexes"]]
 
     def delete_points(self, ids: Sequence[str], *, entities: bool = False) -> None:
         """Delete points by id through mem0's vector store: only a store memsync created."""
