@@ -22,7 +22,8 @@ import re
 import sqlite3
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,50 @@ def _copy_rows(
                 text = "[" + ",".join(repr(x) for x in vectors[index]) + "]"
                 copy.write_row((point_id, text, json.dumps(payloads[index])))
     return True
+
+
+class _CommitAtEnd:
+    """qdrant-client's SQLite connection with ``commit`` held back: one transaction a batch."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def commit(self) -> None:
+        """Nothing yet: ``one_transaction`` commits once, after the last row."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.connection, name)
+
+
+@contextmanager
+def one_transaction(store: Any) -> Iterator[None]:
+    """Write through qdrant-client's local mode with every row of the block in one transaction.
+
+    Its ``CollectionPersistence.persist`` pickles each point (the app's own models, its own key
+    encoding) and commits it alone, an fsync per point; here the same rows go to
+    ``storage.sqlite`` and commit once at the end (rolled back on an error). Any other store
+    (pgvector, a Qdrant server, an in-memory collection) writes as it always does.
+    """
+    local = getattr(getattr(store, "client", None), "_client", None)
+    collections = getattr(local, "collections", None)
+    collection = None
+    if isinstance(collections, dict):
+        collection = collections.get(getattr(store, "collection_name", None))
+    persistence = getattr(collection, "storage", None)
+    connection = getattr(persistence, "storage", None)
+    if not isinstance(connection, sqlite3.Connection):
+        yield
+        return
+    persistence.storage = _CommitAtEnd(connection)
+    try:
+        yield
+    except BaseException:
+        connection.rollback()
+        raise
+    else:
+        connection.commit()
+    finally:
+        persistence.storage = connection
 
 
 SCOPE_KEYS = frozenset({"user_id", "agent_id", "run_id"})
@@ -397,7 +442,7 @@ class Operations:
 
         Into pgvector the rows ``vector_store.insert`` would write, by one ``COPY`` (psycopg 3);
         into any other store ``vector_store.insert`` itself (``entity_store`` with
-        ``entities``). No history row.
+        ``entities``), embedded Qdrant's rows committed once (``one_transaction``). No history row.
         """
         checked = [_id("ids", i) for i in ids] if isinstance(ids, list) else []
         rows = _vectors("vectors", vectors)
@@ -411,7 +456,8 @@ class Operations:
                 raise AgentRequestError("failed", "this mem0ai keeps no entity store")
             table = _pg_table(store)
             if table is None or not _copy_rows(store, table, checked, rows, payloads):
-                store.insert(vectors=rows, ids=checked, payloads=payloads)
+                with one_transaction(store):
+                    store.insert(vectors=rows, ids=checked, payloads=payloads)
             return {"inserted": len(checked)}
 
     def op_defer_indexes(self, entities: bool = False) -> dict[str, list[str]]:

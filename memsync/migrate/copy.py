@@ -1,6 +1,7 @@
 """Copy a captured source into the target through mem0's own vector store objects, in batches.
 
-Into a pgvector table each batch is one ``COPY`` in the app's interpreter
+Each batch is one transaction in the app's interpreter: one ``COPY`` into a pgvector table, the
+rows qdrant-client's local mode pickles committed once into embedded Qdrant
 (``agent/ops.py: op_insert_points``). A pgvector target loads without its indexes, which are
 built after the load (``defer_indexes``, ``build_indexes``: mem0's own ``create_col``).
 Points keep their ids and whole payloads; vectors are copied as they are, or computed again

@@ -766,8 +766,8 @@ class AgentWriter:
     ) -> None:
         """Write points with these ids, vectors and payloads in one transaction (a migration's batch).
 
-        pgvector: one ``COPY`` of the rows mem0's ``insert`` writes; else ``vector_store.insert``
-        (``entity_store`` with ``entities``). No history row.
+        pgvector: one ``COPY`` of the rows mem0's ``insert`` writes; embedded Qdrant:
+        ``vector_store.insert`` (``entity_store`` with ``entities``) committed once. No history row.
         """
         self.client.call(
             "insert_points",
