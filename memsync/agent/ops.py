@@ -165,7 +165,7 @@ def one_transaction(store: Any) -> Iterator[None]:
     collection = None
     if isinstance(collections, dict):
         collection = collections.get(getattr(store, "collection_name", None))
-    persistence = getattr(collection, "storage", None)
+    persistence: Any = getattr(collection, "storage", None)
     connection = getattr(persistence, "storage", None)
     if not isinstance(connection, sqlite3.Connection):
         yield
