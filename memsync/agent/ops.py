@@ -147,6 +147,12 @@ class _CommitAtEnd:
     def commit(self) -> None:
         """Nothing yet: ``one_transaction`` commits once, after the last row."""
 
+    def __enter__(self) -> _CommitAtEnd:  # qdrant-client 1.20: ``with self.storage:`` a point
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """No commit; an error goes on up to ``one_transaction``'s roll-back."""
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.connection, name)
 
@@ -156,8 +162,9 @@ def one_transaction(store: Any) -> Iterator[None]:
     """Write through qdrant-client's local mode with every row of the block in one transaction.
 
     Its ``CollectionPersistence.persist`` pickles each point (the app's own models, its own key
-    encoding) and commits it alone, an fsync per point; here the same rows go to
-    ``storage.sqlite`` and commit once at the end (rolled back on an error). Any other store
+    encoding) and commits it alone (``commit()``, or ``with connection:`` from qdrant-client
+    1.20), an fsync per point; here the same rows go to ``storage.sqlite`` and commit once at
+    the end (rolled back on an error). Any other store
     (pgvector, a Qdrant server, an in-memory collection) writes as it always does.
     """
     local = getattr(getattr(store, "client", None), "_client", None)
@@ -173,11 +180,10 @@ def one_transaction(store: Any) -> Iterator[None]:
     persistence.storage = _CommitAtEnd(connection)
     try:
         yield
+        connection.commit()
     except BaseException:
         connection.rollback()
         raise
-    else:
-        connection.commit()
     finally:
         persistence.storage = connection
 
