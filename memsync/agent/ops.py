@@ -190,6 +190,7 @@ def one_transaction(store: Any) -> Iterator[None]:
 
 SCOPE_KEYS = frozenset({"user_id", "agent_id", "run_id"})
 MAX_SEARCH_TEXT = 65536  # characters: one memory's text, never a document
+MAX_EMBED_BATCH = 1024  # texts in one embed_batch request (a migration's batch)
 
 
 class Operations:
@@ -217,6 +218,7 @@ class Operations:
             "relink_entity": self.op_relink_entity,
             "touch_entities": self.op_touch_entities,
             "embed": self.op_embed,
+            "embed_batch": self.op_embed_batch,
             "insert_points": self.op_insert_points,
             "defer_indexes": self.op_defer_indexes,
             "build_indexes": self.op_build_indexes,
@@ -436,6 +438,33 @@ class Operations:
         if not isinstance(text, str):
             raise AgentRequestError("bad-request", "text must be a string")
         return {"vector": [float(x) for x in self.memory.embedding_model.embed(text, "add")]}
+
+    def op_embed_batch(self, texts: list[str]) -> dict[str, list[list[float]]]:
+        """The embeddings of ``texts``, in order, by the app's embedder. Reads only.
+
+        mem0's ``embed_batch(texts, "add")`` where the app's mem0ai has it (2.x: one request
+        for an embedder with a batch API, ``embed`` per text otherwise), else ``embed(text,
+        "add")`` per text (a migration's batch).
+        """
+        if (
+            not isinstance(texts, list)
+            or not 0 < len(texts) <= MAX_EMBED_BATCH
+            or not all(isinstance(t, str) and len(t) <= MAX_SEARCH_TEXT for t in texts)
+        ):
+            raise AgentRequestError(
+                "bad-request", f"texts must be a list of 1 to {MAX_EMBED_BATCH} strings"
+            )
+        model = self.memory.embedding_model
+        batch = getattr(model, "embed_batch", None)
+        if callable(batch):
+            vectors = list(batch(list(texts), "add"))
+        else:
+            vectors = [model.embed(text, "add") for text in texts]
+        if len(vectors) != len(texts):
+            raise AgentRequestError(
+                "failed", f"the embedder returned {len(vectors)} vectors for {len(texts)} texts"
+            )
+        return {"vectors": [[float(x) for x in vector] for vector in vectors]}
 
     def op_insert_points(
         self,

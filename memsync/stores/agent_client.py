@@ -747,8 +747,21 @@ class AgentWriter:
             AgentError: any other failure (network, rate limit: worth a retry; its
                 ``retry_after_s`` is the server's ``Retry-After``).
         """
+        return [float(x) for x in self._embedding("embed", text=text)["vector"]]
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed ``texts`` in one request (mem0's ``embed_batch``, else ``embed`` per text).
+
+        Raises:
+            ValueError, AgentError: as ``embed``.
+        """
+        found = self._embedding("embed_batch", texts=list(texts))["vectors"]
+        return [[float(x) for x in vector] for vector in found]
+
+    def _embedding(self, op: str, **args: Any) -> Any:
+        """One embedder request; a permanent failure raised as ValueError (see ``embed``)."""
         try:
-            return [float(x) for x in self.client.call("embed", text=text)["vector"]]
+            return self.client.call(op, **args)
         except AgentError as error:
             if str(error.message).split(": ", 2)[-1].startswith(PERMANENT_ERRORS):
                 raise ValueError(error.message) from error
