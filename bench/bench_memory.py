@@ -94,7 +94,7 @@ else:
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         code = main([*argv, "--config", root + "/memsync.toml"])
-    extra = {"code": code, "output": buffer.getvalue()[-3000:]}
+    extra = {"code": code, "output": buffer.getvalue()[-200000:]}
 wall, cpu = time.perf_counter() - start, time.process_time() - cpu
 own = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
 print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": own, **extra}))
@@ -267,7 +267,7 @@ def run_backend(backend: str, out: Path, size: int, commands: list[str]) -> dict
         for command in commands:
             results[command] = found = measure("memsync", root, url, argv_of(command), snapshot)
             if command == "snapshot" and found.get("code") == 0:
-                snapshot = json.loads(found["output"])["snapshot"]["id"]
+                snapshot = json.loads(found["output"])["id"]  # snapshot create --json
         return results
     finally:
         if server is not None:

@@ -39,7 +39,7 @@ from memsync.repository import reading
 from memsync.routes import queue as pending
 from memsync.snapshot import choose
 from memsync.state import operation_lock
-from memsync.stores import history
+from memsync.stores import capture, history
 from memsync.stores.intent import load_forgetting
 from memsync.stores.writer import Writer
 
@@ -310,26 +310,6 @@ def _decide(
     return recover(why, past.text, past.text_at)
 
 
-def deleted_unattributed(
-    known: Collection[str], live_history: Mapping[str, MemoryHistory], live_points: Collection[str]
-) -> tuple[str, ...]:
-    """Memories deleted since the snapshot that it knows nothing of (added after it). Pure.
-
-    Their last live event is DELETE, they have no point, and the snapshot holds neither a point
-    nor a history row of them (``known``, erased ids included): their text is in history, but
-    no scope, so no scope's recover can claim them.
-    """
-    return tuple(
-        sorted(
-            memory_id
-            for memory_id, memory in live_history.items()
-            if memory.last.event == "DELETE"
-            and memory_id not in known
-            and memory_id not in live_points
-        )
-    )
-
-
 def recover_event(
     point_id: str,
     payload: Mapping[str, Any],
@@ -361,7 +341,7 @@ class Recovered:
     """What a recover did (or, dry, would do), and the check after it.
 
     ``unattributed``: memories deleted since the snapshot that it holds nothing of
-    (``deleted_unattributed``), of whatever scope: listed, never brought back.
+    (``_plan`` says which), of whatever scope: listed, never brought back.
     """
 
     snapshot_id: str
@@ -450,26 +430,50 @@ def _plan(
 ) -> tuple[list[Decision], tuple[str, ...]]:
     """Read the snapshot's points and history and a live capture, then ``plan_recover``.
 
-    Also ``deleted_unattributed`` (none for a scope of ids: each id has its decision).
+    Also the unattributed: memories deleted since the snapshot that it knows nothing of (their
+    last live event is DELETE, they have no point, and the snapshot holds neither a point nor a
+    history row of them, nor does the erasure ledger name them: their text is in history, but
+    no scope, so no scope's recover can claim them); none for a scope of ids. Both
+    stores are streamed: what is held is the scope's memories, every id the snapshot knows
+    (as a number), and the live memories deleted since that the snapshot does not know, so
+    memory grows with the scope and the deletions, not with the store.
     """
     config = deployment.config
     store = deployment.vector_store
     copy = store.open_capture(plain / store.capture_dir, now, now)
-    every_point = store.read_points(copy)
-    snapshot_points = {
-        memory_id: point
-        for memory_id, point in every_point.items()
-        if scope.holds(memory_id, point.payload)
-    }
-    snapshot_history = (
-        history.read_contents(plain / "history.db").memories
-        if (plain / "history.db").is_file()
-        else {}
-    )
+    snapshot_points: dict[str, Point] = {}
+    known: set[int | str] = set()  # every id the snapshot holds a point or history rows of
+    for point in store.iter_points(copy, config.collection):
+        known.add(_compact(point.id))
+        if scope.holds(point.id, point.payload):
+            snapshot_points[point.id] = point
     wanted = set(snapshot_points) | set(scope.memory_ids)
-    inventory, _, live_past = check.settled_capture(
-        deployment, now, inspect=lambda captured: _pasts(captured.history_path, wanted)
-    )
+    snapshot_history: dict[str, MemoryHistory] = {}
+    if (plain / "history.db").is_file():
+        for memory in history.iter_memories(plain / "history.db"):
+            known.add(_compact(memory.memory_id))
+            if memory.memory_id in wanted:
+                snapshot_history[memory.memory_id] = memory
+    erased = erasures.erased_ids(config.state_dir)
+    known.update(_compact(memory_id) for memory_id in erased)
+
+    def live(captured: capture.Captured) -> tuple[dict[str, Point], dict[str, Past], list[str]]:
+        """The wanted live points and pasts, and the unattributed, from one capture."""
+        deleted: set[str] = set()  # live memories ending with a DELETE the snapshot does not know
+        if captured.history_copy is not None and not scope.memory_ids:
+            for memory in history.iter_memories(captured.history_copy.dest):
+                if memory.last.event == "DELETE" and _compact(memory.memory_id) not in known:
+                    deleted.add(memory.memory_id)
+        points: dict[str, Point] = {}
+        for point in store.iter_points(captured.vectors, config.collection):
+            if point.id in wanted:
+                points[point.id] = point
+            deleted.discard(point.id)
+        return points, _pasts(captured.history_path, wanted), sorted(deleted)
+
+    _, found = check.settled_report(deployment, now, inspect=live)
+    assert found is not None  # settled_report returns what ``inspect`` returned
+    live_points, live_past, unattributed = found
     queued = [
         (
             r.id,
@@ -477,15 +481,19 @@ def _plan(
         )
         for r in pending.load(config.state_dir)
     ]
-    erased = erasures.erased_ids(config.state_dir)
     decisions = plan_recover(
-        scope, snapshot_id, snapshot_points, snapshot_history, inventory.points,
-        live_past or {}, queued, erased, load_forgetting(config.state_dir),
+        scope, snapshot_id, snapshot_points, snapshot_history, live_points,
+        live_past, queued, erased, load_forgetting(config.state_dir),
     )  # fmt: skip
-    if scope.memory_ids:
-        return decisions, ()
-    known = set(every_point) | set(snapshot_history) | set(erased)
-    return decisions, deleted_unattributed(known, inventory.history, inventory.points)
+    return decisions, tuple(unattributed)
+
+
+def _compact(memory_id: str) -> int | str:
+    """A memory id as held in a large set: a UUID's 128-bit number (44 bytes, not 85)."""
+    try:
+        return uuid.UUID(memory_id).int
+    except ValueError:
+        return memory_id
 
 
 def _pasts(copy: Path, wanted: Iterable[str]) -> dict[str, Past]:

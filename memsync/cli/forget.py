@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -162,6 +163,7 @@ def run_forget(args: argparse.Namespace) -> int:
         raise UsageError("forget needs MEMORY_ID... or one of --user/--agent/--run")
     if args.memory_ids and (args.user_id or args.agent_id or args.run_id):
         raise UsageError("give memory ids or a scope, not both")
+    args.memory_ids = [_memory_id(memory_id) for memory_id in args.memory_ids]
     deployment = open_deployment(args)
     config = deployment.config
     what = (
@@ -216,3 +218,21 @@ def _bucket_unknown(erased: dict[str, Any] | None) -> bool:
     """Whether the erasure report could not read the bucket (its ``s3`` entry is ``unknown``)."""
     copies = (erased or {}).get("copies") or []
     return any(c["kind"] == "s3" and c["holds"] == "unknown" for c in copies)
+
+
+def _memory_id(text: str) -> str:
+    """``text`` as Qdrant spells a point id: a lowercase UUID (mem0's) or an unsigned integer.
+
+    Raises:
+        UsageError: anything else (exit 2), before the deployment is opened.
+    """
+    if text.isascii() and text.isdigit():
+        return text
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        raise UsageError(
+            f"{text[:60]!r} is not a memory id: mem0's memory ids are UUIDs",
+            "find them with memsync export-context --user ID, or forget a whole scope "
+            "with --user/--agent/--run",
+        ) from None

@@ -59,7 +59,10 @@ def register(
 
 
 def run(args: argparse.Namespace) -> int:
-    """Restore (or copy with --to); exit 0, 2 (has data, no --force; a bad --before), 10, 11, 12."""
+    """Restore (or copy with --to); exit 0, 2 (has data, no --force; a bad --before), 10, 11, 12.
+
+    Exit 4: the stores were swapped but the check after the swap could not run (``check_error``).
+    """
     if args.to is not None and (args.force or args.if_empty or args.resume):
         raise UsageError(
             "--to makes a copy in a new directory: --force, --if-empty and --resume do not apply"
@@ -95,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         if done.since_snapshot is not None and not done.skipped:
             lost = "\n" + _lost_text(done.since_snapshot, str(config.state_dir), done.dry_run)
         render.emit_text(_chosen_line(done.chosen) + _text(done) + _age_line(age_s, done) + lost)
-    return int(ExitCode.OK)
+    return int(ExitCode.PARTIAL if done.check_error else ExitCode.OK)
 
 
 def _age_line(age_s: float | None, done: restore.Restored) -> str:
@@ -175,10 +178,13 @@ def _text(done: restore.Restored) -> str:
             if done.moved_aside
             else "there were no old files to move aside"
         )
-        text = (
-            f"restored {done.snapshot_id}; {kept}"
-            + f"; check: {counts.get('errors', 0)} errors, {counts.get('warnings', 0)} warnings"
+        checked = (
+            f"the check after the swap could not run: {done.check_error}; run `memsync check` "
+            "once that is fixed (older pre-restore copies were left in place)"
+            if done.check_error
+            else f"check: {counts.get('errors', 0)} errors, {counts.get('warnings', 0)} warnings"
         )
+        text = f"restored {done.snapshot_id}; {kept}; {checked}"
         if done.verification is not None and done.verification["snapshot"] == "hashed":
             text += (
                 " (the files' sha256 matched the manifest while they were copied: the"

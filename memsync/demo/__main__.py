@@ -28,6 +28,7 @@
 
 Every memsync step runs the real CLI as a subprocess. Exits 0 only when every expectation
 holds; the deployment is left in ``$MEMSYNC_DEMO_DIR`` (default ``./demo-run``) to look at.
+The next run starts that directory over, and refuses (exit 10) a non-empty one it did not make.
 """
 
 from __future__ import annotations
@@ -172,10 +173,34 @@ def show_mem0_errors() -> None:
     mem0_logger.propagate = False
 
 
-def main() -> int:
-    """Run the demo; return 0 when every step behaved as expected."""
+MARKER = ".memsync-demo"  # in a directory the demo made: only such a one is removed to start over
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo; return 0 when every step behaved as expected (2: usage, 10: its directory)."""
+    args = sys.argv[1:] if argv is None else argv
+    if args in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
+    if args:
+        print(f"memsync.demo: error: it takes no arguments, got {args[0]!r} (hint: make demo)")
+        return 2
     root = Path(os.environ.get("MEMSYNC_DEMO_DIR", "demo-run")).absolute()
+    if root.is_symlink() or (root.exists() and not root.is_dir()):
+        print(
+            f"memsync.demo: error: {root} is a file or a symbolic link, not a directory the "
+            "demo made (hint: set MEMSYNC_DEMO_DIR to a new directory)"
+        )
+        return 10
+    if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():
+        print(
+            f"memsync.demo: error: {root} is not empty and was not made by the demo, which "
+            "starts over in its directory (hint: set MEMSYNC_DEMO_DIR to a new directory)"
+        )
+        return 10
     shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    (root / MARKER).write_text("made by python -m memsync.demo, removed by its next run\n")
     show_mem0_errors()
     paths = build.Paths(root)
     config = build.write_memsync_config(paths)

@@ -33,7 +33,9 @@ def probe_copies(deployment: Deployment, now: datetime) -> list[DoctorResult]:
         if keep is not None
         else "kept, never deleted by memsync: [restore] keep_pre_restore sets a retention"
     )
-    for copy in [found for path in live_paths for found in state.pre_restore_sets(path)]:
+    for copy in [
+        found for path in live_paths for found in state.pre_restore_sets(path, config.state_dir)
+    ]:
         facts = _facts(store, copy.path, now)
         results.append(
             DoctorResult(

@@ -8,7 +8,7 @@ from datetime import datetime
 from memsync.config import Config
 from memsync.deployment import Deployment
 from memsync.doctor.status import ERROR, OK, WARNING
-from memsync.errors import TryLaterError, UnavailableError
+from memsync.errors import MemsyncError, TryLaterError, UnavailableError
 from memsync.model import DoctorResult
 from memsync.routes import queue as pending
 from memsync.state import WINDOW_FILE, window_left_open
@@ -80,6 +80,13 @@ def probe_route(deployment: Deployment) -> DoctorResult:
             "lost: memsync restore latest",
         )  # fmt: skip
     if holder is None or holder.pid == os.getpid():
+        try:
+            store.present()  # a server store: reachable at all (one connection)
+        except MemsyncError as error:  # unreachable, or its secret unset (ConfigError)
+            return DoctorResult(
+                code="write-route", status=ERROR, path=path,
+                message=f"no write route: {error.message}", fix=error.hint,
+            )  # fmt: skip
         message = f"nobody holds the store: writes go to it directly{app}"
         return DoctorResult(code="write-route", status=OK, path=path, message=message)
     why = why_no_agent(agent_socket_for(deployment.vector_store, config))

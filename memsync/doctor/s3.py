@@ -255,7 +255,8 @@ def probe_snapshot_space(config: Config) -> list[DoctorResult]:
         _result(
             "snapshot-space",
             OK if enough else ERROR if free < size else WARNING,
-            f"{free} bytes free for snapshots, the last one ({newest.id}) took {size} bytes",
+            f"{free} bytes free for snapshots; the newest in the directory ({newest.id}, of "
+            f"any deployment: last-snapshot counts this one's) took {size} bytes",
             None
             if enough
             else "free space or prune old snapshots (memsync snapshot prune): the next "

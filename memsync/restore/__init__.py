@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -70,9 +71,10 @@ class Restored:
     chosen: choose.Chosen | None = None  # how ``latest`` or ``--before`` picked it
     route: str | None = None  # how the swap reached a running app: direct, agent, window
     since_snapshot: dict[str, Any] | None = None  # what the last check saw after it (loss.py)
-    # {"snapshot": "hashed"|"full", "check_after": "recorded"|"full"}: the paths a swap took
+    # {"snapshot": "hashed"|"full", "check_after": "recorded"|"full"|"failed"}: the paths taken
     verification: dict[str, str] | None = None
     pre_restore_removed: tuple[str, ...] = ()  # older copies [restore] keep_pre_restore removed
+    check_error: str | None = None  # why the check after the swap could not run (exit 4)
 
     def age_s(self, now: datetime) -> float | None:
         """Seconds from the snapshot (its id's UTC time) to ``now``; None for an odd id."""
@@ -108,6 +110,7 @@ class Restored:
             if self.dry_run or self.skipped
             else list(self.pre_restore_removed),
             "since_snapshot": None if self.skipped else self.since_snapshot,
+            "check_error": self.check_error,
         }
 
 
@@ -287,23 +290,34 @@ def run_restore(
             moves, identities = placed
             aside = moved_aside(moves)
     report = None
-    if recorded is not None and not in_store:
-        report = _in_place(deployment, manifest, identities, now)
-    checked_in_place = report is not None
-    if report is None:
-        report = check.run_check(deployment, now)
+    checked_in_place = False
+    check_error = None
+    try:  # the swap is done: whatever stops the check, the report says what was swapped
+        if recorded is not None and not in_store:
+            report = _in_place(deployment, manifest, identities, now)
+            checked_in_place = report is not None
+        if report is None:
+            report = check.run_check(deployment, now)
+    except MemsyncError as error:
+        check_error = error.message + (f" (hint: {error.hint})" if error.hint else "")
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM after the swap: stop, but say what was done
+        check_error = "interrupted before the check after the swap finished"
     logger.info(
         "restore_finished",
         snapshot_id=snapshot_id,
-        errors=report.count(Severity.ERROR),
+        errors=report.count(Severity.ERROR) if report else None,
         verified="hashed" if recorded is not None else "full",
-        checked="recorded" if checked_in_place else "full",
+        checked="recorded" if checked_in_place else "full" if report else "failed",
     )
     targets = [path for path in (store.location, config.history_db_path) if path]
-    removed = pre_restore.apply_retention(targets, config.settings.restore.keep_pre_restore)
+    removed: tuple[str, ...] = ()
+    if check_error is None:  # older copies go only once the restored pair is checked
+        removed = pre_restore.apply_retention(
+            targets, config.settings.restore.keep_pre_restore, config.state_dir, aside
+        )
     verification = {
         "snapshot": "hashed" if recorded is not None else "full",
-        "check_after": "recorded" if checked_in_place else "full",
+        "check_after": "recorded" if checked_in_place else "full" if report else "failed",
     }
     return replace(
         planned,
@@ -313,6 +327,7 @@ def run_restore(
         route=taken.route,
         verification=verification,
         pre_restore_removed=removed,
+        check_error=check_error,
     )
 
 
@@ -383,6 +398,7 @@ def _put_tables_in_place(
         *tables, history = moves
         history = _unique_asides(_with_existence([history]))[0]
         planned = [{**asdict(t), "indexes": {}} for t in tables]
+        state.record_pre_restore(config.state_dir, [history.aside], time.time())
         done, aside = pg_restore.put_in_place(deployment, manifest, plain, planned, history, taken)
     return [*(_table_move(t) for t in done), history], tuple(aside)
 
@@ -435,10 +451,16 @@ def _put_in_place(
             except MemsyncError:
                 _remove_staged(moves)
                 raise
+        try:  # an app may have opened the store while the files were staged: not under it
+            store.require_free("restore")
+        except MemsyncError:
+            _remove_staged(moves)
+            raise
         write_json_atomic(
             journal_path(config),
             {"snapshot_id": manifest.id, "phase": "staged", "moves": [asdict(m) for m in moves]},
         )
+        state.record_pre_restore(config.state_dir, [m.aside for m in moves], time.time())
         try:
             _swap(config, manifest.id, moves)
         except BaseException:

@@ -244,6 +244,8 @@ def test_an_unreachable_server_is_one_line_naming_it_without_the_password(
     assert server["status"] == "error" and "\n" not in server["message"]
     assert f"postgresql://postgres@{directory}/memories" in server["message"]
     assert not results_of(report, "pg-table")  # nothing judged on a server not read
+    route = only(report, "write-route")  # no write reaches a server that is not there
+    assert route["status"] == "error" and route["message"].startswith("no write route: "), route
     assert "hunter2-gone" not in result.out + result.err
 
 

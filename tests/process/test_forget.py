@@ -60,11 +60,22 @@ def test_forget_closes_a_memory_that_exists_only_in_history(deployment, cli):
 def test_unknown_id_is_memory_not_found_and_touches_nothing(deployment, cli):
     deployment.close()
     before = fingerprint(deployment.paths.root)
-    code, outcome = run(
-        cli, deployment, "forget", deployment.seeded.live[0], "no-such-memory", "--yes"
-    )
+    unknown = "0b7e2c1a-5d4f-4e3b-9a8c-7f6e5d4c3b2a"  # a well-formed id no memory has
+    code, outcome = run(cli, deployment, "forget", deployment.seeded.live[0], unknown, "--yes")
     assert code == 3 and [f["code"] for f in outcome["findings"]] == ["memory-not-found"]
     assert fingerprint(deployment.paths.root) == before
+
+
+def test_a_malformed_id_is_a_usage_error_and_an_uppercase_one_is_found(deployment, cli):
+    deployment.close()
+    before = fingerprint(deployment.paths.root)
+    result = cli("forget", "no-such-memory", "--yes", "--json", config=deployment.config)
+    assert result.code == 2 and "is not a memory id" in result.err
+    assert "export-context" in result.err
+    assert fingerprint(deployment.paths.root) == before
+    victim = deployment.seeded.live[0]
+    code, outcome = run(cli, deployment, "forget", victim.upper(), "--yes")
+    assert code == 0 and outcome["targets"] == [victim], outcome
 
 
 def test_forget_needs_confirmation_without_a_terminal(deployment, cli):

@@ -1,0 +1,68 @@
+"""restore: an app started after restore's first ``require_free`` and before the swap stops the swap.
+
+``_put_in_place`` asked ``require_free`` once, then staged (on the fast path: copies and hashes
+every file, the longest step), then renamed. A real mem0 app (memsync.demo.app) started while
+the restore is held once the files are staged (at ``_fits_after``, tests.breaker.pauseat) opens the old store; the swap
+then moved that store aside under it. Seen before ``require_free`` was asked again before the
+swap: the restore exited 0 with create's recorded clean
+judgement, ``memsync check`` right after says ok with no finding about the app, while the app
+keeps serving the moved-aside store, its memories added meanwhile are only in the
+``.pre-restore-`` copy and its later writes fail ("attempt to write a readonly database").
+Now the swap refuses (exit 12, naming the app) as the restore does when the app holds the
+store from the start, the staged copies are removed and the app's store is untouched.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.helpers.app import AppProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_an_app_started_before_the_swap_stops_the_swap(
+    deployment: Any, cli: Any, tmp_path: Path
+) -> None:
+    deployment.close()
+    made = cli("snapshot", "create", "--json", config=deployment.config)
+    assert made.code == 0, made.err
+    flag = tmp_path / "paused"
+    restore = subprocess.Popen(
+        [sys.executable, "-m", "tests.breaker.pauseat", "memsync.restore:_fits_after",
+         "--nth", "1", "--flag", str(flag), "--",
+         "restore", made.json()["id"], "--force", "--json", "--config", str(deployment.config)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for _ in range(2400):
+            if flag.exists() or restore.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert flag.exists(), restore.communicate()
+        with AppProcess(deployment.paths.root) as app:
+            time.sleep(3)  # the app holds the (old) store and writes
+            flag.unlink()
+            out, err = restore.communicate(timeout=300)
+            time.sleep(1)
+            stats = app.stop()
+    finally:
+        flag.unlink(missing_ok=True)
+        if restore.poll() is None:
+            restore.kill()
+            restore.communicate()
+    assert restore.returncode == 12, (
+        restore.returncode,
+        out[-600:],
+        err[-600:],
+        stats["errors"][:2],
+    )
+    assert "holds" in err or "pid" in err, err[-600:]
+    assert stats["failures"] == 0, stats["errors"][:2]  # the app kept its store and its writes
+    root = Path(deployment.paths.root)
+    assert not list(root.rglob("*.restore-*")), list(root.rglob("*.restore-*"))  # staging removed
+    assert not list(root.rglob("*.pre-restore-*"))  # nothing was moved aside
