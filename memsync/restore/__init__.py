@@ -290,15 +290,18 @@ def run_restore(
             moves, identities = placed
             aside = moved_aside(moves)
     report = None
-    if recorded is not None and not in_store:
-        report = _in_place(deployment, manifest, identities, now)
-    checked_in_place = report is not None
+    checked_in_place = False
     check_error = None
-    if report is None:
-        try:
+    try:  # the swap is done: whatever stops the check, the report says what was swapped
+        if recorded is not None and not in_store:
+            report = _in_place(deployment, manifest, identities, now)
+            checked_in_place = report is not None
+        if report is None:
             report = check.run_check(deployment, now)
-        except MemsyncError as error:  # the swap is done: say so, and what was not checked
-            check_error = error.message + (f" (hint: {error.hint})" if error.hint else "")
+    except MemsyncError as error:
+        check_error = error.message + (f" (hint: {error.hint})" if error.hint else "")
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM after the swap: stop, but say what was done
+        check_error = "interrupted before the check after the swap finished"
     logger.info(
         "restore_finished",
         snapshot_id=snapshot_id,
@@ -310,7 +313,7 @@ def run_restore(
     removed: tuple[str, ...] = ()
     if check_error is None:  # older copies go only once the restored pair is checked
         removed = pre_restore.apply_retention(
-            targets, config.settings.restore.keep_pre_restore, config.state_dir
+            targets, config.settings.restore.keep_pre_restore, config.state_dir, aside
         )
     verification = {
         "snapshot": "hashed" if recorded is not None else "full",
