@@ -75,7 +75,7 @@ _E, _W, _I = Severity.ERROR, Severity.WARNING, Severity.INFO
 _SPECS = (
     # check: the stores disagree (docs/reference/findings.md's first table).
     Spec(code="collection-missing", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE,
-         fix="memsync restore <snapshot>, or point [mem0] at the right store (Qdrant path; pgvector dbname, search_path, collection_name)"),
+         fix="check the path first ([mem0] Qdrant path; pgvector dbname, search_path, collection_name: memsync config show); if it is right: memsync restore <snapshot>"),
     Spec(code="history-missing", severity=_E, source=Source.CHECK, repair=Repair.DAMAGE,
          fix="check the path first (mem0_dir, [mem0] history_db_path: memsync config show); if it is "
              "right: memsync restore <snapshot>, or memsync reconcile --create-history"),

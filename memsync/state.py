@@ -6,7 +6,9 @@ Mutating commands take ``operation.lock`` (an flock) for their duration; a secon
 
 from __future__ import annotations
 
+import glob
 import json
+import math
 import os
 import stat
 from collections.abc import Iterator
@@ -93,7 +95,7 @@ def pre_restore_copies(targets: list[Path]) -> list[Path]:
     found: list[Path] = []
     for target in targets:
         if target.parent.is_dir():
-            found += sorted(target.parent.glob(f"{target.name}.pre-restore-*"))
+            found += sorted(target.parent.glob(f"{glob.escape(target.name)}.pre-restore-*"))
     return found
 
 
@@ -107,6 +109,7 @@ class PreRestoreCopy:
     path: Path
     size_bytes: int
     moved_at: float  # when a restore moved it aside (pre-restore.json; else its st_ctime)
+    made_by_restore: bool = False  # pre-restore.json names it: retention may remove it
 
     @property
     def paths(self) -> tuple[Path, ...]:
@@ -115,48 +118,63 @@ class PreRestoreCopy:
         return (self.path, *(side for side in sides if side.exists()))
 
 
-PRE_RESTORE_LEDGER = "pre-restore.json"  # {aside path: when restore moved it aside (epoch s)}
+# {"copies": [[aside path, when restore moved it aside (epoch s)], ...]}, oldest first
+PRE_RESTORE_LEDGER = "pre-restore.json"
 
 
 def record_pre_restore(state_dir: Path, asides: list[str], moved_at: float) -> None:
-    """Note in ``<state_dir>/pre-restore.json`` when a restore moves ``asides`` aside.
+    """Note in ``<state_dir>/pre-restore.json`` that a restore moves ``asides`` aside now.
 
-    Written before the move, so a copy that exists is never missing from it (one whose restore
-    rolled back is simply not there). Retention orders copies by it: a copy's change time is not
-    when it was moved aside once ``forget --erase`` has rewritten it. Paths gone are dropped.
+    Written before the move, so a copy a restore made is never missing from it (one whose
+    restore rolled back is simply not there). The file's order is the order copies were moved
+    aside (new paths are appended; paths gone are dropped): retention goes by it, not by a
+    clock, nor by change times, which ``forget --erase`` refreshes when it rewrites a copy.
     """
     ledger = {
         path: at
         for path, at in pre_restore_ledger(state_dir).items()
-        if Path(path).exists() or Path(path).is_symlink()
+        if (Path(path).exists() or Path(path).is_symlink()) and path not in asides
     }
     ledger.update(dict.fromkeys(asides, moved_at))
-    write_json_atomic(state_dir / PRE_RESTORE_LEDGER, ledger)
+    copies = [[path, at] for path, at in ledger.items()]  # a list: JSON objects' keys get sorted
+    write_json_atomic(state_dir / PRE_RESTORE_LEDGER, {"copies": copies})
 
 
 def pre_restore_ledger(state_dir: Path) -> dict[str, float]:
-    """``pre-restore.json``'s paths and when each was moved aside; {} when absent. Reads only."""
+    """``pre-restore.json``'s paths, oldest first, each with when it was moved aside (epoch s).
+
+    {} when absent or unreadable; an entry whose time is not a finite number is dropped.
+    Reads only.
+    """
     try:
         document = json.loads((state_dir / PRE_RESTORE_LEDGER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    if not isinstance(document, dict):
-        return {}
-    return {
-        str(path): float(at)
-        for path, at in document.items()
-        if isinstance(at, (int, float)) and not isinstance(at, bool)
-    }
+    copies = document.get("copies") if isinstance(document, dict) else None
+    ledger: dict[str, float] = {}
+    for entry in copies if isinstance(copies, list) else []:
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
+            continue
+        try:
+            moved_at = float(entry[1])
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if math.isfinite(moved_at) and not isinstance(entry[1], bool):
+            ledger.pop(entry[0], None)  # listed twice: the later place counts
+            ledger[entry[0]] = moved_at
+    return ledger
 
 
 def pre_restore_sets(target: Path, state_dir: Path | None = None) -> list[PreRestoreCopy]:
     """The pre-restore copies of one store (``target``: its live path), newest first. Reads only.
 
-    Ordered by when each was moved aside, as ``pre-restore.json`` in ``state_dir`` records it;
-    copies it does not name (moved aside by a memsync before 0.3) come after every one it names,
-    by their change time.
+    The copies ``pre-restore.json`` in ``state_dir`` names come first, newest moved aside
+    first (the file's order); ``made_by_restore`` is True for them, the only ones retention
+    removes. Other ``<target>.pre-restore-*`` files (moved aside by a memsync before 0.3, or the
+    user's own) follow, by change time.
     """
     ledger = pre_restore_ledger(state_dir) if state_dir is not None else {}
+    order = {path: index for index, path in enumerate(ledger)}
     found = []
     for path in pre_restore_copies([target]):
         if path.name.endswith(PRE_RESTORE_SIDES) or path.is_symlink():
@@ -170,10 +188,18 @@ def pre_restore_sets(target: Path, state_dir: Path | None = None) -> list[PreRes
             )
         except OSError:
             continue  # removed meanwhile
-        found.append(PreRestoreCopy(path=path, size_bytes=size, moved_at=moved_at))
+        copy = PreRestoreCopy(
+            path=path, size_bytes=size, moved_at=moved_at, made_by_restore=str(path) in ledger
+        )
+        found.append(copy)
     return sorted(
         found,
-        key=lambda copy: (str(copy.path) in ledger, copy.moved_at, str(copy.path)),
+        key=lambda copy: (
+            copy.made_by_restore,
+            order.get(str(copy.path), -1),
+            copy.moved_at,
+            str(copy.path),
+        ),
         reverse=True,
     )
 

@@ -14,13 +14,16 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import json
 import logging
 import math
 import os
+import re
 import sqlite3
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -88,8 +91,106 @@ def _lemmatized(text: str) -> str | None:
     return str(lemmatize(text))
 
 
+# A pgvector table name memsync loads with COPY: one every mem0ai names the same way (0.1.118 to
+# 2.0 unquoted, folded to lower case; 2.1 and newer quoted).
+PLAIN_TABLE = re.compile(r"[a-z_][a-z0-9_]{0,62}\Z")
+
+
+def _pg_table(store: Any) -> str | None:
+    """The table of mem0's ``PGVector`` store when memsync can load it with COPY, else None."""
+    table = getattr(store, "collection_name", None)
+    usable = all(hasattr(store, name) for name in ("_get_cursor", "create_col", "connection_pool"))
+    return table if usable and isinstance(table, str) and PLAIN_TABLE.match(table) else None
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _secondary_indexes(cursor: Any, table: str) -> list[str]:
+    """The table's indexes that back no constraint (mem0's HNSW, DiskANN and GIN ones)."""
+    cursor.execute(
+        "SELECT c.relname FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid "
+        "WHERE x.indrelid = %s::regclass AND NOT x.indisprimary AND NOT x.indisunique "
+        "AND NOT x.indisexclusion ORDER BY c.relname",
+        (table,),
+    )
+    return [str(row[0]) for row in cursor.fetchall()]
+
+
+def _copy_rows(
+    store: Any, table: str, ids: list[str], vectors: list[list[float]], payloads: list[Any]
+) -> bool:
+    """The rows mem0's ``insert`` would write, by one ``COPY`` in one transaction (psycopg 3).
+
+    False (nothing written) where the app's mem0 runs on psycopg2: its own insert then.
+    """
+    ensure = getattr(store, "_ensure_collection", None)  # mem0ai 2.2 creates the table on use
+    if callable(ensure):
+        ensure()
+    with store._get_cursor(commit=True) as cursor:
+        if not hasattr(cursor, "copy"):
+            return False
+        with cursor.copy(f"COPY {table} (id, vector, payload) FROM STDIN") as copy:
+            for index, point_id in enumerate(ids):  # paired by the caller (3.9: no strict zip)
+                text = "[" + ",".join(repr(x) for x in vectors[index]) + "]"
+                copy.write_row((point_id, text, json.dumps(payloads[index])))
+    return True
+
+
+class _CommitAtEnd:
+    """qdrant-client's SQLite connection with ``commit`` held back: one transaction a batch."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def commit(self) -> None:
+        """Nothing yet: ``one_transaction`` commits once, after the last row."""
+
+    def __enter__(self) -> _CommitAtEnd:  # qdrant-client 1.20: ``with self.storage:`` a point
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """No commit; an error goes on up to ``one_transaction``'s roll-back."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.connection, name)
+
+
+@contextmanager
+def one_transaction(store: Any) -> Iterator[None]:
+    """Write through qdrant-client's local mode with every row of the block in one transaction.
+
+    Its ``CollectionPersistence.persist`` pickles each point (the app's own models, its own key
+    encoding) and commits it alone (``commit()``, or ``with connection:`` from qdrant-client
+    1.20), an fsync per point; here the same rows go to ``storage.sqlite`` and commit once at
+    the end (rolled back on an error). Any other store
+    (pgvector, a Qdrant server, an in-memory collection) writes as it always does.
+    """
+    local = getattr(getattr(store, "client", None), "_client", None)
+    collections = getattr(local, "collections", None)
+    collection = None
+    if isinstance(collections, dict):
+        collection = collections.get(getattr(store, "collection_name", None))
+    persistence: Any = getattr(collection, "storage", None)
+    connection = getattr(persistence, "storage", None)
+    if not isinstance(connection, sqlite3.Connection):
+        yield
+        return
+    persistence.storage = _CommitAtEnd(connection)
+    try:
+        yield
+        connection.commit()
+    except BaseException:
+        connection.rollback()
+        raise
+    finally:
+        persistence.storage = connection
+
+
 SCOPE_KEYS = frozenset({"user_id", "agent_id", "run_id"})
 MAX_SEARCH_TEXT = 65536  # characters: one memory's text, never a document
+MAX_EMBED_BATCH = 1024  # texts in one embed_batch request (a migration's batch)
 
 
 class Operations:
@@ -117,7 +218,10 @@ class Operations:
             "relink_entity": self.op_relink_entity,
             "touch_entities": self.op_touch_entities,
             "embed": self.op_embed,
+            "embed_batch": self.op_embed_batch,
             "insert_points": self.op_insert_points,
+            "defer_indexes": self.op_defer_indexes,
+            "build_indexes": self.op_build_indexes,
             "delete_points": self.op_delete_points,
             "search": self.op_search,
             "pause": self.op_pause,
@@ -335,6 +439,33 @@ class Operations:
             raise AgentRequestError("bad-request", "text must be a string")
         return {"vector": [float(x) for x in self.memory.embedding_model.embed(text, "add")]}
 
+    def op_embed_batch(self, texts: list[str]) -> dict[str, list[list[float]]]:
+        """The embeddings of ``texts``, in order, by the app's embedder. Reads only.
+
+        mem0's ``embed_batch(texts, "add")`` where the app's mem0ai has it (2.x: one request
+        for an embedder with a batch API, ``embed`` per text otherwise), else ``embed(text,
+        "add")`` per text (a migration's batch).
+        """
+        if (
+            not isinstance(texts, list)
+            or not 0 < len(texts) <= MAX_EMBED_BATCH
+            or not all(isinstance(t, str) and len(t) <= MAX_SEARCH_TEXT for t in texts)
+        ):
+            raise AgentRequestError(
+                "bad-request", f"texts must be a list of 1 to {MAX_EMBED_BATCH} strings"
+            )
+        model = self.memory.embedding_model
+        batch = getattr(model, "embed_batch", None)
+        if callable(batch):
+            vectors = list(batch(list(texts), "add"))
+        else:
+            vectors = [model.embed(text, "add") for text in texts]
+        if len(vectors) != len(texts):
+            raise AgentRequestError(
+                "failed", f"the embedder returned {len(vectors)} vectors for {len(texts)} texts"
+            )
+        return {"vectors": [[float(x) for x in vector] for vector in vectors]}
+
     def op_insert_points(
         self,
         ids: list[str],
@@ -342,9 +473,11 @@ class Operations:
         payloads: list[Any],
         entities: bool = False,
     ) -> dict[str, int]:
-        """Write points with these ids, vectors and payloads in one call (a migration's batch).
+        """Write points with these ids, vectors and payloads in one transaction (a migration's batch).
 
-        ``vector_store.insert`` (``entity_store`` with ``entities``): no history row.
+        Into pgvector the rows ``vector_store.insert`` would write, by one ``COPY`` (psycopg 3);
+        into any other store ``vector_store.insert`` itself (``entity_store`` with
+        ``entities``), embedded Qdrant's rows committed once (``one_transaction``). No history row.
         """
         checked = [_id("ids", i) for i in ids] if isinstance(ids, list) else []
         rows = _vectors("vectors", vectors)
@@ -356,8 +489,47 @@ class Operations:
             store = self._entity_store() if entities else self.memory.vector_store
             if store is None:
                 raise AgentRequestError("failed", "this mem0ai keeps no entity store")
-            store.insert(vectors=rows, ids=checked, payloads=payloads)
+            table = _pg_table(store)
+            if table is None or not _copy_rows(store, table, checked, rows, payloads):
+                with one_transaction(store):
+                    store.insert(vectors=rows, ids=checked, payloads=payloads)
             return {"inserted": len(checked)}
+
+    def op_defer_indexes(self, entities: bool = False) -> dict[str, list[str]]:
+        """Drop the indexes of an empty pgvector table before a migration loads it.
+
+        Only an empty table (a migration's new target: nobody has written to it yet): its rows
+        then load without the HNSW and GIN indexes kept up to date row by row;
+        ``build_indexes`` makes them again. ``dropped``: their names (none for any other store).
+        """
+        with self.gate.exclusive():
+            store = self._entity_store() if entities else self.memory.vector_store
+            table = _pg_table(store)
+            if table is None:
+                return {"dropped": []}
+            store.create_col()  # the table as mem0 makes it (mem0ai 2.2 makes it on first use)
+            with store._get_cursor(commit=True) as cursor:
+                cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {table})")
+                if cursor.fetchone()[0]:
+                    return {"dropped": []}
+                dropped = _secondary_indexes(cursor, table)
+                for name in dropped:
+                    cursor.execute(f"DROP INDEX {_quoted(name)}")
+            return {"dropped": dropped}
+
+    def op_build_indexes(self, entities: bool = False) -> dict[str, list[str]]:
+        """Build the indexes a pgvector table lacks with mem0's own ``create_col`` (IF NOT EXISTS).
+
+        ``indexes``: the table's indexes afterwards (none for any other store).
+        """
+        with self.gate.exclusive():
+            store = self._entity_store() if entities else self.memory.vector_store
+            table = _pg_table(store)
+            if table is None:
+                return {"indexes": []}
+            store.create_col()
+            with store._get_cursor() as cursor:
+                return {"indexes": _secondary_indexes(cursor, table)}
 
     def op_delete_points(self, ids: list[str], entities: bool = False) -> dict[str, int]:
         """Delete points by id through mem0's vector store (no history row): a target only."""

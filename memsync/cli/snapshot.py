@@ -29,7 +29,7 @@ from memsync.snapshot.create import SHOWN_ERRORS, CapturePlan, error_findings
 from memsync.snapshot.listing import list_snapshots
 from memsync.snapshot.transfer import Downloaded
 from memsync.state import operation_lock
-from memsync.stores import snapshots
+from memsync.stores import embedder, snapshots
 
 HELP = "capture both stores into one dated, verified snapshot; upload, list, verify, prune"
 
@@ -268,6 +268,11 @@ def run_verify(args: argparse.Namespace) -> int:
     lines.append(
         f"verify {report.snapshot_id}: {'ok' if report.ok else 'FAILED'} ({errors} errors)"
     )
+    if report.other_embedder:
+        lines.append(
+            f"judged by its own vector size: {report.other_embedder}; restore refuses it here "
+            f"({embedder.hint(config)})"
+        )
     _emit(args, report.to_json(), "\n".join(lines))
     return int(ExitCode.OK if report.ok else ExitCode.PROBLEMS_FOUND)
 

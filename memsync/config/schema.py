@@ -344,7 +344,8 @@ class RestoreConfig(_Section):
         None,
         "pre-restore copies (`<path>.pre-restore-<id>`, the files each restore moved aside) "
         "kept per store, newest first by when they were moved aside; a restore removes older "
-        "ones after its swap. Unset: every one is kept",
+        "ones after its swap, only those a restore made (listed in "
+        "`<state_dir>/pre-restore.json`). Unset: every one is kept",
         ge=1,
         shown="unset: all kept",
     )

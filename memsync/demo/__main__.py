@@ -186,6 +186,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"memsync.demo: error: it takes no arguments, got {args[0]!r} (hint: make demo)")
         return 2
     root = Path(os.environ.get("MEMSYNC_DEMO_DIR", "demo-run")).absolute()
+    if root.is_symlink() or (root.exists() and not root.is_dir()):
+        print(
+            f"memsync.demo: error: {root} is a file or a symbolic link, not a directory the "
+            "demo made (hint: set MEMSYNC_DEMO_DIR to a new directory)"
+        )
+        return 10
     if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():
         print(
             f"memsync.demo: error: {root} is not empty and was not made by the demo, which "

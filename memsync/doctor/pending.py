@@ -8,7 +8,7 @@ from datetime import datetime
 from memsync.config import Config
 from memsync.deployment import Deployment
 from memsync.doctor.status import ERROR, OK, WARNING
-from memsync.errors import TryLaterError, UnavailableError
+from memsync.errors import MemsyncError, TryLaterError, UnavailableError
 from memsync.model import DoctorResult
 from memsync.routes import queue as pending
 from memsync.state import WINDOW_FILE, window_left_open
@@ -82,7 +82,7 @@ def probe_route(deployment: Deployment) -> DoctorResult:
     if holder is None or holder.pid == os.getpid():
         try:
             store.present()  # a server store: reachable at all (one connection)
-        except UnavailableError as error:
+        except MemsyncError as error:  # unreachable, or its secret unset (ConfigError)
             return DoctorResult(
                 code="write-route", status=ERROR, path=path,
                 message=f"no write route: {error.message}", fix=error.hint,

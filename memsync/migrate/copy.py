@@ -1,8 +1,12 @@
 """Copy a captured source into the target through mem0's own vector store objects, in batches.
 
+Each batch is one transaction in the app's interpreter: one ``COPY`` into a pgvector table, the
+rows qdrant-client's local mode pickles committed once into embedded Qdrant
+(``agent/ops.py: op_insert_points``). A pgvector target loads without its indexes, which are
+built after the load (``defer_indexes``, ``build_indexes``: mem0's own ``create_col``).
 Points keep their ids and whole payloads; vectors are copied as they are, or computed again
-by the target's embedder (``AppWriter.embed``: the memory's ``data`` text, an entity's
-``data`` text) when the plan re-embeds. The embedder's transient errors are retried with
+by the target's embedder (``AppWriter.embed_batch``, once a batch: the memory's ``data`` text,
+an entity's ``data`` text) when the plan re-embeds. The embedder's transient errors are retried with
 exponential backoff through tenacity (``RETRY_ATTEMPTS`` attempts at most), then the
 migration stops with exit 11 naming the point and the embedder; the journal stays, so the
 same command resumes. Ids the target already holds are skipped (a resumed run).
@@ -15,6 +19,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import structlog
 from tenacity import (
@@ -33,6 +38,9 @@ from memsync.stores.mem0 import AppWriter
 from memsync.stores.vector_store import StoredPoint, VectorCapture, VectorStore
 
 logger = structlog.get_logger(__name__)
+
+Text = TypeVar("Text", str, list[str])
+Vectors = TypeVar("Vectors", list[float], list[list[float]])
 
 RETRY_ATTEMPTS = 6  # per embedding, the first included
 RETRY_FIRST_WAIT_S = 0.2  # then 0.4, 0.8, ... seconds
@@ -53,6 +61,8 @@ class Copied:
         batches: batches written by this run.
         without_text: ids not written: a re-embedding needs the point's ``data`` text (or a
             copy its vector) and the point has none.
+        indexes_built_after: a pgvector target's indexes dropped while its empty table was
+            loaded and built after the load (mem0's own definitions).
     """
 
     copied: int = 0
@@ -60,6 +70,7 @@ class Copied:
     skipped: int = 0
     batches: int = 0
     without_text: list[str] = field(default_factory=list)
+    indexes_built_after: list[str] = field(default_factory=list)
 
 
 def copy_points(
@@ -90,19 +101,17 @@ def copy_points(
     """
     done = Copied()
     total = plan.memories + plan.entities
-    collections = ((store.collection, False), (store.entities_collection, True))
-    for collection, entities in collections:
+    collections = (
+        (store.collection, False, plan.memories),
+        (store.entities_collection, True, plan.entities),
+    )
+    for collection, entities, count in collections:
+        if count == 0:
+            continue
+        deferred = writer.defer_indexes(entities=entities)
         points = store.iter_stored(capture, collection)
         for batch in _batches(points, plan.batch_size, have, done):
-            ids, vectors, payloads = [], [], []
-            for point_id, stored in batch:
-                vector = _vector_of(writer, plan, point_id, stored)
-                if vector is None:
-                    done.without_text.append(point_id)
-                    continue
-                ids.append(point_id)
-                vectors.append(vector)
-                payloads.append(stored.payload)
+            ids, vectors, payloads = _rows_of(writer, plan, batch, done.without_text)
             if ids:
                 with target_writes(plan.target.where):
                     writer.insert_points(ids, vectors, payloads, entities=entities)
@@ -112,7 +121,27 @@ def copy_points(
             on_batch(done)
             if progress is not None:
                 progress(done.copied + done.skipped + len(done.without_text), total)
+        _build_indexes(writer, plan, entities, deferred)
+        done.indexes_built_after += deferred
     return done
+
+
+def _build_indexes(
+    writer: AppWriter, plan: MigratePlan, entities: bool, deferred: list[str]
+) -> None:
+    """Build the target's indexes after its load (any a killed run left unbuilt too).
+
+    Raises:
+        UnavailableError: (exit 11) an index dropped for the load is not there after.
+    """
+    with target_writes(plan.target.where):
+        present = writer.build_indexes(entities=entities)
+    missing = sorted(set(deferred) - set(present))
+    if missing:
+        raise UnavailableError(
+            f"the target {plan.target.where} lacks the indexes {', '.join(missing)} after its load",
+            "run the same memsync migrate again: it builds the indexes a table lacks",
+        )
 
 
 def _batches(
@@ -132,18 +161,41 @@ def _batches(
         yield batch
 
 
-def _vector_of(
-    writer: AppWriter, plan: MigratePlan, point_id: str, stored: StoredPoint
-) -> list[float] | None:
-    """The target vector of one point: re-embedded, or the stored one; None when impossible."""
-    if not plan.re_embed:
-        return list(stored.vector) if stored.vector is not None else None
-    text = stored.payload.get("data")
-    if not isinstance(text, str) or not text:
-        return None
-    vector = embed(writer.embed, text, point_id, plan.target.embedder_provider)
-    require_dims(plan, len(vector), f"point {point_id}")
-    return vector
+def _rows_of(
+    writer: AppWriter,
+    plan: MigratePlan,
+    batch: list[tuple[str, StoredPoint]],
+    without_text: list[str],
+) -> tuple[list[str], list[list[float]], list[dict[str, Any]]]:
+    """The target's ids, vectors and payloads for one batch: vectors copied, or re-embedded.
+
+    Re-embedding asks the target's embedder once for the whole batch (``embed_batch``). A point
+    with no vector to copy, or no ``data`` text to embed, is added to ``without_text``.
+    """
+    kept: list[tuple[str, StoredPoint]] = []
+    for point_id, stored in batch:
+        text = stored.payload.get("data")
+        usable = (isinstance(text, str) and bool(text)) if plan.re_embed else stored.vector
+        if usable:
+            kept.append((point_id, stored))
+        else:
+            without_text.append(point_id)
+    ids = [point_id for point_id, _ in kept]
+    payloads = [stored.payload for _, stored in kept]
+    if not plan.re_embed or not kept:
+        return ids, [list(stored.vector or ()) for _, stored in kept], payloads
+    texts = [str(stored.payload["data"]) for _, stored in kept]
+    named = ids[0] if len(ids) == 1 else f"{ids[0]} (and {len(ids) - 1} more of its batch)"
+    vectors = embed(writer.embed_batch, texts, named, plan.target.embedder_provider)
+    if len(vectors) != len(ids):
+        raise UnavailableError(
+            f"the embedder {plan.target.embedder_provider} returned {len(vectors)} vectors "
+            f"for {len(ids)} texts (point {named})",
+            "check the new config's [mem0.embedder]; the journal is kept",
+        )
+    for point_id, vector in zip(ids, vectors, strict=True):
+        require_dims(plan, len(vector), f"point {point_id}")
+    return ids, vectors, payloads
 
 
 def require_dims(plan: MigratePlan, size: int, what: str) -> None:
@@ -210,9 +262,12 @@ def _transient(error: BaseException) -> bool:
 
 
 def embed(
-    embed_text: Callable[[str], list[float]], text: str, point_id: str, provider: str
-) -> list[float]:
+    embed_text: Callable[[Text], Vectors], text: Text, point_id: str, provider: str
+) -> Vectors:
     """Embed ``text`` with ``embed_text`` (the target's embedder), retrying transient errors.
+
+    ``text``: one text (``embed``), or a batch's texts (``embed_batch``: ``point_id`` then
+    names the batch's first point).
 
     Waits ``RETRY_FIRST_WAIT_S`` doubling up to ``RETRY_MAX_WAIT_S`` seconds between at most
     ``RETRY_ATTEMPTS`` attempts (tenacity), or the service's ``Retry-After`` when longer (up to

@@ -90,6 +90,7 @@ class Migrated:
             "re_embedded": self.copied.re_embedded,
             "skipped": self.copied.skipped,
             "batches": self.copied.batches,
+            "indexes_built_after": list(self.copied.indexes_built_after),
             "removed": list(self.removed),
             "replaced": list(self.replaced),
             "verified": None if self.dry_run else not self.differences,

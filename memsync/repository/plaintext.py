@@ -7,8 +7,12 @@ manifest's plaintext size and sha256.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
+import queue
 import shutil
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -16,7 +20,7 @@ from memsync import seal
 from memsync.config import Config
 from memsync.errors import ConfigError, UnavailableError
 from memsync.stores.manifest import FileEntry, Manifest
-from memsync.stores.snapshots import sha256_file
+from memsync.stores.snapshots import CHUNK_BYTES, sha256_file
 
 NO_KEY = "snapshot.encrypt_key_file: the snapshot is encrypted; set the key it was made with"
 
@@ -91,8 +95,8 @@ def plaintext(
 def copy_checked(directory: Path, entry: FileEntry, key: bytes | None, target: Path) -> bool:
     """Copy one snapshot file's plaintext to ``target`` and hash what was written, in one pass.
 
-    A plain file is copied by the kernel (``shutil.copy2``: ``sendfile``, as ``cp`` copies),
-    then the copy is hashed from the page cache; a sealed one (``key`` given) is decrypted
+    A plain file is copied by the kernel (``sendfile``, as ``cp`` copies; ``_copy_hashed``)
+    while a thread hashes the copy from the page cache behind it; a sealed one (``key`` given) is decrypted
     into ``target`` and hashed as it is written. Returns whether ``target`` holds the
     manifest's plaintext size and sha256 (a file that fails authentication does not: nothing
     of it is left at ``target``). Reads ``directory``; writes ``target`` only (created or
@@ -104,11 +108,64 @@ def copy_checked(directory: Path, entry: FileEntry, key: bytes | None, target: P
     source = directory / entry.path
     target.unlink(missing_ok=True)
     if key is None:
-        shutil.copy2(source, target)
-        return sha256_file(target) == (entry.size, entry.sha256)
+        return _copy_hashed(source, target) == (entry.size, entry.sha256)
     digest = hashlib.sha256()
     try:
         seal.open_file(source, target, key, entry.path, digest)
     except seal.SealError:
         return False
     return (target.stat().st_size, digest.hexdigest()) == (entry.size, entry.sha256)
+
+
+_SENDFILE_BYTES = 8 << 20  # what the kernel copies between two looks of the hashing thread
+
+
+def _copy_hashed(source: Path, target: Path) -> tuple[int, str]:
+    """``shutil.copy2(source, target)``, then ``sha256_file(target)``, the two overlapping.
+
+    The kernel copies ``_SENDFILE_BYTES`` at a time (``os.sendfile``); after each, a thread
+    reads and hashes the copy up to there (from the page cache: what was written, not the
+    source). Where ``sendfile`` is refused (a file system without it), a plain ``copy2`` and
+    then the hash.
+
+    Raises:
+        OSError: ``source`` cannot be read or ``target`` written.
+    """
+    written: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+    hashed: list[tuple[int, str] | BaseException] = []
+
+    def hash_behind() -> None:
+        digest, size = hashlib.sha256(), 0
+        try:
+            with target.open("rb", buffering=0) as copy:
+                while (end := written.get()) is not None:
+                    while size < end and (chunk := copy.read(min(CHUNK_BYTES, end - size))):
+                        digest.update(chunk)
+                        size += len(chunk)
+            hashed.append((size, digest.hexdigest()))
+        except BaseException as error:  # noqa: BLE001 - raised again by the copying thread
+            hashed.append(error)
+
+    with source.open("rb") as reading, target.open("wb") as writing:
+        hasher = threading.Thread(target=hash_behind, name="memsync-hash-copy", daemon=True)
+        hasher.start()
+        try:
+            offset = 0
+            while sent := os.sendfile(writing.fileno(), reading.fileno(), offset, _SENDFILE_BYTES):
+                offset += sent
+                written.put(offset)
+        except OSError as error:
+            if offset or error.errno not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+                raise
+            offset = -1  # sendfile refused before a byte: copy2 below
+        finally:
+            written.put(None)
+            hasher.join()
+    if offset < 0:
+        shutil.copy2(source, target)
+        return sha256_file(target)
+    shutil.copystat(source, target)
+    result = hashed[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result

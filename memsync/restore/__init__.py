@@ -17,6 +17,8 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -268,15 +270,38 @@ def run_restore(
             return replace(planned, moves=tuple(_existing(deployment, moves)), route=route)
         taken = Taken(route="direct")
         if in_store:
-            plain = _pg_plaintext(
-                deployment, directory, manifest, scratch, now, recorded is not None
-            )
+            hashing = None
+            if recorded is not None and encryption_key(config) is None:
+                hashing = _hashing(deployment, directory, manifest, now)  # beside the load
+                plain: Path | None = directory
+            else:
+                plain = _pg_plaintext(
+                    deployment, directory, manifest, scratch, now, recorded is not None
+                )
+            try:
+                if plain is not None:
+                    moves, aside, loaded = _put_tables_in_place(
+                        deployment, manifest, plain, moves, taken, hashing
+                    )
+            except (_Differs, MemsyncError) as error:
+                if hashing is None:
+                    raise
+                try:  # a load that failed on a damaged file reports the damage, as before
+                    hashing()
+                except _Differs:
+                    _verified(deployment, directory, now)  # raises: a file differs
+                    plain = None
+                if not isinstance(error, _Differs) and plain is not None:
+                    raise
             if plain is None:  # a file differed, yet the full verification passed: read again
                 recorded = None
                 plain = repository.plaintext(config, directory, manifest, scratch / "plain")
-            moves, aside = _put_tables_in_place(deployment, manifest, plain, moves, taken)
+                moves, aside, loaded = _put_tables_in_place(
+                    deployment, manifest, plain, moves, taken
+                )
             identities: dict[str, tuple[int, int, int, int]] = {}
         else:
+            loaded = None
             placed = None
             if recorded is not None:
                 placed = _put_in_place(deployment, manifest, directory, moves, fast=True)
@@ -290,15 +315,18 @@ def run_restore(
             moves, identities = placed
             aside = moved_aside(moves)
     report = None
-    if recorded is not None and not in_store:
-        report = _in_place(deployment, manifest, identities, now)
-    checked_in_place = report is not None
+    checked_in_place = False
     check_error = None
-    if report is None:
-        try:
+    try:  # the swap is done: whatever stops the check, the report says what was swapped
+        if recorded is not None:
+            report = _in_place(deployment, manifest, identities, now, loaded)
+            checked_in_place = report is not None
+        if report is None:
             report = check.run_check(deployment, now)
-        except MemsyncError as error:  # the swap is done: say so, and what was not checked
-            check_error = error.message + (f" (hint: {error.hint})" if error.hint else "")
+    except MemsyncError as error:
+        check_error = error.message + (f" (hint: {error.hint})" if error.hint else "")
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM after the swap: stop, but say what was done
+        check_error = "interrupted before the check after the swap finished"
     logger.info(
         "restore_finished",
         snapshot_id=snapshot_id,
@@ -310,7 +338,7 @@ def run_restore(
     removed: tuple[str, ...] = ()
     if check_error is None:  # older copies go only once the restored pair is checked
         removed = pre_restore.apply_retention(
-            targets, config.settings.restore.keep_pre_restore, config.state_dir
+            targets, config.settings.restore.keep_pre_restore, config.state_dir, aside
         )
     verification = {
         "snapshot": "hashed" if recorded is not None else "full",
@@ -369,6 +397,42 @@ def _pg_plaintext(
     return repository.plaintext(config, directory, manifest, scratch / "plain")
 
 
+class _Differs(Exception):
+    """A snapshot file's sha256 differs from its manifest's (found while the tables loaded)."""
+
+
+def _hashing(
+    deployment: Deployment, directory: Path, manifest: Manifest, now: datetime
+) -> Callable[[], None]:
+    """The fast path's hashes of an unsealed pgvector snapshot, computed beside the load.
+
+    Starts a thread comparing every file's sha256 with the manifest (hashlib lets go of the
+    GIL, the server parses the rows meanwhile) and checks the snapshot's fit to the config
+    (``_fits_after``: exit 10; a damaged snapshot refuses first, exit 11). Returns what the
+    restore calls once everything is staged and before anything live is touched: it waits
+    for the hashes and raises ``_Differs`` when one differs.
+    """
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="restore-hash")
+    try:
+        done = pool.submit(
+            lambda: all(_hash_matches(directory, e, None, directory) for e in manifest.files)
+        )
+    finally:
+        pool.shutdown(wait=False)
+
+    def matched() -> None:
+        if not done.result():
+            raise _Differs(manifest.id)
+
+    try:
+        _fits_after(deployment, manifest)
+    except MemsyncError:
+        if not done.result():
+            _verified(deployment, directory, now)  # raises: a file differs
+        raise
+    return matched
+
+
 def _hash_matches(directory: Path, entry: FileEntry, key: bytes | None, target: Path) -> bool:
     """Whether a snapshot file's plaintext has the manifest's sha256 (decrypted into ``target``)."""
     if key is not None:
@@ -387,17 +451,29 @@ def _require_force(deployment: Deployment, given: bool) -> None:
 
 
 def _put_tables_in_place(
-    deployment: Deployment, manifest: Manifest, plain: Path, moves: list[Move], taken: Taken
-) -> tuple[list[Move], tuple[str, ...]]:
-    """A server store: load and swap the tables, swap history.db (``restore.pgvector``)."""
+    deployment: Deployment,
+    manifest: Manifest,
+    plain: Path,
+    moves: list[Move],
+    taken: Taken,
+    before_swap: Callable[[], None] | None = None,
+) -> tuple[list[Move], tuple[str, ...], dict[str, int]]:
+    """A server store: load and swap the tables, swap history.db (``restore.pgvector``).
+
+    ``before_swap``: run once staged, before the swap (``_hashing``). Returns the moves, what
+    was moved aside, and the rows loaded into each table now in place.
+    """
     config = deployment.config
     with operation_lock(config.state_dir, "restore"):
         *tables, history = moves
         history = _unique_asides(_with_existence([history]))[0]
         planned = [{**asdict(t), "indexes": {}} for t in tables]
         state.record_pre_restore(config.state_dir, [history.aside], time.time())
-        done, aside = pg_restore.put_in_place(deployment, manifest, plain, planned, history, taken)
-    return [*(_table_move(t) for t in done), history], tuple(aside)
+        done, aside = pg_restore.put_in_place(
+            deployment, manifest, plain, planned, history, taken, before_swap
+        )
+    loaded = {t["live"]: int(t["rows"]) for t in done if t["staged"] and "rows" in t}
+    return [*(_table_move(t) for t in done), history], tuple(aside), loaded
 
 
 def moved_aside(moves: list[Move]) -> tuple[str, ...]:
@@ -544,6 +620,7 @@ def _in_place(
     manifest: Manifest,
     identities: dict[str, tuple[int, int, int, int]],
     now: datetime,
+    loaded: dict[str, int] | None = None,
 ) -> CheckReport | None:
     """The check after a fast-path swap: what the hash cannot prove, at the cost of a stat and two counts.
 
@@ -551,7 +628,11 @@ def _in_place(
     it cannot prove is what happened to them after: each live file must still be the file staged
     (same inode, size and modification time: nothing replaced or wrote it since), history.db
     and each collection must open as SQLite with their rows there (``history.rows`` exactly,
-    at least the points the manifest counts). Then the report is the manifest's judgement of these bytes (its findings
+    at least the points the manifest counts). On a server store (``loaded``: the rows each
+    table's load took, by live name) the tables were filled from the hashed export by the
+    restore's own COPY, which took exactly the rows the export recorded, and renamed into
+    place in one transaction: those counts stand for the collections'. Then the report is the
+    manifest's judgement of these bytes (its findings
     and counts; ``last-check.json`` records it). None when anything differs, when create's
     judgement was not clean (errors, or writes it caught in flight, which a restore turns into
     the errors they stand for) or when the manifest lacks its counts: the caller runs the full
@@ -569,12 +650,14 @@ def _in_place(
             found = Path(live).stat()
             if (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns) != identity:
                 return None
-        store = deployment.vector_store
-        own = store.local_dirs()  # embedded: the caller's branch
-        if not own:
-            return None
-        captured = store.open_capture(own[0].path, now, now)
-        rows = store.count_rows(captured)
+        rows = loaded
+        if rows is None:
+            store = deployment.vector_store
+            own = store.local_dirs()
+            if not own:
+                return None
+            captured = store.open_capture(own[0].path, now, now)
+            rows = store.count_rows(captured)
         summary = history.read_summary(deployment.history)
     except (OSError, MemsyncError, KeyError, TypeError, ValueError):
         return None

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -113,11 +113,14 @@ def put_in_place(
     tables: list[dict[str, Any]],
     history: Any,
     taken: Taken,
+    before_swap: Callable[[], None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Load, stage, then swap tables and history.db; returns (tables, every name moved aside).
 
     ``history`` is history.db's ``restore.Move`` (its aside name already unique); ``taken``
-    receives the route of the swap (direct, agent, window). Runs under the operation lock;
+    receives the route of the swap (direct, agent, window). ``before_swap`` runs once all is
+    staged, before anything live is touched; when it raises, what was staged is removed (the
+    snapshot's hashes, checked while the tables load). Runs under the operation lock;
     see the module docstring for the steps and the journal.
 
     Raises:
@@ -140,6 +143,8 @@ def put_in_place(
     try:
         staging.load(root, tables)
         _stage_history(manifest, plain, history, store.capture_dir)
+        if before_swap is not None:
+            before_swap()
         _phase(config, document, "staged")
     except BaseException:
         _roll_back(deployment, document)

@@ -181,8 +181,8 @@ def choose(deployment: Deployment, before: datetime | None, *, no_safety: bool =
             "before a migration (restore one with its own config: --config OLD.toml restore ID "
             "--to DIR)"
             if other_embedder or other
-            else "memsync snapshot verify ID (--remote) records a verdict; or name a snapshot by "
-            "id (memsync snapshot list)",
+            else f"memsync snapshot verify {_unverified(local, remote, before, backend)} "
+            "(--remote) records a verdict; or name a snapshot by id (memsync snapshot list)",
         )
     snapshot_id, where = picked
     return Chosen(
@@ -191,6 +191,22 @@ def choose(deployment: Deployment, before: datetime | None, *, no_safety: bool =
         by="latest" if before is None else "before",
         before=before,
     )
+
+
+def _unverified(
+    local: Sequence[Entry], remote: Sequence[Entry], before: datetime | None, backend: str
+) -> str:
+    """The newest complete snapshot ``pick`` passed over for want of a verdict, else ``ID``."""
+    waiting = [
+        e.id
+        for e in [*local, *remote]
+        if e.complete
+        and not e.is_verified
+        and (e.verified is None)
+        and (before is None or e.created_at < before)
+        and (e.manifest is None or backend_of(e.manifest) == backend)
+    ]
+    return max(waiting, key=lambda i: (snapshots.id_time(i), i)) if waiting else "ID"
 
 
 def resolve(

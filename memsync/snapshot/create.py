@@ -337,9 +337,12 @@ def create_snapshot(
         raise work_dir_error(directory, error) from error
     removed = snapshots.remove_stale_partials(directory)
     repository = LocalRepository(directory)
-    with repository.building(now) as (snapshot_id, partial):
+    with (
+        repository.building(now) as (snapshot_id, partial),
+        capture.scratch_directory(config) as side,
+    ):
         captured, judged, checked, quiesced, why, held = _settled_capture(
-            deployment, partial, now.date(), progress
+            deployment, partial, now.date(), progress, side / "inventory"
         )
         manifest = finish_directory(
             deployment,
@@ -377,9 +380,17 @@ def create_snapshot(
 
 
 def _settled_capture(
-    deployment: Deployment, partial: Path, today: date, progress: Progress | None
+    deployment: Deployment,
+    partial: Path,
+    today: date,
+    progress: Progress | None,
+    inventory: Path | None = None,
 ) -> tuple[capture.Captured, Judgement, Future[Checked], bool | None, str | None, Held | None]:
     """Capture into ``partial``: quiesced through the app's agent, else until settled.
+
+    ``inventory``: a scratch directory (outside the snapshot) where the vector store may write
+    an inventory-only export of the same instant, which the judge reads instead of the
+    snapshot's full rows (``capture.capture``); the caller removes it.
 
     With an agent (``agent_client.find_agent``), app writes are paused for the one capture,
     so both stores are copied at one instant (``quiesced`` True unless the lease ran out or a
@@ -394,13 +405,15 @@ def _settled_capture(
     memsync or is not this deployment's app (never an unquiesced capture then).
     """
     config = deployment.config
-    quiesced = _quiesced_capture(deployment, partial)
+    quiesced = _quiesced_capture(deployment, partial, inventory)
     agent = None if quiesced is None else False
     why = None if quiesced is None else quiesced[2]
     held = None if quiesced is None else quiesced[3]
     for attempt in range(1, SETTLE_ATTEMPTS + 1):
         captured = (
-            quiesced[0] if quiesced else capture.capture(deployment.vector_store, config, partial)
+            quiesced[0]
+            if quiesced
+            else capture.capture(deployment.vector_store, config, partial, inventory=inventory)
         )
         # its points would be missing
         refuse_legacy_store(captured.vectors.legacy_files, "snapshot create")
@@ -426,7 +439,7 @@ def _settled_capture(
 
 
 def _quiesced_capture(
-    deployment: Deployment, partial: Path
+    deployment: Deployment, partial: Path, inventory: Path | None = None
 ) -> tuple[capture.Captured, bool, str | None, Held] | None:
     """One capture with the app's writes paused by its agent; None when no agent answers.
 
@@ -455,7 +468,11 @@ def _quiesced_capture(
                 holding.close()  # the agent resumes the app's writes now
 
         captured = capture.capture(
-            deployment.vector_store, config, partial, on_pinned=resume_when_pinned
+            deployment.vector_store,
+            config,
+            partial,
+            on_pinned=resume_when_pinned,
+            inventory=inventory,
         )
     why = not_held_reason(pause)
     held = Held(seconds=pause.get("held_s"), until=until[0])

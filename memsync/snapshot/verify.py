@@ -33,6 +33,7 @@ from memsync.repository import (
 from memsync.s3 import TransportError
 from memsync.snapshot.create import signing_key
 from memsync.stores import capture
+from memsync.stores.embedder import find_mismatch
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, ManifestTooNew, signature_ok
 from memsync.stores.snapshots import PARTIAL_SUFFIX, VERIFIED
 from memsync.stores.sqlite_files import integrity
@@ -56,6 +57,7 @@ class VerifyReport:
     verified_at: datetime
     expected: tuple[Finding, ...] = ()  # a safety snapshot's damage, recorded when it was taken
     label: dict[str, Any] | None = None  # the manifest's ``label`` (a safety snapshot's)
+    other_embedder: str | None = None  # made by another embedder than the config's (migrate)
 
     @property
     def ok(self) -> bool:
@@ -72,6 +74,7 @@ class VerifyReport:
             "findings": [f.to_json() for f in self.findings],
             "label": self.label,
             "expected": [f.to_json() for f in self.expected],
+            "other_embedder": self.other_embedder,
         }
 
 
@@ -119,7 +122,9 @@ def verify_snapshot(
             f"snapshot {snapshot_id} not found at {repository.where}",
             "memsync snapshot list (--remote) shows the snapshots there",
         )
-    findings, expected, label = _findings(deployment, repository, snapshot_id, now, restorable)
+    findings, expected, label, other = _findings(
+        deployment, repository, snapshot_id, now, restorable
+    )
     report = VerifyReport(
         target=target,
         snapshot_id=snapshot_id,
@@ -127,6 +132,7 @@ def verify_snapshot(
         verified_at=now,
         expected=tuple(sorted(expected, key=Finding.sort_key)),
         label=label,
+        other_embedder=other,
     )
     repository.write_json(snapshot_id, VERIFIED, verified_document(report))
     return report
@@ -181,8 +187,8 @@ def _findings(
     snapshot_id: str,
     now: datetime,
     restorable: bool,
-) -> tuple[list[Finding], list[Finding], dict[str, Any] | None]:
-    """(findings, a safety snapshot's expected findings, the manifest's label)."""
+) -> tuple[list[Finding], list[Finding], dict[str, Any] | None, str | None]:
+    """(findings, a safety snapshot's expected findings, its label, ``find_mismatch``'s answer)."""
     config = deployment.config
     where = repository.location(snapshot_id, MANIFEST)
     try:
@@ -195,7 +201,12 @@ def _findings(
             if "no manifest" in error.message
             else error.message
         )
-        return [_problem("manifest-missing", where, message, "use another snapshot")], [], None
+        return (
+            [_problem("manifest-missing", where, message, "use another snapshot")],
+            [],
+            None,
+            None,
+        )
     key = signing_key(config)
     if key is not None and not signature_ok(manifest, key):
         return (
@@ -210,6 +221,7 @@ def _findings(
             ],
             [],
             None,
+            None,
         )
     expected: list[Finding] = []
     with reading.scratch(config, "verify") as temporary:  # a killed run's: removed by the next
@@ -223,7 +235,7 @@ def _findings(
                     deployment, plain, manifest, {e.path for e in good}, listed, now, restorable
                 )
                 findings += found
-    return findings, expected, manifest.label
+    return findings, expected, manifest.label, find_mismatch(manifest, config)
 
 
 @contextmanager
@@ -277,7 +289,6 @@ def _verify_contents(
     Returns the findings and, for a safety snapshot, the pair's findings its manifest recorded
     when it was taken (``expected``: the damage it keeps by design, never an error here).
     """
-    config = deployment.config
     findings: list[Finding] = []
     if HISTORY_FILE in good:
         verdict = integrity(root / HISTORY_FILE, quick=False)
@@ -315,12 +326,28 @@ def _verify_contents(
             good.discard(f"{store.capture_dir}/{relative}")
     if good != listed:
         return findings, []
-    captured = capture.from_directory(root, manifest.capture, config)
-    pair = list(check.judge_capture(captured, deployment, now.date()).findings)  # streamed
+    judged = _as_made(deployment, manifest)
+    captured = capture.from_directory(root, manifest.capture, judged.config)
+    pair = list(check.judge_capture(captured, judged, now.date()).findings)  # streamed
     recorded = _recorded(manifest)
     expected = [f for f in pair if _recorded_key(f) in recorded]
     pair = [f for f in pair if _recorded_key(f) not in recorded]
     return findings + pair + (_unclean(pair) if restorable else []), expected
+
+
+def _as_made(deployment: Deployment, manifest: Manifest) -> Deployment:
+    """The deployment whose vector size the snapshot's pair is judged by. Pure.
+
+    A snapshot taken before ``memsync migrate`` changed the embedder holds the old embedder's
+    vectors: judged by the size its manifest records, not the config's, it is a sound backup
+    of the deployment as it was (``restore`` refuses it here all the same: ``require_fit``).
+    """
+    config = deployment.config
+    dims = (manifest.embedder or {}).get("dims")
+    if find_mismatch(manifest, config) is None or not isinstance(dims, int):
+        return deployment
+    as_made = replace(config, expected_dims=tuple((key, dims) for key, _ in config.expected_dims))
+    return Deployment(as_made, deployment.vector_store)
 
 
 def _recorded_key(finding: Finding) -> tuple[str, str]:

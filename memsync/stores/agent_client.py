@@ -747,8 +747,21 @@ class AgentWriter:
             AgentError: any other failure (network, rate limit: worth a retry; its
                 ``retry_after_s`` is the server's ``Retry-After``).
         """
+        return [float(x) for x in self._embedding("embed", text=text)["vector"]]
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed ``texts`` in one request (mem0's ``embed_batch``, else ``embed`` per text).
+
+        Raises:
+            ValueError, AgentError: as ``embed``.
+        """
+        found = self._embedding("embed_batch", texts=list(texts))["vectors"]
+        return [[float(x) for x in vector] for vector in found]
+
+    def _embedding(self, op: str, **args: Any) -> Any:
+        """One embedder request; a permanent failure raised as ValueError (see ``embed``)."""
         try:
-            return [float(x) for x in self.client.call("embed", text=text)["vector"]]
+            return self.client.call(op, **args)
         except AgentError as error:
             if str(error.message).split(": ", 2)[-1].startswith(PERMANENT_ERRORS):
                 raise ValueError(error.message) from error
@@ -764,9 +777,10 @@ class AgentWriter:
         *,
         entities: bool = False,
     ) -> None:
-        """Write points with these ids, vectors and payloads in one call (a migration's batch).
+        """Write points with these ids, vectors and payloads in one transaction (a migration's batch).
 
-        ``vector_store.insert`` (``entity_store`` with ``entities``): no history row.
+        pgvector: one ``COPY`` of the rows mem0's ``insert`` writes; embedded Qdrant:
+        ``vector_store.insert`` (``entity_store`` with ``entities``) committed once. No history row.
         """
         self.client.call(
             "insert_points",
@@ -775,6 +789,16 @@ class AgentWriter:
             payloads=[dict(p) for p in payloads],
             entities=entities,
         )
+
+    def defer_indexes(self, *, entities: bool = False) -> list[str]:
+        """Drop an empty pgvector target's indexes before its load; their names (else none)."""
+        found = self.client.call("defer_indexes", entities=entities)
+        return [str(name) for name in found["dropped"]]
+
+    def build_indexes(self, *, entities: bool = False) -> list[str]:
+        """Build the indexes a pgvector target lacks (mem0's ``create_col``); all it has after."""
+        found = self.client.call("build_indexes", entities=entities)
+        return [str(name) for name in found["indexes"]]
 
     def delete_points(self, ids: Sequence[str], *, entities: bool = False) -> None:
         """Delete points by id through mem0's vector store: only a store memsync created."""

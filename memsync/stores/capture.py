@@ -95,6 +95,7 @@ def capture(
     *,
     vectors: bool = True,
     on_pinned: Callable[[bool], None] | None = None,
+    inventory: Path | None = None,
 ) -> Captured:
     """Copy the deployment's stores into ``dest``: every collection first, then history.db.
 
@@ -103,6 +104,8 @@ def capture(
     of every store file are open (each file in WAL mode with a live writer, and a vector store
     of files: a server store's export opens its snapshot only when it starts), so nothing
     written after the call is in the copies (``snapshot create`` lets the app write again).
+    ``inventory``: where the vector store may write an inventory-only export of the same instant
+    for the judge (``VectorStore.capture``); the caller removes it.
 
     Takes no lock; each live file is read in one short transaction (``VACUUM INTO``); when every
     file is in WAL mode, all read snapshots are opened first, back to back
@@ -128,7 +131,7 @@ def capture(
     with pinned_snapshots(live) as pinned:  # WAL files: every read snapshot opened at one instant
         if on_pinned is not None:
             on_pinned(pinned and store.location is not None)
-        copied = store.capture(dest / store.capture_dir, vectors=vectors)
+        copied = store.capture(dest / store.capture_dir, vectors=vectors, inventory=inventory)
         copies = copied.copies
         vectors_end = datetime.now(UTC)
         history_copy = None

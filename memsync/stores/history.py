@@ -74,19 +74,15 @@ def _event(row: tuple[object, ...]) -> HistoryEvent:
         int(rowid),  # type: ignore[call-overload]
         str(hid),
         str(memory_id),
-        _text(old),
-        _text(new),
+        old if isinstance(old, str) else None,  # inline: once per row of a large file
+        new if isinstance(new, str) else None,
         str(event).upper() if event is not None else "",
-        _text(created),
-        _text(updated),
+        created if isinstance(created, str) else None,
+        updated if isinstance(updated, str) else None,
         deleted if isinstance(deleted, int) else None,
-        _text(actor),
-        _text(role),
+        actor if isinstance(actor, str) else None,
+        role if isinstance(role, str) else None,
     )
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def read_contents(copy: Path) -> HistoryContents:
@@ -147,10 +143,11 @@ def iter_memories(copy: Path) -> Iterator[MemoryHistory]:
             return
         connection.create_function("memsync_memory_id", 1, _canonical_id, deterministic=True)
         select = _select_list(connection, "h", frozenset({"old_memory"}))
+        # One pass and one sort: SQLite takes a bare column of an aggregate query from the row
+        # its one max() chose, so each group's columns are those of its last event.
         query = (
-            f"SELECT g.k, g.n, h.rowid, {select} FROM (SELECT {_KEY} AS k, "  # noqa: S608
-            "max(rowid) AS r, count(*) AS n FROM history WHERE memory_id IS NOT NULL GROUP BY k) "
-            "AS g JOIN history AS h ON h.rowid = g.r ORDER BY g.k"
+            f"SELECT {_KEY} AS k, count(*), max(h.rowid), {select} "  # noqa: S608
+            "FROM history AS h WHERE memory_id IS NOT NULL GROUP BY k ORDER BY k"
         )
         for row in connection.execute(query):
             yield MemoryHistory(memory_id=row[0], last=_event(row[2:]), row_count=int(row[1]))
@@ -160,12 +157,14 @@ def iter_memories(copy: Path) -> Iterator[MemoryHistory]:
         connection.close()
 
 
-# ``iter_memories``' key in SQL: a memory_id already in canonical spelling (mem0's own, nearly
-# every row) is its own key without a call into Python; any other goes through ``_canonical_id``.
-_CANONICAL_GLOB = "-".join("[0-9a-f]" * n for n in (8, 4, 4, 4, 12))
+# ``iter_memories``' key in SQL: a memory_id ``normalize_point_id`` keeps as it is (mem0's own,
+# nearly every row) is its own key without a call into Python; any other goes through
+# ``_canonical_id``. A text in lower case whose length is none of a UUID's other spellings (32
+# hex digits, 38 with braces, 45 with ``urn:uuid:``) is kept: at 36 characters it is either the
+# canonical spelling or no UUID at all. (Cheaper for SQLite than a GLOB of the UUID's pattern.)
 _KEY = (
-    f"CASE WHEN typeof(memory_id) = 'text' AND memory_id GLOB '{_CANONICAL_GLOB}' "
-    "THEN memory_id ELSE memsync_memory_id(memory_id) END"
+    "CASE WHEN typeof(memory_id) = 'text' AND length(memory_id) NOT IN (32, 38, 45) "
+    "AND lower(memory_id) = memory_id THEN memory_id ELSE memsync_memory_id(memory_id) END"
 )
 
 

@@ -65,6 +65,8 @@ class VectorCapture:
             reads, by collection (paths relative to the store's directory; embedded Qdrant:
             ``storage.dbm*`` of qdrant-client < 1.1.7). Never copied; while any is there the
             captured points are not all of the collection's points.
+        inventory: an inventory-only export of the same instant beside the copy, which the
+            judge reads instead of the copy (pgvector: ``capture(inventory=...)``); None: none.
     """
 
     root: Path
@@ -72,6 +74,7 @@ class VectorCapture:
     collections: dict[str, CollectionInfo]
     copies: dict[str, CopyResult]
     legacy_files: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    inventory: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -486,12 +489,17 @@ class LiveStore(Protocol):
         """
         ...
 
-    def capture(self, dest: Path, *, vectors: bool = True) -> VectorCapture:
+    def capture(
+        self, dest: Path, *, vectors: bool = True, inventory: Path | None = None
+    ) -> VectorCapture:
         """Copy the live store into ``dest`` consistently, while the app may be writing.
 
         ``vectors=False``: the copy is read as an inventory only (points, payloads, vector
         sizes), so a store may leave the vector values out where that is cheaper (pgvector
         exports each row's ``vector_dims``; embedded Qdrant copies its files whole anyway).
+        ``inventory``: a directory where a store whose inventory is cheaper to read from an
+        export of its own may also write one, of the same instant (pgvector: in id order,
+        without the vector values; ``VectorCapture.inventory``); embedded Qdrant ignores it.
 
         Each collection is copied in one short read (embedded Qdrant: one ``VACUUM INTO`` per
         ``storage.sqlite``, the memory collection first); each copy's ``CopyResult`` holds its

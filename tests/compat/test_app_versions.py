@@ -397,3 +397,34 @@ def test_a_plugin_the_apps_interpreter_cannot_import_is_named_by_doctor_and_refu
     result = cli("forget", ids[0], "--yes", "--no-snapshot", config=app.config)
     assert result.code == 0, result.err
     assert ids[0] not in app.read()
+
+
+def _transactions(storage: Path) -> int:
+    """The SQLite file change counter (header bytes 24-27): one per committed write transaction."""
+    return int.from_bytes(storage.read_bytes()[24:28], "big")
+
+
+@SLOW
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_migration_writes_each_batch_in_one_transaction_and_the_app_reads_every_point(
+    built: None, tmp_path: Path, cli: Any, version: str
+) -> None:
+    app = App(tmp_path / "deployment", version)
+    app.run(("seed", "12"))
+    seeded = app.read()
+    target = tmp_path / "target"
+    target.mkdir()
+    new_toml = target / "new.toml"
+    new_toml.write_text(
+        app.config.read_text().replace(f'path = "{app.qdrant}"', f'path = "{target / "qdrant"}"'),
+        encoding="utf-8",
+    )
+    result = cli("migrate", "--to", str(new_toml), "--batch-size", "5", "--json", config=app.config)
+    assert result.code == 0, result.err
+    report = result.json()
+    assert report["copied"] == 12 and report["batches"] == 3 and report["verified"] is True
+    # the collection's table made (one transaction), then one per batch, never one per point
+    assert _transactions(target / "qdrant" / "collection" / "mem0" / "storage.sqlite") <= 1 + 3
+    app.write_mem0_config(target / "mem0.json", target / "qdrant")
+    on_target = app.read(mem0_config=target / "mem0.json")  # the app's qdrant-client loads them
+    assert on_target == seeded

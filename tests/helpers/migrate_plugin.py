@@ -10,7 +10,9 @@ The "new embedding model" of another size a migration re-embeds into is the demo
 * ``migrate_slow``: ``memsync_hash256`` taking 30 ms a call (a remote embedder's latency),
   so a test can kill a migration mid-way;
 * ``migrate_gated``: ``memsync_hash256`` whose calls wait until the file named by
-  ``$MEMSYNC_TEST_GATE`` exists, so a test decides when the copy goes on.
+  ``$MEMSYNC_TEST_GATE`` exists, so a test decides when the copy goes on;
+* ``migrate_counted``: ``memsync_hash256`` with a batch API, logging each request (``one`` or
+  ``batch N``) to ``$MEMSYNC_TEST_FLAKY_LOG``.
 
 Listed in a config's ``plugins``; importing it registers them with mem0's factory.
 """
@@ -68,8 +70,26 @@ class Gated(Hash256Embedding):  # type: ignore[misc]
         return super().embed(text, memory_action)
 
 
+class Counted(Hash256Embedding):  # type: ignore[misc]
+    """``memsync_hash256`` writing each request to ``$MEMSYNC_TEST_FLAKY_LOG``: ``one`` for an
+    ``embed``, ``batch N`` for an ``embed_batch`` of N texts (an embedder with a batch API)."""
+
+    def _log(self, line: str) -> None:
+        with open(os.environ[FLAKY_LOG_ENV], "a", encoding="utf-8") as out:
+            out.write(line + "\n")
+
+    def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        self._log("one")
+        return super().embed(text, memory_action)
+
+    def embed_batch(self, texts: list[str], memory_action: str = "add") -> list[list[float]]:
+        self._log(f"batch {len(texts)}")
+        return [super(Counted, self).embed(text, memory_action) for text in texts]
+
+
 def register() -> None:
-    """Register the three providers with mem0's embedder factory. Idempotent."""
+    """Register the four providers with mem0's embedder factory. Idempotent."""
+    EmbedderFactory.provider_to_class["migrate_counted"] = f"{__name__}.Counted"
     EmbedderFactory.provider_to_class["migrate_flaky"] = f"{__name__}.Flaky"
     EmbedderFactory.provider_to_class["migrate_slow"] = f"{__name__}.Slow"
     EmbedderFactory.provider_to_class["migrate_gated"] = f"{__name__}.Gated"

@@ -59,3 +59,30 @@ def test_a_damaged_vector_size_names_the_line(tmp_path):
     )
     with pytest.raises(UnavailableError, match="line 2 .*vector_dims is not a number"):
         list(rows.iter_points(path))
+
+
+def test_a_snapshot_capture_judges_from_an_inventory_export_of_the_same_transaction(
+    pg_deployment, cli, tmp_path
+):
+    store = vector_store_for(load(pg_deployment.config, os.environ))
+    full = store.capture(tmp_path / "full", inventory=tmp_path / "side")
+    side = export.read_schema(tmp_path / "side")
+    assert side["exported_at"] == export.read_schema(full.root)["exported_at"]  # one transaction
+    assert side["tables"]["mem0"]["vectors"] is False and side["tables"]["mem0"]["order"] == "id"
+    assert side["tables"]["mem0"]["rows"] == export.read_schema(full.root)["tables"]["mem0"]["rows"]
+    assert full.inventory == tmp_path / "side"
+    # the judge's stream is the side's, in id order, and holds the full export's points
+    ordered = list(store.points_in_order(full))
+    assert [p.id for p in ordered] == sorted(p.id for p in ordered)
+    assert {p.id: p for p in ordered} == store.read_points(full)
+
+    made = cli("snapshot", "create", "--json", config=pg_deployment.config)
+    assert made.code == 0, made.err
+    snapshot = pg_deployment.paths.root / "snapshots" / made.json()["id"] / "pgvector"
+    assert sorted(p.name for p in snapshot.iterdir()) == ["mem0.csv", "schema.json"] or sorted(
+        p.name for p in snapshot.iterdir()
+    ) == ["mem0.csv", "mem0_entities.csv", "schema.json"]
+    work = load(pg_deployment.config, os.environ).work_dir
+    assert not list(work.glob("capture-*"))  # the inventory export went with its scratch
+    verified = cli("snapshot", "verify", made.json()["id"], "--json", config=pg_deployment.config)
+    assert verified.code == 0, verified.err

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from memsync.demo import deployment as build
 from tests.helpers import migrate_plugin as plugin
@@ -132,3 +133,62 @@ def test_a_re_run_into_pgvector_after_the_app_deleted_and_updated_catches_the_ta
     target = _pg_rows(pg_url, "mem0")
     assert set(target) == set(scroll_points(source.memory.vector_store.client))
     assert target[updated][0]["data"] == "moved to Porto last spring"
+
+
+def _index_definitions(url: str, table: str) -> dict[str, str]:
+    import psycopg
+
+    with psycopg.connect(url) as connection:
+        rows = connection.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", (table,)
+        ).fetchall()
+    return dict(rows)
+
+
+def _migrate(config: Path, new: Path, kill_at: str | None = None) -> subprocess.CompletedProcess:
+    """``memsync migrate --to NEW --json`` in a subprocess; ``kill_at``: SIGKILLed at that step."""
+    head = ["-m", "tests.breaker.killat", kill_at, "--"] if kill_at else ["-m", "memsync"]
+    return subprocess.run(
+        [sys.executable, *head, "migrate", "--to", str(new), "--json", "--config", str(config)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_the_rows_load_into_an_unindexed_table_and_mem0s_indexes_are_built_after(
+    make_deployment, pg_url, tmp_path, cli
+):
+    source = make_deployment(count=40)
+    new = target_config(
+        source.paths, tmp_path / "new", embedder="memsync_hash", dims=384, pg_url=pg_url
+    )
+    result = cli("migrate", "--to", str(new), "--json", config=source.config)
+    assert result.code == 0, result.err
+    report = result.json()
+    assert report["verified"] is True and report["copied"] == len(source.seeded.live)
+    assert report["indexes_built_after"] == ["mem0_hnsw_idx", "mem0_text_lemmatized_idx"]
+    found = _index_definitions(pg_url, "mem0")
+    assert set(found) == {"mem0_pkey", "mem0_hnsw_idx", "mem0_text_lemmatized_idx"}
+    assert "USING hnsw (vector vector_cosine_ops)" in found["mem0_hnsw_idx"]
+    assert "USING gin" in found["mem0_text_lemmatized_idx"]
+
+
+@pytest.mark.slow(reason="two migrate runs, each starting mem0 in the app's interpreter")
+def test_a_load_killed_before_its_indexes_were_built_gets_them_when_run_again(
+    make_deployment, pg_url, tmp_path
+):
+    source = make_deployment(count=40)
+    source.close()
+    new = target_config(
+        source.paths, tmp_path / "new", embedder="memsync_hash", dims=384, pg_url=pg_url
+    )
+    killed = _migrate(source.config, new, kill_at="memsync.migrate.copy:_build_indexes")
+    assert killed.returncode == -9, killed.stderr
+    assert set(_index_definitions(pg_url, "mem0")) == {"mem0_pkey"}  # every row, no index yet
+    again = _migrate(source.config, new)
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert report["resumed"] is True and report["verified"] is True
+    assert report["skipped"] == len(source.seeded.live) and report["indexes_built_after"] == []
+    assert set(_index_definitions(pg_url, "mem0")) == {
+        "mem0_pkey", "mem0_hnsw_idx", "mem0_text_lemmatized_idx"
+    }  # fmt: skip

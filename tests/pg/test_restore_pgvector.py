@@ -92,8 +92,9 @@ def test_restore_swaps_the_tables_and_history_and_keeps_the_old_ones_aside(pg_de
     assert result.code == 0, result.err
     report = result.json()
     assert report["check_after"]["errors"] == 0
-    # create verified the export: its sha256 is compared, nothing decoded again; check runs
-    assert report["verification"] == {"snapshot": "hashed", "check_after": "full"}
+    # create verified and judged the export: its sha256 is compared, nothing decoded again,
+    # and the load took every row it recorded, so the report is create's judgement
+    assert report["verification"] == {"snapshot": "hashed", "check_after": "recorded"}
     aside = f"mem0_pre_restore_{tag}"
     assert {aside, "mem0"} <= tables(url)
     assert ids(url, aside) == before  # the old table, untouched, with the rows added since
@@ -106,6 +107,8 @@ def test_restore_swaps_the_tables_and_history_and_keeps_the_old_ones_aside(pg_de
 
     check = cli("check", "--json", config=pg_deployment.config)
     assert check.code == 0 and check.json()["counts"]["errors"] == 0, error_findings(check.json())
+    counted = check.json()["counts"]
+    assert {key: counted[key] for key in report["check_after"]} == report["check_after"]
     memory = pg_deployment.reopen()
     kept = pg_deployment.seeded.live[0]
     assert memory.get(kept) is not None and memory.get(newer[0]) is None
@@ -122,6 +125,53 @@ def test_a_flipped_byte_in_the_export_refuses_the_restore_as_before(pg_deploymen
     export = pg_deployment.paths.root / "snapshots" / snapshot_id / "pgvector" / "mem0.csv"
     data = bytearray(export.read_bytes())
     data[len(data) // 2] ^= 0x01
+    export.write_bytes(bytes(data))
+    before = tables(url)
+    refused = cli("restore", "--force", snapshot_id, config=pg_deployment.config)
+    assert refused.code == 11, refused.err
+    assert f"fails verification: checksum-mismatch {export}" in refused.err
+    assert tables(url) == before
+
+
+def test_a_load_that_takes_fewer_rows_than_the_export_recorded_swaps_nothing(pg_deployment, cli):
+    # an export whose schema.json counts a row its CSV lacks, yet whose manifest hashes it
+    # (a tool rewrote both): the bytes match, so only the load's own count can see it
+    import hashlib
+
+    url = pg_deployment.paths.pg_url
+    snapshot_id = snapshot(cli, pg_deployment)
+    directory = pg_deployment.paths.root / "snapshots" / snapshot_id
+    schema_path = directory / "pgvector" / "schema.json"
+    schema = json.loads(schema_path.read_text())
+    recorded = schema["tables"]["mem0"]["rows"]
+    schema["tables"]["mem0"]["rows"] = recorded + 1
+    schema_path.write_bytes(json.dumps(schema, indent=2, sort_keys=True).encode() + b"\n")
+    manifest = json.loads((directory / "manifest.json").read_text())
+    for entry in manifest["files"]:
+        if entry["path"] == "pgvector/schema.json":
+            data = schema_path.read_bytes()
+            entry["size"], entry["sha256"] = len(data), hashlib.sha256(data).hexdigest()
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    before, live = tables(url), ids(url, "mem0")
+
+    refused = cli("restore", "--force", "--json", snapshot_id, config=pg_deployment.config)
+    assert refused.code == 11, refused.out + refused.err
+    assert f"gave {recorded} rows, but its export recorded {recorded + 1}" in refused.err
+    assert tables(url) == before and ids(url, "mem0") == live  # nothing staged is left either
+    assert pg_deployment.reopen().get(pg_deployment.seeded.live[0]) is not None
+
+
+def test_a_changed_digit_that_loads_fine_still_refuses_before_the_swap(pg_deployment, cli):
+    # the hashes are compared while the tables load: a vector digit changed on disk loads as
+    # a valid row, and the restore still refuses before the swap and leaves no staged table
+    url = pg_deployment.paths.pg_url
+    snapshot_id = snapshot(cli, pg_deployment)
+    export = pg_deployment.paths.root / "snapshots" / snapshot_id / "pgvector" / "mem0.csv"
+    data = bytearray(export.read_bytes())
+    at = data.index(b"[", len(data) // 2) + 3  # a digit inside a vector (-0.0x... or 0.0x...)
+    while not chr(data[at]).isdigit():
+        at += 1
+    data[at] = ord("7") if data[at] != ord("7") else ord("3")
     export.write_bytes(bytes(data))
     before = tables(url)
     refused = cli("restore", "--force", snapshot_id, config=pg_deployment.config)

@@ -114,6 +114,23 @@ def test_an_embedder_failing_transiently_is_retried_until_it_answers(
     assert lines.count("ok") == 1 + total + report["search_sampled"]
 
 
+def test_re_embedding_asks_the_embedder_once_per_batch(make_deployment, tmp_path, cli, monkeypatch):
+    source = make_deployment(count=10)
+    new = target_config(source.paths, tmp_path / "new", embedder="migrate_counted", dims=256)
+    calls = tmp_path / "embedder-calls"
+    monkeypatch.setenv(plugin.FLAKY_LOG_ENV, str(calls))
+    result = cli("migrate", "--to", str(new), "--batch-size", "4", "--json", config=source.config)
+    assert result.code == 0, result.err
+    report = result.json()
+    total = len(source.seeded.live)
+    assert report["verified"] is True and report["re_embedded"] == total
+    lines = calls.read_text().splitlines()
+    batches = [int(line.split()[1]) for line in lines if line.startswith("batch ")]
+    assert batches == [4] * (total // 4) + ([total % 4] if total % 4 else [])
+    # one text each: the size probe, and verify's sampled searches
+    assert lines.count("one") == 1 + report["search_sampled"]
+
+
 def test_an_embedder_that_keeps_failing_stops_with_exit_11_naming_it_before_writing(
     make_deployment, tmp_path, cli, monkeypatch
 ):

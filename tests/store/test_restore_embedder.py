@@ -95,3 +95,35 @@ def test_a_manifest_without_an_embedder_still_restores(shared, cli):
     restored = cli("restore", own_id, "--force", "--dry-run", "--json", config=own.config)
     assert restored.code == 0, restored.err
     assert restored.json()["snapshot_id"] == own_id
+
+
+def test_verify_judges_a_snapshot_of_another_vector_size_by_its_own(make_deployment, tmp_path, cli):
+    """A snapshot from before a migration to 256 dimensions verifies ok under the new config.
+
+    Judged by the config's size it was FAILED with dimension-mismatch, and its verified.json
+    said so (``snapshot list``: verified "no"), though nothing in it is damaged.
+    """
+    from memsync.demo.providers import HASH256_DIMS, HASH256_EMBEDDER_PROVIDER
+
+    own = make_deployment(count=5)
+    own.close()
+    paths = build.Paths(tmp_path / "hash256")
+    config = build.write_memsync_config(
+        paths, embedder=HASH256_EMBEDDER_PROVIDER, dims=HASH256_DIMS
+    )
+    memory = build.open_memory(paths, HASH256_EMBEDDER_PROVIDER, HASH256_DIMS)
+    build.seed(memory, 5, batch=5)
+    build.close_memory(memory)
+    other_id = _snapshot(cli, config)
+    shutil.copytree(paths.root / "snapshots" / other_id, own.paths.root / "snapshots" / other_id)
+    verified = cli("snapshot", "verify", other_id, "--json", config=own.config)
+    assert verified.code == 0, verified.out
+    report = verified.json()
+    assert report["ok"] and report["findings"] == []
+    assert "256 dims" in report["other_embedder"] and "384 dims" in report["other_embedder"]
+    recorded = json.loads((own.paths.root / "snapshots" / other_id / "verified.json").read_text())
+    assert recorded["ok"] is True
+    text = cli("snapshot", "verify", other_id, config=own.config)
+    assert "restore refuses it here" in text.out
+    refused = cli("restore", other_id, "--force", "--dry-run", "--json", config=own.config)
+    assert refused.code == 10  # verified sound, still not this deployment's to restore

@@ -151,3 +151,27 @@ def test_the_check_after_runs_in_full_when_the_create_judged_errors(deployment, 
     checked = cli("check", "--json", config=deployment.config).json()["counts"]
     assert {key: checked[key] for key in report["check_after"]} == report["check_after"]
     assert report["check_after"]["errors"] >= 1
+
+
+def test_a_plain_file_is_hashed_behind_the_kernels_copy_as_written(tmp_path, monkeypatch):
+    import importlib
+
+    from memsync.stores.snapshots import sha256_file
+
+    plaintext = importlib.import_module("memsync.repository.plaintext")  # the package's
+    # ``plaintext`` is a function of that module
+    monkeypatch.setattr(plaintext, "_SENDFILE_BYTES", 64 * 1024)  # many looks of the hasher
+    source = tmp_path / "storage.sqlite"
+    source.write_bytes(bytes(range(256)) * 1200 + b"tail")  # 300 KiB: five sendfile steps
+    source.chmod(0o640)
+    target = tmp_path / "copy.sqlite"
+    assert plaintext._copy_hashed(source, target) == sha256_file(source)
+    assert target.read_bytes() == source.read_bytes()
+    assert (target.stat().st_mode, target.stat().st_mtime_ns) == (
+        source.stat().st_mode,
+        source.stat().st_mtime_ns,
+    )
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    assert plaintext._copy_hashed(empty, target) == (0, hashlib.sha256().hexdigest())
+    assert target.read_bytes() == b""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -160,21 +161,32 @@ class PgVector:
 
     # --- capture ------------------------------------------------------------------------
 
-    def capture(self, dest: Path, *, vectors: bool = True) -> VectorCapture:
+    def capture(
+        self, dest: Path, *, vectors: bool = True, inventory: Path | None = None
+    ) -> VectorCapture:
         """Export the memory table, then the entity table, into ``dest`` in one transaction.
 
-        See ``export.export`` (``vectors=False``: each row's vector size, not its values); an
-        absent memory table gives ``present=False`` (the entity table alone is still exported).
+        See ``export.export`` (``vectors=False``: each row's vector size, not its values;
+        ``inventory``: the memory table exported that way too, in id order, in the same
+        transaction, which ``points_in_order`` then reads); an absent memory table gives
+        ``present=False`` (the entity table alone is still exported).
         """
         with self.connect() as connection:
             document, copies = export.export(
-                connection, [self.collection, self.entities_collection], dest, vectors=vectors
+                connection,
+                [self.collection, self.entities_collection],
+                dest,
+                vectors=vectors,
+                inventory=(inventory, self.collection)
+                if inventory is not None and vectors
+                else None,
             )
         return VectorCapture(
             root=dest,
             present=self.collection in copies,
             collections=export.collections_of(document),
             copies=copies,
+            inventory=inventory if inventory is not None and vectors else None,
         )
 
     def open_capture(
@@ -227,12 +239,26 @@ class PgVector:
         """The exported memory table's points by ascending id.
 
         An inventory export is written ``ORDER BY`` the id (``schema.json``'s ``"order": "id"``,
-        see ``export``): streamed, one row in memory at a time. Any other export (a snapshot's)
+        see ``export``): streamed, one row in memory at a time; so is a snapshot's capture that
+        wrote one beside it (``capture.inventory``), whose rows it reads instead of the full ones. Any other export (a snapshot's)
         is sorted through a temporary SQLite database (``sqlite_files.in_id_order``; of two
         rows of one id, the later wins, as ``read_points``), so memory stays flat too.
         """
         copy = capture.copies.get(self.collection)
         if copy is None:
+            return
+        if capture.inventory is not None:  # the same rows, ordered, without the vectors
+            side = VectorCapture(
+                root=capture.inventory,
+                present=True,
+                collections=capture.collections,
+                copies={
+                    self.collection: replace(
+                        copy, dest=capture.inventory / export.file_of(self.collection)
+                    )
+                },
+            )
+            yield from self._stream(side, keys, progress)
             return
         document = export.read_schema(capture.root) or {"tables": {}}
         if document["tables"].get(self.collection, {}).get("order") == "id":
@@ -402,6 +428,10 @@ class PgVector:
         """Per export file: its rows counted against ``schema.json`` (integrity), then decoded.
 
         ``quick`` is the same check (a CSV has no cheaper one). Never raises for a damaged copy.
+        A capture this process just exported with its inventory beside it (``capture.inventory``:
+        snapshot create's) is not counted again: its memory table's file holds every byte the
+        export wrote (its size) of the rows the server counted, which the inventory export of
+        the same transaction counted too.
         """
         verdicts = {}
         try:
@@ -425,7 +455,9 @@ class PgVector:
                     verdict = rows.header_verdict(
                         copy.dest, shape.get("columns"), vectors=shape.get("vectors") is not False
                     )
-                if integrity and verdict == "ok":
+                if integrity and verdict == "ok" and _as_exported(capture, name, copy):
+                    pass  # the rows the server sent, every byte of them on disk: not re-read
+                elif integrity and verdict == "ok":
                     found, last = rows.count_rows(copy.dest)
                     if expected is not None and found != expected:
                         verdict = (
@@ -539,6 +571,18 @@ class PgVector:
     def captured_versions(self, capture: VectorCapture) -> dict[str, str | None]:
         """The server's versions the export recorded (a manifest's ``versions``: ``postgresql``, ``pgvector``)."""
         return export.pgvector_versions(capture.root)
+
+
+def _as_exported(capture: VectorCapture, name: str, copy: CopyResult) -> bool:
+    """Whether ``copy`` is a fresh export's memory table file, whole (see ``check_copy``)."""
+    if capture.inventory is None or copy.dest != capture.root / export.file_of(name):
+        return False
+    try:
+        side = export.read_schema(capture.inventory) or {"tables": {}}
+        size = copy.dest.stat().st_size
+    except (OSError, UnavailableError):
+        return False
+    return name in side["tables"] and size == copy.size_bytes
 
 
 def _exported_rows(root: Path, table: str) -> int:

@@ -86,7 +86,12 @@ def versions(cursor: psycopg.Cursor[Any]) -> dict[str, str | None]:
 
 
 def export(
-    connection: psycopg.Connection[Any], tables: list[str], dest: Path, *, vectors: bool = True
+    connection: psycopg.Connection[Any],
+    tables: list[str],
+    dest: Path,
+    *,
+    vectors: bool = True,
+    inventory: tuple[Path, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, CopyResult]]:
     """Export ``tables`` (those that exist) into ``dest`` in one REPEATABLE READ READ ONLY transaction.
 
@@ -97,6 +102,9 @@ def export(
     is exported as its length, ``vector_dims(vector) AS vector_dims`` (the table's
     ``"vectors"`` is false in ``schema.json``); the server skips printing every float, about
     5x less work and 14x fewer bytes at 384 dimensions. Such an export cannot be loaded back.
+    ``inventory=(directory, table)``: ``table`` is also exported that way (by id, vector
+    sizes only) into ``directory`` (its own ``schema.json``), in the same transaction, after
+    the full exports: the same rows, which a judge reads at a fraction of the cost.
 
     Returns:
         (the schema document, the copy results by table).
@@ -125,6 +133,24 @@ def export(
                 exported = _export_table(cursor, table, dest, started, vectors)
                 if exported is not None:
                     document["tables"][table], copies[table] = exported
+            if inventory is not None:
+                side, table = inventory
+                try:
+                    side.mkdir(parents=True, exist_ok=True)
+                except OSError as error:
+                    raise work_dir_error(side, error) from error
+                listed = {**document, "tables": {}}
+                exported = _export_table(cursor, table, side, started, False)
+                if exported is not None:
+                    listed["tables"][table] = exported[0]
+                    if exported[0]["rows"] != document["tables"][table]["rows"]:
+                        raise UnavailableError(
+                            f"exporting the pgvector table {table} gave "
+                            f"{document['tables'][table]['rows']} rows, its inventory "
+                            f"{exported[0]['rows']} in the same transaction",
+                            "run the snapshot again; report it if it repeats",
+                        )
+                write_schema(side, listed)
     except psycopg.errors.LockNotAvailable:
         from memsync.stores.pgvector.connect import locked
 

@@ -97,15 +97,18 @@ def exists(connection: Any, table: str) -> bool:
 
 def load_table(
     connection: Any, staged: str, shape: dict[str, Any], csv_path: Path
-) -> dict[str, str]:
+) -> tuple[dict[str, str], int]:
     """Create ``staged`` from ``shape`` (a ``schema.json`` table), COPY ``csv_path`` in, index it.
 
-    A ``staged`` table a former attempt left is dropped first (it is memsync's own). Commits.
-    Returns ``{staged index name: the name the snapshot recorded}``.
+    The indexes are built after the rows are in. A ``staged`` table a former attempt left is
+    dropped first (it is memsync's own). Commits. Returns ``{staged index name: the name the
+    snapshot recorded}`` and the rows the COPY loaded, which are the rows the export recorded
+    (``shape["rows"]``).
 
     Raises:
         UnavailableError: a statement fails (the message names the table and the server's error).
-        UnavailableError: reading ``csv_path`` fails (missing, unreadable).
+        UnavailableError: reading ``csv_path`` fails (missing, unreadable), or it loads another
+            number of rows than the export recorded (nothing committed).
     """
     from psycopg import sql
 
@@ -114,6 +117,7 @@ def load_table(
         for n, t in ddl.columns(staged, shape)
     )
     renames: dict[str, str] = {}
+    loaded = [0]
 
     def work(cursor: Any) -> None:
         cursor.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(staged)))
@@ -133,6 +137,13 @@ def load_table(
                 f"reading {csv_path} for {staged} failed: {error.strerror or error}",
                 "memsync snapshot verify ID names the damage; restore another snapshot",
             ) from None
+        loaded[0] = cursor.rowcount
+        if isinstance(shape.get("rows"), int) and loaded[0] != shape["rows"]:
+            raise UnavailableError(
+                f"loading {staged}: {csv_path} gave {loaded[0]} rows, but its export recorded "
+                f"{shape['rows']}; nothing was changed",
+                "memsync snapshot verify ID names the damage; restore another snapshot",
+            )
         for number, ddl_text in enumerate(shape.get("indexes") or []):
             original, statement = ddl.index_statement(ddl_text, staged, name(staged, f"i{number}"))
             renames[name(staged, f"i{number}")] = original
@@ -147,7 +158,7 @@ def load_table(
         cursor.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(staged)))
 
     _run(connection, f"loading {staged}", work)
-    return renames
+    return renames, loaded[0]
 
 
 def swap(connection: Any, tables: Sequence[dict[str, Any]]) -> list[str]:

@@ -65,7 +65,9 @@ class TableStaging:
         return tables
 
     def load(self, root: Path, tables: list[dict[str, Any]]) -> None:
-        """Load each staged table from the capture at ``root``; sets each table's ``indexes``.
+        """Load each staged table from the capture at ``root``; sets its ``indexes`` and ``rows``.
+
+        ``rows``: the rows loaded, which are the export's (``load.load_table``).
 
         Raises:
             UnavailableError, TryLaterError: the role does not own the tables, or a load fails.
@@ -77,7 +79,9 @@ class TableStaging:
                 if table["staged"] is not None:
                     shape = captured[table["live"]]
                     csv = root / shape["file"]
-                    table["indexes"] = load.load_table(connection, table["staged"], shape, csv)
+                    table["indexes"], table["rows"] = load.load_table(
+                        connection, table["staged"], shape, csv
+                    )
 
     def swap(self, tables: list[dict[str, Any]]) -> None:
         """In ONE transaction: each live table aside, each staged one into place."""

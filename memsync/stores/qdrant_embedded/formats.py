@@ -5,6 +5,10 @@ in ``points.point``. ``PointUnpickler`` admits only ``PointStruct`` and ``Sparse
 loads them into stand-ins that keep the pickled state and run nothing. ``parse_meta`` reads
 ``meta.json`` (collections and their vector parameters).
 
+``decode_point`` (what the judge reads: id, payload, vector size) counts a dense vector's floats
+in the bytes instead of unpickling them when the blob is exactly what local mode writes;
+``decode_stored`` (restore's re-adds, recover, migrate: the vector itself) unpickles them all.
+
 Point ids are read as qdrant-client reads them (1.20.0 ``local/utils.py: normalize_point_id``,
 used by ``local/persistence.py: load``): a UUID is one point whatever its spelling (upper case,
 no hyphens, braces, ``urn:uuid:``), and its canonical spelling is lower case with hyphens.
@@ -123,7 +127,7 @@ def decode_point(blob: bytes, keys: frozenset[str] | None = None) -> Point:
     Raises:
         PointDecodeError: the blob is not a pickled PointStruct of the admitted classes.
     """
-    fields = _point_fields(blob)
+    fields, vector_size = _fields_and_size(blob)
     point_id = fields.get("id")
     if not isinstance(point_id, str | int):
         raise PointDecodeError(f"point has no valid id ({point_id!r})")
@@ -138,8 +142,96 @@ def decode_point(blob: bytes, keys: frozenset[str] | None = None) -> Point:
     return Point(
         id=normalize_point_id(point_id),
         payload=payload,
-        vector_size=_vector_size(fields.get("vector")),
+        vector_size=vector_size,
     )
+
+
+# A point as qdrant-client's local mode pickles it (``pickle.dumps(PointStruct)``: protocol 4
+# or 5, one frame, pydantic v2) from after the frame's length up to a str id's length.
+_HEAD = (
+    b"\x8c\x20qdrant_client.http.models.models\x94\x8c\x0bPointStruct\x94\x93\x94"
+    b")\x81\x94}\x94(\x8c\x08__dict__\x94}\x94(\x8c\x02id\x94\x8c"
+)
+_FRAMED = (b"\x80\x04\x95", b"\x80\x05\x95")  # PROTO 4 or 5, FRAME
+_ID_LENGTH = 11 + len(_HEAD)
+# After the id, up to the dense list's ``EMPTY_LIST MEMOIZE``: the ``vector`` key, then the
+# list itself, or mem0's ``{"": list}`` (``SETITEM``) or ``{"": list, ...}`` (``SETITEMS``).
+_VECTOR_KEY = b"\x94\x8c\x06vector\x94"
+_DENSE = (b"]\x94", b"}\x94\x8c\x00\x94]\x94", b"}\x94(\x8c\x00\x94]\x94")
+_FLOAT_BYTES = 9
+
+
+def _fields_and_size(blob: bytes) -> tuple[dict[str, Any], int | None]:
+    """A point's fields (its dense vector left empty when it can be) and that vector's size.
+
+    Unpickling the vector's floats is most of a point's decoding, and only their number is
+    read. When the blob is exactly what qdrant-client's local mode writes (``_HEAD``, then a
+    dense list of BINFLOATs under ``vector`` or ``vector[""]``), the floats are counted in the
+    bytes and the rest is unpickled with the list spliced empty (``EMPTY_LIST MEMOIZE`` stay,
+    so the memo indices hold). Anything else (named vectors only, another protocol, pydantic
+    v1, an int id), and any failure of the spliced blob, takes the full decode, so a damaged
+    blob gives the same error as ever.
+
+    Raises:
+        PointDecodeError: as ``_point_fields``.
+    """
+    spliced = _without_floats(blob)
+    if spliced is not None:
+        short, size = spliced
+        try:
+            fields = _point_fields(short)
+        except PointDecodeError:
+            fields = None
+        vector = fields.get("vector") if fields is not None else None
+        if isinstance(vector, dict):
+            vector = vector.get("")
+        if fields is not None and isinstance(vector, list) and not vector:
+            return fields, size
+    fields = _point_fields(blob)
+    return fields, _vector_size(fields.get("vector"))
+
+
+def _without_floats(blob: bytes) -> tuple[bytes, int] | None:
+    """``blob`` with its dense vector's floats cut out, and their number; None when not plain."""
+    if (
+        blob[:3] not in _FRAMED
+        or len(blob) <= _ID_LENGTH
+        or not blob.startswith(_HEAD, 11)
+        or int.from_bytes(blob[3:11], "little") != len(blob) - 11
+    ):
+        return None
+    key = _ID_LENGTH + 1 + blob[_ID_LENGTH]
+    if not blob.startswith(_VECTOR_KEY, key):
+        return None
+    key += len(_VECTOR_KEY)
+    for dense in _DENSE:
+        if blob.startswith(dense, key):
+            break
+    else:
+        return None
+    start = end = key + len(dense)
+    floats = 0
+    # Pickle appends a list's items in batches of up to 1,000: MARK, BINFLOATs, APPENDS (the
+    # opcodes every 9 bytes from the MARK: the first that is not BINFLOAT ends the batch), or
+    # one BINFLOAT and APPEND for a batch of one.
+    while True:
+        if blob[end : end + 2] == b"(G":
+            opcodes = blob[end + 1 : end + 2 + _FLOAT_BYTES * 1000 : _FLOAT_BYTES]
+            batch = opcodes.find(b"e")
+            if batch < 1 or opcodes.count(b"G", 0, batch) != batch:
+                return None
+            end += 1 + _FLOAT_BYTES * batch
+        elif blob[end : end + 1] == b"G" and blob[end + _FLOAT_BYTES : end + 10] == b"a":
+            batch = 1
+            end += _FLOAT_BYTES
+        else:
+            break
+        end += 1
+        floats += batch
+    if not floats:
+        return None
+    body = blob[11:start] + blob[end:]
+    return blob[:3] + len(body).to_bytes(8, "little") + body, floats
 
 
 def _point_fields(blob: bytes) -> dict[str, Any]:

@@ -231,7 +231,9 @@ class EmbeddedQdrant:
         """The live ``meta.json``'s collections, or None when absent. See ``read_meta``."""
         return read_meta(self._path)
 
-    def capture(self, dest: Path, *, vectors: bool = True) -> VectorCapture:
+    def capture(
+        self, dest: Path, *, vectors: bool = True, inventory: Path | None = None
+    ) -> VectorCapture:
         """Copy ``meta.json`` then each ``storage.sqlite`` (memory collection first) into ``dest``.
 
         One ``VACUUM INTO`` per collection, ``vectors`` or not (a page copy costs the same).
@@ -474,10 +476,10 @@ class EmbeddedQdrant:
 
     def describe_missing(self, present: bool) -> tuple[str, str, str | None]:
         """The collection (or the whole directory) is gone: a wiped /tmp, a wrong path."""
-        where = "" if present else " (the embedded Qdrant directory itself is gone)"
+        where = "" if present else f" (there is no embedded Qdrant store at {self._path})"
         return (
             f"collection {self._collection!r} does not exist{where}",
-            "a wiped /tmp, a deleted directory, a wrong path",
+            "a wrong path in the config, a wiped /tmp, a deleted directory",
             None,
         )
 
