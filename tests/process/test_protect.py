@@ -251,9 +251,13 @@ def test_an_s3_replica_gets_every_file_and_status_reads_it_from_the_bucket(
     daemon = start(deployment.config, Notify(tmp_path))  # AWS_* from the s3_endpoint fixture
     try:
         daemon.wait_event("litestream_started")
-        report = poll(
-            "every file replicated to the bucket",
-            lambda: (s := status(cli, deployment))["protected"] and s,
+        report = poll(  # a generation's snapshot lands a moment before its first WAL segment
+            "every file replicated to the bucket, WAL segments included",
+            lambda: (
+                (s := status(cli, deployment))["protected"]
+                and all(f["position"] for f in s["files"])
+                and s
+            ),
         )
     finally:
         code, err = stop(daemon)
