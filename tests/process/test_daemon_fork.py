@@ -3,15 +3,18 @@ and the child is still a process of its own with the exit status and records of 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from memsync import flock
-from memsync.daemon.runner import Entry, Stop, run_child
+from memsync.daemon.runner import Entry, Stop, fork_safe, run_child
 from tests.process.test_daemon import Notify, events, start, stop, wait_state, with_daemon
 
 
@@ -52,11 +55,41 @@ def wait_forever_run(argv: Sequence[str]) -> int:
     return 0
 
 
+ROOT = Path(__file__).resolve().parents[2]
+ALONE = "MEMSYNC_TEST_ALONE"
+
+
+def quiet_process(test: Callable[..., None]) -> Callable[..., None]:
+    """Run ``test`` here when no other thread runs (a fork needs that), else in a new pytest.
+
+    Another test in this worker may have left threads (an S3 server's, a notification
+    listener's): then ``run_child`` rightly takes a new interpreter, and the fork is what these
+    tests are about, so the test runs alone in a fresh process instead.
+    """
+
+    @functools.wraps(test)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        if os.environ.get(ALONE) or fork_safe():
+            test(*args, **kwargs)
+            return
+        nodeid = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0]
+        alone = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+             nodeid],
+            cwd=ROOT, env={**os.environ, ALONE: "1"}, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert alone.returncode == 0, alone.stdout[-3000:] + alone.stderr[-2000:]
+
+    return wrapper
+
+
 report = Entry(run=report_run, load=nothing_to_load)
 crash = Entry(run=crash_run, load=nothing_to_load)
 wait_forever = Entry(run=wait_forever_run, load=nothing_to_load)
 
 
+@quiet_process
 def test_a_forked_job_is_its_own_process_with_the_parents_modules_and_none_of_its_locks(
     tmp_path: Path,
 ):
@@ -81,12 +114,14 @@ def test_a_forked_job_is_its_own_process_with_the_parents_modules_and_none_of_it
     assert str(tmp_path / "daemon.lock") not in seen["fds"].values()
 
 
+@quiet_process
 def test_a_forked_job_that_crashes_exits_1_with_its_traceback():
     child = run_child([], {}, stop=None, new_session=False, entry=crash)
     assert (child.child, child.exit_code, child.stdout) == ("fork", 1, "")
     assert "RuntimeError: boom in the job" in child.stderr
 
 
+@quiet_process
 def test_a_forked_job_is_stopped_by_sigterm_and_reports_130():
     stopping = threading.Event()
     stopping.set()  # the daemon got SIGTERM: the job may finish within 0 s, then SIGTERM
