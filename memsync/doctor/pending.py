@@ -81,7 +81,7 @@ def probe_route(deployment: Deployment) -> DoctorResult:
         )  # fmt: skip
     if holder is None or holder.pid == os.getpid():
         try:
-            store.present()  # a server store: reachable at all (one connection)
+            store.reach()  # a server store: reachable at all (one connection, no table read)
         except MemsyncError as error:  # unreachable, or its secret unset (ConfigError)
             return DoctorResult(
                 code="write-route", status=ERROR, path=path,

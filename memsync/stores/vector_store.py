@@ -445,6 +445,18 @@ class LiveStore(Protocol):
         """
         ...
 
+    def reach(self) -> None:
+        """Return when the live store can be reached at all; reads nothing of it.
+
+        A server backend connects once (no table is read, so a lock on one does not wait);
+        embedded Qdrant has nothing to reach.
+
+        Raises:
+            UnavailableError: the server cannot be reached.
+            ConfigError: its settings cannot be resolved (a secret's variable unset).
+        """
+        ...
+
     def holder(self) -> LockHolder | None:
         """Return the process holding the live store (the app, through mem0), or None.
 

@@ -30,14 +30,17 @@ class Service:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                self.rfile.read(int(self.headers.get("content-length") or 0))
+                request = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
                 service.seen.append(time.monotonic())
                 status, headers = service.answers.pop(0) if service.answers else (200, {})
-                if status == 200:
+                if status == 200:  # one embedding per input, as the API answers a batch
+                    texts = request.get("input")
+                    count = len(texts) if isinstance(texts, list) else 1
                     vector = [1.0 / DIMS**0.5] * DIMS
-                    body = {"object": "list", "model": "m", "usage": {"prompt_tokens": 1,
-                            "total_tokens": 1},
-                            "data": [{"object": "embedding", "index": 0, "embedding": vector}]}  # fmt: skip
+                    data = [{"object": "embedding", "index": n, "embedding": vector}
+                            for n in range(count)]  # fmt: skip
+                    body = {"object": "list", "model": "m", "usage": {"prompt_tokens": count,
+                            "total_tokens": count}, "data": data}  # fmt: skip
                 else:
                     body = {"error": {"message": f"status {status}", "type": "x", "code": None}}
                 data = json.dumps(body).encode()

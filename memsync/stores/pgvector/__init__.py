@@ -107,6 +107,11 @@ class PgVector:
         """Whether the memory table exists (a restore renames it aside, never over it)."""
         return self.present()
 
+    def reach(self) -> None:
+        """One connection, no table read. Raises as ``connect``."""
+        with self.connect():
+            pass
+
     def holder(self) -> LockHolder | None:
         """None: PostgreSQL allows many writers."""
         return None

@@ -204,6 +204,9 @@ class EmbeddedQdrant:
         """``<location>/.lock``, which qdrant-client's local mode flocks while a client is open."""
         return self._path / LOCK_FILE
 
+    def reach(self) -> None:
+        """Nothing to reach: the directory is read where it is (``present``)."""
+
     def holder(self) -> locks.LockHolder | None:
         """The process holding ``.lock`` (from /proc/locks), or None. See ``VectorStore.holder``."""
         return locks.find_holder(self.lock_path(), self._path)
