@@ -11,8 +11,11 @@ an exact step while another memsync runs. Nothing else changes (as in ``killat``
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,38 @@ def arm(target: str, nth: int, flag: Path) -> None:
 
     setattr(owner, name, paused_at_step)
     killat.rebind(original, paused_at_step)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def paused(target: str, args: list[str], flag: Path) -> Iterator[subprocess.Popen[str]]:
+    """``memsync ARGS`` in a process held before the first call of ``target``; yields it held.
+
+    Removing ``flag`` lets it go on. Leaving the block removes the flag and waits for the
+    process (killed after 300 s), so nothing outlives the test.
+    """
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.breaker.pauseat", target, "--nth", "1", "--flag",
+         str(flag), "--", *args],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for _ in range(2400):
+            if flag.exists() or process.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert flag.exists(), process.communicate()
+        yield process
+    finally:
+        flag.unlink(missing_ok=True)
+        if process.poll() is None:
+            try:
+                process.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate()
 
 
 def main(argv: list[str]) -> int:

@@ -14,15 +14,12 @@ store from the start, the staged copies are removed and the app's store is untou
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from tests.breaker import pauseat
 from tests.helpers.app import AppProcess
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_an_app_started_before_the_swap_stops_the_swap(
@@ -32,29 +29,17 @@ def test_an_app_started_before_the_swap_stops_the_swap(
     made = cli("snapshot", "create", "--json", config=deployment.config)
     assert made.code == 0, made.err
     flag = tmp_path / "paused"
-    restore = subprocess.Popen(
-        [sys.executable, "-m", "tests.breaker.pauseat", "memsync.restore:_fits_after",
-         "--nth", "1", "--flag", str(flag), "--",
-         "restore", made.json()["id"], "--force", "--json", "--config", str(deployment.config)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        for _ in range(2400):
-            if flag.exists() or restore.poll() is not None:
-                break
-            time.sleep(0.05)
-        assert flag.exists(), restore.communicate()
+    with pauseat.paused(
+        "memsync.restore:_fits_after",
+        ["restore", made.json()["id"], "--force", "--json", "--config", str(deployment.config)],
+        flag,
+    ) as restore:
         with AppProcess(deployment.paths.root) as app:
             time.sleep(3)  # the app holds the (old) store and writes
             flag.unlink()
             out, err = restore.communicate(timeout=300)
             time.sleep(1)
             stats = app.stop()
-    finally:
-        flag.unlink(missing_ok=True)
-        if restore.poll() is None:
-            restore.kill()
-            restore.communicate()
     assert restore.returncode == 12, (
         restore.returncode,
         out[-600:],

@@ -11,17 +11,14 @@ lock (as the app takes it) from its last question through the rename, or ask aft
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.breaker import pauseat
 from tests.helpers.app import AppProcess
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.xfail(
@@ -36,29 +33,17 @@ def test_an_app_started_after_the_last_question_stops_the_swap(
     made = cli("snapshot", "create", "--json", config=deployment.config)
     assert made.code == 0, made.err
     flag = tmp_path / "paused"
-    restore = subprocess.Popen(
-        [sys.executable, "-m", "tests.breaker.pauseat", "memsync.restore:_swap",
-         "--nth", "1", "--flag", str(flag), "--",
-         "restore", made.json()["id"], "--force", "--json", "--config", str(deployment.config)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        for _ in range(2400):
-            if flag.exists() or restore.poll() is not None:
-                break
-            time.sleep(0.05)
-        assert flag.exists(), restore.communicate()
+    with pauseat.paused(
+        "memsync.restore:_swap",
+        ["restore", made.json()["id"], "--force", "--json", "--config", str(deployment.config)],
+        flag,
+    ) as restore:
         with AppProcess(deployment.paths.root) as app:
             time.sleep(3)  # the app holds the (old) store and writes
             flag.unlink()
             out, err = restore.communicate(timeout=300)
             time.sleep(1)
             stats = app.stop()
-    finally:
-        flag.unlink(missing_ok=True)
-        if restore.poll() is None:
-            restore.kill()
-            restore.communicate()
     assert restore.returncode == 12, (
         restore.returncode,
         out[-600:],

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.breaker import pauseat
 
 
 def test_a_sigterm_during_the_check_after_the_swap_reports_the_swap(
@@ -31,25 +28,13 @@ def test_a_sigterm_during_the_check_after_the_swap_reports_the_swap(
     assert made.code == 0, made.err
     snapshot_id = made.json()["id"]
     flag = tmp_path / "paused"
-    restore = subprocess.Popen(
-        [sys.executable, "-m", "tests.breaker.pauseat", "memsync.restore:_in_place",
-         "--nth", "1", "--flag", str(flag), "--",
-         "restore", snapshot_id, "--force", "--json", "--config", str(deployment.config)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        for _ in range(2400):
-            if flag.exists() or restore.poll() is not None:
-                break
-            time.sleep(0.05)
-        assert flag.exists(), restore.communicate()
+    with pauseat.paused(
+        "memsync.restore:_in_place",
+        ["restore", snapshot_id, "--force", "--json", "--config", str(deployment.config)],
+        flag,
+    ) as restore:
         restore.send_signal(signal.SIGTERM)
         out, err = restore.communicate(timeout=120)
-    finally:
-        flag.unlink(missing_ok=True)
-        if restore.poll() is None:
-            restore.kill()
-            restore.communicate()
     aside = Path(f"{deployment.paths.history_db}.pre-restore-{snapshot_id}")
     assert aside.exists()  # the swap was made before the signal
     assert out.strip(), (restore.returncode, err[-600:])  # a report of the restore made

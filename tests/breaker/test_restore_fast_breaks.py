@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.breaker import pauseat
 
 
 def test_a_write_between_the_swap_and_the_check_sends_it_down_the_full_check(
@@ -26,18 +23,11 @@ def test_a_write_between_the_swap_and_the_check_sends_it_down_the_full_check(
     made = cli("snapshot", "create", "--json", config=deployment.config)
     assert made.code == 0, made.err
     flag = tmp_path / "paused"
-    restore = subprocess.Popen(
-        [sys.executable, "-m", "tests.breaker.pauseat", "memsync.restore:_in_place",
-         "--nth", "1", "--flag", str(flag), "--",
-         "restore", made.json()["id"], "--force", "--json", "--config", str(deployment.config)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        for _ in range(2400):
-            if flag.exists() or restore.poll() is not None:
-                break
-            time.sleep(0.05)
-        assert flag.exists(), restore.communicate()
+    with pauseat.paused(
+        "memsync.restore:_in_place",
+        ["restore", made.json()["id"], "--force", "--json", "--config", str(deployment.config)],
+        flag,
+    ) as restore:
         with sqlite3.connect(deployment.paths.history_db) as db:  # a memory's ADD, no point
             db.execute(
                 "INSERT INTO history (id, memory_id, old_memory, new_memory, event, created_at,"
@@ -46,8 +36,6 @@ def test_a_write_between_the_swap_and_the_check_sends_it_down_the_full_check(
                 " '2026-01-01T00:00:00+00:00', NULL, 0, NULL, 'user')"
             )
         db.close()
-    finally:
-        flag.unlink(missing_ok=True)
         out, err = restore.communicate(timeout=300)
     assert restore.returncode == 0, err
     report = json.loads(out)
