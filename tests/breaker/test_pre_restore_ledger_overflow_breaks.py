@@ -11,20 +11,17 @@ be passed over like any other unreadable one (the copy falls back to its change 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
+
+from tests.breaker import restores
 
 
 def test_a_ledger_number_too_large_for_a_float_is_passed_over(deployment: Any, cli: Any) -> None:
     deployment.close()
     config = deployment.config
-    first = cli("snapshot", "create", "--json", config=config)
-    assert first.code == 0, first.err
-    time.sleep(1.1)
-    second = cli("snapshot", "create", "--json", config=config)
-    assert second.code == 0, second.err
-    restored = cli("restore", first.json()["id"], "--force", "--json", config=config)
+    older, newer = restores.two_snapshots(cli, config)
+    restored = cli("restore", older, "--force", "--json", config=config)
     assert restored.code == 0, restored.err
     ledgers = list(Path(config).parent.rglob("pre-restore.json"))
     assert len(ledgers) == 1, ledgers
@@ -33,6 +30,6 @@ def test_a_ledger_number_too_large_for_a_float_is_passed_over(deployment: Any, c
     huge = [[path, 10**400] for path, _ in entries]  # valid JSON, no float
     ledgers[0].write_text(json.dumps({"copies": huge}))
     doctor = cli("doctor", "--json", config=config)
-    restored = cli("restore", second.json()["id"], "--force", "--json", config=config)
+    restored = cli("restore", newer, "--force", "--json", config=config)
     assert restored.code == 0, restored.err[-600:]
     assert doctor.code != 1, doctor.err[-600:]

@@ -12,9 +12,10 @@ retention, whatever the ledger's times say.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
+
+from tests.breaker import restores
 
 
 def test_retention_never_removes_the_copy_this_restore_moved_aside(
@@ -22,12 +23,7 @@ def test_retention_never_removes_the_copy_this_restore_moved_aside(
 ) -> None:
     deployment.close()
     config = deployment.config
-    first = cli("snapshot", "create", "--json", config=config)
-    assert first.code == 0, first.err
-    time.sleep(1.1)
-    second = cli("snapshot", "create", "--json", config=config)
-    assert second.code == 0, second.err
-    older, newer = first.json()["id"], second.json()["id"]
+    older, newer = restores.two_snapshots(cli, config)
     restored = cli("restore", older, "--force", "--json", config=config)
     assert restored.code == 0, restored.err
     ledger = Path(config).parent.rglob("pre-restore.json").__next__()

@@ -17,19 +17,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.breaker import restores
+
 
 def test_retention_after_an_erasure_removes_the_oldest_copy_moved_aside(
     deployment: Any, cli: Any
 ) -> None:
     deployment.close()
     config = deployment.config
-    first = cli("snapshot", "create", "--json", config=config)
-    assert first.code == 0, first.err
-    time.sleep(1.1)
-    second = cli("snapshot", "create", "--json", config=config)
-    assert second.code == 0, second.err
-    older, newer = first.json()["id"], second.json()["id"]
-    assert older < newer
+    older, newer = restores.two_snapshots(cli, config)
     for snapshot_id in (newer, older):  # roll back to the newer snapshot, then further back
         restored = cli("restore", snapshot_id, "--force", "--json", config=config)
         assert restored.code == 0, restored.err

@@ -1,15 +1,20 @@
-"""restore: an app started after restore's first ``require_free`` and before the swap stops the swap.
+"""restore: an app started after restore's first ``require_free`` and before the swap stops it.
 
 ``_put_in_place`` asked ``require_free`` once, then staged (on the fast path: copies and hashes
 every file, the longest step), then renamed. A real mem0 app (memsync.demo.app) started while
-the restore is held once the files are staged (at ``_fits_after``, tests.breaker.pauseat) opens the old store; the swap
-then moved that store aside under it. Seen before ``require_free`` was asked again before the
-swap: the restore exited 0 with create's recorded clean
-judgement, ``memsync check`` right after says ok with no finding about the app, while the app
-keeps serving the moved-aside store, its memories added meanwhile are only in the
-``.pre-restore-`` copy and its later writes fail ("attempt to write a readonly database").
-Now the swap refuses (exit 12, naming the app) as the restore does when the app holds the
-store from the start, the staged copies are removed and the app's store is untouched.
+the restore is held once the files are staged (at ``_fits_after``, tests.breaker.pauseat) opens
+the old store, and the swap moved that store aside under it. Seen before ``require_free`` was
+asked again just before the swap: the restore exited 0 with create's recorded clean judgement,
+``memsync check`` right after said ok, while the app kept serving the moved-aside store, its
+memories added meanwhile only in the ``.pre-restore-`` copy and its later writes failing
+("attempt to write a readonly database"). Now the swap refuses (exit 12, naming the app) as the
+restore does when the app holds the store from the start, the staged copies are removed and
+the app's store is untouched.
+
+Still open (the ``_swap`` case, a strict xfail): nothing holds the store's lock from that second
+question through the journal's fsyncs to the rename, so an app started in that instant (a
+systemd restart landing there) still loses its store. Closing it needs a lock the app honours
+without failing to start.
 """
 
 from __future__ import annotations
@@ -18,19 +23,35 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.breaker import pauseat
 from tests.helpers.app import AppProcess
 
 
+@pytest.mark.parametrize(
+    "step",
+    [
+        "memsync.restore:_fits_after",  # the files are staged: restore asks again after this
+        pytest.param(
+            "memsync.restore:_swap",  # after that question: the journal's fsyncs, the rename
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="nothing holds the store from the second require_free to the rename: an "
+                "app started in between loses its store to the swap and the restore exits 0",
+            ),
+        ),
+    ],
+)
 def test_an_app_started_before_the_swap_stops_the_swap(
-    deployment: Any, cli: Any, tmp_path: Path
+    deployment: Any, cli: Any, tmp_path: Path, step: str
 ) -> None:
     deployment.close()
     made = cli("snapshot", "create", "--json", config=deployment.config)
     assert made.code == 0, made.err
     flag = tmp_path / "paused"
     with pauseat.paused(
-        "memsync.restore:_fits_after",
+        step,
         ["restore", made.json()["id"], "--force", "--json", "--config", str(deployment.config)],
         flag,
     ) as restore:
