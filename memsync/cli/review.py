@@ -137,14 +137,20 @@ def run_export(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     points, _ = review.load_points_and_events(deployment, with_events=False)
     rows = review.build_context(points.values(), args.user_id, now.date())
-    lines = [
-        f"- {r.text} (confirmed {(utc.iso_or_none(r.confirmed_at) or 'never')[:10]})" for r in rows
-    ]
+    lines = [f"- {r.text} ({_when(r)})" for r in rows]
     return _emit(
         args,
         review.Listed(memories=tuple(rows), user_id=args.user_id).to_json(),
         "\n".join(lines) if lines else f"(no live memories for {args.user_id})",
     )
+
+
+def _when(row: review.Reviewed) -> str:
+    """``confirmed DATE`` when a confirmation stamped it, else ``written DATE`` (mem0's own)."""
+    day = (utc.iso_or_none(row.confirmed_at) or "")[:10]
+    if not day:
+        return "date unknown"
+    return f"confirmed {day}" if row.confirmed_by == review.CONFIRMED_AT else f"written {day}"
 
 
 def _emit(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:

@@ -81,7 +81,8 @@ def _journal_result(live: Path, mode: str, longest_read_s: float) -> DoctorResul
         status=WARNING if slow else OK,
         path=str(live),
         message="rollback journal (mem0's default): a reader blocks mem0's writers, which give "
-        "up after 5 s; in WAL mode readers never block writers (and writes were 3.6x faster)",
+        "up after 5 s; in WAL mode readers never block writers (docs/how-to/wal-mode.md measured "
+        "writes 3.6x faster there)",
         fix="memsync tune --wal (a change to your files, which memsync never makes silently: "
         "docs/how-to/wal-mode.md)",
     )

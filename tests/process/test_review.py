@@ -56,4 +56,4 @@ def test_export_context_lists_live_memories_of_one_user(deployment, cli):
     assert result.code == 0
     assert [m["memory_id"] for m in result.json()["memories"]] == [live]
     text = cli("export-context", "--user", "solo", config=deployment.config).out
-    assert text.startswith("- likes hiking (confirmed ")
+    assert text.startswith("- likes hiking (written ")  # mem0's date: nobody confirmed it
