@@ -33,9 +33,7 @@ CONFIG_FILE = "litestream.yml"
 STATE_FILE = "protect-state.json"
 HOUR = timedelta(hours=1)
 # Litestream 0.3's replica layout: generations/<16 hex>/wal/<index>_<offset>.wal.lz4 (hex)
-_SEGMENT = re.compile(
-    r"generations/([0-9a-f]{16})/(wal|snapshots)/([0-9a-f]{8})(?:_([0-9a-f]{8}))?"
-)
+SEGMENT = re.compile(r"generations/([0-9a-f]{16})/(wal|snapshots)/([0-9a-f]{8})(?:_([0-9a-f]{8}))?")
 
 
 def require_litestream(config: Config) -> str:
@@ -234,7 +232,7 @@ def judge_file(
     now: datetime,
 ) -> FileProtection:
     """One file's protection from its replica's objects and its last write. Pure."""
-    listed = [(found, o) for o in objects if (found := _SEGMENT.search(o.key))]
+    listed = [(found, o) for o in objects if (found := SEGMENT.search(o.key))]
     recent = sum(o.size for _, o in listed if o.modified >= now - HOUR)
     if live.mode != WAL:
         problem = f"{live.label} is in {live.mode or 'no'} journal mode: Litestream needs WAL"
@@ -310,6 +308,17 @@ def _s3_objects(config: Config, key: str) -> list[ReplicaObject]:
     ]
 
 
+def replica_objects(protect: ProtectConfig, config: Config, name: str) -> list[ReplicaObject]:
+    """The objects of ``name``'s replica (a directory's files, or the bucket's keys). Reads only.
+
+    Raises:
+        UnavailableError: the S3 bucket cannot be read.
+    """
+    if protect.directory is not None:
+        return _directory_objects(protect.directory / name)
+    return _s3_objects(config, replica_of(protect, config, name)["path"])
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProtectionStatus:
     """``protect --status``: Litestream's process and every file's replica.
@@ -369,10 +378,7 @@ def read_status(store: VectorStore, config: Config, now: datetime) -> Protection
     for live in journal_mode.live_files(store, config.history_db_path):
         name = replica_name(live)
         where = replica_where(protect, config, name)
-        if protect.directory is not None:
-            objects = _directory_objects(protect.directory / name)
-        else:
-            objects = _s3_objects(config, replica_of(protect, config, name)["path"])
+        objects = replica_objects(protect, config, name)
         files.append(judge_file(live, where, objects, last_write(live.path), now))
     path = config_file(config)
     return ProtectionStatus(

@@ -12,7 +12,7 @@ from memsync.cli import render
 from memsync.cli.common import add_command, open_deployment
 from memsync.deployment import Deployment
 from memsync.errors import ExitCode, UsageError
-from memsync.restore import to_dir
+from memsync.restore import at, to_dir
 from memsync.snapshot import choose
 
 HELP = "verify a snapshot, then replace both stores with it (old files moved aside, never deleted)"
@@ -36,6 +36,13 @@ def register(
         metavar="TIME",
         help="the newest complete, verified snapshot made before TIME (ISO 8601 with Z or an "
         "offset, e.g. 2026-11-30T12:00Z)",
+    )
+    parser.add_argument(
+        "--at",
+        metavar="TIME",
+        help="every SQLite file back to TIME from its Litestream replica (memsync protect): "
+        "TIME as for --before, or latest (the last position shipped); meta.json from the "
+        "newest snapshot at or before TIME",
     )
     parser.add_argument(
         "--to",
@@ -67,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "--to makes a copy in a new directory: --force, --if-empty and --resume do not apply"
         )
+    if args.at is not None:
+        return _run_at(args)
     before = choose.parse_time(args.before) if args.before is not None else None
     deployment = open_deployment(args)
     config = deployment.config
@@ -99,6 +108,79 @@ def run(args: argparse.Namespace) -> int:
             lost = "\n" + _lost_text(done.since_snapshot, str(config.state_dir), done.dry_run)
         render.emit_text(_chosen_line(done.chosen) + _text(done) + _age_line(age_s, done) + lost)
     return int(ExitCode.PARTIAL if done.check_error else ExitCode.OK)
+
+
+def _run_at(args: argparse.Namespace) -> int:
+    """``restore --at TIME`` (in place, or ``--to DIR``); exit 0, 2, 4, 10, 11, 12."""
+    if args.target is not None or args.before is not None or args.if_empty or args.resume:
+        raise UsageError(
+            "--at restores from the replicas: a snapshot (ID, latest, --before), --if-empty "
+            "and --resume do not apply"
+        )
+    if args.to is not None and args.force:
+        raise UsageError("--to makes a copy in a new directory: --force does not apply")
+    when = at.parse_at(args.at)
+    deployment = open_deployment(args)
+    now = datetime.now(UTC)
+    if args.to is not None:
+        done = at.run_restore_at_to(deployment, when, now, Path(args.to), dry_run=args.dry_run)
+    else:
+        done = at.run_restore_at(deployment, when, now, dry_run=args.dry_run, force=args.force)
+    if args.json:
+        render.emit_json(done.to_json(datetime.now(UTC)))
+    else:
+        render.emit_text(_at_text(done))
+    failed = done.restored is not None and done.restored.check_error
+    return int(ExitCode.PARTIAL if failed else ExitCode.OK)
+
+
+def _at_text(done: at.RestoredAt) -> str:
+    """The text report of ``restore --at``: what TIME means per file, what came after, the seam."""
+    report = done.at
+    when = "latest" if report.time is None else report.to_json()["time"]
+    lines = [f"restore --at {when}: each file from its Litestream replica"]
+    for entry in report.files:
+        where = entry.point.position or f"{entry.point.generation} (its snapshot)"
+        line = f"  {entry.label}: {where}, shipped {entry.to_json()['shipped_at']}"
+        if entry.last_event_at is not None:
+            line += f"; newest history event {entry.last_event_at}"
+        lines.append(line)
+    lines.append(f"meta.json from the {report.meta_from}")
+    lost = report.lost_after
+    if lost is None:
+        lines.append("no live history.db: memsync cannot count what was written after TIME")
+    else:
+        verb = "would lose" if done.restored is None or done.restored.dry_run else "lost"
+        ids = ", ".join(lost["memories"][:10])
+        more = f" and {len(lost['memories']) - 10} more" if len(lost["memories"]) > 10 else ""
+        lines.append(
+            f"{verb} after TIME: {lost['history_events']} history events of "
+            f"{len(lost['memories'])} memories" + (f" ({ids}{more})" if ids else "")
+        )
+    if report.seam:
+        lines.append(
+            f"the seam: {len(report.seam)} memories in one store only (writes in flight at TIME), "
+            f"not reconciled; settle them with `{report.reconcile}`:"
+        )
+        lines += [f"  {s['code']} {s['memory_id']}" for s in report.seam]
+    else:
+        lines.append("the seam: the two stores agree, memory by memory")
+    if done.copied is not None:
+        copied = done.copied
+        layout = copied.layout
+        counts = copied.check.counts() if copied.check else {}
+        lines.append(
+            f"restore --at {when} --to {layout.root} --dry-run: restored and checked in the work "
+            "directory; nothing written"
+            if copied.dry_run
+            else f"copied into {layout.root} (the live deployment was not touched); check: "
+            f"{counts.get('points', 0)} points, {counts.get('errors', 0)} errors\n"
+            f"look at it with: memsync --config {layout.config} check"
+        )
+    else:
+        assert done.restored is not None
+        lines.append(_text(done.restored))
+    return "\n".join(lines)
 
 
 def _age_line(age_s: float | None, done: restore.Restored) -> str:

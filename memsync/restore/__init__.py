@@ -176,7 +176,7 @@ def _with_existence(moves: list[Move]) -> list[Move]:
     return [replace(m, had_live=Path(m.live).exists() or Path(m.live).is_symlink()) for m in moves]
 
 
-def _existing(deployment: Deployment, moves: list[Move]) -> list[Move]:
+def existing(deployment: Deployment, moves: list[Move]) -> list[Move]:
     """``_with_existence``; on a server store the tables are looked up in its catalog. Reads only."""
     staging = deployment.vector_store.staging()
     if staging is None:
@@ -264,10 +264,10 @@ def run_restore(
         )
         if data and if_empty:
             return replace(planned, skipped=True)
-        _require_force(deployment, force or dry_run)
+        require_force(deployment, force or dry_run)
         if dry_run:
             route = pg_restore.would_route(deployment) if in_store else "direct"
-            return replace(planned, moves=tuple(_existing(deployment, moves)), route=route)
+            return replace(planned, moves=tuple(existing(deployment, moves)), route=route)
         taken = Taken(route="direct")
         if in_store:
             hashing = None
@@ -314,19 +314,12 @@ def run_restore(
             assert placed is not None  # the full path stages or raises
             moves, identities = placed
             aside = moved_aside(moves)
-    report = None
-    checked_in_place = False
-    check_error = None
-    try:  # the swap is done: whatever stops the check, the report says what was swapped
-        if recorded is not None:
-            report = _in_place(deployment, manifest, identities, now, loaded)
-            checked_in_place = report is not None
-        if report is None:
-            report = check.run_check(deployment, now)
-    except MemsyncError as error:
-        check_error = error.message + (f" (hint: {error.hint})" if error.hint else "")
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM after the swap: stop, but say what was done
-        check_error = "interrupted before the check after the swap finished"
+    first = None
+    if recorded is not None:
+        first = lambda: _in_place(deployment, manifest, identities, now, loaded)  # noqa: E731
+    report, check_error, removed, checked_in_place = checked_after_swap(
+        deployment, now, aside, first
+    )
     logger.info(
         "restore_finished",
         snapshot_id=snapshot_id,
@@ -334,12 +327,6 @@ def run_restore(
         verified="hashed" if recorded is not None else "full",
         checked="recorded" if checked_in_place else "full" if report else "failed",
     )
-    targets = [path for path in (store.location, config.history_db_path) if path]
-    removed: tuple[str, ...] = ()
-    if check_error is None:  # older copies go only once the restored pair is checked
-        removed = pre_restore.apply_retention(
-            targets, config.settings.restore.keep_pre_restore, config.state_dir, aside
-        )
     verification = {
         "snapshot": "hashed" if recorded is not None else "full",
         "check_after": "recorded" if checked_in_place else "full" if report else "failed",
@@ -354,6 +341,42 @@ def run_restore(
         pre_restore_removed=removed,
         check_error=check_error,
     )
+
+
+def checked_after_swap(
+    deployment: Deployment,
+    now: datetime,
+    aside: tuple[str, ...],
+    first: Callable[[], CheckReport | None] | None = None,
+) -> tuple[CheckReport | None, str | None, tuple[str, ...], bool]:
+    """The check after a swap, then ``[restore] keep_pre_restore`` once the pair is checked.
+
+    ``first``: a cheaper check tried before the full one (``_in_place``; None: not possible).
+    Whatever stops the check, the swap stands: its cause is returned (``check_error``) and
+    older copies are left. Returns the report, the error, the copies removed, and whether
+    ``first``'s report is the one returned.
+    """
+    config = deployment.config
+    report = None
+    recorded = False
+    check_error = None
+    try:
+        if first is not None:
+            report = first()
+            recorded = report is not None
+        if report is None:
+            report = check.run_check(deployment, now)
+    except MemsyncError as error:
+        check_error = error.message + (f" (hint: {error.hint})" if error.hint else "")
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM after the swap: stop, but say what was done
+        check_error = "interrupted before the check after the swap finished"
+    targets = [path for path in (deployment.vector_store.location, config.history_db_path) if path]
+    removed: tuple[str, ...] = ()
+    if check_error is None:  # older copies go only once the restored pair is checked
+        removed = pre_restore.apply_retention(
+            targets, config.settings.restore.keep_pre_restore, config.state_dir, aside
+        )
+    return report, check_error, removed, recorded
 
 
 def _verified(deployment: Deployment, directory: Path, now: datetime) -> Manifest:
@@ -441,7 +464,7 @@ def _hash_matches(directory: Path, entry: FileEntry, key: bytes | None, target: 
     return sha256_file(directory / entry.path) == (entry.size, entry.sha256)
 
 
-def _require_force(deployment: Deployment, given: bool) -> None:
+def require_force(deployment: Deployment, given: bool) -> None:
     """Raise UsageError (exit 2) when the deployment has data and --force was not given."""
     if not given and has_data(deployment):
         raise UsageError(
@@ -493,34 +516,56 @@ def _put_in_place(
     *,
     fast: bool = False,
 ) -> tuple[list[Move], dict[str, tuple[int, int, int, int]]] | None:
-    """Stage the snapshot's files, then swap both stores together under the operation lock.
+    """Stage the snapshot's files, then swap both stores together (``put_files_in_place``).
 
-    The intent journal says ``staged`` before the swap; a failed swap is rolled back. Returns
-    the moves as made (aside names made unique, existence recorded) and each file moved in
-    with its identity (``stage``). With ``fast``, ``plain`` is the snapshot directory itself:
-    each file is hashed (and decrypted) while it is staged, and when one differs from the
-    manifest nothing is swapped, the staged files are removed and None is returned.
+    With ``fast``, ``plain`` is the snapshot directory itself: each file is hashed (and
+    decrypted) while it is staged, and when one differs from the manifest nothing is swapped,
+    the staged files are removed and None is returned.
+    """
+    config = deployment.config
+    return put_files_in_place(
+        deployment,
+        manifest.id,
+        plain,
+        moves,
+        [entry.path for entry in manifest.files],
+        {entry.path for entry in manifest.files if entry.journal_mode == "wal"},
+        checked=(manifest, encryption_key(config)) if fast else None,
+        fits=(lambda: _fits_after(deployment, manifest)) if fast else None,
+    )
+
+
+def put_files_in_place(
+    deployment: Deployment,
+    restore_id: str,
+    plain: Path,
+    moves: list[Move],
+    listed: list[str],
+    wal: set[str],
+    *,
+    checked: tuple[Manifest, bytes | None] | None = None,
+    fits: Callable[[], None] | None = None,
+) -> tuple[list[Move], dict[str, tuple[int, int, int, int]]] | None:
+    """Stage ``listed`` (paths under ``plain``), then swap both stores together under the lock.
+
+    ``restore_id`` names the staged and moved-aside paths and the journal's restore; ``wal``
+    the files put back in WAL mode; ``checked`` as for ``stage``; ``fits`` runs once staged
+    (the fast path's fit to the config; it raises to refuse). The intent journal says
+    ``staged`` before the swap; a failed swap is rolled back. Returns the moves as made (aside
+    names made unique, existence recorded) and each file moved in with its identity
+    (``stage``); None when ``stage`` found a file differing from the manifest.
     """
     config = deployment.config
     with operation_lock(config.state_dir, "restore"):
         store = deployment.vector_store
         store.require_free("restore")
         moves = _unique_asides(_with_existence(moves))
-        wal = {entry.path for entry in manifest.files if entry.journal_mode == "wal"}
-        listed = [entry.path for entry in manifest.files]
-        identities = stage(
-            plain,
-            moves,
-            listed,
-            store.capture_dir,
-            wal,
-            checked=(manifest, encryption_key(config)) if fast else None,
-        )
+        identities = stage(plain, moves, listed, store.capture_dir, wal, checked=checked)
         if identities is None:
             return None
-        if fast:
+        if fits is not None:
             try:
-                _fits_after(deployment, manifest)
+                fits()
             except MemsyncError:
                 _remove_staged(moves)
                 raise
@@ -531,11 +576,11 @@ def _put_in_place(
             raise
         write_json_atomic(
             journal_path(config),
-            {"snapshot_id": manifest.id, "phase": "staged", "moves": [asdict(m) for m in moves]},
+            {"snapshot_id": restore_id, "phase": "staged", "moves": [asdict(m) for m in moves]},
         )
         state.record_pre_restore(config.state_dir, [m.aside for m in moves], time.time())
         try:
-            _swap(config, manifest.id, moves)
+            _swap(config, restore_id, moves)
         except BaseException:
             _rollback(moves)
             journal_path(config).unlink(missing_ok=True)

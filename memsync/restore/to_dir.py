@@ -133,22 +133,41 @@ def run_restore_to(
         if dry_run:
             return planned
         plain = repository.plaintext(cfg, directory, manifest, scratch / "plain")
-        dest.mkdir(parents=True, exist_ok=True, mode=0o700)
-        layout.mem0_dir.mkdir(exist_ok=True, mode=0o700)
-        moves = [
-            Move(live=str(path), staged=str(path), aside="")
-            for path in (layout.vectors, layout.history_db)
-        ]
         wal = {entry.path for entry in manifest.files if entry.journal_mode == "wal"}
         listed = [entry.path for entry in manifest.files]
-        stage(plain, moves, listed, deployment.vector_store.capture_dir, wal)
-    text, mem0 = scratch_documents(cfg, layout, manifest.id)
+        mem0, report = copy_into(deployment, plain, listed, wal, layout, manifest.id, now)
+    logger.info("restore_to_finished", snapshot_id=manifest.id, to=str(layout.root))
+    return replace(planned, mem0=mem0, check=report)
+
+
+def copy_into(
+    deployment: Deployment,
+    plain: Path,
+    listed: list[str],
+    wal: set[str],
+    layout: ScratchLayout,
+    copy_id: str,
+    now: datetime,
+) -> tuple[dict[str, Any], CheckReport]:
+    """Copy ``listed`` (a snapshot's plaintext layout under ``plain``) into ``layout``, check it.
+
+    Writes the copy's configs (``scratch_documents``) and runs ``check`` on the copy as a
+    deployment of its own. Returns its mem0 dict as ``config show`` shows it, and the report.
+    """
+    cfg = deployment.config
+    layout.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    layout.mem0_dir.mkdir(exist_ok=True, mode=0o700)
+    moves = [
+        Move(live=str(path), staged=str(path), aside="")
+        for path in (layout.vectors, layout.history_db)
+    ]
+    stage(plain, moves, listed, deployment.vector_store.capture_dir, wal)
+    text, mem0 = scratch_documents(cfg, layout, copy_id)
     write_json_atomic(layout.mem0_config, mem0)
     _write_text(layout.config, text)
     copied = config.load(layout.config, os.environ)
     report = check.run_check(Deployment.open(copied), now)  # the copy: a deployment of its own
-    logger.info("restore_to_finished", snapshot_id=manifest.id, to=str(layout.root))
-    return replace(planned, mem0=effective_document(copied)["mem0"], check=report)
+    return effective_document(copied)["mem0"], report
 
 
 def _write_text(path: Path, text: str) -> None:

@@ -1,0 +1,564 @@
+"""``restore --at TIME``: every SQLite file of the deployment back to one moment, from its replica.
+
+The files are the ones ``protect`` wrote Litestream's configuration for
+(``<state_dir>/litestream.yml``: each collection's ``storage.sqlite``, then history.db). For
+each, ``pick`` chooses from the replica's listing the newest generation started at or before
+TIME and the last object shipped at or before it; ``litestream restore -generation G -timestamp
+T`` then restores exactly that object's position (T is its own time, so a segment shipped
+while memsync ran is never taken, and a TIME later than the last shipment restores the last
+shipment instead of failing). ``meta.json`` (not SQLite: not replicated) comes from the newest
+snapshot taken at or before TIME, else from the live store. ``stage_at`` lays the files out
+as a snapshot's plaintext (``qdrant/...``, ``history.db``), so ``restore``'s own staging and
+swap (``put_files_in_place``) or ``restore --to``'s copy take them from there.
+
+What the report says of TIME (``FileAt``): per file the position restored (generation, WAL
+index and offset) and when it was shipped; for history.db the newest event's time in it; and,
+when a live history.db is there, the history events after TIME and their memories ("lost
+after TIME"). The seam (``seam``): the check's findings on the restored pair, memory by memory.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from memsync import protection, repository, restore, utc
+from memsync.config import Config
+from memsync.config.scratch import ScratchLayout
+from memsync.deployment import Deployment
+from memsync.errors import ConfigError, MemsyncError, UnavailableError, UsageError
+from memsync.model import CheckReport, Severity
+from memsync.repository import encryption_key, reading
+from memsync.restore import Restored, to_dir
+from memsync.snapshot import choose
+from memsync.stores import history
+from memsync.stores.snapshots import read_manifest
+from memsync.stores.sqlite_files import connect_readonly, translate
+
+logger = structlog.get_logger(__name__)
+
+DOCS = "docs/how-to/continuous-protection.md"
+HISTORY = "history.db"
+RESTORE_TIMEOUT_S = 3600
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Point:
+    """Where one file's replica is restored to (``pick``'s answer). Pure data.
+
+    ``position``: the last WAL segment at or before TIME, ``<generation>/<index>_<offset>``
+    (hex, Litestream's names); None when only the generation's snapshot is. ``shipped_at``:
+    when the last object restored reached the replica; ``stamp``: that time as Litestream
+    reads it (RFC 3339, nanoseconds for a directory replica).
+    """
+
+    generation: str
+    position: str | None
+    shipped_at: datetime
+    stamp: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileAt:
+    """One SQLite file restored to TIME (``restore --at --json``'s ``at.files[]``)."""
+
+    label: str
+    live: Path
+    relative: str  # its path in the staged layout: qdrant/collection/<name>/storage.sqlite
+    replica: str
+    point: Point
+    last_event_at: str | None = None  # history.db: the newest event's time it holds
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's entry in ``at.files``."""
+        return {
+            "label": self.label,
+            "path": str(self.live),
+            "replica": self.replica,
+            "generation": self.point.generation,
+            "position": self.point.position,
+            "shipped_at": utc.iso(self.point.shipped_at),
+            "last_event_at": self.last_event_at,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class At:
+    """What ``restore --at`` restored, and what TIME means for it (``at`` in the JSON)."""
+
+    time: datetime | None  # None: latest
+    files: tuple[FileAt, ...]
+    meta_from: str  # "snapshot <id>" or "live store"
+    lost_after: dict[str, Any] | None = None
+    seam: tuple[dict[str, Any], ...] = ()
+    reconcile: str | None = None
+
+    @property
+    def restore_id(self) -> str:
+        """The name of this restore's staged and moved-aside paths: ``at-<TIME>`` (UTC)."""
+        moment = self.time or max(f.point.shipped_at for f in self.files)
+        return "at-" + moment.strftime("%Y%m%dT%H%M%S") + f"{moment.microsecond:06d}Z"
+
+    def with_check(self, report: CheckReport | None, config_flag: str = "") -> At:
+        """This report with the seam: the check's findings that name a memory, one by one."""
+        if report is None:
+            return self
+        seam = tuple(
+            {"code": f.code, "memory_id": f.memory_id, "collection": f.collection}
+            for f in report.findings
+            if f.memory_id is not None and f.severity.value == "error"
+        )
+        command = f"memsync{config_flag} reconcile" if seam else None
+        return At(
+            time=self.time,
+            files=self.files,
+            meta_from=self.meta_from,
+            lost_after=self.lost_after,
+            seam=seam,
+            reconcile=command,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """``restore --at --json``'s ``at`` object (docs/reference/json-output.md)."""
+        return {
+            "time": utc.iso(self.time) if self.time else "latest",
+            "files": [f.to_json() for f in self.files],
+            "meta_json": self.meta_from,
+            "lost_after": self.lost_after,
+            "seam": list(self.seam),
+            "reconcile": self.reconcile,
+            "reconciled": False,
+        }
+
+
+def parse_at(text: str) -> datetime | None:
+    """``--at TIME``: ``latest`` (None), or what ``--before`` accepts. Pure.
+
+    Raises:
+        UsageError: (exit 2) as ``choose.parse_time``.
+    """
+    if text.strip() == "latest":
+        return None
+    try:
+        return choose.parse_time(text)
+    except UsageError as error:
+        raise UsageError(error.message.replace("--before", "--at", 1), error.hint) from None
+
+
+def require_embedded(deployment: Deployment) -> None:
+    """Refuse ``--at`` on a server store (pgvector): its point in time is the server's.
+
+    Raises:
+        UsageError: (exit 2) the vector store is a server's tables.
+    """
+    if deployment.vector_store.staging() is not None:
+        raise UsageError(
+            "restore --at restores embedded stores from Litestream replicas; a server store's "
+            "point in time is the server's own recovery",
+            f"see {DOCS}",
+        )
+
+
+def pick(
+    objects: list[protection.ReplicaObject], when: datetime | None, label: str, where: str
+) -> tuple[str, protection.ReplicaObject, str | None]:
+    """The generation, the last object at or before ``when`` (None: the last), its position. Pure.
+
+    The generation is the newest one whose snapshot was shipped at or before ``when``.
+
+    Raises:
+        UnavailableError: (exit 11) the replica holds no generation, or none reaches back to
+            ``when`` (its oldest snapshot is later).
+    """
+    generations: dict[str, list[tuple[str, str, str | None, protection.ReplicaObject]]] = {}
+    for item in objects:
+        found = protection.SEGMENT.search(item.key)
+        if found:
+            generation, kind, index, offset = found.groups()
+            generations.setdefault(generation, []).append((kind, index, offset, item))
+    starts = {
+        generation: min(o.modified for kind, _, _, o in items if kind == "snapshots")
+        for generation, items in generations.items()
+        if any(kind == "snapshots" for kind, _, _, _ in items)
+    }
+    if not starts:
+        raise UnavailableError(
+            f"{label}: its replica {where} holds no generation: there is nothing to restore it from",
+            f"protect it and let the daemon run Litestream ({DOCS})",
+        )
+    oldest = min(starts.values())
+    if when is not None and when < oldest:
+        raise UnavailableError(
+            f"{label}: its replica {where} does not reach back to {utc.iso(when)} (its oldest "
+            f"snapshot was shipped at {utc.iso(oldest)})",
+            "choose a later --at TIME, or restore a snapshot taken before it (restore --before)",
+        )
+    generation = max(
+        (g for g, start in starts.items() if when is None or start <= when),
+        key=lambda g: starts[g],
+    )
+    shipped = [
+        (kind, index, offset, o)
+        for kind, index, offset, o in generations[generation]
+        if when is None or o.modified <= when
+    ]
+    last = max(shipped, key=lambda item: item[3].modified)[3]
+    segments = [(index, offset) for kind, index, offset, _ in shipped if kind == "wal" and offset]
+    position = None
+    if segments:
+        index, offset = max(segments)
+        position = f"{generation}/{index}_{offset}"
+    return generation, last, position
+
+
+def _stamp(config: Config, name: str, item: protection.ReplicaObject) -> str:
+    """``item``'s time as Litestream compares it: a file's mtime to the nanosecond, else S3's."""
+    protect = config.protect
+    assert protect is not None
+    if protect.directory is None:
+        return item.modified.isoformat().replace("+00:00", "Z")
+    nanoseconds = (protect.directory / name / item.key).stat().st_mtime_ns
+    whole = datetime.fromtimestamp(nanoseconds // 10**9, item.modified.tzinfo)
+    return whole.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanoseconds % 10**9:09d}Z"
+
+
+def replicated_files(deployment: Deployment) -> list[tuple[str, Path, str]]:
+    """The files ``protect`` configured Litestream for: (label, live path, staged relative path).
+
+    Raises:
+        ConfigError: (exit 10) no ``[protect]`` section.
+        UnavailableError: (exit 11) Litestream's configuration is missing or unreadable, or
+            names a file that is not one of this deployment's.
+    """
+    config = deployment.config
+    if config.protect is None:
+        raise ConfigError(
+            config.source,
+            ["protect: no [protect] section: restore --at restores from its replicas"],
+            f"see {DOCS}",
+        )
+    path = protection.config_file(config)
+    hint = (
+        "copy it from where you keep it, or on a new host write it again with `memsync protect` "
+        f"once the app has created its stores ({DOCS})"
+    )
+    try:
+        dbs = json.loads(path.read_text(encoding="utf-8"))["dbs"]
+        paths = [Path(db["path"]) for db in dbs]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UnavailableError(
+            f"Litestream configuration {path} is missing or unreadable ({type(error).__name__}): "
+            "restore --at restores the files it lists",
+            hint,
+        ) from error
+    store = deployment.vector_store
+    files = []
+    for live in paths:
+        if live == config.history_db_path:
+            files.append((HISTORY, live, HISTORY))
+            continue
+        name = live.parent.name
+        if store.collection_file(name) != live:
+            raise UnavailableError(
+                f"Litestream configuration {path} names {live}, which is not a file of this "
+                "deployment",
+                hint,
+            )
+        relative = store.collection_file(name, Path(store.capture_dir)).as_posix()
+        files.append((f"collection {name}", live, relative))
+    if not files:
+        raise UnavailableError(f"Litestream configuration {path} lists no file", hint)
+    return files
+
+
+def stage_at(deployment: Deployment, when: datetime | None, plain: Path) -> At:
+    """Restore every replicated file to ``when``, and ``meta.json``, into ``plain``.
+
+    ``plain`` is laid out as a snapshot's plaintext. Writes under ``plain`` only; reads the
+    replicas, and the live history.db when there.
+
+    Raises:
+        UnavailableError: (exit 11) a file has no replica, its replica does not reach back to
+            ``when``, Litestream fails, or no meta.json can be found.
+        ConfigError: (exit 10) no ``[protect]``, or Litestream is not found or not 0.3.
+    """
+    config = deployment.config
+    files = replicated_files(deployment)
+    protection.require_litestream(config)
+    protect = config.protect
+    assert protect is not None
+    binary = shutil.which(protect.litestream) or protect.litestream
+    restored = []
+    for label, live, relative in files:
+        name = HISTORY if label == HISTORY else "collection/" + label.split(" ", 1)[1]
+        where = protection.replica_where(protect, config, name)
+        objects = protection.replica_objects(protect, config, name)
+        generation, last, position = pick(objects, when, label, where)
+        stamp = _stamp(config, name, last)
+        out = plain / relative
+        out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _litestream_restore(
+            [binary, "restore", "-config", str(protection.config_file(config))]
+            + ["-generation", generation, "-timestamp", stamp, "-o", str(out), str(live)],
+            label,
+        )
+        for side in out.parent.glob(out.name + ".tmp*"):  # Litestream leaves its -wal/-shm
+            side.unlink()
+        point = Point(
+            generation=generation, position=position, shipped_at=last.modified, stamp=stamp
+        )
+        newest = _newest_event(out) if label == HISTORY else None
+        restored.append(
+            FileAt(
+                label=label,
+                live=live,
+                relative=relative,
+                replica=where,
+                point=point,
+                last_event_at=newest,
+            )
+        )
+        logger.info("restore_at_file", file=label, generation=generation, position=position)
+    meta_from = _meta_json(deployment, when, plain / deployment.vector_store.capture_dir)
+    at = At(time=when, files=tuple(restored), meta_from=meta_from)
+    return At(
+        time=at.time,
+        files=at.files,
+        meta_from=at.meta_from,
+        lost_after=_lost_after(config.history_db_path, plain / HISTORY),
+    )
+
+
+def _litestream_restore(argv: list[str], label: str) -> None:
+    """Run ``litestream restore``; raise with its stderr's last line when it fails."""
+    try:
+        done = subprocess.run(  # noqa: S603 - the configured binary, no shell
+            argv, capture_output=True, text=True, timeout=RESTORE_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise UnavailableError(
+            f"litestream restore of {label} failed: {error}", f"see {DOCS}"
+        ) from error
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        last = lines[-1] if lines else f"exit status {done.returncode}"
+        raise UnavailableError(
+            f"litestream restore of {label} failed: {last}",
+            "fix what Litestream says, then run restore --at again",
+        )
+
+
+def _newest_event(path: Path) -> str | None:
+    """The time of the newest history event (by row) that records one, as mem0 wrote it."""
+    connection = connect_readonly(path)
+    try:
+        row = connection.execute(
+            "SELECT coalesce(updated_at, created_at) FROM history "
+            "WHERE coalesce(updated_at, created_at) IS NOT NULL ORDER BY rowid DESC LIMIT 1"
+        ).fetchone()
+    except sqlite3.Error as error:
+        if "no such table" in str(error):
+            return None
+        raise translate(error, path, "read its newest history event") from error
+    finally:
+        connection.close()
+    return None if row is None else str(row[0])
+
+
+def _lost_after(live: Path, restored: Path) -> dict[str, Any] | None:
+    """The live history's events after the restored one's last row, and their memories.
+
+    mem0 only appends history rows, so the live rows above the restored file's last row id are
+    the events written after TIME. None when there is no live history.db (a lost disk).
+    """
+    if not live.is_file():
+        return None
+    after = history.last_rowid(restored)
+    try:
+        connection = connect_readonly(live)
+        try:
+            count = connection.execute(
+                "SELECT count(*) FROM history WHERE rowid > ?", (after,)
+            ).fetchone()[0]
+        finally:
+            connection.close()
+        memories = sorted(history.memory_ids_since(live, after))
+    except (sqlite3.Error, MemsyncError):
+        return None
+    return {"history_events": int(count), "memories": memories}
+
+
+def _meta_json(deployment: Deployment, when: datetime | None, vectors: Path) -> str:
+    """Put ``meta.json`` into ``vectors``; return where from: ``snapshot <id>`` or ``live store``.
+
+    From the newest verified snapshot taken at or before ``when``, else the live store's.
+
+    Raises:
+        UnavailableError: (exit 11) neither has one, or the snapshot's differs from its manifest.
+    """
+    config = deployment.config
+    store = deployment.vector_store
+    vectors.mkdir(parents=True, exist_ok=True, mode=0o700)
+    target = vectors / store.index_file
+    before = None if when is None else when + timedelta(microseconds=1)
+    relative = f"{store.capture_dir}/{store.index_file}"
+    with reading.scratch(config, "restore-at-meta") as scratch:
+        try:
+            chosen, _ = choose.resolve(deployment, "latest" if when is None else None, before)
+            directory = choose.materialize(config, chosen, scratch)
+            manifest = read_manifest(directory)
+            entry = next((e for e in manifest.files if e.path == relative), None)
+        except (UnavailableError, ConfigError, UsageError):
+            entry = None
+        if entry is not None:
+            if not repository.copy_checked(directory, entry, encryption_key(config), target):
+                raise UnavailableError(
+                    f"snapshot {manifest.id}: its {relative} differs from its manifest",
+                    f"memsync snapshot verify {manifest.id}, or restore --at a time before it",
+                )
+            return f"snapshot {manifest.id}"
+    live = next((d.path / store.index_file for d in store.local_dirs()), None)
+    if live is None or not live.is_file():
+        raise UnavailableError(
+            "restore --at: no snapshot taken at or before TIME holds meta.json, and the live "
+            "store has none (Litestream replicates SQLite files only)",
+            "restore a snapshot with `memsync restore --before TIME`, or take snapshots beside "
+            "protection (`memsync snapshot create`)",
+        )
+    shutil.copy2(live, target)
+    return "live store"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RestoredAt:
+    """What ``restore --at`` did: restore's report (in place) or the copy's (``--to``), and ``at``."""
+
+    at: At
+    restored: Restored | None = None
+    copied: to_dir.CopiedTo | None = None
+
+    def to_json(self, now: datetime) -> dict[str, Any]:
+        """``restore --at --json``: restore's (or ``--to``'s) document with ``at``."""
+        if self.copied is not None:
+            return {**self.copied.to_json(), "at": self.at.to_json()}
+        assert self.restored is not None
+        return {**self.restored.to_json(now), "at": self.at.to_json()}
+
+
+def run_restore_at(
+    deployment: Deployment,
+    when: datetime | None,
+    now: datetime,
+    *,
+    dry_run: bool,
+    force: bool,
+) -> RestoredAt:
+    """Restore every file of the deployment to ``when`` (None: latest) from its replica, in place.
+
+    The files are restored into ``work_dir`` first (``stage_at``), then staged beside the
+    live ones and swapped in by restore's own ``put_files_in_place`` (journal, files moved
+    aside, rollback), checked, and older pre-restore copies retired as ``restore`` does. A dry
+    run restores and checks them in ``work_dir`` and changes nothing.
+
+    Raises:
+        UsageError: (exit 2) a server store, or data and no ``--force``.
+        ConfigError, UnavailableError: as ``stage_at``.
+        LockedError: (exit 12) the app holds the embedded store, or another operation runs.
+    """
+    require_embedded(deployment)
+    config = deployment.config
+    recovered = restore.finish_interrupted(deployment)
+    store = deployment.vector_store
+    store.require_free("restore")
+    with reading.scratch(config, "restore-at") as scratch:
+        plain = scratch / "plain"
+        at = stage_at(deployment, when, plain)
+        listed = [*(f.relative for f in at.files), f"{store.capture_dir}/{store.index_file}"]
+        wal = {f.relative for f in at.files}
+        moves = restore.plan_restore(deployment, at.restore_id)
+        planned = Restored(
+            snapshot_id=at.restore_id,
+            dry_run=dry_run,
+            skipped=False,
+            moves=tuple(moves),
+            check=None,
+            recovered=recovered,
+        )
+        restore.require_force(deployment, force or dry_run)
+        if dry_run:
+            layout = ScratchLayout(root=scratch / "copy")
+            _, staged = to_dir.copy_into(deployment, plain, listed, wal, layout, at.restore_id, now)
+            return RestoredAt(
+                at=at.with_check(staged),
+                restored=replace(
+                    planned, moves=tuple(restore.existing(deployment, moves)), route="direct"
+                ),
+            )
+        placed = restore.put_files_in_place(deployment, at.restore_id, plain, moves, listed, wal)
+        assert placed is not None  # no manifest to differ from: it stages or raises
+        moves = placed[0]
+        aside = restore.moved_aside(moves)
+    report, check_error, removed, _ = restore.checked_after_swap(deployment, now, aside)
+    logger.info(
+        "restore_at_finished",
+        at=utc.iso_or_none(when),
+        errors=report.count(Severity.ERROR) if report else None,
+    )
+    done = replace(
+        planned,
+        moves=tuple(moves),
+        check=report,
+        moved_aside=aside,
+        route="direct",
+        verification={"snapshot": "replica", "check_after": "full" if report else "failed"},
+        pre_restore_removed=removed,
+        check_error=check_error,
+    )
+    return RestoredAt(at=at.with_check(report), restored=done)
+
+
+def run_restore_at_to(
+    deployment: Deployment, when: datetime | None, now: datetime, dest: Path, *, dry_run: bool
+) -> RestoredAt:
+    """Restore every file to ``when`` from its replica into the new directory ``dest``; check it.
+
+    As ``restore --to``: ``dest`` gets the stores and configs pointing there; the live stores
+    are not written (the live history.db is read to count what came after ``when``). A dry run
+    restores and checks in ``work_dir`` and writes nothing in ``dest``.
+
+    Raises:
+        UsageError: (exit 2) a server store, or ``dest`` is not new or empty or lies inside
+            the live deployment.
+        ConfigError, UnavailableError: as ``stage_at``.
+    """
+    require_embedded(deployment)
+    config = deployment.config
+    to_dir.require_new_directory(deployment, dest)
+    store = deployment.vector_store
+    layout = ScratchLayout(root=dest.absolute())
+    with reading.scratch(config, "restore-at") as scratch:
+        plain = scratch / "plain"
+        at = stage_at(deployment, when, plain)
+        listed = [*(f.relative for f in at.files), f"{store.capture_dir}/{store.index_file}"]
+        wal = {f.relative for f in at.files}
+        into = ScratchLayout(root=scratch / "copy") if dry_run else layout
+        mem0, report = to_dir.copy_into(deployment, plain, listed, wal, into, at.restore_id, now)
+    flag = f" --config {layout.config}"
+    copied = to_dir.CopiedTo(
+        snapshot_id=at.restore_id,
+        dry_run=dry_run,
+        layout=layout,
+        chosen=None,
+        mem0=None if dry_run else mem0,
+        check=report,
+    )
+    logger.info("restore_at_to_finished", at=utc.iso_or_none(when), to=str(layout.root))
+    return RestoredAt(at=at.with_check(report, "" if dry_run else flag), copied=copied)
