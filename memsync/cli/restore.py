@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,12 @@ from memsync import restore
 from memsync.cli import render
 from memsync.cli.common import add_command, open_deployment
 from memsync.deployment import Deployment
-from memsync.errors import ExitCode, UsageError
+from memsync.errors import ExitCode, MemsyncError, UsageError
+from memsync.reconcile import apply as reconcile
 from memsync.restore import at, to_dir
 from memsync.snapshot import choose
+from memsync.snapshot import purge_memory as purge
+from memsync.state import operation_lock
 
 HELP = "verify a snapshot, then replace both stores with it (old files moved aside, never deleted)"
 
@@ -126,12 +130,47 @@ def _run_at(args: argparse.Namespace) -> int:
         done = at.run_restore_at_to(deployment, when, now, Path(args.to), dry_run=args.dry_run)
     else:
         done = at.run_restore_at(deployment, when, now, dry_run=args.dry_run, force=args.force)
+        if done.at.seam and not args.dry_run:
+            done = replace(done, at=replace(done.at, reconciled_by=_settle(deployment)))
     if args.json:
         render.emit_json(done.to_json(datetime.now(UTC)))
     else:
         render.emit_text(_at_text(done))
     failed = done.restored is not None and done.restored.check_error
-    return int(ExitCode.PARTIAL if failed else ExitCode.OK)
+    unsettled = done.at.reconciled_by is not None and not done.at.reconciled
+    return int(ExitCode.PARTIAL if failed or unsettled else ExitCode.OK)
+
+
+def _settle(deployment: Deployment) -> dict[str, Any]:
+    """Reconcile the seam of an in-place ``restore --at`` by its documented rules; what it did.
+
+    As ``memsync reconcile`` (a safety snapshot first, no ``--record-lost``); an error stops
+    it and is reported, the restore stands.
+    """
+    config = deployment.config
+    try:
+        with operation_lock(config.state_dir, "reconcile"):
+            outcome = reconcile.run_reconcile(
+                deployment,
+                datetime.now(UTC),
+                dry_run=False,
+                only=None,
+                take_snapshot=True,
+                record_lost=False,
+            )
+            if outcome.erased_again and outcome.snapshot_id is not None:
+                purge.purge_from(
+                    deployment, outcome.snapshot_id, outcome.erased_again, datetime.now(UTC)
+                )
+    except MemsyncError as error:
+        return {"actions": None, "check_after": None, "safety_snapshot": None,
+                "error": error.message + (f" (hint: {error.hint})" if error.hint else "")}  # fmt: skip
+    return {
+        "actions": outcome.counts(),
+        "check_after": outcome.after.counts() if outcome.after else None,
+        "safety_snapshot": outcome.snapshot_id,
+        "error": None,
+    }
 
 
 def _at_text(done: at.RestoredAt) -> str:
@@ -158,9 +197,22 @@ def _at_text(done: at.RestoredAt) -> str:
             f"{len(lost['memories'])} memories" + (f" ({ids}{more})" if ids else "")
         )
     if report.seam:
+        settled = report.reconciled_by
+        if settled is None:
+            how = f"not reconciled; settle them with `{report.reconcile}`"
+        elif settled["error"]:
+            how = f"reconcile could not run: {settled['error']}"
+        else:
+            left = (settled["check_after"] or {}).get("errors")
+            how = (
+                "reconciled, and the check after it is clean"
+                if report.reconciled
+                else f"reconcile ran ({settled['actions']}) and {left} errors remain: see "
+                "`memsync reconcile --dry-run`"
+            )
         lines.append(
-            f"the seam: {len(report.seam)} memories in one store only (writes in flight at TIME), "
-            f"not reconciled; settle them with `{report.reconcile}`:"
+            f"the seam: {len(report.seam)} memories in one store only at TIME (writes in "
+            f"flight), {how}:"
         )
         lines += [f"  {s['code']} {s['memory_id']}" for s in report.seam]
     else:

@@ -100,6 +100,9 @@ class At:
     lost_after: dict[str, Any] | None = None
     seam: tuple[dict[str, Any], ...] = ()
     reconcile: str | None = None
+    # what running reconcile on the seam did: {"actions": counts by status, "check_after":
+    # counts, "safety_snapshot": id, "error": text}; None when it was not run
+    reconciled_by: dict[str, Any] | None = None
 
     @property
     def restore_id(self) -> str:
@@ -117,14 +120,7 @@ class At:
             if f.memory_id is not None and f.severity.value == "error"
         )
         command = f"memsync{config_flag} reconcile" if seam else None
-        return At(
-            time=self.time,
-            files=self.files,
-            meta_from=self.meta_from,
-            lost_after=self.lost_after,
-            seam=seam,
-            reconcile=command,
-        )
+        return replace(self, seam=seam, reconcile=command)
 
     def to_json(self) -> dict[str, Any]:
         """``restore --at --json``'s ``at`` object (docs/reference/json-output.md)."""
@@ -135,8 +131,15 @@ class At:
             "lost_after": self.lost_after,
             "seam": list(self.seam),
             "reconcile": self.reconcile,
-            "reconciled": False,
+            "reconciled": self.reconciled,
+            "reconcile_result": self.reconciled_by,
         }
+
+    @property
+    def reconciled(self) -> bool:
+        """Whether reconcile ran on the seam and the check after it found no error."""
+        done = self.reconciled_by or {}
+        return not done.get("error") and (done.get("check_after") or {}).get("errors") == 0
 
 
 def parse_at(text: str) -> datetime | None:
@@ -328,11 +331,10 @@ def stage_at(deployment: Deployment, when: datetime | None, plain: Path) -> At:
         )
         logger.info("restore_at_file", file=label, generation=generation, position=position)
     meta_from = _meta_json(deployment, when, plain / deployment.vector_store.capture_dir)
-    at = At(time=when, files=tuple(restored), meta_from=meta_from)
     return At(
-        time=at.time,
-        files=at.files,
-        meta_from=at.meta_from,
+        time=when,
+        files=tuple(restored),
+        meta_from=meta_from,
         lost_after=_lost_after(config.history_db_path, plain / HISTORY),
     )
 

@@ -8,7 +8,9 @@ fixed sleep); then ``restore --at`` a time between two of them, memory by memory
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,9 @@ import pytest
 
 from memsync import utc
 from memsync.demo import deployment as build
+from tests.helpers import litestream
 from tests.process.test_daemon import Notify, start, stop
-from tests.process.test_protect import poll, protected, status
+from tests.process.test_protect import poll, protected, state_dir, status
 
 
 def shipped(cli: Any, deployment: Any) -> dict[str, Any]:
@@ -57,12 +60,19 @@ def memory_ids(deployment: Any) -> set[str]:
 
 
 def fingerprint(deployment: Any) -> dict[str, str]:
-    """Every file of both stores (sides included) by path, with its sha256."""
+    """Every file of both stores (their -wal included) by path, with its sha256.
+
+    Not ``.lock``, nor ``-shm`` (SQLite's shared index, which any reader writes), nor the
+    ``.restore-*`` copies a restore stages beside the stores.
+    """
     files = [*deployment.paths.qdrant.rglob("*"), *deployment.paths.history_db.parent.glob("*")]
     return {
         str(p): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(files)
-        if p.is_file() and p.name != ".lock"
+        if p.is_file()
+        and p.name != ".lock"
+        and not p.name.endswith("-shm")
+        and ".restore-" not in str(p)
     }
 
 
@@ -177,3 +187,61 @@ def test_after_a_lost_disk_restore_at_latest_brings_back_every_shipped_write(
     assert report["check_after"]["errors"] == 0 and report["moved_aside"] == []
     assert memory_ids(deployment) == expected  # the write after the snapshot too
     assert build.Paths(copy).history_db.is_file()
+
+
+def objects(replica: Path) -> int:
+    return sum(1 for _ in replica.glob("generations/*/*/*"))
+
+
+@pytest.mark.slow(reason="the daemon started twice, Litestream alone on one file, a reconcile")
+def test_a_write_one_file_shipped_at_time_and_the_other_not_is_the_seam_and_reconcile_settles_it(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment, daemon = running(make_deployment, tmp_path, cli)
+    try:
+        shipped(cli, deployment)
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    written = add(deployment, "parks on the third floor")  # nothing runs Litestream now
+    vectors = tmp_path / "replica" / "collection" / "mem0"
+    # the write in flight: Litestream ships the collection's part of it and not history's
+    document = json.loads((state_dir(deployment) / "litestream.yml").read_text())
+    document["dbs"] = [db for db in document["dbs"] if db["path"].endswith("storage.sqlite")]
+    alone = tmp_path / "collection-only.yml"
+    alone.write_text(json.dumps(document))
+    held = objects(vectors)
+    process = subprocess.Popen(
+        [str(litestream.ensure()), "replicate", "-config", str(alone)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        poll("the collection's write shipped", lambda: objects(vectors) > held)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    moment = datetime.now(UTC)
+    events = tmp_path / "replica" / "history.db"
+    held = objects(events)
+    (tmp_path / "again").mkdir()
+    daemon = start(deployment.config, Notify(tmp_path / "again"))
+    try:
+        daemon.wait_event("litestream_started")
+        poll("history's part of the write shipped", lambda: objects(events) > held)
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+
+    done = cli("restore", "--at", utc.iso(moment), "--force", "--json", config=deployment.config)
+
+    assert done.code == 0, done.out
+    at = done.json()["at"]
+    assert at["seam"] == [{"code": "orphan-point", "memory_id": written, "collection": "mem0"}]
+    assert at["reconcile"] == "memsync reconcile"
+    settled = at["reconcile_result"]
+    assert settled["error"] is None and settled["actions"]["done"] == 1, settled
+    assert settled["check_after"]["errors"] == 0 and at["reconciled"] is True
+    assert at["lost_after"] == {"history_events": 1, "memories": [written]}
+    assert written in memory_ids(deployment)  # the vector shipped before the moment: kept
+    assert cli("check", config=deployment.config).code == 0
