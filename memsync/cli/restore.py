@@ -229,6 +229,17 @@ def _at_text(done: at.RestoredAt) -> str:
             f"{counts.get('points', 0)} points, {counts.get('errors', 0)} errors\n"
             f"look at it with: memsync --config {layout.config} check"
         )
+    elif done.restored is not None and done.restored.dry_run:
+        lines += [
+            f"would move {m.live} aside to {m.aside} and put the restored copy in its place"
+            if m.had_live
+            else f"would put the restored copy at {m.live} (nothing there to move aside)"
+            for m in done.restored.moves
+        ]
+        lines.append(
+            f"restore --at {when} --dry-run: restored and checked in the work directory; "
+            "nothing changed"
+        )
     else:
         assert done.restored is not None
         lines.append(_text(done.restored))

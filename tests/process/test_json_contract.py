@@ -9,6 +9,7 @@ document is collected and checked against its section's key paths
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.conftest import s3_section
 from tests.helpers import json_contract, litestream
 from tests.helpers.holders import app_holding
 from tests.helpers.migrate import target_config
+from tests.process.test_protect import poll
 
 # sections whose documents are small and closed: no top-level key beyond the documented ones
 CLOSED = {
@@ -70,6 +72,26 @@ ONLY = {
 
 def _doc(result: Any) -> dict[str, Any]:
     return json.loads(result.out) if result.out.strip() else json.loads(result.err.splitlines()[-1])
+
+
+def _replicate(binary: Path, config: Path, replica: Path) -> None:
+    """Run Litestream until every file's replica holds a WAL segment (for restore --at)."""
+    shipping = subprocess.Popen(
+        [str(binary), "replicate", "-config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        poll(
+            "both files replicated",
+            lambda: all(
+                any((replica / name).glob("generations/*/wal/*"))
+                for name in ("history.db", "collection/mem0")
+            ),
+        )
+    finally:
+        shipping.terminate()
+        shipping.wait(timeout=60)
 
 
 def collect(make_deployment: Any, cli: Any, bucket: str, s3_endpoint: str, tmp_path: Path):
@@ -142,6 +164,11 @@ def collect(make_deployment: Any, cli: Any, bucket: str, s3_endpoint: str, tmp_p
     run("`restore --json`", "restore", first, "--force")
     run("`restore --resume --json`", "restore", "--resume")
     run("`restore --to DIR --json`", "restore", first, "--to", str(tmp_path / "copy"))
+    _replicate(binary, d.paths.root / "memsync-state" / "litestream.yml", tmp_path / "replica")
+    at = "`restore --at TIME --json`"
+    run(at, "restore", "--at", "latest", "--dry-run")
+    run(at, "restore", "--at", "latest", "--force")
+    run(at, "restore", "--at", "latest", "--to", str(tmp_path / "copy-at"))
     new = target_config(d.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
     run("`migrate --json`", "migrate", "--to", str(new))
     run("`repair-meta --json`", "repair-meta", "--dry-run")

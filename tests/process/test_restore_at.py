@@ -105,6 +105,11 @@ def test_restore_at_a_time_between_two_writes_lands_exactly_between_them(
     assert {first, second} <= before
 
     stamp = between.isoformat().replace("+00:00", "Z")
+    looked = cli("restore", "--at", stamp, "--dry-run", config=deployment.config)
+    assert looked.code == 0, looked.err
+    assert f"would lose after TIME: 1 history events of 1 memories ({second})" in looked.out
+    assert "the seam: the two stores agree, memory by memory" in looked.out
+    assert "--dry-run: restored and checked in the work directory; nothing changed" in looked.out
     done = cli("restore", "--at", stamp, "--force", "--json", config=deployment.config)
 
     assert done.code == 0, done.err
