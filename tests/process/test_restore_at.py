@@ -19,6 +19,7 @@ import pytest
 
 from memsync import utc
 from memsync.demo import deployment as build
+from tests.conftest import s3_section
 from tests.helpers import litestream
 from tests.process.test_daemon import Notify, start, stop
 from tests.process.test_protect import poll, protected, state_dir, status
@@ -33,6 +34,20 @@ def shipped(cli: Any, deployment: Any) -> dict[str, Any]:
                 (s := status(cli, deployment))["files"]
                 and all(f["replicated"] and f["position"] and f["lag_s"] == 0 for f in s["files"])
                 and s
+            ),
+        )
+    )
+
+
+def moved(cli: Any, deployment: Any, before: dict[str, str]) -> dict[str, str]:
+    """Wait until every file's last position shipped differs from ``before``'s; the positions."""
+    return dict(  # type: ignore[arg-type]
+        poll(
+            "every file's position moved",
+            lambda: (
+                (found := {f["label"]: f["position"] for f in status(cli, deployment)["files"]})
+                and all(p and p != before.get(label) for label, p in found.items())
+                and found
             ),
         )
     )
@@ -250,3 +265,39 @@ def test_a_write_one_file_shipped_at_time_and_the_other_not_is_the_seam_and_reco
     assert at["lost_after"] == {"history_events": 1, "memories": [written]}
     assert written in memory_ids(deployment)  # the vector shipped before the moment: kept
     assert cli("check", config=deployment.config).code == 0
+
+
+@pytest.mark.slow(reason="the daemon and Litestream shipping to moto's S3 server, a restore")
+def test_restore_at_from_an_s3_replica_lands_between_two_writes(
+    make_deployment: Any, tmp_path: Path, cli: Any, bucket: str, s3_endpoint: str
+) -> None:
+    deployment = make_deployment(
+        extra_config=s3_section(s3_endpoint, bucket)
+        + f'\n[protect]\nlitestream = "{litestream.ensure()}"\ns3 = true\n'
+    )
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    daemon = start(deployment.config, Notify(tmp_path))  # AWS_* from the s3_endpoint fixture
+    try:
+        daemon.wait_event("litestream_started")
+        # S3 times its objects to the second: a file's last write is later than its shipment
+        # (lag_s > 0); a write has shipped when each file's position moved past it
+        positions = moved(cli, deployment, {})
+        first = add(deployment, "waters the fern on Sundays")
+        positions = moved(cli, deployment, positions)
+        between = datetime.now(UTC)
+        poll("a second passed", lambda: datetime.now(UTC).second != between.second)
+        second = add(deployment, "gave the fern away")
+        moved(cli, deployment, positions)
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    before = memory_ids(deployment)
+
+    done = cli("restore", "--at", utc.iso(between), "--force", "--json", config=deployment.config)
+
+    assert done.code == 0, done.err
+    at = done.json()["at"]
+    assert [f["replica"][:5] for f in at["files"]] == ["s3://", "s3://"]
+    assert at["lost_after"] == {"history_events": 1, "memories": [second]}
+    assert first in before and memory_ids(deployment) == before - {second}
