@@ -12,12 +12,15 @@ since; the daemon (``memsync.daemon.protect``) restarts Litestream when the file
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from memsync import protection, tune
 from memsync.deployment import Deployment
 from memsync.errors import ConfigError
+from memsync.model import CheckReport, Severity
+from memsync.restore import at
 from memsync.stores import journal_mode
 
 
@@ -106,3 +109,44 @@ def apply_protect(deployment: Deployment, *, dry_run: bool = False) -> Protected
         replicas=replicas,
         binary=litestream,
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicasVerified:
+    """``protect --verify``: every replica restored to its last shipment and the pair checked.
+
+    Attributes:
+        at: what was restored (``restore --at``'s ``at``: each file's position, the seam).
+        check: the check of the restored pair (in ``work_dir``, removed since).
+    """
+
+    at: at.At
+    check: CheckReport
+
+    @property
+    def ok(self) -> bool:
+        """The restored pair checked without an error finding."""
+        return self.check.count(Severity.ERROR) == 0
+
+    def to_json(self) -> dict[str, Any]:
+        """``protect --verify --json`` (docs/reference/json-output.md)."""
+        return {
+            "command": "protect",
+            "verify": True,
+            "ok": self.ok,
+            "at": self.at.to_json(),
+            "check_after": self.check.counts(),
+            "findings": [f.to_json() for f in self.check.findings if f.severity == Severity.ERROR],
+        }
+
+
+def verify_replicas(deployment: Deployment, now: datetime) -> ReplicasVerified:
+    """Restore every replica to its last shipment in ``work_dir``, check the pair, keep nothing.
+
+    Raises:
+        UsageError: (exit 2) a server store (pgvector).
+        ConfigError, UnavailableError: as ``restore --at`` (no ``[protect]``, no replica,
+            Litestream fails).
+    """
+    restored, report = at.check_replicas(deployment, now)
+    return ReplicasVerified(at=restored, check=report)

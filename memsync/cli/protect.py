@@ -37,11 +37,20 @@ def register(
         help="per file: replicated or not, lag, last position shipped, bytes shipped in the "
         "last hour (reads only; exit 3 when a file is unprotected or lagging)",
     )
+    what.add_argument(
+        "--verify",
+        action="store_true",
+        help="restore every replica to its last shipment in the work directory and check the "
+        "pair, keeping nothing (exit 3 when the restored pair has errors)",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Protect (or show the plan, or the status); exit 0, 3 (status: unprotected), 10, 11, 12, 75."""
+    """Protect (or show the plan, the status, or verify the replicas); exit 0, 2, 3, 10, 11, 12, 75.
+
+    3: ``--status`` found a file unprotected, or ``--verify`` an error in the restored pair.
+    """
     deployment = open_deployment(args)
     config = deployment.config
     if args.status:
@@ -49,6 +58,10 @@ def run(args: argparse.Namespace) -> int:
         code = ExitCode.PROBLEMS_FOUND if status.problems else ExitCode.OK
         render.emit(bool(args.json), status.to_json(), status_text(status))
         return int(code)
+    if args.verify:
+        verified = protect.verify_replicas(deployment, datetime.now(UTC))
+        render.emit(bool(args.json), verified.to_json(), verify_text(verified))
+        return int(ExitCode.OK if verified.ok else ExitCode.PROBLEMS_FOUND)
     if args.dry_run:
         done = protect.apply_protect(deployment, dry_run=True)
     else:
@@ -96,4 +109,21 @@ def status_text(status: protection.ProtectionStatus) -> str:
     lines += [f"problem: {problem}" for problem in status.problems]
     if not status.problems:
         lines.append("protect: every file is replicated within max_lag_s")
+    return "\n".join(lines)
+
+
+def verify_text(verified: protect.ReplicasVerified) -> str:
+    """The human ``--verify``: each file's position restored, then the check of the pair."""
+    lines = ["protect --verify: every replica restored to its last shipment (work directory)"]
+    for entry in verified.at.files:
+        lines.append(
+            f"  {entry.label}: {entry.point.position or entry.point.generation}, shipped "
+            f"{entry.to_json()['shipped_at']}"
+        )
+    counts = verified.check.counts()
+    lines += [f"  {f.code} {f.memory_id or f.path or ''}: {f.message}" for f in verified.check.findings if f.severity.value == "error"]  # fmt: skip
+    verdict = "clean" if verified.ok else f"{counts['errors']} errors"
+    lines.append(
+        f"protect --verify: the restored pair holds {counts['points']} points and checks {verdict}"
+    )
     return "\n".join(lines)

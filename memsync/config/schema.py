@@ -61,7 +61,7 @@ __all__ = [
     "VectorStoreSettings", "find_cross_field_problems",
 ]  # fmt: skip
 
-JOB_NAMES = ("check", "prune", "snapshot", "retention", "verify")
+JOB_NAMES = ("check", "prune", "snapshot", "retention", "verify", "replica")
 
 
 class _Section(BaseModel):
@@ -195,6 +195,14 @@ class DaemonConfig(_Section):
     )
     verify_every: Duration | None = key(
         None, "run snapshot verify --scheduled at this interval", toml=_EVERY
+    )
+    replica_at: TimeOfDay | None = key(
+        None, "run protect --verify (restore the replicas into scratch, check) daily", toml=_AT
+    )
+    replica_every: Duration | None = key(
+        None,
+        "run protect --verify (restore the replicas into scratch, check) at this interval",
+        toml=_EVERY,
     )
     upload: bool = key(True, "upload each scheduled snapshot to [s3]")
     stop_timeout_s: float = key(

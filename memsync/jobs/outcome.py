@@ -53,6 +53,8 @@ PROBLEM_STEPS = {
     "snapshot": "memsync snapshot verify",
     "verify": "memsync snapshot verify --scheduled (its report names each damaged file); "
     "memsync snapshot list shows which snapshots still verify",
+    "replica": "memsync protect --verify (lists the restored pair's findings); memsync protect "
+    "--status",
 }
 
 

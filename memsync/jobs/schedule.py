@@ -47,6 +47,7 @@ def job_argv(config: Config, name: str) -> tuple[str, ...]:
         "snapshot": ("snapshot", "create", *(_upload_flags(config) if upload else ())),
         "retention": ("snapshot", "prune", "--yes"),
         "verify": ("snapshot", "verify", "--scheduled"),
+        "replica": ("protect", "--verify"),
         APPLY_PENDING: ("pending", "apply"),
     }
     return commands[name]

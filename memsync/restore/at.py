@@ -439,6 +439,33 @@ def _meta_json(deployment: Deployment, when: datetime | None, vectors: Path) -> 
     return "live store"
 
 
+def files_of(deployment: Deployment, at: At) -> tuple[list[str], set[str]]:
+    """The staged layout's files (``stage``'s ``listed``) and those in WAL mode. Pure."""
+    store = deployment.vector_store
+    listed = [*(f.relative for f in at.files), f"{store.capture_dir}/{store.index_file}"]
+    return listed, {f.relative for f in at.files}
+
+
+def check_replicas(deployment: Deployment, now: datetime) -> tuple[At, CheckReport]:
+    """Restore every replica to its last shipment in ``work_dir`` and check the pair there.
+
+    What ``protect --verify`` (the daemon's ``replica`` job) runs: the restore a lost disk
+    would need, proven now. Nothing of it is kept; the live stores are not written.
+
+    Raises:
+        ConfigError, UnavailableError: as ``stage_at``.
+    """
+    require_embedded(deployment)
+    with reading.scratch(deployment.config, "protect-verify") as scratch:
+        at = stage_at(deployment, None, scratch / "plain")
+        listed, wal = files_of(deployment, at)
+        layout = ScratchLayout(root=scratch / "copy")
+        _, report = to_dir.copy_into(
+            deployment, scratch / "plain", listed, wal, layout, at.restore_id, now
+        )
+    return at.with_check(report), report
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RestoredAt:
     """What ``restore --at`` did: restore's report (in place) or the copy's (``--to``), and ``at``."""
@@ -483,8 +510,7 @@ def run_restore_at(
     with reading.scratch(config, "restore-at") as scratch:
         plain = scratch / "plain"
         at = stage_at(deployment, when, plain)
-        listed = [*(f.relative for f in at.files), f"{store.capture_dir}/{store.index_file}"]
-        wal = {f.relative for f in at.files}
+        listed, wal = files_of(deployment, at)
         moves = restore.plan_restore(deployment, at.restore_id)
         planned = Restored(
             snapshot_id=at.restore_id,
@@ -544,13 +570,11 @@ def run_restore_at_to(
     require_embedded(deployment)
     config = deployment.config
     to_dir.require_new_directory(deployment, dest)
-    store = deployment.vector_store
     layout = ScratchLayout(root=dest.absolute())
     with reading.scratch(config, "restore-at") as scratch:
         plain = scratch / "plain"
         at = stage_at(deployment, when, plain)
-        listed = [*(f.relative for f in at.files), f"{store.capture_dir}/{store.index_file}"]
-        wal = {f.relative for f in at.files}
+        listed, wal = files_of(deployment, at)
         into = ScratchLayout(root=scratch / "copy") if dry_run else layout
         mem0, report = to_dir.copy_into(deployment, plain, listed, wal, into, at.restore_id, now)
     flag = f" --config {layout.config}"

@@ -301,3 +301,33 @@ def test_restore_at_from_an_s3_replica_lands_between_two_writes(
     assert [f["replica"][:5] for f in at["files"]] == ["s3://", "s3://"]
     assert at["lost_after"] == {"history_events": 1, "memories": [second]}
     assert first in before and memory_ids(deployment) == before - {second}
+
+
+@pytest.mark.slow(reason="the daemon and Litestream's first shipments, a job restoring them")
+def test_the_replica_job_restores_every_replica_into_scratch_and_checks_it_clean(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment, daemon = running(make_deployment, tmp_path, cli)
+    try:
+        shipped(cli, deployment)
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    files = fingerprint(deployment)
+
+    job = cli("job", "replica", "--json", config=deployment.config)
+    verified = cli("protect", "--verify", "--json", config=deployment.config)
+
+    assert job.code == 0, job.out
+    assert verified.code == 0, verified.out
+    report = verified.json()
+    assert report["ok"] is True and report["findings"] == []
+    assert report["check_after"]["points"] == len(deployment.seeded.live)
+    assert [f["label"] for f in report["at"]["files"]] == ["collection mem0", "history.db"]
+    assert fingerprint(deployment) == files  # nothing live written
+    work = list((deployment.paths.root / "memsync-state").rglob("protect-verify-*"))
+    assert work == []  # nothing kept
+    shutil.rmtree(tmp_path / "replica" / "history.db")  # the replica lost
+    lost = cli("protect", "--verify", config=deployment.config)
+    assert lost.code == 11 and lost.err.count("\n") == 1
+    assert "history.db: its replica" in lost.err and "holds no generation" in lost.err
