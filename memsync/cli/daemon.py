@@ -18,11 +18,12 @@ from memsync.daemon.runner import ChildResult, Entry, JobPlan, JobRunner, job_lo
 from memsync.daemon.status import read_status
 
 DAEMON_HELP = (
-    "run check, prune, snapshot, retention and verify on the [daemon] schedule (a systemd service)"
+    "run check, prune, snapshot, retention, verify and replica on the [daemon] schedule "
+    "(a systemd service)"
 )
 JOB_HELP = (
     "run one daemon job now and record it as the daemon would (check, prune, snapshot, "
-    "retention, verify, apply-pending)"
+    "retention, verify, replica, apply-pending)"
 )
 FORKED = Entry(run=main, load=build_parser)  # jobs run in a fork of this process (daemon.runner)
 STATUS_HELP = (

@@ -38,6 +38,7 @@ CLOSED = {
     "`tune --json`",
     "`protect --json`",
     "`protect --status --json`",
+    "`protect --verify --json`",
     "`repair-meta --json`",
     "`review --json`, `export-context --json`",
     "`audit --json`",
@@ -167,6 +168,7 @@ def collect(make_deployment: Any, cli: Any, bucket: str, s3_endpoint: str, tmp_p
     _replicate(binary, d.paths.root / "memsync-state" / "litestream.yml", tmp_path / "replica")
     at = "`restore --at TIME --json`"
     run(at, "restore", "--at", "latest", "--dry-run")
+    run("`protect --verify --json`", "protect", "--verify")
     run(at, "restore", "--at", "latest", "--force")
     run(at, "restore", "--at", "latest", "--to", str(tmp_path / "copy-at"))
     new = target_config(d.paths, tmp_path / "new", embedder="memsync_hash256", dims=256)
