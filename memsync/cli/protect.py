@@ -9,6 +9,7 @@ from memsync import protect, protection, restore
 from memsync.cli import render
 from memsync.cli.common import add_command, open_deployment
 from memsync.errors import ExitCode
+from memsync.model import Severity
 from memsync.state import operation_lock
 
 HELP = (
@@ -121,7 +122,8 @@ def verify_text(verified: protect.ReplicasVerified) -> str:
             f"{entry.to_json()['shipped_at']}"
         )
     counts = verified.check.counts()
-    lines += [f"  {f.code} {f.memory_id or f.path or ''}: {f.message}" for f in verified.check.findings if f.severity.value == "error"]  # fmt: skip
+    errors = [f for f in verified.check.findings if f.severity == Severity.ERROR]
+    lines += [f"  {f.code} {f.memory_id or f.path or ''}: {f.message}" for f in errors]
     verdict = "clean" if verified.ok else f"{counts['errors']} errors"
     lines.append(
         f"protect --verify: the restored pair holds {counts['points']} points and checks {verdict}"

@@ -117,7 +117,7 @@ class At:
         seam = tuple(
             {"code": f.code, "memory_id": f.memory_id, "collection": f.collection}
             for f in report.findings
-            if f.memory_id is not None and f.severity.value == "error"
+            if f.memory_id is not None and f.severity == Severity.ERROR
         )
         command = f"memsync{config_flag} reconcile" if seam else None
         return replace(self, seam=seam, reconcile=command)
