@@ -194,7 +194,9 @@ def _at_text(done: at.RestoredAt) -> str:
         more = f" and {len(lost['memories']) - 10} more" if len(lost["memories"]) > 10 else ""
         lines.append(
             f"{verb} after TIME: {lost['history_events']} history events of "
-            f"{len(lost['memories'])} memories" + (f" ({ids}{more})" if ids else "")
+            f"{len(lost['memories'])} memories"
+            + (f" ({ids}{more})" if ids else "")
+            + f"; {len(lost['only_in_live'])} of them added after TIME are only in the live store"
         )
     if report.seam:
         settled = report.reconciled_by

@@ -40,6 +40,7 @@ from memsync.repository import encryption_key, reading
 from memsync.restore import Restored, to_dir
 from memsync.snapshot import choose
 from memsync.stores import history
+from memsync.stores.point_ids import normalize_point_id
 from memsync.stores.snapshots import read_manifest
 from memsync.stores.sqlite_files import connect_readonly, translate
 
@@ -379,7 +380,9 @@ def _lost_after(live: Path, restored: Path) -> dict[str, Any] | None:
     """The live history's events after the restored one's last row, and their memories.
 
     mem0 only appends history rows, so the live rows above the restored file's last row id are
-    the events written after TIME. None when there is no live history.db (a lost disk).
+    the events written after TIME: ``memories`` every memory they touch, ``only_in_live`` those
+    added after TIME and not deleted since (in the live store, not in the restored pair). None
+    when there is no live history.db (a lost disk).
     """
     if not live.is_file():
         return None
@@ -390,12 +393,19 @@ def _lost_after(live: Path, restored: Path) -> dict[str, Any] | None:
             count = connection.execute(
                 "SELECT count(*) FROM history WHERE rowid > ?", (after,)
             ).fetchone()[0]
+            added = connection.execute(
+                "SELECT DISTINCT memory_id FROM history WHERE rowid > ? AND event = 'ADD' "
+                "AND memory_id IS NOT NULL AND memory_id NOT IN (SELECT memory_id FROM history "
+                "WHERE rowid > ? AND event = 'DELETE' AND memory_id IS NOT NULL)",
+                (after, after),
+            ).fetchall()
         finally:
             connection.close()
         memories = sorted(history.memory_ids_since(live, after))
     except (sqlite3.Error, MemsyncError):
         return None
-    return {"history_events": int(count), "memories": memories}
+    only = sorted({normalize_point_id(str(row[0])) for row in added})
+    return {"history_events": int(count), "memories": memories, "only_in_live": only}
 
 
 def _meta_json(deployment: Deployment, when: datetime | None, vectors: Path) -> str:

@@ -122,7 +122,10 @@ def test_restore_at_a_time_between_two_writes_lands_exactly_between_them(
     stamp = between.isoformat().replace("+00:00", "Z")
     looked = cli("restore", "--at", stamp, "--dry-run", config=deployment.config)
     assert looked.code == 0, looked.err
-    assert f"would lose after TIME: 1 history events of 1 memories ({second})" in looked.out
+    assert (
+        f"would lose after TIME: 1 history events of 1 memories ({second}); 1 of them added "
+        "after TIME are only in the live store"
+    ) in looked.out
     assert "the seam: the two stores agree, memory by memory" in looked.out
     assert "--dry-run: restored and checked in the work directory; nothing changed" in looked.out
     done = cli("restore", "--at", stamp, "--force", "--json", config=deployment.config)
@@ -136,7 +139,11 @@ def test_restore_at_a_time_between_two_writes_lands_exactly_between_them(
         assert entry["position"].startswith(entry["generation"] + "/")
         assert entry["shipped_at"] <= stamp
     assert at["meta_json"] == "live store"  # no snapshot was taken
-    assert at["lost_after"] == {"history_events": 1, "memories": [second]}
+    assert at["lost_after"] == {
+        "history_events": 1,
+        "memories": [second],
+        "only_in_live": [second],
+    }
     assert at["seam"] == [] and at["reconcile"] is None and at["reconciled"] is False
     assert report["check_after"]["errors"] == 0
     assert report["verification"] == {"snapshot": "replica", "check_after": "full"}
@@ -262,7 +269,11 @@ def test_a_write_one_file_shipped_at_time_and_the_other_not_is_the_seam_and_reco
     settled = at["reconcile_result"]
     assert settled["error"] is None and settled["actions"]["done"] == 1, settled
     assert settled["check_after"]["errors"] == 0 and at["reconciled"] is True
-    assert at["lost_after"] == {"history_events": 1, "memories": [written]}
+    assert at["lost_after"] == {
+        "history_events": 1,
+        "memories": [written],
+        "only_in_live": [written],
+    }
     assert written in memory_ids(deployment)  # the vector shipped before the moment: kept
     assert cli("check", config=deployment.config).code == 0
 
@@ -299,7 +310,7 @@ def test_restore_at_from_an_s3_replica_lands_between_two_writes(
     assert done.code == 0, done.err
     at = done.json()["at"]
     assert [f["replica"][:5] for f in at["files"]] == ["s3://", "s3://"]
-    assert at["lost_after"] == {"history_events": 1, "memories": [second]}
+    assert at["lost_after"]["memories"] == at["lost_after"]["only_in_live"] == [second]
     assert first in before and memory_ids(deployment) == before - {second}
 
 
