@@ -341,7 +341,7 @@ def stage_at(deployment: Deployment, when: datetime | None, plain: Path) -> At:
 
 
 def _litestream_restore(argv: list[str], label: str) -> None:
-    """Run ``litestream restore``; raise with its stderr's last line when it fails."""
+    """Run ``litestream restore``; raise with the last line it logged when it fails."""
     try:
         done = subprocess.run(  # noqa: S603 - the configured binary, no shell
             argv, capture_output=True, text=True, timeout=RESTORE_TIMEOUT_S, check=False
@@ -351,7 +351,8 @@ def _litestream_restore(argv: list[str], label: str) -> None:
             f"litestream restore of {label} failed: {error}", f"see {DOCS}"
         ) from error
     if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        # Litestream 0.3.13 logs to stdout, older ones to stderr: its last line either way
+        lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
         last = lines[-1] if lines else f"exit status {done.returncode}"
         raise UnavailableError(
             f"litestream restore of {label} failed: {last}",

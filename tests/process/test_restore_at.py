@@ -342,3 +342,27 @@ def test_the_replica_job_restores_every_replica_into_scratch_and_checks_it_clean
     lost = cli("protect", "--verify", config=deployment.config)
     assert lost.code == 11 and lost.err.count("\n") == 1
     assert "history.db: its replica" in lost.err and "holds no generation" in lost.err
+
+
+@pytest.mark.slow(reason="the daemon and Litestream's first shipments")
+def test_a_litestream_that_fails_on_a_damaged_replica_refuses_with_its_last_line(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment, daemon = running(make_deployment, tmp_path, cli)
+    try:
+        shipped(cli, deployment)
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    files = fingerprint(deployment)
+    for segment in (tmp_path / "replica" / "history.db").glob("generations/*/*/*.lz4"):
+        segment.write_bytes(b"not lz4")  # the replica damaged where it is stored
+
+    done = cli("restore", "--at", "latest", "--force", config=deployment.config)
+
+    assert done.code == 11
+    assert done.err.count("\n") == 1
+    assert "litestream restore of history.db failed: " in done.err
+    assert "level=ERROR" in done.err  # Litestream's own last line
+    assert fingerprint(deployment) == files
+    assert not [p for p in deployment.paths.root.rglob("*") if ".restore-" in p.name]
