@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sqlite3
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
@@ -366,3 +367,46 @@ def test_a_litestream_that_fails_on_a_damaged_replica_refuses_with_its_last_line
     assert "level=ERROR" in done.err  # Litestream's own last line
     assert fingerprint(deployment) == files
     assert not [p for p in deployment.paths.root.rglob("*") if ".restore-" in p.name]
+
+
+@pytest.mark.slow(reason="the daemon and Litestream, a restore under them, a write shipped after")
+def test_restore_at_under_a_running_daemon_leaves_litestream_following_the_restored_files(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment, daemon = running(make_deployment, tmp_path, cli)
+    try:
+        shipped(cli, deployment)
+        moment = datetime.now(UTC)
+        gone = add(deployment, "keeps receipts in a shoebox")
+        shipped(cli, deployment)
+        done = cli(
+            "restore", "--at", utc.iso(moment), "--force", "--json", config=deployment.config
+        )
+        assert done.code == 0, done.err
+        daemon.wait_event("litestream_stopped")  # the daemon saw the files replaced
+        after = add(deployment, "moved the receipts to a folder")
+        shipped(cli, deployment)  # the restored files replicate, with the write after
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    assert done.json()["at"]["lost_after"]["memories"] == [gone]
+    found = memory_ids(deployment)
+    assert after in found and gone not in found
+    again = cli(
+        "restore",
+        "--at",
+        "latest",
+        "--to",
+        str(tmp_path / "copy"),
+        "--json",
+        config=deployment.config,
+    )
+    assert again.code == 0, again.err
+    assert again.json()["check_after"]["errors"] == 0
+    copy = build.Paths(tmp_path / "copy")
+    connection = sqlite3.connect(copy.history_db)
+    try:
+        ids = {row[0] for row in connection.execute("SELECT memory_id FROM history")}
+    finally:
+        connection.close()
+    assert after in ids and gone not in ids  # the replica's latest: after the restore, its write
