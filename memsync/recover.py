@@ -410,17 +410,40 @@ def run_recover(
         directory = choose.materialize(config, target, scratch)
         manifest = choose.verify_fit(deployment, directory, now)
         plain = repository.plaintext(config, directory, manifest, scratch / "plain")
-        decisions, unattributed = _plan(deployment, plain, manifest.id, now, scope)
-        result = Recovered(
-            snapshot_id=manifest.id, chosen=chosen, scope=scope, dry_run=dry_run,
-            decisions=tuple(decisions), route=None, after=None, unattributed=unattributed,
+        return recover_from(
+            deployment, plain, manifest.id, now, scope,
+            dry_run=dry_run, chosen=chosen, progress=progress,
         )  # fmt: skip
-        if dry_run:  # the route is named even with nothing to write (what a run would take)
-            return replace(result, route=deployment.would_take())
-        if not any(d.status is Status.RECOVER for d in decisions):
-            return result
-        taken = routes.Taken()
-        decisions = _apply(deployment, plain, manifest.id, now, decisions, taken, progress)
+
+
+def recover_from(
+    deployment: Deployment,
+    plain: Path,
+    source_id: str,
+    now: datetime,
+    scope: Scope,
+    *,
+    dry_run: bool,
+    chosen: choose.Chosen | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Recovered:
+    """``run_recover`` from a snapshot's plaintext layout under ``plain`` (or one like it).
+
+    ``source_id`` names it in the report and in the recover events (a snapshot's id, or
+    ``restore --at``'s ``at-<TIME>`` for a pair restored from the replicas). Raises as
+    ``run_recover`` does once the snapshot is read.
+    """
+    decisions, unattributed = _plan(deployment, plain, source_id, now, scope)
+    result = Recovered(
+        snapshot_id=source_id, chosen=chosen, scope=scope, dry_run=dry_run,
+        decisions=tuple(decisions), route=None, after=None, unattributed=unattributed,
+    )  # fmt: skip
+    if dry_run:  # the route is named even with nothing to write (what a run would take)
+        return replace(result, route=deployment.would_take())
+    if not any(d.status is Status.RECOVER for d in decisions):
+        return result
+    taken = routes.Taken()
+    decisions = _apply(deployment, plain, source_id, now, decisions, taken, progress)
     after = check.run_check(deployment, now)
     return replace(result, decisions=tuple(decisions), route=taken.route, after=after)
 

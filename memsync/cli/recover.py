@@ -10,6 +10,8 @@ from memsync import recover
 from memsync.cli import render
 from memsync.cli.common import add_command, add_scope_arguments, open_deployment
 from memsync.errors import UsageError
+from memsync.repository import reading
+from memsync.restore import at
 from memsync.snapshot import choose
 
 HELP = (
@@ -40,6 +42,13 @@ def register(
         metavar="TIME",
         help="instead of --from: the newest complete, verified snapshot made before TIME "
         "(ISO 8601 with Z or an offset)",
+    )
+    parser.add_argument(
+        "--at",
+        metavar="TIME",
+        help="instead of a snapshot: the pair as it was at TIME, restored from the Litestream "
+        "replicas into the work directory (restore --at's own code; TIME as for --before, or "
+        "latest)",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="verify, list what would come back; change nothing"
@@ -76,6 +85,8 @@ def _normal_id(memory_id: str) -> str:
 def run(args: argparse.Namespace) -> int:
     """Recover; exit 0, 2, 4 (a memory failed to come back), 10, 11, 12 (no route; never queued)."""
     scope = _scope(args)
+    if args.at is not None:
+        return _run_at(args, scope)
     before = choose.parse_time(args.before) if args.before is not None else None
     source = args.source if args.source is not None or before is not None else choose.LATEST
     deployment = open_deployment(args)
@@ -89,6 +100,31 @@ def run(args: argparse.Namespace) -> int:
             before=before,
             progress=progress,
         )
+    render.emit(args.json, done.to_json(), _text(done))
+    return int(done.exit_code)
+
+
+def _run_at(args: argparse.Namespace, scope: recover.Scope) -> int:
+    """``recover --at TIME``: from the pair the replicas held at TIME; exit as ``run``."""
+    if args.source is not None or args.before is not None:
+        raise UsageError("--at reads the replicas: --from and --before do not apply")
+    when = at.parse_at(args.at)
+    deployment = open_deployment(args)
+    at.require_embedded(deployment)
+    now = datetime.now(UTC)
+    # <work_dir>/recover-at-<pid>-*: the next run removes one a SIGKILL left
+    with reading.scratch(deployment.config, "recover-at") as scratch:
+        restored = at.stage_at(deployment, when, scratch / "plain")
+        with render.progress("recovering") as progress:
+            done = recover.recover_from(
+                deployment,
+                scratch / "plain",
+                restored.restore_id,
+                now,
+                scope,
+                dry_run=args.dry_run,
+                progress=progress,
+            )
     render.emit(args.json, done.to_json(), _text(done))
     return int(done.exit_code)
 

@@ -410,3 +410,40 @@ def test_restore_at_under_a_running_daemon_leaves_litestream_following_the_resto
     finally:
         connection.close()
     assert after in ids and gone not in ids  # the replica's latest: after the restore, its write
+
+
+@pytest.mark.slow(reason="the daemon and Litestream shipping a forget, then a recover through mem0")
+def test_recover_at_a_time_before_a_forget_brings_the_memory_back_and_leaves_the_rest(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment, daemon = running(make_deployment, tmp_path, cli)
+    gone = deployment.seeded.live[0]
+    try:
+        shipped(cli, deployment)
+        moment = datetime.now(UTC)
+        forgotten = cli("forget", gone, "--yes", "--no-snapshot", config=deployment.config)
+        assert forgotten.code == 0, forgotten.err
+        later = add(deployment, "bought a new kettle")
+        shipped(cli, deployment)
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    memory = deployment.reopen()
+    try:
+        assert memory.get(gone) is None
+    finally:
+        deployment.close()
+
+    done = cli("recover", gone, "--at", utc.iso(moment), "--json", config=deployment.config)
+
+    assert done.code == 0, done.err
+    report = done.json()
+    assert report["snapshot_id"] == "at-" + moment.strftime("%Y%m%dT%H%M%S%fZ")
+    assert [(m["memory_id"], m["status"]) for m in report["memories"]] == [(gone, "recovered")]
+    assert report["check_after"]["errors"] == 0
+    memory = deployment.reopen()
+    try:
+        assert memory.get(gone)["id"] == gone
+        assert memory.get(later)["id"] == later  # written after TIME: left as it is
+    finally:
+        deployment.close()
