@@ -84,11 +84,8 @@ class ArchivingCluster:
         """``pg_basebackup`` of the cluster as it is now (its WAL comes from the archive)."""
         _, binaries = _commands()
         base = self.root / "base"
-        subprocess.run(
-            [str(binaries / "pg_basebackup"), "-d", self.url, "-D", str(base), "-X", "none",
-             "-c", "fast"],
-            check=True, capture_output=True,
-        )
+        command = [str(binaries / "pg_basebackup"), "-d", self.url, "-D", str(base)]
+        subprocess.run([*command, "-X", "none", "-c", "fast"], check=True, capture_output=True)
         return base
 
     def archive_current(self, timeout_s: float = 60.0) -> None:
