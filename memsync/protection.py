@@ -31,6 +31,7 @@ from memsync.stores.vector_store import VectorStore
 
 CONFIG_FILE = "litestream.yml"
 STATE_FILE = "protect-state.json"
+HOLD_FILE = "protect-hold.json"  # a memsync process that needs Litestream stopped (an erasure)
 HOUR = timedelta(hours=1)
 # Litestream 0.3's replica layout: generations/<16 hex>/wal/<index>_<offset>.wal.lz4 (hex)
 _SEGMENT = re.compile(
@@ -169,6 +170,32 @@ def running_pid(config: Config) -> int | None:
     return pid if ours and not zombie else None
 
 
+def meta_dir(path: Path) -> Path:
+    """Litestream 0.3's local state of ``path`` (its generation and shadow WAL), beside it."""
+    return path.parent / f".{path.name}-litestream"
+
+
+def held_by(config: Config) -> int | None:
+    """The live memsync process holding Litestream stopped (``protect-hold.json``), or None.
+
+    A hold whose process is gone is ignored: a killed memsync never leaves protection off.
+    """
+    try:
+        recorded = json.loads((config.state_dir / HOLD_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    pid = recorded.get("pid") if isinstance(recorded, dict) else None
+    if not isinstance(pid, int) or pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return pid
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplicaObject:
     """One object of a replica: its key below the replica, size in bytes, modification time."""
@@ -280,6 +307,27 @@ def last_write(path: Path) -> datetime:
     return datetime.fromtimestamp(max(times, default=0.0), UTC)
 
 
+def replica_objects(protect: ProtectConfig, config: Config, live: LiveFile) -> list[ReplicaObject]:
+    """Every object of the file's replica (keys below it: ``generations/...``). Reads only.
+
+    Raises:
+        UnavailableError: the bucket cannot be read.
+    """
+    name = replica_name(live)
+    if protect.directory is not None:
+        return _directory_objects(protect.directory / name)
+    return _s3_objects(config, replica_of(protect, config, name)["path"])
+
+
+def generations(objects: Iterable[ReplicaObject]) -> dict[str, list[ReplicaObject]]:
+    """The replica's objects by generation (Litestream's own files only). Pure."""
+    found: dict[str, list[ReplicaObject]] = {}
+    for item in objects:
+        if matched := _SEGMENT.search(item.key):
+            found.setdefault(matched.group(1), []).append(item)
+    return found
+
+
 def _directory_objects(root: Path) -> list[ReplicaObject]:
     found = []
     for path in sorted((root / "generations").glob("*/*/*")):
@@ -367,12 +415,8 @@ def read_status(store: VectorStore, config: Config, now: datetime) -> Protection
         raise ConfigError(config.source, ["protect: no [protect] section: nothing is protected"])
     files = []
     for live in journal_mode.live_files(store, config.history_db_path):
-        name = replica_name(live)
-        where = replica_where(protect, config, name)
-        if protect.directory is not None:
-            objects = _directory_objects(protect.directory / name)
-        else:
-            objects = _s3_objects(config, replica_of(protect, config, name)["path"])
+        where = replica_where(protect, config, replica_name(live))
+        objects = replica_objects(protect, config, live)
         files.append(judge_file(live, where, objects, last_write(live.path), now))
     path = config_file(config)
     return ProtectionStatus(

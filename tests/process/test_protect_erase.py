@@ -1,0 +1,185 @@
+"""``forget --erase`` with ``[protect]``: the erased text leaves Litestream's replicas too.
+
+Litestream (the real binary, ``make tools``) run by the daemon replicates both SQLite files to
+moto's S3 server (a versioned bucket); a memory with a unique marker is written, shipped (the
+byte search finds it in the bucket first), then erased while the app writes through mem0 with
+memsync's agent. Afterwards no object version in the bucket (LZ4-decompressed, as Litestream
+writes them) and no file under the deployment (Litestream's local generation state included)
+holds the marker, and each file replicates in a new generation.
+"""
+
+from __future__ import annotations
+
+import lz4.frame
+import pytest
+
+from tests.conftest import s3_section
+from tests.helpers import litestream
+from tests.helpers.app import AppProcess
+from tests.process.test_daemon import Notify, start, stop
+from tests.process.test_protect import poll, status
+
+MARKER = "the vault code is QX-7731-ZETA-replica"
+
+
+def bucket_hits(client, bucket: str, needle: bytes) -> list[str]:
+    """Every object version in the bucket holding ``needle`` (LZ4 frames decompressed)."""
+    found = []
+    pages = client.get_paginator("list_object_versions").paginate(Bucket=bucket)
+    for page in pages:
+        for item in page.get("Versions", []):
+            body = client.get_object(Bucket=bucket, Key=item["Key"], VersionId=item["VersionId"])
+            data = body["Body"].read()
+            if item["Key"].endswith(".lz4"):
+                data = lz4.frame.decompress(data)
+            if needle in data:
+                found.append(f"{item['Key']}@{item['VersionId']}")
+    return found
+
+
+def local_hits(root, needle: bytes) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+@pytest.mark.slow(
+    reason="the daemon and Litestream shipping to moto, a real app writing, a new generation"
+)
+def test_an_erasure_starts_new_generations_and_leaves_no_byte_in_the_bucket(
+    make_deployment, tmp_path, cli, bucket, s3_endpoint
+):
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    deployment = make_deployment(
+        count=10,
+        extra_config=s3_section(s3_endpoint, bucket)
+        + f'\n[protect]\nlitestream = "{litestream.ensure()}"\ns3 = true\n',
+    )
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    daemon = start(deployment.config, Notify(tmp_path))
+    try:
+        daemon.wait_event("litestream_started")
+        poll("both files replicated", lambda: status(cli, deployment)["protected"])
+        memory = deployment.reopen()
+        target = memory.add(MARKER, user_id="zed", infer=False)["results"][0]["id"]
+        deployment.close()
+        shipped = poll(  # the test's search sees what Litestream shipped
+            "the marker shipped to the bucket",
+            lambda: bucket_hits(client, bucket, MARKER.encode()),
+        )
+        old = {f["label"]: f["generation"] for f in status(cli, deployment)["files"]}
+        sock = tmp_path / "run" / "memsync-agent.sock"
+        with AppProcess(deployment.paths.root, agent=sock, interval=0.05) as app:
+            dry = cli("forget", target, "--erase", "--dry-run", "--json", config=deployment.config)
+            erased = cli(
+                "forget", target, "--erase", "--yes", "--no-snapshot", "--json",
+                config=deployment.config,
+            )  # fmt: skip
+            stats = app.stop()
+        after = poll(
+            "both files replicated in their new generation",
+            lambda: (s := status(cli, deployment))["protected"] and s,
+        )
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    assert len(shipped) >= 2  # both files' objects held it: history.db and storage.sqlite
+    assert dry.code == 0, dry.err
+    plan = dry.json()["replicas"]
+    assert plan["dry_run"] is True
+    assert sorted(f["generations"] == [old[f["label"]]] for f in plan["files"]) == [True, True]
+    assert erased.code == 0, erased.out + erased.err
+    report = erased.json()
+    assert report["route"] == "agent"
+    assert stats["failures"] == 0, stats["errors"]
+    renewed = report["replicas"]
+    assert renewed["renewed"] is True and renewed["problem"] is None
+    for entry in renewed["files"]:
+        assert entry["removed_generations"] == [old[entry["label"]]]
+        assert entry["new_generation"] not in (None, old[entry["label"]])
+        assert entry["restore_points_lost"]["from"] <= entry["restore_points_lost"]["to"]
+    assert {f["label"]: f["generation"] for f in after["files"]} == {
+        f["label"]: f["new_generation"] for f in renewed["files"]
+    }
+    assert bucket_hits(client, bucket, MARKER.encode()) == []
+    assert local_hits(deployment.paths.root, MARKER.encode()) == []
+
+
+def replicated_once(make_deployment, tmp_path, cli, binary):
+    """A deployment whose directory replica got a generation holding the marker; Litestream is
+    stopped again (no daemon runs). Returns ``(deployment, target, replica)``."""
+    replica = tmp_path / "replica"
+    deployment = make_deployment(
+        count=10, extra_config=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{replica}"\n'
+    )
+    target = deployment.memory.add(MARKER, user_id="zed", infer=False)["results"][0]["id"]
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    daemon = start(deployment.config, Notify(tmp_path))
+    try:
+        daemon.wait_event("litestream_started")
+        poll(
+            "the marker shipped to the replica directory",
+            lambda: len(local_hits(replica, MARKER.encode())) >= 2,
+        )
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    return deployment, target, replica
+
+
+def decompressed_hits(replica, needle: bytes) -> list[str]:
+    found = []
+    for path in replica.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            data = lz4.frame.decompress(data) if path.name.endswith(".lz4") else data
+            found += [str(path)] if needle in data else []
+    return found
+
+
+@pytest.mark.slow(
+    reason="the daemon and Litestream's first shipments, then Litestream run by memsync"
+)
+def test_without_a_daemon_memsync_runs_litestream_for_the_new_generation_then_stops_it(
+    make_deployment, tmp_path, cli
+):
+    binary = litestream.ensure()
+    deployment, target, replica = replicated_once(make_deployment, tmp_path, cli, binary)
+    old = sorted(p.name for p in (replica / "history.db" / "generations").iterdir())
+    result = cli("forget", target, "--erase", "--yes", "--json", config=deployment.config)
+    assert result.code == 0, result.out + result.err
+    renewed = result.json()["replicas"]
+    assert renewed["renewed"] is True
+    history = next(f for f in renewed["files"] if f["label"] == "history.db")
+    assert history["removed_generations"] == old
+    assert sorted(p.name for p in (replica / "history.db" / "generations").iterdir()) == [
+        history["new_generation"]
+    ]
+    assert decompressed_hits(replica, MARKER.encode()) == []
+    assert local_hits(deployment.paths.root, MARKER.encode()) == []
+    status_now = status(cli, deployment)
+    assert status_now["running"] is False  # memsync stopped the Litestream it ran itself
+    assert [f["generation"] for f in status_now["files"] if f["label"] == "history.db"] == [
+        history["new_generation"]
+    ]
+
+
+@pytest.mark.slow(reason="the daemon and Litestream's first shipments to a directory")
+def test_a_new_generation_never_seen_keeps_the_older_ones_and_exits_4(
+    make_deployment, tmp_path, cli
+):
+    binary = litestream.ensure()
+    deployment, target, replica = replicated_once(make_deployment, tmp_path, cli, binary)
+    broken = tmp_path / "broken-litestream"  # Litestream that exits at once (a bad install)
+    broken.write_text("#!/bin/sh\nexit 1\n")
+    broken.chmod(0o755)
+    deployment.config.write_text(deployment.config.read_text().replace(str(binary), str(broken)))
+    result = cli("forget", target, "--erase", "--yes", config=deployment.config)
+    assert result.code == 4, result.out + result.err
+    assert "replicas NOT renewed: no new generation reached " in result.out
+    assert "the older generations (which hold the erased text) are kept" in result.out
+    assert decompressed_hits(replica, MARKER.encode())  # nothing removed from the replica
+    assert not (deployment.paths.root / "memsync-state" / "protect-hold.json").exists()
