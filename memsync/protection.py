@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from memsync.config import Config, ProtectConfig
+from memsync.config.schema import retention_horizon
 from memsync.errors import ConfigError
 from memsync.stores import journal_mode
 from memsync.stores.journal_mode import WAL, LiveFile
@@ -85,11 +86,23 @@ def _go_duration(value: timedelta) -> str:
     return f"{value.total_seconds():g}s"
 
 
+def replica_retention(protect: ProtectConfig, config: Config) -> timedelta:
+    """Litestream's retention: ``[protect] retention``, capped to the snapshots' horizon. Pure.
+
+    Replica restore points never reach further back than the oldest snapshot the ``[snapshot]``
+    keep_* rules keep (``retention_horizon``): what the app deleted does not outlive the
+    snapshots in the replicas. A longer explicit value is refused at load; the default (24h)
+    is capped here.
+    """
+    horizon = retention_horizon(config.snapshot.model_dump())
+    return protect.retention if horizon is None else min(protect.retention, horizon)
+
+
 def replica_of(protect: ProtectConfig, config: Config, name: str) -> dict[str, Any]:
     """One file's Litestream replica entry (sync interval and retention included). Pure."""
     timing = {
         "sync-interval": _go_duration(protect.sync_interval),
-        "retention": _go_duration(protect.retention),
+        "retention": _go_duration(replica_retention(protect, config)),
     }
     if protect.directory is not None:
         return {"type": "file", "path": str(protect.directory / name), **timing}
