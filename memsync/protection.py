@@ -235,6 +235,10 @@ class FileProtection:
             changed after it (0: nothing unshipped); None when not replicated.
         bytes_last_hour: bytes shipped to the replica in the last hour (snapshots and WAL).
         problem: why the file is not protected, or None.
+        local_generation: the generation this host's Litestream ships (its ``generation``
+            file beside the live file), None before it ran.
+        generation_changed: the replica's generation is not that one, unexpectedly
+            (``replica-generation-changed``: another Litestream, or the replica replaced).
     """
 
     label: str
@@ -248,6 +252,8 @@ class FileProtection:
     lag_s: float | None
     bytes_last_hour: int
     problem: str | None
+    local_generation: str | None = None
+    generation_changed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The file's entry in ``protect --status --json``'s ``files``."""
@@ -263,6 +269,7 @@ class FileProtection:
             "lag_s": self.lag_s,
             "bytes_last_hour": self.bytes_last_hour,
             "problem": self.problem,
+            "local_generation": self.local_generation,
         }
 
 
@@ -272,8 +279,17 @@ def judge_file(
     objects: Iterable[ReplicaObject],
     changed_at: datetime,
     now: datetime,
+    local: tuple[str, datetime] | None = None,
+    settle_s: float = 60.0,
 ) -> FileProtection:
-    """One file's protection from its replica's objects and its last write. Pure."""
+    """One file's protection from its replica's objects and its last write. Pure.
+
+    ``local``: the generation this host's Litestream ships and when it started
+    (``local_generation``). The replica's newest generation is pinned to it: another one there
+    written after it started, or it still absent ``settle_s`` seconds after it started, is an
+    unexpected change (``replica-generation-changed``). A new generation of this host's
+    Litestream (an erasure's, or after a restore) changes ``local`` first: expected.
+    """
     listed = [(found, o) for o in objects if (found := _SEGMENT.search(o.key))]
     recent = sum(o.size for _, o in listed if o.modified >= now - HOUR)
     if live.mode != WAL:
@@ -304,14 +320,48 @@ def judge_file(
     ]
     last = max(segments, key=lambda m: (m.group(3), m.group(4)), default=None)
     shipped_at = max(o.modified for m, o in listed if m.group(1) == generation)
+    ours = local[0] if local else None
+    changed = (
+        local is not None
+        and generation != local[0]
+        and (
+            shipped_at > local[1]
+            or (
+                all(m.group(1) != local[0] for m, _ in listed)
+                and (now - local[1]).total_seconds() > settle_s
+            )
+        )
+    )
     return replace(
         unreplicated,
+        local_generation=ours,
+        generation_changed=changed,
+        problem=f"its replica {replica} holds generation {generation}, written by another "
+        f"Litestream than this host's (generation {ours}, since {local[1]:%Y-%m-%dT%H:%M:%SZ}): "
+        "another host or unit replicates to the same replica, or it was replaced"
+        if changed and local
+        else None,
         replicated=True,
         generation=generation,
         position=f"{generation}/{last.group(3)}_{last.group(4)}" if last else None,
         shipped_at=shipped_at,
         lag_s=round(max((changed_at - shipped_at).total_seconds(), 0.0), 3),
     )
+
+
+def local_generation(path: Path) -> tuple[str, datetime] | None:
+    """The generation this host's Litestream ships for ``path``, and when it started; or None.
+
+    Litestream 0.3.13 keeps it in ``.<name>-litestream/generation`` beside the file, written
+    once when it starts a generation.
+    """
+    marker = meta_dir(path) / "generation"
+    try:
+        text = marker.read_text(encoding="utf-8").strip()
+        started = datetime.fromtimestamp(marker.stat().st_mtime, UTC)
+    except (OSError, UnicodeDecodeError):
+        return None
+    return (text, started) if re.fullmatch(r"[0-9a-f]{16}", text) else None
 
 
 def last_write(path: Path) -> datetime:
@@ -430,7 +480,17 @@ def read_status(store: VectorStore, config: Config, now: datetime) -> Protection
     for live in journal_mode.live_files(store, config.history_db_path):
         where = replica_where(protect, config, replica_name(live))
         objects = replica_objects(protect, config, live)
-        files.append(judge_file(live, where, objects, last_write(live.path), now))
+        files.append(
+            judge_file(
+                live,
+                where,
+                objects,
+                last_write(live.path),
+                now,
+                local_generation(live.path),
+                protect.max_lag_s,
+            )  # fmt: skip
+        )
     path = config_file(config)
     return ProtectionStatus(
         config_file=path if path.exists() else None,

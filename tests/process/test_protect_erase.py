@@ -5,7 +5,9 @@ moto's S3 server (a versioned bucket); a memory with a unique marker is written,
 byte search finds it in the bucket first), then erased while the app writes through mem0 with
 memsync's agent. Afterwards no object version in the bucket (LZ4-decompressed, as Litestream
 writes them) and no file under the deployment (Litestream's local generation state included)
-holds the marker, and each file replicates in a new generation.
+holds the marker, and each file replicates in a new generation. Without a daemon memsync runs
+Litestream itself for the new generation; one never seen keeps the older generations (exit 4).
+A second Litestream writing to the same replica is ``replica-generation-changed``.
 """
 
 from __future__ import annotations
@@ -183,3 +185,51 @@ def test_a_new_generation_never_seen_keeps_the_older_ones_and_exits_4(
     assert "the older generations (which hold the erased text) are kept" in result.out
     assert decompressed_hits(replica, MARKER.encode())  # nothing removed from the replica
     assert not (deployment.paths.root / "memsync-state" / "protect-hold.json").exists()
+
+
+@pytest.mark.slow(reason="the daemon and Litestream's first shipments, then a second Litestream")
+def test_another_litestream_on_the_replica_is_a_generation_change(make_deployment, tmp_path, cli):
+    import json
+    import subprocess
+
+    binary = litestream.ensure()
+    deployment, _, replica = replicated_once(make_deployment, tmp_path, cli, binary)
+    assert status(cli, deployment)["problems"] == ["Litestream is not running (the daemon runs it)"]
+    other = make_deployment(count=3, name="other")  # a copied config on another host
+    other.close()
+    foreign = tmp_path / "foreign.yml"
+    foreign.write_text(
+        json.dumps(
+            {
+                "dbs": [
+                    {
+                        "path": str(other.paths.history_db),
+                        "replicas": [{"type": "file", "path": str(replica / "history.db")}],
+                    }
+                ]
+            }
+        )
+    )
+    process = subprocess.Popen(
+        [str(binary), "replicate", "-config", str(foreign)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        doctor = poll(
+            "doctor names the replica's changed generation",
+            lambda: (
+                (d := cli("doctor", "--json", config=deployment.config).json())
+                and any(r["code"] == "replica-generation-changed" for r in d["results"])
+                and d
+            ),
+        )
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    [changed] = [r for r in doctor["results"] if r["code"] == "replica-generation-changed"]
+    assert changed["status"] == "error" and changed["path"] == str(deployment.paths.history_db)
+    assert "written by another Litestream than this host's" in changed["message"]
+    assert changed["fix"].startswith("find the other Litestream writing to this replica")
+    problems = status(cli, deployment)["problems"]
+    assert any("written by another Litestream" in p for p in problems)
