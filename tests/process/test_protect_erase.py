@@ -233,3 +233,43 @@ def test_another_litestream_on_the_replica_is_a_generation_change(make_deploymen
     assert changed["fix"].startswith("find the other Litestream writing to this replica")
     problems = status(cli, deployment)["problems"]
     assert any("written by another Litestream" in p for p in problems)
+
+
+@pytest.mark.slow(reason="the daemon and Litestream, an erasure, an older store back, a reconcile")
+def test_a_reconcile_erasing_again_what_an_older_store_brought_back_renews_the_replicas(
+    make_deployment, tmp_path, cli
+):
+    from memsync.demo import deployment as build
+
+    binary = litestream.ensure()
+    replica = tmp_path / "replica"
+    deployment = make_deployment(
+        count=10, extra_config=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{replica}"\n'
+    )
+    target = deployment.memory.add(MARKER, user_id="zed", infer=False)["results"][0]["id"]
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    older = build.copy_qdrant(deployment.paths, tmp_path / "older")  # an hourly file backup
+    daemon = start(deployment.config, Notify(tmp_path))
+    try:
+        daemon.wait_event("litestream_started")
+        poll("both files replicated", lambda: status(cli, deployment)["protected"])
+        erased = cli("forget", target, "--erase", "--yes", "--json", config=deployment.config)
+        assert erased.code == 0, erased.out + erased.err
+        assert decompressed_hits(replica, MARKER.encode()) == []
+        build.put_back_qdrant(deployment.paths, older)  # brings the erased point back
+        poll(  # Litestream follows the new file: its new generation ships the erased text
+            "the older store's text shipped to the replica",
+            lambda: decompressed_hits(replica, MARKER.encode()),
+        )
+        reconciled = cli("reconcile", "--no-snapshot", "--json", config=deployment.config)
+        after = poll(
+            "both files replicated", lambda: (s := status(cli, deployment))["protected"] and s
+        )
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    assert reconciled.code == 0, reconciled.out + reconciled.err
+    assert reconciled.json()["erased_again"] == [target]
+    assert decompressed_hits(replica, MARKER.encode()) == []
+    assert [f["generation"] == f["local_generation"] for f in after["files"]] == [True, True]
