@@ -42,7 +42,9 @@ def register(
         "--erase",
         action="store_true",
         help="also remove the text (with a scope: also of its memories deleted earlier) from "
-        "history, raw messages, free pages, WAL files and memsync's copies; a byte search proves it",
+        "history, raw messages, free pages, WAL files and memsync's copies; a byte search proves "
+        "it; with [protect], Litestream's replicas start a new generation and the older ones "
+        "(earlier restore points) are removed",
     )
     parser.set_defaults(run=run_forget)
     prune = add_command(subparsers, "prune", PRUNE_HELP, common, epilog, writes=True)

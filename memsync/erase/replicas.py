@@ -109,6 +109,7 @@ class Renewal:
     process: subprocess.Popen[bytes] | None = None  # a Litestream memsync started itself
     report: dict[str, Any] | None = None
     stopped: int | None = None  # a Litestream running without the daemon, stopped directly
+    held_at: float = 0.0  # monotonic: when Litestream was held (writes since are not shipped)
 
     @property
     def config(self) -> Config:
@@ -126,6 +127,7 @@ class Renewal:
             config.state_dir / protection.HOLD_FILE, {"pid": os.getpid(), "why": "erasure"}
         )
         daemon = jobs.daemon_pid(config)
+        self.held_at = time.monotonic()
         deadline = time.monotonic() + WAIT_S
         if daemon is not None and daemon > 0:
             while time.monotonic() < deadline:  # the supervisor answers within a tick
@@ -180,6 +182,7 @@ class Renewal:
         for live in files:  # no generation: Litestream starts a new one with a snapshot
             shutil.rmtree(protection.meta_dir(live.path), ignore_errors=True)
         self._run_litestream()
+        released = time.monotonic()
         deadline = time.monotonic() + WAIT_S
         fresh: dict[Path, tuple[str, list[protection.ReplicaObject]]] = {}
         while len(fresh) < len(files) and time.monotonic() < deadline:
@@ -206,7 +209,10 @@ class Renewal:
             first_new = iso(min(o.modified for o in snapshot))
             lost = entry["restore_points_lost"]
             lost.update({"from": lost["from"] or first_new, "to": first_new})
-        logger.info("replicas_renewed", files=len(files))
+        logger.info(
+            "replicas_renewed", files=len(files), held_s=round(released - self.held_at, 3),
+            snapshot_wait_s=round(time.monotonic() - released, 3),
+        )  # fmt: skip
         return _report(entries, None)
 
     def _run_litestream(self) -> None:
