@@ -326,6 +326,10 @@ def renewal(deployment: Deployment) -> Iterator[Renewal | None]:
         held.close()
 
 
+def _generations(count: int) -> str:
+    return f"{count} older generation{'' if count == 1 else 's'}"
+
+
 def restore_points_note(report: dict[str, Any]) -> list[str]:
     """The text lines of a ``replicas`` report (``forget --erase``). Pure."""
     lines = []
@@ -333,14 +337,14 @@ def restore_points_note(report: dict[str, Any]) -> list[str]:
         if report["dry_run"]:
             lines.append(
                 f"would start a new generation of {entry['label']} at {entry['replica']} and "
-                f"remove the {len(entry['generations'])} older ones: the restore points from "
+                f"remove its {_generations(len(entry['generations']))}: the restore points from "
                 f"{entry['restore_points_lost']['from'] or 'none'} until the erasure would be lost"
             )
         elif entry["new_generation"] is not None:
             lost = entry["restore_points_lost"]
             lines.append(
                 f"replica {entry['replica']}: new generation {entry['new_generation']}, "
-                f"{len(entry['removed_generations'])} older ones removed: the restore points "
+                f"{_generations(len(entry['removed_generations']))} removed: the restore points "
                 f"from {lost['from']} to {lost['to']} are lost"
             )
     if report.get("problem"):
