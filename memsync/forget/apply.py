@@ -300,7 +300,8 @@ def finish_erasure(
 ) -> dict[str, object] | None:
     """Erase the texts an erasure killed after its deletes left (``erase-journal.json``).
 
-    Returns what ``erase.erase_texts`` did, or None when no erasure was unfinished. Idempotent:
+    With ``[protect]`` the replicas are renewed too (``erase.replicas``; ``replicas`` in the
+    result). Returns what ``erase.erase_texts`` did, or None when no erasure was unfinished. Idempotent:
     the journal goes only once the texts are erased and verified gone from the store files
     (``erase.unverified``: a transaction pinning a ``-wal`` file keeps it for the next write).
 
@@ -312,13 +313,17 @@ def finish_erasure(
     if unfinished is None:
         return None
     memory_ids, scope = unfinished
-    erased = erasure.erase_texts(deployment, before, memory_ids, now, scope or None)
-    unverified = erasure.unverified(erased)
+    with replicas.renewal(deployment) as renewal:  # [protect]: as finish does
+        erased = erasure.erase_texts(deployment, before, memory_ids, now, scope or None)
+        unverified = erasure.unverified(erased)
+        if renewal is not None:
+            erased["replicas"] = renewal.renew(unverified)
     if not unverified:
         (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
     logger.warning(
         "erasure_finished_late", memories=len(memory_ids),
         history_rows_blanked=erased.get("history_rows_blanked"), unverified=unverified,
+        replicas_problem=(erased.get("replicas") or {}).get("problem"),
     )  # fmt: skip
     return erased
 

@@ -273,3 +273,40 @@ def test_a_reconcile_erasing_again_what_an_older_store_brought_back_renews_the_r
     assert reconciled.json()["erased_again"] == [target]
     assert decompressed_hits(replica, MARKER.encode()) == []
     assert [f["generation"] == f["local_generation"] for f in after["files"]] == [True, True]
+
+
+@pytest.mark.slow(reason="the daemon and Litestream's shipments, an erasure finished late")
+def test_an_erasure_a_kill_left_unfinished_is_finished_with_the_replicas(
+    make_deployment, tmp_path, cli
+):
+    import json
+
+    binary = litestream.ensure()
+    replica = tmp_path / "replica"
+    deployment = make_deployment(
+        count=10, extra_config=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{replica}"\n'
+    )
+    target = deployment.memory.add(MARKER, user_id="zed", infer=False)["results"][0]["id"]
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    journal = deployment.paths.root / "memsync-state" / "erase-journal.json"
+    daemon = start(deployment.config, Notify(tmp_path))
+    try:
+        daemon.wait_event("litestream_started")
+        poll("the marker shipped", lambda: decompressed_hits(replica, MARKER.encode()))
+        # forget --erase killed after its deletes: the memory is gone, its text is not
+        assert cli("forget", target, "--yes", "--no-snapshot", config=deployment.config).code == 0
+        journal.write_text(json.dumps({"memory_ids": [target], "scope": {}}))
+        other = deployment.seeded.live[0]  # the next write finishes the erasure first
+        result = cli("forget", other, "--yes", "--no-snapshot", config=deployment.config)
+        after = poll(
+            "both files replicated", lambda: (s := status(cli, deployment))["protected"] and s
+        )
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    assert result.code == 0, result.out + result.err
+    assert not journal.exists()  # finished and verified: Litestream no longer pins the -wal files
+    assert decompressed_hits(replica, MARKER.encode()) == []
+    assert local_hits(deployment.paths.root, MARKER.encode()) == []
+    assert [f["generation"] == f["local_generation"] for f in after["files"]] == [True, True]
