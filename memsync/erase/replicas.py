@@ -129,7 +129,8 @@ class Renewal:
         daemon = jobs.daemon_pid(config)
         self.held_at = time.monotonic()
         deadline = time.monotonic() + WAIT_S
-        if daemon is not None and daemon > 0:
+        supervised = (config.state_dir / protection.STATE_FILE).exists()  # it ran Litestream
+        if daemon is not None and daemon > 0 and supervised:
             while time.monotonic() < deadline:  # the supervisor answers within a tick
                 if _state(config).get("held_by") == os.getpid():
                     self.daemon = True

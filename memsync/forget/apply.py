@@ -300,9 +300,9 @@ def finish_erasure(
 ) -> dict[str, object] | None:
     """Erase the texts an erasure killed after its deletes left (``erase-journal.json``).
 
-    With ``[protect]`` the replicas are renewed too (``erase.replicas``; ``replicas`` in the
-    result). Returns what ``erase.erase_texts`` did, or None when no erasure was unfinished. Idempotent:
-    the journal goes only once the texts are erased and verified gone from the store files
+    With ``[protect]`` the replicas are renewed too (``erase.replicas``: ``replicas`` in the
+    result). Returns what ``erase.erase_texts`` did, or None when no erasure was unfinished.
+    Idempotent: the journal goes only once the texts are erased and verified gone from the store files
     (``erase.unverified``: a transaction pinning a ``-wal`` file keeps it for the next write).
 
     Raises:
