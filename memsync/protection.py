@@ -188,10 +188,12 @@ def meta_dir(path: Path) -> Path:
     return path.parent / f".{path.name}-litestream"
 
 
-def held_by(config: Config) -> int | None:
-    """The live memsync process holding Litestream stopped (``protect-hold.json``), or None.
+def held_by(config: Config) -> tuple[int, str] | None:
+    """The live memsync process holding Litestream stopped, and its hold's token; or None.
 
-    A hold whose process is gone is ignored: a killed memsync never leaves protection off.
+    ``protect-hold.json`` = ``{"pid", "token"}``: each hold has a new token, which the daemon
+    echoes in ``protect-state.json`` (``hold``) once Litestream is stopped for it. A hold whose
+    process is gone is ignored: a killed memsync never leaves protection off.
     """
     try:
         recorded = json.loads((config.state_dir / HOLD_FILE).read_text(encoding="utf-8"))
@@ -206,7 +208,7 @@ def held_by(config: Config) -> int | None:
         return None
     except PermissionError:
         pass
-    return pid
+    return pid, str(recorded.get("token"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

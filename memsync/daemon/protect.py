@@ -65,7 +65,7 @@ class Supervisor:
     running_files: dict[str, int] = field(default_factory=dict)  # its files' inodes at start
     started: float = 0.0  # monotonic: when the running Litestream started
     waiting: list[str] = field(default_factory=list)  # files not in WAL mode, last logged
-    held: int | None = None  # the memsync process holding Litestream stopped (an erasure)
+    held: tuple[int, str] | None = None  # the hold (pid, token) Litestream is stopped for
     stopping: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
 
@@ -112,16 +112,16 @@ class Supervisor:
             if self.failures == 1 and self.config.daemon.notify:  # once per run of exits
                 place = alerts.place_of(Deployment.open(self.config))
                 alerts.send(self.config, "protect", alerts.protect_notice(code, delay, pid, place))
-        holder = protection.held_by(self.config)
-        if holder is not None:  # an erasure rewrites the files, then a new generation starts
-            if holder != self.held:
-                self._terminate(f"held by pid {holder}")
-                self.held = holder
-                logger.info("litestream_held", holder=holder)
-                self._record(None, held_by=holder)
+        hold = protection.held_by(self.config)
+        if hold is not None:  # an erasure rewrites the files, then a new generation starts
+            if hold != self.held:
+                self._terminate(f"held by pid {hold[0]}")
+                self.held = hold
+                logger.info("litestream_held", holder=hold[0])
+                self._record(None, held_by=hold[0], hold=hold[1])
             return
         if self.held is not None:
-            logger.info("litestream_released", holder=self.held)
+            logger.info("litestream_released", holder=self.held[0])
             self.held = None
         text = self._configuration()
         if text is None:

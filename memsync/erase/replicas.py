@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -123,16 +124,18 @@ class Renewal:
             TryLaterError: Litestream did not stop within ``WAIT_S``.
         """
         config = self.config
+        token = uuid.uuid4().hex  # the daemon echoes it once Litestream is stopped for this hold
         write_json_atomic(
-            config.state_dir / protection.HOLD_FILE, {"pid": os.getpid(), "why": "erasure"}
+            config.state_dir / protection.HOLD_FILE,
+            {"pid": os.getpid(), "token": token, "why": "erasure"},
         )
         daemon = jobs.daemon_pid(config)
-        self.held_at = time.monotonic()
+        self.held_at = self.held_at or time.monotonic()
         deadline = time.monotonic() + WAIT_S
         supervised = (config.state_dir / protection.STATE_FILE).exists()  # it ran Litestream
         if daemon is not None and daemon > 0 and supervised:
             while time.monotonic() < deadline:  # the supervisor answers within a tick
-                if _state(config).get("held_by") == os.getpid():
+                if _state(config).get("hold") == token:
                     self.daemon = True
                     return
                 time.sleep(POLL_S)
@@ -159,6 +162,7 @@ class Renewal:
         protect = self.config.protect
         assert protect is not None
         try:
+            self.stop()  # again: another renewal of this process (pending apply) let it run
             self.report = self._renew(protect, unverified)
         except MemsyncError as error:
             self.report = {
@@ -270,7 +274,8 @@ def _state(config: Config) -> dict[str, Any]:
 
 def release(config: Config) -> None:
     """Remove this process's hold (another process's stays)."""
-    if protection.held_by(config) == os.getpid():
+    hold = protection.held_by(config)
+    if hold is not None and hold[0] == os.getpid():
         (config.state_dir / protection.HOLD_FILE).unlink(missing_ok=True)
 
 
@@ -309,22 +314,39 @@ def _remove(protect: ProtectConfig, config: Config, live: LiveFile, old: list[st
         store.delete_versions(store.list_versions(f"{key}/generations/{generation}/"))
 
 
+def hold(deployment: Deployment) -> Renewal | None:
+    """Litestream held stopped now (None without ``[protect]``): ``renewal`` releases it.
+
+    Raises:
+        TryLaterError: Litestream did not stop (the hold is released).
+    """
+    if deployment.config.protect is None:
+        return None
+    held = Renewal(deployment)
+    try:
+        held.stop()
+    except BaseException:
+        held.close()
+        raise
+    return held
+
+
 @contextmanager
-def renewal(deployment: Deployment) -> Iterator[Renewal | None]:
+def renewal(deployment: Deployment, held: Renewal | None = None) -> Iterator[Renewal | None]:
     """Litestream held stopped for the block (None without ``[protect]``); released after.
+
+    ``held``: a hold taken earlier (``hold``: an erasure inside a maintenance window), kept
+    for the block and released after it.
 
     Raises:
         TryLaterError: Litestream did not stop.
     """
-    if deployment.config.protect is None:
-        yield None
-        return
-    held = Renewal(deployment)
+    held = held if held is not None else hold(deployment)
     try:
-        held.stop()
         yield held
     finally:
-        held.close()
+        if held is not None:
+            held.close()
 
 
 def _generations(count: int) -> str:

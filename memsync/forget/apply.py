@@ -145,6 +145,7 @@ class Deleted:
     recorded: tuple[str, ...] = ()
     snapshot_id: str | None = None
     erased: dict[str, Any] | None = None  # set when the erasure ran inside a window
+    held: replicas.Renewal | None = None  # [protect]: Litestream held since that erasure
     past: Past | None = None  # what records said of a scope erasure's memories
 
 
@@ -365,14 +366,21 @@ def delete_with(
         )
     deleted, recorded = _delete_journaled(deployment, writer, targets, now, progress)
     erased = None
+    held = None
     if ask.erase and writer.route == "window":  # the app is stopped: rewrite the files now
         everything = [*targets.all, *targets.already_deleted]
-        erased = erasure.erase_texts(
-            deployment, before, everything, now, ask.scope, known=past.known
-        )
+        held = replicas.hold(deployment)  # [protect]: renewed by finish, after the window
+        try:
+            erased = erasure.erase_texts(
+                deployment, before, everything, now, ask.scope, known=past.known
+            )
+        except BaseException:
+            if held is not None:
+                held.close()
+            raise
     return Deleted(
         before=before, targets=targets, deleted=tuple(deleted), recorded=tuple(recorded),
-        erased=erased, past=past,
+        erased=erased, past=past, held=held,
     )  # fmt: skip
 
 
@@ -401,7 +409,7 @@ def finish(
     renewed = None
     # [protect]: Litestream stopped (its read transaction would keep the -wal files), then a
     # new generation of each replica and the older ones (holding the text) removed
-    with replicas.renewal(deployment) if to_erase else nullcontext(None) as renewal:
+    with replicas.renewal(deployment, done.held) if to_erase else nullcontext(None) as renewal:
         if to_erase and (done.erased is None or (renewal and erasure.unverified(erased))):
             erased = _erase(deployment, now, ask, done, taken, to_erase)
         if renewal is not None:

@@ -310,3 +310,36 @@ def test_an_erasure_a_kill_left_unfinished_is_finished_with_the_replicas(
     assert decompressed_hits(replica, MARKER.encode()) == []
     assert local_hits(deployment.paths.root, MARKER.encode()) == []
     assert [f["generation"] == f["local_generation"] for f in after["files"]] == [True, True]
+
+
+@pytest.mark.slow(reason="the daemon and Litestream, an app a maintenance window stops and starts")
+def test_an_erasure_in_a_maintenance_window_renews_the_replicas(make_deployment, tmp_path, cli):
+    from tests.helpers import window_app
+
+    binary = litestream.ensure()
+    replica = tmp_path / "replica"
+    deployment = make_deployment(
+        count=10, extra_config=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{replica}"\n'
+    )
+    target = deployment.memory.add(MARKER, user_id="zed", infer=False)["results"][0]["id"]
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    root = deployment.paths.root
+    deployment.config.write_text(deployment.config.read_text() + window_app.commands(root))
+    daemon = start(deployment.config, Notify(tmp_path))
+    try:
+        daemon.wait_event("litestream_started")
+        poll("the marker shipped", lambda: decompressed_hits(replica, MARKER.encode()))
+        assert window_app.start(root) == 0
+        erased = cli("forget", target, "--erase", "--yes", "--json", config=deployment.config)
+        window_app.stop(root)
+        poll("both files replicated", lambda: status(cli, deployment)["protected"])
+    finally:
+        window_app.stop(root)
+        code, err = stop(daemon)
+    assert code == 0, err
+    assert erased.code == 0, erased.out + erased.err
+    report = erased.json()
+    assert report["route"] == "window" and report["replicas"]["renewed"] is True
+    assert decompressed_hits(replica, MARKER.encode()) == []
+    assert local_hits(root, MARKER.encode()) == []
