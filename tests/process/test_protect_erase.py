@@ -343,3 +343,44 @@ def test_an_erasure_in_a_maintenance_window_renews_the_replicas(make_deployment,
     assert report["route"] == "window" and report["replicas"]["renewed"] is True
     assert decompressed_hits(replica, MARKER.encode()) == []
     assert local_hits(root, MARKER.encode()) == []
+
+
+@pytest.mark.slow(reason="the daemon and Litestream, two queued erasures applied in one run")
+def test_two_queued_erasures_applied_in_one_run_each_renew_the_replicas(
+    make_deployment, tmp_path, cli
+):
+    from tests.helpers.holders import app_holding
+
+    binary = litestream.ensure()
+    replica = tmp_path / "replica"
+    deployment = make_deployment(
+        count=10, extra_config=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{replica}"\n'
+    )
+    second = "the locker code is ZQ-4408-OMEGA-replica"
+    targets = [
+        deployment.memory.add(text, user_id="zed", infer=False)["results"][0]["id"]
+        for text in (MARKER, second)
+    ]
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    daemon = start(deployment.config, Notify(tmp_path))
+    try:
+        daemon.wait_event("litestream_started")
+        poll("the texts shipped", lambda: decompressed_hits(replica, second.encode()))
+        with app_holding(deployment.paths.qdrant):  # no route: both erasures are queued
+            for target in targets:
+                queued = cli("forget", target, "--erase", "--yes", config=deployment.config)
+                assert queued.code == 5, queued.out + queued.err
+        applied = cli("pending", "apply", "--json", config=deployment.config)
+        after = poll(
+            "both files replicated", lambda: (s := status(cli, deployment))["protected"] and s
+        )
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    assert applied.code == 0, applied.out + applied.err
+    assert [r["status"] for r in applied.json()["requests"]] == ["applied", "applied"]
+    for text in (MARKER, second):
+        assert decompressed_hits(replica, text.encode()) == []
+        assert local_hits(deployment.paths.root, text.encode()) == []
+    assert [f["generation"] == f["local_generation"] for f in after["files"]] == [True, True]
