@@ -180,6 +180,8 @@ class Renewal:
             for f in files
         }
         entries = [_entry(protect, config, f, before[f.path]) for f in files]
+        if not files:  # nothing in WAL mode: Litestream replicates nothing here
+            return _report(entries, None)
         if unverified:
             return _report(entries, "the live files are not verified free of the text, so a new "
                            "generation would ship it again: the older generations are kept -> run "
