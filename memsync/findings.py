@@ -125,6 +125,10 @@ _SPECS = (
     # doctor: the deployment's set-up puts the app's writes at risk.
     Spec(code="wal-recommended", severity=_W, source=Source.DOCTOR,
          fix="memsync tune --wal (with the app stopped, or through its memsync agent)"),
+    Spec(code="replica-generation-changed", severity=_E, source=Source.DOCTOR,
+         fix="find the other Litestream writing to this replica (another host or unit with the same "
+             "[protect] directory or prefix) and stop it, or give each deployment its own replica; "
+             "then memsync protect --status"),
     # forget: a target id names nothing.
     Spec(code="memory-not-found", severity=_E, source=Source.FORGET,
          fix="check the id (memsync export-context --user ID lists a user's memory ids)"),

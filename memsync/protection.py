@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from memsync.config import Config, ProtectConfig
+from memsync.config.schema import retention_horizon
 from memsync.errors import ConfigError
 from memsync.stores import journal_mode
 from memsync.stores.journal_mode import WAL, LiveFile
@@ -31,6 +32,7 @@ from memsync.stores.vector_store import VectorStore
 
 CONFIG_FILE = "litestream.yml"
 STATE_FILE = "protect-state.json"
+HOLD_FILE = "protect-hold.json"  # a memsync process that needs Litestream stopped (an erasure)
 HOUR = timedelta(hours=1)
 # Litestream 0.3's replica layout: generations/<16 hex>/wal/<index>_<offset>.wal.lz4 (hex)
 SEGMENT = re.compile(r"generations/([0-9a-f]{16})/(wal|snapshots)/([0-9a-f]{8})(?:_([0-9a-f]{8}))?")
@@ -82,11 +84,23 @@ def _go_duration(value: timedelta) -> str:
     return f"{value.total_seconds():g}s"
 
 
+def replica_retention(protect: ProtectConfig, config: Config) -> timedelta:
+    """Litestream's retention: ``[protect] retention``, capped to the snapshots' horizon. Pure.
+
+    Replica restore points never reach further back than the oldest snapshot the ``[snapshot]``
+    keep_* rules keep (``retention_horizon``): what the app deleted does not outlive the
+    snapshots in the replicas. A longer explicit value is refused at load; the default (24h)
+    is capped here.
+    """
+    horizon = retention_horizon(config.snapshot.model_dump())
+    return protect.retention if horizon is None else min(protect.retention, horizon)
+
+
 def replica_of(protect: ProtectConfig, config: Config, name: str) -> dict[str, Any]:
     """One file's Litestream replica entry (sync interval and retention included). Pure."""
     timing = {
         "sync-interval": _go_duration(protect.sync_interval),
-        "retention": _go_duration(protect.retention),
+        "retention": _go_duration(replica_retention(protect, config)),
     }
     if protect.directory is not None:
         return {"type": "file", "path": str(protect.directory / name), **timing}
@@ -167,6 +181,34 @@ def running_pid(config: Config) -> int | None:
     return pid if ours and not zombie else None
 
 
+def meta_dir(path: Path) -> Path:
+    """Litestream 0.3's local state of ``path`` (its generation and shadow WAL), beside it."""
+    return path.parent / f".{path.name}-litestream"
+
+
+def held_by(config: Config) -> tuple[int, str] | None:
+    """The live memsync process holding Litestream stopped, and its hold's token; or None.
+
+    ``protect-hold.json`` = ``{"pid", "token"}``: each hold has a new token, which the daemon
+    echoes in ``protect-state.json`` (``hold``) once Litestream is stopped for it. A hold whose
+    process is gone is ignored: a killed memsync never leaves protection off.
+    """
+    try:
+        recorded = json.loads((config.state_dir / HOLD_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    pid = recorded.get("pid") if isinstance(recorded, dict) else None
+    if not isinstance(pid, int) or pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return pid, str(recorded.get("token"))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplicaObject:
     """One object of a replica: its key below the replica, size in bytes, modification time."""
@@ -193,6 +235,10 @@ class FileProtection:
             changed after it (0: nothing unshipped); None when not replicated.
         bytes_last_hour: bytes shipped to the replica in the last hour (snapshots and WAL).
         problem: why the file is not protected, or None.
+        local_generation: the generation this host's Litestream ships (its ``generation``
+            file beside the live file), None before it ran.
+        generation_changed: the replica's generation is not that one, unexpectedly
+            (``replica-generation-changed``: another Litestream, or the replica replaced).
     """
 
     label: str
@@ -206,6 +252,8 @@ class FileProtection:
     lag_s: float | None
     bytes_last_hour: int
     problem: str | None
+    local_generation: str | None = None
+    generation_changed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The file's entry in ``protect --status --json``'s ``files``."""
@@ -221,6 +269,7 @@ class FileProtection:
             "lag_s": self.lag_s,
             "bytes_last_hour": self.bytes_last_hour,
             "problem": self.problem,
+            "local_generation": self.local_generation,
         }
 
 
@@ -230,8 +279,17 @@ def judge_file(
     objects: Iterable[ReplicaObject],
     changed_at: datetime,
     now: datetime,
+    local: tuple[str, datetime] | None = None,
+    settle_s: float = 60.0,
 ) -> FileProtection:
-    """One file's protection from its replica's objects and its last write. Pure."""
+    """One file's protection from its replica's objects and its last write. Pure.
+
+    ``local``: the generation this host's Litestream ships and when it started
+    (``local_generation``). The replica's newest generation is pinned to it: another one there
+    written after it started, or it still absent ``settle_s`` seconds after it started, is an
+    unexpected change (``replica-generation-changed``). A new generation of this host's
+    Litestream (an erasure's, or after a restore) changes ``local`` first: expected.
+    """
     listed = [(found, o) for o in objects if (found := SEGMENT.search(o.key))]
     recent = sum(o.size for _, o in listed if o.modified >= now - HOUR)
     if live.mode != WAL:
@@ -262,8 +320,27 @@ def judge_file(
     ]
     last = max(segments, key=lambda m: (m.group(3), m.group(4)), default=None)
     shipped_at = max(o.modified for m, o in listed if m.group(1) == generation)
+    ours = local[0] if local else None
+    changed = (
+        local is not None
+        and generation != local[0]
+        and (
+            shipped_at > local[1]
+            or (
+                all(m.group(1) != local[0] for m, _ in listed)
+                and (now - local[1]).total_seconds() > settle_s
+            )
+        )
+    )
     return replace(
         unreplicated,
+        local_generation=ours,
+        generation_changed=changed,
+        problem=f"its replica {replica} holds generation {generation}, written by another "
+        f"Litestream than this host's (generation {ours}, since {local[1]:%Y-%m-%dT%H:%M:%SZ}): "
+        "another host or unit replicates to the same replica, or it was replaced"
+        if changed and local
+        else None,
         replicated=True,
         generation=generation,
         position=f"{generation}/{last.group(3)}_{last.group(4)}" if last else None,
@@ -272,10 +349,34 @@ def judge_file(
     )
 
 
+def local_generation(path: Path) -> tuple[str, datetime] | None:
+    """The generation this host's Litestream ships for ``path``, and when it started; or None.
+
+    Litestream 0.3.13 keeps it in ``.<name>-litestream/generation`` beside the file, written
+    once when it starts a generation.
+    """
+    marker = meta_dir(path) / "generation"
+    try:
+        text = marker.read_text(encoding="utf-8").strip()
+        started = datetime.fromtimestamp(marker.stat().st_mtime, UTC)
+    except (OSError, UnicodeDecodeError):
+        return None
+    return (text, started) if re.fullmatch(r"[0-9a-f]{16}", text) else None
+
+
 def last_write(path: Path) -> datetime:
     """The file's last change: the newer of its own and its WAL's modification times."""
     times = [p.stat().st_mtime for p in (path, Path(f"{path}-wal")) if p.exists()]
     return datetime.fromtimestamp(max(times, default=0.0), UTC)
+
+
+def generations(objects: Iterable[ReplicaObject]) -> dict[str, list[ReplicaObject]]:
+    """The replica's objects by generation (Litestream's own files only). Pure."""
+    found: dict[str, list[ReplicaObject]] = {}
+    for item in objects:
+        if matched := SEGMENT.search(item.key):
+            found.setdefault(matched.group(1), []).append(item)
+    return found
 
 
 def _directory_objects(root: Path) -> list[ReplicaObject]:
@@ -376,10 +477,19 @@ def read_status(store: VectorStore, config: Config, now: datetime) -> Protection
         raise ConfigError(config.source, ["protect: no [protect] section: nothing is protected"])
     files = []
     for live in journal_mode.live_files(store, config.history_db_path):
-        name = replica_name(live)
-        where = replica_where(protect, config, name)
-        objects = replica_objects(protect, config, name)
-        files.append(judge_file(live, where, objects, last_write(live.path), now))
+        where = replica_where(protect, config, replica_name(live))
+        objects = replica_objects(protect, config, replica_name(live))
+        files.append(
+            judge_file(
+                live,
+                where,
+                objects,
+                last_write(live.path),
+                now,
+                local_generation(live.path),
+                protect.max_lag_s,
+            )  # fmt: skip
+        )
     path = config_file(config)
     return ProtectionStatus(
         config_file=path if path.exists() else None,

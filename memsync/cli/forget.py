@@ -16,6 +16,7 @@ from memsync.cli.common import (
     open_deployment,
 )
 from memsync.erase import apply as erase
+from memsync.erase import replicas
 from memsync.errors import ExitCode, UsageError
 from memsync.state import operation_lock
 
@@ -41,7 +42,9 @@ def register(
         "--erase",
         action="store_true",
         help="also remove the text (with a scope: also of its memories deleted earlier) from "
-        "history, raw messages, free pages, WAL files and memsync's copies; a byte search proves it",
+        "history, raw messages, free pages, WAL files and memsync's copies; a byte search proves "
+        "it; with [protect], Litestream's replicas start a new generation and the older ones "
+        "(earlier restore points) are removed",
     )
     parser.set_defaults(run=run_forget)
     prune = add_command(subparsers, "prune", PRUNE_HELP, common, epilog, writes=True)
@@ -61,6 +64,8 @@ def _text(command: str, done: forget.Forgotten, args: argparse.Namespace) -> str
                 f"would erase the text left of {m} (deleted earlier)"
                 for m in targets.already_deleted
             ]
+        if done.replicas is not None:
+            lines += replicas.restore_points_note(done.replicas)
         lines.append(
             f"{command} --dry-run: {len(targets.all)} memories would go"
             + (f" (route: {done.route})" if done.route else "")
@@ -96,6 +101,8 @@ def _text(command: str, done: forget.Forgotten, args: argparse.Namespace) -> str
         )
     if done.erased:
         lines += _copies_lines(done.erased)
+    if done.replicas is not None:
+        lines += replicas.restore_points_note(done.replicas)
     return "\n".join(lines)
 
 

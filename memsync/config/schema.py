@@ -14,6 +14,7 @@ passes through unchecked.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import time, timedelta
@@ -39,6 +40,7 @@ from memsync.config.fields import (
     _problem,
     _time_zone,
     key,
+    parse_duration,
 )
 from memsync.config.mem0_settings import (
     MEM0_DEFAULT_COLLECTION,
@@ -387,7 +389,8 @@ class ProtectConfig(_Section):
     retention: Duration = key(
         timedelta(hours=24),
         "how long Litestream keeps older generations and WAL (its retention); restore points "
-        "go back this far",
+        "go back this far; never longer than the [snapshot] keep_* rules keep snapshots (the "
+        "default is capped to that, a longer value is refused)",
         toml=_EVERY_SHORT,
         shown='`"24h"`',
         gt=timedelta(0),
@@ -498,8 +501,53 @@ def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
     return problems
 
 
+# restic's calendar rules, each as the age of the oldest snapshot it keeps
+_HORIZON_RULES = (
+    ("keep_hourly", timedelta(hours=1)),
+    ("keep_daily", timedelta(days=1)),
+    ("keep_weekly", timedelta(weeks=1)),
+    ("keep_monthly", timedelta(days=31)),
+    ("keep_yearly", timedelta(days=366)),
+)
+
+
+def retention_horizon(snapshot: Mapping[str, Any]) -> timedelta | None:
+    """How far back the ``[snapshot]`` keep_* rules keep restore points, or None. Pure.
+
+    The longest of ``keep_within`` and N hours, days, weeks, months (31 days) or years (366
+    days) of ``keep_hourly`` ... ``keep_yearly``; None when no time rule is set (``keep_last``
+    counts snapshots, whose age depends on how often they are taken). Takes the raw table or
+    the section's fields (``SnapshotConfig.model_dump()``); values that do not parse count
+    as unset (their own check reports them).
+    """
+    found = []
+    within = snapshot.get("keep_within")
+    if isinstance(within, timedelta):
+        found.append(within)
+    elif within is not None:
+        with contextlib.suppress(ValueError):
+            found.append(parse_duration(str(within)))
+    for name, unit in _HORIZON_RULES:
+        count = snapshot.get(name)
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+            found.append(count * unit)
+    return max(found, default=None)
+
+
+def _go(span: timedelta) -> str:
+    """``span`` in the largest whole unit (``"36h"``, ``"7d"``), as the config spells it. Pure."""
+    seconds = int(span.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
 def _protect_problems(raw: Mapping[str, Any]) -> list[str]:
-    """``[protect]`` needs exactly one replica destination, and s3 needs ``[s3]``. Pure."""
+    """``[protect]``: one replica destination, s3 with ``[s3]``, retention within the snapshots'.
+
+    An explicit ``retention`` longer than ``retention_horizon`` is refused. Pure.
+    """
     protect = raw.get("protect")
     if not isinstance(protect, Mapping):
         return []
@@ -509,4 +557,17 @@ def _protect_problems(raw: Mapping[str, Any]) -> list[str]:
         return ['protect: name the replica: directory = "PATH", or s3 = true with an [s3] table']
     if protect.get("s3") is True and not isinstance(raw.get("s3"), Mapping):
         return ["protect.s3: needs an [s3] table (the bucket the replicas go to)"]
+    snapshot = raw.get("snapshot")
+    horizon = retention_horizon(snapshot) if isinstance(snapshot, Mapping) else None
+    try:
+        kept = parse_duration(str(protect["retention"])) if "retention" in protect else None
+    except ValueError:
+        kept = None  # the field's own check reports it
+    if kept is not None and horizon is not None and kept > horizon:
+        return [
+            f"protect.retention: {protect['retention']} keeps replica restore points older than "
+            f"the oldest snapshot [snapshot] keep_* keeps ({_go(horizon)}): what the app deleted "
+            f"would outlive the snapshots in the replicas; set at most {_go(horizon)}, or keep "
+            "snapshots longer"
+        ]
     return []

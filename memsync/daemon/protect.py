@@ -5,7 +5,9 @@
 (``protection.litestream_config`` of the files in WAL mode: collections created since are
 picked up; a file not in WAL waits for ``memsync protect``), starts Litestream when it is not
 running, restarts it when the configuration changed or a file was replaced (a restore put a
-new file at its path: Litestream would follow the old one), and after an exit waits 1, 2, 4 ... 60 s
+new file at its path: Litestream would follow the old one), stops it while a memsync process
+holds it (``protect-hold.json``: an erasure rewrites the files and starts a new generation; a
+dead holder's hold is ignored), and after an exit waits 1, 2, 4 ... 60 s
 (``jobs.backoff_s``'s doubling, capped) before starting it again. Its process is recorded in
 ``<state_dir>/protect-state.json`` (doctor and ``protect --status`` read it). It works only
 holding ``runner.FORK_LOCK``, so the daemon's jobs still start as forks. ``stop`` sends
@@ -63,6 +65,7 @@ class Supervisor:
     running_files: dict[str, int] = field(default_factory=dict)  # its files' inodes at start
     started: float = 0.0  # monotonic: when the running Litestream started
     waiting: list[str] = field(default_factory=list)  # files not in WAL mode, last logged
+    held: tuple[int, str] | None = None  # the hold (pid, token) Litestream is stopped for
     stopping: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
 
@@ -109,6 +112,17 @@ class Supervisor:
             if self.failures == 1 and self.config.daemon.notify:  # once per run of exits
                 place = alerts.place_of(Deployment.open(self.config))
                 alerts.send(self.config, "protect", alerts.protect_notice(code, delay, pid, place))
+        hold = protection.held_by(self.config)
+        if hold is not None:  # an erasure rewrites the files, then a new generation starts
+            if hold != self.held:
+                self._terminate(f"held by pid {hold[0]}")
+                self.held = hold
+                logger.info("litestream_held", holder=hold[0])
+                self._record(None, held_by=hold[0], hold=hold[1])
+            return
+        if self.held is not None:
+            logger.info("litestream_released", holder=self.held[0])
+            self.held = None
         text = self._configuration()
         if text is None:
             return

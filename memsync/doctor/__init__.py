@@ -47,7 +47,7 @@ RESULT_CODES = (
     "app-interpreter", "store-meta", "store-decode", "last-snapshot", "restore-unfinished", "pre-restore-copy", "daemon",
     "daemon-job", "old-store-copy", "legacy-point-store", "wal-recommended", "pending-requests",
     "pending-erasure-overdue", "window-left-open", "write-route", "agent-refused",
-    "store-size", "protection", *doctor_codes(),
+    "store-size", "protection", "replica-generation-changed", *doctor_codes(),
     *S3_RESULT_CODES,
 )  # fmt: skip
 

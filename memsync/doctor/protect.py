@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from memsync import protection
+from memsync import findings, protection
 from memsync.deployment import Deployment
 from memsync.doctor.status import ERROR, OK
 from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
 
 CODE = "protection"
+CHANGED = "replica-generation-changed"  # the replica's generation is not this host's
 
 
 def probe_protection(deployment: Deployment, now: datetime) -> list[DoctorResult]:
@@ -41,7 +42,17 @@ def probe_protection(deployment: Deployment, now: datetime) -> list[DoctorResult
     ]
     for entry in status.files:
         late = entry.lag_s is not None and entry.lag_s > status.max_lag_s
-        if entry.problem is not None or late:
+        if entry.generation_changed:
+            results.append(
+                DoctorResult(
+                    code=CHANGED,
+                    status=ERROR,
+                    path=str(entry.path),
+                    message=f"{entry.label} is not protected by this host: {entry.problem}",
+                    fix=findings.spec(CHANGED).fix,
+                )
+            )
+        elif entry.problem is not None or late:
             why = entry.problem or (
                 f"its replica {entry.replica} is {entry.lag_s:.0f} s behind its last write "
                 f"(max_lag_s {status.max_lag_s:g})"

@@ -16,6 +16,7 @@ from memsync import check, routes, snapshot
 from memsync.config import Config
 from memsync.deployment import Deployment
 from memsync.erase import apply as erasure
+from memsync.erase import replicas
 from memsync.errors import TryLaterError
 from memsync.forget.select import Ask, Forgotten, Targets, prove_gone, refuse_bad_mem0
 from memsync.model import CheckReport, HistoryEvent, Inventory
@@ -144,6 +145,7 @@ class Deleted:
     recorded: tuple[str, ...] = ()
     snapshot_id: str | None = None
     erased: dict[str, Any] | None = None  # set when the erasure ran inside a window
+    held: replicas.Renewal | None = None  # [protect]: Litestream held since that erasure
     past: Past | None = None  # what records said of a scope erasure's memories
 
 
@@ -216,8 +218,10 @@ def run_ask(
     past = Past.of(deployment, ask)
     targets = ask.select(before, now.date(), past.found)
     if targets.not_found or dry_run or not ask.has_work(targets):
-        route = (deployment.would_take() or "queued") if dry_run and ask.has_work(targets) else None
-        return Forgotten(targets=targets, dry_run=dry_run, route=route)
+        work = dry_run and ask.has_work(targets)
+        route = (deployment.would_take() or "queued") if work else None
+        plan = replicas.plan(deployment) if work and ask.erase else None
+        return Forgotten(targets=targets, dry_run=dry_run, route=route, replicas=plan)
     snapshot_id = None
     deployment.require_interpreter()  # refused before the safety snapshot, not after it
     if take_snapshot and ask.kind == "forget" and targets.all and deployment.would_take():
@@ -297,8 +301,9 @@ def finish_erasure(
 ) -> dict[str, object] | None:
     """Erase the texts an erasure killed after its deletes left (``erase-journal.json``).
 
-    Returns what ``erase.erase_texts`` did, or None when no erasure was unfinished. Idempotent:
-    the journal goes only once the texts are erased and verified gone from the store files
+    With ``[protect]`` the replicas are renewed too (``erase.replicas``: ``replicas`` in the
+    result). Returns what ``erase.erase_texts`` did, or None when no erasure was unfinished.
+    Idempotent: the journal goes only once the texts are erased and verified gone from the store files
     (``erase.unverified``: a transaction pinning a ``-wal`` file keeps it for the next write).
 
     Raises:
@@ -309,13 +314,17 @@ def finish_erasure(
     if unfinished is None:
         return None
     memory_ids, scope = unfinished
-    erased = erasure.erase_texts(deployment, before, memory_ids, now, scope or None)
-    unverified = erasure.unverified(erased)
+    with replicas.renewal(deployment) as renewal:  # [protect]: as finish does
+        erased = erasure.erase_texts(deployment, before, memory_ids, now, scope or None)
+        unverified = erasure.unverified(erased)
+        if renewal is not None:
+            erased["replicas"] = renewal.renew(unverified)
     if not unverified:
         (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
     logger.warning(
         "erasure_finished_late", memories=len(memory_ids),
         history_rows_blanked=erased.get("history_rows_blanked"), unverified=unverified,
+        replicas_problem=(erased.get("replicas") or {}).get("problem"),
     )  # fmt: skip
     return erased
 
@@ -357,14 +366,21 @@ def delete_with(
         )
     deleted, recorded = _delete_journaled(deployment, writer, targets, now, progress)
     erased = None
+    held = None
     if ask.erase and writer.route == "window":  # the app is stopped: rewrite the files now
         everything = [*targets.all, *targets.already_deleted]
-        erased = erasure.erase_texts(
-            deployment, before, everything, now, ask.scope, known=past.known
-        )
+        held = replicas.hold(deployment)  # [protect]: renewed by finish, after the window
+        try:
+            erased = erasure.erase_texts(
+                deployment, before, everything, now, ask.scope, known=past.known
+            )
+        except BaseException:
+            if held is not None:
+                held.close()
+            raise
     return Deleted(
         before=before, targets=targets, deleted=tuple(deleted), recorded=tuple(recorded),
-        erased=erased, past=past,
+        erased=erased, past=past, held=held,
     )  # fmt: skip
 
 
@@ -390,27 +406,14 @@ def finish(
         )
     to_erase = (*targets.all, *targets.already_deleted) if ask.erase else ()
     erased: dict[str, Any] = done.erased or {}
-    if to_erase and done.erased is None:
-        # VACUUM takes SQLite's exclusive lock for the whole rewrite, longer than mem0 waits
-        # (5 s) on a large store: through the agent, app writes wait in its gate instead
-        holding = (
-            writes_held(deployment.vector_store, config)
-            if taken.route == "agent"
-            else nullcontext(None)
-        )
-        with holding as pause:  # the agent checkpoints the WAL files with no app call in flight
-            erased = erasure.erase_texts(
-                deployment, done.before, to_erase, now, ask.scope,
-                checkpoint=None if pause is None else pause.get("checkpoint"),
-                known=done.past.known if done.past else None,
-            )  # fmt: skip
-        if pause is not None:
-            logger.info(
-                "erasure_quiesced", held_s=pause.get("held_s"),
-                lease_ran_out=pause.get("lease_ran_out"), covered=pause.get("covered"),
-            )  # fmt: skip
-            if pause.get("uncovered"):  # their writes may have met `database is locked`
-                logger.warning("erasure_not_held", reason=not_held_reason(pause))
+    renewed = None
+    # [protect]: Litestream stopped (its read transaction would keep the -wal files), then a
+    # new generation of each replica and the older ones (holding the text) removed
+    with replicas.renewal(deployment, done.held) if to_erase else nullcontext(None) as renewal:
+        if to_erase and (done.erased is None or (renewal and erasure.unverified(erased))):
+            erased = _erase(deployment, now, ask, done, taken, to_erase)
+        if renewal is not None:
+            renewed = renewal.renew(erasure.unverified(erased))
     if not erasure.unverified(erased):  # else the next write erases again (finish_erasure)
         (config.state_dir / ERASE_JOURNAL).unlink(missing_ok=True)
     if to_erase:  # after the route closed: snapshots and the bucket are read
@@ -428,8 +431,40 @@ def finish(
     return Forgotten(
         targets=targets, dry_run=False, deleted=done.deleted, recorded=done.recorded,
         unproven=tuple(unproven), snapshot_id=done.snapshot_id, erased=erased,
-        route=taken.route, downtime_s=taken.downtime_s,
+        route=taken.route, downtime_s=taken.downtime_s, replicas=renewed,
     )  # fmt: skip
+
+
+def _erase(
+    deployment: Deployment,
+    now: datetime,
+    ask: Ask,
+    done: Deleted,
+    taken: routes.Taken,
+    to_erase: Sequence[str],
+) -> dict[str, Any]:
+    """``erase.erase_texts`` after the route closed; through the agent, the app's writes held."""
+    # VACUUM takes SQLite's exclusive lock for the whole rewrite, longer than mem0 waits
+    # (5 s) on a large store: through the agent, app writes wait in its gate instead
+    holding = (
+        writes_held(deployment.vector_store, deployment.config)
+        if taken.route == "agent"
+        else nullcontext(None)
+    )
+    with holding as pause:  # the agent checkpoints the WAL files with no app call in flight
+        erased = erasure.erase_texts(
+            deployment, done.before, to_erase, now, ask.scope,
+            checkpoint=None if pause is None else pause.get("checkpoint"),
+            known=done.past.known if done.past else None,
+        )  # fmt: skip
+    if pause is not None:
+        logger.info(
+            "erasure_quiesced", held_s=pause.get("held_s"),
+            lease_ran_out=pause.get("lease_ran_out"), covered=pause.get("covered"),
+        )  # fmt: skip
+        if pause.get("uncovered"):  # their writes may have met `database is locked`
+            logger.warning("erasure_not_held", reason=not_held_reason(pause))
+    return erased
 
 
 def queue(config: Config, ask: Ask, now: datetime, reason: str) -> pending.PendingRequest:

@@ -51,6 +51,7 @@ class Forgotten:
     route: str | None = None
     downtime_s: float | None = None
     pending_id: str | None = None
+    replicas: dict[str, Any] | None = None  # [protect]: the replicas' new generations (erase)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -63,8 +64,10 @@ class Forgotten:
 
     @property
     def unverified(self) -> list[str]:
-        """Why the erasure's bytes are not proven gone (``erase.unverified``); empty: proven."""
-        return erase.unverified(self.erased) if self.erased else []
+        """Why the erasure's bytes are not proven gone (also: the replicas not renewed)."""
+        why = erase.unverified(self.erased) if self.erased else []
+        problem = (self.replicas or {}).get("problem")
+        return why + [f"replicas: {problem}"] if problem else why
 
     def to_json(self, command: str) -> dict[str, Any]:
         """``forget --json`` or ``prune --json`` (``command``): docs/reference/json-output.md."""
@@ -91,6 +94,7 @@ class Forgotten:
             "route": self.route,
             "downtime_s": self.downtime_s,
             "pending_id": self.pending_id,
+            "replicas": self.replicas,
         }
 
 

@@ -44,6 +44,7 @@ from memsync.routes import WINDOW_FILE, NoRouteError, Taken
 from memsync.routes.window import app_stopped, bounded, run_command, signals_deferred
 from memsync.snapshot import create_snapshot, pins
 from memsync.state import operation_lock
+from memsync.stores import journal_mode
 from memsync.stores.backends import vector_store_for
 
 logger = structlog.get_logger(__name__)
@@ -281,6 +282,7 @@ def _stop_copy_write(
         if migrated.differences:
             return Switched(migrated=migrated, route=plan.route)
         _require_still_free(deployment)
+        _wal_for_protection(context.new_config)
         return _write(context, migrated)
 
     if plan.route is None:
@@ -332,6 +334,21 @@ def _require_still_free(deployment: Deployment) -> None:
             "keep it from being restarted meanwhile (or set [app] stop_command and "
             "start_command), then run --switch again",
         )
+
+
+def _wal_for_protection(new_config: Config) -> None:
+    """With ``[protect]`` in NEW.toml: the target's SQLite files in WAL mode before the app starts.
+
+    Litestream replicates WAL-mode files only; nobody holds them now (the app is stopped or was
+    not running), so they switch directly and the daemon, reloading NEW.toml, replicates them.
+    """
+    if new_config.protect is None:
+        return
+    target = Deployment.open(new_config).vector_store
+    for live in journal_mode.live_files(target, new_config.history_db_path):
+        if live.mode != journal_mode.WAL:
+            journal_mode.switch(live.path, journal_mode.WAL)
+            logger.info("switch_wal_for_protection", path=str(live.path))
 
 
 def _write(context: _Context, migrated: Migrated) -> Switched:

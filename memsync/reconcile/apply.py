@@ -25,6 +25,7 @@ from memsync.config import Config
 from memsync.deployment import Deployment
 from memsync.erase import apply as erase
 from memsync.erase import ledger as erasures
+from memsync.erase import replicas
 from memsync.errors import ExitCode, UnavailableError
 from memsync.model import CheckReport, HistoryEvent, Inventory, Recovery, Severity, parse_time
 from memsync.reconcile import sources as recovery
@@ -411,15 +412,20 @@ def _erase_again(
     erased text back into history.db: its rows are blanked and the stores rewritten, as
     ``forget --erase`` does (``erase.erase_texts``). Returns the ids, sorted, and why their
     texts are not proven gone (``erase.unverified``; empty when the byte search found none).
+    With ``[protect]`` the replicas start a new generation and lose the older ones, which the
+    older store's files shipped the text in (``erase.replicas``).
     """
     config = deployment.config
     deleted = {a.memory_id for a in actions if a.kind == "delete-point" and a.status == "done"}
     again = sorted(m for m in deleted & erasures.erased_ids(config.state_dir) if m)
     if not again:
         return [], []
-    erased = erase.erase_texts(deployment, before, again, now)
+    with replicas.renewal(deployment) as renewal:  # [protect]: as forget --erase does
+        erased = erase.erase_texts(deployment, before, again, now)
+        renewed = renewal.renew(erase.unverified(erased)) if renewal else {}
     logger.warning("erased_memories_deleted_again", memories=len(again))
-    return again, erase.unverified(erased)
+    problem = renewed.get("problem")
+    return again, erase.unverified(erased) + ([f"replicas: {problem}"] if problem else [])
 
 
 def _unapplied(

@@ -153,6 +153,7 @@ def collect(make_deployment: Any, cli: Any, bucket: str, s3_endpoint: str, tmp_p
     run(create, "snapshot", "create", codes=(3,))
     reconciled = run("`reconcile --json`", "reconcile")
     docs[routes].append(reconciled)
+    run("`forget --erase --json`", "forget", live[4], "--erase", "--dry-run")  # replicas' plan
     run("`forget --erase --json`", "forget", live[4], "--erase", "--yes")
     run("`snapshot purge-memory --json`", "snapshot", "purge-memory", live[5], "--dry-run")
     with app_holding(d.paths.qdrant):

@@ -423,3 +423,29 @@ def test_a_daemon_started_after_a_killed_one_stops_its_orphan_litestream(
     assert code == 0, err
     assert stopped[0]["pid"] == orphan and replacement != orphan
     assert not Path(f"/proc/{orphan}").exists() or "Z" in Path(f"/proc/{orphan}/stat").read_text()
+
+
+@pytest.mark.slow(reason="the daemon, Litestream held by a process, then released by its death")
+def test_a_hold_keeps_litestream_stopped_only_while_its_process_lives(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment = protected(make_deployment, tmp_path)
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    hold = state_dir(deployment) / "protect-hold.json"
+    hold.write_text(json.dumps({"pid": holder.pid, "why": "erasure"}))  # a memsync erasing
+    daemon = start(deployment.config, Notify(tmp_path))
+    try:
+        held = daemon.wait_event("litestream_held")
+        assert json.loads((state_dir(deployment) / "protect-state.json").read_text())["pid"] is None
+        holder.kill()  # memsync killed mid-erasure: its hold must not keep protection off
+        holder.wait(timeout=30)
+        daemon.wait_event("litestream_started")
+        poll("both files replicated", lambda: status(cli, deployment)["protected"])
+    finally:
+        holder.kill()
+        code, err = stop(daemon)
+    assert code == 0, err
+    assert held[0]["holder"] == holder.pid
+    assert "litestream_started" not in err.split('"litestream_held"')[0]  # held from the start

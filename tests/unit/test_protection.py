@@ -58,3 +58,36 @@ def test_the_gauges_give_every_file_replicated_and_lag_only_where_there_is_a_rep
 
 def test_restarts_back_off_from_one_second_to_a_minute() -> None:
     assert [restart_delay_s(n) for n in (1, 2, 3, 4, 7, 8, 20)] == [1, 2, 4, 8, 60, 60, 60]
+
+
+OTHER = "0123456789abcdef"
+
+
+def test_the_replica_is_pinned_to_the_generation_this_hosts_litestream_ships() -> None:
+    ours = (GEN, NOW - timedelta(seconds=600))
+    same = [obj(f"generations/{GEN}/wal/00000000_00000000.wal.lz4", 9, 5)]
+    judged = judge_file(LIVE, "/r", same, NOW, NOW, ours)
+    assert (judged.generation_changed, judged.problem, judged.local_generation) == (
+        False,
+        None,
+        GEN,
+    )
+    foreign = [*same, obj(f"generations/{OTHER}/snapshots/00000000.snapshot.lz4", 9, 2)]
+    judged = judge_file(LIVE, "/r", foreign, NOW, NOW, ours)
+    assert judged.generation_changed and judged.generation == OTHER
+    assert judged.problem == (
+        f"its replica /r holds generation {OTHER}, written by another Litestream than this "
+        f"host's (generation {GEN}, since 2026-12-06T04:50:00Z): another host or unit "
+        "replicates to the same replica, or it was replaced"
+    )
+
+
+def test_a_new_local_generation_not_shipped_yet_is_expected_until_it_should_have_been() -> None:
+    # an erasure (or a restore) made this host's Litestream start OTHER 3 s ago; the replica
+    # still shows GEN, written before OTHER started: Litestream ships OTHER within a second
+    old = [obj(f"generations/{GEN}/wal/00000000_00000000.wal.lz4", 9, 10)]
+    fresh = (OTHER, NOW - timedelta(seconds=3))
+    assert not judge_file(LIVE, "/r", old, NOW, NOW, fresh, settle_s=60).generation_changed
+    stale = (OTHER, NOW - timedelta(seconds=300))  # a replica replaced by an older copy
+    assert judge_file(LIVE, "/r", old, NOW, NOW, stale, settle_s=60).generation_changed
+    assert not judge_file(LIVE, "/r", old, NOW, NOW, None).generation_changed  # never ran here
