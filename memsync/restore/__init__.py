@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -34,8 +34,6 @@ from memsync.model import CaptureWindow, CheckReport, Finding, Severity
 from memsync.repository import copy_checked, encryption_key, reading
 from memsync.repository.plaintext import NO_KEY
 from memsync.restore import loss, pre_restore
-from memsync.restore import pgvector as pg_restore
-from memsync.routes.window import Taken
 from memsync.snapshot import choose
 from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
 from memsync.stores import history
@@ -43,6 +41,9 @@ from memsync.stores.manifest import FileEntry, Manifest
 from memsync.stores.manifest_schema import id_time
 from memsync.stores.snapshots import sha256_file
 from memsync.stores.sqlite_files import set_wal_mode, work_dir_error
+
+if TYPE_CHECKING:  # a server store's restore (its routes, the agent's client) loads only for one
+    from memsync.routes.window import Taken
 
 logger = structlog.get_logger(__name__)
 
@@ -238,6 +239,9 @@ def run_restore(
     store.require_free("restore")
     in_store = store.staging() is not None  # a server store stages and swaps it itself
     if in_store:
+        from memsync.restore import pgvector as pg_restore
+        from memsync.routes.window import Taken
+
         pg_restore.require_free(deployment)  # the app holds history.db and no window is configured
     target, chosen = choose.resolve(deployment, target, before, no_safety=True)
     # <work_dir>/restore-<pid>-*: the next run removes a download a SIGKILL left
@@ -268,8 +272,9 @@ def run_restore(
         if dry_run:
             route = pg_restore.would_route(deployment) if in_store else "direct"
             return replace(planned, moves=tuple(existing(deployment, moves)), route=route)
-        taken = Taken(route="direct")
+        taken: Taken | None = None
         if in_store:
+            taken = Taken(route="direct")
             hashing = None
             if recorded is not None and encryption_key(config) is None:
                 hashing = _hashing(deployment, directory, manifest, now)  # beside the load
@@ -336,7 +341,7 @@ def run_restore(
         moves=tuple(moves),
         check=report,
         moved_aside=aside,
-        route=taken.route,
+        route=taken.route if taken is not None else "direct",
         verification=verification,
         pre_restore_removed=removed,
         check_error=check_error,
@@ -382,14 +387,34 @@ def checked_after_swap(
 def _verified(deployment: Deployment, directory: Path, now: datetime) -> Manifest:
     """The full verification (``choose.verify_fit``) and the backend's fit. Raises as they do."""
     manifest = choose.verify_fit(deployment, directory, now)
-    pg_restore.refuse_other_backend(deployment, manifest)
+    refuse_other_backend(deployment, manifest)
     return manifest
 
 
 def _fits_after(deployment: Deployment, manifest: Manifest) -> None:
     """The fast path's fit, once the bytes matched: a damaged snapshot refuses first (exit 11)."""
     choose.require_fit(deployment.config, manifest)
-    pg_restore.refuse_other_backend(deployment, manifest)
+    refuse_other_backend(deployment, manifest)
+
+
+def refuse_other_backend(
+    deployment: Deployment, manifest: Manifest, *, old_config: bool = False
+) -> None:
+    """Refuse a snapshot of another backend (exit 10): ``restore.pgvector.refuse_other_backend``.
+
+    A snapshot of the store's own manifest mode always fits, so a restore of one never loads
+    the server restore's modules (its routes, the agent's client). ``old_config``: the hint of
+    ``restore --to`` (run it with the config from before the switch).
+
+    Raises:
+        ConfigError: the manifest's mode and the config's vector store differ.
+    """
+    if manifest.mode == deployment.vector_store.mode:
+        return
+    from memsync.restore import pgvector as pg_restore
+
+    hint = pg_restore.OLD_CONFIG_HINT if old_config else pg_restore.OTHER_BACKEND_HINT
+    pg_restore.refuse_other_backend(deployment, manifest, hint)
 
 
 def _pg_plaintext(
@@ -486,6 +511,8 @@ def _put_tables_in_place(
     ``before_swap``: run once staged, before the swap (``_hashing``). Returns the moves, what
     was moved aside, and the rows loaded into each table now in place.
     """
+    from memsync.restore import pgvector as pg_restore
+
     config = deployment.config
     with operation_lock(config.state_dir, "restore"):
         *tables, history = moves
@@ -624,7 +651,7 @@ def stage(
             target.parent.mkdir(parents=True, exist_ok=True)
             if checked is None:
                 shutil.copy2(plain / relative, target)
-            elif not copy_checked(plain, entries[relative], checked[1], target):
+            elif not copy_checked(plain, entries[relative], checked[1], target, durable=True):
                 _remove_staged(moves)
                 return None
             if relative in wal:
@@ -817,6 +844,8 @@ def finish_interrupted(deployment: Deployment) -> str | None:
 def _recover_locked(deployment: Deployment, path: Path) -> str | None:
     if not path.is_file():  # another process finished it while we waited for nothing
         return None
+    from memsync.restore import pgvector as pg_restore
+
     document = pg_restore.read_journal(path)
     if document is not None:
         outcome = pg_restore.finish_interrupted(deployment, document)

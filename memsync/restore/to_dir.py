@@ -23,8 +23,7 @@ from memsync.deployment import Deployment
 from memsync.errors import UsageError
 from memsync.model import CheckReport
 from memsync.repository import reading
-from memsync.restore import Move, stage
-from memsync.restore import pgvector as pg_restore
+from memsync.restore import Move, refuse_other_backend, stage
 from memsync.snapshot import choose
 from memsync.state import fsync_dir, write_json_atomic
 
@@ -128,7 +127,7 @@ def run_restore_to(
     with reading.scratch(cfg, "restore-to") as scratch:  # a killed run's: removed by the next
         directory = choose.materialize(cfg, target, scratch)
         manifest = choose.verify_fit(deployment, directory, now)
-        pg_restore.refuse_other_backend(deployment, manifest, pg_restore.OLD_CONFIG_HINT)
+        refuse_other_backend(deployment, manifest, old_config=True)
         planned = CopiedTo(snapshot_id=manifest.id, dry_run=dry_run, layout=layout, chosen=chosen)
         if dry_run:
             return planned

@@ -298,7 +298,8 @@ def _integrity_verdicts(captured: capture.Captured, partial: Path) -> dict[str, 
         results[f"{base}/{relative}"] = checked[relative]
     if captured.history_copy is not None:
         path = captured.history_copy.dest
-        results[str(path.relative_to(partial))] = integrity(path, quick=False)
+        fresh = captured.history_copy.source != path  # captured now, not a purge's file at rest
+        results[str(path.relative_to(partial))] = integrity(path, quick=False, fresh=fresh)
     return results
 
 

@@ -91,9 +91,15 @@ def doctor_codes() -> tuple[str, ...]:
 
 
 def backend_of_mode(mode: str) -> type[Backend]:
-    """The backend that writes snapshots of manifest ``mode``; the default one for another."""
+    """The backend that writes snapshots of manifest ``mode``; the default one for another.
+
+    The default backend is asked first, so a snapshot of it imports no other backend's package.
+    """
+    default = backend_class(DEFAULT_PROVIDER)
+    if default.mode == mode:
+        return default
     found = (backend_class(p) for p in _BACKENDS if p != DEFAULT_PROVIDER)
-    return next((b for b in found if b.mode == mode), backend_class(DEFAULT_PROVIDER))
+    return next((b for b in found if b.mode == mode), default)
 
 
 def backend_of_kind(kind: str) -> type[Backend]:

@@ -100,21 +100,42 @@ def writers_of(path: Path) -> dict[int, str]:
 
 
 def _processes_with_open(lock_file: Path) -> list[tuple[int, tuple[int, int]]]:
-    """Processes with a file open at the path ``lock_file`` (as each sees it): pid, (dev, ino)."""
+    """Processes with a file open at the path ``lock_file`` (as each sees it): pid, (dev, ino).
+
+    Reads each process's descriptors as links (``/proc/<pid>/fd/<n>``) and keeps a regular file
+    at one of the paths, as psutil's ``open_files`` does, without reading every descriptor's
+    ``fdinfo`` as it does too (about 60% of the scan's CPU on a busy host). By ascending pid.
+    """
     targets = {str(lock_file.absolute())}
     if lock_file.exists():
         targets.add(str(lock_file.resolve()))
+    try:
+        pids = sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
+    except OSError:
+        return []
     found = []
-    for process in psutil.process_iter(["pid"]):
+    for pid in pids:
+        descriptors = f"/proc/{pid}/fd"
         try:
-            for handle in process.open_files():
-                if handle.path in targets:
-                    theirs = os.stat(f"/proc/{process.pid}/fd/{handle.fd}")
-                    found.append((int(process.pid), (theirs.st_dev, theirs.st_ino)))
-                    break
-        except (psutil.Error, OSError):
+            fds = os.listdir(descriptors)
+        except OSError:  # gone, or another user's
             continue
+        for fd in fds:
+            try:
+                path = os.readlink(f"{descriptors}/{fd}").split("\x00")[0]
+                if path.endswith(_DELETED) and not os.path.exists(path):
+                    path = path.removesuffix(_DELETED)  # as psutil reads the link
+                if path not in targets or not os.path.isfile(path):
+                    continue
+                theirs = os.stat(f"{descriptors}/{fd}")
+            except OSError:
+                continue
+            found.append((pid, (theirs.st_dev, theirs.st_ino)))
+            break
     return found
+
+
+_DELETED = " (deleted)"
 
 
 def _holder(pid: int, path_seen: Path) -> LockHolder:

@@ -453,16 +453,28 @@ def roll_back_hot_journal(path: Path) -> None:
         connection.close()
 
 
-def integrity(path: Path, quick: bool = True) -> str:
+# How much of a fresh copy ``integrity`` reads through a memory map (SQLite caps it at its
+# SQLITE_MAX_MMAP_SIZE, 2 GB by default, and reads the rest with read calls).
+FRESH_MMAP_BYTES = 1 << 40
+
+
+def integrity(path: Path, quick: bool = True, *, fresh: bool = False) -> str:
     """Run ``PRAGMA quick_check`` (or ``integrity_check``) on a copy; return ``"ok"`` or problems.
 
     Never call this on a live file: it reads every page in one transaction. Reads only.
+    ``fresh``: a copy this process has just written (a capture's, still in the page cache),
+    read through a memory map, which halves the check's CPU (no read call and no copy per
+    page); the verdict is the same. Not for files at rest (a snapshot being verified): on a
+    failing disk a mapped read kills the process (SIGBUS) where a read call lets SQLite
+    report the error as the verdict.
 
     Raises:
         UnavailableError: the file cannot be opened at all.
     """
     connection = connect_readonly(path)
     try:
+        if fresh:
+            connection.execute(f"PRAGMA mmap_size = {FRESH_MMAP_BYTES}").fetchall()
         pragma = "quick_check" if quick else "integrity_check"
         rows = connection.execute(f"PRAGMA {pragma}").fetchall()
     except sqlite3.Error as error:

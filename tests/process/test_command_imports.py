@@ -82,3 +82,50 @@ def test_snapshot_create_and_doctor_without_s3_or_encryption_load_neither(deploy
     code, modules = loaded_after("doctor", "--json", "--config", config, tmp_path=tmp_path)
     assert code in (0, 3) and "memsync.doctor.s3" in modules
     assert unneeded(modules, UNENCRYPTED) == []
+
+
+# An embedded restore (its fast path: the snapshot create verified, hashed while it is staged)
+# needs none of the server restore's modules (restore.pgvector and the routes it reaches), no
+# backend package but its own, and no S3 or sealing library. (The agent's client comes with
+# memsync.snapshot, whose choice and verification restore uses.)
+NOT_FOR_EMBEDDED_RESTORE = (
+    *UNENCRYPTED,
+    "psycopg",
+    "memsync.stores.pgvector",
+    "memsync.restore.pgvector",
+    "memsync.restore.pg_agent",
+    "memsync.routes",
+    "memsync.doctor",
+)
+
+
+def test_an_embedded_restore_loads_no_pgvector_route_or_agent_module(deployment, cli, tmp_path):
+    deployment.close()
+    created = cli("snapshot", "create", "--json", config=deployment.config)
+    assert created.code == 0
+    code, modules = loaded_after(
+        "restore",
+        created.json()["id"],
+        "--force",
+        "--json",
+        "--config",
+        str(deployment.config),
+        tmp_path=tmp_path,
+    )
+    assert code == 0 and "memsync.restore" in modules
+    assert unneeded(modules, NOT_FOR_EMBEDDED_RESTORE) == []
+
+
+def test_the_process_command_freezes_what_its_imports_built_and_a_caller_s_does_not():
+    """Later collections, and the last one at exit, skip the modules and models (gc.freeze)."""
+    probe = (
+        "import gc, sys; from memsync.cli import main; main(['--help']); "
+        "given = gc.get_freeze_count(); sys.argv = ['memsync', '--help']; main(); "
+        "print(given, gc.get_freeze_count())"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    given, own = map(int, result.stdout.split()[-2:])
+    assert given == 0  # main(argv): the caller's objects stay collectable
+    assert own > 10_000  # main() reading sys.argv: the parser's and memsync's modules, at least

@@ -11,6 +11,7 @@ import stat
 from pathlib import Path
 
 from memsync.demo import deployment as build
+from memsync.stores.sqlite_files import integrity, vacuum_into
 from tests.conftest import HASH
 
 
@@ -281,6 +282,50 @@ def test_snapshot_of_a_damaged_live_store_fails_with_11_and_leaves_nothing(deplo
         if snapshot_dir(deployment).exists()
         else True
     )
+
+
+def lose_index_write(storage: Path) -> int:
+    """Delete one point's row, then put the key index's page back as it was: a lost write.
+
+    A disk that acknowledged a write it never made leaves the table without the row and its
+    index still naming it. Every page is well formed (``quick_check`` passes); only a check of
+    the index against the table (``integrity_check``) sees it, and ``VACUUM INTO`` copies the
+    index as it is. Returns the rowid deleted.
+    """
+    db = sqlite3.connect(storage)
+    page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    (root,) = db.execute(
+        "SELECT rootpage FROM sqlite_master WHERE type = 'index' AND tbl_name = 'points'"
+    ).fetchone()
+    offset = (root - 1) * page_size
+    with storage.open("rb") as handle:
+        handle.seek(offset)
+        before = handle.read(page_size)
+    (rowid,) = db.execute("SELECT max(rowid) FROM points").fetchone()
+    with db:
+        db.execute("DELETE FROM points WHERE rowid = ?", (rowid,))
+    db.close()
+    with storage.open("r+b") as handle:
+        handle.seek(offset)
+        handle.write(before)
+    return int(rowid)
+
+
+def test_snapshot_of_a_store_whose_index_lost_a_write_fails_with_11(deployment, cli, tmp_path):
+    """The copy's check of its index against its table, mapped or not, refuses the store."""
+    deployment.close()
+    storage = deployment.paths.qdrant / "collection" / "mem0" / "storage.sqlite"
+    lose_index_write(storage)
+    assert integrity(storage, quick=True) == "ok"  # every page is sound
+    copy = tmp_path / "copy.sqlite"
+    vacuum_into(storage, copy)
+    verdict = integrity(copy, quick=False)
+    assert "missing from index" in verdict or "wrong # of entries in index" in verdict
+    assert integrity(copy, quick=False, fresh=True) == verdict
+    result = cli("snapshot", "create", "--json", config=deployment.config)
+    assert result.code == 11, result.out
+    assert "fails PRAGMA integrity_check" in result.err and "storage.sqlite" in result.err
+    assert not any(snapshot_dir(deployment).iterdir())
 
 
 def test_snapshot_restorable_byte_for_byte_opens_in_mem0(deployment, cli, tmp_path):

@@ -396,11 +396,16 @@ class EmbeddedQdrant:
         integrity: bool = True,
         decode: bool = True,
     ) -> dict[str, str]:
-        """``integrity_check`` (or ``quick_check``) then a full decode of each copied collection."""
+        """``integrity_check`` (or ``quick_check``) then a full decode of each copied collection.
+
+        A copy this process captured (its source another file) is checked mapped
+        (``sqlite_files.integrity``'s ``fresh``); a snapshot's file at rest with read calls.
+        """
         verdicts = {}
         for name, copy in sorted(capture.copies.items()):
+            fresh = copy.source != copy.dest
             try:
-                verdict = sqlite_integrity(copy.dest, quick=quick) if integrity else "ok"
+                verdict = sqlite_integrity(copy.dest, quick, fresh=fresh) if integrity else "ok"
                 if verdict == "ok" and decode:
                     for _point in iter_points(copy.dest):
                         pass
