@@ -13,10 +13,8 @@ from memsync.cli import render
 from memsync.cli.common import add_command, open_deployment
 from memsync.deployment import Deployment
 from memsync.errors import ExitCode, MemsyncError, UsageError
-from memsync.reconcile import apply as reconcile
 from memsync.restore import at, to_dir
 from memsync.snapshot import choose
-from memsync.snapshot import purge_memory as purge
 from memsync.state import operation_lock
 
 HELP = "verify a snapshot, then replace both stores with it (old files moved aside, never deleted)"
@@ -145,8 +143,11 @@ def _settle(deployment: Deployment) -> dict[str, Any]:
     """Reconcile the seam of an in-place ``restore --at`` by its documented rules; what it did.
 
     As ``memsync reconcile`` (a safety snapshot first, no ``--record-lost``); an error stops
-    it and is reported, the restore stands.
+    it and is reported, the restore stands. Reconcile's modules (its routes) load only here.
     """
+    from memsync.reconcile import apply as reconcile
+    from memsync.snapshot import purge_memory as purge
+
     config = deployment.config
     try:
         with operation_lock(config.state_dir, "reconcile"):
