@@ -8,9 +8,10 @@ Usage::
 ``make tools`` first (the pinned Litestream binary). Every round and the cost run work on a
 fresh copy of ``app_deployment``'s template of ``--size`` memories under ``bench/out/``
 (removed after it), with ``[protect]`` (a directory replica beside the store), ``memsync
-protect`` and ``memsync daemon`` running Litestream, and the demo's app (``python -m
-memsync.demo.app --adds-only --acks FILE``: mem0's ``Memory.add`` every 50 ms after a search,
-each acknowledged add logged with its time and memory id, flushed).
+protect`` and ``memsync daemon`` running Litestream, and the benchmark's app
+(``app_process.py --acks FILE``: mem0's ``Memory.add`` every 50 ms, each acknowledged add logged
+with its time and memory id, flushed; the demo's app searches before each add, which at 100,000
+points in embedded Qdrant takes seconds).
 
 **RPO rounds.** A ``snapshot create`` and ``snapshot verify`` first (the daily snapshot), then protection and the app;
 at a random moment in ``--window`` seconds after the app is ready (the seed is printed), a lost
@@ -92,7 +93,6 @@ class Protected:
         binary = litestream.ensure()
         section = f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{self.replica}"\n'
         self.config = app_deployment.write_config(self.root, app=section)
-        (self.root / "mem0.json").write_text(json.dumps(app_deployment.mem0_config(self.root)))
         self.acks = self.root.parent / f"{name}-acks.log"
         self.acks.unlink(missing_ok=True)
         self.daemon: subprocess.Popen[bytes] | None = None
@@ -121,11 +121,7 @@ class Protected:
 
     def start_app(self) -> float:
         self.app = subprocess.Popen(
-            [
-                *(PY, "-m", "memsync.demo.app", str(self.root), "--adds-only"),
-                *("--users", "bench-app", "--interval", "0.05"),
-                *("--mem0-config", str(self.root / "mem0.json"), "--acks", str(self.acks)),
-            ],
+            [PY, str(REPO / "bench/app_process.py"), str(self.root), "--acks", str(self.acks)],
             cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=(self.root / "app.log").open("w"),

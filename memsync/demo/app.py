@@ -238,7 +238,7 @@ class AppProcess:
     ``view()`` asks the app for its own in-memory view (SIGUSR1) and returns its memory ids;
     ``stop()`` sends SIGTERM and returns the stats document. ``agent_options``: ``attach``'s
     keyword arguments; ``user``: run the app as that uid (and gid); ``nofile``: its
-    RLIMIT_NOFILE.
+    RLIMIT_NOFILE; ``acks``: the app's ``--acks`` file.
     """
 
     def __init__(
@@ -254,6 +254,7 @@ class AppProcess:
         agent_options: dict[str, Any] | None = None,
         user: int | None = None,
         nofile: int | None = None,
+        acks: Path | None = None,
     ) -> None:
         argv = [sys.executable, "-m", "memsync.demo.app", str(root), "--interval", str(interval)]
         if agent is not None:
@@ -267,6 +268,8 @@ class AppProcess:
         if users:
             argv += ["--users", ",".join(users)]
         argv += ["--embedder", embedder]
+        if acks is not None:
+            argv += ["--acks", str(acks)]
         self.root = root
         self.stats: dict[str, Any] | None = None
         self.log = root.parent / f"{root.name}-app.log"  # the app's stderr (its logging)
