@@ -59,12 +59,13 @@ class Listed:
 
     memories: tuple[Reviewed, ...]
     user_id: str | None = None
+    due: int | None = None  # review: memories due in all (``memories`` holds at most --limit)
 
     def to_json(self) -> dict[str, Any]:
         """``review --json`` or ``export-context --json``."""
         rows = [r.to_json() for r in self.memories]
         if self.user_id is None:
-            return {"command": "review", "memories": rows}
+            return {"command": "review", "due": self.due, "memories": rows}
         return {"command": "export-context", "user_id": self.user_id, "memories": rows}
 
 
@@ -80,8 +81,11 @@ def last_confirmed(point: Point) -> tuple[datetime | None, str]:
 
 def plan_review(
     points: Iterable[Point], now: datetime, older_than: timedelta, limit: int
-) -> list[Reviewed]:
-    """The memories last confirmed longest ago (before ``now - older_than``), oldest first. Pure."""
+) -> tuple[list[Reviewed], int]:
+    """The ``limit`` memories confirmed longest ago (before ``now - older_than``), and the total.
+
+    Oldest first; the total counts every memory due, shown or not. Pure.
+    """
     cutoff = now - older_than
     rows = []
     for point in points:
@@ -97,7 +101,7 @@ def plan_review(
                 )
             )
     rows.sort(key=lambda r: (r.confirmed_at is not None, r.confirmed_at or now, r.memory_id))
-    return rows[:limit]
+    return rows[:limit], len(rows)
 
 
 def _text(point: Point) -> str | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memsync import review, routes, utc
@@ -62,17 +62,28 @@ def run_review(args: argparse.Namespace) -> int:
     deployment = open_deployment(args)
     now = datetime.now(UTC)
     points, _ = review.load_points_and_events(deployment, with_events=False)
-    rows = review.plan_review(points.values(), now, args.older_than, max(args.limit, 0))
+    rows, due = review.plan_review(points.values(), now, args.older_than, max(args.limit, 0))
     lines = [
         f"{utc.iso_or_none(r.confirmed_at) or 'never':<28} {r.memory_id}  {r.text!r}  "
         f"(source: {r.source.get('source', '-')}, role: {r.source.get('role', '-')})"
         for r in rows
     ]
     lines.append(
-        f"review: {len(rows)} memories not confirmed for {args.older_than.days} days "
-        "(memsync confirm MEMORY_ID... once checked)"
+        f"review: {due} memories not confirmed for {_span(args.older_than)}"
+        + (f", the {len(rows)} oldest shown (--limit)" if len(rows) < due else "")
+        + " (memsync confirm MEMORY_ID... once checked)"
     )
-    return _emit(args, review.Listed(memories=tuple(rows)).to_json(), "\n".join(lines))
+    return _emit(args, review.Listed(memories=tuple(rows), due=due).to_json(), "\n".join(lines))
+
+
+def _span(span: timedelta) -> str:
+    """``--older-than`` as a person says it: "90 days", "12 hours", "45 seconds"."""
+    seconds = int(span.total_seconds())
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds} second{'s' if seconds != 1 else ''}"
 
 
 def run_confirm(args: argparse.Namespace) -> int:
