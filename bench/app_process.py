@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/app_process.py ROOT [--agent SOCKET] [--interval 0.05]
+    python bench/app_process.py ROOT [--agent SOCKET] [--interval 0.05] [--acks FILE]
 
 Builds ``mem0.Memory`` on the deployment at ROOT (``app_deployment.mem0_config``: embedded
 Qdrant, the ``memsync_hash`` embedder), attaches ``memsync.agent`` when ``--agent`` is given,
@@ -66,7 +66,9 @@ def main() -> int:
     parser.add_argument("root", type=Path)
     parser.add_argument("--agent", type=Path, default=None)
     parser.add_argument("--interval", type=float, default=0.05)
+    parser.add_argument("--acks", type=Path, default=None)
     args = parser.parse_args()
+    acks = None if args.acks is None else args.acks.open("a", encoding="utf-8")
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
@@ -97,7 +99,12 @@ def main() -> int:
         logged = len(errors.lines)
         ok = True
         try:
-            memory.add(f"bench app fact {count} from pid {pid}", user_id="bench-app", infer=False)
+            added = memory.add(
+                f"bench app fact {count} from pid {pid}", user_id="bench-app", infer=False
+            )
+            if acks is not None and len(errors.lines) == logged:
+                acks.write("".join(f"{time.time():.6f} {r['id']}\n" for r in added["results"]))
+                acks.flush()
         except Exception as error:  # noqa: BLE001 - every failure is what we count
             ok = False
             errors.lines.append([started, f"{type(error).__name__}: {error}"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import TypeVar
 
@@ -107,14 +108,19 @@ def settled_report(
 
     ``settled_capture`` without the inventory: the memories are judged as a stream
     (``judge_capture``). ``inspect`` runs while the copies exist (doctor's probes of the copied
-    files). Raises as ``run_check``.
+    files). Without ``inspect``, live files in WAL mode are read in place, not copied
+    (``capture.temporary_capture(in_place=True)``). Raises as ``run_check``.
     """
+    store, config = deployment.vector_store, deployment.config
 
     def once() -> tuple[None, CheckReport, T | None]:
-        with capture.temporary_capture(deployment.vector_store, deployment.config) as captured:
+        with capture.temporary_capture(store, config, in_place=inspect is None) as captured:
             report = judge_capture(
                 captured, deployment, now.date(), surroundings(deployment, captured), progress
             )
+            if captured.in_place:  # the live files' read snapshots were held until now
+                held_s = (datetime.now(UTC) - report.window.vectors_at).total_seconds()
+                report = replace(report, window=replace(report.window, longest_read_s=held_s))
             return None, report, inspect(captured) if inspect is not None else None
 
     _, report, inspected = _settled(deployment, settle, once)

@@ -110,7 +110,7 @@ def _run_at(args: argparse.Namespace, scope: recover.Scope) -> int:
         raise UsageError("--at reads the replicas: --from and --before do not apply")
     when = at.parse_at(args.at)
     deployment = open_deployment(args)
-    at.require_embedded(deployment)
+    at.require_embedded(deployment, "recover --at")
     now = datetime.now(UTC)
     # <work_dir>/recover-at-<pid>-*: the next run removes one a SIGKILL left
     with reading.scratch(deployment.config, "recover-at") as scratch:

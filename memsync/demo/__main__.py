@@ -24,7 +24,12 @@
    (``memsync.demo.pgvector_act``);
 12. migrates the deployment with ``memsync migrate`` to pgvector (vectors copied) and to a
    second embedder (256 dims, a new embedded Qdrant), each verified and checked clean, then
-   switches it to the second (``migrate --switch``; ``memsync.demo.migrate_act``).
+   switches it to the second (``migrate --switch``; ``memsync.demo.migrate_act``);
+13. protects a small deployment of its own (``memsync protect``, Litestream under the daemon),
+   loses its disk while the app adds a memory every 50 ms (the store directories deleted at a
+   random moment), restores it with ``memsync restore --at latest`` and counts, memory by
+   memory, the acknowledged adds lost against what the daily snapshot would have lost
+   (``memsync.demo.lost_disk``; ``make tools`` fetches Litestream).
 
 Every memsync step runs the real CLI as a subprocess. Exits 0 only when every expectation
 holds; the deployment is left in ``$MEMSYNC_DEMO_DIR`` (default ``./demo-run``) to look at.
@@ -44,7 +49,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memsync.demo import backups, live, migrate_act, pgvector_act
+from memsync.demo import backups, live, lost_disk, migrate_act, pgvector_act
 from memsync.demo import deployment as build
 
 MEMORIES = int(os.environ.get("MEMSYNC_DEMO_MEMORIES", "2000"))
@@ -235,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     say(
         "memsync migrate copied it to pgvector and to a second embedder, both verified and "
         "checked clean, and switched it to the second (the new configs are in migrate/)."
+    )
+    say(
+        "With Litestream under the daemon, a lost disk cost a handful of memories where the "
+        "daily snapshot would have lost every one since it (lost-disk/, its replica beside it)."
     )
     return 0
 
@@ -508,6 +517,8 @@ def daemon_act(paths: build.Paths, config: Path) -> None:
     pgvector_act.pgvector_act(paths.root / "pgvector", config, memsync, say, DemoFailed)
     heading("12. memsync migrate: a second embedder, and pgvector")
     migrate_act.migrate_act(paths, config, memsync, say, DemoFailed)
+    heading("13. a lost disk under continuous protection, restored to the last second")
+    lost_disk.lost_disk_act(paths.root / "lost-disk", memsync, say, DemoFailed)
 
 
 def snapshot_ids(config: Path) -> list[str]:

@@ -5,7 +5,7 @@ the app runs. Usage::
 
     python -m memsync.demo.app ROOT [--agent SOCKET] [--interval SECONDS] [--pidfile FILE]
                                      [--stats FILE] [--quiet-writes] [--adds-only] [--users a,b]
-                                     [--mem0-config FILE]
+                                     [--mem0-config FILE] [--acks FILE]
 
 Builds the demo deployment's Memory at ROOT (on pgvector when ``ROOT/pg-url`` exists,
 ``deployment.Paths.at``; ``--embedder``: ``memsync_hash``, the default, or
@@ -17,7 +17,9 @@ the demo's own dict), attaches ``memsync.agent`` when
 (default: the demo users), searches, and updates or deletes one of the memories *it* added (never others), unless
 ``--quiet-writes`` (then it only searches) or ``--adds-only`` (then it only adds: a restore
 may take away what it added). It never touches memories it did not add, so tests
-can assert exactly what memsync did to the rest.
+can assert exactly what memsync did to the rest. ``--acks FILE``: after each add mem0
+acknowledged, a line ``<unix seconds> <memory_id>`` appended to FILE and flushed, so the
+writes a SIGKILL cuts short are still counted (the lost-disk act and ``bench/bench_rpo.py``).
 
 SIGUSR1: write ``ROOT/app-view.json`` = ``{"seq": n, "ids": [...]}``, every memory id the app's
 own ``get_all`` returns for each demo user (its in-memory view), ``seq`` counting the dumps.
@@ -47,7 +49,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from memsync.demo import deployment as build
 
@@ -87,7 +89,13 @@ def _dump_view(memory: Any, root: Path, seq: int) -> None:
 
 
 def _step(
-    memory: Any, rng: random.Random, added: list[str], quiet: bool, users: list[str], adds: bool
+    memory: Any,
+    rng: random.Random,
+    added: list[str],
+    quiet: bool,
+    users: list[str],
+    adds: bool,
+    acks: IO[str] | None = None,
 ) -> bool:
     """One round of app traffic for ``users`` (only adds when ``adds``); True when it wrote."""
     memory.search(build.fact(rng), filters={"user_id": rng.choice(users)}, top_k=3)
@@ -96,7 +104,11 @@ def _step(
     action = rng.random()
     if action < 0.6 or len(added) < 5 or adds:
         result = memory.add(build.fact(rng), user_id=rng.choice(users), infer=False)
-        added += [item["id"] for item in result["results"]]
+        ids = [item["id"] for item in result["results"]]
+        added += ids
+        if acks is not None:
+            acks.write("".join(f"{time.time():.6f} {memory_id}\n" for memory_id in ids))
+            acks.flush()
     elif action < 0.8:
         memory.update(rng.choice(added), build.fact(rng))
     else:
@@ -141,6 +153,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--embedder", default="memsync_hash")
     parser.add_argument("--mem0-config", type=Path, default=None)
     parser.add_argument("--agent-options", type=json.loads, default={})
+    parser.add_argument("--acks", type=Path, default=None)
     return parser.parse_args(argv)
 
 
@@ -176,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     latencies: list[float] = []
     writes = failures = searches = seq = 0
     errors: list[str] = []
+    acks = None if args.acks is None else args.acks.open("a", encoding="utf-8")
     while not flags.stop:
         if flags.dump:
             flags.dump = False
@@ -183,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             _dump_view(memory, args.root, seq)
         started = time.perf_counter()
         try:
-            wrote = _step(memory, rng, added, args.quiet_writes, users, args.adds_only)
+            wrote = _step(memory, rng, added, args.quiet_writes, users, args.adds_only, acks)
             writes += wrote
             searches += 1
         except Exception as error:  # noqa: BLE001 - every failure is what we count
@@ -192,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         latencies.append((time.perf_counter() - started) * 1000)
         time.sleep(args.interval)
     build.close_memory(memory)
+    if acks is not None:
+        acks.close()
     stats = {
         "writes": writes,
         "failures": failures + len(counter.messages),
@@ -222,7 +238,7 @@ class AppProcess:
     ``view()`` asks the app for its own in-memory view (SIGUSR1) and returns its memory ids;
     ``stop()`` sends SIGTERM and returns the stats document. ``agent_options``: ``attach``'s
     keyword arguments; ``user``: run the app as that uid (and gid); ``nofile``: its
-    RLIMIT_NOFILE.
+    RLIMIT_NOFILE; ``acks``: the app's ``--acks`` file.
     """
 
     def __init__(
@@ -238,6 +254,7 @@ class AppProcess:
         agent_options: dict[str, Any] | None = None,
         user: int | None = None,
         nofile: int | None = None,
+        acks: Path | None = None,
     ) -> None:
         argv = [sys.executable, "-m", "memsync.demo.app", str(root), "--interval", str(interval)]
         if agent is not None:
@@ -251,6 +268,8 @@ class AppProcess:
         if users:
             argv += ["--users", ",".join(users)]
         argv += ["--embedder", embedder]
+        if acks is not None:
+            argv += ["--acks", str(acks)]
         self.root = root
         self.stats: dict[str, Any] | None = None
         self.log = root.parent / f"{root.name}-app.log"  # the app's stderr (its logging)

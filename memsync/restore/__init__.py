@@ -637,7 +637,8 @@ def stage(
     (``st_dev``, ``st_ino``, ``st_size``, ``st_mtime_ns``) after its last write.
     """
     prefix = f"{vectors_dir}/"
-    vectors_move, history_move = moves
+    *vectors, history_move = moves  # a server store's restore --at: history.db alone
+    vectors_move = vectors[0] if vectors else history_move
     _remove_staged(moves)
     entries = {entry.path: entry for entry in checked[0].files} if checked else {}
     staged_files: dict[Path, Path] = {}

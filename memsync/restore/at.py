@@ -34,7 +34,7 @@ from memsync import protection, repository, restore, utc
 from memsync.config import Config
 from memsync.config.scratch import ScratchLayout
 from memsync.deployment import Deployment
-from memsync.errors import ConfigError, MemsyncError, UnavailableError, UsageError
+from memsync.errors import ConfigError, LockedError, MemsyncError, UnavailableError, UsageError
 from memsync.model import CheckReport, Severity
 from memsync.repository import encryption_key, reading
 from memsync.restore import Restored, to_dir
@@ -157,17 +157,60 @@ def parse_at(text: str) -> datetime | None:
         raise UsageError(error.message.replace("--before", "--at", 1), error.hint) from None
 
 
-def require_embedded(deployment: Deployment) -> None:
-    """Refuse ``--at`` on a server store (pgvector): its point in time is the server's.
+def require_embedded(deployment: Deployment, what: str) -> None:
+    """Refuse ``what`` on a server store (pgvector), where only ``restore --at`` in place runs.
 
     Raises:
         UsageError: (exit 2) the vector store is a server's tables.
     """
     if deployment.vector_store.staging() is not None:
         raise UsageError(
-            "restore --at restores embedded stores from Litestream replicas; a server store's "
-            "point in time is the server's own recovery",
-            f"see {DOCS}",
+            f"{what} restores embedded stores from Litestream replicas; on pgvector the table's "
+            "point in time is PostgreSQL's own recovery, and `restore --at TIME` (in place, "
+            "--dry-run to see the pair) brings history.db to the same time",
+            f"see {PG_DOCS}",
+        )
+
+
+PG_DOCS = "docs/how-to/pgvector.md"
+
+
+def require_server_at(deployment: Deployment, when: datetime | None) -> None:
+    """On a server store, refuse ``--at`` while history.db is held, or the table is after TIME.
+
+    A table holding a memory written after ``when`` was not recovered to it.
+
+    The table is PostgreSQL's to recover (``recovery_target_time``); ``restore --at`` brings
+    history.db to the same time and checks the pair. mem0 stamps a memory before it writes
+    it, so a memory stamped after ``when`` was committed after it (the app's clock and the
+    server's agree, as NTP keeps them).
+
+    Raises:
+        LockedError: (exit 12) a process holds history.db.
+        UnavailableError: (exit 11) the table holds a memory written after ``when``.
+    """
+    staging = deployment.vector_store.staging()
+    if staging is None:
+        return
+    from memsync.restore.pg_agent import history_holder
+
+    holder = history_holder(deployment.config)
+    if holder is not None:
+        raise LockedError(
+            f"history.db {deployment.config.history_db_path} is held by pid {holder.pid} "
+            f"({holder.cmdline or 'command line unknown'}): restore --at on pgvector swaps history.db while the app is stopped",
+            f"stop the app (its table is being recovered by PostgreSQL too), then run again ({PG_DOCS})",
+        )
+    if when is None:
+        return
+    found = staging.written_after(when)
+    if found is not None:
+        memory_id, stamp = found
+        raise UnavailableError(
+            f"table {deployment.vector_store.collection} holds memory {memory_id} written at "
+            f"{stamp}, after {utc.iso(when)}: the database was not recovered to that time",
+            f"recover the database to {utc.iso(when)} with PostgreSQL's point-in-time recovery "
+            f"and point the config at it first ({PG_DOCS}), or choose a later --at TIME",
         )
 
 
@@ -331,7 +374,12 @@ def stage_at(deployment: Deployment, when: datetime | None, plain: Path) -> At:
             )
         )
         logger.info("restore_at_file", file=label, generation=generation, position=position)
-    meta_from = _meta_json(deployment, when, plain / deployment.vector_store.capture_dir)
+    server = deployment.vector_store.staging() is not None  # pgvector: history.db only
+    meta_from = (
+        "none (a server store)"
+        if server
+        else _meta_json(deployment, when, plain / deployment.vector_store.capture_dir)
+    )
     return At(
         time=when,
         files=tuple(restored),
@@ -453,7 +501,9 @@ def _meta_json(deployment: Deployment, when: datetime | None, vectors: Path) -> 
 def files_of(deployment: Deployment, at: At) -> tuple[list[str], set[str]]:
     """The staged layout's files (``stage``'s ``listed``) and those in WAL mode. Pure."""
     store = deployment.vector_store
-    listed = [*(f.relative for f in at.files), f"{store.capture_dir}/{store.index_file}"]
+    listed = [f.relative for f in at.files]
+    if store.staging() is None:
+        listed.append(f"{store.capture_dir}/{store.index_file}")
     return listed, {f.relative for f in at.files}
 
 
@@ -466,7 +516,7 @@ def check_replicas(deployment: Deployment, now: datetime) -> tuple[At, CheckRepo
     Raises:
         ConfigError, UnavailableError: as ``stage_at``.
     """
-    require_embedded(deployment)
+    require_embedded(deployment, "protect --verify")
     with reading.scratch(deployment.config, "protect-verify") as scratch:
         at = stage_at(deployment, None, scratch / "plain")
         listed, wal = files_of(deployment, at)
@@ -475,6 +525,14 @@ def check_replicas(deployment: Deployment, now: datetime) -> tuple[At, CheckRepo
             deployment, scratch / "plain", listed, wal, layout, at.restore_id, now
         )
     return at.with_check(report), report
+
+
+def _check_with_history(deployment: Deployment, history_db: Path, now: datetime) -> CheckReport:
+    """Check the live server table paired with ``history_db`` (a restored copy). Reads only."""
+    from memsync import check
+
+    paired = replace(deployment.config, history_db_path=history_db)
+    return check.run_check(Deployment.open(paired), now)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -513,16 +571,18 @@ def run_restore_at(
         ConfigError, UnavailableError: as ``stage_at``.
         LockedError: (exit 12) the app holds the embedded store, or another operation runs.
     """
-    require_embedded(deployment)
     config = deployment.config
     recovered = restore.finish_interrupted(deployment)
     store = deployment.vector_store
     store.require_free("restore")
+    require_server_at(deployment, when)
     with reading.scratch(config, "restore-at") as scratch:
         plain = scratch / "plain"
         at = stage_at(deployment, when, plain)
         listed, wal = files_of(deployment, at)
         moves = restore.plan_restore(deployment, at.restore_id)
+        if store.staging() is not None:  # the table is the server's: history.db alone
+            moves = moves[-1:]
         planned = Restored(
             snapshot_id=at.restore_id,
             dry_run=dry_run,
@@ -533,8 +593,13 @@ def run_restore_at(
         )
         restore.require_force(deployment, force or dry_run)
         if dry_run:
-            layout = ScratchLayout(root=scratch / "copy")
-            _, staged = to_dir.copy_into(deployment, plain, listed, wal, layout, at.restore_id, now)
+            if store.staging() is not None:
+                staged = _check_with_history(deployment, plain / HISTORY, now)
+            else:
+                layout = ScratchLayout(root=scratch / "copy")
+                _, staged = to_dir.copy_into(
+                    deployment, plain, listed, wal, layout, at.restore_id, now
+                )
             return RestoredAt(
                 at=at.with_check(staged),
                 restored=replace(
@@ -578,7 +643,7 @@ def run_restore_at_to(
             the live deployment.
         ConfigError, UnavailableError: as ``stage_at``.
     """
-    require_embedded(deployment)
+    require_embedded(deployment, "restore --at --to")
     config = deployment.config
     to_dir.require_new_directory(deployment, dest)
     layout = ScratchLayout(root=dest.absolute())

@@ -32,7 +32,13 @@ from memsync.model import (
 )
 from memsync.stores import history, journal_mode
 from memsync.stores.backends import layout_store
-from memsync.stores.sqlite_files import CopyResult, pinned_snapshots, present, work_dir_error
+from memsync.stores.sqlite_files import (
+    CopyResult,
+    pinned_snapshots,
+    present,
+    read_in_place,
+    work_dir_error,
+)
 from memsync.stores.vector_store import VectorCapture, VectorStore
 
 logger = structlog.get_logger(__name__)
@@ -54,6 +60,8 @@ class Captured:
         vectors: the vector store's copy (collections, per-collection copy results).
         history_copy: the history.db copy, or None when history.db does not exist.
         window: the capture instants (UTC).
+        in_place: nothing was copied: the "copies" are the live files, read through read
+            snapshots held since ``window.vectors_at`` (``temporary_capture(in_place=True)``).
     """
 
     root: Path
@@ -61,6 +69,7 @@ class Captured:
     vectors: VectorCapture
     history_copy: CopyResult | None
     window: CaptureWindow
+    in_place: bool = False
 
     @property
     def qdrant_present(self) -> bool:
@@ -218,18 +227,29 @@ def scratch_directory(config: Config) -> Iterator[Path]:
 
 
 @contextmanager
-def temporary_capture(store: VectorStore, config: Config) -> Iterator[Captured]:
+def temporary_capture(
+    store: VectorStore, config: Config, in_place: bool = False
+) -> Iterator[Captured]:
     """Capture into a fresh directory under ``work_dir`` (``scratch_directory``), removed on exit.
 
     An inventory-only capture (``capture(vectors=False)``): its readers (check, doctor, review,
     the repairs' re-checks) read points, payloads and vector sizes, never vector values.
+    ``in_place``: when every live file is in WAL mode with its ``-shm`` (a running app) and the
+    store keeps files, nothing is copied: the read snapshots of every file are opened at one
+    instant and held for the block, and the capture's files are the live ones, read through
+    them (``sqlite_files.read_in_place``; a WAL reader blocks no writer). Otherwise a copy.
 
     Raises:
         TryLaterError: ``work_dir`` cannot be created or written.
         UnavailableError: as ``capture``.
     """
     with scratch_directory(config) as dest:
-        yield capture(store, config, dest, vectors=False)
+        if not in_place or store.location is None:  # a server store exports: nothing to hold
+            yield capture(store, config, dest, vectors=False)
+            return
+        live = [entry.path for entry in journal_mode.live_files(store, config.history_db_path)]
+        with read_in_place(live) as held:
+            yield replace(capture(store, config, dest, vectors=False), in_place=held)
 
 
 def remove_stale_captures(work_dir: Path, max_age_s: float = 60) -> list[Path]:

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import structlog
@@ -135,22 +135,30 @@ def _open_private_copy(path: Path) -> sqlite3.Connection:
     return connection
 
 
-def connect_readonly(path: Path) -> sqlite3.Connection:
+def connect_readonly(
+    path: Path, factory: type[sqlite3.Connection] = sqlite3.Connection
+) -> sqlite3.Connection:
     """Open ``path`` read-only with a short busy timeout; never creates files beside it.
 
     A WAL-mode file without ``-shm`` (no connection open) is opened ``immutable=1`` when its
     ``-wal`` holds no frame, and through a private copy of the file and its ``-wal`` when it
     does, so committed rows that live only in the WAL are read too.
 
+    Inside ``read_in_place``, a file it holds is answered with its held read snapshot (closing
+    it there leaves it open).
+
     Raises:
         UnavailableError: the file cannot be opened (or copied).
     """
+    held = (_HELD.get() or {}).get(path)
+    if held is not None:
+        return held[0]
     try:
         if wal_without_writer(path):
             if wal_has_frames(path):
                 return _open_private_copy(path)
             return sqlite3.connect(readonly_uri(path, True), uri=True, timeout=1.0)
-        return sqlite3.connect(readonly_uri(path), uri=True, timeout=1.0)
+        return sqlite3.connect(readonly_uri(path), uri=True, timeout=1.0, factory=factory)
     except (sqlite3.Error, OSError) as error:
         raise UnavailableError(
             f"SQLite file {path} cannot be opened: {error}",
@@ -202,17 +210,31 @@ def translate(error: sqlite3.Error, path: Path, action: str) -> MemsyncError:
     )
 
 
-def vacuum_into(source: Path, dest: Path) -> CopyResult:
+def vacuum_into(source: Path, dest: Path, in_place: bool = True) -> CopyResult:
     """Copy ``source`` into the new file ``dest`` with ``VACUUM INTO``, in one read transaction.
 
     The copy is consistent (one snapshot), compact (no free pages, so no deleted text) and
     made without taking any lock a writer would wait on for long. Writes ``dest`` only.
+    Inside ``read_in_place`` (and ``in_place``), a file held there is not copied: the result's
+    ``dest`` is ``source`` itself, read through the held snapshot (duration: its opening).
 
     Raises:
         UnavailableError: ``source`` is missing, unreadable or not a valid database.
         TryLaterError: ``source`` is locked by a writer, or ``dest``'s disk is full.
     """
     require_regular_file(source)
+    held = (_HELD.get() or {}).get(source)
+    if held is not None and in_place:
+        _connection, started, opened_s = held
+        return CopyResult(
+            source=source,
+            dest=source,
+            started_at=started,
+            finished_at=started + timedelta(seconds=opened_s),
+            duration_s=opened_s,
+            size_bytes=source.stat().st_size,
+            journal_mode=source_journal_mode(source),
+        )
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -223,6 +245,8 @@ def vacuum_into(source: Path, dest: Path) -> CopyResult:
         )
     journal_mode = source_journal_mode(source)
     pinned = (_PINS.get() or {}).pop(source, None)
+    if held is not None:  # a copy of the held snapshot (its close below leaves it open)
+        pinned = (held[0], held[1], time.monotonic())
     connection = pinned[0] if pinned else connect_readonly(source)
     try:
         started = pinned[1] if pinned else datetime.now(UTC)
@@ -279,10 +303,11 @@ def pinned_snapshots(paths: Sequence[Path]) -> Iterator[bool]:
     Raises:
         UnavailableError: a file cannot be opened.
     """
-    eligible = all(
-        source_journal_mode(path) == "wal" and Path(f"{path}-shm").exists() for path in paths
-    )
-    if not paths or not eligible:
+    held = _HELD.get() or {}
+    if paths and all(path in held for path in paths):  # ``read_in_place`` pinned them already
+        yield True
+        return
+    if not paths or not _pinnable(paths):
         yield False
         return
     pins: dict[Path, tuple[sqlite3.Connection, datetime, float]] = {}
@@ -297,13 +322,74 @@ def pinned_snapshots(paths: Sequence[Path]) -> Iterator[bool]:
             connection.close()
 
 
-def _open_read_snapshot(path: Path) -> tuple[sqlite3.Connection, datetime, float]:
+def _pinnable(paths: Sequence[Path]) -> bool:
+    """Every file in WAL mode with its ``-shm`` (a live app's): a long read blocks no writer."""
+    return all(
+        source_journal_mode(path) == "wal" and Path(f"{path}-shm").exists() for path in paths
+    )
+
+
+class _Held(sqlite3.Connection):
+    """A read snapshot ``read_in_place`` holds for its whole block: a reader's ``close`` keeps it."""
+
+    released = False
+
+    def close(self) -> None:
+        if self.released:
+            super().close()
+
+    def release(self) -> None:
+        """Close it for good (the end of ``read_in_place``)."""
+        self.released = True
+        super().close()
+
+
+_HELD: ContextVar[dict[Path, tuple[_Held, datetime, float]] | None] = ContextVar(
+    "memsync_sqlite_held", default=None
+)
+
+
+@contextmanager
+def read_in_place(paths: Sequence[Path]) -> Iterator[bool]:
+    """Hold one read snapshot of each live WAL file for the whole block; yields True if so.
+
+    As ``pinned_snapshots`` (the files' snapshots opened back to back, the vector files first,
+    only when every file is in WAL mode with its ``-shm``), but held until the block ends, and
+    every reader inside it (``connect_readonly``, ``vacuum_into``) reads the live file through
+    its held snapshot instead of a copy: in WAL mode a reader never blocks the app's writer
+    (SQLite only keeps the ``-wal`` from being reset past it until the block ends). Yields
+    False, holding nothing, otherwise: a rollback-mode reader held that long would block the
+    writer, so those files are copied as before. Reads only.
+
+    Raises:
+        UnavailableError, TryLaterError: a file cannot be opened (as ``translate``).
+    """
+    if not paths or not _pinnable(paths):
+        yield False
+        return
+    held: dict[Path, tuple[_Held, datetime, float]] = {}
+    token = _HELD.set(held)
+    try:
+        for path in paths:
+            connection, started, clock = _open_read_snapshot(path, _Held)
+            assert isinstance(connection, _Held)
+            held[path] = (connection, started, time.monotonic() - clock)
+        yield True
+    finally:
+        _HELD.reset(token)
+        for connection, _started, _opened_s in held.values():
+            connection.release()
+
+
+def _open_read_snapshot(
+    path: Path, factory: type[sqlite3.Connection] = sqlite3.Connection
+) -> tuple[sqlite3.Connection, datetime, float]:
     """A read-only connection to ``path`` holding a read snapshot (BEGIN and one read), its instants.
 
     Raises:
         UnavailableError, TryLaterError: as ``translate``.
     """
-    connection = connect_readonly(path)
+    connection = connect_readonly(path, factory)
     connection.isolation_level = None
     started, clock = datetime.now(UTC), time.monotonic()
     try:

@@ -150,6 +150,13 @@ class StagedRestore(Protocol):
         """Whether the swap committed. Reads only."""
         ...
 
+    def written_after(self, moment: datetime) -> tuple[str, str] | None:
+        """The memory written last after ``moment`` (its memory_id and mem0's stamp), if any.
+
+        A server recovered to a point in time holds none. Reads only.
+        """
+        ...
+
 
 class MetaFile(Protocol):
     """A store's metadata file as the app's own client judges it (``repair-meta``).

@@ -65,7 +65,7 @@ CONFIG = "`config validate --json`, `config show --json`"
 
 ONLY = {
     ROUTES: {"pending_id": {"forget", "prune"}},
-    REVIEW: {"user_id": {"export-context"}},
+    REVIEW: {"user_id": {"export-context"}, "due": {"review"}},
     CONFIG: {"config": {"config show"}, "writable_paths": {"config show"}},
     PIN: {"pin": {"snapshot pin"}, "was_pinned": {"snapshot unpin"}},
 }

@@ -19,11 +19,16 @@ WRITE_SECONDS = 20
 @pytest.mark.slow(
     reason="a 20 s soak: check and doctor back to back while a real app writes through mem0"
 )
+@pytest.mark.parametrize("journal", ["rollback", "wal"])
 def test_check_and_doctor_during_continuous_writes_fail_no_write_and_cry_no_wolf(
-    make_deployment, cli
+    make_deployment, cli, journal
 ):
+    """In WAL mode check reads the live files in place (one read snapshot each, held while it
+    judges); doctor still copies them. Neither may fail a write of the app's."""
     deployment = make_deployment(count=300)
     deployment.close()  # the app (another process) owns the store from here on
+    if journal == "wal":
+        assert cli("tune", "--wal", config=deployment.config).code == 0
     writer = subprocess.Popen(
         [
             sys.executable,

@@ -179,3 +179,46 @@ def test_a_wal_capture_reads_both_stores_at_one_instant_while_the_app_writes(
         vectors_done = parse(capture["vectors_finished_at"])
         assert history_at <= vectors_done  # history's snapshot opened before the vectors copied
         assert (history_at - vectors_at).total_seconds() < 0.5
+
+
+def _limited_check(config: Path, max_file_bytes: int) -> subprocess.CompletedProcess[str]:
+    """``memsync check --json`` in a process that may write no file larger than the limit."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+
+    return subprocess.run(  # noqa: S603 - fixed argv
+        [sys.executable, "-m", "memsync", "check", "--json", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        preexec_fn=limit,  # noqa: PLW1509 - only setrlimit, before exec
+        check=False,
+    )
+
+
+def test_check_reads_a_live_wal_store_in_place_while_the_app_writes(
+    deployment: Any, cli: Any
+) -> None:
+    """In WAL mode with the app running, check copies nothing: it holds one read snapshot of
+    each live file (opened at one instant) and reads them in place, where a reader never blocks
+    the app's writer. Seen here from outside: check succeeds in a process that cannot write a
+    file a tenth the size of the store, while the app writes and none of its writes fails."""
+    deployment.close()
+    assert cli("tune", "--wal", config=deployment.config).code == 0
+    storage = deployment.paths.qdrant / "collection" / "mem0" / "storage.sqlite"
+    limit = storage.stat().st_size // 10
+    assert limit > 4096  # room for the small files check writes itself (last-check.json)
+    with AppProcess(deployment.paths.root, interval=0.01) as app:  # no agent: not quiesced
+        results = [_limited_check(deployment.config, limit) for _ in range(3)]
+        stats = app.stop()
+    assert stats["failures"] == 0 and stats["writes"] > 0, stats["errors"]
+    for result in results:
+        assert result.returncode in (0, 3), result.stderr[-2000:]
+        report = json.loads(result.stdout)
+        assert [f for f in report["findings"] if f["severity"] == "error"] == []
+    settled = cli("check", "--json", config=deployment.config)  # the app stopped: a copy
+    assert settled.code == 0 and settled.json()["counts"]["infos"] == 0

@@ -7,9 +7,25 @@ import shutil
 import sqlite3
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from memsync.demo import deployment as build
 from memsync.deployment import Deployment
+from memsync.stores import journal_mode
 from tests.conftest import HASH, error_findings, findings_of
+
+
+@pytest.fixture(params=["rollback", "wal"])
+def deployment(request, make_deployment):
+    """The seeded deployment, in each journal mode: in WAL mode, while this process's mem0 holds
+    the files open (each with its ``-shm``), check reads them in place instead of copying them,
+    and must find exactly what it finds in a copy."""
+    made = make_deployment()
+    if request.param == "wal":
+        paths = made.paths
+        for path in [paths.history_db, *paths.qdrant.glob("collection/*/storage.sqlite")]:
+            assert journal_mode.switch(path, journal_mode.WAL) == "wal"
+    return made
 
 
 def test_clean_deployment_has_no_findings_when_nothing_drifted(deployment, cli):

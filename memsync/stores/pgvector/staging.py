@@ -8,6 +8,7 @@ table), ``aside``, ``had_live`` and ``indexes``.
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +93,28 @@ class TableStaging:
         """Drop memsync's own staged tables (a rollback). Idempotent."""
         with self._store.connect(read_only=False) as connection:
             load.drop_tables(connection, staged)
+
+    def written_after(self, moment: datetime) -> tuple[str, str] | None:
+        """The memory stamped last after ``moment``, and its stamp; None when none is.
+
+        The stamp is mem0's ``updated_at`` or ``created_at``, the later. Reads the table once.
+        """
+        from psycopg import sql
+
+        stamp = sql.SQL(
+            "CASE WHEN payload->>{key} ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}T' "
+            "THEN (payload->>{key})::timestamptz END"
+        )
+        newest = sql.SQL("greatest({}, {})").format(
+            stamp.format(key=sql.Literal("updated_at")), stamp.format(key=sql.Literal("created_at"))
+        )
+        query = sql.SQL(
+            "SELECT id::text, at FROM (SELECT id, {} AS at FROM {}) AS t "
+            "WHERE at > %s ORDER BY at DESC LIMIT 1"
+        ).format(newest, sql.Identifier(self._store.collection))
+        with self._store.connect() as connection:
+            row = connection.execute(query, (moment,)).fetchone()
+        return None if row is None else (str(row[0]), row[1].isoformat())
 
     def swapped(self, tables: list[dict[str, Any]]) -> bool:
         """Whether the swap of ``tables`` committed (read from the catalog). Reads only."""

@@ -134,7 +134,7 @@ def _capture_beside_legacy(source: Path, dest: Path) -> CopyResult:
     """
     started = datetime.now(UTC)
     if source.is_file() and source.stat().st_size > 0:
-        vacuum_into(source, dest)
+        vacuum_into(source, dest, in_place=False)  # written to below: a copy
     else:
         dest.parent.mkdir(parents=True, exist_ok=True)
     with closing(sqlite3.connect(dest)) as connection, connection:
