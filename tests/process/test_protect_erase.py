@@ -67,9 +67,14 @@ def test_an_erasure_starts_new_generations_and_leaves_no_byte_in_the_bucket(
         memory = deployment.reopen()
         target = memory.add(MARKER, user_id="zed", infer=False)["results"][0]["id"]
         deployment.close()
-        shipped = poll(  # the test's search sees what Litestream shipped
+        shipped = poll(  # the test's search sees what Litestream shipped, for both files
             "the marker shipped to the bucket",
-            lambda: bucket_hits(client, bucket, MARKER.encode()),
+            lambda: (
+                (hits := bucket_hits(client, bucket, MARKER.encode()))
+                and any("/history.db/" in h for h in hits)
+                and any("/collection/" in h for h in hits)
+                and hits
+            ),
         )
         old = {f["label"]: f["generation"] for f in status(cli, deployment)["files"]}
         sock = tmp_path / "run" / "memsync-agent.sock"
@@ -124,7 +129,11 @@ def replicated_once(make_deployment, tmp_path, cli, binary):
         daemon.wait_event("litestream_started")
         poll(
             "the marker shipped to the replica directory",
-            lambda: len(local_hits(replica, MARKER.encode())) >= 2,
+            lambda: (
+                (hits := decompressed_hits(replica, MARKER.encode()))
+                and any("/history.db/" in h for h in hits)
+                and any("/collection/" in h for h in hits)
+            ),
         )
     finally:
         code, err = stop(daemon)
