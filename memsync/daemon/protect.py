@@ -117,8 +117,8 @@ class Supervisor:
             if hold != self.held:
                 self._terminate(f"held by pid {hold[0]}")
                 self.held = hold
+                self._record(None, held_by=hold[0], hold=hold[1])  # recorded, then announced
                 logger.info("litestream_held", holder=hold[0])
-                self._record(None, held_by=hold[0], hold=hold[1])
             return
         if self.held is not None:
             logger.info("litestream_released", holder=self.held[0])
