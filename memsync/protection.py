@@ -365,8 +365,16 @@ def local_generation(path: Path) -> tuple[str, datetime] | None:
 
 
 def last_write(path: Path) -> datetime:
-    """The file's last change: the newer of its own and its WAL's modification times."""
-    times = [p.stat().st_mtime for p in (path, Path(f"{path}-wal")) if p.exists()]
+    """The file's last change: the newer of its own and its WAL's modification times.
+
+    An empty WAL holds no write: a reader opening the file creates one (doctor's look through
+    the app's qdrant-client), and its time is not a write Litestream has to ship.
+    """
+    times = [
+        found.st_mtime
+        for p in (path, Path(f"{path}-wal"))
+        if p.exists() and ((found := p.stat()).st_size > 0 or p == path)
+    ]
     return datetime.fromtimestamp(max(times, default=0.0), UTC)
 
 
