@@ -131,7 +131,7 @@ _SPECS = (
              "then memsync protect --status"),
     # forget: a target id names nothing.
     Spec(code="memory-not-found", severity=_E, source=Source.FORGET,
-         fix="check the id (memsync export-context --user ID lists a user's memory ids)"),
+         fix="check the id (memsync export-context --user ID --json lists a user's memory ids)"),
 )  # fmt: skip
 
 

@@ -240,6 +240,6 @@ def _memory_id(text: str) -> str:
     except ValueError:
         raise UsageError(
             f"{text[:60]!r} is not a memory id: mem0's memory ids are UUIDs",
-            "find them with memsync export-context --user ID, or forget a whole scope "
+            "find them with memsync export-context --user ID --json, or forget a whole scope "
             "with --user/--agent/--run",
         ) from None

@@ -55,10 +55,10 @@ class Forgotten:
 
     @property
     def exit_code(self) -> ExitCode:
-        """3 when an id was not found (0 in a dry run), 5 when queued, 4 when a delete could not be proven or an erasure's bytes not verified gone, else 0."""
+        """3 when an id was not found (a dry run too: the real run would exit 3), 5 when queued, 4 when a delete could not be proven or an erasure's bytes not verified gone, else 0."""
         if self.pending_id is not None:
             return ExitCode.QUEUED
-        if self.targets.not_found and not self.dry_run:
+        if self.targets.not_found:
             return ExitCode.PROBLEMS_FOUND
         return ExitCode.PARTIAL if self.unproven or self.unverified else ExitCode.OK
 

@@ -64,6 +64,8 @@ def test_unknown_id_is_memory_not_found_and_touches_nothing(deployment, cli):
     code, outcome = run(cli, deployment, "forget", deployment.seeded.live[0], unknown, "--yes")
     assert code == 3 and [f["code"] for f in outcome["findings"]] == ["memory-not-found"]
     assert fingerprint(deployment.paths.root) == before
+    looked = cli("forget", unknown, "--dry-run", config=deployment.config)
+    assert looked.code == 3 and f"memory-not-found {unknown}: nothing was touched" in looked.out
 
 
 def test_a_malformed_id_is_a_usage_error_and_an_uppercase_one_is_found(deployment, cli):
