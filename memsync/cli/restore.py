@@ -187,17 +187,23 @@ def _at_text(done: at.RestoredAt) -> str:
         lines.append(line)
     lines.append(f"meta.json from the {report.meta_from}")
     lost = report.lost_after
+    moment = "the last shipment" if report.time is None else when
     if lost is None:
-        lines.append("no live history.db: memsync cannot count what was written after TIME")
+        lines.append(f"no live history.db: memsync cannot count what was written after {moment}")
     else:
-        verb = "would lose" if done.restored is None or done.restored.dry_run else "lost"
+        if done.restored is None:  # --to: a copy; the live stores keep everything
+            verb = f"not in the copy, kept in the live store: written after {moment}"
+        elif done.restored.dry_run:
+            verb = f"would lose what was written after {moment}"
+        else:
+            verb = f"lost what was written after {moment} (moved aside with the live files)"
         ids = ", ".join(lost["memories"][:10])
         more = f" and {len(lost['memories']) - 10} more" if len(lost["memories"]) > 10 else ""
         lines.append(
-            f"{verb} after TIME: {lost['history_events']} history events of "
+            f"{verb}: {lost['history_events']} history events of "
             f"{len(lost['memories'])} memories"
             + (f" ({ids}{more})" if ids else "")
-            + f"; {len(lost['only_in_live'])} of them added after TIME are only in the live store"
+            + f"; {len(lost['only_in_live'])} of them added after it are only in the live store"
         )
     if report.seam:
         settled = report.reconciled_by

@@ -124,8 +124,8 @@ def test_restore_at_a_time_between_two_writes_lands_exactly_between_them(
     looked = cli("restore", "--at", stamp, "--dry-run", config=deployment.config)
     assert looked.code == 0, looked.err
     assert (
-        f"would lose after TIME: 1 history events of 1 memories ({second}); 1 of them added "
-        "after TIME are only in the live store"
+        f"would lose what was written after {utc.iso(between)}: 1 history events of 1 memories "
+        f"({second}); 1 of them added after it are only in the live store"
     ) in looked.out
     assert "the seam: the two stores agree, memory by memory" in looked.out
     assert "--dry-run: restored and checked in the work directory; nothing changed" in looked.out
