@@ -482,7 +482,11 @@ def read_status(store: VectorStore, config: Config, now: datetime) -> Protection
     """
     protect = config.protect
     if protect is None:
-        raise ConfigError(config.source, ["protect: no [protect] section: nothing is protected"])
+        raise ConfigError(
+            config.source,
+            ["protect: no [protect] section: nothing is protected"],
+            "add [protect] (docs/how-to/continuous-protection.md)",
+        )
     files = []
     for live in journal_mode.live_files(store, config.history_db_path):
         where = replica_where(protect, config, replica_name(live))

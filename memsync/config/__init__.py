@@ -137,13 +137,22 @@ def read_document(path: Path) -> dict[str, Any]:
             "or pass --config PATH / set MEMSYNC_CONFIG",
         ) from None
     except OSError as error:
-        raise ConfigError(source, [f"cannot read: {error.strerror or error}"]) from error
+        raise ConfigError(
+            source,
+            [f"cannot read: {error.strerror or error}"],
+            "--config names memsync's TOML file (e.g. /etc/memsync/memsync.toml), readable by "
+            "this user",
+        ) from error
     except ValueError as error:
         raise ConfigError(source, [f"cannot read: {error}"]) from None
     try:
         return tomllib.loads(text)
     except ValueError as error:  # TOMLDecodeError, or an integer of over 4300 digits
-        raise ConfigError(source, [f"not valid TOML: {error}"]) from None
+        raise ConfigError(
+            source,
+            [f"not valid TOML: {error}"],
+            "fix the TOML syntax at that line (ops/memsync.example.toml shows every section)",
+        ) from None
     except RecursionError:
         raise ConfigError(source, [TOO_DEEP]) from None
 
