@@ -24,7 +24,14 @@ from memsync.demo import deployment as build
 from tests.breaker import pauseat
 from tests.helpers import litestream
 from tests.process.test_daemon import Notify, start, stop
-from tests.process.test_restore_at import add, fingerprint, memory_ids, running, shipped
+from tests.process.test_restore_at import (
+    add,
+    fingerprint,
+    memory_ids,
+    replicated,
+    running,
+    shipped,
+)
 
 
 @pytest.mark.slow(
@@ -41,15 +48,9 @@ from tests.process.test_restore_at import add, fingerprint, memory_ids, running,
 def test_a_restore_at_killed_at_each_phase_leaves_the_live_store_as_it_was(
     make_deployment: Any, tmp_path: Path, cli: Any, step: str
 ) -> None:
-    deployment, daemon = running(make_deployment, tmp_path, cli)
-    try:
-        shipped(cli, deployment)
-        moment = datetime.now(UTC)
-        later = add(deployment, "keeps the ladder in the shed")
-        shipped(cli, deployment)
-    finally:
-        code, err = stop(daemon)
-    assert code == 0, err
+    deployment, [later], moment = replicated(
+        make_deployment, tmp_path, cli, "keeps the ladder in the shed"
+    )
     files = fingerprint(deployment)
     flag = tmp_path / "paused"
     args = ["restore", "--at", utc.iso(moment), "--force", "--config", str(deployment.config)]
@@ -85,15 +86,9 @@ def test_a_restore_at_killed_at_each_phase_leaves_the_live_store_as_it_was(
 def test_a_litestream_killed_while_it_restores_refuses_and_leaves_the_live_store_as_it_was(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
-    deployment, daemon = running(make_deployment, tmp_path, cli)
-    try:
-        shipped(cli, deployment)
-        moment = datetime.now(UTC)
-        later = add(deployment, "keeps the ladder in the shed")
-        shipped(cli, deployment)
-    finally:
-        code, err = stop(daemon)
-    assert code == 0, err
+    deployment, [later], moment = replicated(
+        make_deployment, tmp_path, cli, "keeps the ladder in the shed"
+    )
     files = fingerprint(deployment)
     real = litestream.ensure()
     killed = tmp_path / "litestream-killed"  # every `litestream restore` SIGKILLed as it starts

@@ -102,6 +102,27 @@ def running(make_deployment: Any, tmp_path: Path, cli: Any) -> tuple[Any, Any]:
     return deployment, daemon
 
 
+def replicated(
+    make_deployment: Any, tmp_path: Path, cli: Any, *texts: str
+) -> tuple[Any, list[str], datetime]:
+    """A protected deployment, everything shipped, then each of ``texts`` written and shipped in
+    turn; the daemon stopped. The memory ids of ``texts``, and a moment between the first
+    shipment and the first of them.
+    """
+    deployment, daemon = running(make_deployment, tmp_path, cli)
+    written = []
+    try:
+        shipped(cli, deployment)
+        moment = datetime.now(UTC)
+        for text in texts:
+            written.append(add(deployment, text))
+            shipped(cli, deployment)
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    return deployment, written, moment
+
+
 @pytest.mark.slow(reason="the daemon and Litestream shipping three rounds of writes, a restore")
 def test_restore_at_a_time_between_two_writes_lands_exactly_between_them(
     make_deployment: Any, tmp_path: Path, cli: Any
@@ -160,12 +181,7 @@ def test_restore_at_before_the_replica_began_refuses_and_leaves_the_store_untouc
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
     earlier = datetime.now(UTC)
-    deployment, daemon = running(make_deployment, tmp_path, cli)
-    try:
-        shipped(cli, deployment)
-    finally:
-        code, err = stop(daemon)
-    assert code == 0, err
+    deployment, _, _ = replicated(make_deployment, tmp_path, cli)
     files = fingerprint(deployment)
     stamp = earlier.isoformat().replace("+00:00", "Z")
 
@@ -225,12 +241,7 @@ def objects(replica: Path) -> int:
 def test_a_write_one_file_shipped_at_time_and_the_other_not_is_the_seam_and_reconcile_settles_it(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
-    deployment, daemon = running(make_deployment, tmp_path, cli)
-    try:
-        shipped(cli, deployment)
-    finally:
-        code, err = stop(daemon)
-    assert code == 0, err
+    deployment, _, _ = replicated(make_deployment, tmp_path, cli)
     written = add(deployment, "parks on the third floor")  # nothing runs Litestream now
     vectors = tmp_path / "replica" / "collection" / "mem0"
     # the write in flight: Litestream ships the collection's part of it and not history's
@@ -319,12 +330,7 @@ def test_restore_at_from_an_s3_replica_lands_between_two_writes(
 def test_the_replica_job_restores_every_replica_into_scratch_and_checks_it_clean(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
-    deployment, daemon = running(make_deployment, tmp_path, cli)
-    try:
-        shipped(cli, deployment)
-    finally:
-        code, err = stop(daemon)
-    assert code == 0, err
+    deployment, _, _ = replicated(make_deployment, tmp_path, cli)
     files = fingerprint(deployment)
 
     job = cli("job", "replica", "--json", config=deployment.config)
@@ -349,12 +355,7 @@ def test_the_replica_job_restores_every_replica_into_scratch_and_checks_it_clean
 def test_a_litestream_that_fails_on_a_damaged_replica_refuses_with_its_last_line(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
-    deployment, daemon = running(make_deployment, tmp_path, cli)
-    try:
-        shipped(cli, deployment)
-    finally:
-        code, err = stop(daemon)
-    assert code == 0, err
+    deployment, _, _ = replicated(make_deployment, tmp_path, cli)
     files = fingerprint(deployment)
     for segment in (tmp_path / "replica" / "history.db").glob("generations/*/*/*.lz4"):
         segment.write_bytes(b"not lz4")  # the replica damaged where it is stored
