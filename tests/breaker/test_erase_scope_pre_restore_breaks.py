@@ -1,0 +1,56 @@
+"""Breaker: ``forget --user --erase`` after a snapshot restore rolled a memory back.
+
+A memory written after the snapshot (and shipped by Litestream) is only in the copies once
+``restore ID`` puts the snapshot back: in the ``.pre-restore-*`` copies moved aside. The
+scope's erasure lists those copies as purged, renews the replicas and exits 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.process.test_daemon import stop
+from tests.process.test_protect_erase import decompressed_hits, local_hits
+from tests.process.test_restore_at import add, running, shipped
+
+MARKER = "the locker code is BRK4-9911-SIGMA-rolledback"
+
+
+@pytest.mark.slow(reason="the daemon and Litestream shipping, a snapshot, a restore, an erasure")
+@pytest.mark.xfail(
+    strict=True,
+    reason="forget --user alice --erase after restore ID rolled alice's newest memory back: "
+    "exit 0, the pre-restore copies listed in erased.purged, yet the memory's text stays in "
+    "qdrant.pre-restore-*/collection/mem0/storage.sqlite and history.db.pre-restore-* (likely: its id "
+    "is not in the live store, so the copies are purged of the live ids only); the scope's "
+    "text should be gone from every copy, or the erasure should say which still hold it",
+)
+def test_a_scope_erasure_removes_a_rolled_back_memory_from_the_pre_restore_copies(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment, daemon = running(make_deployment, tmp_path, cli)
+    try:
+        shipped(cli, deployment)
+        snapshot = cli("snapshot", "create", "--json", config=deployment.config)
+        assert snapshot.code == 0, snapshot.err
+        add(deployment, MARKER)  # alice's, after the snapshot
+        shipped(cli, deployment)
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    restored = cli("restore", snapshot.json()["id"], "--force", config=deployment.config)
+    assert restored.code == 0, restored.err
+
+    erased = cli("forget", "--user", "alice", "--erase", "--yes", "--json",
+                 config=deployment.config)  # fmt: skip
+
+    assert erased.code == 0, erased.out + erased.err
+    purged = erased.json()["erased"]["purged"]  # the pre-restore copies are listed here
+    assert decompressed_hits(tmp_path / "replica", MARKER.encode()) == []
+    held = [
+        p for p in local_hits(deployment.paths.root, MARKER.encode()) if "-litestream/" not in p
+    ]
+    assert held == [], (held, purged)

@@ -1,0 +1,53 @@
+"""Breaker: ``restore --at`` when ``<state_dir>/litestream.yml`` no longer lists the collection.
+
+The configuration edited by hand (or left from before a collection was protected) to list only
+history.db: ``replicated_files`` accepts it, and the in-place restore swaps the whole vector
+store directory for a staged one holding no collection file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.process.test_daemon import stop
+from tests.process.test_protect import state_dir
+from tests.process.test_restore_at import add, fingerprint, memory_ids, running, shipped
+
+
+@pytest.mark.slow(reason="the daemon and Litestream shipping, a restore --at in place")
+@pytest.mark.xfail(
+    strict=True,
+    reason="litestream.yml listing history.db alone: restore --at latest --force moves the live "
+    "qdrant directory aside and puts one without the collection's storage.sqlite in its place "
+    "(exit 4, check_error 'storage.sqlite does not exist'): every memory gone from the live "
+    "store; it should refuse before the swap (a collection of the deployment has no replica) "
+    "with the live store untouched",
+)
+def test_restore_at_with_a_configuration_missing_the_collection_keeps_the_live_store(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment, daemon = running(make_deployment, tmp_path, cli)
+    try:
+        shipped(cli, deployment)
+        add(deployment, "keeps the spare key under the mat")
+        shipped(cli, deployment)
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    before = memory_ids(deployment)
+    files = fingerprint(deployment)
+    path = state_dir(deployment) / "litestream.yml"
+    document = json.loads(path.read_text())
+    document["dbs"] = [db for db in document["dbs"] if db["path"].endswith("history.db")]
+    path.write_text(json.dumps(document))
+
+    done = cli("restore", "--at", "latest", "--force", "--json", config=deployment.config)
+
+    if done.code != 0:  # refused: nothing of the live store changed
+        changed = [p for p in files if fingerprint(deployment).get(p) != files[p]]
+        assert changed == [], (done.code, done.err, changed)
+    assert memory_ids(deployment) == before, (done.code, done.err)

@@ -1,0 +1,41 @@
+"""Breaker: ``restore --at`` with the last TIME ``--at`` accepts (9999-12-31T23:59:59.999999Z)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.process.test_daemon import stop
+from tests.process.test_restore_at import add, fingerprint, running, shipped
+
+
+@pytest.mark.slow(reason="the daemon and Litestream shipping, a restore --at")
+@pytest.mark.xfail(
+    strict=True,
+    reason="restore --at 9999-12-31T23:59:59.999999Z: parse_at accepts it, pick restores every "
+    "file, then _meta_json adds a microsecond to TIME (OverflowError): exit 1, an internal "
+    "error, where it should restore to the last shipment (TIME after every object) or refuse "
+    "the TIME as out of range (exit 2) before running Litestream",
+)
+def test_restore_at_the_last_representable_time_restores_or_refuses_cleanly(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment, daemon = running(make_deployment, tmp_path, cli)
+    try:
+        shipped(cli, deployment)
+        add(deployment, "keeps the spare key under the mat")
+        shipped(cli, deployment)
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    files = fingerprint(deployment)
+
+    done = cli(
+        "restore", "--at", "9999-12-31T23:59:59.999999Z", "--dry-run", config=deployment.config
+    )
+
+    assert fingerprint(deployment) == files
+    assert done.code in (0, 2), (done.code, done.err)
+    assert "Traceback" not in done.err and "internal" not in done.err.lower(), done.err
