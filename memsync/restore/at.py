@@ -24,7 +24,7 @@ import shutil
 import sqlite3
 import subprocess
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from memsync.model import CheckReport, Severity
 from memsync.repository import encryption_key, reading
 from memsync.restore import Restored, to_dir
 from memsync.snapshot import choose
-from memsync.stores import history
+from memsync.stores import history, journal_mode
 from memsync.stores.point_ids import normalize_point_id
 from memsync.stores.snapshots import read_manifest
 from memsync.stores.sqlite_files import connect_readonly, translate
@@ -144,17 +144,24 @@ class At:
 
 
 def parse_at(text: str) -> datetime | None:
-    """``--at TIME``: ``latest`` (None), or what ``--before`` accepts. Pure.
+    """``--at TIME``: ``latest`` (None), or what ``--before`` accepts, not in the future.
 
     Raises:
-        UsageError: (exit 2) as ``choose.parse_time``.
+        UsageError: (exit 2) as ``choose.parse_time``, or TIME is later than now.
     """
     if text.strip() == "latest":
         return None
     try:
-        return choose.parse_time(text)
+        when = choose.parse_time(text)
     except UsageError as error:
         raise UsageError(error.message.replace("--before", "--at", 1), error.hint) from None
+    now = datetime.now(UTC)
+    if when > now:
+        raise UsageError(
+            f"--at {text.strip()} is in the future (now is {utc.iso(now)}): no replica holds it",
+            "give a past time, or --at latest for the last second shipped",
+        )
+    return when
 
 
 def require_embedded(deployment: Deployment, what: str) -> None:
@@ -228,7 +235,7 @@ def pick(
     generations: dict[str, list[tuple[str, str, str | None, protection.ReplicaObject]]] = {}
     for item in objects:
         found = protection.SEGMENT.search(item.key)
-        if found:
+        if found and not item.key.endswith(".tmp"):  # Litestream died writing it: not shipped
             generation, kind, index, offset = found.groups()
             generations.setdefault(generation, []).append((kind, index, offset, item))
     starts = {
@@ -323,6 +330,19 @@ def replicated_files(deployment: Deployment) -> list[tuple[str, Path, str]]:
         files.append((f"collection {name}", live, relative))
     if not files:
         raise UnavailableError(f"Litestream configuration {path} lists no file", hint)
+    listed = {live for _, live, _ in files}
+    wanted = [config.history_db_path]  # and every collection: the live ones, else mem0's own
+    if store.staging() is None:
+        present = [f.path for f in journal_mode.live_files(store, config.history_db_path)]
+        wanted += present or [store.collection_file(store.collection)]
+    missing = [str(w) for w in wanted if w not in listed]
+    if missing:
+        raise UnavailableError(
+            f"Litestream configuration {path} has no replica of {', '.join(missing)}: "
+            "restore --at would leave it out of the restored pair",
+            "write the configuration again with `memsync protect` (once the daemon has shipped "
+            f"every file), or restore a snapshot (restore --before TIME) ({DOCS})",
+        )
     return files
 
 

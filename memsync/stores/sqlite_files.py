@@ -368,12 +368,24 @@ def read_in_place(paths: Sequence[Path]) -> Iterator[bool]:
         yield False
         return
     held: dict[Path, tuple[_Held, datetime, float]] = {}
-    token = _HELD.set(held)
     try:
         for path in paths:
             connection, started, clock = _open_read_snapshot(path, _Held)
-            assert isinstance(connection, _Held)
+            if not isinstance(connection, _Held):  # the app closed its last connection since
+                connection.close()  # _pinnable looked: read as without an app, a copy
+                break
             held[path] = (connection, started, time.monotonic() - clock)
+    except BaseException:
+        for connection, _started, _opened_s in held.values():
+            connection.release()
+        raise
+    if len(held) < len(paths):
+        for connection, _started, _opened_s in held.values():
+            connection.release()
+        yield False
+        return
+    token = _HELD.set(held)
+    try:
         yield True
     finally:
         _HELD.reset(token)

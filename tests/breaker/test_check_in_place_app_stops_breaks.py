@@ -17,18 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.breaker import pauseat
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the app's last history.db connection closed as check pins the WAL files in place: "
-    "connect_readonly opens it immutable=1 without the _Held factory, read_in_place's "
-    "assert fails and check exits 1 ('unexpected AssertionError'); it should check (the "
-    "file read as it now is, or copied) and exit 0",
-)
 def test_check_in_place_survives_the_app_closing_history_as_it_pins(
     make_deployment: Any, tmp_path: Path
 ) -> None:

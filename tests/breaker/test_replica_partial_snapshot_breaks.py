@@ -20,13 +20,6 @@ from tests.process.test_restore_at import add, running, shipped
 
 
 @pytest.mark.slow(reason="the daemon and Litestream shipping, a replica restored in work_dir")
-@pytest.mark.xfail(
-    strict=True,
-    reason="a generation holding only 00000000.snapshot.lz4.tmp (Litestream killed writing it): "
-    "pick takes the .tmp as a snapshot, latest picks that generation and litestream restore "
-    "fails, so protect --verify and restore --at latest refuse (exit 11) a replica whose "
-    "previous generation restores whole; they should ignore Litestream's .tmp files",
-)
 def test_a_half_written_snapshot_of_a_new_generation_does_not_hide_the_last_whole_one(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:

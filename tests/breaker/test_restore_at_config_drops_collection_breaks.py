@@ -19,14 +19,6 @@ from tests.process.test_restore_at import add, fingerprint, memory_ids, running,
 
 
 @pytest.mark.slow(reason="the daemon and Litestream shipping, a restore --at in place")
-@pytest.mark.xfail(
-    strict=True,
-    reason="litestream.yml listing history.db alone: restore --at latest --force moves the live "
-    "qdrant directory aside and puts one without the collection's storage.sqlite in its place "
-    "(exit 4, check_error 'storage.sqlite does not exist'): every memory gone from the live "
-    "store; it should refuse before the swap (a collection of the deployment has no replica) "
-    "with the live store untouched",
-)
 def test_restore_at_with_a_configuration_missing_the_collection_keeps_the_live_store(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:

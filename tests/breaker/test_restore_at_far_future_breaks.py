@@ -12,13 +12,6 @@ from tests.process.test_restore_at import add, fingerprint, running, shipped
 
 
 @pytest.mark.slow(reason="the daemon and Litestream shipping, a restore --at")
-@pytest.mark.xfail(
-    strict=True,
-    reason="restore --at 9999-12-31T23:59:59.999999Z: parse_at accepts it, pick restores every "
-    "file, then _meta_json adds a microsecond to TIME (OverflowError): exit 1, an internal "
-    "error, where it should restore to the last shipment (TIME after every object) or refuse "
-    "the TIME as out of range (exit 2) before running Litestream",
-)
 def test_restore_at_the_last_representable_time_restores_or_refuses_cleanly(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
