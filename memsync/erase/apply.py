@@ -11,6 +11,7 @@ with the command that removes it.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -338,6 +339,12 @@ def purge_own_copies(
     for copy in state.pre_restore_copies(live):
         if copy.is_dir():
             store.erase_points(copy, memory_ids)
+            # Litestream's shadow WAL of a file moved aside (raw frames, text included): it
+            # replicates nothing any more, and the copy's own file stays
+            for shadow in copy.rglob(".*-litestream"):
+                if shadow.is_dir() and not shadow.is_symlink():
+                    shutil.rmtree(shadow)
+                    done.append(str(shadow))
         elif copy.is_file():
             blank_history(copy, memory_ids, scopes, now, record=False)
         done.append(str(copy))

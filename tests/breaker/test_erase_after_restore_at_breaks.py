@@ -21,13 +21,6 @@ MARKER = "the locker code is BRK4-5521-OMEGA-shadow"
 
 
 @pytest.mark.slow(reason="the daemon and Litestream shipping, a restore --at, an erasure")
-@pytest.mark.xfail(
-    strict=True,
-    reason="after restore --at, forget --erase rewrites the pre-restore copies' databases but "
-    "not the Litestream shadow WAL moved aside inside qdrant.pre-restore-at-*/collection/*/"
-    ".storage.sqlite-litestream/: the erased text stays beside the store in raw WAL frames "
-    "while the erasure reports success; it should be removed (or the copy listed as holding it)",
-)
 def test_an_erasure_after_a_restore_at_leaves_no_byte_beside_the_stores(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
