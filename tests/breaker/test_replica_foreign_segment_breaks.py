@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.process.test_daemon import stop
-from tests.process.test_restore_at import add, running, shipped
+from tests.process.test_restore_at import replicated
 
 
 @pytest.mark.slow(reason="the daemon and Litestream shipping, a replica restored in work_dir")
@@ -30,14 +29,9 @@ from tests.process.test_restore_at import add, running, shipped
 def test_protect_verify_never_reports_a_position_from_a_foreign_segment(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
-    deployment, daemon = running(make_deployment, tmp_path, cli)
-    try:
-        shipped(cli, deployment)
-        add(deployment, "keeps the spare key under the mat")
-        shipped(cli, deployment)
-    finally:
-        code, err = stop(daemon)
-    assert code == 0, err
+    deployment, _, _ = replicated(
+        make_deployment, tmp_path, cli, "keeps the spare key under the mat"
+    )
     replica = tmp_path / "replica"
     foreign = sorted(replica.glob("history.db/generations/*/wal/*"))[-1]
     [wal] = replica.glob("collection/*/generations/*/wal")

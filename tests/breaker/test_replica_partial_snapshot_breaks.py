@@ -15,22 +15,16 @@ from typing import Any
 
 import pytest
 
-from tests.process.test_daemon import stop
-from tests.process.test_restore_at import add, running, shipped
+from tests.process.test_restore_at import replicated
 
 
 @pytest.mark.slow(reason="the daemon and Litestream shipping, a replica restored in work_dir")
 def test_a_half_written_snapshot_of_a_new_generation_does_not_hide_the_last_whole_one(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
-    deployment, daemon = running(make_deployment, tmp_path, cli)
-    try:
-        shipped(cli, deployment)
-        add(deployment, "keeps the spare key under the mat")
-        shipped(cli, deployment)
-    finally:
-        code, err = stop(daemon)
-    assert code == 0, err
+    deployment, _, _ = replicated(
+        make_deployment, tmp_path, cli, "keeps the spare key under the mat"
+    )
     [snapshot] = (tmp_path / "replica").glob("history.db/generations/*/snapshots/*.snapshot.lz4")
     partial = snapshot.parents[2] / "ffffffffffffffff" / "snapshots" / "00000000.snapshot.lz4.tmp"
     partial.parent.mkdir(parents=True)

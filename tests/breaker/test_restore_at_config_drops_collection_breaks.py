@@ -13,23 +13,17 @@ from typing import Any
 
 import pytest
 
-from tests.process.test_daemon import stop
 from tests.process.test_protect import state_dir
-from tests.process.test_restore_at import add, fingerprint, memory_ids, running, shipped
+from tests.process.test_restore_at import fingerprint, memory_ids, replicated
 
 
 @pytest.mark.slow(reason="the daemon and Litestream shipping, a restore --at in place")
 def test_restore_at_with_a_configuration_missing_the_collection_keeps_the_live_store(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
-    deployment, daemon = running(make_deployment, tmp_path, cli)
-    try:
-        shipped(cli, deployment)
-        add(deployment, "keeps the spare key under the mat")
-        shipped(cli, deployment)
-    finally:
-        code, err = stop(daemon)
-    assert code == 0, err
+    deployment, _, _ = replicated(
+        make_deployment, tmp_path, cli, "keeps the spare key under the mat"
+    )
     before = memory_ids(deployment)
     files = fingerprint(deployment)
     path = state_dir(deployment) / "litestream.yml"

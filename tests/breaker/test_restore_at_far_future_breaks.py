@@ -7,22 +7,16 @@ from typing import Any
 
 import pytest
 
-from tests.process.test_daemon import stop
-from tests.process.test_restore_at import add, fingerprint, running, shipped
+from tests.process.test_restore_at import fingerprint, replicated
 
 
 @pytest.mark.slow(reason="the daemon and Litestream shipping, a restore --at")
 def test_restore_at_the_last_representable_time_restores_or_refuses_cleanly(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
-    deployment, daemon = running(make_deployment, tmp_path, cli)
-    try:
-        shipped(cli, deployment)
-        add(deployment, "keeps the spare key under the mat")
-        shipped(cli, deployment)
-    finally:
-        code, err = stop(daemon)
-    assert code == 0, err
+    deployment, _, _ = replicated(
+        make_deployment, tmp_path, cli, "keeps the spare key under the mat"
+    )
     files = fingerprint(deployment)
 
     done = cli(
