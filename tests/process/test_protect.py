@@ -28,12 +28,13 @@ from tests.helpers.app import AppProcess
 from tests.process.test_daemon import Notify, start, stop
 
 
-def protected(make_deployment: Any, tmp_path: Path, extra: str = "") -> Any:
+def protected(make_deployment: Any, tmp_path: Path, extra: str = "", count: int = 40) -> Any:
     """A seeded deployment whose config has ``[protect]`` with a directory replica."""
     binary = litestream.ensure()
     return make_deployment(
+        count=count,
         extra_config=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{tmp_path / "replica"}"\n'
-        + extra
+        + extra,
     )
 
 

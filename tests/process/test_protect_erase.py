@@ -19,7 +19,7 @@ from tests.conftest import s3_section
 from tests.helpers import litestream
 from tests.helpers.app import AppProcess
 from tests.process.test_daemon import Notify, start, stop
-from tests.process.test_protect import poll, status
+from tests.process.test_protect import poll, protected, status
 
 MARKER = "the vault code is QX-7731-ZETA-replica"
 
@@ -118,9 +118,7 @@ def replicated_once(make_deployment, tmp_path, cli, binary):
     """A deployment whose directory replica got a generation holding the marker; Litestream is
     stopped again (no daemon runs). Returns ``(deployment, target, replica)``."""
     replica = tmp_path / "replica"
-    deployment = make_deployment(
-        count=10, extra_config=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{replica}"\n'
-    )
+    deployment = protected(make_deployment, tmp_path, count=10)  # Litestream is ``binary``
     target = deployment.memory.add(MARKER, user_id="zed", infer=False)["results"][0]["id"]
     deployment.close()
     assert cli("protect", config=deployment.config).code == 0
@@ -250,11 +248,8 @@ def test_a_reconcile_erasing_again_what_an_older_store_brought_back_renews_the_r
 ):
     from memsync.demo import deployment as build
 
-    binary = litestream.ensure()
     replica = tmp_path / "replica"
-    deployment = make_deployment(
-        count=10, extra_config=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{replica}"\n'
-    )
+    deployment = protected(make_deployment, tmp_path, count=10)
     target = deployment.memory.add(MARKER, user_id="zed", infer=False)["results"][0]["id"]
     deployment.close()
     assert cli("protect", config=deployment.config).code == 0
@@ -290,11 +285,8 @@ def test_an_erasure_a_kill_left_unfinished_is_finished_with_the_replicas(
 ):
     import json
 
-    binary = litestream.ensure()
     replica = tmp_path / "replica"
-    deployment = make_deployment(
-        count=10, extra_config=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{replica}"\n'
-    )
+    deployment = protected(make_deployment, tmp_path, count=10)
     target = deployment.memory.add(MARKER, user_id="zed", infer=False)["results"][0]["id"]
     deployment.close()
     assert cli("protect", config=deployment.config).code == 0
@@ -325,11 +317,8 @@ def test_an_erasure_a_kill_left_unfinished_is_finished_with_the_replicas(
 def test_an_erasure_in_a_maintenance_window_renews_the_replicas(make_deployment, tmp_path, cli):
     from tests.helpers import window_app
 
-    binary = litestream.ensure()
     replica = tmp_path / "replica"
-    deployment = make_deployment(
-        count=10, extra_config=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{replica}"\n'
-    )
+    deployment = protected(make_deployment, tmp_path, count=10)
     target = deployment.memory.add(MARKER, user_id="zed", infer=False)["results"][0]["id"]
     deployment.close()
     assert cli("protect", config=deployment.config).code == 0
@@ -360,11 +349,8 @@ def test_two_queued_erasures_applied_in_one_run_each_renew_the_replicas(
 ):
     from tests.helpers.holders import app_holding
 
-    binary = litestream.ensure()
     replica = tmp_path / "replica"
-    deployment = make_deployment(
-        count=10, extra_config=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{replica}"\n'
-    )
+    deployment = protected(make_deployment, tmp_path, count=10)
     second = "the locker code is ZQ-4408-OMEGA-replica"
     targets = [
         deployment.memory.add(text, user_id="zed", infer=False)["results"][0]["id"]
