@@ -40,7 +40,7 @@ from memsync.state import RESTORE_JOURNAL, fsync_dir, write_json_atomic
 from memsync.stores import history as history_store
 from memsync.stores.backends import backend_of_mode
 from memsync.stores.manifest import Manifest
-from memsync.stores.sqlite_files import set_wal_mode, work_dir_error
+from memsync.stores.sqlite_files import roll_back_hot_journal, set_wal_mode, work_dir_error
 from memsync.stores.vector_store import StagedRestore
 
 logger = structlog.get_logger(__name__)
@@ -150,9 +150,11 @@ def put_in_place(
         _roll_back(deployment, document)
         raise
     with _app_kept_off(deployment, taken):
-        document["history_rowid"] = history_store.last_rowid(Path(history.live))
-        write_json_atomic(journal(config), document)  # rows above it: written after the swap
         try:
+            # nobody holds history.db now: roll back what a killed app left, as its start would
+            roll_back_hot_journal(Path(history.live))
+            document["history_rowid"] = history_store.last_rowid(Path(history.live))
+            write_json_atomic(journal(config), document)  # rows above it: written after the swap
             staging.swap(tables)
         except BaseException:
             _roll_back(deployment, document)

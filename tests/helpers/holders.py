@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,3 +29,27 @@ def app_holding(qdrant: Path) -> Iterator[subprocess.Popen[str]]:
     finally:
         app.kill()
         app.wait()
+
+
+def killed_inside_a_transaction(database: Path) -> None:
+    """A writer of ``database`` killed inside its transaction: its hot ``-journal`` stays beside it.
+
+    What an app killed mid-write leaves (a prefork worker's daemon thread as the server stops,
+    ``kill -9``, an OOM kill): the pages it changed are in the file, the originals in the journal.
+    """
+    script = (
+        f"import os, sqlite3; c = sqlite3.connect({str(database)!r}, isolation_level=None); "
+        "c.execute('PRAGMA cache_size=1'); c.execute('BEGIN'); "
+        'c.execute("UPDATE history SET new_memory = new_memory || randomblob(4000)"); os._exit(0)'
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    assert Path(f"{database}-journal").exists()
+
+
+def history_events(database: Path) -> list[tuple[str, str]]:
+    """Every history event's id and new_memory, in order (a plain open: rolls back a hot journal)."""
+    connection = sqlite3.connect(database)
+    try:
+        return connection.execute("SELECT id, new_memory FROM history ORDER BY rowid").fetchall()
+    finally:
+        connection.close()

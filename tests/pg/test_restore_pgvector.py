@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 
 from tests.conftest import error_findings
+from tests.helpers.holders import history_events, killed_inside_a_transaction
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,6 +118,25 @@ def test_restore_swaps_the_tables_and_history_and_keeps_the_old_ones_aside(pg_de
         "results"
     ]
     assert kept in {hit["id"] for hit in found}
+
+
+def test_a_hot_journal_a_killed_app_left_in_history_is_rolled_back_by_the_restore(
+    pg_deployment, cli
+):
+    snapshot_id = snapshot(cli, pg_deployment)
+    history = pg_deployment.paths.history_db
+    committed = history_events(history)
+    killed_inside_a_transaction(history)  # a prefork worker's write thread, as the server stops
+    result = cli("restore", snapshot_id, "--force", "--json", config=pg_deployment.config)
+    assert result.code == 0, result.err
+    aside = Path(f"{history}.pre-restore-{snapshot_id}")
+    for path in (history, aside):
+        assert not Path(f"{path}-journal").exists(), path
+    assert (
+        history_events(aside) == committed
+    )  # the killed write rolled back, nothing committed lost
+    checked = cli("check", "--json", config=pg_deployment.config)
+    assert checked.code == 0 and error_findings(checked.json()) == {}, checked.out
 
 
 def test_a_flipped_byte_in_the_export_refuses_the_restore_as_before(pg_deployment, cli):

@@ -12,6 +12,7 @@ import time
 import uuid
 from pathlib import Path
 
+from tests.helpers.holders import killed_inside_a_transaction
 from tests.process.test_cli import fingerprint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,14 +182,7 @@ def test_a_hot_journal_from_a_crashed_writer_is_75_for_check_and_rolled_back_by_
 ):
     deployment.close()
     history = deployment.paths.history_db
-    # a writer killed inside its transaction: the rollback journal stays beside the file
-    script = (
-        f"import os, sqlite3; c = sqlite3.connect({str(history)!r}, isolation_level=None); "
-        "c.execute('PRAGMA cache_size=1'); c.execute('BEGIN'); "
-        'c.execute("UPDATE history SET new_memory = new_memory || randomblob(4000)"); os._exit(0)'
-    )
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
-    assert Path(f"{history}-journal").exists()
+    killed_inside_a_transaction(history)
     result = cli("check", config=deployment.config)
     assert result.code == 75 and "hot journal" in result.err
     fixed = cli("reconcile", "--json", "--no-snapshot", config=deployment.config)

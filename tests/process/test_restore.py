@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import error_findings, s3_section
-from tests.helpers.holders import app_holding
+from tests.helpers.holders import app_holding, history_events, killed_inside_a_transaction
 from tests.process.test_cli import fingerprint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +37,20 @@ def test_restore_after_a_lost_disk_brings_both_stores_back(deployment, cli):
         assert after[name] != "" and name in before
     memory = deployment.reopen()
     assert memory.get(deployment.seeded.live[0]) is not None
+
+
+def test_a_hot_journal_a_killed_app_left_moves_aside_with_its_history_db(deployment, cli):
+    snapshot_id = snapshot(cli, deployment)
+    history = deployment.paths.history_db
+    committed = history_events(history)
+    killed_inside_a_transaction(history)
+    result = cli("restore", "--force", "--json", snapshot_id, config=deployment.config)
+    assert result.code == 0, result.err
+    assert not Path(f"{history}-journal").exists()
+    aside = Path(f"{history}.pre-restore-{snapshot_id}")
+    assert Path(f"{aside}-journal").exists()  # the copy rolls back the killed write when opened
+    assert history_events(aside) == committed
+    assert error_findings(cli("check", "--json", config=deployment.config).json()) == {}
 
 
 def test_restore_refuses_a_deployment_with_data_unless_forced_and_keeps_the_old_files(
