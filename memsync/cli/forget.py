@@ -136,6 +136,10 @@ def _copies_lines(erased: dict[str, Any]) -> list[str]:
         f"deleted earlier, erased too: {e['memory_id']} (found in {e['found_in']})"
         for e in erased.get("deleted_earlier") or []
     ]
+    lines += [
+        f"rolled back by a restore, erased from its pre-restore copies: {memory_id}"
+        for memory_id in erased.get("only_in_copies") or []
+    ]
     unknown = erased.get("unattributed") or []
     if unknown:
         shown = " ".join(unknown[:UNATTRIBUTED_SHOWN]) + (

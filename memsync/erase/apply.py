@@ -76,7 +76,8 @@ def erase_texts(
     own connection; ``erase.proof``) and searches every byte of the live files, ``-wal``,
     ``-shm`` and journals for the texts; purges memsync's own copies, removes the points from
     a switched migration's old store (``migration_source``: ``erase.old_store``) and records
-    the ids in the erasure ledger. ``known``: for a scope erasure, every id a record ties to
+    the ids in the erasure ledger. A scope erasure also purges the scope's memories found only
+    in the copies a restore moved aside (``only_in_copies``: a restore rolled them back). ``known``: for a scope erasure, every id a record ties to
     some scope (``scope_past``): deleted memories with text left and none are ``unattributed``.
     Returns what was done (``verified``: the byte search); ``copies_left`` lists what else
     still holds them.
@@ -119,10 +120,12 @@ def erase_texts(
     }
     needles = sorted(candidates - texts_held(config.history_db_path, candidates))
     verified = proof.byte_hits(files, needles)
-    purged = purge_own_copies(deployment, memory_ids, empty_scopes, now)
+    # a scope's memories a restore rolled back are in the copies it moved aside, not live
+    only_in_copies = sorted(deployment.vector_store.set_aside_ids(scope) - ours) if scope else []
+    purged = purge_own_copies(deployment, [*memory_ids, *only_in_copies], empty_scopes, now)
     old_store = erase_old_store(deployment, memory_ids)  # a switched migration's, until cleanup
     deleted = [before.points[m].payload for m in memory_ids if m in before.points]
-    ledger.record(config.state_dir, memory_ids, scope, now, deleted)
+    ledger.record(config.state_dir, [*memory_ids, *only_in_copies], scope, now, deleted)
     if checkpointed or verified["hits"]:
         logger.info("erase_verified", checkpoint=checkpointed, **verified)
     unattributed = (  # deleted before the look (not added since), text left, no record
@@ -143,6 +146,7 @@ def erase_texts(
         "verified": verified,
         "message_scopes_removed": empty_scopes,
         "purged": purged,
+        **({"only_in_copies": only_in_copies} if only_in_copies else {}),
         **unattributed,
         **({"migration_source": old_store} if old_store is not None else {}),
     }

@@ -621,6 +621,18 @@ class LiveStore(Protocol):
         """
         ...
 
+    def set_aside_ids(self, scope: Mapping[str, str]) -> set[str]:
+        """Ids of the points whose payload holds ``scope`` in the copies a restore moved aside.
+
+        pgvector: each ``<table>_pre_restore_*`` table; embedded Qdrant: every collection of the
+        ``<path>.pre-restore-*`` directories beside the store. A memory a restore rolled back
+        lives only there, so a scope erasure purges these ids from the copies too. Reads only.
+
+        Raises:
+            UnavailableError: a copy is unreadable, or the server refuses a statement.
+        """
+        ...
+
     def erase_old(self, point_ids: Sequence[str]) -> int:
         """Delete the points from this store, the old store a migration left (never the live one).
 

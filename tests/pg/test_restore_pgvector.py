@@ -326,6 +326,28 @@ def test_forget_erase_reaches_the_pre_restore_tables(pg_deployment, cli):
     assert texts and all(row == (None, None) for row in texts)
 
 
+def test_a_scope_erasure_reaches_a_memory_the_restore_rolled_back_into_the_pre_restore_table(
+    pg_deployment, cli
+):
+    url = pg_deployment.paths.pg_url
+    snapshot_id = snapshot(cli, pg_deployment)
+    memory = pg_deployment.reopen()
+    marker = "the locker code is PG-4471-rolled-back"
+    added = memory.add(marker, user_id="alice", infer=False)["results"][0]["id"]
+    pg_deployment.close()
+    assert cli("restore", "--force", snapshot_id, config=pg_deployment.config).code == 0
+    aside = f"mem0_pre_restore_{snapshot_id.lower().replace('-', '_')}"
+    assert added in ids(url, aside) and added not in ids(url, "mem0")
+
+    erased = cli("forget", "--user", "alice", "--erase", "--yes", config=pg_deployment.config)
+
+    assert erased.code == 0, erased.out + erased.err
+    assert f"rolled back by a restore, erased from its pre-restore copies: {added}" in erased.out
+    assert added not in ids(url, aside)
+    history_aside = Path(f"{pg_deployment.paths.history_db}.pre-restore-{snapshot_id}")
+    assert marker.encode() not in history_aside.read_bytes()
+
+
 def open_files(pid: int) -> set[Path]:
     return {Path(f"/proc/{pid}/fd/{fd}").resolve() for fd in os.listdir(f"/proc/{pid}/fd")}
 

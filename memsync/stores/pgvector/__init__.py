@@ -534,6 +534,11 @@ class PgVector:
         tables = [self.collection, self.entities_collection]
         return load.erase_pre_restore(self.connect, tables, point_ids)
 
+    def set_aside_ids(self, scope: Mapping[str, str]) -> set[str]:
+        """Ids of the scope's rows in the tables a restore moved aside (``<table>_pre_restore_*``)."""
+        tables = [self.collection, self.entities_collection]
+        return load.pre_restore_scope_ids(self.connect, tables, scope)
+
     def erase_old(self, point_ids: Sequence[str]) -> int:
         """Delete the points from this (old, not live) store's tables; the rows removed."""
         with self.connect(read_only=False) as connection:

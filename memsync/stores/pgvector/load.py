@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -331,6 +331,35 @@ def pre_restore_tables(connection: Any, tables: Sequence[str]) -> list[str]:
         ]
 
     found: list[str] = _run(connection, "listing pre-restore tables", work)
+    return found
+
+
+def pre_restore_scope_ids(
+    connect: Callable[..., Any], tables: Sequence[str], scope: Mapping[str, str]
+) -> set[str]:
+    """Ids of the rows whose payload holds ``scope`` in every ``<table>_pre_restore_*`` table.
+
+    ``connect``: ``PgVector.connect``. Reads only.
+
+    Raises:
+        UnavailableError: the server refuses a statement.
+    """
+    import json
+
+    from psycopg import sql
+
+    found: set[str] = set()
+    with connect() as connection:
+        for table in pre_restore_tables(connection, tables):
+            query = sql.SQL("SELECT id::text FROM {} WHERE payload @> %s::jsonb").format(
+                sql.Identifier(table)
+            )
+            rows = _run(
+                connection,
+                f"reading {table}",
+                lambda c, q=query: c.execute(q, (json.dumps(dict(scope)),)).fetchall(),
+            )
+            found |= {row[0] for row in rows}
     return found
 
 

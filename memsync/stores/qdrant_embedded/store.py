@@ -13,6 +13,7 @@ qdrant-client writes. ``EmbeddedQdrant`` is the ``VectorStore`` port over these 
 
 from __future__ import annotations
 
+import glob
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -467,6 +468,18 @@ class EmbeddedQdrant:
         """[]: a restore's copies are directories beside the store (``erase_points`` on each)."""
         del point_ids
         return []
+
+    def set_aside_ids(self, scope: Mapping[str, str]) -> set[str]:
+        """Ids of the scope's points in every collection of the ``<path>.pre-restore-*`` copies."""
+        copies = sorted(self._path.parent.glob(f"{glob.escape(self._path.name)}.pre-restore-*"))
+        return {
+            point.id
+            for copy in copies
+            if copy.is_dir()
+            for storage in sorted(copy.glob(f"collection/*/{STORAGE_FILE}"))
+            for point in iter_points(storage)
+            if all(point.payload.get(k) == v for k, v in scope.items())
+        }
 
     def erase_old(self, point_ids: Sequence[str]) -> int:
         """Delete the points from this (old, not live) store's files; the rows removed.
