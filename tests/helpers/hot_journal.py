@@ -55,6 +55,7 @@ class Crashed:
     snapshot: str
     history: list[dict[str, Any]]  # history.db's rows before the killed write
     victim: str  # alice's memory deleted since the snapshot
+    points: list[dict[str, Any]]  # embedded: the mem0 collection's rows before (pgvector: [])
 
 
 def rows(database: Path, table: str = "history") -> list[dict[str, Any]]:
@@ -90,12 +91,13 @@ def crash(deployment: Any, cli: Any, file: str) -> Crashed:
     assert verified.code == 0, verified.err
     history = deployment.paths.history_db
     committed = rows(history)
+    path = storage_file(deployment)
+    points = [] if deployment.paths.pg_url else rows(path, "points")
     if file == "history":
         killed_inside_a_transaction(history)
-        return Crashed(deployment, history, snapshot, committed, victim)
-    path = storage_file(deployment)
+        return Crashed(deployment, history, snapshot, committed, victim, points)
     killed_inside_a_transaction(path, table="points", column="point")
-    return Crashed(deployment, path, snapshot, committed, victim)
+    return Crashed(deployment, path, snapshot, committed, victim, points)
 
 
 def argv(crashed: Crashed, template: tuple[str, ...], tmp_path: Path) -> list[str]:

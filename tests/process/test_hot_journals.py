@@ -6,14 +6,20 @@ The app, stopped, was killed inside a write of history.db or of a collection's
 
 from __future__ import annotations
 
+import base64
+import pickle
+from pathlib import Path
+
 import pytest
 
+from tests.conftest import error_findings
 from tests.helpers.hot_journal import (
     WRITERS,
     argv,
     assert_read_or_refused,
     assert_rolled_back_and_kept,
     crash,
+    rows,
 )
 
 
@@ -32,3 +38,25 @@ def test_a_command_that_reads_reads_or_refuses_with_75_and_changes_nothing(
     deployment, cli, tmp_path, file
 ):
     assert_read_or_refused(crash(deployment, cli, file), cli, tmp_path)
+
+
+@pytest.mark.parametrize("file", ["history", "storage"])
+def test_an_erasure_after_a_restore_rolls_back_the_hot_journal_moved_aside_with_the_old_files(
+    deployment, cli, file
+):
+    crashed = crash(deployment, cli, file)
+    restored = cli("restore", crashed.snapshot, "--force", "--json", config=deployment.config)
+    assert restored.code == 0, restored.err
+    result = cli("forget", "--user", "bob", "--erase", "--yes", "--json", config=deployment.config)
+    assert result.code == 0, result.err[-600:]
+    assert not list(deployment.paths.root.rglob("*-journal"))
+    erased = set(result.json()["deleted"])
+    aside = Path(f"{deployment.paths.qdrant}.pre-restore-{crashed.snapshot}")
+    kept = rows(aside / "collection" / "mem0" / "storage.sqlite", "points")
+    gone = {row["id"] for row in crashed.points} - {row["id"] for row in kept}
+    assert {pickle.loads(base64.b64decode(key)) for key in gone} <= erased  # noqa: S301 - ours
+    assert all(row in crashed.points for row in kept)  # the killed write rolled back, no more
+    history = rows(Path(f"{deployment.paths.history_db}.pre-restore-{crashed.snapshot}"))
+    assert [row["id"] for row in history] == [row["id"] for row in crashed.history]
+    checked = cli("check", "--json", config=deployment.config)
+    assert checked.code == 0 and error_findings(checked.json()) == {}, checked.out[-800:]
