@@ -44,7 +44,7 @@ from memsync.routes import WINDOW_FILE, NoRouteError, Taken
 from memsync.routes.window import app_stopped, bounded, run_command, signals_deferred
 from memsync.snapshot import create_snapshot, pins
 from memsync.state import operation_lock
-from memsync.stores import journal_mode
+from memsync.stores import journal_mode, mem0
 from memsync.stores.backends import vector_store_for
 
 logger = structlog.get_logger(__name__)
@@ -290,6 +290,8 @@ def _stop_copy_write(
     held = deployment.vector_store.holder
     try:
         with app_stopped(config, WHAT, taken, held):
+            # what a worker killed by the stop left half-written, rolled back as its start would
+            mem0.prepare_for_writing(deployment.vector_store, config)
             done = copy_and_write()
     except UnavailableError as failure:
         if done is None or not done.switched:

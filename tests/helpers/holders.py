@@ -41,13 +41,20 @@ def killed_inside_a_transaction(
     Every row's ``column`` of ``table`` grows by 4 kB (mem0's history, or embedded Qdrant's
     ``points``: each point then fails to decode if the journal is not rolled back).
     """
+    subprocess.run(killed_writer_argv(database, table, column), check=True, timeout=60)
+    assert Path(f"{database}-journal").exists()
+
+
+def killed_writer_argv(
+    database: Path, table: str = "history", column: str = "new_memory"
+) -> list[str]:
+    """The argv of ``killed_inside_a_transaction``'s writer (for an ``[app] stop_command``)."""
     script = (
         f"import os, sqlite3; c = sqlite3.connect({str(database)!r}, isolation_level=None); "
         "c.execute('PRAGMA cache_size=1'); c.execute('BEGIN'); "
         f'c.execute("UPDATE {table} SET {column} = {column} || randomblob(4000)"); os._exit(0)'
     )
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
-    assert Path(f"{database}-journal").exists()
+    return [sys.executable, "-c", script]
 
 
 def history_events(database: Path) -> list[tuple[str, str]]:

@@ -7,12 +7,16 @@ The app, stopped, was killed inside a write of history.db or of a collection's
 from __future__ import annotations
 
 import base64
+import json
 import pickle
+import shlex
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import error_findings
+from tests.helpers import window_app
+from tests.helpers.holders import killed_writer_argv
 from tests.helpers.hot_journal import (
     WRITERS,
     argv,
@@ -20,7 +24,10 @@ from tests.helpers.hot_journal import (
     assert_rolled_back_and_kept,
     crash,
     rows,
+    storage_file,
 )
+from tests.helpers.migrate import target_config
+from tests.helpers.switching import file_deployment, memsync, start_app
 
 
 @pytest.mark.parametrize("file", ["history", "storage"])
@@ -60,3 +67,35 @@ def test_an_erasure_after_a_restore_rolls_back_the_hot_journal_moved_aside_with_
     assert [row["id"] for row in history] == [row["id"] for row in crashed.history]
     checked = cli("check", "--json", config=deployment.config)
     assert checked.code == 0 and error_findings(checked.json()) == {}, checked.out[-800:]
+
+
+@pytest.mark.parametrize("file", ["history", "storage"])
+def test_a_switch_whose_stop_command_leaves_a_hot_journal_rolls_it_back_and_switches(
+    make_deployment, tmp_path, file
+):
+    app = file_deployment(make_deployment)
+    path = app.paths.history_db if file == "history" else storage_file(app)
+    killed = (
+        killed_writer_argv(path)
+        if file == "history"
+        else killed_writer_argv(path, "points", "point")
+    )
+    stop = json.loads(app.config.read_text().split("stop_command = ", 1)[1].split("\n", 1)[0])
+    # the app's stop kills a worker inside its write (CI's prefork server on SIGTERM)
+    stopping = ["sh", "-c", f"{shlex.join(stop)} && {shlex.join(killed)}"]
+    text = app.config.read_text().replace(json.dumps(stop), json.dumps(stopping))
+    app.config.write_text(text)
+    new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash", dims=384)
+    copied = memsync("migrate", "--to", new, config=app.config)
+    assert copied.returncode == 0, copied.stderr
+    committed = rows(app.paths.history_db)
+    start_app(app)
+    try:
+        switched = memsync("migrate", "--to", new, "--switch", "--json", config=app.config)
+        assert switched.returncode == 0, switched.stderr[-800:]
+        assert json.loads(switched.stdout)["switch"]["switched"] is True
+        assert not Path(f"{path}-journal").exists()
+    finally:
+        window_app.stop(app.paths.root)
+    after = {row["id"]: row for row in rows(app.paths.history_db)}
+    assert all(after.get(row["id"]) == row for row in committed)
