@@ -11,6 +11,7 @@ import json
 import pickle
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,22 +70,30 @@ def test_an_erasure_after_a_restore_rolls_back_the_hot_journal_moved_aside_with_
     assert checked.code == 0 and error_findings(checked.json()) == {}, checked.out[-800:]
 
 
+def stop_kills_a_writer(app: Any, file: str) -> Path:
+    """Make the window app's stop kill a worker inside its write of ``file``; that file.
+
+    As CI's prefork server stopped by SIGTERM: the app stops, a write thread's transaction is
+    left half-done (``holders.killed_writer_argv``).
+    """
+    if file == "history":
+        path, killed = app.paths.history_db, killed_writer_argv(app.paths.history_db)
+    else:
+        path = storage_file(app)
+        killed = killed_writer_argv(path, "points", "point")
+    text = app.config.read_text()
+    stop = json.loads(text.split("stop_command = ", 1)[1].split("\n", 1)[0])
+    stopping = ["sh", "-c", f"{shlex.join(stop)} && {shlex.join(killed)}"]
+    app.config.write_text(text.replace(json.dumps(stop), json.dumps(stopping)))
+    return path
+
+
 @pytest.mark.parametrize("file", ["history", "storage"])
 def test_a_switch_whose_stop_command_leaves_a_hot_journal_rolls_it_back_and_switches(
     make_deployment, tmp_path, file
 ):
     app = file_deployment(make_deployment)
-    path = app.paths.history_db if file == "history" else storage_file(app)
-    killed = (
-        killed_writer_argv(path)
-        if file == "history"
-        else killed_writer_argv(path, "points", "point")
-    )
-    stop = json.loads(app.config.read_text().split("stop_command = ", 1)[1].split("\n", 1)[0])
-    # the app's stop kills a worker inside its write (CI's prefork server on SIGTERM)
-    stopping = ["sh", "-c", f"{shlex.join(stop)} && {shlex.join(killed)}"]
-    text = app.config.read_text().replace(json.dumps(stop), json.dumps(stopping))
-    app.config.write_text(text)
+    path = stop_kills_a_writer(app, file)
     new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash", dims=384)
     copied = memsync("migrate", "--to", new, config=app.config)
     assert copied.returncode == 0, copied.stderr
