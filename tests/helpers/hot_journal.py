@@ -132,7 +132,7 @@ def assert_rolled_back_and_kept(crashed: Crashed, cli: Any, command: str, result
         blanked = kept is not None and kept["new_memory"] is None and kept["old_memory"] is None
         assert kept == row or (command == "forget --erase" and blanked), (command, row)
     work = deployment.paths.state / "tmp"
-    assert not list(work.iterdir()) if work.is_dir() else True, command  # no staged copy left
+    assert not work.is_dir() or not list(work.iterdir()), command  # no staged copy left
     assert not list(deployment.paths.state.glob("*-journal.json")), command  # no intent left
     checked = cli("check", "--json", config=deployment.config)
     assert checked.code == 0, (command, checked.out[-800:], checked.err[-400:])
@@ -160,4 +160,6 @@ def assert_read_or_refused(crashed: Crashed, cli: Any, tmp_path: Path) -> None:
         else:
             assert result.code == 0, f"{command}: exit {result.code}: {result.err[-600:]}"
         assert fingerprint(deployment.paths.root) == before, command  # nothing written
+        work = deployment.paths.state / "tmp"
+        assert not work.is_dir() or not list(work.iterdir()), command  # no capture left
         assert Path(f"{crashed.file}-journal").exists(), command  # left for a writer
