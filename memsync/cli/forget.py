@@ -57,6 +57,12 @@ def register(
 def _text(command: str, done: forget.Forgotten, args: argparse.Namespace) -> str:
     targets = done.targets
     lines = [f"memory-not-found {m}: nothing was touched" for m in targets.not_found]
+    if done.empty_scope:
+        return (
+            f"memory-not-found: no memory of {done.scope_text} in the store: nothing was "
+            "touched -> check the id (memsync export-context --user ID --json lists a user's "
+            "memories)"
+        )
     if done.dry_run:
         lines += [f"would delete {m}" for m in targets.all]
         if getattr(args, "erase", False):  # deleted earlier (named, or the scope's past)

@@ -97,7 +97,7 @@ def expect(config: Path, wanted: dict[str, set[str]], story: str) -> None:
     counts = report["counts"]
     say(
         f"   -> exit {code}: {counts['errors']} errors, {counts['warnings']} warnings "
-        f"({counts['points']} points, {counts['history_memories']} memories in history)"
+        f"({counts['points']} points, {counts['history_memories']} memories in history, deleted ones included)"
     )
     if found != wanted or code != 3:
         raise DemoFailed(f"{story}: expected {wanted}, check found {found} (exit {code})")
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     (root / MARKER).write_text("made by python -m memsync.demo, removed by its next run\n")
     show_mem0_errors()
     paths = build.Paths(root)
-    config = build.write_memsync_config(paths)
+    config = build.write_memsync_config(paths, extra=build.app_table(), app_python=None)
     try:
         run(paths, config)
     except DemoFailed as failure:

@@ -195,7 +195,8 @@ def test_the_daemon_restarts_a_killed_litestream_and_doctor_reports_a_stopped_on
         make_deployment, tmp_path, f'\n[daemon]\ncheck_at = "00:00"\ntextfile_path = "{textfile}"\n'
     )
     deployment.close()
-    assert cli("protect", config=deployment.config).code == 0
+    protecting = cli("protect", config=deployment.config)
+    assert protecting.code == 0 and "no memsync daemon is running: start it" in protecting.out
     notify = Notify(tmp_path)
     daemon = start(deployment.config, notify)
     try:
@@ -211,6 +212,8 @@ def test_the_daemon_restarts_a_killed_litestream_and_doctor_reports_a_stopped_on
         assert cli("job", "check", config=deployment.config).code == 0  # rewrites the textfile
         gauges = textfile.read_text()
         shown = cli("status", "--json", config=deployment.config)
+        again = cli("protect", config=deployment.config)
+        assert "; the memsync daemon runs Litestream with it" in again.out, again.out
     finally:
         code, err = stop(daemon)
     assert code == 0, err
@@ -229,7 +232,8 @@ def test_the_daemon_restarts_a_killed_litestream_and_doctor_reports_a_stopped_on
     after = cli("status", "--json", config=deployment.config)
     assert after.code == 3
     assert (
-        "Litestream is not running (the daemon runs it)" in after.json()["protection"]["problems"]
+        "Litestream is not running: the daemon runs it, and no memsync daemon is running (start "
+        "it: memsync daemon, or systemctl start memsync)" in after.json()["protection"]["problems"]
     )
     doctor = cli("doctor", "--json", config=deployment.config)
     assert doctor.code == 3
