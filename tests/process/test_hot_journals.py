@@ -10,6 +10,7 @@ import base64
 import json
 import pickle
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +71,8 @@ def test_an_erasure_after_a_restore_rolls_back_the_hot_journal_moved_aside_with_
     assert checked.code == 0 and error_findings(checked.json()) == {}, checked.out[-800:]
 
 
-def stop_kills_a_writer(app: Any, file: str) -> Path:
-    """Make the window app's stop kill a worker inside its write of ``file``; that file.
+def stop_kills_a_writer(app: Any, file: str) -> tuple[Path, list[str]]:
+    """Make the window app's stop kill a worker inside its write of ``file``; it, the writer.
 
     As CI's prefork server stopped by SIGTERM: the app stops, a write thread's transaction is
     left half-done (``holders.killed_writer_argv``).
@@ -85,20 +86,24 @@ def stop_kills_a_writer(app: Any, file: str) -> Path:
     stop = json.loads(text.split("stop_command = ", 1)[1].split("\n", 1)[0])
     stopping = ["sh", "-c", f"{shlex.join(stop)} && {shlex.join(killed)}"]
     app.config.write_text(text.replace(json.dumps(stop), json.dumps(stopping)))
-    return path
+    return path, killed
 
 
+@pytest.mark.parametrize("running", [True, False], ids=["stopped-by-the-window", "stopped"])
 @pytest.mark.parametrize("file", ["history", "storage"])
-def test_a_switch_whose_stop_command_leaves_a_hot_journal_rolls_it_back_and_switches(
-    make_deployment, tmp_path, file
+def test_a_switch_after_a_stop_that_left_a_hot_journal_rolls_it_back_and_switches(
+    make_deployment, tmp_path, file, running
 ):
     app = file_deployment(make_deployment)
-    path = stop_kills_a_writer(app, file)
+    path, killed = stop_kills_a_writer(app, file)
     new = target_config(app.paths, tmp_path / "new", embedder="memsync_hash", dims=384)
     copied = memsync("migrate", "--to", new, config=app.config)
     assert copied.returncode == 0, copied.stderr
     committed = rows(app.paths.history_db)
-    start_app(app)
+    if running:  # the window's stop kills a writer
+        start_app(app)
+    else:  # the app was stopped so before the switch: no window
+        subprocess.run(killed, check=True, timeout=60)
     try:
         switched = memsync("migrate", "--to", new, "--switch", "--json", config=app.config)
         assert switched.returncode == 0, switched.stderr[-800:]
