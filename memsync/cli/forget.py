@@ -70,6 +70,14 @@ def _text(command: str, done: forget.Forgotten, args: argparse.Namespace) -> str
                 f"would erase the text left of {m} (deleted earlier)"
                 for m in targets.already_deleted
             ]
+        snapshot_first = command == "forget" and not getattr(args, "no_snapshot", True)
+        if targets.all and snapshot_first and done.route != "queued":
+            lines.append("would take a safety snapshot first (--no-snapshot skips it)")
+        if getattr(args, "erase", False) and (targets.all or targets.already_deleted):
+            lines.append(
+                "would erase their text: history rows, raw messages of emptied scopes, free "
+                "pages and WAL files (a byte search proves it), memsync's own copies"
+            )
         if done.replicas is not None:
             lines += replicas.restore_points_note(done.replicas)
         lines.append(

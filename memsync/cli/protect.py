@@ -81,10 +81,13 @@ def text(done: protect.Protected, daemon: int | None = None) -> str:
         verb = "would switch" if done.dry_run else "switched"
         route = tuned.route or f"no route open now ({tuned.blocked})"
         lines.append(f"protect: {verb} {len(tuned.changed)} files to WAL mode (route: {route})")
+    else:
+        lines.append("protect: every SQLite file is in WAL mode already: nothing to switch")
     for path, replica in done.replicas.items():
         lines.append(f"{path} -> {replica}")
     if done.dry_run:
-        lines.append(f"protect --dry-run: Litestream configuration for {done.config_file}:")
+        would = "would be written" if done.changed else "unchanged"
+        lines.append(f"protect --dry-run: Litestream configuration {done.config_file} ({would}):")
         lines.append(protection.render(done.litestream).rstrip())
     else:
         state = "written" if done.changed else "unchanged"

@@ -67,7 +67,7 @@ def say(text: str = "") -> None:
 def heading(text: str) -> None:
     """Print a section heading."""
     say()
-    say(f"== {text} " + "=" * max(0, 70 - len(text)))
+    say(f"== {text} " + "=" * max(3, 70 - len(text)))
 
 
 def memsync(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
