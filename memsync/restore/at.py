@@ -30,16 +30,16 @@ from typing import Any
 
 import structlog
 
-from memsync import protection, repository, restore, utc
+from memsync import check, protection, repository, restore, utc
 from memsync.config import Config
 from memsync.config.scratch import ScratchLayout
 from memsync.deployment import Deployment
 from memsync.errors import ConfigError, LockedError, MemsyncError, UnavailableError, UsageError
-from memsync.model import CheckReport, Severity
+from memsync.model import CaptureWindow, CheckReport, Severity
 from memsync.repository import encryption_key, reading
 from memsync.restore import Restored, to_dir
 from memsync.snapshot import choose
-from memsync.stores import history, journal_mode
+from memsync.stores import capture, history, journal_mode
 from memsync.stores.point_ids import normalize_point_id
 from memsync.stores.snapshots import read_manifest
 from memsync.stores.sqlite_files import connect_readonly, translate
@@ -531,7 +531,9 @@ def check_replicas(deployment: Deployment, now: datetime) -> tuple[At, CheckRepo
     """Restore every replica to its last shipment in ``work_dir`` and check the pair there.
 
     What ``protect --verify`` (the daemon's ``replica`` job) runs: the restore a lost disk
-    would need, proven now. Nothing of it is kept; the live stores are not written.
+    would need, proven now. Nothing of it is kept; the live stores are not written. Returns
+    ``at`` with the seam as ``restore --at`` reports it, and the check with the seam's writes
+    in flight (changed within the shipping gap) as ``in-flight`` (``_seam_in_flight``).
 
     Raises:
         ConfigError, UnavailableError: as ``stage_at``.
@@ -544,7 +546,56 @@ def check_replicas(deployment: Deployment, now: datetime) -> tuple[At, CheckRepo
         _, report = to_dir.copy_into(
             deployment, scratch / "plain", listed, wal, layout, at.restore_id, now
         )
-    return at.with_check(report), report
+        at = at.with_check(report)
+        if at.seam:
+            report = _seam_in_flight(deployment, at, report, scratch / "plain", now)
+    return at, report
+
+
+def shipping_gap(at: At, margin_s: float) -> CaptureWindow:
+    """The restored pair's capture window: from the older file's shipment to the newer's. Pure.
+
+    Each file is restored to its own last shipment, so a write whose parts landed between the
+    two shipments is in one file only. The window is check's own (``in_window``): from the
+    older shipment less ``margin_s`` (``[check] in_flight_margin_s``: mem0 stamps a memory
+    before it writes it) to the newer shipment.
+    """
+    shipped = [f.point.shipped_at for f in at.files]
+    older, newer = min(shipped), max(shipped)
+    return CaptureWindow(
+        vectors_at=older,
+        vectors_finished_at=newer,
+        history_at=older,
+        history_finished_at=newer,
+        longest_read_s=0.0,
+        in_flight_margin_s=margin_s,
+    )
+
+
+def _seam_in_flight(
+    deployment: Deployment, at: At, report: CheckReport, plain: Path, now: datetime
+) -> CheckReport:
+    """``report`` with the seam's writes in flight judged ``in-flight`` (info), not errors.
+
+    The seam's memories are judged again by check's own rules (``check.judge`` on the restored
+    pair's points and events of those memories), with the shipping gap as the capture window
+    (``shipping_gap``): a disagreement whose memory changed within it is ``in-flight``;
+    any other stays the error it is. Reads the restored files under ``plain`` only.
+    """
+    config, store = deployment.config, deployment.vector_store
+    named = frozenset(str(s["memory_id"]) for s in at.seam)
+    gap = shipping_gap(at, config.check.in_flight_margin_s)
+    captured = capture.from_directory(plain, gap, config, store)
+    judged = check.judge(capture.read_named(store, captured, config, named), now.date())
+    again = [
+        f
+        for f in judged.findings
+        if f.memory_id in named and (f.severity is Severity.ERROR or f.code == "in-flight")
+    ]
+    kept = [
+        f for f in report.findings if f.memory_id not in named or f.severity is not Severity.ERROR
+    ]
+    return replace(report, findings=tuple(sorted(kept + again, key=lambda f: f.sort_key())))
 
 
 def _check_with_history(deployment: Deployment, history_db: Path, now: datetime) -> CheckReport:
