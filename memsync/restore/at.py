@@ -23,8 +23,10 @@ import json
 import shutil
 import sqlite3
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -273,6 +275,54 @@ def pick(
     return generation, last, position
 
 
+def foreign_segment(
+    objects: list[protection.ReplicaObject],
+    generation: str,
+    when: datetime | None,
+    read: Callable[[str], bytes],
+) -> tuple[str, str] | None:
+    """The first WAL segment restoring ``generation`` to ``when`` applies that is not its WAL.
+
+    Litestream restores the newest snapshot at or before ``when``, then hands SQLite each WAL
+    index from the snapshot's on, each one a WAL file: its header (the segment at offset 0,
+    the WAL magic and two salts), then frames carrying the same salts. SQLite stops at the
+    first frame with other salts without a word, so a position after it was never restored.
+    ``read(key)``: the object's bytes. Returns (key, why) or None. A segment that cannot be read
+    or is not LZ4 ends its index's look: Litestream's restore fails on it with its own reason.
+    """
+    snapshots: list[str] = []
+    wal: dict[str, list[tuple[int, protection.ReplicaObject]]] = {}
+    for item in objects:
+        found = protection.SEGMENT.search(item.key)
+        if found is None or found.group(1) != generation or item.key.endswith(".tmp"):
+            continue
+        _, kind, index, offset = found.groups()
+        if kind == "snapshots" and (when is None or item.modified <= when):
+            snapshots.append(index)
+        elif kind == "wal" and offset:
+            wal.setdefault(index, []).append((int(offset, 16), item))
+    shipped = [
+        i for i, items in wal.items() if any(when is None or o.modified <= when for _, o in items)
+    ]
+    first, last = max(snapshots, default="00000000"), max(shipped, default="")
+    for index in sorted(i for i in wal if first <= i <= last):
+        salts = None
+        for offset, item in sorted(wal[index], key=lambda pair: pair[0]):
+            try:
+                header, frame = protection.segment_salts(read(item.key), offset)
+            except (OSError, ValueError):
+                break  # unreadable or not LZ4: Litestream's restore fails on it with its reason
+            if offset == 0 and header is None:
+                return item.key, "it does not begin with a WAL header"
+            if offset == 0:
+                salts = header
+            elif salts is None:
+                return item.key, f"WAL index {index} has no segment at offset 0 (its WAL header)"
+            if frame is not None and frame != salts:
+                return item.key, "its frames carry the salts of another WAL than its index's header"
+    return None
+
+
 def _stamp(config: Config, name: str, item: protection.ReplicaObject) -> str:
     """``item``'s time as Litestream compares it: a file's mtime to the nanosecond, else S3's."""
     protect = config.protect
@@ -369,6 +419,17 @@ def stage_at(deployment: Deployment, when: datetime | None, plain: Path) -> At:
         where = protection.replica_where(protect, config, name)
         objects = protection.replica_objects(protect, config, name)
         generation, last, position = pick(objects, when, label, where)
+        foreign = foreign_segment(
+            objects, generation, when, partial(protection.replica_bytes, protect, config, name)
+        )
+        if foreign is not None:
+            raise UnavailableError(
+                f"{label}: its replica {where} holds {foreign[0]}, which is not a segment of "
+                f"generation {generation}'s WAL ({foreign[1]}): SQLite skips it, so no restore "
+                "reaches the position after it",
+                "move that segment out of the replica (copied there by hand or by another "
+                "Litestream), then run again; or restore a snapshot (restore --before TIME)",
+            )
         stamp = _stamp(config, name, last)
         out = plain / relative
         out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
