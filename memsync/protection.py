@@ -6,7 +6,9 @@ and reads its replicas, and leaves the shipping to it. ``litestream_config`` is 
 history.db), each with one replica, a directory or the ``[s3]`` bucket (JSON, which is YAML).
 ``read_status`` reads the replicas' layout (Litestream 0.3's
 ``generations/<generation>/{snapshots,wal}/``): per file, the newest WAL segment shipped, when,
-the lag behind the file's last write and the bytes shipped in the last hour. The daemon runs
+the lag behind the file's last write and the bytes shipped in the last hour. ``segment_salts``
+reads a WAL segment's first 56 bytes (LZ4, decoded by ``lz4_prefix``: the WAL header's and the
+first frame's salts), so a restore can refuse a segment SQLite would skip. The daemon runs
 Litestream with the file ``config_file`` names and records its process in ``protect-state.json``.
 """
 
