@@ -20,7 +20,7 @@ import re
 import shutil
 import struct
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -520,20 +520,21 @@ def segment_salts(data: bytes, offset: int) -> tuple[bytes | None, bytes | None]
     return header, start[8:16] if len(start) >= FRAME_HEADER else None
 
 
-def replica_bytes(protect: ProtectConfig, config: Config, name: str, key: str) -> bytes:
-    """The object ``key`` of ``name``'s replica (a file, or the bucket's object). Reads only.
+def replica_reader(protect: ProtectConfig, config: Config, name: str) -> Callable[[str], bytes]:
+    """A reader of ``name``'s replica: an object's key below it -> its bytes (a file, or S3's).
 
-    Raises:
-        UnavailableError: the S3 bucket cannot be read.
-        OSError: the file cannot be read.
+    The reader raises OSError (a file it cannot read) or UnavailableError (the bucket); on S3
+    it is one client, safe to share between threads.
     """
     if protect.directory is not None:
-        return (protect.directory / name / key).read_bytes()
+        root = protect.directory / name
+        return lambda key: (root / key).read_bytes()
     from memsync.s3.store import ObjectStore  # boto3 loads only for an S3 replica
 
     assert config.s3 is not None
     store = ObjectStore(config.s3.model_copy(update={"prefix": ""}))
-    return store.get_bytes(f"{replica_of(protect, config, name)['path']}/{key}") or b""
+    path = replica_of(protect, config, name)["path"]
+    return lambda key: store.get_bytes(f"{path}/{key}") or b""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,10 +23,10 @@ import json
 import shutil
 import sqlite3
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -305,22 +305,51 @@ def foreign_segment(
         i for i, items in wal.items() if any(when is None or o.modified <= when for _, o in items)
     ]
     first, last = max(snapshots, default="00000000"), max(shipped, default="")
-    for index in sorted(i for i in wal if first <= i <= last):
-        salts = None
-        for offset, item in sorted(wal[index], key=lambda pair: pair[0]):
-            try:
-                header, frame = protection.segment_salts(read(item.key), offset)
-            except (OSError, ValueError):
-                break  # unreadable or not LZ4: Litestream's restore fails on it with its reason
-            if offset == 0 and header is None:
-                return item.key, "it does not begin with a WAL header"
-            if offset == 0:
-                salts = header
-            elif salts is None:
-                return item.key, f"WAL index {index} has no segment at offset 0 (its WAL header)"
-            if frame is not None and frame != salts:
-                return item.key, "its frames carry the salts of another WAL than its index's header"
+    order = [
+        (index, offset, item)
+        for index in sorted(i for i in wal if first <= i <= last)
+        for offset, item in sorted(wal[index], key=lambda pair: pair[0])
+    ]
+    current, salts, broken = "", None, ""
+    ahead = _read_ahead(read, [item.key for _, _, item in order])
+    for (index, offset, item), data in zip(order, ahead, strict=True):
+        if index != current:
+            current, salts = index, None
+        if index == broken:
+            continue
+        try:
+            if data is None:
+                raise ValueError("unreadable")
+            header, frame = protection.segment_salts(data, offset)
+        except ValueError:  # unreadable or not LZ4: Litestream's restore fails on it itself
+            broken = index
+            continue
+        if offset == 0 and header is None:
+            return item.key, "it does not begin with a WAL header"
+        if offset == 0:
+            salts = header
+        elif salts is None:
+            return item.key, f"WAL index {index} has no segment at offset 0 (its WAL header)"
+        if frame is not None and frame != salts:
+            return item.key, "its frames carry the salts of another WAL than its index's header"
     return None
+
+
+READ_AHEAD = 8  # segments read at once (Litestream's own restore reads 8 at a time)
+
+
+def _read_ahead(read: Callable[[str], bytes], keys: list[str]) -> Iterator[bytes | None]:
+    """``read(key)`` of each key in order, ``READ_AHEAD`` at a time; None: an OSError."""
+
+    def one(key: str) -> bytes | None:
+        try:
+            return read(key)
+        except OSError:
+            return None
+
+    with ThreadPoolExecutor(READ_AHEAD) as pool:
+        for start in range(0, len(keys), READ_AHEAD * 8):
+            yield from pool.map(one, keys[start : start + READ_AHEAD * 8])
 
 
 def _stamp(config: Config, name: str, item: protection.ReplicaObject) -> str:
@@ -420,7 +449,7 @@ def stage_at(deployment: Deployment, when: datetime | None, plain: Path) -> At:
         objects = protection.replica_objects(protect, config, name)
         generation, last, position = pick(objects, when, label, where)
         foreign = foreign_segment(
-            objects, generation, when, partial(protection.replica_bytes, protect, config, name)
+            objects, generation, when, protection.replica_reader(protect, config, name)
         )
         if foreign is not None:
             raise UnavailableError(
