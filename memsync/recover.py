@@ -39,7 +39,7 @@ from memsync.repository import reading
 from memsync.routes import queue as pending
 from memsync.snapshot import choose
 from memsync.state import operation_lock
-from memsync.stores import capture, history
+from memsync.stores import capture, history, mem0
 from memsync.stores.intent import load_forgetting
 from memsync.stores.writer import Writer
 
@@ -433,6 +433,9 @@ def recover_from(
     ``restore --at``'s ``at-<TIME>`` for a pair restored from the replicas). Raises as
     ``run_recover`` does once the snapshot is read.
     """
+    if not dry_run and routes.store_free(deployment.vector_store):
+        # hot journals a killed app left rolled back before the capture, as its start would
+        mem0.prepare_for_writing(deployment.vector_store, deployment.config)
     decisions, unattributed = _plan(deployment, plain, source_id, now, scope)
     result = Recovered(
         snapshot_id=source_id, chosen=chosen, scope=scope, dry_run=dry_run,

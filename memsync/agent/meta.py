@@ -194,6 +194,10 @@ def undecodable(path: str) -> dict[str, Any]:
                 connection.close()
         except sqlite3.Error as error:
             found[name] = {"error": f"{type(error).__name__}: {error}"}
+            if os.path.exists(f"{storage}-journal"):  # a writer killed mid-write: not a format
+                found[name]["error"] += (
+                    " (a hot journal a crashed writer left; a writer rolls it back)"
+                )
             continue
         found[name] = {"rows": rows, "undecodable": failed, "named": named}
     return found

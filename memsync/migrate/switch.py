@@ -44,7 +44,7 @@ from memsync.routes import WINDOW_FILE, NoRouteError, Taken
 from memsync.routes.window import app_stopped, bounded, run_command, signals_deferred
 from memsync.snapshot import create_snapshot, pins
 from memsync.state import operation_lock
-from memsync.stores import journal_mode
+from memsync.stores import journal_mode, mem0
 from memsync.stores.backends import vector_store_for
 
 logger = structlog.get_logger(__name__)
@@ -125,6 +125,7 @@ def run_switch(
         return planned(migrated, plan.app_file, plan.route, config_path, new_config)
     with operation_lock(config.state_dir, WHAT):
         _require_verified(journal.load(config.state_dir), to, new_config, config.state_dir)
+        _roll_back_if_stopped(deployment)  # the app stopped by a kill mid-write
         created = create_snapshot(deployment, now)  # before anything stops; its errors stop all
         reason = f"the source before memsync migrate --switch to {side_of(new_config).where}"
         pins.pin(deployment.repository, created.id, reason=reason, by="operator", now=now)
@@ -150,6 +151,17 @@ def run_switch(
             )
             done.daemon_reloaded = interrupted.reload_daemon(config)
     return done
+
+
+def _roll_back_if_stopped(deployment: Deployment) -> None:
+    """Roll back the hot journals a killed writer left when the app is off the store.
+
+    As the app's next start would (``mem0.prepare_for_writing``); the capture that follows reads
+    read-only and could not. Skipped while the app holds an embedded store; on pgvector no holder
+    shows, and SQLite rolls back only a journal no live writer holds.
+    """
+    if deployment.vector_store.holder() is None:
+        mem0.prepare_for_writing(deployment.vector_store, deployment.config)
 
 
 def _refuse(
@@ -274,6 +286,7 @@ def _stop_copy_write(
     stop_issued = time.monotonic()
 
     def copy_and_write() -> Switched:
+        _roll_back_if_stopped(deployment)  # the window's stop may leave a hot journal
         with _bounded(config, plan.route, stop_issued):
             migrated = run_migrate(
                 deployment, context.new_config, context.to, datetime.now(UTC), dry_run=False,

@@ -31,19 +31,30 @@ def app_holding(qdrant: Path) -> Iterator[subprocess.Popen[str]]:
         app.wait()
 
 
-def killed_inside_a_transaction(database: Path) -> None:
+def killed_inside_a_transaction(
+    database: Path, table: str = "history", column: str = "new_memory"
+) -> None:
     """A writer of ``database`` killed inside its transaction: its hot ``-journal`` stays beside it.
 
     What an app killed mid-write leaves (a prefork worker's daemon thread as the server stops,
     ``kill -9``, an OOM kill): the pages it changed are in the file, the originals in the journal.
+    Every row's ``column`` of ``table`` grows by 4 kB (mem0's history, or embedded Qdrant's
+    ``points``: each point then fails to decode if the journal is not rolled back).
     """
+    subprocess.run(killed_writer_argv(database, table, column), check=True, timeout=60)
+    assert Path(f"{database}-journal").exists()
+
+
+def killed_writer_argv(
+    database: Path, table: str = "history", column: str = "new_memory"
+) -> list[str]:
+    """The argv of ``killed_inside_a_transaction``'s writer (for an ``[app] stop_command``)."""
     script = (
         f"import os, sqlite3; c = sqlite3.connect({str(database)!r}, isolation_level=None); "
         "c.execute('PRAGMA cache_size=1'); c.execute('BEGIN'); "
-        'c.execute("UPDATE history SET new_memory = new_memory || randomblob(4000)"); os._exit(0)'
+        f'c.execute("UPDATE {table} SET {column} = {column} || randomblob(4000)"); os._exit(0)'
     )
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
-    assert Path(f"{database}-journal").exists()
+    return [sys.executable, "-c", script]
 
 
 def history_events(database: Path) -> list[tuple[str, str]]:

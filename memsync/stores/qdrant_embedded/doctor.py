@@ -193,11 +193,23 @@ def store_decode_result(
 
     ``found``: ``agent.meta.undecodable``'s answer, from the app's interpreter. One row it
     cannot load stops its whole open of the store: the app does not start, and no write
-    through mem0 can run.
+    through mem0 can run. A collection it could not read (a hot journal a killed app left, a
+    permission) is named as not checked: a warning, not a verdict on its points.
     """
-    bad = {name: c for name, c in found.items() if c.get("error") or c.get("undecodable")}
+    bad = {name: c for name, c in found.items() if c.get("undecodable")}
+    unread = "; ".join(
+        f"collection {n}: not read ({c['error']})" for n, c in found.items() if c.get("error")
+    )
     rows = sum(c.get("rows", 0) for c in found.values())
     client = f"the app's qdrant-client {qdrant_client}"
+    if not bad and unread:  # what was not read was not judged: no verdict on its points
+        return DoctorResult(
+            code="store-decode",
+            status=WARNING,
+            path=where,
+            message=f"{client} did not check every stored point of {where}: {unread}",
+            fix="make the file readable (see the check result), then run memsync doctor again",
+        )
     if not bad:
         return DoctorResult(
             code="store-decode",
@@ -207,9 +219,6 @@ def store_decode_result(
         )
     parts = []
     for name, c in sorted(bad.items()):
-        if c.get("error"):
-            parts.append(f"collection {name}: not read ({c['error']})")
-            continue
         ids = ", ".join(f"{row['id']} (rowid {row['rowid']})" for row in c["named"])
         more = c["undecodable"] - len(c["named"])
         parts.append(
@@ -223,7 +232,8 @@ def store_decode_result(
         path=where,
         message=f"{client} cannot load these stored points of {where}: {'; '.join(parts)}: "
         "written by another qdrant-client or pydantic, they stop its open of the store, so the "
-        "app does not start and memsync cannot write through mem0",
+        "app does not start and memsync cannot write through mem0"
+        + (f"; {unread}" if unread else ""),
         fix="run the app with the qdrant-client and pydantic that wrote them, or restore a "
         "snapshot from before they were written (memsync snapshot list)",
     )

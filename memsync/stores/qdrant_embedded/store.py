@@ -470,13 +470,23 @@ class EmbeddedQdrant:
         return []
 
     def set_aside_ids(self, scope: Mapping[str, str]) -> set[str]:
-        """Ids of the scope's points in every collection of the ``<path>.pre-restore-*`` copies."""
+        """Ids of the scope's points in every collection of the ``<path>.pre-restore-*`` copies.
+
+        A hot journal a killed app left, moved aside with its file, is rolled back first (no
+        app opens a copy, and the erasure writes it next).
+        """
         copies = sorted(self._path.parent.glob(f"{glob.escape(self._path.name)}.pre-restore-*"))
-        return {
-            point.id
+        files = [
+            storage
             for copy in copies
             if copy.is_dir()
             for storage in sorted(copy.glob(f"collection/*/{STORAGE_FILE}"))
+        ]
+        for storage in files:
+            roll_back_hot_journal(storage)
+        return {
+            point.id
+            for storage in files
             for point in iter_points(storage)
             if all(point.payload.get(k) == v for k, v in scope.items())
         }
