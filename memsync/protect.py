@@ -19,7 +19,7 @@ from typing import Any
 from memsync import protection, tune
 from memsync.deployment import Deployment
 from memsync.errors import ConfigError
-from memsync.model import CheckReport, Severity
+from memsync.model import CheckReport, Finding, Severity
 from memsync.restore import at
 from memsync.stores import journal_mode
 
@@ -117,7 +117,8 @@ class ReplicasVerified:
 
     Attributes:
         at: what was restored (``restore --at``'s ``at``: each file's position, the seam).
-        check: the check of the restored pair (in ``work_dir``, removed since).
+        check: the check of the restored pair (in ``work_dir``, removed since), the seam's
+            writes in flight (changed within the shipping gap) as ``in-flight`` findings.
     """
 
     at: at.At
@@ -137,7 +138,13 @@ class ReplicasVerified:
             "at": self.at.to_json(),
             "check_after": self.check.counts(),
             "findings": [f.to_json() for f in self.check.findings if f.severity == Severity.ERROR],
+            "in_flight": [f.to_json() for f in self.in_flight],
         }
+
+    @property
+    def in_flight(self) -> list[Finding]:
+        """The seam's writes in flight: memories changed within the shipping gap, one store only."""
+        return [f for f in self.check.findings if f.code == "in-flight"]
 
 
 def verify_replicas(deployment: Deployment, now: datetime) -> ReplicasVerified:

@@ -6,7 +6,9 @@ and reads its replicas, and leaves the shipping to it. ``litestream_config`` is 
 history.db), each with one replica, a directory or the ``[s3]`` bucket (JSON, which is YAML).
 ``read_status`` reads the replicas' layout (Litestream 0.3's
 ``generations/<generation>/{snapshots,wal}/``): per file, the newest WAL segment shipped, when,
-the lag behind the file's last write and the bytes shipped in the last hour. The daemon runs
+the lag behind the file's last write and the bytes shipped in the last hour. ``segment_salts``
+reads a WAL segment's first 56 bytes (LZ4, decoded by ``lz4_prefix``: the WAL header's and the
+first frame's salts), so a restore can refuse a segment SQLite would skip. The daemon runs
 Litestream with the file ``config_file`` names and records its process in ``protect-state.json``.
 """
 
@@ -16,8 +18,9 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -427,6 +430,112 @@ def replica_objects(protect: ProtectConfig, config: Config, name: str) -> list[R
     if protect.directory is not None:
         return _directory_objects(protect.directory / name)
     return _s3_objects(config, replica_of(protect, config, name)["path"])
+
+
+LZ4_MAGIC = b"\x04\x22\x4d\x18"  # an LZ4 frame: every object Litestream 0.3 ships
+WAL_MAGIC = (0x377F0682, 0x377F0683)  # SQLite's WAL header, big- or little-endian checksums
+WAL_HEADER = 32
+FRAME_HEADER = 24
+
+
+def lz4_prefix(data: bytes, size: int) -> bytes:
+    """The first ``size`` bytes (fewer when it is shorter) the LZ4 frame ``data`` holds. Pure.
+
+    Decodes only as far as ``size`` (LZ4's frame and block formats, as Litestream writes them).
+
+    Raises:
+        ValueError: ``data`` is not an LZ4 frame, or is cut short or malformed before ``size``.
+    """
+    if data[:4] != LZ4_MAGIC or len(data) < 7:
+        raise ValueError("not an LZ4 frame")
+    flags = data[4]
+    at = 7 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
+    out = bytearray()
+    try:
+        while len(out) < size:
+            (block,) = struct.unpack_from("<I", data, at)
+            length, at = block & 0x7FFFFFFF, at + 4
+            if block == 0:
+                break
+            chunk = data[at : at + length]
+            if len(chunk) != length:
+                raise ValueError("an LZ4 block is cut short")
+            at += length + (4 if flags & 0x10 else 0)
+            if block & 0x80000000:
+                out += chunk
+            else:
+                _lz4_block(chunk, out, size)
+    except (IndexError, struct.error) as error:
+        raise ValueError(f"a malformed LZ4 frame ({error})") from error
+    return bytes(out[:size])
+
+
+def _lz4_block(block: bytes, out: bytearray, size: int) -> None:
+    """Append the LZ4 block ``block``'s bytes to ``out`` until it holds ``size``."""
+    i = 0
+    while i < len(block) and len(out) < size:
+        token, i = block[i], i + 1
+        literals = token >> 4
+        if literals == 15:
+            while True:
+                more, i = block[i], i + 1
+                literals += more
+                if more != 255:
+                    break
+        out += block[i : i + literals]
+        i += literals
+        if i >= len(block):
+            return
+        offset, i = block[i] | block[i + 1] << 8, i + 2
+        length = (token & 15) + 4
+        if token & 15 == 15:
+            while True:
+                more, i = block[i], i + 1
+                length += more
+                if more != 255:
+                    break
+        if not 0 < offset <= len(out):
+            raise ValueError("an LZ4 match reaches before the start")
+        start = len(out) - offset
+        for k in range(length):
+            out.append(out[start + k])
+
+
+def segment_salts(data: bytes, offset: int) -> tuple[bytes | None, bytes | None]:
+    """A WAL segment's header salts (offset 0 only) and its first frame's salts. Pure.
+
+    ``data``: the segment as shipped (LZ4); ``offset``: its byte offset in its WAL file (its
+    name's). A segment at offset 0 begins with the WAL header (magic, then the salts at bytes
+    16-23), each frame with a 24-byte header (its salts at bytes 8-15). None: not there (at
+    offset 0, a header None is a segment that does not begin with a WAL header).
+
+    Raises:
+        ValueError: not an LZ4 frame.
+    """
+    start = lz4_prefix(data, WAL_HEADER + FRAME_HEADER)
+    header = None
+    if offset == 0:
+        if len(start) < WAL_HEADER or struct.unpack_from(">I", start)[0] not in WAL_MAGIC:
+            return None, None
+        header, start = start[16:24], start[WAL_HEADER:]
+    return header, start[8:16] if len(start) >= FRAME_HEADER else None
+
+
+def replica_reader(protect: ProtectConfig, config: Config, name: str) -> Callable[[str], bytes]:
+    """A reader of ``name``'s replica: an object's key below it -> its bytes (a file, or S3's).
+
+    The reader raises OSError (a file it cannot read) or UnavailableError (the bucket); on S3
+    it is one client, safe to share between threads.
+    """
+    if protect.directory is not None:
+        root = protect.directory / name
+        return lambda key: (root / key).read_bytes()
+    from memsync.s3.store import ObjectStore  # boto3 loads only for an S3 replica
+
+    assert config.s3 is not None
+    store = ObjectStore(config.s3.model_copy(update={"prefix": ""}))
+    path = replica_of(protect, config, name)["path"]
+    return lambda key: store.get_bytes(f"{path}/{key}") or b""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -134,6 +134,7 @@ def verify_text(verified: protect.ReplicasVerified) -> str:
     counts = verified.check.counts()
     errors = [f for f in verified.check.findings if f.severity == Severity.ERROR]
     lines += [f"  {f.code} {f.memory_id or f.path or ''}: {f.message}" for f in errors]
+    lines += [f"  write in flight {f.memory_id}: {f.message}" for f in verified.in_flight]
     verdict = "clean" if verified.ok else f"{counts['errors']} errors"
     lines.append(
         f"protect --verify: the restored pair holds {counts['points']} points and checks {verdict}"

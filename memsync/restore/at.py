@@ -23,6 +23,8 @@ import json
 import shutil
 import sqlite3
 import subprocess
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,16 +32,16 @@ from typing import Any
 
 import structlog
 
-from memsync import protection, repository, restore, utc
+from memsync import check, protection, repository, restore, utc
 from memsync.config import Config
 from memsync.config.scratch import ScratchLayout
 from memsync.deployment import Deployment
 from memsync.errors import ConfigError, LockedError, MemsyncError, UnavailableError, UsageError
-from memsync.model import CheckReport, Severity
+from memsync.model import CaptureWindow, CheckReport, Severity
 from memsync.repository import encryption_key, reading
 from memsync.restore import Restored, to_dir
 from memsync.snapshot import choose
-from memsync.stores import history, journal_mode
+from memsync.stores import capture, history, journal_mode
 from memsync.stores.point_ids import normalize_point_id
 from memsync.stores.snapshots import read_manifest
 from memsync.stores.sqlite_files import connect_readonly, translate
@@ -273,6 +275,83 @@ def pick(
     return generation, last, position
 
 
+def foreign_segment(
+    objects: list[protection.ReplicaObject],
+    generation: str,
+    when: datetime | None,
+    read: Callable[[str], bytes],
+) -> tuple[str, str] | None:
+    """The first WAL segment restoring ``generation`` to ``when`` applies that is not its WAL.
+
+    Litestream restores the newest snapshot at or before ``when``, then hands SQLite each WAL
+    index from the snapshot's on, each one a WAL file: its header (the segment at offset 0,
+    the WAL magic and two salts), then frames carrying the same salts. SQLite stops at the
+    first frame with other salts without a word, so a position after it was never restored.
+    ``read(key)``: the object's bytes. Returns (key, why) or None. A segment that cannot be read
+    or is not LZ4 ends its index's look: Litestream's restore fails on it with its own reason.
+    """
+    snapshots: list[str] = []
+    wal: dict[str, list[tuple[int, protection.ReplicaObject]]] = {}
+    for item in objects:
+        found = protection.SEGMENT.search(item.key)
+        if found is None or found.group(1) != generation or item.key.endswith(".tmp"):
+            continue
+        _, kind, index, offset = found.groups()
+        if kind == "snapshots" and (when is None or item.modified <= when):
+            snapshots.append(index)
+        elif kind == "wal" and offset:
+            wal.setdefault(index, []).append((int(offset, 16), item))
+    shipped = [
+        i for i, items in wal.items() if any(when is None or o.modified <= when for _, o in items)
+    ]
+    first, last = max(snapshots, default="00000000"), max(shipped, default="")
+    order = [
+        (index, offset, item)
+        for index in sorted(i for i in wal if first <= i <= last)
+        for offset, item in sorted(wal[index], key=lambda pair: pair[0])
+    ]
+    current, salts, broken = "", None, ""
+    ahead = _read_ahead(read, [item.key for _, _, item in order])
+    for (index, offset, item), data in zip(order, ahead, strict=True):
+        if index != current:
+            current, salts = index, None
+        if index == broken:
+            continue
+        try:
+            if data is None:
+                raise ValueError("unreadable")
+            header, frame = protection.segment_salts(data, offset)
+        except ValueError:  # unreadable or not LZ4: Litestream's restore fails on it itself
+            broken = index
+            continue
+        if offset == 0 and header is None:
+            return item.key, "it does not begin with a WAL header"
+        if offset == 0:
+            salts = header
+        elif salts is None:
+            return item.key, f"WAL index {index} has no segment at offset 0 (its WAL header)"
+        if frame is not None and frame != salts:
+            return item.key, "its frames carry the salts of another WAL than its index's header"
+    return None
+
+
+READ_AHEAD = 8  # segments read at once (Litestream's own restore reads 8 at a time)
+
+
+def _read_ahead(read: Callable[[str], bytes], keys: list[str]) -> Iterator[bytes | None]:
+    """``read(key)`` of each key in order, ``READ_AHEAD`` at a time; None: an OSError."""
+
+    def one(key: str) -> bytes | None:
+        try:
+            return read(key)
+        except OSError:
+            return None
+
+    with ThreadPoolExecutor(READ_AHEAD) as pool:
+        for start in range(0, len(keys), READ_AHEAD * 8):
+            yield from pool.map(one, keys[start : start + READ_AHEAD * 8])
+
+
 def _stamp(config: Config, name: str, item: protection.ReplicaObject) -> str:
     """``item``'s time as Litestream compares it: a file's mtime to the nanosecond, else S3's."""
     protect = config.protect
@@ -369,6 +448,17 @@ def stage_at(deployment: Deployment, when: datetime | None, plain: Path) -> At:
         where = protection.replica_where(protect, config, name)
         objects = protection.replica_objects(protect, config, name)
         generation, last, position = pick(objects, when, label, where)
+        foreign = foreign_segment(
+            objects, generation, when, protection.replica_reader(protect, config, name)
+        )
+        if foreign is not None:
+            raise UnavailableError(
+                f"{label}: its replica {where} holds {foreign[0]}, which is not a segment of "
+                f"generation {generation}'s WAL ({foreign[1]}): SQLite skips it, so no restore "
+                "reaches the position after it",
+                "move that segment out of the replica (copied there by hand or by another "
+                "Litestream), then run again; or restore a snapshot (restore --before TIME)",
+            )
         stamp = _stamp(config, name, last)
         out = plain / relative
         out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -531,7 +621,9 @@ def check_replicas(deployment: Deployment, now: datetime) -> tuple[At, CheckRepo
     """Restore every replica to its last shipment in ``work_dir`` and check the pair there.
 
     What ``protect --verify`` (the daemon's ``replica`` job) runs: the restore a lost disk
-    would need, proven now. Nothing of it is kept; the live stores are not written.
+    would need, proven now. Nothing of it is kept; the live stores are not written. Returns
+    ``at`` with the seam as ``restore --at`` reports it, and the check with the seam's writes
+    in flight (changed within the shipping gap) as ``in-flight`` (``_seam_in_flight``).
 
     Raises:
         ConfigError, UnavailableError: as ``stage_at``.
@@ -544,7 +636,56 @@ def check_replicas(deployment: Deployment, now: datetime) -> tuple[At, CheckRepo
         _, report = to_dir.copy_into(
             deployment, scratch / "plain", listed, wal, layout, at.restore_id, now
         )
-    return at.with_check(report), report
+        at = at.with_check(report)
+        if at.seam:
+            report = _seam_in_flight(deployment, at, report, scratch / "plain", now)
+    return at, report
+
+
+def shipping_gap(at: At, margin_s: float) -> CaptureWindow:
+    """The restored pair's capture window: from the older file's shipment to the newer's. Pure.
+
+    Each file is restored to its own last shipment, so a write whose parts landed between the
+    two shipments is in one file only. The window is check's own (``in_window``): from the
+    older shipment less ``margin_s`` (``[check] in_flight_margin_s``: mem0 stamps a memory
+    before it writes it) to the newer shipment.
+    """
+    shipped = [f.point.shipped_at for f in at.files]
+    older, newer = min(shipped), max(shipped)
+    return CaptureWindow(
+        vectors_at=older,
+        vectors_finished_at=newer,
+        history_at=older,
+        history_finished_at=newer,
+        longest_read_s=0.0,
+        in_flight_margin_s=margin_s,
+    )
+
+
+def _seam_in_flight(
+    deployment: Deployment, at: At, report: CheckReport, plain: Path, now: datetime
+) -> CheckReport:
+    """``report`` with the seam's writes in flight judged ``in-flight`` (info), not errors.
+
+    The seam's memories are judged again by check's own rules (``check.judge`` on the restored
+    pair's points and events of those memories), with the shipping gap as the capture window
+    (``shipping_gap``): a disagreement whose memory changed within it is ``in-flight``;
+    any other stays the error it is. Reads the restored files under ``plain`` only.
+    """
+    config, store = deployment.config, deployment.vector_store
+    named = frozenset(str(s["memory_id"]) for s in at.seam)
+    gap = shipping_gap(at, config.check.in_flight_margin_s)
+    captured = capture.from_directory(plain, gap, config, store)
+    judged = check.judge(capture.read_named(store, captured, config, named), now.date())
+    again = [
+        f
+        for f in judged.findings
+        if f.memory_id in named and (f.severity is Severity.ERROR or f.code == "in-flight")
+    ]
+    kept = [
+        f for f in report.findings if f.memory_id not in named or f.severity is not Severity.ERROR
+    ]
+    return replace(report, findings=tuple(sorted(kept + again, key=lambda f: f.sort_key())))
 
 
 def _check_with_history(deployment: Deployment, history_db: Path, now: datetime) -> CheckReport:

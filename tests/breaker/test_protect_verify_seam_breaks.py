@@ -23,13 +23,6 @@ from tests.process.test_restore_at import add, objects, running, shipped
 
 
 @pytest.mark.slow(reason="the daemon and Litestream shipping, Litestream alone on one file")
-@pytest.mark.xfail(
-    strict=True,
-    reason="the collection's replica holding a point whose history event has not shipped yet "
-    "(a write in flight): protect --verify exits 3 (ok false, the orphan-point as an error) "
-    "for replicas restore --at restores and settles (its seam); verify should report the "
-    "seam as writes in flight and exit 0, or restore the pair to one moment",
-)
 def test_protect_verify_does_not_fail_healthy_replicas_on_a_write_in_flight(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:

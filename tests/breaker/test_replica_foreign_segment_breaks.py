@@ -18,14 +18,6 @@ from tests.process.test_restore_at import replicated
 
 
 @pytest.mark.slow(reason="the daemon and Litestream shipping, a replica restored in work_dir")
-@pytest.mark.xfail(
-    strict=True,
-    reason="a segment of history.db's generation copied into the collection's generation: "
-    "protect --verify exits 0 reporting the collection restored to the foreign segment's "
-    "position (…/00000001_00000000) and the pair clean, a restore point it did not restore; "
-    "it should refuse the replica (a segment not of this generation's WAL) or report the "
-    "position actually applied",
-)
 def test_protect_verify_never_reports_a_position_from_a_foreign_segment(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
