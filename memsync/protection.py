@@ -441,64 +441,20 @@ FRAME_HEADER = 24
 def lz4_prefix(data: bytes, size: int) -> bytes:
     """The first ``size`` bytes (fewer when it is shorter) the LZ4 frame ``data`` holds. Pure.
 
-    Decodes only as far as ``size`` (LZ4's frame and block formats, as Litestream writes them).
+    Decodes only as far as ``size`` (the ``lz4`` package's frame decompressor).
 
     Raises:
         ValueError: ``data`` is not an LZ4 frame, or is cut short or malformed before ``size``.
     """
-    if data[:4] != LZ4_MAGIC or len(data) < 7:
+    import lz4.frame
+
+    if data[:4] != LZ4_MAGIC:
         raise ValueError("not an LZ4 frame")
-    flags = data[4]
-    at = 7 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
-    out = bytearray()
     try:
-        while len(out) < size:
-            (block,) = struct.unpack_from("<I", data, at)
-            length, at = block & 0x7FFFFFFF, at + 4
-            if block == 0:
-                break
-            chunk = data[at : at + length]
-            if len(chunk) != length:
-                raise ValueError("an LZ4 block is cut short")
-            at += length + (4 if flags & 0x10 else 0)
-            if block & 0x80000000:
-                out += chunk
-            else:
-                _lz4_block(chunk, out, size)
-    except (IndexError, struct.error) as error:
+        out = lz4.frame.LZ4FrameDecompressor().decompress(data, max_length=size)
+    except RuntimeError as error:
         raise ValueError(f"a malformed LZ4 frame ({error})") from error
     return bytes(out[:size])
-
-
-def _lz4_block(block: bytes, out: bytearray, size: int) -> None:
-    """Append the LZ4 block ``block``'s bytes to ``out`` until it holds ``size``."""
-    i = 0
-    while i < len(block) and len(out) < size:
-        token, i = block[i], i + 1
-        literals = token >> 4
-        if literals == 15:
-            while True:
-                more, i = block[i], i + 1
-                literals += more
-                if more != 255:
-                    break
-        out += block[i : i + literals]
-        i += literals
-        if i >= len(block):
-            return
-        offset, i = block[i] | block[i + 1] << 8, i + 2
-        length = (token & 15) + 4
-        if token & 15 == 15:
-            while True:
-                more, i = block[i], i + 1
-                length += more
-                if more != 255:
-                    break
-        if not 0 < offset <= len(out):
-            raise ValueError("an LZ4 match reaches before the start")
-        start = len(out) - offset
-        for k in range(length):
-            out.append(out[start + k])
 
 
 def segment_salts(data: bytes, offset: int) -> tuple[bytes | None, bytes | None]:
