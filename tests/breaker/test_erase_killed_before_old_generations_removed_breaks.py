@@ -2,13 +2,15 @@
 
 Without a daemon, the erasure runs a ``litestream replicate`` of its own for the new
 generation, then removes the older generations (``erase.replicas._remove``) and stops it.
-Killed at ``_remove``, that Litestream outlives it, recorded nowhere memsync looks
-(``protect-state.json``), holding a read transaction on every file; the older generations,
-which hold the erased text, stay on the replica.
+Killed at ``_remove``, that Litestream outlives it, holding a read transaction on every file,
+and the older generations, which hold the erased text, stay on the replica. It is recorded
+(``protect-erasure.json``): ``protect --status`` and ``doctor`` name it, and running the same
+erasure again stops it and finishes, leaving no Litestream and no record behind.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -39,14 +41,6 @@ def litestreams_of(config_file: Path) -> list[int]:
 
 
 @pytest.mark.slow(reason="Litestream's first shipments, an erasure killed, the erasure again")
-@pytest.mark.xfail(
-    strict=True,
-    reason="forget --erase SIGKILLed at _remove (new generation shipped, old ones not yet "
-    "removed): the Litestream it started keeps running, unrecorded; running the same "
-    "forget --erase again (what the docs say) exits 4 ('busy: another connection kept "
-    "history.db-wal', live files not verified, older generations kept) and the erased text "
-    "stays on the replica; the retry should stop or adopt that Litestream and finish",
-)
 def test_an_erasure_killed_before_removing_the_old_generations_is_finished_by_running_it_again(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
@@ -61,12 +55,23 @@ def test_an_erasure_killed_before_removing_the_old_generations_is_finished_by_ru
             cwd=ROOT, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert killed.returncode == -signal.SIGKILL, killed.stderr
+        record = state_dir(deployment) / "protect-erasure.json"
+        [orphan] = litestreams_of(config_file)
+        assert json.loads(record.read_text())["pid"] == orphan  # recorded before the kill
+        named = f"Litestream pid {orphan} was left running by a memsync erasure that was killed"
+        status = cli("protect", "--status", "--json", config=deployment.config)
+        assert any(p.startswith(named) for p in status.json()["problems"]), status.out
+        doctor = cli("doctor", "--json", config=deployment.config).json()["results"]
+        [warned] = [r for r in doctor if r["message"].startswith(named)]
+        assert warned["status"] == "warning" and "forget --erase again" in warned["fix"]
 
         again = cli("forget", target, "--erase", "--yes", "--json", config=deployment.config)
 
         hits = decompressed_hits(replica, MARKER.encode())
         assert again.code == 0, (again.code, again.json()["replicas"]["problem"], hits)
         assert hits == []
+        assert litestreams_of(config_file) == []  # the orphan stopped, the retry's own too
+        assert not record.exists()
     finally:
         for pid in litestreams_of(config_file):  # the orphan this test's kill left
             os.kill(pid, signal.SIGTERM)
