@@ -22,6 +22,7 @@ import pytest
 
 from tests.breaker.pauseat import ROOT
 from tests.helpers import litestream
+from tests.process.test_daemon import Notify, start, stop
 from tests.process.test_protect import state_dir
 from tests.process.test_protect_erase import MARKER, decompressed_hits, replicated_once
 
@@ -40,21 +41,36 @@ def litestreams_of(config_file: Path) -> list[int]:
     return found
 
 
+def killed_at_remove(make_deployment: Any, tmp_path: Path, cli: Any) -> tuple[Any, str, Path]:
+    """A replicated deployment whose ``forget --erase`` (no daemon) was SIGKILLed at ``_remove``.
+
+    Returns ``(deployment, target, replica)``.
+    """
+    deployment, target, replica = replicated_once(
+        make_deployment, tmp_path, cli, litestream.ensure()
+    )
+    killed = subprocess.run(
+        [sys.executable, "-m", "tests.breaker.killat", "memsync.erase.replicas:_remove",
+         "--", "forget", target, "--erase", "--yes", "--config", str(deployment.config)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    return deployment, target, replica
+
+
+def stop_left(config_file: Path) -> None:
+    for pid in litestreams_of(config_file):  # an orphan this test's kill left
+        os.kill(pid, signal.SIGTERM)
+
+
 @pytest.mark.slow(reason="Litestream's first shipments, an erasure killed, the erasure again")
 def test_an_erasure_killed_before_removing_the_old_generations_is_finished_by_running_it_again(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
-    deployment, target, replica = replicated_once(
-        make_deployment, tmp_path, cli, litestream.ensure()
-    )
-    config_file = state_dir(deployment) / "litestream.yml"
+    config_file = tmp_path / "dep" / "memsync-state" / "litestream.yml"
     try:
-        killed = subprocess.run(
-            [sys.executable, "-m", "tests.breaker.killat", "memsync.erase.replicas:_remove",
-             "--", "forget", target, "--erase", "--yes", "--config", str(deployment.config)],
-            cwd=ROOT, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        deployment, target, replica = killed_at_remove(make_deployment, tmp_path, cli)
+        assert state_dir(deployment) / "litestream.yml" == config_file
         record = state_dir(deployment) / "protect-erasure.json"
         [orphan] = litestreams_of(config_file)
         assert json.loads(record.read_text())["pid"] == orphan  # recorded before the kill
@@ -73,5 +89,30 @@ def test_an_erasure_killed_before_removing_the_old_generations_is_finished_by_ru
         assert litestreams_of(config_file) == []  # the orphan stopped, the retry's own too
         assert not record.exists()
     finally:
-        for pid in litestreams_of(config_file):  # the orphan this test's kill left
-            os.kill(pid, signal.SIGTERM)
+        stop_left(config_file)
+
+
+@pytest.mark.slow(reason="Litestream's first shipments, an erasure killed, the daemon, the erasure")
+def test_a_daemon_started_after_such_a_kill_stops_that_litestream_before_it_starts_its_own(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    config_file = tmp_path / "dep" / "memsync-state" / "litestream.yml"
+    try:
+        deployment, target, replica = killed_at_remove(make_deployment, tmp_path, cli)
+        [orphan] = litestreams_of(config_file)
+        (tmp_path / "second").mkdir()  # replicated_once's daemon had its own
+        daemon = start(deployment.config, Notify(tmp_path / "second"))
+        try:
+            [stopped] = daemon.wait_event("litestream_orphan_stopped")
+            [started] = daemon.wait_event("litestream_started")
+            assert stopped["pid"] == orphan
+            assert litestreams_of(config_file) == [started["pid"]]  # one Litestream per file
+            again = cli("forget", target, "--erase", "--yes", "--json", config=deployment.config)
+        finally:
+            code, err = stop(daemon)
+        assert code == 0, err
+        assert again.code == 0, again.out + again.err
+        assert decompressed_hits(replica, MARKER.encode()) == []
+        assert not (state_dir(deployment) / "protect-erasure.json").exists()
+    finally:
+        stop_left(config_file)
