@@ -269,9 +269,8 @@ class Renewal:
         path = str(protection.config_file(self.config))
         argv = [binary, "replicate", "-no-expand-env", "-config", path]
         record = self.config.state_dir / protection.ERASURE_FILE  # a kill leaves it findable
-        mine = {"by": os.getpid(), "by_started": protection.started_at(os.getpid())}
         token = uuid.uuid4().hex  # in its environment: ours even if killed before its pid is
-        write_json_atomic(record, {**mine, "token": token, "pid": None, "started": None})
+        _record(record, token, None)
         self.recorded = True
         self.process = subprocess.Popen(  # noqa: S603 - the configured binary, no shell
             argv,
@@ -282,9 +281,7 @@ class Renewal:
             env={**os.environ, protection.ERASURE_ENV: token},
         )
         pid = self.process.pid
-        write_json_atomic(
-            record, {**mine, "token": token, "pid": pid, "started": protection.started_at(pid)}
-        )
+        _record(record, token, pid)
         if self.stopped is not None:  # recorded as the daemon records its own
             write_json_atomic(
                 self.config.state_dir / protection.STATE_FILE,
@@ -311,6 +308,17 @@ class Renewal:
         if self.recorded:  # stopped (or never started): nothing of this erasure runs on
             (self.config.state_dir / protection.ERASURE_FILE).unlink(missing_ok=True)
             self.recorded = False
+
+
+def _record(path: Path, token: str, pid: int | None) -> None:
+    """``protect-erasure.json``: this erasure, the token, and its Litestream once started."""
+    me = os.getpid()
+    started = None if pid is None else protection.started_at(pid)
+    write_json_atomic(
+        path,
+        {"by": me, "by_started": protection.started_at(me), "token": token, "pid": pid,
+         "started": started},
+    )  # fmt: skip
 
 
 def _report(entries: list[dict[str, Any]], problem: str | None) -> dict[str, Any]:

@@ -5,7 +5,9 @@ generation, then removes the older generations (``erase.replicas._remove``) and 
 Killed at ``_remove``, that Litestream outlives it, holding a read transaction on every file,
 and the older generations, which hold the erased text, stay on the replica. It is recorded
 (``protect-erasure.json``): ``protect --status`` and ``doctor`` name it, and running the same
-erasure again stops it and finishes, leaving no Litestream and no record behind.
+erasure again stops it and finishes, leaving no Litestream and no record behind. Killed
+just after Litestream started, before the record names its pid, it is found by the record's
+token in its environment. A daemon started before the retry stops it before starting its own.
 """
 
 from __future__ import annotations
@@ -41,8 +43,10 @@ def litestreams_of(config_file: Path) -> list[int]:
     return found
 
 
-def killed_at_remove(make_deployment: Any, tmp_path: Path, cli: Any) -> tuple[Any, str, Path]:
-    """A replicated deployment whose ``forget --erase`` (no daemon) was SIGKILLed at ``_remove``.
+def killed_at_remove(
+    make_deployment: Any, tmp_path: Path, cli: Any, step: str = "_remove", nth: int = 1
+) -> tuple[Any, str, Path]:
+    """A replicated deployment whose ``forget --erase`` (no daemon) was SIGKILLed at ``step``.
 
     Returns ``(deployment, target, replica)``.
     """
@@ -50,8 +54,8 @@ def killed_at_remove(make_deployment: Any, tmp_path: Path, cli: Any) -> tuple[An
         make_deployment, tmp_path, cli, litestream.ensure()
     )
     killed = subprocess.run(
-        [sys.executable, "-m", "tests.breaker.killat", "memsync.erase.replicas:_remove",
-         "--", "forget", target, "--erase", "--yes", "--config", str(deployment.config)],
+        [sys.executable, "-m", "tests.breaker.killat", f"memsync.erase.replicas:{step}",
+         "--nth", str(nth), "--", "forget", target, "--erase", "--yes", "--config", str(deployment.config)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stderr
@@ -64,16 +68,22 @@ def stop_left(config_file: Path) -> None:
 
 
 @pytest.mark.slow(reason="Litestream's first shipments, an erasure killed, the erasure again")
+@pytest.mark.parametrize(
+    ("step", "nth", "recorded"),
+    [("_remove", 1, True), ("_record", 2, False)],  # _record's second: its pid not yet written
+    ids=["at-remove", "before-its-pid-is-recorded"],
+)
 def test_an_erasure_killed_before_removing_the_old_generations_is_finished_by_running_it_again(
-    make_deployment: Any, tmp_path: Path, cli: Any
+    make_deployment: Any, tmp_path: Path, cli: Any, step: str, nth: int, recorded: bool
 ) -> None:
     config_file = tmp_path / "dep" / "memsync-state" / "litestream.yml"
     try:
-        deployment, target, replica = killed_at_remove(make_deployment, tmp_path, cli)
+        deployment, target, replica = killed_at_remove(make_deployment, tmp_path, cli, step, nth)
         assert state_dir(deployment) / "litestream.yml" == config_file
         record = state_dir(deployment) / "protect-erasure.json"
         [orphan] = litestreams_of(config_file)
-        assert json.loads(record.read_text())["pid"] == orphan  # recorded before the kill
+        pid = json.loads(record.read_text())["pid"]  # recorded before the kill
+        assert pid == (orphan if recorded else None)
         named = f"Litestream pid {orphan} was left running by a memsync erasure that was killed"
         status = cli("protect", "--status", "--json", config=deployment.config)
         assert any(p.startswith(named) for p in status.json()["problems"]), status.out
@@ -86,6 +96,11 @@ def test_an_erasure_killed_before_removing_the_old_generations_is_finished_by_ru
         hits = decompressed_hits(replica, MARKER.encode())
         assert again.code == 0, (again.code, again.json()["replicas"]["problem"], hits)
         assert hits == []
+        renewed = again.json()["replicas"]  # as an erasure never interrupted reports it
+        assert renewed["renewed"] is True and renewed["problem"] is None
+        history = next(f for f in renewed["files"] if f["label"] == "history.db")
+        generations = replica / "history.db" / "generations"
+        assert [p.name for p in generations.iterdir()] == [history["new_generation"]]
         assert litestreams_of(config_file) == []  # the orphan stopped, the retry's own too
         assert not record.exists()
     finally:
