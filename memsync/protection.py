@@ -197,16 +197,14 @@ def _erasure_litestream(config: Config, pid: int, record: dict[str, Any]) -> boo
     """``pid`` is the Litestream ``record`` names: its command line, start time and token."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if b"replicate" not in argv or str(config_file(config)).encode() not in argv:
+            return False
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return False
     recorded = record.get("started")
-    return (
-        b"replicate" in argv
-        and str(config_file(config)).encode() in argv
-        and f"{ERASURE_ENV}={record.get('token')}".encode() in environ
-        and (recorded is None or started_at(pid) == recorded)
-    )
+    token = f"{ERASURE_ENV}={record.get('token')}".encode()
+    return token in environ and (recorded is None or started_at(pid) == recorded)
 
 
 def erasure_litestream(config: Config) -> tuple[int | None, int | None] | None:
