@@ -308,7 +308,15 @@ def _chosen_line(chosen: choose.Chosen | None) -> str:
         if chosen.before is None
         else f"the newest complete, verified snapshot made before {chosen.to_json()['before']}"
     )
-    return f"chose {chosen.snapshot_id} ({chosen.where}): {why}\n"
+    line = f"chose {chosen.snapshot_id} ({chosen.where}): {why}\n"
+    if chosen.passed_over:
+        newest = chosen.passed_over[-1]
+        line += (
+            f"passed over {len(chosen.passed_over)} newer snapshot(s) with no passing "
+            f"verification: {' '.join(chosen.passed_over)} -> memsync snapshot verify {newest} "
+            "records one (a failed one stays passed over), or name it by id\n"
+        )
+    return line
 
 
 def _text(done: restore.Restored) -> str:

@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     (root / MARKER).write_text("made by python -m memsync.demo, removed by its next run\n")
     show_mem0_errors()
     paths = build.Paths(root)
-    config = build.write_memsync_config(paths)
+    config = build.write_memsync_config(paths, extra=build.app_table(), app_python=None)
     try:
         run(paths, config)
     except DemoFailed as failure:

@@ -137,6 +137,14 @@ connection_string = {{file = "{secret}"}}
 embedding_model_dims = {dims}"""
 
 
+def app_table(python: str = sys.executable) -> str:
+    """``[app] python`` for the configs a user reads (the demo's).
+
+    The tests' configs keep the older top-level ``app_python``, free to append an ``[app]``.
+    """
+    return f'\n[app]\npython = "{python}"\n'
+
+
 def write_memsync_config(
     paths: Paths,
     embedder: str = "memsync_minilm",

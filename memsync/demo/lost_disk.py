@@ -59,7 +59,9 @@ def lost_disk_act(
     config = build.write_memsync_config(
         paths,
         embedder="memsync_hash",
-        extra=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{replica}"\n',
+        extra=f'\n[protect]\nlitestream = "{binary}"\ndirectory = "{replica}"\n'
+        + build.app_table(),
+        app_python=None,
     )
 
     def run_json(*args: str) -> dict[str, Any]:

@@ -39,7 +39,9 @@ def pgvector_act(
     url, server = postgres.start(server_dir / "data")
     try:
         paths = build.Paths(root, pg_url=postgres.fresh_database(url, "memsync_demo"))
-        config = build.write_memsync_config(paths, extra=_s3_section(main_config))
+        config = build.write_memsync_config(
+            paths, extra=_s3_section(main_config) + build.app_table(), app_python=None
+        )
         _run(paths, config, memsync, say, fail)
     finally:
         postgres.stop(server)

@@ -89,7 +89,9 @@ def _probe_mount(label: str, path: Path, precious: bool) -> DoctorResult:
         code="path-mount",
         status=OK,
         path=str(path),
-        message=f"{label} is on {fstype} mounted at {mountpoint}",
+        message=f"{label} is on {fstype} mounted at {mountpoint}"
+        if _exists(path)
+        else f"{label} does not exist; its directory is on {fstype} mounted at {mountpoint}",
     )
 
 

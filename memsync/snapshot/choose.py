@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from memsync import repository, utc
 from memsync.config import Config
@@ -52,19 +52,21 @@ class Chosen:
     where: Side
     by: Literal["latest", "before"]
     before: datetime | None = None
+    passed_over: tuple[str, ...] = ()  # newer complete snapshots with no passing verification
 
     @property
     def target(self) -> str:
         """The snapshot as ``restore`` names it: its id, or ``s3://<id>`` (configured bucket)."""
         return self.snapshot_id if self.where == "local" else f"s3://{self.snapshot_id}"
 
-    def to_json(self) -> dict[str, str | None]:
-        """``{"by", "before", "where", "snapshot_id"}`` (the ``chosen`` object of the reports)."""
+    def to_json(self) -> dict[str, Any]:
+        """``{"by", "before", "where", "snapshot_id", "passed_over"}`` (reports' ``chosen``)."""
         return {
             "by": self.by,
             "before": utc.iso_or_none(self.before),
             "where": self.where,
             "snapshot_id": self.snapshot_id,
+            "passed_over": list(self.passed_over),
         }
 
 
@@ -185,11 +187,25 @@ def choose(deployment: Deployment, before: datetime | None, *, no_safety: bool =
             "(--remote) records a verdict; or name a snapshot by id (memsync snapshot list)",
         )
     snapshot_id, where = picked
+    passed_over = sorted(  # what latest would have taken had its verification passed
+        {
+            e.id
+            for e in [*local, *remote]
+            if e.complete
+            and not e.is_verified
+            and not e.is_safety
+            and e.id not in other_embedder
+            and (e.manifest is None or backend_of(e.manifest) == backend)
+            and (before is None or e.created_at < before)
+            and (snapshots.id_time(e.id), e.id) > (snapshots.id_time(snapshot_id), snapshot_id)
+        }
+    )
     return Chosen(
         snapshot_id=snapshot_id,
         where=where,
         by="latest" if before is None else "before",
         before=before,
+        passed_over=tuple(passed_over),
     )
 
 

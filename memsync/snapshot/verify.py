@@ -35,7 +35,7 @@ from memsync.snapshot.create import signing_key
 from memsync.stores import capture
 from memsync.stores.embedder import find_mismatch
 from memsync.stores.manifest import MANIFEST, FileEntry, Manifest, ManifestTooNew, signature_ok
-from memsync.stores.snapshots import PARTIAL_SUFFIX, VERIFIED
+from memsync.stores.snapshots import ID_PATTERN, PARTIAL_SUFFIX, VERIFIED
 from memsync.stores.sqlite_files import integrity
 from memsync.stores.vector_store import VectorCapture, VectorStore
 
@@ -145,6 +145,11 @@ def verify_directory(
 
     A ``.partial`` directory is reported incomplete and left untouched. ``restorable``: as in
     ``verify_snapshot``.
+
+    Raises:
+        UnavailableError: (exit 11) a directory with no manifest whose name is no snapshot id:
+            not a snapshot (a mistyped path: the live store, the snapshot directory); nothing
+            is written in it. A snapshot that lost its manifest keeps its id, and is judged.
     """
     if directory.name.endswith(PARTIAL_SUFFIX):
         finding = _problem(
@@ -157,6 +162,12 @@ def verify_directory(
         )
         return VerifyReport(
             target=str(directory), snapshot_id=directory.name, findings=(finding,), verified_at=now
+        )
+    if not (directory / MANIFEST).exists() and not ID_PATTERN.match(directory.name):
+        raise UnavailableError(
+            f"{directory} is not a memsync snapshot (no {MANIFEST}, and its name is no "
+            "snapshot id); nothing was written there",
+            "name a snapshot by its id or its directory (memsync snapshot list)",
         )
     return verify_snapshot(
         deployment,

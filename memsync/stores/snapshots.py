@@ -243,6 +243,11 @@ def resolve_local(target: str, directory: Path | None) -> Path:
         )
     if candidate.is_dir():
         return candidate
+    if "/" in target:  # a path, not an id
+        raise UnavailableError(
+            f"snapshot directory {target} does not exist",
+            "check the path, or name the snapshot by its id (memsync snapshot list)",
+        )
     where = f" in {directory}" if directory else ""
     raise UnavailableError(
         f"snapshot {target!r} not found{where}",

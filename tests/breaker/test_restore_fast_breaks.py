@@ -36,6 +36,7 @@ def test_a_write_between_the_swap_and_the_check_sends_it_down_the_full_check(
                 " '2026-01-01T00:00:00+00:00', NULL, 0, NULL, 'user')"
             )
         db.close()
+        flag.unlink()  # the restore goes on, to the check after its swap
         out, err = restore.communicate(timeout=300)
     assert restore.returncode == 0, err
     report = json.loads(out)

@@ -45,7 +45,9 @@ def test_one_container_layer_gets_one_verdict_for_every_store_on_it(deployment: 
     assert completed.returncode == 3
 
 
-def test_a_store_that_is_not_there_has_no_write_route(deployment: Any, cli: Any) -> None:
+def test_a_store_that_is_not_there_has_no_write_route_and_its_mount_line_says_so(
+    deployment: Any, cli: Any
+) -> None:
     deployment.close()
     moved = deployment.paths.qdrant.with_name("qdrant-moved")
     deployment.paths.qdrant.rename(moved)  # a wrong path, or a lost disk
@@ -55,6 +57,12 @@ def test_a_store_that_is_not_there_has_no_write_route(deployment: Any, cli: Any)
         moved.rename(deployment.paths.qdrant)
     (route,) = [r for r in report["results"] if r["code"] == "write-route"]
     assert route["status"] != "ok" and "is not there" in route["message"], route
+    (mount,) = [
+        r
+        for r in report["results"]
+        if r["code"] == "path-mount" and r["path"] == str(deployment.paths.qdrant)
+    ]
+    assert "does not exist; its directory is on" in mount["message"], mount
 
 
 def test_the_lock_and_route_lines_agree_while_the_app_writes_through_its_agent(

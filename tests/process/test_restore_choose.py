@@ -43,7 +43,13 @@ def test_restore_latest_takes_the_newest_verified_snapshot(deployment, cli):
         "before": None,
         "where": "local",
         "snapshot_id": older,
+        "passed_over": [newer],
     }
+    said = cli("restore", "latest", "--force", "--dry-run", config=deployment.config)
+    assert (
+        f"passed over 1 newer snapshot(s) with no passing verification: {newer} -> memsync "
+        f"snapshot verify {newer} records one"
+    ) in said.out, said.out
     assert cli("snapshot", "verify", newer, config=deployment.config).code == 0
     result = cli("restore", "latest", "--force", "--json", config=deployment.config)
     assert result.code == 0, result.err
@@ -72,6 +78,7 @@ def test_restore_before_a_time_with_z_or_an_offset_and_from_the_bucket(
         "before": cut.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "where": "remote",
         "snapshot_id": first,
+        "passed_over": [],  # the local copy of the same snapshot is not newer
     }
     zulu = (cut + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     assert (

@@ -154,6 +154,25 @@ def test_a_symlink_named_like_a_snapshot_is_never_written_through(made, cli):
     assert cli("snapshot", "prune", "--dry-run", config=deployment.config).code == 0
 
 
+def test_verify_of_a_path_that_is_no_snapshot_writes_nothing_there(made, cli, tmp_path):
+    deployment, good = made
+    live = deployment.paths.history_db.parent  # a mistyped path: the live mem0 directory
+    for directory in (live, good.parent):  # ... or the snapshot directory itself
+        before = sorted(p.name for p in directory.iterdir())
+        result = cli("snapshot", "verify", str(directory), config=deployment.config)
+        assert result.code == 11 and "is not a memsync snapshot" in result.err, result.err
+        assert result.err.count("\n") == 1
+        assert sorted(p.name for p in directory.iterdir()) == before
+    lost = cli("snapshot", "verify", str(tmp_path / "nowhere"), config=deployment.config)
+    assert lost.code == 11 and f"snapshot directory {tmp_path / 'nowhere'} does not exist" in (
+        lost.err
+    )
+    shutil.copytree(good, good.parent / DAMAGED)  # a snapshot that lost its manifest: judged
+    (good.parent / DAMAGED / "manifest.json").unlink()
+    judged = cli("snapshot", "verify", DAMAGED, "--json", config=deployment.config)
+    assert judged.code == 3 and "manifest-missing" in judged.out
+
+
 def test_a_partial_copy_is_not_listed_verified(made, cli):
     deployment, good = made
     shutil.copytree(good, good.parent / f"{DAMAGED}.partial")
