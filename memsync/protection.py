@@ -26,6 +26,7 @@ from typing import Any
 from memsync.config import Config, ProtectConfig
 from memsync.config.schema import retention_horizon
 from memsync.errors import ConfigError
+from memsync.jobs.state import daemon_pid
 from memsync.stores import journal_mode
 from memsync.stores.journal_mode import WAL, LiveFile
 from memsync.stores.vector_store import VectorStore
@@ -505,12 +506,13 @@ class ProtectionStatus:
     pid: int | None
     max_lag_s: float
     files: tuple[FileProtection, ...]
+    daemon_pid: int | None = None  # the memsync daemon holding its lock (-1: no pid written)
     orphan: int | None = None
 
     @property
     def problems(self) -> list[str]:
         """What makes the deployment unprotected now, one line each (empty: protected)."""
-        found = [] if self.pid else ["Litestream is not running (the daemon runs it)"]
+        found = [] if self.pid else [self.not_running]
         if self.orphan is not None:
             found.append(" -> ".join(orphan_note(self.orphan)))
         for entry in self.files:
@@ -522,6 +524,20 @@ class ProtectionStatus:
                     f"(more than max_lag_s {self.max_lag_s:g})"
                 )
         return found
+
+    @property
+    def not_running(self) -> str:
+        """Why Litestream is not running: no daemon, or a daemon that does not run it."""
+        if self.daemon_pid is None:
+            return (
+                "Litestream is not running: the daemon runs it, and no memsync daemon is "
+                "running (start it: memsync daemon, or systemctl start memsync)"
+            )
+        return (
+            "Litestream is not running, although the memsync daemon is"
+            + (f" (pid {self.daemon_pid})" if self.daemon_pid > 0 else "")
+            + ": see its log (journalctl -u memsync) for Litestream's exit"
+        )
 
     def to_json(self) -> dict[str, Any]:
         """``protect --status --json`` (docs/reference/json-output.md)."""
@@ -574,5 +590,6 @@ def read_status(store: VectorStore, config: Config, now: datetime) -> Protection
         pid=running_pid(config),
         max_lag_s=protect.max_lag_s,
         files=tuple(files),
+        daemon_pid=daemon_pid(config),
         orphan=erasure[0] if erasure is not None and erasure[1] is None else None,
     )

@@ -57,6 +57,12 @@ def register(
 def _text(command: str, done: forget.Forgotten, args: argparse.Namespace) -> str:
     targets = done.targets
     lines = [f"memory-not-found {m}: nothing was touched" for m in targets.not_found]
+    if done.empty_scope:
+        return (
+            f"memory-not-found: no memory of {done.scope_text} in the store: nothing was "
+            "touched -> check the id (memsync export-context --user ID --json lists a user's "
+            "memories)"
+        )
     if done.dry_run:
         lines += [f"would delete {m}" for m in targets.all]
         if getattr(args, "erase", False):  # deleted earlier (named, or the scope's past)
@@ -64,6 +70,14 @@ def _text(command: str, done: forget.Forgotten, args: argparse.Namespace) -> str
                 f"would erase the text left of {m} (deleted earlier)"
                 for m in targets.already_deleted
             ]
+        snapshot_first = command == "forget" and not getattr(args, "no_snapshot", True)
+        if targets.all and snapshot_first and done.route != "queued":
+            lines.append("would take a safety snapshot first (--no-snapshot skips it)")
+        if getattr(args, "erase", False) and (targets.all or targets.already_deleted):
+            lines.append(
+                "would erase their text: history rows, raw messages of emptied scopes, free "
+                "pages and WAL files (a byte search proves it), memsync's own copies"
+            )
         if done.replicas is not None:
             lines += replicas.restore_points_note(done.replicas)
         lines.append(

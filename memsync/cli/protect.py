@@ -9,6 +9,7 @@ from memsync import protect, protection, restore
 from memsync.cli import render
 from memsync.cli.common import add_command, open_deployment
 from memsync.errors import ExitCode
+from memsync.jobs.state import daemon_pid
 from memsync.model import Severity
 from memsync.state import operation_lock
 
@@ -69,10 +70,10 @@ def run(args: argparse.Namespace) -> int:
         restore.finish_interrupted(deployment)  # never switch files a restore left half swapped
         with operation_lock(config.state_dir, "protect"):
             done = protect.apply_protect(deployment)
-    return render.emit(bool(args.json), done.to_json(), text(done))
+    return render.emit(bool(args.json), done.to_json(), text(done, daemon_pid(config)))
 
 
-def text(done: protect.Protected) -> str:
+def text(done: protect.Protected, daemon: int | None = None) -> str:
     """The human report: the WAL switch, the replicas, the configuration file."""
     tuned = done.tuned
     lines = []
@@ -80,16 +81,25 @@ def text(done: protect.Protected) -> str:
         verb = "would switch" if done.dry_run else "switched"
         route = tuned.route or f"no route open now ({tuned.blocked})"
         lines.append(f"protect: {verb} {len(tuned.changed)} files to WAL mode (route: {route})")
+    else:
+        lines.append("protect: every SQLite file is in WAL mode already: nothing to switch")
     for path, replica in done.replicas.items():
         lines.append(f"{path} -> {replica}")
     if done.dry_run:
-        lines.append(f"protect --dry-run: Litestream configuration for {done.config_file}:")
+        would = "would be written" if done.changed else "unchanged"
+        lines.append(f"protect --dry-run: Litestream configuration {done.config_file} ({would}):")
         lines.append(protection.render(done.litestream).rstrip())
     else:
         state = "written" if done.changed else "unchanged"
+        runs = (
+            "the memsync daemon runs Litestream with it"
+            if daemon is not None
+            else "no memsync daemon is running: start it (memsync daemon, or systemctl start "
+            "memsync) and it runs Litestream with it"
+        )
         lines.append(
-            f"protect: Litestream configuration {done.config_file} {state}; the daemon runs "
-            "Litestream with it ([protect] set; memsync protect --status shows the replicas)"
+            f"protect: Litestream configuration {done.config_file} {state}; {runs} "
+            "(memsync protect --status shows the replicas)"
         )
     return "\n".join(lines)
 

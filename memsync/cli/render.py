@@ -119,7 +119,8 @@ def check_text(report: CheckReport, limit: int | None = None) -> str:
     lines.append(
         f"check: {verdict}: {counts['errors']} errors, {counts['warnings']} warnings, "
         f"{counts['infos']} infos ({counts['points']} points, {counts['history_memories']} "
-        f"memories in history; captured vectors at {_iso(report.window.vectors_at)}, "
+        f"memories in history, deleted ones included; captured vectors at "
+        f"{_iso(report.window.vectors_at)}, "
         f"history at {_iso(report.window.history_at)})"
     )
     return "\n".join(lines)

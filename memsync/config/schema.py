@@ -15,6 +15,7 @@ passes through unchecked.
 from __future__ import annotations
 
 import contextlib
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import time, timedelta
@@ -455,6 +456,42 @@ class ConfigFile(_Section):
     )
 
 
+# The keys of mem0's QdrantConfig and PGVectorConfig in every mem0ai release memsync is tested
+# with (0.1.118 to 2.2.1; ``https`` since 2.1.0): mem0 refuses any other ("Extra fields not
+# allowed") when the app starts.
+MEM0_STORE_KEYS = {
+    "qdrant": frozenset({
+        "collection_name", "embedding_model_dims", "client", "host", "port", "path", "url",
+        "api_key", "https", "on_disk",
+    }),
+    "pgvector": frozenset({
+        "dbname", "collection_name", "embedding_model_dims", "user", "password", "host", "port",
+        "diskann", "hnsw", "minconn", "maxconn", "sslmode", "connection_string",
+        "connection_pool",
+    }),
+}  # fmt: skip
+
+
+def _mistyped_store_keys(provider: str, store_config: Mapping[str, Any]) -> list[str]:
+    """A key of ``[mem0.vector_store.config]`` close to one of mem0's, and not one of them.
+
+    A typo (``colection_name``) that mem0 refuses at the app's start, while memsync would read
+    the default in its place. A key near none of mem0's passes (a newer mem0's own).
+    """
+    known = MEM0_STORE_KEYS.get(provider)
+    if known is None:
+        return []
+    problems = []
+    for name in sorted(str(k) for k in store_config if k not in known):
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.7)
+        if close:
+            problems.append(
+                f"mem0.vector_store.config.{name}: not a key of mem0's {provider} config (did "
+                f"you mean {close[0]}?); mem0 refuses it when the app starts"
+            )
+    return problems
+
+
 def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
     """Rules that tie several keys together, on the raw document (after per-field checks). Pure.
 
@@ -481,6 +518,8 @@ def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
         )
     if provider == "pgvector" and isinstance(store_config, Mapping):
         problems += pgvector_problems(store_config)
+    if isinstance(store_config, Mapping):
+        problems += _mistyped_store_keys(provider, store_config)
     s3 = raw.get("s3")
     if isinstance(s3, Mapping) and s3.get("sse") == "aws:kms" and not s3.get("sse_kms_key_id"):
         problems.append("s3.sse_kms_key_id: required when s3.sse is 'aws:kms'")

@@ -67,7 +67,7 @@ def say(text: str = "") -> None:
 def heading(text: str) -> None:
     """Print a section heading."""
     say()
-    say(f"== {text} " + "=" * max(0, 70 - len(text)))
+    say(f"== {text} " + "=" * max(3, 70 - len(text)))
 
 
 def memsync(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -97,7 +97,7 @@ def expect(config: Path, wanted: dict[str, set[str]], story: str) -> None:
     counts = report["counts"]
     say(
         f"   -> exit {code}: {counts['errors']} errors, {counts['warnings']} warnings "
-        f"({counts['points']} points, {counts['history_memories']} memories in history)"
+        f"({counts['points']} points, {counts['history_memories']} memories in history, deleted ones included)"
     )
     if found != wanted or code != 3:
         raise DemoFailed(f"{story}: expected {wanted}, check found {found} (exit {code})")

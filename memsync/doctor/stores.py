@@ -107,7 +107,8 @@ def check_results(report: CheckReport, blocks_writers: bool = True) -> list[Doct
             fix = finding.fix
             break
     summary = (
-        f"{counts['points']} points, {counts['history_memories']} memories in history: "
+        f"{counts['points']} points, {counts['history_memories']} memories in history (deleted "
+        "ones included): "
         f"{counts['errors']} errors, {counts['warnings']} warnings, {counts['infos']} infos"
     )
     results = [

@@ -221,7 +221,10 @@ def run_ask(
         work = dry_run and ask.has_work(targets)
         route = (deployment.would_take() or "queued") if work else None
         plan = replicas.plan(deployment) if work and ask.erase else None
-        return Forgotten(targets=targets, dry_run=dry_run, route=route, replicas=plan)
+        empty = ask.scope if ask.scope and not targets.all and not targets.already_deleted else None
+        return Forgotten(
+            targets=targets, dry_run=dry_run, route=route, replicas=plan, empty_scope=empty
+        )
     snapshot_id = None
     deployment.require_interpreter()  # refused before the safety snapshot, not after it
     if take_snapshot and ask.kind == "forget" and targets.all and deployment.would_take():

@@ -52,13 +52,19 @@ class Forgotten:
     downtime_s: float | None = None
     pending_id: str | None = None
     replicas: dict[str, Any] | None = None  # [protect]: the replicas' new generations (erase)
+    empty_scope: dict[str, str] | None = None  # a --user/--agent/--run that matched nothing
+
+    @property
+    def scope_text(self) -> str:
+        """``user_id=alice`` (the fields of ``empty_scope``), for the reports."""
+        return " ".join(f"{k}={v}" for k, v in (self.empty_scope or {}).items())
 
     @property
     def exit_code(self) -> ExitCode:
-        """3 when an id was not found (a dry run too: the real run would exit 3), 5 when queued, 4 when a delete could not be proven or an erasure's bytes not verified gone, else 0."""
+        """3 when an id was not found or a scope matched nothing (a dry run too: the real run would exit 3), 5 when queued, 4 when a delete could not be proven or an erasure's bytes not verified gone, else 0."""
         if self.pending_id is not None:
             return ExitCode.QUEUED
-        if self.targets.not_found:
+        if self.targets.not_found or self.empty_scope:
             return ExitCode.PROBLEMS_FOUND
         return ExitCode.PARTIAL if self.unproven or self.unverified else ExitCode.OK
 
@@ -80,6 +86,13 @@ class Forgotten:
             ).to_json()
             for m in targets.not_found
         ]
+        if self.empty_scope:
+            findings.append(
+                registry.make(
+                    "memory-not-found",
+                    f"no memory of {self.scope_text} in the store: nothing was touched",
+                ).to_json()
+            )
         return {
             "command": command,
             "dry_run": self.dry_run,

@@ -178,7 +178,16 @@ class TripwireResult:
                 + (" (ERROR vanished-memories)" if d.vanished else "")
                 for d in self.drops
             )
-        if self.vanished_memories:
+        if self.vanished_memories and any(
+            d.kind == "total" and d.after == 0 and not d.deleted for d in self.drops
+        ):  # every memory gone and none deleted: a wrong path or a lost store, not a drift
+            lines += (
+                f"\n  ERROR {self.vanished_memories} memories vanished with no DELETE history event, "
+                "and nothing is left: check the path first (memsync config show), a wrong path "
+                "looks exactly like a lost store; if it is right: memsync restore "
+                f"{self.pinned or self.previous}"
+            )
+        elif self.vanished_memories:
             lines += (
                 f"\n  ERROR {self.vanished_memories} memories vanished with no DELETE history event "
                 "(check calls them missing-point): memsync reconcile puts them back from the "

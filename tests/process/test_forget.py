@@ -68,6 +68,18 @@ def test_unknown_id_is_memory_not_found_and_touches_nothing(deployment, cli):
     assert looked.code == 3 and f"memory-not-found {unknown}: nothing was touched" in looked.out
 
 
+def test_a_scope_that_matches_no_memory_is_memory_not_found_and_touches_nothing(deployment, cli):
+    deployment.close()
+    before = fingerprint(deployment.paths.root)
+    typo = cli("forget", "--user", "alcie", "--erase", "--yes", config=deployment.config)
+    assert typo.code == 3 and typo.out.count("\n") == 1, typo.out + typo.err
+    assert "memory-not-found: no memory of user_id=alcie in the store" in typo.out
+    dry = cli("forget", "--user", "alcie", "--dry-run", "--json", config=deployment.config)
+    assert dry.code == 3  # the real run would exit 3
+    assert [f["code"] for f in dry.json()["findings"]] == ["memory-not-found"]
+    assert fingerprint(deployment.paths.root) == before
+
+
 def test_a_malformed_id_is_a_usage_error_and_an_uppercase_one_is_found(deployment, cli):
     deployment.close()
     before = fingerprint(deployment.paths.root)
@@ -122,6 +134,11 @@ def test_dry_run_lists_and_changes_nothing(deployment, cli):
     before = fingerprint(deployment.paths.root)
     code, outcome = run(cli, deployment, "forget", "--user", "alice", "--dry-run")
     assert code == 0 and outcome["dry_run"] is True and outcome["targets"]
+    said = cli("forget", "--user", "alice", "--erase", "--dry-run", config=deployment.config)
+    assert said.code == 0 and "would take a safety snapshot first" in said.out
+    assert "would erase their text: history rows" in said.out
+    plain = cli("forget", "--user", "alice", "--dry-run", "--no-snapshot", config=deployment.config)
+    assert "safety snapshot" not in plain.out and "would erase" not in plain.out
     assert fingerprint(deployment.paths.root) == before
 
 

@@ -87,6 +87,13 @@ def test_protect_dry_run_prints_the_configuration_and_changes_nothing(
     }
     assert header_journal_mode(deployment.paths.history_db) == "rollback"
     assert not (state_dir(deployment) / "litestream.yml").exists()
+    said = cli("protect", "--dry-run", config=deployment.config).out
+    assert "protect: would switch 2 files to WAL mode (route: direct)" in said
+    assert "litestream.yml (would be written):" in said
+    assert cli("protect", config=deployment.config).code == 0
+    again = cli("protect", "--dry-run", config=deployment.config).out
+    assert "every SQLite file is in WAL mode already: nothing to switch" in again
+    assert "litestream.yml (unchanged):" in again
 
 
 def test_protect_refuses_a_missing_or_foreign_binary_before_changing_anything(
@@ -110,6 +117,13 @@ def test_protect_refuses_a_missing_or_foreign_binary_before_changing_anything(
     assert "is not Litestream 0.3 (`version` said 'v0.5.2')" in foreign.err
     assert header_journal_mode(deployment.paths.history_db) == "rollback"
     assert not (state_dir(deployment) / "litestream.yml").exists()
+    said = cli("protect", "--dry-run", config=deployment.config).out
+    assert "protect: would switch 2 files to WAL mode (route: direct)" in said
+    assert "litestream.yml (would be written):" in said
+    assert cli("protect", config=deployment.config).code == 0
+    again = cli("protect", "--dry-run", config=deployment.config).out
+    assert "every SQLite file is in WAL mode already: nothing to switch" in again
+    assert "litestream.yml (unchanged):" in again
 
 
 @pytest.mark.slow(
@@ -195,7 +209,8 @@ def test_the_daemon_restarts_a_killed_litestream_and_doctor_reports_a_stopped_on
         make_deployment, tmp_path, f'\n[daemon]\ncheck_at = "00:00"\ntextfile_path = "{textfile}"\n'
     )
     deployment.close()
-    assert cli("protect", config=deployment.config).code == 0
+    protecting = cli("protect", config=deployment.config)
+    assert protecting.code == 0 and "no memsync daemon is running: start it" in protecting.out
     notify = Notify(tmp_path)
     daemon = start(deployment.config, notify)
     try:
@@ -211,6 +226,8 @@ def test_the_daemon_restarts_a_killed_litestream_and_doctor_reports_a_stopped_on
         assert cli("job", "check", config=deployment.config).code == 0  # rewrites the textfile
         gauges = textfile.read_text()
         shown = cli("status", "--json", config=deployment.config)
+        again = cli("protect", config=deployment.config)
+        assert "; the memsync daemon runs Litestream with it" in again.out, again.out
     finally:
         code, err = stop(daemon)
     assert code == 0, err
@@ -229,7 +246,8 @@ def test_the_daemon_restarts_a_killed_litestream_and_doctor_reports_a_stopped_on
     after = cli("status", "--json", config=deployment.config)
     assert after.code == 3
     assert (
-        "Litestream is not running (the daemon runs it)" in after.json()["protection"]["problems"]
+        "Litestream is not running: the daemon runs it, and no memsync daemon is running (start "
+        "it: memsync daemon, or systemctl start memsync)" in after.json()["protection"]["problems"]
     )
     doctor = cli("doctor", "--json", config=deployment.config)
     assert doctor.code == 3

@@ -179,6 +179,22 @@ def test_cross_field_rules_are_reported_with_the_per_field_problems():
     ]
 
 
+def test_a_mistyped_key_of_mem0s_store_config_is_named_and_a_new_one_passes():
+    with pytest.raises(ConfigError) as raised:
+        parse({"mem0": {"vector_store": {"config": {"colection_name": "mine", "path": "/q"}}}})
+    assert raised.value.problems == [
+        "mem0.vector_store.config.colection_name: not a key of mem0's qdrant config (did you "
+        "mean collection_name?); mem0 refuses it when the app starts"
+    ]
+    pg = {"provider": "pgvector", "config": {"dbname": "m", "hnws": False, "user": "u",
+                                             "password": "p", "host": "h", "port": 5432}}  # fmt: skip
+    with pytest.raises(ConfigError) as raised:
+        parse({"mem0": {"vector_store": pg}})
+    assert [p.split(":")[0] for p in raised.value.problems] == ["mem0.vector_store.config.hnws"]
+    newer = parse({"mem0": {"vector_store": {"config": {"path": "/q", "replication_factor": 2}}}})
+    assert newer.qdrant_path == Path("/q")  # near no key of mem0's: a newer mem0's, passed on
+
+
 def test_paths_resolve_against_the_file_and_home():
     loaded = parse(
         {"state_dir": "state", "work_dir": "~/work", "snapshot": {"directory": "/abs/snaps"}}

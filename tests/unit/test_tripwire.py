@@ -315,6 +315,19 @@ def test_the_text_report_says_per_scope_what_was_deleted_and_what_vanished():
     ]
 
 
+def test_every_memory_gone_and_none_deleted_sends_the_user_to_the_path_not_to_reconcile():
+    from memsync.snapshot.guard import TripwireResult
+
+    drops = (Drop(kind="total", scope_id=None, before=110, after=0, deleted=0, vanished=110),)
+    result = TripwireResult(
+        snapshot_id="S2", thresholds=DEFAULT, previous="S1", drops=drops, pinned_on=("local",),
+        deleted_memories=0, vanished_memories=110,
+    )  # fmt: skip
+    text = result.text()
+    assert "and nothing is left: check the path first (memsync config show)" in text
+    assert "memsync restore S1" in text and "reconcile" not in text
+
+
 def test_split_drops_names_the_whole_store_when_memories_of_no_scope_vanished():
     previous = scopes(1000, user_id={"bob": 100})
     current = scopes(898, user_id={})  # bob's 100 deleted, 2 memories of no scope vanished
