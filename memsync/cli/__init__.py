@@ -187,7 +187,11 @@ def _terminate(signum: int, frame: object) -> None:
 
 def _main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     try:
-        args = parser.parse_args(argv)
+        args, stray = parser.parse_known_args(argv)
+        if stray:  # told with the command's own usage, not the top level's
+            getattr(args, "command_parser", parser).error(
+                f"unrecognized arguments: {' '.join(stray)}"
+            )
     except SystemExit as exit_request:  # argparse: --help, --version, usage errors
         return int(exit_request.code or 0)
     import structlog  # after parsing: --help, --version and usage errors need none of these

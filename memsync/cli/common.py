@@ -63,6 +63,7 @@ def add_command(
         epilog=ROUTES_NOTE + epilog if writes else epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.set_defaults(command_parser=parser)  # a stray argument is reported with its usage
     return parser
 
 

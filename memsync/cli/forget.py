@@ -56,7 +56,22 @@ def register(
 
 def _text(command: str, done: forget.Forgotten, args: argparse.Namespace) -> str:
     targets = done.targets
-    lines = [f"memory-not-found {m}: nothing was touched" for m in targets.not_found]
+    lines = [
+        f"memory-not-found {m}: nothing was touched -> check the id (memsync export-context "
+        "--user ID --json lists a user's memory ids)"
+        for m in targets.not_found
+    ]
+    if done.erased and "history_rows_blanked" not in done.erased:  # the copies alone
+        ids = done.erased["only_in_copies"]
+        verb = "would erase" if done.dry_run else "erased"
+        return "\n".join(
+            [
+                f"{command}: no live memory of this scope; {verb} {len(ids)} a restore rolled "
+                f"back from the pre-restore copies: {' '.join(ids)}",
+                *(f"  purged {path}" for path in done.erased["purged"]),
+                *(replicas.restore_points_note(done.replicas) if done.replicas else []),
+            ]
+        )
     if done.empty_scope:
         return (
             f"memory-not-found: no memory of {done.scope_text} in the store: nothing was "

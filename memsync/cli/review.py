@@ -65,7 +65,8 @@ def run_review(args: argparse.Namespace) -> int:
     rows, due = review.plan_review(points.values(), now, args.older_than, max(args.limit, 0))
     lines = [
         f"{utc.iso_or_none(r.confirmed_at) or 'never':<28} {r.memory_id}  {r.text!r}  "
-        f"(source: {r.source.get('source', '-')}, role: {r.source.get('role', '-')})"
+        f"(user: {r.source.get('user_id', '-')}, source: {r.source.get('source', '-')}, "
+        f"role: {r.source.get('role', '-')})"
         for r in rows
     ]
     lines.append(

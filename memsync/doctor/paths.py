@@ -91,7 +91,7 @@ def _probe_mount(label: str, path: Path, precious: bool) -> DoctorResult:
         path=str(path),
         message=f"{label} is on {fstype} mounted at {mountpoint}"
         if _exists(path)
-        else f"{label} does not exist; its directory is on {fstype} mounted at {mountpoint}",
+        else f"{label} (not there) would be on {fstype} mounted at {mountpoint}",
     )
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "blank_history",
     "copies_left",
     "erase_texts",
+    "erase_copies_only",
     "purge_own_copies",
     "scope_past",
     "snapshots_holding",
@@ -316,6 +317,27 @@ def blank_history(
         raise translate(error, history_db, "erase texts") from error
     finally:
         connection.close()
+
+
+def erase_copies_only(
+    deployment: Deployment, scope: Mapping[str, str], now: datetime, *, dry_run: bool
+) -> dict[str, Any] | None:
+    """A scope with no live memory: purge its memories from the copies a restore moved aside.
+
+    A restore that rolled back every memory of the scope leaves them only there
+    (``VectorStore.set_aside_ids``); they are purged from every copy, vectors and history, and
+    recorded in the erasure ledger. Nothing live is touched (no route needed). None when no
+    copy holds the scope; a dry run only names the ids.
+    """
+    ids = sorted(deployment.vector_store.set_aside_ids(scope))
+    if not ids:
+        return None
+    if dry_run:
+        return {"only_in_copies": ids, "purged": []}
+    purged = purge_own_copies(deployment, ids, [], now)
+    ledger.record(deployment.config.state_dir, ids, scope, now)
+    logger.info("erased_from_copies", memories=len(ids), copies=len(purged))
+    return {"only_in_copies": ids, "purged": purged}
 
 
 def purge_own_copies(

@@ -222,9 +222,18 @@ def run_ask(
         route = (deployment.would_take() or "queued") if work else None
         plan = replicas.plan(deployment) if work and ask.erase else None
         empty = ask.scope if ask.scope and not targets.all and not targets.already_deleted else None
+        copies = None
+        if empty and ask.erase:  # a restore rolled back every memory of it: only in its copies
+            copies = erasure.erase_copies_only(deployment, empty, now, dry_run=dry_run)
+        if copies and dry_run:
+            plan = replicas.plan(deployment)
+        elif copies:  # [protect]: generations from before the restore hold the text too
+            with replicas.renewal(deployment) as renewal:
+                plan = renewal.renew([]) if renewal is not None else None
         return Forgotten(
-            targets=targets, dry_run=dry_run, route=route, replicas=plan, empty_scope=empty
-        )
+            targets=targets, dry_run=dry_run, route=route, replicas=plan,
+            empty_scope=None if copies else empty, erased=copies or {},
+        )  # fmt: skip
     snapshot_id = None
     deployment.require_interpreter()  # refused before the safety snapshot, not after it
     if take_snapshot and ask.kind == "forget" and targets.all and deployment.would_take():

@@ -15,21 +15,24 @@ import pytest
 
 from tests.process.test_daemon import stop
 from tests.process.test_protect_erase import decompressed_hits, local_hits
-from tests.process.test_restore_at import add, running, shipped
+from tests.process.test_restore_at import running, shipped
 
 MARKER = "the locker code is BRK4-9911-SIGMA-rolledback"
 
 
 @pytest.mark.slow(reason="the daemon and Litestream shipping, a snapshot, a restore, an erasure")
+@pytest.mark.parametrize("user", ["alice", "zoe"])  # zoe: no live memory left after it
 def test_a_scope_erasure_removes_a_rolled_back_memory_from_the_pre_restore_copies(
-    make_deployment: Any, tmp_path: Path, cli: Any
+    user: str, make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:
     deployment, daemon = running(make_deployment, tmp_path, cli)
     try:
         shipped(cli, deployment)
         snapshot = cli("snapshot", "create", "--json", config=deployment.config)
         assert snapshot.code == 0, snapshot.err
-        add(deployment, MARKER)  # alice's, after the snapshot
+        memory = deployment.reopen()  # the user's, after the snapshot
+        memory.add(MARKER, user_id=user, infer=False)
+        deployment.close()
         shipped(cli, deployment)
     finally:
         code, err = stop(daemon)
@@ -37,13 +40,14 @@ def test_a_scope_erasure_removes_a_rolled_back_memory_from_the_pre_restore_copie
     restored = cli("restore", snapshot.json()["id"], "--force", config=deployment.config)
     assert restored.code == 0, restored.err
 
-    erased = cli("forget", "--user", "alice", "--erase", "--yes", "--json",
+    erased = cli("forget", "--user", user, "--erase", "--yes", "--json",
                  config=deployment.config)  # fmt: skip
 
     assert erased.code == 0, erased.out + erased.err
     report = erased.json()["erased"]
     purged = report["purged"]  # the pre-restore copies are listed here
-    assert len(report["only_in_copies"]) == 1  # alice's memory the restore rolled back
+    assert len(report["only_in_copies"]) == 1  # the memory the restore rolled back
+    assert erased.json()["replicas"]["renewed"] is True, erased.json()["replicas"]
     assert decompressed_hits(tmp_path / "replica", MARKER.encode()) == []
     held = [
         p for p in local_hits(deployment.paths.root, MARKER.encode()) if "-litestream/" not in p

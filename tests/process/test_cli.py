@@ -97,7 +97,11 @@ def test_check_text_report_names_findings_and_ends_with_a_summary(deployment, cl
 
 
 def test_usage_error_exits_2(cli):
-    assert cli("check", "--no-such-flag").code == 2
+    stray = cli("check", "--no-such-flag")
+    assert stray.code == 2 and "usage: memsync check " in stray.err  # the command's own usage
+    assert "memsync check: error: unrecognized arguments: --no-such-flag" in stray.err
+    nested = cli("snapshot", "create", "--jsn")
+    assert nested.code == 2 and "usage: memsync snapshot create " in nested.err
     assert cli("no-such-command").code == 2
 
 

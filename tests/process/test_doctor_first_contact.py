@@ -62,7 +62,7 @@ def test_a_store_that_is_not_there_has_no_write_route_and_its_mount_line_says_so
         for r in report["results"]
         if r["code"] == "path-mount" and r["path"] == str(deployment.paths.qdrant)
     ]
-    assert "does not exist; its directory is on" in mount["message"], mount
+    assert "Qdrant directory (not there) would be on" in mount["message"], mount
 
 
 def test_the_lock_and_route_lines_agree_while_the_app_writes_through_its_agent(

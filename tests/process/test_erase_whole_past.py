@@ -222,3 +222,30 @@ def test_reconcile_erasing_a_resurrected_erased_memory_says_when_its_text_is_not
     assert again.code == 0, again.out + again.err  # the fix the report names, once the reader ends
     assert again.json()["erased"]["verified"]["hits"] == []
     assert hits(deployment, PASSPORT, RENEWED) == []
+
+
+def test_a_scope_a_restore_rolled_back_entirely_is_erased_from_the_pre_restore_copies(
+    deployment: Any, cli: Any
+) -> None:
+    deployment.close()
+    made = cli("snapshot", "create", "--json", config=deployment.config)
+    assert made.code == 0, made.err
+    marker = "zoe's locker code is ZK-5510-rolledback"
+    memory = deployment.reopen()
+    added = memory.add(marker, user_id="zoe", infer=False)["results"][0]["id"]
+    deployment.close()
+    assert cli("restore", made.json()["id"], "--force", config=deployment.config).code == 0
+    root = deployment.paths.root
+    held = [p for p in root.rglob("*") if p.is_file() and marker.encode() in p.read_bytes()]
+    assert held and all(".pre-restore-" in str(p) for p in held)  # only in the copies now
+
+    looked = cli("forget", "--user", "zoe", "--erase", "--dry-run", config=deployment.config)
+    assert looked.code == 0, looked.out + looked.err
+    assert f"would erase 1 a restore rolled back from the pre-restore copies: {added}" in looked.out
+    erased = cli("forget", "--user", "zoe", "--erase", "--yes", "--json", config=deployment.config)
+
+    assert erased.code == 0, erased.out + erased.err
+    assert erased.json()["erased"]["only_in_copies"] == [added]
+    assert [p for p in root.rglob("*") if p.is_file() and marker.encode() in p.read_bytes()] == []
+    again = cli("forget", "--user", "zoe", "--erase", "--yes", config=deployment.config)
+    assert again.code == 3 and "no memory of user_id=zoe in the store" in again.out

@@ -26,6 +26,7 @@ def test_confirm_stamps_through_mem0_and_review_audit_see_it(deployment, cli):
     assert due == len(review.json()["memories"]) > 1
     limited = cli("review", "--older-than", "1s", "--limit", "1", config=deployment.config)
     assert f"review: {due} memories not confirmed for 1 second, the 1 oldest shown" in limited.out
+    assert "(user: " in limited.out  # whose memory it is, as the docs list
     confirmed = cli("confirm", target, "--json", config=deployment.config)
     assert confirmed.code == 0 and confirmed.json()["confirmed"] == [target]
     again = cli(  # the confirmation is seconds old (a writer process): 60 s is "just now"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,11 @@ if TYPE_CHECKING:
     import psycopg
 
 CONNECT_TIMEOUT_S = 10
+# A server that let a connection time out is not asked again by this process for this long:
+# each later connection fails at once with the same error (doctor's probes, a check's reads),
+# instead of waiting CONNECT_TIMEOUT_S each. A daemon's next job, minutes later, asks again.
+TIMED_OUT_MEMORY_S = 60.0
+_timed_out: dict[str, tuple[float, str]] = {}  # server (``where``) -> (monotonic, message)
 # a read-only session waits at most this long for a table lock (another session's ALTER TABLE,
 # LOCK TABLE, VACUUM FULL, or a transaction holding one): then the statement fails, said as such
 READ_LOCK_TIMEOUT_S = 30
@@ -137,6 +143,14 @@ def connect(
     environ = os.environ if environ is None else environ
     info = conninfo(settings, environ)
     extra = {"options": _read_only_options(info, environ)} if read_only else {}
+    server = where(settings, environ)
+    hint = (
+        "check that the server runs and that [mem0.vector_store.config] names it "
+        "(host, port, dbname, user, password or connection_string)"
+    )
+    earlier = _timed_out.get(server)
+    if earlier is not None and time.monotonic() - earlier[0] < TIMED_OUT_MEMORY_S:
+        raise UnavailableError(f"{earlier[1]} (not asked again: it timed out in this run)", hint)
     try:
         connection = psycopg.connect(
             make_conninfo(
@@ -144,11 +158,11 @@ def connect(
             )
         )
     except psycopg.Error as error:
-        raise UnavailableError(
-            f"cannot connect to PostgreSQL {where(settings, environ)}: {first_line(error)}",
-            "check that the server runs and that [mem0.vector_store.config] names it "
-            "(host, port, dbname, user, password or connection_string)",
-        ) from None
+        message = f"cannot connect to PostgreSQL {server}: {first_line(error)}"
+        if "timeout expired" in str(error):
+            _timed_out[server] = (time.monotonic(), message)
+        raise UnavailableError(message, hint) from None
+    _timed_out.pop(server, None)
     try:
         yield connection
     finally:

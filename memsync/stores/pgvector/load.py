@@ -349,17 +349,17 @@ def pre_restore_scope_ids(
     from psycopg import sql
 
     found: set[str] = set()
+    wanted = json.dumps(dict(scope))
     with connect() as connection:
         for table in pre_restore_tables(connection, tables):
             query = sql.SQL("SELECT id::text FROM {} WHERE payload @> %s::jsonb").format(
                 sql.Identifier(table)
             )
-            rows = _run(
-                connection,
-                f"reading {table}",
-                lambda c, q=query: c.execute(q, (json.dumps(dict(scope)),)).fetchall(),
-            )
-            found |= {row[0] for row in rows}
+
+            def work(cursor: Any, statement: Any = query) -> list[Any]:
+                return list(cursor.execute(statement, (wanted,)).fetchall())
+
+            found |= {row[0] for row in _run(connection, f"reading {table}", work)}
     return found
 
 
