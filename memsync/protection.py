@@ -37,6 +37,8 @@ from memsync.stores.vector_store import VectorStore
 CONFIG_FILE = "litestream.yml"
 STATE_FILE = "protect-state.json"
 HOLD_FILE = "protect-hold.json"  # a memsync process that needs Litestream stopped (an erasure)
+ERASURE_FILE = "protect-erasure.json"  # the Litestream an erasure runs itself (no daemon)
+ERASURE_ENV = "MEMSYNC_ERASURE_TOKEN"  # in that Litestream's environment: its record's token
 HOUR = timedelta(hours=1)
 # Litestream 0.3's replica layout: generations/<16 hex>/wal/<index>_<offset>.wal.lz4 (hex)
 SEGMENT = re.compile(r"generations/([0-9a-f]{16})/(wal|snapshots)/([0-9a-f]{8})(?:_([0-9a-f]{8}))?")
@@ -183,6 +185,54 @@ def running_pid(config: Config) -> int | None:
         return None
     ours = b"replicate" in argv and str(config_file(config)).encode() in argv
     return pid if ours and not zombie else None
+
+
+def started_at(pid: int) -> int | None:
+    """The process's start time (clock ticks after boot), None when it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[-1].split()
+    except OSError:
+        return None
+    return None if fields[0] == b"Z" else int(fields[19])
+
+
+def _erasure_litestream(config: Config, pid: int, record: dict[str, Any]) -> bool:
+    """``pid`` is the Litestream ``record`` names: its command line, start time and token."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if b"replicate" not in argv or str(config_file(config)).encode() not in argv:
+            return False
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    recorded = record.get("started")
+    token = f"{ERASURE_ENV}={record.get('token')}".encode()
+    return token in environ and (recorded is None or started_at(pid) == recorded)
+
+
+def erasure_litestream(config: Config) -> tuple[int | None, int | None] | None:
+    """The Litestream an erasure started itself (``protect-erasure.json``), and that erasure.
+
+    ``(pid, by)``: the Litestream when it still runs, proven by its start time, command line
+    and the record's token in its environment (None: gone); the memsync process that started
+    it when that still runs (None: it was killed: the Litestream is an orphan). None when
+    nothing is recorded. Reads only.
+    """
+    try:
+        record = json.loads((config.state_dir / ERASURE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    by, pid = record.get("by"), record.get("pid")
+    holder = by if isinstance(by, int) and started_at(by) == record.get("by_started") else None
+    if isinstance(pid, int):  # recorded once started
+        candidates = [pid]
+    else:  # killed between its start and the record: look for its token
+        candidates = [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()]
+    found = next((c for c in candidates if _erasure_litestream(config, c, record)), None)
+    return found, holder
 
 
 def meta_dir(path: Path) -> Path:
@@ -494,6 +544,16 @@ def replica_reader(protect: ProtectConfig, config: Config, name: str) -> Callabl
     return lambda key: store.get_bytes(f"{path}/{key}") or b""
 
 
+def orphan_note(pid: int) -> tuple[str, str]:
+    """What a Litestream a killed erasure left running means, and what clears it. Pure."""
+    return (
+        f"Litestream pid {pid} was left running by a memsync erasure that was killed: the older "
+        "generations on the replica may still hold the erased text",
+        "run the same memsync forget --erase again (it stops this Litestream and finishes the "
+        "erasure)",
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProtectionStatus:
     """``protect --status``: Litestream's process and every file's replica.
@@ -503,6 +563,8 @@ class ProtectionStatus:
         pid: the Litestream process the daemon runs, when it runs.
         max_lag_s: ``[protect] max_lag_s``.
         files: every live SQLite file, in capture order.
+        orphan: a Litestream an erasure started itself and was killed before it stopped it
+            (``protect-erasure.json``): the erasure is unfinished.
     """
 
     config_file: Path | None
@@ -510,11 +572,14 @@ class ProtectionStatus:
     max_lag_s: float
     files: tuple[FileProtection, ...]
     daemon_pid: int | None = None  # the memsync daemon holding its lock (-1: no pid written)
+    orphan: int | None = None
 
     @property
     def problems(self) -> list[str]:
         """What makes the deployment unprotected now, one line each (empty: protected)."""
         found = [] if self.pid else [self.not_running]
+        if self.orphan is not None:
+            found.append(" -> ".join(orphan_note(self.orphan)))
         for entry in self.files:
             if entry.problem is not None:
                 found.append(f"{entry.path}: {entry.problem}")
@@ -584,10 +649,12 @@ def read_status(store: VectorStore, config: Config, now: datetime) -> Protection
             )  # fmt: skip
         )
     path = config_file(config)
+    erasure = erasure_litestream(config)
     return ProtectionStatus(
         config_file=path if path.exists() else None,
         pid=running_pid(config),
         max_lag_s=protect.max_lag_s,
         files=tuple(files),
         daemon_pid=daemon_pid(config),
+        orphan=erasure[0] if erasure is not None and erasure[1] is None else None,
     )

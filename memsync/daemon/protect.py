@@ -70,14 +70,22 @@ class Supervisor:
     thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Stop a Litestream a killed daemon left running, then start the supervising thread."""
-        orphan = protection.running_pid(self.config)
-        if orphan is not None:  # two Litestreams on one file would both checkpoint and ship
+        """Stop a Litestream a killed daemon or erasure left running, then start the thread.
+
+        The erasure's (``protection.erasure_litestream``) keeps its record: the erasure is
+        unfinished, and running it again removes the record.
+        """
+        left = [protection.running_pid(self.config)]
+        erasure = protection.erasure_litestream(self.config)
+        if erasure is not None and erasure[1] is None:  # its erasure was killed
+            left.append(erasure[0])
+        for orphan in {pid for pid in left if pid is not None}:  # two Litestreams would both ship
+            started = protection.started_at(orphan)
             os.kill(orphan, signal.SIGTERM)
             deadline = time.monotonic() + STOP_TIMEOUT_S
-            while protection.running_pid(self.config) == orphan and time.monotonic() < deadline:
+            while protection.started_at(orphan) == started and time.monotonic() < deadline:
                 time.sleep(0.05)
-            if protection.running_pid(self.config) == orphan:
+            if protection.started_at(orphan) == started:
                 os.kill(orphan, signal.SIGKILL)
             logger.warning("litestream_orphan_stopped", pid=orphan)
         self.thread = threading.Thread(target=self._loop, name=QUIET_THREAD, daemon=True)

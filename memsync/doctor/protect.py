@@ -6,7 +6,7 @@ from datetime import datetime
 
 from memsync import findings, protection
 from memsync.deployment import Deployment
-from memsync.doctor.status import ERROR, OK
+from memsync.doctor.status import ERROR, OK, WARNING
 from memsync.errors import MemsyncError
 from memsync.model import DoctorResult
 
@@ -40,6 +40,9 @@ def probe_protection(deployment: Deployment, now: datetime) -> list[DoctorResult
             "Litestream stopped",
         )
     ]
+    if status.orphan is not None:
+        message, fix = protection.orphan_note(status.orphan)
+        results.append(DoctorResult(code=CODE, status=WARNING, message=message, fix=fix))
     for entry in status.files:
         late = entry.lag_s is not None and entry.lag_s > status.max_lag_s
         if entry.generation_changed:

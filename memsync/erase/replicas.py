@@ -9,9 +9,10 @@ or directly when it runs without one. Inside, the erasure rewrites the files; ``
 removes each file's local Litestream state (a file without a ``generation`` makes Litestream
 0.3.13 start a new generation, with a fresh snapshot of the rewritten file), lets Litestream run
 again (the daemon, or a ``litestream replicate`` of memsync's own until the snapshots are
-shipped), waits until every file's new generation holds a snapshot on the replica, and only
-then removes the older generations from it (every object version in a bucket). The restore
-points of the older generations are lost: the report says from when to when. When a new
+shipped, recorded in ``protect-erasure.json`` first: a retry stops one a kill left running),
+waits until every file's new generation holds a snapshot on the replica, and only then removes
+the older generations from it (every object version in a bucket). The restore points of the
+older generations are lost: the report says from when to when. When a new
 generation is not observed, nothing is removed and the report says what to do.
 """
 
@@ -113,6 +114,7 @@ class Renewal:
     report: dict[str, Any] | None = None
     stopped: int | None = None  # a Litestream running without the daemon, stopped directly
     held_at: float = 0.0  # monotonic: when Litestream was held (writes since are not shipped)
+    recorded: bool = False  # ``protect-erasure.json`` names the Litestream memsync started here
 
     @property
     def config(self) -> Config:
@@ -134,6 +136,7 @@ class Renewal:
         daemon = jobs.daemon_pid(config)
         self.held_at = self.held_at or time.monotonic()
         deadline = time.monotonic() + WAIT_S
+        self._stop_orphan(deadline)
         supervised = (config.state_dir / protection.STATE_FILE).exists()  # it ran Litestream
         if daemon is not None and daemon > 0 and supervised:
             while time.monotonic() < deadline:  # the supervisor answers within a tick
@@ -153,6 +156,35 @@ class Renewal:
                     f"stop it (kill {pid}), then run the same command again",
                 )
             logger.info("litestream_stopped_for_erasure", pid=pid)
+
+    def _stop_orphan(self, deadline: float) -> None:
+        """Stop the Litestream a killed erasure started (``protect-erasure.json``); drop the record.
+
+        Only the process the record proves (``protection.erasure_litestream``), and only when
+        the erasure that started it is gone. One it handed over to ``protect-state.json`` (it
+        replaced a Litestream it stopped) is stopped as that one is, and replaced again.
+
+        Raises:
+            TryLaterError: it did not stop within ``WAIT_S``.
+        """
+        config = self.config
+        found = protection.erasure_litestream(config)
+        if found is None or found[1] is not None:  # nothing recorded, or its erasure runs
+            return
+        pid = found[0]
+        if pid is not None and pid != protection.running_pid(config):
+            started = protection.started_at(pid)
+            os.kill(pid, signal.SIGTERM)
+            while protection.started_at(pid) == started and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+            if protection.started_at(pid) == started:
+                raise TryLaterError(
+                    f"Litestream (pid {pid}), left running by a killed erasure, did not stop "
+                    f"within {WAIT_S:g} s",
+                    f"stop it (kill {pid}), then run the same command again",
+                )
+            logger.warning("litestream_orphan_stopped", pid=pid)
+        (config.state_dir / protection.ERASURE_FILE).unlink(missing_ok=True)
 
     def renew(self, unverified: list[str]) -> dict[str, Any]:
         """New generations for every file, then the older ones removed from the replicas.
@@ -236,18 +268,27 @@ class Renewal:
         binary = shutil.which(protect.litestream) or protect.litestream
         path = str(protection.config_file(self.config))
         argv = [binary, "replicate", "-no-expand-env", "-config", path]
+        record = self.config.state_dir / protection.ERASURE_FILE  # a kill leaves it findable
+        token = uuid.uuid4().hex  # in its environment: ours even if killed before its pid is
+        _record(record, token, None)
+        self.recorded = True
         self.process = subprocess.Popen(  # noqa: S603 - the configured binary, no shell
             argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=self.stopped is not None,  # it replaces the one stopped: it stays
+            env={**os.environ, protection.ERASURE_ENV: token},
         )
+        pid = self.process.pid
+        _record(record, token, pid)
         if self.stopped is not None:  # recorded as the daemon records its own
             write_json_atomic(
                 self.config.state_dir / protection.STATE_FILE,
-                {"pid": self.process.pid, "at": iso(datetime.now(UTC)), "replaced": self.stopped},
+                {"pid": pid, "at": iso(datetime.now(UTC)), "replaced": self.stopped},
             )
+            record.unlink()  # handed over: it stays, as the one it replaced did
+            self.recorded = False
 
     def close(self) -> None:
         """Release the hold; stop a Litestream memsync started itself.
@@ -264,6 +305,20 @@ class Renewal:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        if self.recorded:  # stopped (or never started): nothing of this erasure runs on
+            (self.config.state_dir / protection.ERASURE_FILE).unlink(missing_ok=True)
+            self.recorded = False
+
+
+def _record(path: Path, token: str, pid: int | None) -> None:
+    """``protect-erasure.json``: this erasure, the token, and its Litestream once started."""
+    me = os.getpid()
+    started = None if pid is None else protection.started_at(pid)
+    write_json_atomic(
+        path,
+        {"by": me, "by_started": protection.started_at(me), "token": token, "pid": pid,
+         "started": started},
+    )  # fmt: skip
 
 
 def _report(entries: list[dict[str, Any]], problem: str | None) -> dict[str, Any]:

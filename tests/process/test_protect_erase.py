@@ -12,6 +12,8 @@ A second Litestream writing to the same replica is ``replica-generation-changed`
 
 from __future__ import annotations
 
+import signal
+
 import lz4.frame
 import pytest
 
@@ -19,7 +21,7 @@ from tests.conftest import s3_section
 from tests.helpers import litestream
 from tests.helpers.app import AppProcess
 from tests.process.test_daemon import Notify, start, stop
-from tests.process.test_protect import poll, protected, status
+from tests.process.test_protect import poll, protected, state_dir, status
 
 MARKER = "the vault code is QX-7731-ZETA-replica"
 
@@ -380,3 +382,58 @@ def test_two_queued_erasures_applied_in_one_run_each_renew_the_replicas(
         assert decompressed_hits(replica, text.encode()) == []
         assert local_hits(deployment.paths.root, text.encode()) == []
     assert [f["generation"] == f["local_generation"] for f in after["files"]] == [True, True]
+
+
+def test_a_retry_stops_only_the_litestream_a_killed_erasure_record_proves(
+    make_deployment, tmp_path, cli
+):
+    """A killed erasure's ``protect-erasure.json``: the retry stops the Litestream whose
+    environment holds the record's token and whose command line replicates this deployment,
+    and no other process: not a ``replicate`` of the same configuration without the token
+    (the daemon's, or one of the user's), not the token under another configuration, not a
+    recorded pid whose start time differs (a pid reused)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    deployment = protected(make_deployment, tmp_path, count=10)
+    target = deployment.memory.add(MARKER, user_id="zed", infer=False)["results"][0]["id"]
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    config_file = state_dir(deployment) / "litestream.yml"
+    record = state_dir(deployment) / "protect-erasure.json"
+    token = "5" * 32
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+
+    def replicate(config, token=None):  # a process with Litestream's command line
+        env = {**os.environ, **({"MEMSYNC_ERASURE_TOKEN": token} if token else {})}
+        code = "import time; time.sleep(300)"
+        argv = [sys.executable, "-c", code, "replicate", "-no-expand-env", "-config", str(config)]
+        return subprocess.Popen(argv, env=env)
+
+    def record_of(pid, started):
+        by = {"by": int(gone.stdout), "by_started": 1}  # the erasure was killed
+        record.write_text(json.dumps({**by, "token": token, "pid": pid, "started": started}))
+
+    def named():
+        return [p for p in status(cli, deployment)["problems"] if p.startswith("Litestream pid ")]
+
+    ours = replicate(config_file, token)
+    others = [replicate(config_file), replicate(tmp_path / "other.yml", token)]
+    try:
+        record_of(ours.pid, 1)  # its pid, another start time: a reused pid is not ours
+        assert named() == []
+        record_of(None, None)  # killed before the record named its pid: found by its token
+        [problem] = named()
+        assert problem.startswith(f"Litestream pid {ours.pid} was left running by a memsync ")
+        erased = cli("forget", target, "--erase", "--yes", "--json", config=deployment.config)
+        assert erased.code == 0, erased.out + erased.err
+        assert ours.wait(timeout=5) == -signal.SIGTERM
+        assert [p.poll() for p in others] == [None, None]
+        assert not record.exists()
+    finally:
+        for process in (ours, *others):
+            process.kill()
+            process.wait()
