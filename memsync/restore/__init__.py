@@ -29,14 +29,15 @@ import structlog
 from memsync import check, repository, state
 from memsync.config import Config
 from memsync.deployment import Deployment
-from memsync.errors import ConfigError, MemsyncError, UnavailableError, UsageError
+from memsync.errors import ConfigError, LockedError, MemsyncError, UnavailableError, UsageError
 from memsync.model import CaptureWindow, CheckReport, Finding, Severity
 from memsync.repository import copy_checked, encryption_key, reading
 from memsync.repository.plaintext import NO_KEY
 from memsync.restore import loss, pre_restore
 from memsync.snapshot import choose
 from memsync.state import RESTORE_JOURNAL, fsync_dir, operation_lock, write_json_atomic
-from memsync.stores import history
+from memsync.stores import history, locks
+from memsync.stores.locks import LockHolder
 from memsync.stores.manifest import FileEntry, Manifest
 from memsync.stores.manifest_schema import id_time
 from memsync.stores.snapshots import sha256_file
@@ -44,6 +45,7 @@ from memsync.stores.sqlite_files import set_wal_mode, work_dir_error
 
 if TYPE_CHECKING:  # a server store's restore (its routes, the agent's client) loads only for one
     from memsync.routes.window import Taken
+    from memsync.stores.vector_store import VectorStore
 
 logger = structlog.get_logger(__name__)
 
@@ -607,13 +609,40 @@ def put_files_in_place(
         )
         state.record_pre_restore(config.state_dir, [m.aside for m in moves], time.time())
         try:
-            _swap(config, restore_id, moves)
+            _swap(config, restore_id, moves, store)
+            # an app that opened the store after the last question holds what went aside: its
+            # files go back under it, the restore refuses as if it had held the store before
+            holder = _held_aside(store, moves)
+            if holder is not None:
+                raise LockedError(
+                    f"restore: the embedded Qdrant store {store.location} was opened by "
+                    f"{holder.describe()} as the restore swapped it; the swap was undone",
+                    "stop that process (the app) first; embedded Qdrant allows one process at "
+                    "a time",
+                )
         except BaseException:
             _rollback(moves)
             journal_path(config).unlink(missing_ok=True)
             raise
         journal_path(config).unlink(missing_ok=True)
     return moves, identities
+
+
+def _held_aside(store: VectorStore, moves: list[Move]) -> LockHolder | None:
+    """Another process holding the store's lock file where it was moved aside, or None.
+
+    The lock's inode moves with its directory, so an app that opened the store in the instant
+    before the rename holds the lock at the aside path (reads /proc only). None for a server
+    store (no lock file).
+    """
+    lock = store.lock_path()  # <store>/.lock
+    for move in moves:
+        if lock is not None and Path(move.live) == lock.parent:
+            aside = Path(move.aside)
+            holder = locks.find_holder(aside / lock.name, aside)
+            if holder is not None and holder.pid != os.getpid():
+                return holder
+    return None
 
 
 def stage(
@@ -786,7 +815,8 @@ def match_owner(staged: Path, live: Path) -> None:
             os.chmod(path, info.st_mode & 0o777)
 
 
-def _swap(config: Config, snapshot_id: str, moves: list[Move]) -> None:
+def _swap(config: Config, snapshot_id: str, moves: list[Move], store: VectorStore) -> None:
+    store.require_free("restore")  # again, after the journal's fsyncs: just before the renames
     for move in moves:  # 1: everything current goes aside
         live = Path(move.live)
         if live.exists() or live.is_symlink():

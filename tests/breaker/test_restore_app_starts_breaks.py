@@ -11,10 +11,11 @@ memories added meanwhile only in the ``.pre-restore-`` copy and its later writes
 restore does when the app holds the store from the start, the staged copies are removed and
 the app's store is untouched.
 
-Still open (the ``_swap`` case, a strict xfail): nothing holds the store's lock from that second
-question through the journal's fsyncs to the rename, so an app started in that instant (a
-systemd restart landing there) still loses its store. Closing it needs a lock the app honours
-without failing to start.
+The ``_swap`` case: nothing holds the store's lock from that second question through the
+journal's fsyncs to the rename (a lock there would make the app fail to start), so an app
+started in that instant (a systemd restart landing there) opened the store the swap then moved
+aside. Now the swap looks at the lock where the store went: held, it is undone (the app's files
+back under it, its writes in them) and the restore exits 12.
 """
 
 from __future__ import annotations
@@ -33,14 +34,7 @@ from tests.helpers.app import AppProcess
     "step",
     [
         "memsync.restore:_fits_after",  # the files are staged: restore asks again after this
-        pytest.param(
-            "memsync.restore:_swap",  # after that question: the journal's fsyncs, the rename
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="nothing holds the store from the second require_free to the rename: an "
-                "app started in between loses its store to the swap and the restore exits 0",
-            ),
-        ),
+        "memsync.restore:_swap",  # after that question: the journal's fsyncs, the rename
     ],
 )
 def test_an_app_started_before_the_swap_stops_the_swap(
