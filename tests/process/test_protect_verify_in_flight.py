@@ -7,18 +7,14 @@ before both shipments: the first is reported in flight, the second stays the err
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import litestream
 from tests.process.test_daemon import stop
-from tests.process.test_protect import poll, state_dir
-from tests.process.test_restore_at import add, objects, running, shipped
+from tests.process.test_restore_at import add, running, ship_the_collection_alone, shipped
 
 
 @pytest.mark.slow(reason="the daemon and Litestream shipping, Litestream alone on one file")
@@ -38,22 +34,7 @@ def test_verify_reports_the_write_in_flight_and_keeps_an_older_orphan_point_an_e
         code, err = stop(daemon)
     assert code == 0, err
     written = add(deployment, "parks on the third floor")  # nothing runs Litestream now
-    vectors = tmp_path / "replica" / "collection" / "mem0"
-    document = json.loads((state_dir(deployment) / "litestream.yml").read_text())
-    document["dbs"] = [db for db in document["dbs"] if db["path"].endswith("storage.sqlite")]
-    alone = tmp_path / "collection-only.yml"
-    alone.write_text(json.dumps(document))
-    held = objects(vectors)
-    process = subprocess.Popen(
-        [str(litestream.ensure()), "replicate", "-config", str(alone)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        poll("the collection's part of the write shipped", lambda: objects(vectors) > held)
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
+    ship_the_collection_alone(deployment, tmp_path)
 
     verified = cli("protect", "--verify", "--json", config=deployment.config)
     text = cli("protect", "--verify", config=deployment.config)

@@ -237,14 +237,13 @@ def objects(replica: Path) -> int:
     return sum(1 for _ in replica.glob("generations/*/*/*"))
 
 
-@pytest.mark.slow(reason="the daemon started twice, Litestream alone on one file, a reconcile")
-def test_a_write_one_file_shipped_at_time_and_the_other_not_is_the_seam_and_reconcile_settles_it(
-    make_deployment: Any, tmp_path: Path, cli: Any
-) -> None:
-    deployment, _, _ = replicated(make_deployment, tmp_path, cli)
-    written = add(deployment, "parks on the third floor")  # nothing runs Litestream now
+def ship_the_collection_alone(deployment: Any, tmp_path: Path) -> None:
+    """A write in flight: Litestream ships the collection's part of the last write, not history's.
+
+    Runs ``litestream replicate`` on the collection's file alone (the daemon stopped) until its
+    replica holds a new object.
+    """
     vectors = tmp_path / "replica" / "collection" / "mem0"
-    # the write in flight: Litestream ships the collection's part of it and not history's
     document = json.loads((state_dir(deployment) / "litestream.yml").read_text())
     document["dbs"] = [db for db in document["dbs"] if db["path"].endswith("storage.sqlite")]
     alone = tmp_path / "collection-only.yml"
@@ -256,10 +255,19 @@ def test_a_write_one_file_shipped_at_time_and_the_other_not_is_the_seam_and_reco
         stderr=subprocess.DEVNULL,
     )
     try:
-        poll("the collection's write shipped", lambda: objects(vectors) > held)
+        poll("the collection's part of the write shipped", lambda: objects(vectors) > held)
     finally:
         process.terminate()
         process.wait(timeout=60)
+
+
+@pytest.mark.slow(reason="the daemon started twice, Litestream alone on one file, a reconcile")
+def test_a_write_one_file_shipped_at_time_and_the_other_not_is_the_seam_and_reconcile_settles_it(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    deployment, _, _ = replicated(make_deployment, tmp_path, cli)
+    written = add(deployment, "parks on the third floor")  # nothing runs Litestream now
+    ship_the_collection_alone(deployment, tmp_path)
     moment = datetime.now(UTC)
     events = tmp_path / "replica" / "history.db"
     held = objects(events)
