@@ -35,7 +35,12 @@ from memsync.stores import capture, interpreter, snapshots
 from memsync.stores.agent_client import not_held_reason, writes_held
 from memsync.stores.embedder import embedder_of
 from memsync.stores.manifest import MANIFEST, SAFETY, FileEntry, Manifest, sign
-from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
+from memsync.stores.sqlite_files import (
+    SQLITE_VERSION,
+    integrity,
+    roll_back_hot_journal,
+    work_dir_error,
+)
 from memsync.stores.vector_store import refuse_legacy_store
 
 logger = structlog.get_logger(__name__)
@@ -317,7 +322,8 @@ def create_snapshot(
 
     Built under ``<id>.partial/`` (files 0600, directories 0700, fsynced, ``.creating``
     flock-held) and renamed when complete; stale ``.partial`` directories of dead creates are
-    removed first. Takes no lock on the deployment and never writes to it.
+    removed first. Takes no lock on the deployment and never writes to it, but for rolling back
+    a hot journal a killed writer left while no app holds the store (as the app's start would).
 
     Raises:
         ConfigError: no snapshot directory, or an unreadable key file.
@@ -337,6 +343,14 @@ def create_snapshot(
     except OSError as error:
         raise work_dir_error(directory, error) from error
     removed = snapshots.remove_stale_partials(directory)
+    store = deployment.vector_store
+    holder = store.holder()
+    if holder is None or holder.pid == os.getpid():  # the app is not running (or it crashed)
+        # a hot journal a killed writer left, rolled back as the app's next start would, so
+        # snapshots go on while the app is down after a crash (a read-only copy cannot)
+        if config.history_db_path.is_file():
+            roll_back_hot_journal(config.history_db_path)
+        store.prepare_for_writing()
     repository = LocalRepository(directory)
     with (
         repository.building(now) as (snapshot_id, partial),

@@ -19,8 +19,8 @@ from tests.helpers.holders import killed_inside_a_transaction
 from tests.helpers.migrate import target_config
 from tests.process.test_cli import fingerprint
 
-# Commands that write the deployment (or need the app stopped): each rolls the journal back as
-# the app's start would, and succeeds. {snapshot} and {memory} are filled in.
+# Commands that write the deployment (or need the app stopped), and the snapshots (a crashed app
+# must not stop the backups): each rolls the journal back as the app's start would, and succeeds. {snapshot} and {memory} are filled in.
 WRITERS: dict[str, tuple[str, ...]] = {
     "restore": ("restore", "{snapshot}", "--force", "--json"),
     "reconcile": ("reconcile", "--json"),
@@ -28,6 +28,8 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "forget": ("forget", "{memory}", "--yes", "--json"),
     "forget --erase": ("forget", "--user", "bob", "--erase", "--yes", "--json"),
     "prune": ("prune", "--json"),
+    "snapshot create": ("snapshot", "create", "--json"),  # a crashed app must not stop backups
+    "job snapshot": ("job", "snapshot", "--json"),  # the daemon's snapshot job
 }
 # Commands that only read: each reads correctly or refuses with exit 75 and the one-line hint,
 # and changes nothing. The daemon's jobs (`memsync job`) run as the daemon runs them.
@@ -35,14 +37,12 @@ READERS: dict[str, tuple[str, ...]] = {
     "check": ("check", "--json"),
     "doctor": ("doctor", "--json"),
     "status": ("status", "--json"),
-    "snapshot create": ("snapshot", "create", "--json"),
     "snapshot verify": ("snapshot", "verify", "{snapshot}", "--json"),
     "restore --dry-run": ("restore", "{snapshot}", "--dry-run", "--json"),
     "migrate --dry-run": ("migrate", "--to", "{target}", "--dry-run", "--json"),
     "export-context": ("export-context", "--user", "alice", "--json"),
     "review": ("review", "--json"),
     "job check": ("job", "check", "--json"),
-    "job snapshot": ("job", "snapshot", "--json"),
 }
 
 
