@@ -78,8 +78,9 @@ def erase_texts(
     ``-shm`` and journals for the texts; purges memsync's own copies, removes the points from
     a switched migration's old store (``migration_source``: ``erase.old_store``) and records
     the ids in the erasure ledger. A scope erasure also purges the scope's memories found only
-    in the copies a restore moved aside (``only_in_copies``: a restore rolled them back). ``known``: for a scope erasure, every id a record ties to
-    some scope (``scope_past``): deleted memories with text left and none are ``unattributed``.
+    in the copies a restore moved aside (``only_in_copies``: a restore rolled them back).
+    ``known``: for a scope erasure, every id a record ties to some scope (``scope_past``):
+    deleted memories with text left and none are ``unattributed``.
     Returns what was done (``verified``: the byte search); ``copies_left`` lists what else
     still holds them.
     """

@@ -125,8 +125,9 @@ def run_switch(
         return planned(migrated, plan.app_file, plan.route, config_path, new_config)
     with operation_lock(config.state_dir, WHAT):
         _require_verified(journal.load(config.state_dir), to, new_config, config.state_dir)
-        _roll_back_if_stopped(deployment)  # the app stopped by a kill mid-write
-        created = create_snapshot(deployment, now)  # before anything stops; its errors stop all
+        created = create_snapshot(
+            deployment, now
+        )  # rolls back a killed writer's hot journals  # before anything stops; its errors stop all
         reason = f"the source before memsync migrate --switch to {side_of(new_config).where}"
         pins.pin(deployment.repository, created.id, reason=reason, by="operator", now=now)
         logger.info("switch_snapshot", snapshot_id=created.id)

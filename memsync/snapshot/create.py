@@ -31,16 +31,11 @@ from memsync.model import CaptureWindow, CheckReport, Inventory
 from memsync.repository import LocalRepository, encryption_key, reading, snapshot_dir
 from memsync.snapshot import guard
 from memsync.state import fsync_dir, write_json_atomic
-from memsync.stores import capture, interpreter, snapshots
+from memsync.stores import capture, interpreter, journal_mode, snapshots
 from memsync.stores.agent_client import not_held_reason, writes_held
 from memsync.stores.embedder import embedder_of
 from memsync.stores.manifest import MANIFEST, SAFETY, FileEntry, Manifest, sign
-from memsync.stores.sqlite_files import (
-    SQLITE_VERSION,
-    integrity,
-    roll_back_hot_journal,
-    work_dir_error,
-)
+from memsync.stores.sqlite_files import SQLITE_VERSION, integrity, work_dir_error
 from memsync.stores.vector_store import refuse_legacy_store
 
 logger = structlog.get_logger(__name__)
@@ -348,9 +343,7 @@ def create_snapshot(
     if holder is None or holder.pid == os.getpid():  # the app is not running (or it crashed)
         # a hot journal a killed writer left, rolled back as the app's next start would, so
         # snapshots go on while the app is down after a crash (a read-only copy cannot)
-        if config.history_db_path.is_file():
-            roll_back_hot_journal(config.history_db_path)
-        store.prepare_for_writing()
+        journal_mode.roll_back_hot_journals(store, config.history_db_path)
     repository = LocalRepository(directory)
     with (
         repository.building(now) as (snapshot_id, partial),

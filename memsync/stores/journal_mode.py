@@ -25,6 +25,7 @@ from memsync.stores.sqlite_files import (
     header_journal_mode,
     present,
     require_regular_file,
+    roll_back_hot_journal,
     translate,
 )
 from memsync.stores.vector_store import VectorStore
@@ -166,3 +167,18 @@ def live_files(store: VectorStore, history_db: Path) -> list[LiveFile]:
             mode = None
         files.append(LiveFile(path=path, label=label, mode=mode, size_bytes=path.stat().st_size))
     return files
+
+
+def roll_back_hot_journals(store: VectorStore, history_db: Path) -> None:
+    """Roll back the hot journals a killed writer left: history.db's, then the vector store's.
+
+    What any writer's open does (SQLite rolls back only a journal no live writer holds); the
+    commands that write, and ``snapshot create`` while no app holds the store, call it before
+    they capture. Idempotent.
+
+    Raises:
+        TryLaterError: a file is busy; UnavailableError: a file is unreadable.
+    """
+    if history_db.is_file():
+        roll_back_hot_journal(history_db)
+    store.prepare_for_writing()

@@ -18,10 +18,9 @@ from contextlib import contextmanager
 
 from memsync.config import Config
 from memsync.errors import ConfigError, UnavailableError
-from memsync.stores import app_process, interpreter
+from memsync.stores import app_process, interpreter, journal_mode
 from memsync.stores.agent_client import AgentWriter
 from memsync.stores.interpreter import AppInterpreter
-from memsync.stores.sqlite_files import roll_back_hot_journal
 from memsync.stores.vector_store import VectorStore
 from memsync.stores.writer import Route
 
@@ -37,9 +36,7 @@ def prepare_for_writing(store: VectorStore, config: Config) -> None:
     Raises:
         TryLaterError: a file is busy; UnavailableError: a file is unreadable.
     """
-    if config.history_db_path.is_file():
-        roll_back_hot_journal(config.history_db_path)
-    store.prepare_for_writing()
+    journal_mode.roll_back_hot_journals(store, config.history_db_path)
 
 
 def require_store_free(store: VectorStore, what: str) -> None:
