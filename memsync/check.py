@@ -71,7 +71,7 @@ def run_check(
 ) -> CheckReport:
     """Capture both stores into ``work_dir``, judge them, remove the copies.
 
-    When some disagreement falls inside the capture window (``in-flight``) and ``settle`` is
+    When some disagreement may be a write in flight (``maybe_in_flight``) and ``settle`` is
     set, waits until the margin has passed (at most ~3 s) and captures once more, so a write
     that was merely in flight disappears and a real failure that just happened is reported
     as the error it is. Reads the deployment only (no lock, no mem0 import); writes only its
@@ -208,12 +208,22 @@ def _settled(
         )
     settled = once()
     report = settled[1]
-    if settle and report.count(Severity.INFO):
+    if settle and maybe_in_flight(report):
         window = report.window
         wait = window.history_finished_at + window.in_flight_margin - datetime.now(UTC)
         time.sleep(min(max(wait.total_seconds(), 0.0) + 0.05, window.in_flight_margin_s + 1.0))
         settled = once()
     return settled
+
+
+def maybe_in_flight(report: CheckReport) -> bool:
+    """Whether a write in flight may explain some of the report's findings. Pure.
+
+    ``in-flight`` findings say so; a ``missing-point`` may too, undated: mem0 deletes a point
+    before it writes the DELETE event, and until that event lands history still dates the
+    memory by its last ADD or UPDATE, which may be long before the capture.
+    """
+    return any(f.code in ("in-flight", "missing-point") for f in report.findings)
 
 
 def _capture_and_judge(

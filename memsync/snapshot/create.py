@@ -404,7 +404,9 @@ def _settled_capture(
     so both stores are copied at one instant (``quiesced`` True unless the lease ran out or a
     process wrote history.db outside the agent's gate: ``agent_client.not_held_reason``).
     Without, at most ``SETTLE_ATTEMPTS`` captures, ``SETTLE_PAUSE_S`` apart, until no write
-    is caught in the window (``in-flight``); each new one replaces the files of the last.
+    is caught in the window (``in-flight``) and no ``missing-point`` is new (a delete in
+    flight looks like one; one that an earlier capture saw too is real); each new one
+    replaces the files of the last.
     Returns the capture, its judgement (``judge_copy``), its files' ``check_files`` (run in a
     thread beside the judge), ``quiesced`` (None: no agent
     answered; False: it did, but the pair kept is not one instant), why it is not, and how long
@@ -417,6 +419,7 @@ def _settled_capture(
     agent = None if quiesced is None else False
     why = None if quiesced is None else quiesced[2]
     held = None if quiesced is None else quiesced[3]
+    seen_missing: set[str] = set()  # missing points seen before: they stay, so they are real
     for attempt in range(1, SETTLE_ATTEMPTS + 1):
         captured = (
             quiesced[0]
@@ -433,12 +436,20 @@ def _settled_capture(
             raise
         report = judged.report
         exact = quiesced is not None and quiesced[1]
-        if exact or not unsettled(report):
+        missing = {f.memory_id or f.message for f in report.findings if f.code == "missing-point"}
+        fresh = missing - seen_missing  # maybe a delete in flight (check.maybe_in_flight)
+        if exact or not (unsettled(report) or fresh):
             return captured, judged, checked, exact or agent, None if exact else why, held
         quiesced = None
+        seen_missing |= missing
         if attempt == SETTLE_ATTEMPTS:
             break
-        logger.info("snapshot_recapture", attempt=attempt, unsettled=len(unsettled(report)))
+        logger.info(
+            "snapshot_recapture",
+            attempt=attempt,
+            unsettled=len(unsettled(report)),
+            missing_points=len(fresh),
+        )
         wait([checked])
         _clear_capture(partial)
         time.sleep(SETTLE_PAUSE_S)

@@ -5,9 +5,14 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+from memsync.demo import deployment as build
 
 
 @contextmanager
@@ -64,3 +69,33 @@ def history_events(database: Path) -> list[tuple[str, str]]:
         return connection.execute("SELECT id, new_memory FROM history ORDER BY rowid").fetchall()
     finally:
         connection.close()
+
+
+@contextmanager
+def delete_in_flight(memory: Any, history_db: Path, memory_id: str) -> Iterator[Callable[[], None]]:
+    """The app's real ``memory.delete(memory_id)`` stopped between its two writes.
+
+    A second writer holds history.db's write lock (``BEGIN IMMEDIATE``: readers go on), so mem0,
+    which removes the point first, waits to write the DELETE event. Yields once the point is
+    gone; calling what it yields lets the delete land (the lock released, the delete joined).
+    """
+    blocker = sqlite3.connect(history_db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    deleting = threading.Thread(target=memory.delete, args=(memory_id,))
+    deleting.start()
+
+    def land() -> None:
+        if blocker.in_transaction:
+            blocker.execute("COMMIT")
+        deleting.join(timeout=30)
+        assert not deleting.is_alive(), "mem0's delete did not finish once history was free"
+
+    try:
+        deadline = time.monotonic() + 30
+        while memory_id in build.point_ids(memory):  # the point goes first
+            assert time.monotonic() < deadline, "mem0's delete never removed the point"
+            time.sleep(0.01)
+        yield land
+    finally:
+        land()
+        blocker.close()

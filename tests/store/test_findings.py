@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,7 +13,8 @@ import pytest
 from memsync.demo import deployment as build
 from memsync.deployment import Deployment
 from memsync.stores import journal_mode
-from tests.conftest import HASH, error_findings, findings_of
+from tests.conftest import HASH, IN_FLIGHT_MARGIN_S, error_findings, findings_of
+from tests.helpers.holders import delete_in_flight
 
 
 @pytest.fixture(params=["rollback", "wal"])
@@ -47,6 +49,67 @@ def test_missing_point_when_history_write_fails_during_delete(deployment, cli):
     result = cli("check", "--json", config=deployment.config)
     assert result.code == 3
     assert error_findings(result.json()) == {"missing-point": {victim}}
+
+
+def test_a_delete_in_flight_is_waited_out_not_reported_as_a_missing_point(deployment):
+    """mem0 deletes the point, then writes the DELETE event; a capture between the two sees a
+    ``missing-point`` dated by the memory's old ADD, outside any window. Check waits the margin
+    out and captures once more, and the delete, landed by then, is no finding.
+    """
+    from memsync import config as memsync_config
+    from memsync.check import run_check, settled_report
+
+    victim = deployment.seeded.live[0]
+    time.sleep(IN_FLIGHT_MARGIN_S + 0.1)  # its ADD is older than the margin: no window explains it
+    opened = Deployment.open(memsync_config.load(deployment.config, os.environ))
+    captures = []
+    with delete_in_flight(deployment.memory, deployment.paths.history_db, victim) as land:
+        unsettled = run_check(opened, datetime.now(UTC), settle=False)
+        assert _not_warnings(unsettled) == {("missing-point", victim)}
+
+        def land_after_the_first(captured):
+            captures.append(captured.root)
+            if len(captures) == 1:
+                land()
+
+        report, _ = settled_report(opened, datetime.now(UTC), inspect=land_after_the_first)
+    assert len(captures) == 2  # the missing point made check capture once more
+    assert _not_warnings(report) == set()
+    assert report.points == len(deployment.seeded.live) - 1
+
+
+def test_a_snapshot_taken_during_a_delete_in_flight_captures_again_and_keeps_a_clean_pair(
+    deployment, monkeypatch
+):
+    """``snapshot create`` keeps no pair a delete in flight split (it would restore with a
+    ``missing-point`` that reconcile answers by bringing the deleted memory back)."""
+    from memsync import config as memsync_config
+    from memsync.snapshot import create
+
+    victim = deployment.seeded.live[0]
+    time.sleep(IN_FLIGHT_MARGIN_S + 0.1)
+    opened = Deployment.open(memsync_config.load(deployment.config, os.environ))
+    judged = []
+    judge_copy = create.judge_copy
+
+    with delete_in_flight(deployment.memory, deployment.paths.history_db, victim) as land:
+
+        def land_after_the_first(*args, **kwargs):  # a seam: the capture's timing, nothing faked
+            judgement = judge_copy(*args, **kwargs)
+            judged.append(_not_warnings(judgement.report))
+            if len(judged) == 1:
+                land()
+            return judgement
+
+        monkeypatch.setattr(create, "judge_copy", land_after_the_first)
+        created = create.create_snapshot(opened, datetime.now(UTC))
+    assert judged == [{("missing-point", victim)}, set()]
+    assert create.error_findings(created.manifest.check) == []
+    assert created.manifest.check["unsettled"] == []
+
+
+def _not_warnings(report):
+    return {(f.code, f.memory_id) for f in report.findings if f.severity.value != "warning"}
 
 
 def test_orphan_point_when_history_write_fails_during_add(deployment, cli):
