@@ -218,22 +218,7 @@ def run_ask(
     past = Past.of(deployment, ask)
     targets = ask.select(before, now.date(), past.found)
     if targets.not_found or dry_run or not ask.has_work(targets):
-        work = dry_run and ask.has_work(targets)
-        route = (deployment.would_take() or "queued") if work else None
-        plan = replicas.plan(deployment) if work and ask.erase else None
-        empty = ask.scope if ask.scope and not targets.all and not targets.already_deleted else None
-        copies = None
-        if empty and ask.erase:  # a restore rolled back every memory of it: only in its copies
-            copies = erasure.erase_copies_only(deployment, empty, now, dry_run=dry_run)
-        if copies and dry_run:
-            plan = replicas.plan(deployment)
-        elif copies:  # [protect]: generations from before the restore hold the text too
-            with replicas.renewal(deployment) as renewal:
-                plan = renewal.renew([]) if renewal is not None else None
-        return Forgotten(
-            targets=targets, dry_run=dry_run, route=route, replicas=plan,
-            empty_scope=None if copies else empty, erased=copies or {},
-        )  # fmt: skip
+        return without_deletes(deployment, ask, targets, now, dry_run=dry_run)
     snapshot_id = None
     deployment.require_interpreter()  # refused before the safety snapshot, not after it
     if take_snapshot and ask.kind == "forget" and targets.all and deployment.would_take():
@@ -281,6 +266,34 @@ class Past:
         """``[{memory_id, found_in}]`` of the targets only the records tied to the scope."""
         ids = sorted({*targets.history_only, *targets.already_deleted} & set(self.found))
         return [{"memory_id": m, "found_in": self.found[m]} for m in ids]
+
+
+def without_deletes(
+    deployment: Deployment, ask: Ask, targets: Targets, now: datetime, *, dry_run: bool
+) -> Forgotten:
+    """A forget that deletes nothing now: an unknown id, a dry run, or nothing live to delete.
+
+    A dry run names the route it would take. A scope erasure with no live memory still purges
+    the scope's memories from the copies a restore moved aside (``erase_copies_only``: a
+    restore rolled every one of them back) and, with ``[protect]``, renews the replicas, whose
+    older generations hold the text too; ``forget`` and ``pending apply`` both come here.
+    """
+    work = dry_run and ask.has_work(targets)
+    route = (deployment.would_take() or "queued") if work else None
+    plan = replicas.plan(deployment) if work and ask.erase else None
+    empty = ask.scope if ask.scope and not targets.all and not targets.already_deleted else None
+    copies = None
+    if empty and ask.erase:  # a restore rolled back every memory of it: only in its copies
+        copies = erasure.erase_copies_only(deployment, empty, now, dry_run=dry_run)
+    if copies and dry_run:
+        plan = replicas.plan(deployment)
+    elif copies:  # [protect]: generations from before the restore hold the text too
+        with replicas.renewal(deployment) as renewal:
+            plan = renewal.renew([]) if renewal is not None else None
+    return Forgotten(
+        targets=targets, dry_run=dry_run, route=route, replicas=plan,
+        empty_scope=None if copies else empty, erased=copies or {},
+    )  # fmt: skip
 
 
 def look(

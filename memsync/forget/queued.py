@@ -17,7 +17,7 @@ from memsync import routes
 from memsync.config import Config
 from memsync.deployment import Deployment
 from memsync.errors import ExitCode, MemsyncError
-from memsync.forget.apply import Deleted, Past, delete_with, finish, look
+from memsync.forget.apply import Deleted, Past, delete_with, finish, look, without_deletes
 from memsync.forget.select import Ask, Forgotten
 from memsync.routes import queue as pending
 
@@ -49,6 +49,8 @@ class Applied:
             "targets": list(self.done.targets.all) if self.done else None,
             "deleted": list(self.done.deleted) if self.done else [],
             "unproven": list(self.done.unproven) if self.done else [],
+            "erased": (self.done.erased or None) if self.done else None,
+            "replicas": self.done.replicas if self.done else None,
             "error": self.error,
         }
 
@@ -117,13 +119,17 @@ def apply_pending(
             results[request.id] = Applied(
                 request=request, status="failed", done=done, error=f"memory-not-found: {missing}"
             )
-        elif dry_run:
-            status: Status = "would-apply" if ask.has_work(targets) else "applied"
-            results[request.id] = Applied(request=request, status=status, done=done)
-        elif ask.has_work(targets):
+        elif ask.has_work(targets) and not dry_run:
             work.append((request, ask))
-        else:
-            results[request.id] = _applied(config, request, done, taken, now)
+        elif ask.has_work(targets):
+            results[request.id] = Applied(request=request, status="would-apply", done=done)
+        else:  # nothing live: a scope erasure may still reach the copies a restore moved aside
+            done = without_deletes(deployment, ask, targets, now, dry_run=dry_run)
+            if not dry_run:
+                results[request.id] = _applied(config, request, done, taken, now)
+            else:
+                status: Status = "would-apply" if done.erased else "applied"
+                results[request.id] = Applied(request=request, status=status, done=done)
     if dry_run:
         if any(item.status == "would-apply" for item in results.values()):
             taken.route = deployment.would_take()
