@@ -4,7 +4,7 @@
 #          [--deployment DIR]... [--snapshots /var/backups/memsync] [--memsync /usr/local/bin/memsync]
 # --config: an existing memsync config; every directory it makes memsync write (the Qdrant
 # directory's and history.db's parents, mem0_dir, state_dir, work_dir, snapshot.directory, the
-# textfile's directory) goes into the units' ReadWritePaths=, read with `memsync config show`.
+# textfile's directory, [protect] directory) goes into the units' ReadWritePaths=, read with `memsync config show`.
 # --deployment (repeatable) adds directories by hand; default /srv/agent when no --config.
 set -euo pipefail
 DRY=0; USER_NAME=mem0; DEPLOYMENTS=(); CONFIG=; SNAPSHOTS=/var/backups/memsync; MEMSYNC=/usr/local/bin/memsync

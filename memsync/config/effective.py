@@ -65,8 +65,9 @@ def writable_paths(config: Config) -> list[Path]:
     The parents of the Qdrant directory and of history.db (restore moves both aside beside
     themselves; SQLite writes its journal beside history.db), ``mem0_dir`` (mem0ai 2.2.1 writes
     ``config.json`` and ``migrations_qdrant`` there), ``state_dir``, ``work_dir``,
-    ``snapshot.directory`` and the parent of ``daemon.textfile_path`` (written atomically
-    through a temporary file beside it).
+    ``snapshot.directory``, the parent of ``daemon.textfile_path`` (written atomically
+    through a temporary file beside it) and ``[protect] directory`` (the replica Litestream,
+    run by the daemon, writes).
     """
     wanted = {
         config.qdrant_path.parent,
@@ -79,6 +80,8 @@ def writable_paths(config: Config) -> list[Path]:
         wanted.add(config.snapshot.directory)
     if config.daemon.textfile_path is not None:
         wanted.add(config.daemon.textfile_path.parent)
+    if config.protect is not None and config.protect.directory is not None:
+        wanted.add(config.protect.directory)  # Litestream, run by the daemon, writes the replica
     return sorted(
         path
         for path in wanted

@@ -74,6 +74,7 @@ def test_a_config_with_stores_in_different_places_puts_every_written_path_in_the
         f'[mem0]\nhistory_db_path = "{history}"\n[mem0.vector_store]\nprovider = "qdrant"\n'
         f'[mem0.vector_store.config]\npath = "{qdrant}"\nembedding_model_dims = 384\n'
         f'[daemon]\ncheck_every = "15m"\ntextfile_path = "{textfile}"\n'
+        f'[protect]\ndirectory = "{tmp_path / "replica"}"\n'  # Litestream writes it
     )
     memsync = Path(sys.executable).with_name("memsync")
     result = run(tmp_path, "--config", str(config), "--memsync", str(memsync))
@@ -88,6 +89,7 @@ def test_a_config_with_stores_in_different_places_puts_every_written_path_in_the
         f"-{tmp_path / 'prom'}",
         f"-{tmp_path / 'mem0'}",
         f"-{tmp_path / 'state'}",
+        f"-{tmp_path / 'replica'}",
         str(tmp_path / "backups"),
         str(tmp_path / "srv"),
     } == set(paths)
