@@ -85,7 +85,11 @@ def _text(command: str, done: forget.Forgotten, args: argparse.Namespace) -> str
                 f"would erase the text left of {m} (deleted earlier)"
                 for m in targets.already_deleted
             ]
-        snapshot_first = command == "forget" and not getattr(args, "no_snapshot", True)
+        snapshot_first = (  # as forget_memories: a forget's, never an erasure's
+            command == "forget"
+            and not getattr(args, "erase", False)
+            and not getattr(args, "no_snapshot", True)
+        )
         if targets.all and snapshot_first and done.route != "queued":
             lines.append("would take a safety snapshot first (--no-snapshot skips it)")
         if getattr(args, "erase", False) and (targets.all or targets.already_deleted):

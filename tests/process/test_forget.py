@@ -135,10 +135,12 @@ def test_dry_run_lists_and_changes_nothing(deployment, cli):
     code, outcome = run(cli, deployment, "forget", "--user", "alice", "--dry-run")
     assert code == 0 and outcome["dry_run"] is True and outcome["targets"]
     said = cli("forget", "--user", "alice", "--erase", "--dry-run", config=deployment.config)
-    assert said.code == 0 and "would take a safety snapshot first" in said.out
-    assert "would erase their text: history rows" in said.out
-    plain = cli("forget", "--user", "alice", "--dry-run", "--no-snapshot", config=deployment.config)
-    assert "safety snapshot" not in plain.out and "would erase" not in plain.out
+    assert said.code == 0 and "would erase their text: history rows" in said.out
+    assert "safety snapshot" not in said.out  # an erasure takes none: it would keep the text
+    plain = cli("forget", "--user", "alice", "--dry-run", config=deployment.config)
+    assert "would take a safety snapshot first" in plain.out and "would erase" not in plain.out
+    bare = cli("forget", "--user", "alice", "--dry-run", "--no-snapshot", config=deployment.config)
+    assert "safety snapshot" not in bare.out
     assert fingerprint(deployment.paths.root) == before
 
 
