@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -127,7 +128,8 @@ def _text(command: str, done: forget.Forgotten, args: argparse.Namespace) -> str
     if done.snapshot_id is not None:
         lines.append(
             f"safety snapshot {done.snapshot_id} taken first: memsync recover "
-            f"--from {done.snapshot_id} brings these memories back if this was a mistake"
+            f"{_recover_what(args)} --from {done.snapshot_id} brings these memories back if "
+            "this was a mistake"
             if not done.erased
             else f"safety snapshot {done.snapshot_id} taken first: it holds them until "
             "memsync snapshot purge-memory rewrites it (listed below)"
@@ -140,6 +142,18 @@ def _text(command: str, done: forget.Forgotten, args: argparse.Namespace) -> str
 
 
 UNATTRIBUTED_SHOWN = 10
+
+
+def _recover_what(args: argparse.Namespace) -> str:
+    """What ``recover`` needs to bring a forget back: its scope, or its ids (shell-quoted)."""
+    for flag, value in (
+        ("--user", args.user_id),
+        ("--agent", args.agent_id),
+        ("--run", args.run_id),
+    ):
+        if value:
+            return f"{flag} {shlex.quote(value)}"
+    return " ".join(shlex.quote(memory_id) for memory_id in args.memory_ids)
 
 
 def _copies_lines(erased: dict[str, Any]) -> list[str]:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import sqlite3
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.conftest import s3_section
 from tests.helpers.holders import app_holding
@@ -94,6 +97,29 @@ def test_recover_undoes_a_mistaken_forget_of_a_user_and_check_stays_clean(deploy
     )
     assert again.code == 0 and again.json()["counts"]["present"] == len(theirs)
     assert again.json()["counts"]["recovered"] == 0
+
+
+@pytest.mark.parametrize("by", ["scope", "ids"])
+def test_the_recover_command_a_forget_prints_brings_its_memories_back_as_printed(
+    deployment, cli, by
+):
+    """The forget's text names its safety snapshot and the recover that undoes it: run as
+    printed (shell words), that command brings back exactly what the forget deleted."""
+    before = stored(deployment)
+    victim = busiest_user(before)
+    theirs = sorted(m for m, (payload, _) in before.items() if payload["user_id"] == victim)
+    deployment.close()
+    what = ["--user", victim] if by == "scope" else theirs[:2]
+    forgot = cli("forget", *what, "--yes", config=deployment.config)
+    assert forgot.code == 0, forgot.out + forgot.err
+    (line,) = [x for x in forgot.out.splitlines() if "brings these memories back" in x]
+    printed = line.split("memsync ", 1)[1].split(" brings these memories back")[0]
+    argv = shlex.split(printed)
+    assert argv[0] == "recover", (line, forgot.out)
+    done = cli(*argv, "--json", config=deployment.config)
+    assert done.code == 0, done.out + done.err
+    assert {m["memory_id"] for m in done.json()["memories"]} == set(what if by == "ids" else theirs)
+    assert done.json()["counts"]["recovered"] == len(what if by == "ids" else theirs)
 
 
 def test_recover_after_a_bulk_delete_all_from_a_remote_snapshot(
