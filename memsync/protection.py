@@ -482,6 +482,31 @@ def replica_objects(protect: ProtectConfig, config: Config, name: str) -> list[R
     return _s3_objects(config, replica_of(protect, config, name)["path"])
 
 
+def replicated_collections(protect: ProtectConfig, config: Config) -> list[str]:
+    """The collections whose replica is on the destination (``collection/<name>``). Reads only.
+
+    What a lost state directory's Litestream configuration listed: each name under
+    ``collection/`` holding a generation.
+
+    Raises:
+        UnavailableError: the S3 bucket cannot be read.
+    """
+    if protect.directory is not None:
+        root = protect.directory / "collection"
+        return sorted(p.parent.name for p in root.glob("*/generations") if p.is_dir())
+    from memsync.s3.store import ObjectStore  # boto3 loads only for an S3 replica
+
+    assert config.s3 is not None
+    store = ObjectStore(config.s3.model_copy(update={"prefix": ""}))
+    base = replica_of(protect, config, "collection")["path"] + "/"
+    names = set()
+    for found in store.iter_objects(base):
+        name, _, rest = found.key[len(base) :].partition("/")
+        if rest.startswith("generations/"):
+            names.add(name)
+    return sorted(names)
+
+
 LZ4_MAGIC = b"\x04\x22\x4d\x18"  # an LZ4 frame: every object Litestream 0.3 ships
 WAL_MAGIC = (0x377F0682, 0x377F0683)  # SQLite's WAL header, big- or little-endian checksums
 WAL_HEADER = 32

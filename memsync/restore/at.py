@@ -1,7 +1,8 @@
 """``restore --at TIME``: every SQLite file of the deployment back to one moment, from its replica.
 
 The files are the ones ``protect`` wrote Litestream's configuration for
-(``<state_dir>/litestream.yml``: each collection's ``storage.sqlite``, then history.db). For
+(``<state_dir>/litestream.yml``: each collection's ``storage.sqlite``, then history.db); when a
+lost disk took the state directory along, each collection with a replica, then history.db. For
 each, ``pick`` chooses from the replica's listing the newest generation started at or before
 TIME and the last object shipped at or before it; ``litestream restore -generation G -timestamp
 T`` then restores exactly that object's position (T is its own time, so a segment shipped
@@ -386,6 +387,14 @@ def replicated_files(deployment: Deployment) -> list[tuple[str, Path, str]]:
     try:
         dbs = json.loads(path.read_text(encoding="utf-8"))["dbs"]
         paths = [Path(db["path"]) for db in dbs]
+    except FileNotFoundError:  # lost with the state directory (a lost disk): the replicas say
+        paths = [
+            *(
+                deployment.vector_store.collection_file(name)
+                for name in protection.replicated_collections(config.protect, config)
+            ),
+            config.history_db_path,
+        ]
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise UnavailableError(
             f"Litestream configuration {path} is missing or unreadable ({type(error).__name__}): "
@@ -425,6 +434,11 @@ def replicated_files(deployment: Deployment) -> list[tuple[str, Path, str]]:
     return files
 
 
+def _replica_name(label: str) -> str:
+    """The replica of a file's label: ``history.db``, ``collection/<name>``. Pure."""
+    return HISTORY if label == HISTORY else "collection/" + label.split(" ", 1)[1]
+
+
 def stage_at(deployment: Deployment, when: datetime | None, plain: Path) -> At:
     """Restore every replicated file to ``when``, and ``meta.json``, into ``plain``.
 
@@ -442,9 +456,24 @@ def stage_at(deployment: Deployment, when: datetime | None, plain: Path) -> At:
     protect = config.protect
     assert protect is not None
     binary = shutil.which(protect.litestream) or protect.litestream
+    # Litestream reads the replicas memsync reads: the config's, not a litestream.yml that a
+    # lost state directory took along or an older [protect] wrote
+    own = plain.parent / "litestream-restore.yml"
+    own.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    own.write_text(
+        protection.render(
+            {
+                "dbs": [
+                    {"path": str(live), "replicas": [protection.replica_of(protect, config, n)]}
+                    for n, live in ((_replica_name(label), live) for label, live, _ in files)
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
     restored = []
     for label, live, relative in files:
-        name = HISTORY if label == HISTORY else "collection/" + label.split(" ", 1)[1]
+        name = _replica_name(label)
         where = protection.replica_where(protect, config, name)
         objects = protection.replica_objects(protect, config, name)
         generation, last, position = pick(objects, when, label, where)
@@ -463,7 +492,7 @@ def stage_at(deployment: Deployment, when: datetime | None, plain: Path) -> At:
         out = plain / relative
         out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         _litestream_restore(
-            [binary, "restore", "-config", str(protection.config_file(config))]
+            [binary, "restore", "-config", str(own)]
             + ["-generation", generation, "-timestamp", stamp, "-o", str(out), str(live)],
             label,
         )

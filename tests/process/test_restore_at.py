@@ -197,8 +197,9 @@ def test_restore_at_before_the_replica_began_refuses_and_leaves_the_store_untouc
 
 
 @pytest.mark.slow(reason="the daemon and Litestream, a snapshot, a lost disk and two restores")
+@pytest.mark.parametrize("state", ["kept", "lost"])  # lost: the disk held state_dir too
 def test_after_a_lost_disk_restore_at_latest_brings_back_every_shipped_write(
-    make_deployment: Any, tmp_path: Path, cli: Any
+    make_deployment: Any, tmp_path: Path, cli: Any, state: str
 ) -> None:
     deployment, daemon = running(make_deployment, tmp_path, cli)
     try:
@@ -216,6 +217,8 @@ def test_after_a_lost_disk_restore_at_latest_brings_back_every_shipped_write(
     shutil.rmtree(deployment.paths.qdrant)  # the lost disk: both stores gone
     for side in deployment.paths.history_db.parent.glob("history.db*"):
         side.unlink()
+    if state == "lost":  # its litestream.yml with it: the replicas say which files they hold
+        shutil.rmtree(state_dir(deployment))
 
     copy = tmp_path / "copy"
     looked = cli("restore", "--at", "latest", "--to", str(copy), "--json", config=deployment.config)
@@ -324,6 +327,7 @@ def test_restore_at_from_an_s3_replica_lands_between_two_writes(
         code, err = stop(daemon)
     assert code == 0, err
     before = memory_ids(deployment)
+    (state_dir(deployment) / "litestream.yml").unlink()  # the bucket's listing names the files
 
     done = cli("restore", "--at", utc.iso(between), "--force", "--json", config=deployment.config)
 
