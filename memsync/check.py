@@ -31,7 +31,15 @@ from memsync.judge.rules import (
     merge_by_id,
     session_scope,
 )
-from memsync.model import CheckReport, Inventory, Point, Severity, count_scopes
+from memsync.model import (
+    CaptureWindow,
+    CheckReport,
+    Finding,
+    Inventory,
+    Point,
+    Severity,
+    count_scopes,
+)
 from memsync.stores import capture
 from memsync.stores.capture import Captured
 
@@ -207,23 +215,81 @@ def _settled(
             "memsync restore --resume (finishes it or rolls it back), then try again",
         )
     settled = once()
-    report = settled[1]
-    if settle and maybe_in_flight(report):
-        window = report.window
-        wait = window.history_finished_at + window.in_flight_margin - datetime.now(UTC)
-        time.sleep(min(max(wait.total_seconds(), 0.0) + 0.05, window.in_flight_margin_s + 1.0))
-        settled = once()
+    first = settled[1]
+    if settle and maybe_in_flight(first):
+        wait_out_the_margin(first.window)
+        held, again, inspected = once()
+        settled = (held, seen_twice(first, again), inspected)
     return settled
+
+
+def wait_out_the_margin(window: CaptureWindow) -> None:
+    """Sleep until the in-flight margin has passed since ``window``'s capture (at most ~margin).
+
+    A write that was in flight then has landed by now, or has failed: what the next capture
+    sees of it again is the error it is.
+    """
+    wait = window.history_finished_at + window.in_flight_margin - datetime.now(UTC)
+    time.sleep(min(max(wait.total_seconds(), 0.0) + 0.05, window.in_flight_margin_s + 1.0))
+
+
+# the pair's disagreements: a write in flight between the two stores can leave each of them,
+# and not always dated inside the capture window (see maybe_in_flight)
+PAIR_CODES = frozenset({"missing-point", "orphan-point", "resurrected-point", "text-mismatch"})
 
 
 def maybe_in_flight(report: CheckReport) -> bool:
     """Whether a write in flight may explain some of the report's findings. Pure.
 
-    ``in-flight`` findings say so; a ``missing-point`` may too, undated: mem0 deletes a point
-    before it writes the DELETE event, and until that event lands history still dates the
-    memory by its last ADD or UPDATE, which may be long before the capture.
+    ``in-flight`` findings say so; an error of ``PAIR_CODES`` may too, undated: mem0 deletes a
+    point before it writes the DELETE event, and until that event lands history still dates
+    the memory by its last ADD or UPDATE, maybe days back (a ``missing-point``); a
+    ``memory.reset()`` drops history before the points (``orphan-point``).
     """
-    return any(f.code in ("in-flight", "missing-point") for f in report.findings)
+    return any(f.code == "in-flight" or _disagreement(f) for f in report.findings)
+
+
+def seen_twice(before: CheckReport, after: CheckReport) -> CheckReport:
+    """``after`` with each pair disagreement it alone shows made ``in-flight``. Pure.
+
+    ``before`` is a capture at least the in-flight margin earlier (``wait_out_the_margin``).
+    An error of ``PAIR_CODES`` on a memory (or collection) with no finding in ``before`` may be
+    the next write in flight (a ``delete_all`` goes on deleting): it is ``in-flight``, and
+    the next check judges it. One found in both captures is the error it is.
+    """
+    seen = {_key(f) for f in before.findings}
+    found = [
+        as_in_flight(f, ONE_CAPTURE) if _disagreement(f) and _key(f) not in seen else f
+        for f in after.findings
+    ]
+    return replace(after, findings=tuple(sorted(found, key=lambda f: f.sort_key())))
+
+
+def _disagreement(finding: Finding) -> bool:
+    return finding.code in PAIR_CODES and finding.severity is Severity.ERROR
+
+
+def _key(finding: Finding) -> str:
+    return finding.memory_id or f"{finding.code} {finding.collection}"
+
+
+ONE_CAPTURE = (
+    "a write in flight: in this capture only, not in the one a margin before it (such as a "
+    "delete whose DELETE event had not landed)"
+)
+
+
+def as_in_flight(finding: Finding, why: str) -> Finding:
+    """``finding``, a pair disagreement ``why`` explains (a write in flight), ``in-flight``. Pure."""
+    return findings.make(
+        "in-flight",
+        f"{finding.code} explained by {why}: {finding.message}",
+        collection=finding.collection,
+        memory_id=finding.memory_id,
+        scope=finding.scope,
+        expected=finding.expected,
+        observed=finding.observed,
+    )
 
 
 def _capture_and_judge(

@@ -691,6 +691,12 @@ def shipping_gap(at: At, margin_s: float) -> CaptureWindow:
     )
 
 
+SEAM_DELETE = (
+    "a delete in flight at the seam: the point's removal shipped, and the live history changed "
+    "the memory after the restored history's last event"
+)
+
+
 def _seam_in_flight(
     deployment: Deployment, at: At, report: CheckReport, plain: Path, now: datetime
 ) -> CheckReport:
@@ -698,14 +704,29 @@ def _seam_in_flight(
 
     The seam's memories are judged again by check's own rules (``check.judge`` on the restored
     pair's points and events of those memories), with the shipping gap as the capture window
-    (``shipping_gap``): a disagreement whose memory changed within it is ``in-flight``;
-    any other stays the error it is. Reads the restored files under ``plain`` only.
+    (``shipping_gap``): a disagreement whose memory changed within it is ``in-flight``, and so
+    is a ``missing-point`` whose memory the live history changed after the restored history's
+    last event (a delete in flight: its DELETE event not shipped yet); any other stays the
+    error it is. Reads the restored files under ``plain``, and the live history.db's rows
+    after the restored one's (``At.lost_after``).
     """
     config, store = deployment.config, deployment.vector_store
     named = frozenset(str(s["memory_id"]) for s in at.seam)
     gap = shipping_gap(at, config.check.in_flight_margin_s)
     captured = capture.from_directory(plain, gap, config, store)
     judged = check.judge(capture.read_named(store, captured, config, named), now.date())
+    # a delete in flight leaves no date in the window: the point's removal shipped, its DELETE
+    # event (written after it) not yet; the live history holds it after the restored one's end
+    later = set((at.lost_after or {}).get("memories") or ())
+    judged = replace(
+        judged,
+        findings=tuple(
+            check.as_in_flight(f, SEAM_DELETE)
+            if f.code == "missing-point" and f.severity is Severity.ERROR and f.memory_id in later
+            else f
+            for f in judged.findings
+        ),
+    )
     again = [
         f
         for f in judged.findings

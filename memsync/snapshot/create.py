@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -45,7 +44,6 @@ Progress = Callable[[int, int], None]
 # How many captures ``create_snapshot`` makes at most to get a pair no write was caught in,
 # and the pause between two (seconds): each capture is a new, independent copy of both stores.
 SETTLE_ATTEMPTS = 5
-SETTLE_PAUSE_S = 0.2
 
 # Until what a quiesced capture held the app's writes (``Held.until``): the read snapshots of
 # every file opened (WAL mode), or the whole copy (a rollback-journal file, a server store).
@@ -403,10 +401,12 @@ def _settled_capture(
     With an agent (``agent_client.find_agent``), app writes are paused for the one capture,
     so both stores are copied at one instant (``quiesced`` True unless the lease ran out or a
     process wrote history.db outside the agent's gate: ``agent_client.not_held_reason``).
-    Without, at most ``SETTLE_ATTEMPTS`` captures, ``SETTLE_PAUSE_S`` apart, until no write
-    is caught in the window (``in-flight``) and no ``missing-point`` is new (a delete in
-    flight looks like one; one that an earlier capture saw too is real); each new one
-    replaces the files of the last.
+    Without, at most ``SETTLE_ATTEMPTS`` captures, each after the in-flight margin has passed
+    since the last (``check.wait_out_the_margin``), until no write is caught in the window
+    (``in-flight``): a pair disagreement the first capture finds (``check.maybe_in_flight``: a
+    delete in flight looks like a ``missing-point``) is captured again, and one a capture
+    alone shows is in flight (``check.seen_twice``); each new one replaces the files of the
+    last.
     Returns the capture, its judgement (``judge_copy``), its files' ``check_files`` (run in a
     thread beside the judge), ``quiesced`` (None: no agent
     answered; False: it did, but the pair kept is not one instant), why it is not, and how long
@@ -419,7 +419,7 @@ def _settled_capture(
     agent = None if quiesced is None else False
     why = None if quiesced is None else quiesced[2]
     held = None if quiesced is None else quiesced[3]
-    seen_missing: set[str] = set()  # missing points seen before: they stay, so they are real
+    before: CheckReport | None = None  # the capture before, a margin earlier
     for attempt in range(1, SETTLE_ATTEMPTS + 1):
         captured = (
             quiesced[0]
@@ -434,25 +434,21 @@ def _settled_capture(
         except BaseException:
             wait([checked])  # it reads the files the caller is about to remove
             raise
+        if before is not None:  # a disagreement this capture alone shows is in flight
+            judged = replace(judged, report=check.seen_twice(before, judged.report))
         report = judged.report
         exact = quiesced is not None and quiesced[1]
-        missing = {f.memory_id or f.message for f in report.findings if f.code == "missing-point"}
-        fresh = missing - seen_missing  # maybe a delete in flight (check.maybe_in_flight)
-        if exact or not (unsettled(report) or fresh):
+        to_settle = unsettled(report) or (before is None and check.maybe_in_flight(report))
+        if exact or not to_settle:
             return captured, judged, checked, exact or agent, None if exact else why, held
         quiesced = None
-        seen_missing |= missing
         if attempt == SETTLE_ATTEMPTS:
             break
-        logger.info(
-            "snapshot_recapture",
-            attempt=attempt,
-            unsettled=len(unsettled(report)),
-            missing_points=len(fresh),
-        )
+        logger.info("snapshot_recapture", attempt=attempt, unsettled=len(unsettled(report)))
         wait([checked])
         _clear_capture(partial)
-        time.sleep(SETTLE_PAUSE_S)
+        check.wait_out_the_margin(report.window)
+        before = report
     logger.warning("snapshot_unsettled", unsettled=unsettled(report))
     return captured, judged, checked, agent, why, held
 

@@ -301,6 +301,8 @@ def _split(
         return replace(result, split_unknown=f"snapshot {baseline.id} unreadable: {why}"), drops
     gone = members.get((TOTAL, None), set()) - set(new.points) - erased
     deleted = {m for m in gone if m in new.history and new.history[m].last.event == "DELETE"}
+    # a delete in flight (its DELETE event had not landed: in-flight, the capture's unsettled)
+    deleted |= gone & set(manifest.check.get("unsettled") or ())
     vanished = gone - deleted
     split = tuple(
         split_drops(drops, baseline.manifest.scopes, manifest.scopes, members, deleted, vanished)

@@ -2,10 +2,9 @@
 
 mem0 adds the point, then writes the ADD event. An app killed between the two leaves an
 ``orphan-point`` that never settles. check waits the in-flight margin out and reports it (exit
-3). ``snapshot create`` captures 5 times 0.2 s apart, about a second in all, shorter than the
-margin (2 s by default), so the dead write is still "in flight" at its last capture: it keeps the
-pair as "1 writes caught in the capture could not be settled" and exits 0, never judging the
-orphan point its pair holds (the app is dead: nothing will land).
+3); so must ``snapshot create``, which captures again only once the margin has passed since its
+last capture: the dead write, in flight at the first, is the orphan point it is at the second
+(the app is dead: nothing will land), not an unsettled write kept with exit 0.
 """
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ import signal
 import subprocess
 import sys
 from typing import Any
-
-import pytest
 
 from tests.conftest import HASH
 
@@ -33,11 +30,6 @@ memory.add("parks on the third floor", user_id="kim", infer=False)
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="snapshot create settles for about a second, less than the in-flight margin: a "
-    "killed app's orphan point is kept as an unsettled write, exit 0",
-)
 def test_snapshot_create_after_an_app_killed_between_its_two_writes_reports_the_orphan(
     make_deployment: Any, cli: Any
 ) -> None:
