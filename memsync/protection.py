@@ -598,11 +598,14 @@ class ProtectionStatus:
     files: tuple[FileProtection, ...]
     daemon_pid: int | None = None  # the memsync daemon holding its lock (-1: no pid written)
     orphan: int | None = None
+    stale: str | None = None  # why the running Litestream's configuration is not [protect]'s
 
     @property
     def problems(self) -> list[str]:
         """What makes the deployment unprotected now, one line each (empty: protected)."""
         found = [] if self.pid else [self.not_running]
+        if self.pid and self.stale is not None:
+            found.append(self.stale)
         if self.orphan is not None:
             found.append(" -> ".join(orphan_note(self.orphan)))
         for entry in self.files:
@@ -644,6 +647,33 @@ class ProtectionStatus:
         }
 
 
+def stale_config(path: Path, expected: Mapping[str, Any]) -> str | None:
+    """Why Litestream's configuration at ``path`` is not ``expected`` (None: it is, or unread).
+
+    The daemon writes it when it starts; a ``[protect]`` edited since (another directory, a
+    typo) is not what the running Litestream ships to until the daemon starts again.
+    """
+    try:
+        written = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    replicas = {
+        str(db.get("path")): db.get("replicas")
+        for db in (written.get("dbs") or [] if isinstance(written, dict) else [])
+        if isinstance(db, dict)
+    }
+    for db in expected["dbs"]:
+        shipped = replicas.get(db["path"])
+        if shipped is not None and shipped != db["replicas"]:
+            to = (shipped[0] or {}).get("path") if isinstance(shipped, list) and shipped else None
+            return (
+                f"Litestream runs with {path}, which ships {db['path']} to {to}, not to the "
+                "replica [protect] names now: restart the daemon (systemctl restart memsync), "
+                "which writes it again"
+            )
+    return None
+
+
 def read_status(store: VectorStore, config: Config, now: datetime) -> ProtectionStatus:
     """Each live file's replica, and whether Litestream runs. Reads files and the replicas only.
 
@@ -659,7 +689,8 @@ def read_status(store: VectorStore, config: Config, now: datetime) -> Protection
             "add [protect] (docs/how-to/continuous-protection.md)",
         )
     files = []
-    for live in journal_mode.live_files(store, config.history_db_path):
+    lives = journal_mode.live_files(store, config.history_db_path)
+    for live in lives:
         where = replica_where(protect, config, replica_name(live))
         objects = replica_objects(protect, config, replica_name(live))
         files.append(
@@ -676,6 +707,7 @@ def read_status(store: VectorStore, config: Config, now: datetime) -> Protection
     path = config_file(config)
     erasure = erasure_litestream(config)
     return ProtectionStatus(
+        stale=stale_config(path, litestream_config(protect, config, lives)),
         config_file=path if path.exists() else None,
         pid=running_pid(config),
         max_lag_s=protect.max_lag_s,

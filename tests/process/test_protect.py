@@ -461,3 +461,29 @@ def test_a_hold_keeps_litestream_stopped_only_while_its_process_lives(
     assert code == 0, err
     assert held[0]["holder"] == holder.pid
     assert "litestream_started" not in err.split('"litestream_held"')[0]  # held from the start
+
+
+@pytest.mark.slow(reason="the daemon starting Litestream, a [protect] edited under it")
+def test_a_protect_directory_edited_under_a_running_daemon_is_a_problem_naming_the_restart(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    """The daemon wrote Litestream's configuration as it started; a [protect] directory edited
+    since (a typo, a move) is not where the running Litestream ships: status says so."""
+    deployment = protected(make_deployment, tmp_path)
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    daemon = start(deployment.config, Notify(tmp_path))
+    try:
+        daemon.wait_event("litestream_started")
+        poll("both files replicated", lambda: status(cli, deployment)["protected"])
+        text = deployment.config.read_text()
+        deployment.config.write_text(
+            text.replace(str(tmp_path / "replica"), str(tmp_path / "replcia"))
+        )
+        edited = status(cli, deployment)
+    finally:
+        code, err = stop(daemon)
+    assert code == 0, err
+    assert edited["protected"] is False and edited["running"] is True
+    (stale,) = [p for p in edited["problems"] if "restart the daemon" in p]
+    assert str(tmp_path / "replica" / "history.db") in stale or str(tmp_path / "replica") in stale
