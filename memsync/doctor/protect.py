@@ -27,19 +27,27 @@ def probe_protection(deployment: Deployment, now: datetime) -> list[DoctorResult
         status = protection.read_status(deployment.vector_store, config, now)
     except MemsyncError as error:
         return [DoctorResult(code=CODE, status=ERROR, message=error.message, fix=error.hint)]
-    results = [
-        DoctorResult(
+    shipped = any(entry.generation for entry in status.files)
+    if status.pid:
+        first = DoctorResult(code=CODE, status=OK, message=f"Litestream runs as pid {status.pid}")
+    elif not shipped:  # never started here: no "stopped", no "since its last shipment"
+        first = DoctorResult(
             code=CODE,
-            status=OK if status.pid else ERROR,
-            message=f"Litestream runs as pid {status.pid}"
-            if status.pid
-            else "Litestream is not running: writes since its last shipment are not replicated",
-            fix=None
-            if status.pid
-            else "start the daemon (systemctl start memsync); journalctl -u memsync says why "
+            status=ERROR,
+            message="nothing of this deployment has been replicated yet: " + status.not_running,
+            fix="memsync protect, then start the daemon (systemctl start memsync)",
+        )
+    else:
+        first = DoctorResult(
+            code=CODE,
+            status=ERROR,
+            message=f"{status.not_running}; writes since its last shipment are not replicated",
+            fix="start the daemon (systemctl start memsync); journalctl -u memsync says why "
             "Litestream stopped",
         )
-    ]
+    results = [first]
+    if status.pid and status.stale is not None:
+        results.append(DoctorResult(code=CODE, status=ERROR, message=status.stale))
     if status.orphan is not None:
         message, fix = protection.orphan_note(status.orphan)
         results.append(DoctorResult(code=CODE, status=WARNING, message=message, fix=fix))

@@ -487,3 +487,18 @@ def test_a_protect_directory_edited_under_a_running_daemon_is_a_problem_naming_t
     assert edited["protected"] is False and edited["running"] is True
     (stale,) = [p for p in edited["problems"] if "restart the daemon" in p]
     assert str(tmp_path / "replica" / "history.db") in stale or str(tmp_path / "replica") in stale
+
+
+def test_doctor_before_litestream_ever_ran_says_nothing_is_replicated_yet(
+    make_deployment: Any, tmp_path: Path, cli: Any
+) -> None:
+    """Not "stopped", not "since its last shipment": nothing ever shipped."""
+    deployment = protected(make_deployment, tmp_path)
+    deployment.close()
+    assert cli("protect", config=deployment.config).code == 0
+    doctor = cli("doctor", "--json", config=deployment.config)
+    (first, *_) = [r for r in doctor.json()["results"] if r["code"] == "protection"]
+    assert first["status"] == "error"
+    assert first["message"].startswith("nothing of this deployment has been replicated yet: ")
+    assert "no memsync daemon is running" in first["message"]
+    assert "last shipment" not in first["message"] and "stopped" not in first["fix"]
