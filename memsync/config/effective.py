@@ -40,6 +40,8 @@ def effective_document(config: Config) -> dict[str, Any]:
     document["app"] = _model(settings.app)
     if config.app_python is not None:  # the older top-level app_python is [app] python's value
         document["app"]["python"] = str(config.app_python)
+    if document.get("app_python") is None:  # its older spelling, shown only when the file has it
+        document.pop("app_python", None)
     return document
 
 

@@ -316,3 +316,11 @@ def test_protect_defaults_and_an_s3_replica():
     assert loaded.protect.retention.total_seconds() == 86400
     assert loaded.protect.max_lag_s == 60
     assert parse({}).protect is None
+
+
+def test_config_show_leaves_out_the_older_app_python_when_the_file_does_not_use_it():
+    from memsync.config.effective import effective_document
+
+    document = effective_document(parse({"app": {"python": "/srv/app/bin/python"}}))
+    assert document["app"]["python"] == "/srv/app/bin/python"
+    assert "app_python" not in document  # not "app_python = null" beside [app] python
