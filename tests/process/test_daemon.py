@@ -369,6 +369,8 @@ def test_status_exits_3_when_a_job_is_failing_and_writes_a_textfile(make_deploym
         "memsync-prune.timer",
         "memsync-snapshot.timer",
         "memsync-verify.timer",
+        "memsync-retention.timer",
+        "memsync-replica.timer",
     ],
 )
 def test_systemd_units_verify_cleanly(unit, tmp_path):
