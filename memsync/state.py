@@ -210,6 +210,29 @@ def _tree_size(path: Path) -> int:
     return path.stat().st_size
 
 
+RESTORED_TO = "restored-to.json"
+
+
+def record_restored_to(state_dir: Path, dest: Path) -> None:
+    """Note in ``<state_dir>/restored-to.json`` that ``restore --to`` writes a copy at ``dest``.
+
+    Written before the copy, so ``forget --erase`` lists every copy memsync made
+    (``erase.copies``); paths no longer there are dropped.
+    """
+    known = [path for path in restored_to(state_dir) if path.exists() and path != dest]
+    write_json_atomic(state_dir / RESTORED_TO, {"copies": [*map(str, known), str(dest)]})
+
+
+def restored_to(state_dir: Path) -> list[Path]:
+    """The copies ``restore --to`` made (``record_restored_to``), oldest first. Reads only."""
+    try:
+        document = json.loads((state_dir / RESTORED_TO).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    copies = document.get("copies") if isinstance(document, dict) else None
+    return [Path(p) for p in copies if isinstance(p, str)] if isinstance(copies, list) else []
+
+
 LAST_CHECK = "last-check.json"
 _LAST_CHECK_MAX_BYTES = 64 * 1024 * 1024  # counts per scope: far more than any real one holds
 

@@ -3,7 +3,7 @@
 Looked at, in order: local snapshots (``<snapshot.directory>/<id>/``, read as the stores read
 them, sealed ones opened with the configured key), snapshots still being created, the work
 directories an interrupted ``purge-memory`` left (``<id>.purging``, ``<id>.purged-old``),
-``.pre-restore-*`` copies ``restore`` moved aside, an unfinished reconcile journal naming the
+``.pre-restore-*`` copies ``restore`` moved aside, the copies ``restore --to DIR`` made, an unfinished reconcile journal naming the
 memories (its actions carry texts), the target a ``memsync migrate`` journal names, and with ``[s3]`` the bucket: remote snapshots (a remote
 copy with the same manifest as a local one is judged by the local one; others are not
 downloaded: "maybe") and noncurrent object versions (``erase.versions``). An unreachable
@@ -22,6 +22,7 @@ from typing import Any
 
 from memsync import repository, state
 from memsync.config import Config
+from memsync.config.scratch import ScratchLayout
 from memsync.deployment import Deployment
 from memsync.erase import ledger, versions
 from memsync.erase.holding import history_holds, other_backend, points_held, snapshot_holds
@@ -81,7 +82,8 @@ def copies_holding(
         return []
     purge = f"memsync snapshot purge-memory {selector(memory_ids, scope)} --yes"
     local, found = _local(deployment, memory_ids, purge)
-    found += _pre_restore(deployment, memory_ids) + _journal(config, memory_ids)
+    found += _pre_restore(deployment, memory_ids) + _restored_to(deployment, memory_ids)
+    found += _journal(config, memory_ids)
     found += _migration_target(deployment)
     if config.s3 is not None:
         found += _remote(deployment, memory_ids, purge, local)
@@ -150,6 +152,28 @@ def _pre_restore(deployment: Deployment, memory_ids: Sequence[str]) -> list[dict
             holds, why = "maybe", f"files a restore moved aside, not readable: {error.message}"
         if holds:
             found.append(_copy("pre-restore-copy", str(copy), holds, why, f"rm -r {copy}"))
+    return found
+
+
+def _restored_to(deployment: Deployment, memory_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The copies ``restore --to DIR`` made (``state.restored_to``) still holding the memories."""
+    store = deployment.vector_store
+    found = []
+    for copy in state.restored_to(deployment.config.state_dir):
+        layout = ScratchLayout(root=copy)
+        try:
+            held = (
+                history_holds(layout.history_db, memory_ids)
+                if layout.history_db.is_file()
+                else set()
+            )
+            if layout.vectors.is_dir():  # an embedded store's copy (a server's: history only)
+                held |= points_held(store, layout.vectors, store.collection, memory_ids)
+            holds, why = ("yes" if held else ""), "a copy restore --to made"
+        except UnavailableError as error:
+            holds, why = "maybe", f"a copy restore --to made, not readable: {error.message}"
+        if holds:
+            found.append(_copy("restore-to-copy", str(copy), holds, why, f"rm -r {copy}"))
     return found
 
 

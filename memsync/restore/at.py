@@ -33,7 +33,7 @@ from typing import Any
 
 import structlog
 
-from memsync import check, protection, repository, restore, utc
+from memsync import check, protection, repository, restore, state, utc
 from memsync.config import Config
 from memsync.config.scratch import ScratchLayout
 from memsync.deployment import Deployment
@@ -863,6 +863,8 @@ def run_restore_at_to(
         at = stage_at(deployment, when, plain)
         listed, wal = files_of(deployment, at)
         into = ScratchLayout(root=scratch / "copy") if dry_run else layout
+        if not dry_run:
+            state.record_restored_to(config.state_dir, layout.root)  # forget --erase lists it
         mem0, report = to_dir.copy_into(deployment, plain, listed, wal, into, at.restore_id, now)
     flag = f" --config {layout.config}"
     copied = to_dir.CopiedTo(

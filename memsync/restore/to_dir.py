@@ -25,7 +25,7 @@ from memsync.model import CheckReport
 from memsync.repository import reading
 from memsync.restore import Move, refuse_other_backend, stage
 from memsync.snapshot import choose
-from memsync.state import fsync_dir, write_json_atomic
+from memsync.state import fsync_dir, record_restored_to, write_json_atomic
 
 logger = structlog.get_logger(__name__)
 
@@ -134,6 +134,7 @@ def run_restore_to(
         plain = repository.plaintext(cfg, directory, manifest, scratch / "plain")
         wal = {entry.path for entry in manifest.files if entry.journal_mode == "wal"}
         listed = [entry.path for entry in manifest.files]
+        record_restored_to(cfg.state_dir, layout.root)  # forget --erase lists it
         mem0, report = copy_into(deployment, plain, listed, wal, layout, manifest.id, now)
     logger.info("restore_to_finished", snapshot_id=manifest.id, to=str(layout.root))
     return replace(planned, mem0=mem0, check=report)

@@ -249,3 +249,24 @@ def test_a_scope_a_restore_rolled_back_entirely_is_erased_from_the_pre_restore_c
     assert [p for p in root.rglob("*") if p.is_file() and marker.encode() in p.read_bytes()] == []
     again = cli("forget", "--user", "zoe", "--erase", "--yes", config=deployment.config)
     assert again.code == 3 and "no memory of user_id=zoe in the store" in again.out
+
+
+def test_an_erasure_names_the_copy_a_restore_to_made_and_how_to_remove_it(
+    deployment: Any, cli: Any, tmp_path: Path
+) -> None:
+    """``restore --to DIR`` is a copy memsync made: the erasure lists it as a copy that still
+    holds the text (it does not rewrite a copy the operator asked for), with its removal."""
+    deployment.close()
+    victim = deployment.seeded.live[0]
+    made = cli("snapshot", "create", "--json", config=deployment.config)
+    assert made.code == 0, made.err
+    look = tmp_path / "look"
+    copied = cli("restore", made.json()["id"], "--to", str(look), config=deployment.config)
+    assert copied.code == 0, copied.out + copied.err
+
+    erased = cli("forget", victim, "--erase", "--yes", "--json", config=deployment.config)
+
+    assert erased.code == 0, erased.out + erased.err
+    (listed,) = [c for c in erased.json()["erased"]["copies"] if c["kind"] == "restore-to-copy"]
+    assert listed["where"] == str(look) and listed["holds"] == "yes"
+    assert listed["remove"] == f"rm -r {look}"
