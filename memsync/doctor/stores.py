@@ -66,7 +66,10 @@ def _sqlite_results(files: list[tuple[Path, str]], longest_read_s: float) -> lis
                 if wal_bug
                 else ""
             ),
-            fix="upgrade SQLite (the Python build's library)" if wal_bug else None,
+            fix="nothing to do now but keep snapshots (a damaged file restores from one, and "
+            "check finds it); take SQLite 3.51.3 or later when your distribution ships it"
+            if wal_bug
+            else None,
         )
     )
     return results
