@@ -16,7 +16,7 @@ made) are outside what it knows.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,42 +138,46 @@ def _local(
 def _pre_restore(deployment: Deployment, memory_ids: Sequence[str]) -> list[dict[str, Any]]:
     config = deployment.config
     store = deployment.vector_store
-    found = []
     live = [path for path in (store.location, config.history_db_path) if path is not None]
-    for copy in state.pre_restore_copies(live):
-        try:
-            held = (
-                points_held(store, copy, store.collection, memory_ids)
-                if copy.is_dir()
-                else history_holds(copy, memory_ids)
-            )
-            holds, why = ("yes" if held else ""), "files a restore moved aside"
-        except UnavailableError as error:
-            holds, why = "maybe", f"files a restore moved aside, not readable: {error.message}"
-        if holds:
-            found.append(_copy("pre-restore-copy", str(copy), holds, why, f"rm -r {copy}"))
-    return found
+
+    def held(copy: Path) -> set[str]:
+        if copy.is_dir():
+            return points_held(store, copy, store.collection, memory_ids)
+        return history_holds(copy, memory_ids)
+
+    return _held_copies("pre-restore-copy", state.pre_restore_copies(live), held,
+                        "files a restore moved aside")  # fmt: skip
 
 
 def _restored_to(deployment: Deployment, memory_ids: Sequence[str]) -> list[dict[str, Any]]:
     """The copies ``restore --to DIR`` made (``state.restored_to``) still holding the memories."""
     store = deployment.vector_store
-    found = []
-    for copy in state.restored_to(deployment.config.state_dir):
+
+    def held(copy: Path) -> set[str]:
         layout = ScratchLayout(root=copy)
+        found = set()
+        if layout.history_db.is_file():
+            found = history_holds(layout.history_db, memory_ids)
+        if layout.vectors.is_dir():  # an embedded store's copy (a server's: history only)
+            found |= points_held(store, layout.vectors, store.collection, memory_ids)
+        return found
+
+    return _held_copies("restore-to-copy", state.restored_to(deployment.config.state_dir), held,
+                        "a copy restore --to made")  # fmt: skip
+
+
+def _held_copies(
+    kind: str, copies: Sequence[Path], held: Callable[[Path], set[str]], why: str
+) -> list[dict[str, Any]]:
+    """Each copy that holds some memory (``held``), or cannot be read ("maybe"): ``rm -r``."""
+    found = []
+    for copy in copies:
         try:
-            held = (
-                history_holds(layout.history_db, memory_ids)
-                if layout.history_db.is_file()
-                else set()
-            )
-            if layout.vectors.is_dir():  # an embedded store's copy (a server's: history only)
-                held |= points_held(store, layout.vectors, store.collection, memory_ids)
-            holds, why = ("yes" if held else ""), "a copy restore --to made"
+            holds, said = ("yes" if held(copy) else ""), why
         except UnavailableError as error:
-            holds, why = "maybe", f"a copy restore --to made, not readable: {error.message}"
+            holds, said = "maybe", f"{why}, not readable: {error.message}"
         if holds:
-            found.append(_copy("restore-to-copy", str(copy), holds, why, f"rm -r {copy}"))
+            found.append(_copy(kind, str(copy), holds, said, f"rm -r {copy}"))
     return found
 
 

@@ -17,21 +17,14 @@ from typing import Any
 import pytest
 
 from memsync import check
-from memsync.stores import journal_mode
 from tests.conftest import IN_FLIGHT_MARGIN_S, error_findings
-from tests.helpers.holders import delete_in_flight
+from tests.helpers.holders import delete_in_flight, deployment_in_mode
 
 
 @pytest.fixture(params=["embedded-rollback", "embedded-wal", "pgvector-rollback", "pgvector-wal"])
 def deployment(request: Any, make_deployment: Any) -> Any:
     """The seeded deployment on each vector store, history.db (and Qdrant's file) in each mode."""
-    store, mode = request.param.split("-")
-    made = make_deployment(pg=store == "pgvector")
-    if mode == "wal":
-        paths = made.paths
-        for path in [paths.history_db, *paths.qdrant.glob("collection/*/storage.sqlite")]:
-            assert journal_mode.switch(path, journal_mode.WAL) == "wal"
-    return made
+    return deployment_in_mode(make_deployment, request.param)
 
 
 def _deletes_one_after_the_other(deployment: Any, monkeypatch: Any) -> tuple[list[str], ExitStack]:

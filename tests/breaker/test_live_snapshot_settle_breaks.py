@@ -20,21 +20,14 @@ import pytest
 
 from memsync import check
 from memsync.snapshot import create
-from memsync.stores import journal_mode
 from tests.conftest import IN_FLIGHT_MARGIN_S, error_findings
-from tests.helpers.holders import delete_in_flight
+from tests.helpers.holders import delete_in_flight, deployment_in_mode
 
 
 @pytest.fixture
 def any_deployment(request: Any, make_deployment: Any) -> Any:
     """The seeded deployment on each vector store, its SQLite files in each journal mode."""
-    store, mode = request.param.split("-")
-    made = make_deployment(pg=store == "pgvector")
-    if mode == "wal":
-        paths = made.paths
-        for path in [paths.history_db, *paths.qdrant.glob("collection/*/storage.sqlite")]:
-            assert journal_mode.switch(path, journal_mode.WAL) == "wal"
-    return made
+    return deployment_in_mode(make_deployment, request.param)
 
 
 def _judged_with(monkeypatch: Any, after_each: Any) -> list[Any]:

@@ -99,3 +99,17 @@ def delete_in_flight(memory: Any, history_db: Path, memory_id: str) -> Iterator[
     finally:
         land()
         blocker.close()
+
+
+def deployment_in_mode(make_deployment: Any, param: str) -> Any:
+    """The seeded deployment of ``param`` (``embedded-rollback``, ``pgvector-wal``, ...): on that
+    vector store, history.db (and Qdrant's file) in that journal mode."""
+    from memsync.stores import journal_mode
+
+    store, mode = param.split("-")
+    made = make_deployment(pg=store == "pgvector")
+    if mode == "wal":
+        paths = made.paths
+        for path in [paths.history_db, *paths.qdrant.glob("collection/*/storage.sqlite")]:
+            assert journal_mode.switch(path, journal_mode.WAL) == "wal"
+    return made
