@@ -174,8 +174,8 @@ def translate(error: sqlite3.Error, path: Path, action: str) -> MemsyncError:
         return TryLaterError(
             f"SQLite file {path} has a hot journal left by a writer that crashed; a read-only "
             "reader cannot roll it back",
-            "the app's next start rolls it back, or run a memsync command that writes "
-            "(reconcile, forget, prune), which does",
+            "the app's next start rolls it back; with the app stopped, memsync snapshot "
+            "create does too (and takes a snapshot), as every memsync command that writes does",
         )
     if "locked" in lowered or "busy" in lowered:
         return TryLaterError(
