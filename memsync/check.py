@@ -257,7 +257,7 @@ def seen_twice(before: CheckReport, after: CheckReport) -> CheckReport:
     the next write in flight (a ``delete_all`` goes on deleting): it is ``in-flight``, and
     the next check judges it. One found in both captures is the error it is.
     """
-    seen = {_key(f) for f in before.findings}
+    seen = {_key(f) for f in before.findings if f.code == "in-flight" or _disagreement(f)}
     found = [
         as_in_flight(f, ONE_CAPTURE) if _disagreement(f) and _key(f) not in seen else f
         for f in after.findings

@@ -492,8 +492,14 @@ def replicated_collections(protect: ProtectConfig, config: Config) -> list[str]:
         UnavailableError: the S3 bucket cannot be read.
     """
     if protect.directory is not None:
-        root = protect.directory / "collection"
-        return sorted(p.parent.name for p in root.glob("*/generations") if p.is_dir())
+        root = protect.directory / "collection"  # a generation with an object in it
+        return sorted(
+            {
+                p.parent.parent.name
+                for p in root.glob("*/generations/*")
+                if p.is_dir() and any(p.iterdir())
+            }
+        )
     from memsync.s3.store import ObjectStore  # boto3 loads only for an S3 replica
 
     assert config.s3 is not None

@@ -16,6 +16,7 @@ made) are outside what it knows.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -177,7 +178,7 @@ def _held_copies(
         except UnavailableError as error:
             holds, said = "maybe", f"{why}, not readable: {error.message}"
         if holds:
-            found.append(_copy(kind, str(copy), holds, said, f"rm -r {copy}"))
+            found.append(_copy(kind, str(copy), holds, said, f"rm -r {shlex.quote(str(copy))}"))
     return found
 
 

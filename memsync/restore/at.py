@@ -388,11 +388,10 @@ def replicated_files(deployment: Deployment) -> list[tuple[str, Path, str]]:
         dbs = json.loads(path.read_text(encoding="utf-8"))["dbs"]
         paths = [Path(db["path"]) for db in dbs]
     except FileNotFoundError:  # lost with the state directory (a lost disk): the replicas say
+        server = deployment.vector_store.staging() is not None  # its table is PostgreSQL's
+        names = [] if server else protection.replicated_collections(config.protect, config)
         paths = [
-            *(
-                deployment.vector_store.collection_file(name)
-                for name in protection.replicated_collections(config.protect, config)
-            ),
+            *(deployment.vector_store.collection_file(name) for name in names),
             config.history_db_path,
         ]
     except (OSError, ValueError, KeyError, TypeError) as error:

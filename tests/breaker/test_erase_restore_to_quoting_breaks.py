@@ -12,14 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import pytest
 
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="erase.copies._restored_to prints f'rm -r {copy}' unquoted: a DIR with a space "
-    "splits into other paths",
-)
 def test_the_removal_of_a_restore_to_copy_with_a_space_is_one_shell_word(
     deployment: Any, cli: Any, tmp_path: Path
 ) -> None:

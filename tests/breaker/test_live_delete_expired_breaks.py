@@ -18,18 +18,11 @@ from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
-
 from memsync import check
 from tests.conftest import IN_FLIGHT_MARGIN_S, error_findings
 from tests.helpers.holders import delete_in_flight
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="check.seen_twice counts a memory with any finding in the first capture (its "
-    "expired-memory warning) as seen: its delete in flight at the re-capture is an error",
-)
 def test_check_during_a_run_of_deletes_of_expired_memories_reports_no_missing_point(
     deployment: Any, cli: Any, monkeypatch: Any
 ) -> None:

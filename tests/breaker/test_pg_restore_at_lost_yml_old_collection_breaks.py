@@ -26,11 +26,6 @@ from tests.process.test_restore_at import add, shipped
 
 
 @pytest.mark.slow(reason="the daemon and Litestream shipping, then restore --at")
-@pytest.mark.xfail(
-    strict=True,
-    reason="restore.at.replicated_files maps each collection replica through the pgvector "
-    "store's collection_file when litestream.yml is lost: exit 11 for a leftover replica",
-)
 def test_restore_at_on_pgvector_without_litestream_yml_ignores_an_old_collection_replica(
     make_deployment: Any, tmp_path: Path, cli: Any
 ) -> None:

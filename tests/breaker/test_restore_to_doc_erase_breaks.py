@@ -10,16 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/reference/commands/restore.md's --to section says forget --erase does not know "
-    "about the copy, which it lists since 621a055",
-)
 def test_the_restore_to_section_does_not_deny_what_forget_erase_does() -> None:
     text = (ROOT / "docs/reference/commands/restore.md").read_text(encoding="utf-8")
     assert "`forget --erase` does not know about it" not in text
