@@ -15,7 +15,7 @@ refused pin is reported.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +39,7 @@ from memsync.snapshot.tripwire import (
     find_drops,
     split_drops,
 )
+from memsync.stores import history
 from memsync.stores.manifest import Manifest
 
 logger = structlog.get_logger(__name__)
@@ -301,13 +302,32 @@ def _split(
         return replace(result, split_unknown=f"snapshot {baseline.id} unreadable: {why}"), drops
     gone = members.get((TOTAL, None), set()) - set(new.points) - erased
     deleted = {m for m in gone if m in new.history and new.history[m].last.event == "DELETE"}
-    # a delete in flight (its DELETE event had not landed: in-flight, the capture's unsettled)
-    deleted |= gone & set(manifest.check.get("unsettled") or ())
+    # a delete in flight at the capture (in-flight, the capture's unsettled) whose DELETE event
+    # has landed in the live history since; any other stays vanished
+    deleted |= _deleted_since(
+        config.history_db_path, gone & set(manifest.check.get("unsettled") or ())
+    )
     vanished = gone - deleted
     split = tuple(
         split_drops(drops, baseline.manifest.scopes, manifest.scopes, members, deleted, vanished)
     )
     return replace(result, deleted_memories=len(deleted), vanished_memories=len(vanished)), split
+
+
+def _deleted_since(history_db: Path, memory_ids: Set[str]) -> set[str]:
+    """Those of ``memory_ids`` whose last event in the live history is a DELETE. Reads only.
+
+    None of them when history.db cannot be read: each stays vanished, the alarm.
+    """
+    deleted = set()
+    try:
+        for memory_id in sorted(memory_ids):
+            events = list(history.iter_events(history_db, memory_id))
+            if events and events[-1].event == "DELETE":
+                deleted.add(memory_id)
+    except MemsyncError:
+        return set()
+    return deleted
 
 
 def _members(

@@ -1,15 +1,14 @@
-"""Breaker: the tripwire counts a real vanish as deleted because the last capture alone saw it.
+"""Breaker: the tripwire must not count a real vanish as deleted because the last capture alone saw it.
 
 ``snapshot create`` during a ``delete_all(user_id="zed")`` (a delete in flight at each of its 5
 captures, as in test_live_snapshot_settle_breaks.py) keeps the last pair with the delete in
-flight unsettled: right. But every ``missing-point`` the last capture alone shows becomes
-``in-flight``, its memory id goes into the manifest's ``check.unsettled``, and the tripwire
-(``guard._split``) counts every unsettled memory that is gone as deleted through mem0. So when
-bob's memories vanish without any DELETE event (a ``delete_all`` bug that bypasses history, a
-vector store wiped: here the vector store's own delete, history untouched) between the 4th and
-the 5th capture, create reports bob's loss as a ``mass-deletion`` "deleted through mem0" and no
-``vanished-memories`` error. The captures' timing by a seam on create's judge; mem0's real
-writes.
+flight unsettled: right. Every ``missing-point`` the last capture alone shows is ``in-flight``
+and its memory id goes into the manifest's ``check.unsettled``. When bob's memories vanish
+without any DELETE event (a ``delete_all`` bug that bypasses history, a vector store wiped:
+here the vector store's own delete, history untouched) between the 4th and the 5th capture, the
+tripwire counts an unsettled memory as deleted only once the live history holds its DELETE:
+bob's loss is a ``vanished-memories`` error. The captures' timing by a seam on create's judge;
+mem0's real writes.
 """
 
 from __future__ import annotations
@@ -18,19 +17,12 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
-import pytest
-
 from memsync.snapshot import create
 from tests.breaker.test_live_snapshot_settle_breaks import _judged_with
 from tests.conftest import IN_FLIGHT_MARGIN_S
 from tests.helpers.holders import delete_in_flight
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="snapshot.guard._split counts every gone memory in check.unsettled as deleted: a "
-    "memory that vanished with no DELETE event (seen by the last capture alone) is unsettled",
-)
 def test_a_vanish_at_the_last_capture_of_a_delete_all_is_no_deletion_through_mem0(
     deployment: Any, cli: Any, monkeypatch: Any
 ) -> None:
