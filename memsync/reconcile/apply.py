@@ -450,15 +450,16 @@ def _apply_on_route(
 ) -> list[Action]:
     """Open a route, journal the plan and apply it through the route's writer.
 
-    On the agent or in a window the plan is checked again first (the app may have written
-    since it was made: ``revalidate``).
+    The plan is checked again first (the app may have written since it was made, and a delete
+    in flight may have landed: ``revalidate``), but on the direct route of a store that writes
+    alone (embedded Qdrant, whose app is stopped: nothing wrote since).
 
     Raises:
         NoRouteError: (exit 12) nothing can write now; no journal is left behind.
     """
     config = deployment.config
     with deployment.open_writer("reconcile", taken) as writer:
-        if writer.route != "direct":
+        if writer.route != "direct" or not deployment.vector_store.writes_alone:
             actions = revalidate(actions, check.settled_report(deployment, now)[0])
         save_journal(config, plan_id, actions, "running")
         return _apply_all(deployment, plan_id, actions, writer, work)

@@ -202,6 +202,15 @@ class CaptureReader(Protocol):
         ...
 
     @property
+    def writes_alone(self) -> bool:
+        """Whether a writer that opened the store keeps every other process from writing it.
+
+        Embedded Qdrant: True (one process at a time, its ``.lock``: memsync's direct route runs
+        only while the app is stopped). A server: False (the app writes on beside memsync).
+        """
+        ...
+
+    @property
     def capture_dir(self) -> str:
         """The subdirectory of a capture (and of a snapshot) that holds this store's copy (``"qdrant"``)."""
         ...

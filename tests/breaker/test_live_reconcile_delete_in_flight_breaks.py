@@ -5,9 +5,8 @@ A delete whose DELETE event waits on history.db's lock longer than the in-flight
 check's captures, a margin apart: ``check.seen_twice`` calls it a real ``missing-point``, and
 reconcile plans to put the point back from a snapshot. The delete lands right after the check
 (here: as soon as reconcile's check returns). On pgvector the route is ``direct`` while the app
-runs, and ``_apply_on_route`` revalidates the plan only on the agent or in a window: the point
-is put back anyway, and the memory the app deleted answers searches again
-(``resurrected-point``). Deterministic: the delete held by a lock on history.db
+runs (the server lets both write), so ``_apply_on_route`` revalidates the plan there too: the
+delete has landed, the put-back is superseded, and the memory the app deleted stays deleted. Deterministic: the delete held by a lock on history.db
 (``holders.delete_in_flight``), landed by a seam on reconcile's own check.
 """
 
@@ -17,19 +16,12 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
-import pytest
-
 from memsync import check
 from memsync.demo import deployment as build
 from tests.conftest import IN_FLIGHT_MARGIN_S
 from tests.helpers.holders import delete_in_flight
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a delete held past the margin is a missing-point both captures show, and reconcile's "
-    "direct route applies its plan without revalidating: the deleted memory is put back",
-)
 def test_reconcile_does_not_put_back_a_memory_whose_delete_landed_after_its_check(
     pg_deployment: Any, cli: Any, monkeypatch: Any
 ) -> None:

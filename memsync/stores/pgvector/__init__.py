@@ -46,6 +46,7 @@ class PgVector:
     label = "pgvector"
     mode = "pgvector"
     capture_dir = "pgvector"
+    writes_alone = False  # the app writes on beside memsync's direct route
     doctor_codes = doctor.RESULT_CODES
     integrity_prefix = ""  # check_copy's verdicts say what failed themselves
     bytes_per_dimension = 8  # 4 bytes in the row and about as much again in its HNSW index

@@ -158,6 +158,7 @@ class EmbeddedQdrant:
     mode = "embedded"
     capture_dir = "qdrant"
     index_file = META_FILE
+    writes_alone = True  # its .lock: one process at a time
 
     def __init__(self, path: Path, collection: str) -> None:
         self._path = path
