@@ -173,8 +173,9 @@ def scope_past(deployment: Deployment, scope: Mapping[str, str]) -> tuple[dict[s
     """``({id: where found}, every id a record ties to a scope)`` for a scope erasure. Reads only.
 
     The scope's ids come from the erasure ledger (earlier erasures of exactly this scope:
-    ``"erasure ledger"``) and from the points of every complete local snapshot
-    (``"snapshot <id>"``, sealed ones opened with the key): memories the app deleted since keep
+    ``"erasure ledger"``), from the points of every complete local snapshot
+    (``"snapshot <id>"``, sealed ones opened with the key) and of the copies ``restore --to``
+    made (``holding.restored_to_points``): memories the app deleted since keep
     their text in history, which carries no scope. The second value also holds the ids of
     other scopes' points in the snapshots and every erased id.
 
@@ -188,6 +189,10 @@ def scope_past(deployment: Deployment, scope: Mapping[str, str]) -> tuple[dict[s
         seen.add(point_id)
         if all(payload.get(k) == v for k, v in scope.items()):
             found.setdefault(point_id, f"snapshot {snapshot_id}")
+    for copy, point_id, payload in holding.restored_to_points(deployment):
+        seen.add(point_id)
+        if all(payload.get(k) == v for k, v in scope.items()):
+            found.setdefault(point_id, f"the copy restore --to made at {copy}")
     return found, seen
 
 

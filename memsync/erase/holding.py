@@ -12,12 +12,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
-from memsync import repository
+from memsync import repository, state
 from memsync.config import Config
+from memsync.config.scratch import ScratchLayout
 from memsync.deployment import Deployment
-from memsync.errors import UnavailableError
+from memsync.errors import MemsyncError, UnavailableError
 from memsync.repository import reading
 from memsync.stores import snapshots
 from memsync.stores.backends import backend_of_mode
@@ -164,6 +166,26 @@ def snapshot_points(deployment: Deployment) -> Iterator[tuple[str, str, Mapping[
             )
             for point in store.read_points(capture).values():
                 yield info.id, point.id, point.payload
+
+
+def restored_to_points(deployment: Deployment) -> Iterator[tuple[Path, str, Mapping[str, object]]]:
+    """``(copy, point id, payload)`` of every point of the copies ``restore --to`` made.
+
+    The copies ``state.restored_to`` records that hold a vector store of files; one that cannot
+    be read is passed over (``erase.copies`` lists it as "maybe"). Reads only.
+    """
+    store = deployment.vector_store
+    for copy in state.restored_to(deployment.config.state_dir):
+        vectors = ScratchLayout(root=copy).vectors
+        if not vectors.is_dir():
+            continue
+        try:
+            now = datetime.now(UTC)
+            points = store.read_points(store.open_capture(vectors, now, now))
+        except (MemsyncError, OSError):
+            continue
+        for point in points.values():
+            yield copy, point.id, point.payload
 
 
 def scope_ids(deployment: Deployment, scope: Mapping[str, str]) -> set[str]:

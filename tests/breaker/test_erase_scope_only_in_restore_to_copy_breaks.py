@@ -1,14 +1,11 @@
-"""Breaker: a scope erasure finds nothing while a ``restore --to`` copy memsync made holds it.
+"""Breaker: a scope erasure finds the scope in a ``restore --to`` copy memsync made.
 
 zoe's memories are written and shipped by Litestream (no snapshot holds them); the operator
-makes ``restore --at latest --to DIR`` to look (recorded in ``state_dir/restored-to.json``:
-``forget --erase`` lists such copies since 621a055); the app then deletes zoe's memories
-through mem0, whose history rows keep their texts. ``forget --user zoe --erase`` looks for the
-scope's past ids in local snapshots and the erasure ledger only: it answers
-``memory-not-found`` "no memory of user_id=zoe in the store: nothing was touched" (exit 3),
-names no copy, and leaves the texts in the live history.db and in DIR, though DIR's points
-carry ``user_id=zoe`` (the copy the erasure is meant to list). It should find the scope in the
-copy it knows of, blank the live history rows of those ids, and list DIR with its removal.
+makes ``restore --at latest --to DIR`` to look (recorded in ``state_dir/restored-to.json``);
+the app then deletes zoe's memories through mem0, whose history rows keep their texts.
+``forget --user zoe --erase`` looks for the scope's past ids in local snapshots, the erasure
+ledger and the ``restore --to`` copies: it finds zoe's ids in DIR's points, blanks the live
+history rows of those ids, and lists DIR with its removal.
 """
 
 from __future__ import annotations
@@ -25,11 +22,6 @@ TEXT = "zoe's locker code is 4471-{n}"
 
 
 @pytest.mark.slow(reason="the daemon and Litestream shipping, a restore --at --to, an erasure")
-@pytest.mark.xfail(
-    strict=True,
-    reason="the scope's past ids come from local snapshots and the ledger only, not from the "
-    "restore --to copies memsync records: memory-not-found, the copy not listed",
-)
 def test_a_scope_only_a_restore_to_copy_still_holds_is_erased_and_the_copy_listed(
     make_deployment: Any, cli: Any, tmp_path: Path
 ) -> None:
