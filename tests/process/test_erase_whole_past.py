@@ -9,11 +9,14 @@ files, ``-wal``, ``-shm`` and journals included, is searched for every version o
 from __future__ import annotations
 
 import json
+import shlex
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.helpers.app import AppProcess
 
@@ -251,16 +254,18 @@ def test_a_scope_a_restore_rolled_back_entirely_is_erased_from_the_pre_restore_c
     assert again.code == 3 and "no memory of user_id=zoe in the store" in again.out
 
 
+@pytest.mark.parametrize("name", ["look", "look at alice"])  # the removal is one shell word
 def test_an_erasure_names_the_copy_a_restore_to_made_and_how_to_remove_it(
-    deployment: Any, cli: Any, tmp_path: Path
+    deployment: Any, cli: Any, tmp_path: Path, name: str
 ) -> None:
     """``restore --to DIR`` is a copy memsync made: the erasure lists it as a copy that still
-    holds the text (it does not rewrite a copy the operator asked for), with its removal."""
+    holds the text (it does not rewrite a copy the operator asked for), with its removal,
+    shell-quoted (pasted, ``rm -r /srv/look at alice`` would remove other paths)."""
     deployment.close()
     victim = deployment.seeded.live[0]
     made = cli("snapshot", "create", "--json", config=deployment.config)
     assert made.code == 0, made.err
-    look = tmp_path / "look"
+    look = tmp_path / name
     copied = cli("restore", made.json()["id"], "--to", str(look), config=deployment.config)
     assert copied.code == 0, copied.out + copied.err
 
@@ -269,4 +274,4 @@ def test_an_erasure_names_the_copy_a_restore_to_made_and_how_to_remove_it(
     assert erased.code == 0, erased.out + erased.err
     (listed,) = [c for c in erased.json()["erased"]["copies"] if c["kind"] == "restore-to-copy"]
     assert listed["where"] == str(look) and listed["holds"] == "yes"
-    assert listed["remove"] == f"rm -r {look}"
+    assert shlex.split(listed["remove"]) == ["rm", "-r", str(look)], listed["remove"]

@@ -219,6 +219,8 @@ def test_after_a_lost_disk_restore_at_latest_brings_back_every_shipped_write(
         side.unlink()
     if state == "lost":  # its litestream.yml with it: the replicas say which files they hold
         shutil.rmtree(state_dir(deployment))
+        stray = tmp_path / "replica" / "collection" / "old_notes" / "generations"
+        stray.mkdir(parents=True)  # a replica that holds no generation: passed over
 
     copy = tmp_path / "copy"
     looked = cli("restore", "--at", "latest", "--to", str(copy), "--json", config=deployment.config)
