@@ -132,7 +132,7 @@ def test_the_daemon_killed_during_a_restore_at_leaves_the_restore_whole_and_the_
         "memsync.restore:_swap", [*args, "--config", str(deployment.config)], flag
     ) as restore:
         daemon.send_signal(signal.SIGKILL)  # its Litestream child is left running, orphaned
-        daemon.communicate(timeout=60)
+        daemon.process.wait(timeout=60)  # not communicate: the orphan holds its stderr open
         flag.unlink()
         out, err = restore.communicate(timeout=300)
     assert restore.returncode == 0, err
