@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memsync.config import Config, ProtectConfig
 from memsync.config.schema import retention_horizon
@@ -33,6 +33,9 @@ from memsync.jobs.state import daemon_pid
 from memsync.stores import journal_mode
 from memsync.stores.journal_mode import WAL, LiveFile
 from memsync.stores.vector_store import VectorStore
+
+if TYPE_CHECKING:
+    from memsync.s3.store import ObjectStore
 
 CONFIG_FILE = "litestream.yml"
 STATE_FILE = "protect-state.json"
@@ -458,11 +461,16 @@ def _directory_objects(root: Path) -> list[ReplicaObject]:
     return found
 
 
-def _s3_objects(config: Config, key: str) -> list[ReplicaObject]:
+def _bucket(config: Config) -> ObjectStore:
+    """The ``[s3]`` bucket, its keys read whole (the replicas' paths carry the prefix)."""
     from memsync.s3.store import ObjectStore  # boto3 loads only for an S3 replica
 
     assert config.s3 is not None
-    store = ObjectStore(config.s3.model_copy(update={"prefix": ""}))
+    return ObjectStore(config.s3.model_copy(update={"prefix": ""}))
+
+
+def _s3_objects(config: Config, key: str) -> list[ReplicaObject]:
+    store = _bucket(config)
     prefix = f"{key}/generations/"
     return [
         ReplicaObject(key=o.key[len(key) + 1 :], size=o.size, modified=o.modified)
@@ -500,10 +508,7 @@ def replicated_collections(protect: ProtectConfig, config: Config) -> list[str]:
                 if p.is_dir() and any(p.iterdir())
             }
         )
-    from memsync.s3.store import ObjectStore  # boto3 loads only for an S3 replica
-
-    assert config.s3 is not None
-    store = ObjectStore(config.s3.model_copy(update={"prefix": ""}))
+    store = _bucket(config)
     base = replica_of(protect, config, "collection")["path"] + "/"
     names = set()
     for found in store.iter_objects(base):
@@ -567,10 +572,7 @@ def replica_reader(protect: ProtectConfig, config: Config, name: str) -> Callabl
     if protect.directory is not None:
         root = protect.directory / name
         return lambda key: (root / key).read_bytes()
-    from memsync.s3.store import ObjectStore  # boto3 loads only for an S3 replica
-
-    assert config.s3 is not None
-    store = ObjectStore(config.s3.model_copy(update={"prefix": ""}))
+    store = _bucket(config)
     path = replica_of(protect, config, name)["path"]
     return lambda key: store.get_bytes(f"{path}/{key}") or b""
 

@@ -42,7 +42,7 @@ logger = structlog.get_logger(__name__)
 Progress = Callable[[int, int], None]
 
 # How many captures ``create_snapshot`` makes at most to get a pair no write was caught in,
-# and the pause between two (seconds): each capture is a new, independent copy of both stores.
+# each the in-flight margin after the last: a new, independent copy of both stores.
 SETTLE_ATTEMPTS = 5
 
 # Until what a quiesced capture held the app's writes (``Held.until``): the read snapshots of

@@ -21,7 +21,11 @@ import pytest
 from memsync import check
 from memsync.snapshot import create
 from tests.conftest import IN_FLIGHT_MARGIN_S, error_findings
-from tests.helpers.holders import delete_in_flight, deployment_in_mode
+from tests.helpers.holders import (
+    delete_in_flight,
+    deployment_in_mode,
+    one_delete_in_flight_per_capture,
+)
 
 
 @pytest.fixture
@@ -101,16 +105,10 @@ def test_a_run_of_deletes_in_flight_at_every_capture_is_kept_unsettled_not_in_er
     victims = deployment.seeded.live[:6]
     time.sleep(IN_FLIGHT_MARGIN_S + 0.1)  # their ADDs are older than the margin
     history = deployment.paths.history_db
-    with ExitStack() as stack:
-        held = [stack.enter_context(delete_in_flight(deployment.memory, history, victims[0]))]
-
-        def next_delete(n: int) -> None:  # as delete_all goes on: this one lands, the next flies
-            held[-1]()
-            if n < len(victims) - 1:
-                held.append(
-                    stack.enter_context(delete_in_flight(deployment.memory, history, victims[n]))
-                )
-
+    with ExitStack() as stack:  # as delete_all goes on: this one lands, the next flies
+        next_delete = one_delete_in_flight_per_capture(
+            stack, deployment.memory, history, victims[: create.SETTLE_ATTEMPTS], last_lands=True
+        )
         judged = _judged_with(monkeypatch, next_delete)
         created, verified = _create_and_verify(deployment, cli)
     monkeypatch.undo()
@@ -138,13 +136,10 @@ def test_a_delete_all_with_its_last_delete_in_flight_vanishes_no_memory(
         memory.delete(memory_id)
     history = deployment.paths.history_db
     with ExitStack() as stack:  # the rest: one in flight at each capture, the last one too
-        held = [stack.enter_context(delete_in_flight(memory, history, last[0]))]
-
-        def next_delete(n: int) -> None:
-            held[-1]()  # the delete this capture caught lands (before the tripwire looks)
-            if n < len(last):
-                held.append(stack.enter_context(delete_in_flight(memory, history, last[n])))
-
+        # the delete each capture caught lands (the last before the tripwire looks)
+        next_delete = one_delete_in_flight_per_capture(
+            stack, memory, history, last, last_lands=True
+        )
         _judged_with(monkeypatch, next_delete)
         created = cli("snapshot", "create", "--json", config=deployment.config)
     monkeypatch.undo()

@@ -20,7 +20,7 @@ from typing import Any
 from memsync.snapshot import create
 from tests.breaker.test_live_snapshot_settle_breaks import _judged_with
 from tests.conftest import IN_FLIGHT_MARGIN_S
-from tests.helpers.holders import delete_in_flight
+from tests.helpers.holders import one_delete_in_flight_per_capture
 
 
 def test_a_vanish_at_the_last_capture_of_a_delete_all_is_no_deletion_through_mem0(
@@ -42,16 +42,15 @@ def test_a_vanish_at_the_last_capture_of_a_delete_all_is_no_deletion_through_mem
         memory.delete(memory_id)
     history = deployment.paths.history_db
     with ExitStack() as stack:
-        held = [stack.enter_context(delete_in_flight(memory, history, last[0]))]
 
-        def next_delete(n: int) -> None:
-            if n < len(last):
-                held[-1]()
-                held.append(stack.enter_context(delete_in_flight(memory, history, last[n])))
+        def bob_vanishes(n: int) -> None:
             if n == len(last) - 1:  # bob's points vanish, no DELETE event ever written
                 for memory_id in bob:
                     memory.vector_store.delete(vector_id=memory_id)
 
+        next_delete = one_delete_in_flight_per_capture(
+            stack, memory, history, last, last_lands=False, also=bob_vanishes
+        )
         _judged_with(monkeypatch, next_delete)
         created = cli("snapshot", "create", "--json", config=deployment.config)
     monkeypatch.undo()

@@ -113,3 +113,29 @@ def deployment_in_mode(make_deployment: Any, param: str) -> Any:
         for path in [paths.history_db, *paths.qdrant.glob("collection/*/storage.sqlite")]:
             assert journal_mode.switch(path, journal_mode.WAL) == "wal"
     return made
+
+
+def one_delete_in_flight_per_capture(
+    stack: Any,
+    memory: Any,
+    history_db: Path,
+    memory_ids: list[str],
+    *,
+    last_lands: bool,
+    also: Callable[[int], None] | None = None,
+) -> Callable[[int], None]:
+    """A ``delete_all`` going on under a capturing memsync: ``memory_ids[0]`` is in flight now;
+    call what it returns after the ``n``-th capture to land the delete in flight (the last one
+    only when ``last_lands``) and start ``memory_ids[n]``, then ``also(n)``. The deletes are
+    held on ``stack`` (an ``ExitStack``), which lands what is still in flight when it closes."""
+    held = [stack.enter_context(delete_in_flight(memory, history_db, memory_ids[0]))]
+
+    def next_delete(n: int) -> None:
+        if n < len(memory_ids) or last_lands:
+            held[-1]()
+        if n < len(memory_ids):
+            held.append(stack.enter_context(delete_in_flight(memory, history_db, memory_ids[n])))
+        if also is not None:
+            also(n)
+
+    return next_delete
