@@ -2,7 +2,7 @@
 
 Steps (each recorded in the intent journal ``restore-journal.json``, ``"backend": "pgvector"``):
 
-1. ``loading``: each table of the snapshot (``pgvector/<table>.csv``) is loaded into a new
+1. ``loading``: each table of the snapshot (``pgvector/<table>.pgcopy``, or ``.csv`` from memsync 0.2) is loaded into a new
    table ``<table>_restore_<id>`` with its indexes (the store's ``staging()``); the
    snapshot's history.db is staged beside the live one (``<history>.restore-<id>``).
 2. ``staged``: then, with the app kept off history.db (nobody holds it; or the app's memsync

@@ -340,8 +340,9 @@ def _members(
     """
     config = deployment.config
     store = deployment.vector_store
-    collection = store.collection_file(manifest.collection, Path()).as_posix()
-    paths = [f"{store.capture_dir}/{store.index_file}", f"{store.capture_dir}/{collection}"]
+    paths = [f"{store.capture_dir}/{store.index_file}"] + [
+        f"{store.capture_dir}/{name}" for name in store.capture_names(manifest.collection)
+    ]  # the manifest lists one of the names: open_files leaves the others out
     members: dict[tuple[str, str | None], set[str]] = {(TOTAL, None): set()}
     with reading.scratch(config, "tripwire") as area:
         opened = reading.open_files(config, repo, snapshot_id, paths, area)

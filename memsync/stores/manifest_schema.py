@@ -34,7 +34,7 @@ _NAME = r"(?!\.{1,2}(?:/|\Z))[A-Za-z0-9_.-]{1,255}"
 _COLLECTION = re.compile(_NAME + r"\Z")
 _LAYOUT = re.compile(  # embedded Qdrant's files, or a pgvector export's (since issue 13)
     rf"(history\.db|qdrant/meta\.json|qdrant/collection/{_NAME}/storage\.sqlite"
-    rf"|pgvector/schema\.json|pgvector/{_NAME}\.csv)\Z"
+    rf"|pgvector/schema\.json|pgvector/{_NAME}\.(?:csv|pgcopy))\Z"
 )
 _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 _EARLIEST, _LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(9999, 1, 1, tzinfo=UTC)

@@ -241,6 +241,13 @@ class CaptureReader(Protocol):
         """
         ...
 
+    def capture_names(self, collection: str) -> tuple[str, ...]:
+        """Every name ``collection``'s file may have in a capture, relative to it. Pure.
+
+        For choosing among a manifest's files before the capture is at hand.
+        """
+        ...
+
     def open_capture(
         self, root: Path, started_at: datetime, finished_at: datetime
     ) -> VectorCapture:

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from memsync.stores.pgvector.connect import READ_LOCK_TIMEOUT_S
+from tests.helpers.pg import as_csv_snapshot
 from tests.pg.test_restore_pgvector import ROOT, ids, memsync, snapshot, tables
 
 
@@ -79,7 +80,12 @@ def test_a_tampered_schema_json_runs_no_sql_of_its_own_and_changes_nothing(
         failed = [
             f for f in json.loads(verified.stdout)["findings"] if f["code"] == "integrity-failed"
         ]
-        assert [f["path"] for f in failed] == ["pgvector/schema.json"], failed
+        assert failed and failed[0]["path"] == "pgvector/schema.json", failed
+        # a binary export is read by schema.json's columns: without them, it is named too
+        assert all(
+            f["path"] == "pgvector/schema.json" or "schema.json lists no columns" in f["message"]
+            for f in failed
+        ), failed
     result = memsync(pg_deployment, "restore", snapshot_id, "--force")
     assert result.returncode == 11, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
@@ -243,6 +249,7 @@ def test_an_export_csv_that_does_not_match_its_schema_fails_verify_and_restore_c
     created = memsync(pg_deployment, "snapshot", "create", "--json")
     snapshot_id = json.loads(created.stdout)["id"]
     root = pg_deployment.paths.root / "snapshots" / snapshot_id
+    as_csv_snapshot(root, url)  # as memsync 0.2 wrote it
     _rewrite(root, "pgvector/mem0.csv", damage((root / "pgvector" / "mem0.csv").read_text()))
     before_tables, before_ids = tables(url), ids(url, "mem0")
     verified = memsync(pg_deployment, "snapshot", "verify", snapshot_id, "--json")
@@ -253,6 +260,46 @@ def test_an_export_csv_that_does_not_match_its_schema_fails_verify_and_restore_c
     assert restored.returncode == 11, restored.stderr
     assert len(restored.stderr.strip().splitlines()) == 1 and "Traceback" not in restored.stderr
     assert tables(url) == before_tables and ids(url, "mem0") == before_ids
+
+
+@pytest.mark.parametrize("damage", ["fields-added", "deleted"])
+def test_a_binary_export_that_does_not_match_its_schema_fails_verify_and_restore_changes_nothing(
+    pg_deployment, damage
+):
+    url = pg_deployment.paths.pg_url
+    pg_deployment.close()
+    created = memsync(pg_deployment, "snapshot", "create", "--json")
+    snapshot_id = json.loads(created.stdout)["id"]
+    root = pg_deployment.paths.root / "snapshots" / snapshot_id
+    _rewrite_bytes(root, "pgvector/mem0.pgcopy", damage)
+    before_tables, before_ids = tables(url), ids(url, "mem0")
+    verified = memsync(pg_deployment, "snapshot", "verify", snapshot_id, "--json")
+    assert verified.returncode == 3, verified.stdout + verified.stderr
+    failed = [f for f in json.loads(verified.stdout)["findings"] if f["code"] == "integrity-failed"]
+    assert [f["path"] for f in failed] == ["pgvector/mem0.pgcopy"], failed
+    if damage == "fields-added":
+        assert "rows of 4 fields, but its schema.json records 3 columns" in failed[0]["message"]
+    restored = memsync(pg_deployment, "restore", snapshot_id, "--force")
+    assert restored.returncode == 11, restored.stderr
+    assert len(restored.stderr.strip().splitlines()) == 1 and "Traceback" not in restored.stderr
+    assert tables(url) == before_tables and ids(url, "mem0") == before_ids
+
+
+def _rewrite_bytes(root: Path, relative: str, damage: str) -> None:
+    """The first row's field count raised to 4 (a tool's extra column), or the file deleted."""
+    path = root / relative
+    if damage == "deleted":
+        _rewrite(root, relative, None)
+        return
+    data = bytearray(path.read_bytes())
+    assert data[19:21] == b"\x00\x03"  # after the 19-byte header: the first row's 3 fields
+    data[20] = 4
+    path.write_bytes(bytes(data))
+    manifest = json.loads((root / "manifest.json").read_text())
+    for entry in manifest["files"]:
+        if entry["path"] == relative:
+            entry["size"], entry["sha256"] = len(data), hashlib.sha256(data).hexdigest()
+    (root / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
 def test_mem0s_tables_in_another_schema_by_the_connection_strings_search_path(tmp_path, pg_server):

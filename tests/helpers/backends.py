@@ -94,7 +94,12 @@ def pgvector(make_deployment: Any) -> Backend:
 
     def spoil(captured: VectorCapture) -> None:  # a row's payload cut, the row count intact
         path = captured.copies[store.collection].dest
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        data = path.read_bytes()
+        if data.startswith(b"PGCOPY\n"):  # binary: the first jsonb payload opens as an array
+            at = data.index(b'\x01{"')
+            path.write_bytes(data[: at + 1] + b"[" + data[at + 2 :])
+            return
+        lines = data.decode("utf-8").splitlines(keepends=True)
         lines[1] = lines[1].replace('"{', '"{broken', 1)
         path.write_text("".join(lines), encoding="utf-8")
 

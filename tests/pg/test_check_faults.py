@@ -11,12 +11,15 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from memsync import check
 from memsync.config import load
 from memsync.demo import deployment as build
 from memsync.demo import pg_faults
 from memsync.deployment import Deployment
 from memsync.model import CheckReport
+from tests.helpers.pg import as_csv_snapshot
 
 
 def findings(cli, deployment) -> tuple[int, list[dict]]:
@@ -187,11 +190,19 @@ def _checksums_of_damaged_file(root: Path, relative: str) -> None:
     manifest_path.write_text(json.dumps(manifest))
 
 
-def test_a_corrupted_export_row_in_a_snapshot_is_named_by_file_and_line(pg_deployment, cli):
+def _snapshot_in(pg_deployment, cli, layout: str) -> tuple[Path, Path]:
+    """A fresh snapshot's root and its memory table's export: binary, or memsync 0.2's CSV."""
     created = cli("snapshot", "create", "--json", config=pg_deployment.config)
     assert created.code == 0, created.err
     root = Path(created.json()["path"])
-    export = root / "pgvector" / "mem0.csv"
+    if layout == "csv":
+        as_csv_snapshot(root, pg_deployment.paths.pg_url)
+        return root, root / "pgvector" / "mem0.csv"
+    return root, root / "pgvector" / "mem0.pgcopy"
+
+
+def test_a_corrupted_export_row_in_a_snapshot_is_named_by_file_and_line(pg_deployment, cli):
+    root, export = _snapshot_in(pg_deployment, cli, "csv")  # a snapshot of memsync 0.2
     lines = export.read_text().splitlines(keepends=True)
     assert lines[4].endswith('}"\n')
     lines[4] = lines[4][: -len('}"\n')] + '"\n'  # line 5's payload loses its closing brace
@@ -205,21 +216,35 @@ def test_a_corrupted_export_row_in_a_snapshot_is_named_by_file_and_line(pg_deplo
     assert "\n" not in finding["message"] and "verify-" not in finding["message"]
 
 
-def test_a_truncated_export_in_a_snapshot_is_a_checksum_mismatch(pg_deployment, cli):
-    created = cli("snapshot", "create", "--json", config=pg_deployment.config)
-    root = Path(created.json()["path"])
-    export = root / "pgvector" / "mem0.csv"
+def test_a_corrupted_binary_export_row_in_a_snapshot_is_named_by_file_and_row(pg_deployment, cli):
+    root, export = _snapshot_in(pg_deployment, cli, "binary")
+    data = bytearray(export.read_bytes())
+    at = -1
+    for _ in range(5):  # the fifth row's jsonb payload: version 1, then its JSON text
+        at = data.index(b'\x01{"', at + 1)
+    data[at + 1] = ord("[")  # its object opens as an array: not JSON any more
+    export.write_bytes(bytes(data))
+    _checksums_of_damaged_file(root, "pgvector/mem0.pgcopy")
+    result = cli("snapshot", "verify", "--json", str(root), config=pg_deployment.config)
+    assert result.code == 3, result.out + result.err
+    (finding,) = [f for f in result.json()["findings"] if f["code"] == "point-undecodable"]
+    assert finding["path"].endswith("pgvector/mem0.pgcopy")
+    assert "pgvector/mem0.pgcopy row 5" in finding["message"], finding["message"]
+    assert "payload is not JSON" in finding["message"], finding["message"]
+
+
+@pytest.mark.parametrize("layout", ["binary", "csv"])
+def test_a_truncated_export_in_a_snapshot_is_a_checksum_mismatch(pg_deployment, cli, layout):
+    root, export = _snapshot_in(pg_deployment, cli, layout)
     export.write_bytes(export.read_bytes()[: export.stat().st_size // 2])
     result = cli("snapshot", "verify", "--json", str(root), config=pg_deployment.config)
     assert result.code == 3, result.out + result.err
     found = {(f["code"], Path(f["path"]).name) for f in result.json()["findings"]}
-    assert ("checksum-mismatch", "mem0.csv") in found, found
+    assert ("checksum-mismatch", export.name) in found, found
 
 
 def test_an_export_cut_inside_a_row_is_named_by_file_and_line(pg_deployment, cli):
-    created = cli("snapshot", "create", "--json", config=pg_deployment.config)
-    root = Path(created.json()["path"])
-    export = root / "pgvector" / "mem0.csv"
+    root, export = _snapshot_in(pg_deployment, cli, "csv")
     lines = export.read_text().splitlines(keepends=True)
     cut = "".join(lines[:6]) + lines[6][: len(lines[6]) // 2]  # inside line 7's quoted payload
     export.write_text(cut)
@@ -229,4 +254,21 @@ def test_an_export_cut_inside_a_row_is_named_by_file_and_line(pg_deployment, cli
     (finding,) = [f for f in result.json()["findings"] if f["code"] == "integrity-failed"]
     assert finding["path"].endswith("pgvector/mem0.csv")
     assert finding["message"].startswith("pgvector export mem0.csv ends at line 7 after 6 rows")
+    assert "\n" not in finding["message"]
+
+
+@pytest.mark.parametrize("where", ["inside-row-7", "after-row-6"])
+def test_a_binary_export_cut_is_named_by_file_and_row(pg_deployment, cli, where):
+    root, export = _snapshot_in(pg_deployment, cli, "binary")
+    data = export.read_bytes()
+    starts = [i for i in range(19, len(data) - 1) if data[i : i + 6] == b"\x00\x03\x00\x00\x00\x10"]
+    row_7 = starts[6]  # each row: 3 fields, then the id's length (16 bytes: a uuid)
+    export.write_bytes(data[: row_7 + 40] if where == "inside-row-7" else data[:row_7])
+    _checksums_of_damaged_file(root, "pgvector/mem0.pgcopy")
+    result = cli("snapshot", "verify", "--json", str(root), config=pg_deployment.config)
+    assert result.code == 3, result.out + result.err
+    (finding,) = [f for f in result.json()["findings"] if f["code"] == "integrity-failed"]
+    assert finding["path"].endswith("pgvector/mem0.pgcopy")
+    said = "row 7 is truncated" if where == "inside-row-7" else "ends before row 7 and before"
+    assert said in finding["message"], finding["message"]
     assert "\n" not in finding["message"]

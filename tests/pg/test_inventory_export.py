@@ -79,9 +79,9 @@ def test_a_snapshot_capture_judges_from_an_inventory_export_of_the_same_transact
     made = cli("snapshot", "create", "--json", config=pg_deployment.config)
     assert made.code == 0, made.err
     snapshot = pg_deployment.paths.root / "snapshots" / made.json()["id"] / "pgvector"
-    assert sorted(p.name for p in snapshot.iterdir()) == ["mem0.csv", "schema.json"] or sorted(
+    assert sorted(p.name for p in snapshot.iterdir()) == ["mem0.pgcopy", "schema.json"] or sorted(
         p.name for p in snapshot.iterdir()
-    ) == ["mem0.csv", "mem0_entities.csv", "schema.json"]
+    ) == ["mem0.pgcopy", "mem0_entities.pgcopy", "schema.json"]
     work = load(pg_deployment.config, os.environ).work_dir
     assert not list(work.glob("capture-*"))  # the inventory export went with its scratch
     verified = cli("snapshot", "verify", made.json()["id"], "--json", config=pg_deployment.config)

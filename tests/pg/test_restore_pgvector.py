@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.conftest import error_findings
 from tests.helpers.holders import history_events, killed_inside_a_transaction
+from tests.helpers.pg import as_csv_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,7 +144,7 @@ def test_a_hot_journal_a_killed_app_left_in_history_is_rolled_back_by_the_restor
 def test_a_flipped_byte_in_the_export_refuses_the_restore_as_before(pg_deployment, cli):
     url = pg_deployment.paths.pg_url
     snapshot_id = snapshot(cli, pg_deployment)
-    export = pg_deployment.paths.root / "snapshots" / snapshot_id / "pgvector" / "mem0.csv"
+    export = pg_deployment.paths.root / "snapshots" / snapshot_id / "pgvector" / "mem0.pgcopy"
     data = bytearray(export.read_bytes())
     data[len(data) // 2] ^= 0x01
     export.write_bytes(bytes(data))
@@ -181,17 +183,27 @@ def test_a_load_that_takes_fewer_rows_than_the_export_recorded_swaps_nothing(pg_
     assert pg_deployment.reopen().get(pg_deployment.seeded.live[0]) is not None
 
 
-def test_a_changed_digit_that_loads_fine_still_refuses_before_the_swap(pg_deployment, cli):
-    # the hashes are compared while the tables load: a vector digit changed on disk loads as
+@pytest.mark.parametrize("layout", ["binary", "csv"])
+def test_a_changed_digit_that_loads_fine_still_refuses_before_the_swap(pg_deployment, cli, layout):
+    # the hashes are compared while the tables load: a vector value changed on disk loads as
     # a valid row, and the restore still refuses before the swap and leaves no staged table
     url = pg_deployment.paths.pg_url
     snapshot_id = snapshot(cli, pg_deployment)
-    export = pg_deployment.paths.root / "snapshots" / snapshot_id / "pgvector" / "mem0.csv"
+    root = pg_deployment.paths.root / "snapshots" / snapshot_id
+    if layout == "csv":  # a snapshot of memsync 0.2
+        as_csv_snapshot(root, url)
+    export = root / "pgvector" / ("mem0.csv" if layout == "csv" else "mem0.pgcopy")
     data = bytearray(export.read_bytes())
-    at = data.index(b"[", len(data) // 2) + 3  # a digit inside a vector (-0.0x... or 0.0x...)
-    while not chr(data[at]).isdigit():
-        at += 1
-    data[at] = ord("7") if data[at] != ord("7") else ord("3")
+    if layout == "csv":
+        at = data.index(b"[", len(data) // 2) + 3  # a digit inside a vector (-0.0x... or 0.0x...)
+        while not chr(data[at]).isdigit():
+            at += 1
+        data[at] = ord("7") if data[at] != ord("7") else ord("3")
+    else:  # the first row: header 19 bytes, 3 fields, the uuid (4 + 16), the vector's length
+        # and its dims header (4 + 4), then big-endian float4s: a lowest mantissa bit flipped
+        columns = json.loads((root / "pgvector" / "schema.json").read_text())["tables"]["mem0"]
+        assert [c["name"] for c in columns["columns"]][:2] == ["id", "vector"]
+        data[19 + 2 + 4 + 16 + 4 + 4 + 4 * 10 + 3] ^= 0x01
     export.write_bytes(bytes(data))
     before = tables(url)
     refused = cli("restore", "--force", snapshot_id, config=pg_deployment.config)
@@ -419,3 +431,20 @@ def test_a_table_absent_in_the_snapshot_or_live_is_moved_aside_or_only_put_in_pl
     assert ids(url, f"mem0_entities_pre_restore_{second}") == {entity}
     check = cli("check", "--json", config=pg_deployment.config)
     assert check.json()["counts"]["errors"] == 0, error_findings(check.json())
+
+
+def test_a_snapshot_of_memsync_0_2_in_csv_verifies_and_restores_every_row(pg_deployment, cli):
+    # snapshots taken before the binary export hold each table as CSV: still read, restored
+    url = pg_deployment.paths.pg_url
+    snapshot_id = snapshot(cli, pg_deployment)
+    root = pg_deployment.paths.root / "snapshots" / snapshot_id
+    as_csv_snapshot(root, url)
+    assert (root / "pgvector" / "mem0.csv").read_text().startswith("id,vector,payload\n")
+    kept = ids(url, "mem0")
+    pg_deployment.reopen().delete(pg_deployment.seeded.live[0])
+    verified = cli("snapshot", "verify", snapshot_id, "--json", config=pg_deployment.config)
+    assert verified.code == 0, verified.out + verified.err
+    restored = cli("restore", snapshot_id, "--force", "--json", config=pg_deployment.config)
+    assert restored.code == 0, restored.err
+    assert ids(url, "mem0") == kept
+    assert pg_deployment.reopen().get(pg_deployment.seeded.live[0]) is not None

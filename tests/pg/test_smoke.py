@@ -37,4 +37,6 @@ def test_snapshot_of_a_pgvector_deployment_verifies(pg_deployment, cli):
     )
     assert manifest["mode"] == "pgvector"
     assert manifest["versions"]["pgvector"].startswith("0.")
-    assert {"pgvector/schema.json", "pgvector/mem0.csv"} <= {f["path"] for f in manifest["files"]}
+    assert {"pgvector/schema.json", "pgvector/mem0.pgcopy"} <= {
+        f["path"] for f in manifest["files"]
+    }

@@ -128,9 +128,20 @@ class PgVector:
         """Nothing to roll back: PostgreSQL recovers its own transactions."""
 
     def collection_file(self, collection: str, root: Path | None = None) -> Path:
-        """``<root>/<collection>.csv`` in a capture (root None: the bare file name). Pure."""
+        """``<root>/<collection>.pgcopy`` in a capture that holds it, else ``<collection>.csv``.
+
+        Root None: the bare name of a CSV export (a snapshot of memsync 0.2; a live table has
+        no file). Reads only whether the binary file exists.
+        """
+        binary = Path(export.file_of(collection, binary=True))
+        if root is not None and (root / binary).is_file():
+            return root / binary
         name = Path(export.file_of(collection))
         return name if root is None else root / name
+
+    def capture_names(self, collection: str) -> tuple[str, ...]:
+        """``<collection>.pgcopy`` (binary) and ``<collection>.csv``. See ``VectorStore.capture_names``."""
+        return (export.file_of(collection, binary=True), export.file_of(collection))
 
     def read_collections(self) -> dict[str, CollectionInfo] | None:
         """The live memory and entity tables that exist, as collections; None when neither does.
@@ -331,7 +342,7 @@ class PgVector:
 
     def find_point(self, root: Path, collection: str, point_id: str) -> StoredPoint | None:
         """One row of the export at ``root`` with its vector; None when absent."""
-        path = root / export.file_of(collection)
+        path = self.collection_file(collection, root)
         return rows.find_point(path, point_id) if path.is_file() else None
 
     # --- erasure ------------------------------------------------------------------------
@@ -467,7 +478,7 @@ class PgVector:
                     found, last = rows.count_rows(copy.dest)
                     if expected is not None and found != expected:
                         verdict = (
-                            f"pgvector export {export.file_of(name)} ends at line {last} after "
+                            f"pgvector export {copy.dest.name} ends at {last} after "
                             f"{found} rows, but the export recorded {expected}: the file is "
                             "truncated or altered"
                         )
@@ -476,7 +487,7 @@ class PgVector:
                         pass
             except UnavailableError as error:
                 verdict = error.message
-            verdicts[export.file_of(name)] = verdict
+            verdicts[copy.dest.name] = verdict
         return verdicts
 
     # --- behind the port: what only this backend does --------------------------------------
@@ -586,7 +597,7 @@ class PgVector:
 
 def _as_exported(capture: VectorCapture, name: str, copy: CopyResult) -> bool:
     """Whether ``copy`` is a fresh export's memory table file, whole (see ``check_copy``)."""
-    if capture.inventory is None or copy.dest != capture.root / export.file_of(name):
+    if capture.inventory is None or copy.dest.parent != capture.root:
         return False
     try:
         side = export.read_schema(capture.inventory) or {"tables": {}}

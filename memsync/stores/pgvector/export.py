@@ -1,11 +1,13 @@
-"""Capture: each mem0 table exported as CSV inside one REPEATABLE READ READ ONLY transaction.
+"""Capture: each mem0 table exported by ``COPY`` inside one REPEATABLE READ READ ONLY transaction.
 
 Layout of a capture (and of a snapshot's ``pgvector/``): ``schema.json`` (the index file:
 server and pgvector versions, and per table its columns with their declared types, the
 dimension of its ``vector(N)`` column, its indexes' DDL, its row count, its file), then one
-``<table>.csv`` per exported table: ``COPY <table> TO STDOUT (FORMAT csv, HEADER)``, every
-column as PostgreSQL prints it (``id`` a UUID, ``vector`` pgvector's text ``[x,y,...]``,
-``payload`` JSONB text). ``COPY ... FROM STDIN (FORMAT csv, HEADER)`` loads it back as it is.
+file per exported table: ``<table>.pgcopy``, ``COPY <table> TO STDOUT (FORMAT binary)``, for a
+table whose columns ``rows`` decodes (mem0's: ``uuid``, ``vector(N)``, ``jsonb``), else
+``<table>.csv``, ``COPY <table> TO STDOUT (FORMAT csv, HEADER)``, every column as PostgreSQL
+prints it (snapshots of memsync 0.2 are all CSV). ``COPY ... FROM STDIN`` in the same format
+loads either back as it is (``load.load_table``).
 One transaction takes one MVCC snapshot for every table: the copy is one instant, and it never
 blocks the app's writes (PostgreSQL 16: readers take only ACCESS SHARE locks).
 """
@@ -44,9 +46,9 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = to_regclass(quote_ident(%s))"""
 
 
-def file_of(table: str) -> str:
-    """The export file of ``table`` in a capture (relative to its root). Pure."""
-    return f"{table}.csv"
+def file_of(table: str, binary: bool = False) -> str:
+    """The export file of ``table`` in a capture (relative to its root): binary or CSV. Pure."""
+    return f"{table}.pgcopy" if binary else f"{table}.csv"
 
 
 def describe_table(cursor: psycopg.Cursor[Any], table: str) -> dict[str, Any] | None:
@@ -95,7 +97,7 @@ def export(
 ) -> tuple[dict[str, Any], dict[str, CopyResult]]:
     """Export ``tables`` (those that exist) into ``dest`` in one REPEATABLE READ READ ONLY transaction.
 
-    Writes ``dest/<table>.csv`` (streamed: one COPY block in memory at a time) and then
+    Writes ``dest/<table>.pgcopy`` or ``.csv`` (streamed: one COPY block in memory at a time) and then
     ``dest/schema.json``. Each table's ``CopyResult`` carries the transaction's UTC start, the
     table's own end, seconds and bytes written. Takes no lock the app's writes wait for.
     ``vectors=False`` (an inventory-only capture: check, doctor): a pgvector ``vector`` column
@@ -170,14 +172,21 @@ def _export_table(
     cursor: psycopg.Cursor[Any], table: str, dest: Path, started: datetime, vectors: bool
 ) -> tuple[dict[str, Any], CopyResult] | None:
     """One table's COPY into ``dest`` inside the open transaction: its schema entry and copy."""
+    from psycopg import sql
+
+    from memsync.stores.pgvector import rows
+
     shape = describe_table(cursor, table)
     if shape is None:
         return None
-    target = dest / file_of(table)
     statement, full, ordered = _copy_statement(table, shape["columns"], vectors)
-    rows, size = _copy_out(cursor, statement, target)
+    binary = vectors and full and rows.binary_columns(shape["columns"])
+    if binary:
+        statement = sql.SQL("COPY {} TO STDOUT (FORMAT binary)").format(sql.Identifier(table))
+    target = dest / file_of(table, binary)
+    count, size = _copy_out(cursor, statement, target)
     finished = datetime.now(UTC)
-    entry = {**shape, "rows": rows, "file": file_of(table), "file_bytes": size, "vectors": full}
+    entry = {**shape, "rows": count, "file": target.name, "file_bytes": size, "vectors": full}
     if ordered:
         entry["order"] = "id"
     copy = CopyResult(

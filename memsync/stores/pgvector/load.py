@@ -1,9 +1,9 @@
-"""Restore's SQL: a snapshot's CSV loaded into new tables, swapped in by renames in one transaction.
+"""Restore's SQL: a snapshot's table files loaded into new tables, swapped in by renames in one transaction.
 
 A restore of table ``T`` from snapshot ``S`` (``restore.pgvector`` orchestrates):
 
 1. ``load_table``: ``T_restore_<s>`` is created from ``schema.json``'s columns, filled by
-   ``COPY ... FROM STDIN (FORMAT csv, HEADER)`` and given ``schema.json``'s indexes under
+   ``COPY ... FROM STDIN`` in the file's format (binary, or CSV with a header) and given ``schema.json``'s indexes under
    staged names (the primary key becomes a constraint again), then ANALYZEd.
 2. ``swap``: ONE transaction renames the live ``T`` aside to ``T_pre_restore_<s>`` (its indexes
    and constraints too, so their names are free), then the staged table and its indexes to the
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from memsync.errors import TryLaterError, UnavailableError
-from memsync.stores.pgvector import ddl
+from memsync.stores.pgvector import ddl, rows
 from memsync.stores.pgvector.connect import first_line
 
 MAX_NAME_BYTES = 63
@@ -96,9 +96,9 @@ def exists(connection: Any, table: str) -> bool:
 
 
 def load_table(
-    connection: Any, staged: str, shape: dict[str, Any], csv_path: Path
+    connection: Any, staged: str, shape: dict[str, Any], path: Path
 ) -> tuple[dict[str, str], int]:
-    """Create ``staged`` from ``shape`` (a ``schema.json`` table), COPY ``csv_path`` in, index it.
+    """Create ``staged`` from ``shape`` (a ``schema.json`` table), COPY ``path`` in (binary or CSV), index it.
 
     The indexes are built after the rows are in. A ``staged`` table a former attempt left is
     dropped first (it is memsync's own). Commits. Returns ``{staged index name: the name the
@@ -107,7 +107,7 @@ def load_table(
 
     Raises:
         UnavailableError: a statement fails (the message names the table and the server's error).
-        UnavailableError: reading ``csv_path`` fails (missing, unreadable), or it loads another
+        UnavailableError: reading ``path`` fails (missing, unreadable), or it loads another
             number of rows than the export recorded (nothing committed).
     """
     from psycopg import sql
@@ -125,22 +125,25 @@ def load_table(
         cursor.execute(
             sql.SQL("CREATE TABLE {} ({})").format(sql.Identifier(staged), columns), prepare=True
         )
-        statement = sql.SQL("COPY {} FROM STDIN (FORMAT csv, HEADER)").format(
-            sql.Identifier(staged)
-        )
         try:
-            with csv_path.open("rb") as source, cursor.copy(statement) as copy:
+            binary = rows.is_binary(path)
+            statement = sql.SQL(
+                "COPY {} FROM STDIN (FORMAT binary)"
+                if binary
+                else "COPY {} FROM STDIN (FORMAT csv, HEADER)"
+            ).format(sql.Identifier(staged))
+            with path.open("rb") as source, cursor.copy(statement) as copy:
                 while block := source.read(1 << 20):
                     copy.write(block)
         except OSError as error:  # the snapshot's file: missing or unreadable (exit 11)
             raise UnavailableError(
-                f"reading {csv_path} for {staged} failed: {error.strerror or error}",
+                f"reading {path} for {staged} failed: {error.strerror or error}",
                 "memsync snapshot verify ID names the damage; restore another snapshot",
             ) from None
         loaded[0] = cursor.rowcount
         if isinstance(shape.get("rows"), int) and loaded[0] != shape["rows"]:
             raise UnavailableError(
-                f"loading {staged}: {csv_path} gave {loaded[0]} rows, but its export recorded "
+                f"loading {staged}: {path} gave {loaded[0]} rows, but its export recorded "
                 f"{shape['rows']}; nothing was changed",
                 "memsync snapshot verify ID names the damage; restore another snapshot",
             )

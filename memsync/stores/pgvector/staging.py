@@ -79,9 +79,9 @@ class TableStaging:
             for table in tables:
                 if table["staged"] is not None:
                     shape = captured[table["live"]]
-                    csv = root / shape["file"]
+                    exported = root / shape["file"]
                     table["indexes"], table["rows"] = load.load_table(
-                        connection, table["staged"], shape, csv
+                        connection, table["staged"], shape, exported
                     )
 
     def swap(self, tables: list[dict[str, Any]]) -> None:

@@ -232,6 +232,10 @@ class EmbeddedQdrant:
         """``<root>/collection/<collection>/storage.sqlite`` (root: the live directory). Pure."""
         return storage_path(self._path if root is None else root, collection)
 
+    def capture_names(self, collection: str) -> tuple[str, ...]:
+        """``collection/<collection>/storage.sqlite``. See ``VectorStore.capture_names``."""
+        return (storage_path(Path(), collection).as_posix(),)
+
     def read_collections(self) -> dict[str, CollectionInfo] | None:
         """The live ``meta.json``'s collections, or None when absent. See ``read_meta``."""
         return read_meta(self._path)
