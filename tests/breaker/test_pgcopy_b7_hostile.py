@@ -295,6 +295,24 @@ def test_restore_of_a_pgcopy_the_server_refuses_names_the_file_and_row(pg_deploy
     assert "row 4" in restored.stderr or "row 6" in restored.stderr, restored.stderr
 
 
+WRONG_HINT = [jsonb_version_2, short_uuid, huge_length]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="load.py maps every psycopg error but DataError to 'the role needs CREATE on the "
+    "schema and to own mem0's tables': a damaged .pgcopy raising InternalError (jsonb "
+    "version), ProtocolViolation (a 15-byte uuid) or out of memory (huge length) gets that hint",
+)
+@pytest.mark.parametrize("damage", WRONG_HINT, ids=[d.__name__ for d in WRONG_HINT])
+def test_restore_of_a_damaged_pgcopy_blames_the_snapshot_not_the_role(pg_deployment, damage):
+    snapshot_id, _root = damaged(pg_deployment, damage)
+    restored = memsync(pg_deployment, "restore", snapshot_id, "--force")
+    assert restored.returncode == 11, restored.stderr
+    assert "needs CREATE on the schema" not in restored.stderr, restored.stderr
+    assert "snapshot verify" in restored.stderr, restored.stderr
+
+
 def test_a_header_extension_postgresql_skips_is_read_and_restored(pg_deployment):
     """PostgreSQL's format lets a writer add header extension bytes a reader skips."""
     url = pg_deployment.paths.pg_url
