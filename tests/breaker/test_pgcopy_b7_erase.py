@@ -90,3 +90,50 @@ def test_purge_memory_over_a_pgcopy_with_a_short_uuid_fails_in_one_line(pg_deplo
     assert "Traceback" not in purged.stderr, purged.stderr[-1500:]
     assert purged.returncode != 0, purged.stdout + purged.stderr
     assert (root / relative).read_bytes() == before
+
+
+@pytest.mark.parametrize("binary_table", ["mem0", "mem0_entities"])
+def test_a_snapshot_mixing_binary_and_csv_tables_verifies_restores_and_purges(
+    pg_deployment, binary_table
+):
+    url = pg_deployment.paths.pg_url
+    pg_deployment.close()
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("CREATE TABLE mem0_entities (LIKE mem0 INCLUDING ALL)")
+        connection.execute(
+            "INSERT INTO mem0_entities SELECT gen_random_uuid(), vector, "
+            "jsonb_build_object('data', 'entity ' || md5(id::text), 'user_id', "
+            "payload->>'user_id', 'linked_memory_ids', jsonb_build_array(id::text)) FROM mem0"
+        )
+    snapshot_id = json.loads(memsync(pg_deployment, "snapshot", "create", "--json").stdout)["id"]
+    root = pg_deployment.paths.root / "snapshots" / snapshot_id
+    _one_table_as_csv(root, url, keep_binary=binary_table)
+    formats = sorted(p.name for p in (root / "pgvector").iterdir())
+    assert f"{binary_table}.pgcopy" in formats and len(formats) == 3, formats
+    verified = memsync(pg_deployment, "snapshot", "verify", snapshot_id, "--json")
+    assert verified.returncode == 0, verified.stdout[-800:]
+    query = "SELECT id::text, vector::text, payload::text FROM {} ORDER BY id"  # noqa: S608
+    with psycopg.connect(url) as connection:
+        before = {
+            t: connection.execute(query.format(t)).fetchall() for t in ("mem0", "mem0_entities")
+        }
+        connection.execute("DELETE FROM mem0")
+        connection.execute("DELETE FROM mem0_entities")
+        connection.commit()
+    restored = memsync(pg_deployment, "restore", snapshot_id, "--force", "--json")
+    assert restored.returncode == 0, restored.stderr
+    with psycopg.connect(url) as connection:
+        after = {
+            t: connection.execute(query.format(t)).fetchall() for t in ("mem0", "mem0_entities")
+        }
+    assert after == before
+    texts = _texts_of(url, "chandra")
+    erased = memsync(pg_deployment, "forget", "--user", "chandra", "--erase", "--yes", "--json")
+    assert erased.returncode == 0, erased.stderr
+    purged = memsync(pg_deployment, "snapshot", "purge-memory", "--user", "chandra", "--yes")
+    assert purged.returncode == 0, purged.stdout + purged.stderr
+    files = [p for p in root.rglob("*") if p.is_file()]
+    left = [(t, p.name) for t in texts for p in files if t.encode() in p.read_bytes()]
+    assert left == [], left
+    again = memsync(pg_deployment, "snapshot", "verify", snapshot_id, "--json")
+    assert again.returncode == 0, again.stdout[-800:]
