@@ -67,3 +67,22 @@ def test_a_missing_row_comes_back_from_a_bucket_only_binary_pg_snapshot(
     code, outcome = reconcile(cli, deployment, "--no-snapshot")
     assert code == 0, json.dumps(outcome)[:1500]
     assert victim in ids(deployment.paths.pg_url, "mem0"), outcome
+
+
+@pytest.mark.parametrize("kind", ["binary", "csv"])
+def test_a_missing_row_comes_back_from_a_local_pg_snapshot(make_deployment, cli, kind):
+    from tests.helpers.pg import as_csv_snapshot
+
+    deployment = make_deployment(count=10, pg=True)
+    deployment.close()
+    made = cli("snapshot", "create", "--json", config=deployment.config)
+    assert made.code == 0, made.err
+    if kind == "csv":
+        root = deployment.paths.root / "snapshots" / made.json()["id"]
+        as_csv_snapshot(root, deployment.paths.pg_url)
+    memory = deployment.reopen()
+    victim = deployment.seeded.live[0]
+    build.delete_with_failing_history(memory, deployment.paths, victim)
+    code, outcome = reconcile(cli, deployment, "--no-snapshot")
+    assert code == 0, json.dumps(outcome)[:1500]
+    assert victim in ids(deployment.paths.pg_url, "mem0"), outcome

@@ -42,3 +42,36 @@ def test_a_sealed_binary_snapshot_from_the_bucket_restores_every_row(
     assert restored.returncode == 0, restored.stdout[-600:] + restored.stderr
     with psycopg.connect(url) as connection:
         assert connection.execute(QUERY).fetchall() == before
+
+
+def test_purge_memory_rewrites_a_sealed_binary_snapshot_that_then_restores_without_them(
+    make_deployment, tmp_path
+):
+    key = tmp_path / "k"
+    key.write_text(os.urandom(32).hex())
+    deployment = make_deployment(count=40, pg=True, extra_config=f'encrypt_key_file = "{key}"\n')
+    url = deployment.paths.pg_url
+    deployment.close()
+    created = memsync(deployment, "snapshot", "create", "--json")
+    assert created.returncode == 0, created.stderr
+    snapshot_id = json.loads(created.stdout)["id"]
+    with psycopg.connect(url) as connection:
+        everyone = connection.execute("SELECT count(*) FROM mem0").fetchone()[0]
+        theirs = connection.execute(
+            "SELECT count(*) FROM mem0 WHERE payload->>'user_id' = 'chandra'"
+        ).fetchone()[0]
+    assert theirs
+    erased = memsync(deployment, "forget", "--user", "chandra", "--erase", "--yes", "--json")
+    assert erased.returncode == 0, erased.stderr
+    purged = memsync(deployment, "snapshot", "purge-memory", "--user", "chandra", "--yes")
+    assert purged.returncode == 0, purged.stdout + purged.stderr
+    verified = memsync(deployment, "snapshot", "verify", snapshot_id)
+    assert verified.returncode == 0, verified.stdout[-600:] + verified.stderr
+    restored = memsync(deployment, "restore", snapshot_id, "--force", "--json")
+    assert restored.returncode == 0, restored.stdout[-600:] + restored.stderr
+    with psycopg.connect(url) as connection:
+        left = connection.execute(
+            "SELECT count(*) FROM mem0 WHERE payload->>'user_id' = 'chandra'"
+        ).fetchone()[0]
+        total = connection.execute("SELECT count(*) FROM mem0").fetchone()[0]
+    assert (left, total) == (0, everyone - theirs)
