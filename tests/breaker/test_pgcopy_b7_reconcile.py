@@ -86,3 +86,34 @@ def test_a_missing_row_comes_back_from_a_local_pg_snapshot(make_deployment, cli,
     code, outcome = reconcile(cli, deployment, "--no-snapshot")
     assert code == 0, json.dumps(outcome)[:1500]
     assert victim in ids(deployment.paths.pg_url, "mem0"), outcome
+
+
+def test_reconcile_over_a_damaged_newest_pgcopy_fails_in_one_line_or_uses_the_older(
+    make_deployment, cli
+):
+    from tests.breaker import test_pgcopy_b7_hostile as hostile
+    from tests.pg.test_restore_pgvector import memsync
+
+    deployment = make_deployment(count=10, pg=True)
+    deployment.close()
+    assert cli("snapshot", "create", config=deployment.config).code in (0, 3)
+    import time
+
+    time.sleep(1.1)  # snapshot ids are per second
+    newest = cli("snapshot", "create", "--json", config=deployment.config).json()["id"]
+    root = deployment.paths.root / "snapshots" / newest
+    relative = "pgvector/mem0.pgcopy"
+    rows = hostile.parse((root / relative).read_bytes())
+    rows[0][hostile.columns(root).index("id")] = b"\x01" * 15  # before every row it may seek
+    hostile.write(root, relative, hostile.pack(rows))
+    memory = deployment.reopen()
+    victim = deployment.seeded.live[0]
+    build.delete_with_failing_history(memory, deployment.paths, victim)
+    deployment.close()
+    result = memsync(deployment, "reconcile", "--no-snapshot", "--json")
+    assert "Traceback" not in result.stderr, result.stderr[-1500:]
+    if result.returncode == 0:
+        assert victim in ids(deployment.paths.pg_url, "mem0"), result.stdout[-800:]
+    else:
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert "mem0.pgcopy" in result.stderr, result.stderr
