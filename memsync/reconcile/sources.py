@@ -128,7 +128,7 @@ def find_recoveries(
         if not fetch and where == "remote":
             deferred.update(dict.fromkeys(able, snapshot_id))  # searched when applied
             continue
-        paths = ["history.db", _collection_path(store, inventory.collection)]
+        paths = ["history.db", *_collection_paths(store, inventory.collection)]
         try:
             opened = reading.open_files(config, sides[snapshot_id], snapshot_id, paths, work)
         except (UnavailableError, ConfigError) as error:
@@ -188,9 +188,13 @@ def _stamped(value: str | None) -> datetime | None:
     return parsed.astimezone(UTC) if parsed is not None and parsed.tzinfo is not None else None
 
 
-def _collection_path(store: VectorStore, collection: str) -> str:
-    """The memory collection's file in a snapshot, as its manifest lists it. Pure."""
-    return f"{store.capture_dir}/{store.collection_file(collection, Path()).as_posix()}"
+def _collection_paths(store: VectorStore, collection: str) -> list[str]:
+    """The vector index file and every name the memory collection's file may have. Pure.
+
+    ``open_files`` keeps the ones the snapshot's manifest lists.
+    """
+    names = [store.index_file, *store.capture_names(collection)]  # a binary export needs its schema
+    return [f"{store.capture_dir}/{name}" for name in names]
 
 
 def _drop(work: Path, snapshot_id: str) -> None:

@@ -14,12 +14,6 @@ from tests.pg.test_restore_pgvector import ids
 from tests.process.test_reconcile import reconcile
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reconcile asks open_files for pgvector/mem0.csv (collection_file(..., Path()) looks "
-    "for mem0.pgcopy in the cwd): an encrypted binary snapshot decrypts only history.db, so the "
-    "missing row is never found and never put back",
-)
 def test_a_missing_row_comes_back_from_an_encrypted_binary_pg_snapshot(
     make_deployment, cli, tmp_path
 ):
@@ -46,11 +40,6 @@ def test_a_missing_row_comes_back_from_an_encrypted_binary_pg_snapshot(
     assert victim in ids(deployment.paths.pg_url, "mem0"), outcome
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reconcile fetches pgvector/mem0.csv from a bucket-only snapshot: a binary "
-    "snapshot's pgvector/mem0.pgcopy is never downloaded, the missing row never put back",
-)
 def test_a_missing_row_comes_back_from_a_bucket_only_binary_pg_snapshot(
     make_deployment, cli, s3_endpoint, bucket
 ):

@@ -34,12 +34,6 @@ def test_a_pgcopy_read_with_altered_column_types_fails_verify_and_restore(pg_dep
     assert outcomes(pg_deployment, snapshot_id) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nothing compares a .pgcopy vector's dims with schema.json's vector(N): schema.json "
-    "retyped to vector(383) over rows of 384 verifies clean (exit 0), and restore then fails "
-    "in PostgreSQL ('expected 383 dimensions, not 384')",
-)
 def test_verify_fails_a_pgcopy_whose_vectors_disagree_with_schema_json_vector_n(pg_deployment):
     url = pg_deployment.paths.pg_url
     snapshot_id, _root = snapshot_root(pg_deployment)

@@ -29,7 +29,7 @@ def test_text_ids_json_payloads_an_extra_column_and_a_null_vector_restore_exactl
         connection.execute("ALTER TABLE mem0 ALTER COLUMN payload TYPE json USING payload::json")
         connection.execute("ALTER TABLE mem0 ADD COLUMN extra integer DEFAULT 7")
         connection.execute(
-            "UPDATE mem0 SET payload = ('{\"z\": 1,  \"data\": \"sp\\u00e9cial \\\"q\\\"\",'"
+            'UPDATE mem0 SET payload = (\'{"z": 1,  "data": "sp\\u00e9cial \\"q\\"",\''
             " || substr(payload::text, 2))::json, extra = NULL WHERE id = (SELECT min(id) FROM mem0)"
         )
         connection.execute(

@@ -12,6 +12,7 @@ embedded Qdrant's readers read ``VACUUM INTO`` copies. PostgreSQL has no single-
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -483,7 +484,7 @@ class PgVector:
                             "truncated or altered"
                         )
                 if verdict == "ok" and decode:
-                    for _point in rows.iter_points(copy.dest):
+                    for _point in rows.iter_points(copy.dest, dimension=_declared_dims(shape)):
                         pass
             except UnavailableError as error:
                 verdict = error.message
@@ -593,6 +594,15 @@ class PgVector:
     def captured_versions(self, capture: VectorCapture) -> dict[str, str | None]:
         """The server's versions the export recorded (a manifest's ``versions``: ``postgresql``, ``pgvector``)."""
         return export.pgvector_versions(capture.root)
+
+
+def _declared_dims(shape: dict[str, Any]) -> int | None:
+    """N of the ``vector(N)`` column ``schema.json`` declares (what a restore creates). Pure."""
+    for column in shape.get("columns") or []:
+        if isinstance(column, dict) and column.get("name") == "vector":
+            found = re.fullmatch(r"vector\((\d+)\)", str(column.get("type", "")))
+            return int(found.group(1)) if found else None
+    return None
 
 
 def _as_exported(capture: VectorCapture, name: str, copy: CopyResult) -> bool:

@@ -110,6 +110,7 @@ def load_table(
         UnavailableError: reading ``path`` fails (missing, unreadable), or it loads another
             number of rows than the export recorded (nothing committed).
     """
+    import psycopg
     from psycopg import sql
 
     columns = sql.SQL(", ").join(
@@ -140,6 +141,15 @@ def load_table(
                 f"reading {path} for {staged} failed: {error.strerror or error}",
                 "memsync snapshot verify ID names the damage; restore another snapshot",
             ) from None
+        except psycopg.Error as error:  # what the server refused to load is the file's
+            if cursor.connection.broken:
+                raise  # the connection, not the file
+            raise UnavailableError(
+                f"loading {staged} from {path.name}{_where(error, binary)} failed: "
+                f"{first_line(error)}",
+                "the snapshot's export does not load: memsync snapshot verify ID names the "
+                "damage; restore another snapshot",
+            ) from None
         loaded[0] = cursor.rowcount
         if isinstance(shape.get("rows"), int) and loaded[0] != shape["rows"]:
             raise UnavailableError(
@@ -150,14 +160,21 @@ def load_table(
         for number, ddl_text in enumerate(shape.get("indexes") or []):
             original, statement = ddl.index_statement(ddl_text, staged, name(staged, f"i{number}"))
             renames[name(staged, f"i{number}")] = original
-            cursor.execute(statement, prepare=True)
-            if original.endswith("_pkey"):
-                index = sql.Identifier(name(staged, f"i{number}"))
-                cursor.execute(
-                    sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} PRIMARY KEY USING INDEX {}").format(
-                        sql.Identifier(staged), index, index
+            try:
+                cursor.execute(statement, prepare=True)
+                if original.endswith("_pkey"):
+                    index = sql.Identifier(name(staged, f"i{number}"))
+                    cursor.execute(
+                        sql.SQL(
+                            "ALTER TABLE {} ADD CONSTRAINT {} PRIMARY KEY USING INDEX {}"
+                        ).format(sql.Identifier(staged), index, index)
                     )
-                )
+            except psycopg.errors.IntegrityError as error:  # a NULL or twice-listed id: the file's
+                raise UnavailableError(
+                    f"loading {staged} from {path.name} failed: {first_line(error)}",
+                    "the snapshot's export does not load: memsync snapshot verify ID names the "
+                    "damage; restore another snapshot",
+                ) from None
         cursor.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(staged)))
 
     _run(connection, f"loading {staged}", work)
@@ -390,6 +407,13 @@ def erase_rows(connection: Any, table: str, ids: Sequence[str]) -> int:
     finally:
         connection.autocommit = autocommit
     return deleted
+
+
+def _where(error: Any, binary: bool) -> str:
+    """`` at row N`` (binary) or `` at line N`` (CSV) from the server's COPY context, or ""."""
+    context = str(getattr(error.diag, "context", None) or "")
+    found = re.search(r"\bCOPY [^,]*, line (\d+)", context)
+    return f" at {'row' if binary else 'line'} {found.group(1)}" if found else ""
 
 
 def _run(connection: Any, what: str, work: Callable[[Any], Any]) -> Any:

@@ -17,8 +17,10 @@ which pgvector never prints for a value. Rows are streamed, one in memory at a t
 
 from __future__ import annotations
 
+import array
 import csv
 import json
+import math
 import os
 import struct
 import sys
@@ -188,13 +190,7 @@ class _Rows:
                         text = raw_payload.decode("utf-8")
                     size = None
                     if vector is not None:
-                        if len(vector) < 4:
-                            raise self._bad(number, "its vector is shorter than its header")
-                        size = _VECTOR_HEAD.unpack_from(vector)[0]
-                        if len(vector) != 4 + 4 * size:
-                            raise self._bad(
-                                number, f"its vector of {size} dims has {len(vector)} bytes"
-                            )
+                        size = self._vector_size(number, vector)
                     yield number, point_id, text, vector, size
         except UnicodeDecodeError as error:
             raise self._bad(number, f"a field is not UTF-8 ({error})") from None
@@ -202,6 +198,22 @@ class _Rows:
             raise UnavailableError(
                 f"pgvector export {self.path} is not readable: {error}"
             ) from None
+
+    def _vector_size(self, number: int, vector: bytes) -> int:
+        """The dims of a binary vector, refused as pgvector's ``vector_recv`` would refuse it."""
+        if len(vector) < 4:
+            raise self._bad(number, "its vector is shorter than its header")
+        size, unused = _VECTOR_HEAD.unpack_from(vector)
+        if len(vector) != 4 + 4 * size or unused != 0:
+            raise self._bad(
+                number, f"its vector of {size} dims has {len(vector)} bytes (header {unused})"
+            )
+        values = array.array("f", vector[4:])
+        if sys.byteorder == "little":
+            values.byteswap()
+        if not math.isfinite(sum(values)):  # NaN, or an infinity (no float4 sum overflows a double)
+            raise self._bad(number, "its vector holds NaN or an infinite value")
+        return int(size)
 
     def _bad(self, number: int, why: str) -> UnavailableError:
         return UnavailableError(f"pgvector export {self.path} row {number}: {why}")
@@ -237,7 +249,7 @@ def _binary_header(handle: BinaryIO, path: Path) -> None:
     if len(head) < len(SIGNATURE) + 8 or not head.startswith(SIGNATURE):
         raise UnavailableError(f"pgvector export {path}: its binary COPY header is truncated")
     flags, extension = struct.unpack_from(">ii", head, len(SIGNATURE))
-    if flags != 0 or extension < 0 or len(handle.read(extension)) != extension:
+    if flags != 0 or not 0 <= extension <= _FIELD_MAX or len(handle.read(extension)) != extension:
         raise UnavailableError(
             f"pgvector export {path}: its binary COPY header has flags {flags} (OIDs or an "
             "unknown extension), not an export of memsync's"
@@ -314,8 +326,12 @@ def vector_size(vector: str) -> int | None:
     return 0 if vector == "[]" else vector.count(",") + 1
 
 
-def iter_points(path: Path, keys: frozenset[str] | None = None) -> Iterator[Point]:
+def iter_points(
+    path: Path, keys: frozenset[str] | None = None, dimension: int | None = None
+) -> Iterator[Point]:
     """Every row of an export file as a point (payload cut to ``keys`` when given). Streams.
+
+    ``dimension``: the column's ``vector(N)``; a vector of another size is refused.
 
     Raises:
         UnavailableError: the file is unreadable, truncated, or a row does not decode (the
@@ -324,6 +340,11 @@ def iter_points(path: Path, keys: frozenset[str] | None = None) -> Iterator[Poin
     rows = _Rows(path)
     for number, point_id, text, vector, size in rows:
         payload = _decode(rows, number, point_id, text, vector)
+        if dimension is not None and size is not None and size != dimension:
+            raise UnavailableError(
+                f"pgvector export {path} {rows.unit} {number} (point {point_id}): a vector of "
+                f"{size} dims, but schema.json declares vector({dimension})"
+            )
         if keys is not None:  # interned: one key string for every point, not one per row
             payload = {sys.intern(k): v for k, v in payload.items() if k in keys}
         yield Point(id=point_id.lower(), payload=payload, vector_size=size)
