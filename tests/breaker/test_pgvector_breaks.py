@@ -212,14 +212,14 @@ def test_a_bad_connection_string_is_a_config_error_that_never_shows_the_password
         assert "my secret" not in result.stderr and "Traceback" not in result.stderr
 
 
-def _rewrite(root: Path, relative: str, text: str | None) -> None:
+def _rewrite(root: Path, relative: str, data: str | bytes | None) -> None:
     """Rewrite (None: delete) a snapshot file and make the manifest agree, as a tamperer would."""
     manifest = json.loads((root / "manifest.json").read_text())
-    if text is None:
+    if data is None:
         (root / relative).unlink()
         manifest["files"] = [e for e in manifest["files"] if e["path"] != relative]
     else:
-        data = text.encode()
+        data = data.encode() if isinstance(data, str) else data
         (root / relative).write_bytes(data)
         for entry in manifest["files"]:
             if entry["path"] == relative:
@@ -232,74 +232,56 @@ def _extra_column(text: str) -> str:
     return "\n".join(f"{line},x" if line else line for line in lines)
 
 
-@pytest.mark.parametrize(
-    "damage",
-    [
-        _extra_column,
-        lambda text: text.replace("id,vector,payload", "vector,id,payload", 1),
-        lambda text: None,  # the export file deleted, and its manifest entry
-    ],
-    ids=["extra-column", "columns-swapped", "csv-deleted"],
-)
-def test_an_export_csv_that_does_not_match_its_schema_fails_verify_and_restore_changes_nothing(
-    pg_deployment, damage
-):
-    url = pg_deployment.paths.pg_url
-    pg_deployment.close()
-    created = memsync(pg_deployment, "snapshot", "create", "--json")
-    snapshot_id = json.loads(created.stdout)["id"]
-    root = pg_deployment.paths.root / "snapshots" / snapshot_id
-    as_csv_snapshot(root, url)  # as memsync 0.2 wrote it
-    _rewrite(root, "pgvector/mem0.csv", damage((root / "pgvector" / "mem0.csv").read_text()))
-    before_tables, before_ids = tables(url), ids(url, "mem0")
-    verified = memsync(pg_deployment, "snapshot", "verify", snapshot_id, "--json")
-    assert verified.returncode == 3, verified.stdout + verified.stderr
-    failed = [f for f in json.loads(verified.stdout)["findings"] if f["code"] == "integrity-failed"]
-    assert [f["path"] for f in failed] == ["pgvector/mem0.csv"], failed
-    restored = memsync(pg_deployment, "restore", snapshot_id, "--force")
-    assert restored.returncode == 11, restored.stderr
-    assert len(restored.stderr.strip().splitlines()) == 1 and "Traceback" not in restored.stderr
-    assert tables(url) == before_tables and ids(url, "mem0") == before_ids
-
-
-@pytest.mark.parametrize("damage", ["fields-added", "deleted"])
-def test_a_binary_export_that_does_not_match_its_schema_fails_verify_and_restore_changes_nothing(
-    pg_deployment, damage
-):
-    url = pg_deployment.paths.pg_url
-    pg_deployment.close()
-    created = memsync(pg_deployment, "snapshot", "create", "--json")
-    snapshot_id = json.loads(created.stdout)["id"]
-    root = pg_deployment.paths.root / "snapshots" / snapshot_id
-    _rewrite_bytes(root, "pgvector/mem0.pgcopy", damage)
-    before_tables, before_ids = tables(url), ids(url, "mem0")
-    verified = memsync(pg_deployment, "snapshot", "verify", snapshot_id, "--json")
-    assert verified.returncode == 3, verified.stdout + verified.stderr
-    failed = [f for f in json.loads(verified.stdout)["findings"] if f["code"] == "integrity-failed"]
-    assert [f["path"] for f in failed] == ["pgvector/mem0.pgcopy"], failed
-    if damage == "fields-added":
-        assert "rows of 4 fields, but its schema.json records 3 columns" in failed[0]["message"]
-    restored = memsync(pg_deployment, "restore", snapshot_id, "--force")
-    assert restored.returncode == 11, restored.stderr
-    assert len(restored.stderr.strip().splitlines()) == 1 and "Traceback" not in restored.stderr
-    assert tables(url) == before_tables and ids(url, "mem0") == before_ids
-
-
-def _rewrite_bytes(root: Path, relative: str, damage: str) -> None:
-    """The first row's field count raised to 4 (a tool's extra column), or the file deleted."""
-    path = root / relative
-    if damage == "deleted":
-        _rewrite(root, relative, None)
-        return
-    data = bytearray(path.read_bytes())
+def _fields_added(data: bytes) -> bytes:
+    """The first row's field count raised to 4 (a tool's extra column) in a binary export."""
     assert data[19:21] == b"\x00\x03"  # after the 19-byte header: the first row's 3 fields
-    data[20] = 4
-    path.write_bytes(bytes(data))
-    manifest = json.loads((root / "manifest.json").read_text())
-    for entry in manifest["files"]:
-        if entry["path"] == relative:
-            entry["size"], entry["sha256"] = len(data), hashlib.sha256(data).hexdigest()
-    (root / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return data[:20] + b"\x04" + data[21:]
+
+
+# (layout, what the tamperer does to the export's content: None deletes the file, and the
+# message verify gives, when one is checked)
+DAMAGES = {
+    "csv-extra-column": ("csv", lambda data: _extra_column(data.decode()), None),
+    "csv-columns-swapped": (
+        "csv",
+        lambda data: data.decode().replace("id,vector,payload", "vector,id,payload", 1),
+        None,
+    ),
+    "csv-deleted": ("csv", lambda data: None, None),
+    "binary-fields-added": (
+        "binary",
+        _fields_added,
+        "rows of 4 fields, but its schema.json records 3 columns",
+    ),
+    "binary-deleted": ("binary", lambda data: None, None),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_an_export_that_does_not_match_its_schema_fails_verify_and_restore_changes_nothing(
+    pg_deployment, damage
+):
+    layout, change, said = DAMAGES[damage]
+    url = pg_deployment.paths.pg_url
+    pg_deployment.close()
+    created = memsync(pg_deployment, "snapshot", "create", "--json")
+    snapshot_id = json.loads(created.stdout)["id"]
+    root = pg_deployment.paths.root / "snapshots" / snapshot_id
+    relative = "pgvector/mem0.pgcopy"
+    if layout == "csv":
+        as_csv_snapshot(root, url)  # as memsync 0.2 wrote it
+        relative = "pgvector/mem0.csv"
+    _rewrite(root, relative, change((root / relative).read_bytes()))
+    before_tables, before_ids = tables(url), ids(url, "mem0")
+    verified = memsync(pg_deployment, "snapshot", "verify", snapshot_id, "--json")
+    assert verified.returncode == 3, verified.stdout + verified.stderr
+    failed = [f for f in json.loads(verified.stdout)["findings"] if f["code"] == "integrity-failed"]
+    assert [f["path"] for f in failed] == [relative], failed
+    assert said is None or said in failed[0]["message"], failed
+    restored = memsync(pg_deployment, "restore", snapshot_id, "--force")
+    assert restored.returncode == 11, restored.stderr
+    assert len(restored.stderr.strip().splitlines()) == 1 and "Traceback" not in restored.stderr
+    assert tables(url) == before_tables and ids(url, "mem0") == before_ids
 
 
 def test_mem0s_tables_in_another_schema_by_the_connection_strings_search_path(tmp_path, pg_server):
