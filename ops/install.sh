@@ -2,12 +2,14 @@
 # Install memsync's systemd units and directories on a VPS. Idempotent; --dry-run prints only.
 # Usage: sudo ops/install.sh [--dry-run] [--user mem0] [--config /etc/memsync/memsync.toml]
 #          [--deployment DIR]... [--snapshots /var/backups/memsync] [--memsync /usr/local/bin/memsync]
+# --snapshots: created for the snapshots (default /var/backups/memsync, the example config's;
+# none with --config, whose snapshot.directory is used).
 # --config: an existing memsync config; every directory it makes memsync write (the Qdrant
 # directory's and history.db's parents, mem0_dir, state_dir, work_dir, snapshot.directory, the
 # textfile's directory, [protect] directory) goes into the units' ReadWritePaths=, read with `memsync config show`.
 # --deployment (repeatable) adds directories by hand; default /srv/agent when no --config.
 set -euo pipefail
-DRY=0; USER_NAME=mem0; DEPLOYMENTS=(); CONFIG=; SNAPSHOTS=/var/backups/memsync; MEMSYNC=/usr/local/bin/memsync
+DRY=0; USER_NAME=mem0; DEPLOYMENTS=(); CONFIG=; SNAPSHOTS=; MEMSYNC=/usr/local/bin/memsync
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) DRY=1 ;;
@@ -16,7 +18,7 @@ while [ $# -gt 0 ]; do
     --deployment) DEPLOYMENTS+=("$2"); shift ;;
     --snapshots) SNAPSHOTS=$2; shift ;;
     --memsync) MEMSYNC=$2; shift ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -40,7 +42,9 @@ if [ -n "$CONFIG" ]; then
 fi
 [ ${#DEPLOYMENTS[@]} -gt 0 ] || [ -n "$CONFIG" ] || DEPLOYMENTS=(/srv/agent)
 for path in "${DEPLOYMENTS[@]}"; do ENTRIES+=("required $(realpath -m -- "$path")"); done
-ENTRIES+=("required $(realpath -m -- "$SNAPSHOTS")")
+# the example config's [snapshot] directory, unless --config names its own (then only --snapshots)
+[ -n "$SNAPSHOTS" ] || [ -n "$CONFIG" ] || SNAPSHOTS=/var/backups/memsync
+[ -z "$SNAPSHOTS" ] || ENTRIES+=("required $(realpath -m -- "$SNAPSHOTS")")
 
 # Writes one unit with this install's user, memsync binary, config and paths. Values go through
 # systemd's quoting ("..." with C escapes) and "%" becomes "%%" (a specifier otherwise), so any
@@ -83,7 +87,7 @@ PY
 id "$USER_NAME" >/dev/null 2>&1 || { echo "install.sh: user $USER_NAME does not exist (the app's user)" >&2; exit 2; }
 [ -x "$MEMSYNC" ] || echo "install.sh: note: $MEMSYNC is not installed yet (the units run it)" >&2
 run install -d -m 0750 -o root -g "$USER_NAME" "$ETC"
-run install -d -m 0700 -o "$USER_NAME" -g "$USER_NAME" "$SNAPSHOTS"
+[ -z "$SNAPSHOTS" ] || run install -d -m 0700 -o "$USER_NAME" -g "$USER_NAME" "$SNAPSHOTS"
 if [ -n "$CONFIG" ]; then
   STEP1="your config $CONFIG is used as it is (every directory it writes is in the units' ReadWritePaths=); check its [snapshot], [s3] and [daemon]"
 elif [ -e "$ETC/memsync.toml" ]; then

@@ -157,3 +157,30 @@ def test_paths_with_spaces_quotes_ampersands_hashes_and_percents_survive_into_th
     assert (
         dry.returncode == 0 and line in dry.stdout
     )  # a dry run shows exactly what a real run writes
+
+
+def test_with_a_config_no_default_snapshot_directory_is_created_or_made_writable(tmp_path):
+    import sys
+
+    qdrant, history = tmp_path / "qdrant", tmp_path / "mem0" / "history.db"
+    config = tmp_path / "memsync.toml"
+    config.write_text(
+        f'mem0_dir = "{tmp_path / "mem0"}"\nstate_dir = "{tmp_path / "state"}"\n'
+        f'[mem0]\nhistory_db_path = "{history}"\n[mem0.vector_store]\nprovider = "qdrant"\n'
+        f'[mem0.vector_store.config]\npath = "{qdrant}"\nembedding_model_dims = 384\n'
+        f'[snapshot]\ndirectory = "{tmp_path / "snaps"}"\n'
+    )
+    (tmp_path / "units").mkdir()
+    env = {
+        "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
+        "UNITS_DIR": str(tmp_path / "units"),
+        "ETC_DIR": str(tmp_path / "etc"),
+    }
+    memsync = Path(sys.executable).with_name("memsync")
+    argv = ["bash", str(ROOT / "ops/install.sh"), "--user", "root", "--dry-run"]
+    argv += ["--config", str(config), "--memsync", str(memsync)]
+    dry = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert dry.returncode == 0, dry.stderr
+    assert "/var/backups/memsync" not in dry.stdout  # the config's own directory is the one
+    # every path the config writes is under tmp_path: the units' one writable path
+    assert f"units/memsync.service (User=root, ReadWritePaths={tmp_path})" in dry.stdout
