@@ -492,6 +492,31 @@ def _mistyped_store_keys(provider: str, store_config: Mapping[str, Any]) -> list
     return problems
 
 
+def _other_providers_keys(
+    provider: str, store: Mapping[str, Any], store_config: Mapping[str, Any]
+) -> list[str]:
+    """Keys of ``[mem0.vector_store.config]`` that only another provider's config has.
+
+    A pgvector connection under the default provider (``provider`` missing or misspelt) would
+    make memsync read an embedded Qdrant at /tmp/qdrant; mem0 refuses the key at the app's start.
+    """
+    known = MEM0_STORE_KEYS.get(provider)
+    if known is None:
+        return []
+    problems = []
+    for other, keys in sorted(MEM0_STORE_KEYS.items()):
+        foreign = sorted(str(k) for k in store_config if k in keys and k not in known)
+        if other != provider and foreign:
+            given = "provider" in store
+            problems.append(
+                f"mem0.vector_store.config.{foreign[0]}: a key of mem0's {other} config, but "
+                f"the provider is {provider}"
+                + ("" if given else " (mem0.vector_store.provider is not set)")
+                + f': set provider = "{other}" in [mem0.vector_store]'
+            )
+    return problems
+
+
 def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
     """Rules that tie several keys together, on the raw document (after per-field checks). Pure.
 
@@ -520,6 +545,16 @@ def find_cross_field_problems(raw: Mapping[str, Any], mem0: Any) -> list[str]:
         problems += pgvector_problems(store_config)
     if isinstance(store_config, Mapping):
         problems += _mistyped_store_keys(provider, store_config)
+        problems += _other_providers_keys(provider, store, store_config)
+    if isinstance(store, Mapping):
+        for name in sorted(str(k) for k in store if k not in ("provider", "config")):
+            close = difflib.get_close_matches(name, ["config", "provider"], n=1, cutoff=0.7)
+            if close:
+                problems.append(
+                    f"mem0.vector_store.{name}: not a key of mem0's vector store (did you mean "
+                    f"{close[0]}?); without it mem0 and memsync use "
+                    + ("embedded Qdrant at /tmp/qdrant" if close[0] == "provider" else "defaults")
+                )
     s3 = raw.get("s3")
     if isinstance(s3, Mapping) and s3.get("sse") == "aws:kms" and not s3.get("sse_kms_key_id"):
         problems.append("s3.sse_kms_key_id: required when s3.sse is 'aws:kms'")

@@ -115,7 +115,8 @@ def run_restore_to(
     A dry run verifies and changes nothing. Never reads or writes the live stores.
 
     Raises:
-        UsageError: (exit 2) ``dest`` is not new or empty, or lies inside the live deployment.
+        UsageError: (exit 2) a server store (pgvector: its tables are no files to copy), or
+            ``dest`` is not new or empty, or lies inside the live deployment.
         UnavailableError: (exit 11) the snapshot is missing, fails verification, or none
             qualifies for ``latest``/``before``.
         ConfigError: (exit 10) it does not fit the configuration.
@@ -128,6 +129,13 @@ def run_restore_to(
         directory = choose.materialize(cfg, target, scratch)
         manifest = choose.verify_fit(deployment, directory, now)
         refuse_other_backend(deployment, manifest, old_config=True)
+        if deployment.vector_store.staging() is not None:  # a copy would still use the live server
+            raise UsageError(
+                "restore --to copies a snapshot's files into a directory of their own; on pgvector "
+                "the snapshot's tables need a database, and a copy would read the live one",
+                "load pgvector/<table>.pgcopy into a scratch database (COPY ... FROM ... WITH "
+                "(FORMAT binary), docs/how-to/pgvector.md), or restore ID --dry-run",
+            )
         planned = CopiedTo(snapshot_id=manifest.id, dry_run=dry_run, layout=layout, chosen=chosen)
         if dry_run:
             return planned

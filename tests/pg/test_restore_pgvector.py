@@ -448,3 +448,19 @@ def test_a_snapshot_of_memsync_0_2_in_csv_verifies_and_restores_every_row(pg_dep
     assert restored.code == 0, restored.err
     assert ids(url, "mem0") == kept
     assert pg_deployment.reopen().get(pg_deployment.seeded.live[0]) is not None
+
+
+def test_restore_to_a_directory_is_refused_on_pgvector_and_writes_nothing(
+    pg_deployment, cli, tmp_path
+):
+    # a copy of a pgvector snapshot would still read the live server: no such copy is made
+    snapshot_id = snapshot(cli, pg_deployment)
+    dest = tmp_path / "look"
+    for extra in ((), ("--dry-run",)):
+        refused = cli(
+            "restore", snapshot_id, "--to", str(dest), *extra, config=pg_deployment.config
+        )
+        assert refused.code == 2, refused.out + refused.err
+        assert "on pgvector" in refused.err and "pgcopy" in refused.err, refused.err
+        assert len(refused.err.strip().splitlines()) == 1
+        assert not dest.exists()

@@ -195,6 +195,23 @@ def test_a_mistyped_key_of_mem0s_store_config_is_named_and_a_new_one_passes():
     assert newer.qdrant_path == Path("/q")  # near no key of mem0's: a newer mem0's, passed on
 
 
+def test_a_misspelt_provider_with_a_pgvector_connection_is_refused_not_read_as_tmp_qdrant():
+    store = {"provder": "pgvector", "config": {"connection_string": "postgresql://h/db"}}
+    with pytest.raises(ConfigError) as raised:
+        parse({"mem0": {"vector_store": store}})
+    assert raised.value.problems == [
+        "mem0.vector_store.config.connection_string: a key of mem0's pgvector config, but the "
+        "provider is qdrant (mem0.vector_store.provider is not set): set provider = "
+        '"pgvector" in [mem0.vector_store]',
+        "mem0.vector_store.provder: not a key of mem0's vector store (did you mean provider?); "
+        "without it mem0 and memsync use embedded Qdrant at /tmp/qdrant",
+    ]
+    embedded_keys = {"provider": "pgvector", "config": {"connection_string": "x", "path": "/q"}}
+    with pytest.raises(ConfigError) as raised:
+        parse({"mem0": {"vector_store": embedded_keys}})
+    assert [p.split(":")[0] for p in raised.value.problems] == ["mem0.vector_store.config.path"]
+
+
 def test_paths_resolve_against_the_file_and_home():
     loaded = parse(
         {"state_dir": "state", "work_dir": "~/work", "snapshot": {"directory": "/abs/snaps"}}
