@@ -183,7 +183,7 @@ def choose(deployment: Deployment, before: datetime | None, *, no_safety: bool =
             "before a migration (restore one with its own config: --config OLD.toml restore ID "
             "--to DIR)"
             if other_embedder or other
-            else f"memsync snapshot verify {_unverified(local, remote, before, backend)} "
+            else f"memsync snapshot verify {_unverified(local, remote, before, backend, no_safety)} "
             "(--remote) records a verdict; or name a snapshot by id (memsync snapshot list)",
         )
     snapshot_id, where = picked
@@ -210,15 +210,24 @@ def choose(deployment: Deployment, before: datetime | None, *, no_safety: bool =
 
 
 def _unverified(
-    local: Sequence[Entry], remote: Sequence[Entry], before: datetime | None, backend: str
+    local: Sequence[Entry],
+    remote: Sequence[Entry],
+    before: datetime | None,
+    backend: str,
+    no_safety: bool = False,
 ) -> str:
-    """The newest complete snapshot ``pick`` passed over for want of a verdict, else ``ID``."""
+    """The newest complete snapshot ``pick`` passed over for want of a verdict, else ``ID``.
+
+    With ``no_safety`` (restore's choice) a safety snapshot, which ``pick`` never takes, is not
+    named.
+    """
     waiting = [
         e.id
         for e in [*local, *remote]
         if e.complete
         and not e.is_verified
         and (e.verified is None)
+        and not (no_safety and e.is_safety)
         and (before is None or e.created_at < before)
         and (e.manifest is None or backend_of(e.manifest) == backend)
     ]

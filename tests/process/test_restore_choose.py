@@ -59,6 +59,20 @@ def test_restore_latest_takes_the_newest_verified_snapshot(deployment, cli):
     deployment.close()
 
 
+def test_with_nothing_verified_the_hint_names_a_snapshot_latest_can_take_not_a_safety_one(
+    deployment, cli
+):
+    ordinary = snapshot(cli, deployment, verify=False)
+    memory_id = add(deployment, "forgotten after the snapshot")
+    forgot = cli("forget", memory_id, "--yes", "--json", config=deployment.config)
+    assert forgot.code == 0, forgot.err  # it takes a safety snapshot first, newer, unverified
+    listed = cli("snapshot", "list", "--json", config=deployment.config).json()
+    assert any(s["id"] != ordinary for s in listed["snapshots"]), listed
+    refused = cli("restore", "latest", "--force", config=deployment.config)
+    assert refused.code == 11, refused.err
+    assert f"memsync snapshot verify {ordinary} " in refused.err, refused.err
+
+
 def test_restore_before_a_time_with_z_or_an_offset_and_from_the_bucket(
     make_deployment, cli, s3_endpoint, bucket
 ):
