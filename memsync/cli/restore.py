@@ -319,18 +319,29 @@ def _chosen_line(chosen: choose.Chosen | None) -> str:
     return line
 
 
+def _planned(move: restore.Move) -> str | None:
+    """A dry run's line for one move (None: a table neither side has)."""
+    if not move.staged:  # a table the snapshot does not hold (pgvector)
+        if not move.had_live:
+            return None
+        return (
+            f"would move {move.live} aside to {move.aside}, with no replacement (the snapshot "
+            "has none; mem0 creates it empty)"
+        )
+    if move.had_live:
+        return (
+            f"would move {move.live} aside to {move.aside} and put the snapshot's copy in its place"
+        )
+    return f"would put the snapshot's copy at {move.live} (nothing there to move aside)"
+
+
 def _text(done: restore.Restored) -> str:
     """The text report of a restore, a dry run or a skip."""
     if done.skipped:
         text = f"restore {done.snapshot_id}: skipped, the deployment has data (--if-empty)"
     elif done.dry_run:
         text = "\n".join(
-            [
-                f"would move {m.live} aside to {m.aside} and put the snapshot's copy in its place"
-                if m.had_live
-                else f"would put the snapshot's copy at {m.live} (nothing there to move aside)"
-                for m in done.moves
-            ]
+            [line for m in done.moves if (line := _planned(m))]
             + [f"restore {done.snapshot_id} --dry-run: verified, nothing changed"]
         )
     else:

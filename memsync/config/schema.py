@@ -493,7 +493,7 @@ def _mistyped_store_keys(provider: str, store_config: Mapping[str, Any]) -> list
 
 
 def _other_providers_keys(
-    provider: str, store: Mapping[str, Any], store_config: Mapping[str, Any]
+    provider: str, store: Mapping[str, Any] | None, store_config: Mapping[str, Any]
 ) -> list[str]:
     """Keys of ``[mem0.vector_store.config]`` that only another provider's config has.
 
@@ -507,7 +507,7 @@ def _other_providers_keys(
     for other, keys in sorted(MEM0_STORE_KEYS.items()):
         foreign = sorted(str(k) for k in store_config if k in keys and k not in known)
         if other != provider and foreign:
-            given = "provider" in store
+            given = store is not None and "provider" in store
             problems.append(
                 f"mem0.vector_store.config.{foreign[0]}: a key of mem0's {other} config, but "
                 f"the provider is {provider}"

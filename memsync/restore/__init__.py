@@ -179,14 +179,29 @@ def _with_existence(moves: list[Move]) -> list[Move]:
     return [replace(m, had_live=Path(m.live).exists() or Path(m.live).is_symlink()) for m in moves]
 
 
-def existing(deployment: Deployment, moves: list[Move]) -> list[Move]:
-    """``_with_existence``; on a server store the tables are looked up in its catalog. Reads only."""
-    staging = deployment.vector_store.staging()
+def existing(
+    deployment: Deployment, moves: list[Move], manifest: Manifest | None = None
+) -> list[Move]:
+    """``_with_existence`` and ``_unique_asides``, as a real run names the moves. Reads only.
+
+    On a server store the tables are looked up in its catalog, and a table ``manifest``'s
+    snapshot does not hold gets no staged copy (``staged`` "", as a real run's report).
+    """
+    store = deployment.vector_store
+    staging = store.staging()
     if staging is None:
-        return _with_existence(moves)
+        return _unique_asides(_with_existence(moves))
     *tables, history = moves
     found = staging.with_catalog([{**asdict(t), "indexes": {}} for t in tables])
-    return [*(_table_move(t) for t in found), *_with_existence([history])]
+    if manifest is not None:
+        listed = {entry.path for entry in manifest.files}
+        found = [
+            t
+            if any(f"{store.capture_dir}/{n}" in listed for n in store.capture_names(t["live"]))
+            else {**t, "staged": None}
+            for t in found
+        ]
+    return [*(_table_move(t) for t in found), *_unique_asides(_with_existence([history]))]
 
 
 def _table_move(table: dict[str, Any]) -> Move:
@@ -273,7 +288,7 @@ def run_restore(
         require_force(deployment, force or dry_run)
         if dry_run:
             route = pg_restore.would_route(deployment) if in_store else "direct"
-            return replace(planned, moves=tuple(existing(deployment, moves)), route=route)
+            return replace(planned, moves=tuple(existing(deployment, moves, manifest)), route=route)
         taken: Taken | None = None
         if in_store:
             taken = Taken(route="direct")

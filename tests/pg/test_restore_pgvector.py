@@ -464,3 +464,16 @@ def test_restore_to_a_directory_is_refused_on_pgvector_and_writes_nothing(
         assert "on pgvector" in refused.err and "pgcopy" in refused.err, refused.err
         assert len(refused.err.strip().splitlines()) == 1
         assert not dest.exists()
+
+
+def test_a_dry_run_names_no_copy_of_a_table_the_snapshot_does_not_hold(pg_deployment, cli):
+    snapshot_id = snapshot(cli, pg_deployment)
+    root = pg_deployment.paths.root / "snapshots" / snapshot_id / "pgvector"
+    held = json.loads((root / "schema.json").read_text())["tables"]
+    dry = cli("restore", snapshot_id, "--force", "--dry-run", config=pg_deployment.config)
+    assert dry.code == 0, dry.err
+    for table in ("mem0", "mem0_entities"):
+        copied = f"snapshot's copy at {table} " in dry.out or f"aside to {table}_pre" in dry.out
+        assert copied == (table in held) or table not in held and "no replacement" in dry.out, (
+            dry.out
+        )

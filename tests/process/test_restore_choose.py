@@ -157,3 +157,17 @@ def test_restore_to_a_new_directory_never_touches_the_live_deployment(deployment
     )
     assert inside.code == 2 and "live deployment" in inside.err
     assert fingerprint(deployment.paths.root) == live
+
+
+def test_a_dry_run_names_the_aside_paths_the_real_restore_takes(deployment, cli):
+    snapshot_id = snapshot(cli, deployment)
+    taken = deployment.paths.history_db.with_name(f"history.db.pre-restore-{snapshot_id}")
+    taken.write_bytes(b"an earlier restore's copy, kept")
+    dry = cli("restore", snapshot_id, "--force", "--dry-run", "--json", config=deployment.config)
+    assert dry.code == 0, dry.err
+    planned = {m["live"]: m["aside"] for m in dry.json()["moves"]}
+    assert planned[str(deployment.paths.history_db)] == f"{taken}-1"
+    done = cli("restore", snapshot_id, "--force", "--json", config=deployment.config)
+    assert done.code == 0, done.err
+    assert {m["live"]: m["aside"] for m in done.json()["moves"]} == planned
+    assert taken.read_bytes() == b"an earlier restore's copy, kept"
