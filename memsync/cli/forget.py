@@ -174,7 +174,11 @@ def _copies_lines(erased: dict[str, Any]) -> list[str]:
         if unverified
         else f"erased: {erased['history_rows_blanked']} history rows blanked, both stores "
         f"rewritten ({erased.get('compaction') or 'VACUUM'})"
-        + ("" if searched is None else f", {searched} store files searched: no byte left")
+        + (
+            ""
+            if searched is None
+            else f", {searched} store file{'s' * (searched != 1)} searched: no byte left"
+        )
         + f"; {held}"
     ]
     if unverified:

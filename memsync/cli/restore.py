@@ -260,7 +260,12 @@ def _age_line(age_s: float | None, done: restore.Restored) -> str:
     if age_s is None or done.skipped:
         return ""
     hours = age_s / 3600
-    when = f"{hours:.1f} hours" if hours >= 1 else f"{age_s / 60:.0f} minutes"
+    minutes = round(age_s / 60)
+    when = (
+        f"{hours:.1f} hours"
+        if hours >= 1
+        else ("less than a minute" if minutes < 1 else f"{minutes} minute{'s' * (minutes != 1)}")
+    )
     verb = "would lack" if done.dry_run else "lacks"
     return (
         f"\nthe snapshot was taken {when} ago: the restored deployment {verb} what the app "
