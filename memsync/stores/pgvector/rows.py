@@ -304,7 +304,9 @@ def _decode(rows: _Rows, number: int, point_id: str, text: str, vector: object) 
         )
     if isinstance(vector, str) and vector and not (vector.startswith("[") and vector.endswith("]")):
         raise UnavailableError(
-            f"pgvector export {path} {place} (point {point_id}): vector is not pgvector's text"
+            f"pgvector export {path} {place} (point {point_id}): vector is not pgvector's text",
+            "the table's vector column is not of pgvector's type vector(N) (memsync doctor: "
+            "pg-dimension); mem0 creates it so with the vector extension",
         )
     return payload
 
