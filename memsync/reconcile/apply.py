@@ -288,12 +288,11 @@ def _stored_point(action: Action, deployment: Deployment, work: Path) -> StoredP
     if info is not None:
         root = _plaintext_root(config, info, work)
     elif config.s3 is not None:
-        names = [store.index_file, *store.capture_names(config.collection)]  # binary: its schema
-        paths = [f"{store.capture_dir}/{name}" for name in names]
+        paths = [f"{store.capture_dir}/{name}" for name in store.capture_names(config.collection)]
         remote, again = deployment.remote, work / "again"
         encrypted = remote.read_manifest(snapshot_id).encrypted
         root = again / (f"{snapshot_id}.plain" if encrypted else snapshot_id)
-        if not any((root / path).is_file() for path in paths[1:]):  # fetched once a snapshot
+        if not any((root / path).is_file() for path in paths):  # fetched once per snapshot
             root = reading.open_files(config, remote, snapshot_id, paths, again).root
     else:
         return None

@@ -189,12 +189,11 @@ def _stamped(value: str | None) -> datetime | None:
 
 
 def _collection_paths(store: VectorStore, collection: str) -> list[str]:
-    """The vector index file and every name the memory collection's file may have. Pure.
+    """The files reading the memory collection needs, under every name they may have. Pure.
 
     ``open_files`` keeps the ones the snapshot's manifest lists.
     """
-    names = [store.index_file, *store.capture_names(collection)]  # a binary export needs its schema
-    return [f"{store.capture_dir}/{name}" for name in names]
+    return [f"{store.capture_dir}/{name}" for name in store.capture_names(collection)]
 
 
 def _drop(work: Path, snapshot_id: str) -> None:

@@ -197,7 +197,11 @@ def existing(
         listed = {entry.path for entry in manifest.files}
         found = [
             t
-            if any(f"{store.capture_dir}/{n}" in listed for n in store.capture_names(t["live"]))
+            if any(
+                f"{store.capture_dir}/{n}" in listed
+                for n in store.capture_names(t["live"])
+                if n != store.index_file  # schema.json: listed with any table
+            )
             else {**t, "staged": None}
             for t in found
         ]

@@ -242,9 +242,10 @@ class CaptureReader(Protocol):
         ...
 
     def capture_names(self, collection: str) -> tuple[str, ...]:
-        """Every name ``collection``'s file may have in a capture, relative to it. Pure.
+        """The files of a capture that reading ``collection`` needs, relative to the capture. Pure.
 
-        For choosing among a manifest's files before the capture is at hand.
+        Under every name each may have; for choosing among a manifest's files before the
+        capture is at hand.
         """
         ...
 

@@ -141,8 +141,12 @@ class PgVector:
         return name if root is None else root / name
 
     def capture_names(self, collection: str) -> tuple[str, ...]:
-        """``<collection>.pgcopy`` (binary) and ``<collection>.csv``. See ``VectorStore.capture_names``."""
-        return (export.file_of(collection, binary=True), export.file_of(collection))
+        """``<collection>.pgcopy`` (binary, read by ``schema.json``'s columns: it too) or ``.csv``.
+
+        See ``VectorStore.capture_names``.
+        """
+        binary, text = export.file_of(collection, binary=True), export.file_of(collection)
+        return (binary, export.SCHEMA_FILE, text)
 
     def read_collections(self) -> dict[str, CollectionInfo] | None:
         """The live memory and entity tables that exist, as collections; None when neither does.
