@@ -2,7 +2,7 @@
 
 A snapshot's table is exported in PostgreSQL's binary ``COPY`` format (``<table>.pgcopy``,
 since 0.3: the server sends each float's four bytes instead of printing it, so the export is
-about 4x faster and 2.7x smaller at 384 dimensions) when its ``id``, ``vector`` and ``payload``
+about 4x faster and 2.5x smaller at 384 dimensions) when its ``id``, ``vector`` and ``payload``
 columns have types this module decodes (``uuid`` or text, ``vector(N)``, ``jsonb`` or ``json``);
 other tables, inventory exports and snapshots of 0.2 use CSV (``<table>.csv``). Readers tell
 the two apart by the binary format's signature, so both kinds of snapshot stay readable.
@@ -39,7 +39,6 @@ DIMS_COLUMN = "vector_dims"  # an inventory-only export's stand-in for "vector" 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # a payload may exceed csv's 128 KiB default
 
 SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
-BINARY_SUFFIX = ".pgcopy"
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _VECTOR_HEAD = struct.Struct(">hh")
@@ -508,9 +507,10 @@ def _remove_binary(path: Path, temporary: Path, wanted: set[str]) -> tuple[int, 
     column, id_uuid = names.index("id"), columns[names.index("id")].get("type") == "uuid"
     removed = kept = number = 0
     with path.open("rb") as source, temporary.open("wb") as out:
-        start = source.tell()
         _binary_header(source, path)
-        out.write(_read_span(source, start))
+        header_end = source.tell()
+        source.seek(0)
+        out.write(source.read(header_end))  # signature, flags and extension as they were
         read = source.read
         while True:
             number += 1
@@ -519,7 +519,14 @@ def _remove_binary(path: Path, temporary: Path, wanted: set[str]) -> tuple[int, 
                 out.write(_INT16.pack(-1))
                 break
             raw = fields[column]
-            point_id = "" if raw is None else str(uuid.UUID(bytes=raw)) if id_uuid else raw.decode()
+            try:
+                point_id = (
+                    "" if raw is None else str(uuid.UUID(bytes=raw)) if id_uuid else raw.decode()
+                )
+            except ValueError:  # a short uuid, a text id that is not UTF-8
+                raise UnavailableError(
+                    f"pgvector export {path} row {number}: its id does not decode"
+                ) from None
             if point_id.lower() in wanted:
                 removed += 1
                 continue
@@ -530,11 +537,3 @@ def _remove_binary(path: Path, temporary: Path, wanted: set[str]) -> tuple[int, 
         out.flush()
         os.fsync(out.fileno())
     return removed, kept
-
-
-def _read_span(handle: BinaryIO, start: int) -> bytes:
-    """The bytes of ``handle`` from ``start`` to its position now (the header just read)."""
-    end = handle.tell()
-    handle.seek(start)
-    span = handle.read(end - start)
-    return span
