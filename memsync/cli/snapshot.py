@@ -289,7 +289,9 @@ def run_list(args: argparse.Namespace) -> int:
     for row in ordered:
         places = [name for name in ("local", "remote") if row[name]]
         where = "+".join(places) + (" (upload pending)" if row.get("upload_pending") else "")
-        verified = "+".join(name for name in places if row[name]["verified"]) or "no"
+        verified = "+".join(name for name in places if row[name]["verified"]) or (
+            "FAILED" if any(row[name].get("failed") for name in places) else "no"
+        )
         complete = all(row[name]["complete"] for name in places)
         when = max((row[name]["verified_at"] or "" for name in places), default="")
         when = f"{when[:19]}Z" if when else "-"  # to the second

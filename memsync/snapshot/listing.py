@@ -43,6 +43,7 @@ def list_snapshots(config: Config, *, remote: bool) -> Listing:
             )
             rows[info.id]["pin"] = pins.pin_of(info)
             rows[info.id]["local"]["verified_at"] = _verified_at(info.verified)
+            rows[info.id]["local"]["failed"] = _failed(info.verified)
             rows[info.id]["upload_pending"] = upload_marks.read(info.path) is not None
     if remote:
         for entry in repository.remote(config).list():
@@ -61,7 +62,13 @@ def list_snapshots(config: Config, *, remote: bool) -> Listing:
                 row["remote"] = {"complete": entry.complete, "verified": entry.is_verified}
                 row["pin"] = row["pin"] or pins.pin_of(entry)
             rows[entry.id]["remote"]["verified_at"] = _verified_at(entry.verified)
+            rows[entry.id]["remote"]["failed"] = _failed(entry.verified)
     return Listing(snapshots=tuple(rows[key] for key in sorted(rows)))
+
+
+def _failed(document: dict[str, Any] | None) -> bool:
+    """Whether the last verification recorded found a problem (False: passed, or never run)."""
+    return document is not None and document.get("ok") is False
 
 
 def _verified_at(document: dict[str, Any] | None) -> str | None:

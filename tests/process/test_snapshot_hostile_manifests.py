@@ -183,6 +183,26 @@ def test_a_partial_copy_is_not_listed_verified(made, cli):
     assert rows[DAMAGED]["complete"] is False and rows[DAMAGED]["verified"] is False
 
 
+def test_a_snapshot_whose_verification_failed_is_listed_failed_not_unverified(made, cli):
+    deployment, good = made
+    shutil.copytree(good, good.parent / DAMAGED)
+    (good.parent / DAMAGED / "history.db").write_bytes(b"not the bytes the manifest hashed")
+    (good.parent / DAMAGED / "verified.json").unlink(missing_ok=True)
+    never = {
+        r["id"]: r
+        for r in cli("snapshot", "list", "--json", config=deployment.config).json()["snapshots"]
+    }
+    assert never[DAMAGED]["local"]["failed"] is False and never[DAMAGED]["verified"] is False
+    assert cli("snapshot", "verify", DAMAGED, config=deployment.config).code == 3
+    listed = cli("snapshot", "list", "--json", config=deployment.config).json()["snapshots"]
+    rows = {row["id"]: row for row in listed}
+    assert rows[DAMAGED]["local"]["failed"] is True and rows[DAMAGED]["verified"] is False
+    assert rows[GOOD]["local"]["failed"] is False
+    text = cli("snapshot", "list", config=deployment.config).out
+    (line,) = [x for x in text.splitlines() if x.startswith(DAMAGED)]
+    assert line.split()[2] == "FAILED", text
+
+
 @pytest.fixture
 def remote(make_deployment, cli, s3_endpoint, bucket):
     """A deployment with ``[s3]`` and one snapshot uploaded; returns (deployment, id, client)."""
