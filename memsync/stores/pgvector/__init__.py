@@ -12,7 +12,6 @@ embedded Qdrant's readers read ``VACUUM INTO`` copies. PostgreSQL has no single-
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -604,8 +603,7 @@ def _declared_dims(shape: dict[str, Any]) -> int | None:
     """N of the ``vector(N)`` column ``schema.json`` declares (what a restore creates). Pure."""
     for column in shape.get("columns") or []:
         if isinstance(column, dict) and column.get("name") == "vector":
-            found = re.fullmatch(r"vector\((\d+)\)", str(column.get("type", "")))
-            return int(found.group(1)) if found else None
+            return export.declared_dimension(str(column.get("type", "")))
     return None
 
 

@@ -46,6 +46,12 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = to_regclass(quote_ident(%s))"""
 
 
+def declared_dimension(column_type: str | None) -> int | None:
+    """N of a ``vector(N)`` column type as ``format_type`` spells it, else None. Pure."""
+    match = _DIMENSION.match(column_type or "")
+    return int(match.group(1)) if match else None
+
+
 def file_of(table: str, binary: bool = False) -> str:
     """The export file of ``table`` in a capture (relative to its root): binary or CSV. Pure."""
     return f"{table}.pgcopy" if binary else f"{table}.csv"
@@ -64,7 +70,6 @@ def describe_table(cursor: psycopg.Cursor[Any], table: str) -> dict[str, Any] | 
     columns = [{"name": n, "type": t} for n, t in cursor.execute(_COLUMNS, (qualified,)).fetchall()]
     indexes = [row[0] for row in cursor.execute(_INDEXES, (schema, table)).fetchall()]
     vector = next((c["type"] for c in columns if c["name"] == "vector"), "")
-    match = _DIMENSION.match(vector)
     distance = next((d for ops, d in _DISTANCES.items() if any(ops in i for i in indexes)), None)
     return {
         "qualified": qualified,
@@ -72,7 +77,7 @@ def describe_table(cursor: psycopg.Cursor[Any], table: str) -> dict[str, Any] | 
         "estimated_rows": max(int(estimated), 0),
         "bytes": int(size),
         "columns": columns,
-        "dimension": int(match.group(1)) if match else None,
+        "dimension": declared_dimension(vector),
         "distance": distance,
         "indexes": indexes,
     }
@@ -172,17 +177,10 @@ def _export_table(
     cursor: psycopg.Cursor[Any], table: str, dest: Path, started: datetime, vectors: bool
 ) -> tuple[dict[str, Any], CopyResult] | None:
     """One table's COPY into ``dest`` inside the open transaction: its schema entry and copy."""
-    from psycopg import sql
-
-    from memsync.stores.pgvector import rows
-
     shape = describe_table(cursor, table)
     if shape is None:
         return None
-    statement, full, ordered = _copy_statement(table, shape["columns"], vectors)
-    binary = vectors and full and rows.binary_columns(shape["columns"])
-    if binary:
-        statement = sql.SQL("COPY {} TO STDOUT (FORMAT binary)").format(sql.Identifier(table))
+    statement, full, ordered, binary = _copy_statement(table, shape["columns"], vectors)
     target = dest / file_of(table, binary)
     count, size = _copy_out(cursor, statement, target)
     finished = datetime.now(UTC)
@@ -202,10 +200,11 @@ def _export_table(
 
 def _copy_statement(
     table: str, columns: list[dict[str, str]], vectors: bool
-) -> tuple[Any, bool, bool]:
-    """The COPY of ``table``, whether it carries the vector values, whether rows are by id. Pure.
+) -> tuple[Any, bool, bool, bool]:
+    """The COPY of ``table``; whether it carries the vectors, is ordered by id, is binary. Pure.
 
-    With ``vectors`` (a snapshot's export) the table is copied as it lies, the fastest read.
+    With ``vectors`` (a snapshot's export) the table is copied as it lies, the fastest read:
+    in binary when ``rows`` decodes its columns (``rows.binary_columns``), else as CSV.
     Without (an inventory-only export), a pgvector ``vector`` column is replaced by
     ``vector_dims(vector) AS vector_dims`` (NULL stays NULL) and the rows come ``ORDER BY`` the
     id as the reader spells it (``rows.iter_points``: lower case), so check merges them with
@@ -214,10 +213,14 @@ def _copy_statement(
     """
     from psycopg import sql
 
+    from memsync.stores.pgvector import rows
+
     name = sql.Identifier(table)
     types = {c["name"]: c["type"] for c in columns}
+    if vectors and rows.binary_columns(columns):
+        return sql.SQL("COPY {} TO STDOUT (FORMAT binary)").format(name), True, False, True
     if vectors or "id" not in types:
-        return sql.SQL("COPY {} TO STDOUT (FORMAT csv, HEADER)").format(name), True, False
+        return sql.SQL("COPY {} TO STDOUT (FORMAT csv, HEADER)").format(name), True, False, False
     typed = types.get("vector", "").startswith("vector")
     selected = sql.SQL(", ").join(
         sql.SQL("vector_dims(vector) AS vector_dims")
@@ -227,7 +230,7 @@ def _copy_statement(
     )
     order = sql.SQL("id" if types["id"] == "uuid" else 'lower(id::text) COLLATE "C"')
     statement = sql.SQL("COPY (SELECT {} FROM {} ORDER BY {}) TO STDOUT (FORMAT csv, HEADER)")
-    return statement.format(selected, name, order), not typed, True
+    return statement.format(selected, name, order), not typed, True, False
 
 
 def _copy_out(cursor: psycopg.Cursor[Any], statement: Any, target: Path) -> tuple[int, int]:

@@ -27,6 +27,10 @@ from memsync.stores.pgvector import ddl, rows
 from memsync.stores.pgvector.connect import first_line
 
 MAX_NAME_BYTES = 63
+DOES_NOT_LOAD = (  # the hint when the server refuses a snapshot's rows: the file's fault
+    "the snapshot's export does not load: memsync snapshot verify ID names the damage; "
+    "restore another snapshot"
+)
 LOCK_TIMEOUT_S = 10
 _EXISTS = "SELECT to_regclass(quote_ident(%s)) IS NOT NULL"
 _INDEX_NAMES = """
@@ -147,8 +151,7 @@ def load_table(
             raise UnavailableError(
                 f"loading {staged} from {path.name}{_where(error, binary)} failed: "
                 f"{first_line(error)}",
-                "the snapshot's export does not load: memsync snapshot verify ID names the "
-                "damage; restore another snapshot",
+                DOES_NOT_LOAD,
             ) from None
         loaded[0] = cursor.rowcount
         if isinstance(shape.get("rows"), int) and loaded[0] != shape["rows"]:
@@ -172,8 +175,7 @@ def load_table(
             except psycopg.errors.IntegrityError as error:  # a NULL or twice-listed id: the file's
                 raise UnavailableError(
                     f"loading {staged} from {path.name} failed: {first_line(error)}",
-                    "the snapshot's export does not load: memsync snapshot verify ID names the "
-                    "damage; restore another snapshot",
+                    DOES_NOT_LOAD,
                 ) from None
         cursor.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(staged)))
 
